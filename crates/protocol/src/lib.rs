@@ -1,0 +1,17 @@
+//! The contract between `fleet-role` (the controller) and `fleet-role-actuator`
+//! (one per host): the names both sides use, the validation of every value read
+//! from the Kubernetes API, the report a host writes, and the pure decisions.
+//!
+//! Nothing here does IO: the decisions are functions over plain values, so
+//! "why did the host refuse?" is answered by reading [`decide::decide`].
+#![forbid(unsafe_code)]
+
+pub mod decide;
+pub mod names;
+pub mod report;
+pub mod validate;
+
+pub use decide::{Decision, HostState, LeaseView, NodeView, Observation, Step, decide};
+pub use names::Names;
+pub use report::{Phase, Report, Settled};
+pub use validate::{InvalidValue, JoinUrl, NodeName, Role, StepKind, SwapId};

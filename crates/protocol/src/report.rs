@@ -1,0 +1,303 @@
+//! The report each host writes under its own key of the `fleet-role-actuators`
+//! ConfigMap. It is the controller's view of the host, and the actuator's memory
+//! across restarts: a started step is resumed, a settled one never repeated.
+
+use serde::{Deserialize, Serialize};
+
+use crate::validate::SwapId;
+
+/// How many settled steps a report remembers. A swap settles at most four
+/// steps on one host (snapshot, promote or step-down, rollback, finish), so
+/// this covers the running swap and the ones before it.
+pub const SETTLED_MEMORY: usize = 16;
+
+/// Where a step stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Taken; the host is working on it.
+    Started,
+    /// A milestone within the step (see [`Detail`]).
+    Progress,
+    /// Finished as asked.
+    Done,
+    /// Not taken, with a reason; nothing changed on the host.
+    Refused,
+    /// Taken and failed, with a reason and the state the host was left in.
+    Failed,
+}
+
+impl Phase {
+    /// Whether the step is over (done, refused or failed).
+    pub fn is_settled(self) -> bool {
+        matches!(self, Phase::Done | Phase::Refused | Phase::Failed)
+    }
+}
+
+/// A milestone of a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Detail {
+    /// The server unit runs and its member is an etcd learner.
+    Learner,
+    /// The member is an etcd voter (k3s's `EtcdIsVoter`).
+    Voter,
+    /// The server runs etcd only, with no pod left; the role file says agent.
+    EtcdOnly,
+    /// The member is gone (tombstone, or no etcd label on the Node).
+    MemberGone,
+    /// The agent unit runs in place of the server.
+    AgentReady,
+    /// The snapshot file is written.
+    Snapshot,
+}
+
+/// The steps a report can speak of: the controller's three, plus the finish
+/// of a demotion and a snapshot request, plus `unknown` for a refused step
+/// whose name was not valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReportStep {
+    /// See [`crate::StepKind::Promote`].
+    Promote,
+    /// See [`crate::StepKind::StepDown`].
+    StepDown,
+    /// See [`crate::StepKind::Rollback`].
+    Rollback,
+    /// The end of a demotion once the member is gone.
+    Finish,
+    /// A snapshot named for the swap.
+    Snapshot,
+    /// A step annotation that named no known step.
+    Unknown,
+}
+
+impl ReportStep {
+    /// The name used in reports and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReportStep::Promote => "promote",
+            ReportStep::StepDown => "step-down",
+            ReportStep::Rollback => "rollback",
+            ReportStep::Finish => "finish",
+            ReportStep::Snapshot => "snapshot",
+            ReportStep::Unknown => "unknown",
+        }
+    }
+}
+
+impl From<crate::StepKind> for ReportStep {
+    fn from(k: crate::StepKind) -> Self {
+        match k {
+            crate::StepKind::Promote => ReportStep::Promote,
+            crate::StepKind::StepDown => ReportStep::StepDown,
+            crate::StepKind::Rollback => ReportStep::Rollback,
+        }
+    }
+}
+
+/// A step that is over, remembered so that it is never taken again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settled {
+    /// The swap it belonged to.
+    pub swap: Option<SwapId>,
+    /// The step.
+    pub step: ReportStep,
+    /// How it ended.
+    pub phase: Phase,
+}
+
+/// One host's report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// The swap of the current step (none for a refusal of an invalid id, or a
+    /// finish with no swap to name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap: Option<SwapId>,
+    /// The current step.
+    pub step: ReportStep,
+    /// Where it stands.
+    pub phase: Phase,
+    /// The last milestone reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Detail>,
+    /// Why it was refused or failed (already escaped; safe in one line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When the step started (unix seconds).
+    pub started_at: i64,
+    /// When this report was written (unix seconds).
+    pub updated_at: i64,
+    /// The snapshot file a snapshot step wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_file: Option<String>,
+    /// The steps that are over, newest last, at most [`SETTLED_MEMORY`].
+    #[serde(default)]
+    pub settled: Vec<Settled>,
+}
+
+impl Report {
+    /// Whether this report shows `step` of `swap` as over.
+    pub fn has_settled(&self, swap: Option<&SwapId>, step: ReportStep) -> bool {
+        let here = self.swap.as_ref() == swap && self.step == step && self.phase.is_settled();
+        here || self
+            .settled
+            .iter()
+            .any(|s| s.swap.as_ref() == swap && s.step == step)
+    }
+
+    /// Whether this report shows `step` of `swap` started and not yet over.
+    pub fn is_running(&self, swap: Option<&SwapId>, step: ReportStep) -> bool {
+        self.swap.as_ref() == swap && self.step == step && !self.phase.is_settled()
+    }
+
+    /// The report that follows `prev` when `step` of `swap` reaches `phase`.
+    ///
+    /// The start time carries over within a step; a step that settles joins
+    /// the settled list, which keeps only the newest [`SETTLED_MEMORY`].
+    pub fn next(
+        prev: Option<&Report>,
+        swap: Option<SwapId>,
+        step: ReportStep,
+        phase: Phase,
+        now: i64,
+    ) -> Report {
+        let same_step =
+            prev.is_some_and(|p| p.swap == swap && p.step == step && !p.phase.is_settled());
+        let mut settled = prev.map(|p| p.settled.clone()).unwrap_or_default();
+        if phase.is_settled() && !settled.iter().any(|s| s.swap == swap && s.step == step) {
+            settled.push(Settled {
+                swap: swap.clone(),
+                step,
+                phase,
+            });
+            let excess = settled.len().saturating_sub(SETTLED_MEMORY);
+            settled.drain(..excess);
+        }
+        Report {
+            swap,
+            step,
+            phase,
+            detail: if same_step {
+                prev.and_then(|p| p.detail)
+            } else {
+                None
+            },
+            reason: None,
+            started_at: if same_step {
+                prev.map_or(now, |p| p.started_at)
+            } else {
+                now
+            },
+            updated_at: now,
+            snapshot_file: None,
+            settled,
+        }
+    }
+
+    /// Sets the milestone.
+    pub fn with_detail(mut self, detail: Detail) -> Self {
+        self.detail = Some(detail);
+        self
+    }
+
+    /// Sets the reason of a refusal or failure.
+    pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
+
+    /// The report as the ConfigMap value (one JSON line).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a report always serializes")
+    }
+
+    /// Reads a ConfigMap value; a value that does not parse is no report.
+    pub fn from_json(raw: &str) -> Option<Report> {
+        serde_json::from_str(raw).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn swap(s: &str) -> Option<SwapId> {
+        Some(SwapId::parse(s).unwrap())
+    }
+
+    #[test]
+    fn a_report_round_trips_through_its_configmap_value() {
+        let r = Report::next(None, swap("s1"), ReportStep::Snapshot, Phase::Done, 7)
+            .with_detail(Detail::Snapshot);
+        let back = Report::from_json(&r.to_json()).unwrap();
+        assert_eq!(back, r);
+        assert!(r.to_json().contains("\"phase\":\"done\""));
+        assert!(Report::from_json("not json").is_none());
+        assert!(Report::from_json("{\"swap\":\"BAD ID\",\"step\":\"promote\",\"phase\":\"done\",\"startedAt\":1,\"updatedAt\":1}").is_none());
+    }
+
+    #[test]
+    fn a_settled_step_is_remembered_after_the_next_one_starts() {
+        let snap = Report::next(None, swap("s1"), ReportStep::Snapshot, Phase::Done, 1);
+        let promote = Report::next(
+            Some(&snap),
+            swap("s1"),
+            ReportStep::Promote,
+            Phase::Started,
+            2,
+        );
+        assert!(promote.has_settled(swap("s1").as_ref(), ReportStep::Snapshot));
+        assert!(!promote.has_settled(swap("s1").as_ref(), ReportStep::Promote));
+        assert!(!promote.has_settled(swap("s2").as_ref(), ReportStep::Snapshot));
+        assert!(promote.is_running(swap("s1").as_ref(), ReportStep::Promote));
+        assert!(!snap.is_running(swap("s1").as_ref(), ReportStep::Snapshot));
+    }
+
+    #[test]
+    fn the_start_time_and_detail_carry_over_within_a_step_only() {
+        let a = Report::next(None, swap("s1"), ReportStep::Promote, Phase::Started, 10);
+        let b = Report::next(
+            Some(&a),
+            swap("s1"),
+            ReportStep::Promote,
+            Phase::Progress,
+            20,
+        )
+        .with_detail(Detail::Learner);
+        let c = Report::next(Some(&b), swap("s1"), ReportStep::Promote, Phase::Done, 30);
+        assert_eq!(
+            (c.started_at, c.updated_at, c.detail),
+            (10, 30, Some(Detail::Learner))
+        );
+        let d = Report::next(
+            Some(&c),
+            swap("s1"),
+            ReportStep::StepDown,
+            Phase::Started,
+            40,
+        );
+        assert_eq!((d.started_at, d.detail), (40, None));
+    }
+
+    #[test]
+    fn the_settled_memory_is_bounded_and_keeps_the_newest() {
+        let mut r: Option<Report> = None;
+        for i in 0..40 {
+            let next = Report::next(
+                r.as_ref(),
+                swap(&format!("s{i}")),
+                ReportStep::Snapshot,
+                Phase::Done,
+                i,
+            );
+            r = Some(next);
+        }
+        let r = r.unwrap();
+        assert_eq!(r.settled.len(), SETTLED_MEMORY);
+        assert!(r.has_settled(swap("s39").as_ref(), ReportStep::Snapshot));
+        assert!(r.has_settled(swap("s24").as_ref(), ReportStep::Snapshot));
+        assert!(!r.has_settled(swap("s23").as_ref(), ReportStep::Snapshot));
+    }
+}

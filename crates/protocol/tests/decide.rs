@@ -1,0 +1,732 @@
+//! The host's decision, table by table. Each test names the behaviour; the
+//! property tests at the bottom sweep every combination of lease, desired
+//! role, step, report and host state for the invariants.
+
+use proptest::prelude::*;
+use protocol::{
+    Decision, HostState, LeaseView, NodeView, Observation, Phase, Report, Role, Step, SwapId,
+    decide,
+    decide::{JoinTarget, lease_gate},
+    report::ReportStep,
+};
+
+const NOW: i64 = 1_000_000;
+const ME: &str = "fleet-role";
+
+fn swap(s: &str) -> SwapId {
+    SwapId::parse(s).unwrap()
+}
+
+fn lease_for(s: &str) -> LeaseView {
+    LeaseView {
+        holder: Some(ME.into()),
+        swap: Some(s.into()),
+        renew_time: Some(NOW - 5),
+        duration_secs: Some(30),
+    }
+}
+
+fn node_asking(step: &str, desired: &str) -> NodeView {
+    NodeView {
+        name: "standby".into(),
+        desired_role: Some(desired.into()),
+        swap: Some("s1".into()),
+        step: Some(step.into()),
+        join_node: Some("voter-a".into()),
+        snapshot_request: None,
+        etcd_label: false,
+        etcd_is_voter: false,
+    }
+}
+
+fn agent_host() -> HostState {
+    HostState {
+        role: Some(Role::Agent),
+        datastore: false,
+        tombstone: false,
+    }
+}
+
+fn server_host() -> HostState {
+    HostState {
+        role: Some(Role::Server),
+        datastore: true,
+        tombstone: false,
+    }
+}
+
+fn found(addr: &str) -> JoinTarget {
+    JoinTarget::Found {
+        address: Some(addr.into()),
+    }
+}
+
+struct Case<'a> {
+    node: NodeView,
+    lease: Option<LeaseView>,
+    report: Option<Report>,
+    host: HostState,
+    join: JoinTarget,
+    now: i64,
+    _p: std::marker::PhantomData<&'a ()>,
+}
+
+impl Case<'_> {
+    fn new(node: NodeView, host: HostState) -> Self {
+        Case {
+            node,
+            lease: Some(lease_for("s1")),
+            report: None,
+            host,
+            join: found("10.0.0.1"),
+            now: NOW,
+            _p: Default::default(),
+        }
+    }
+    fn decide(&self) -> Decision {
+        decide(&Observation {
+            now: self.now,
+            node: &self.node,
+            lease: self.lease.as_ref(),
+            report: self.report.as_ref(),
+            host: self.host,
+            join: &self.join,
+            identity: ME,
+            skew_margin: 5,
+            join_port: 6443,
+        })
+    }
+}
+
+fn reported(step: ReportStep, phase: Phase) -> Report {
+    Report::next(None, Some(swap("s1")), step, phase, NOW - 100)
+}
+
+fn is_refusal(d: &Decision, needle: &str) -> bool {
+    matches!(d, Decision::Refuse { reason, .. } if reason.contains(needle))
+}
+
+#[test]
+fn a_promotion_with_the_lease_for_its_swap_joins_the_named_voter() {
+    let d = Case::new(node_asking("promote", "server"), agent_host()).decide();
+    let Decision::Take {
+        swap: Some(s),
+        step: Step::Promote { join, join_node },
+        resume: false,
+    } = d
+    else {
+        panic!("{d:?}")
+    };
+    assert_eq!(s.as_str(), "s1");
+    assert_eq!(join.as_str(), "https://10.0.0.1:6443");
+    assert_eq!(join_node.as_str(), "voter-a");
+}
+
+#[test]
+fn a_promotion_without_the_lease_for_its_swap_is_refused_and_changes_nothing() {
+    let mut c = Case::new(node_asking("promote", "server"), agent_host());
+    c.lease = None;
+    assert!(is_refusal(&c.decide(), "does not exist"));
+    c.lease = Some(lease_for("other-swap"));
+    assert!(is_refusal(&c.decide(), "held for swap \"other-swap\""));
+    c.lease = Some(LeaseView {
+        holder: Some("someone-else".into()),
+        ..lease_for("s1")
+    });
+    assert!(is_refusal(&c.decide(), "held by \"someone-else\""));
+    c.lease = Some(LeaseView {
+        holder: None,
+        ..lease_for("s1")
+    });
+    assert!(is_refusal(&c.decide(), "no holder"));
+    c.lease = Some(LeaseView {
+        swap: None,
+        ..lease_for("s1")
+    });
+    assert!(is_refusal(&c.decide(), "names no swap"));
+    c.lease = Some(LeaseView {
+        renew_time: None,
+        ..lease_for("s1")
+    });
+    assert!(is_refusal(&c.decide(), "no renew time"));
+}
+
+#[test]
+fn an_expired_lease_is_no_lease_and_the_skew_margin_expires_it_early() {
+    let mut c = Case::new(node_asking("promote", "server"), agent_host());
+    // renewed at NOW-5 for 30 s: valid until NOW+25, less the 5 s margin.
+    c.now = NOW + 19;
+    assert!(matches!(c.decide(), Decision::Take { .. }));
+    c.now = NOW + 20;
+    assert!(is_refusal(&c.decide(), "expired"));
+    c.now = NOW + 25;
+    assert!(is_refusal(&c.decide(), "expired"));
+}
+
+#[test]
+fn the_lease_gate_is_checked_for_the_annotated_swap() {
+    let node = node_asking("promote", "server");
+    let lease = lease_for("s1");
+    let o = Observation {
+        now: NOW,
+        node: &node,
+        lease: Some(&lease),
+        report: None,
+        host: agent_host(),
+        join: &JoinTarget::NotLooked,
+        identity: ME,
+        skew_margin: 0,
+        join_port: 6443,
+    };
+    assert!(lease_gate(&o, &swap("s1")).is_ok());
+    assert!(lease_gate(&o, &swap("s2")).is_err());
+}
+
+#[test]
+fn the_watcher_refuses_a_step_its_desired_role_does_not_go_with() {
+    for (step, wrong) in [
+        ("promote", "agent"),
+        ("step-down", "server"),
+        ("rollback", "server"),
+    ] {
+        let d = Case::new(node_asking(step, wrong), server_host()).decide();
+        assert!(is_refusal(&d, "needs desired-role"), "{step}: {d:?}");
+    }
+    let mut c = Case::new(node_asking("promote", "server"), agent_host());
+    c.node.desired_role = None;
+    assert!(is_refusal(&c.decide(), "has none"));
+    c.node.desired_role = Some("voter".into());
+    assert!(is_refusal(&c.decide(), "invalid role"));
+}
+
+#[test]
+fn the_watcher_leaves_a_refused_step_to_the_controller_once_its_reason_is_gone() {
+    let mut c = Case::new(node_asking("promote", "server"), agent_host());
+    c.report = Some(reported(ReportStep::Promote, Phase::Refused).with_reason("no lease"));
+    // The lease is now held for the swap, so the reason is gone: still nothing.
+    assert_eq!(c.decide(), Decision::Nothing);
+    // A new swap is a new question.
+    c.node.swap = Some("s2".into());
+    c.lease = Some(lease_for("s2"));
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Promote { .. },
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_settled_step_is_never_taken_again_and_a_started_one_is_resumed() {
+    let mut c = Case::new(node_asking("promote", "server"), agent_host());
+    for phase in [Phase::Done, Phase::Failed, Phase::Refused] {
+        c.report = Some(reported(ReportStep::Promote, phase));
+        assert_eq!(c.decide(), Decision::Nothing, "{phase:?}");
+    }
+    for phase in [Phase::Started, Phase::Progress] {
+        c.report = Some(reported(ReportStep::Promote, phase));
+        assert!(
+            matches!(c.decide(), Decision::Take { resume: true, .. }),
+            "{phase:?}"
+        );
+    }
+    // A settled step further back in the memory counts too.
+    let snap = reported(ReportStep::Promote, Phase::Done);
+    c.report = Some(Report::next(
+        Some(&snap),
+        Some(swap("s1")),
+        ReportStep::Snapshot,
+        Phase::Done,
+        NOW,
+    ));
+    assert_eq!(c.decide(), Decision::Nothing);
+}
+
+#[test]
+fn a_started_step_whose_lease_lapsed_waits_instead_of_being_refused() {
+    let mut c = Case::new(node_asking("promote", "server"), agent_host());
+    c.report = Some(reported(ReportStep::Promote, Phase::Started));
+    c.lease = None;
+    assert!(matches!(c.decide(), Decision::Wait { .. }));
+}
+
+#[test]
+fn a_tombstone_counts_as_removed_with_no_api_to_ask() {
+    let mut c = Case::new(
+        NodeView {
+            name: "old".into(),
+            etcd_label: true,
+            ..Default::default()
+        },
+        server_host(),
+    );
+    c.host = HostState {
+        role: Some(Role::Agent),
+        datastore: true,
+        tombstone: true,
+    };
+    c.lease = None;
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Finish,
+            resume: false,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_node_with_no_etcd_label_counts_as_removed() {
+    let mut c = Case::new(
+        NodeView {
+            name: "old".into(),
+            etcd_label: false,
+            ..Default::default()
+        },
+        server_host(),
+    );
+    c.host = HostState {
+        role: Some(Role::Agent),
+        datastore: true,
+        tombstone: false,
+    };
+    c.lease = None;
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Finish,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_demotion_is_not_finished_while_the_member_stays_and_nothing_is_reported() {
+    let mut c = Case::new(
+        NodeView {
+            name: "old".into(),
+            etcd_label: true,
+            ..Default::default()
+        },
+        server_host(),
+    );
+    c.host = HostState {
+        role: Some(Role::Agent),
+        datastore: true,
+        tombstone: false,
+    };
+    assert!(matches!(c.decide(), Decision::Wait { .. }));
+    // With its settled step-down still annotated: nothing either.
+    c.node = NodeView {
+        etcd_label: true,
+        ..node_asking("step-down", "agent")
+    };
+    c.report = Some(reported(ReportStep::StepDown, Phase::Done));
+    assert_eq!(c.decide(), Decision::Nothing);
+}
+
+#[test]
+fn a_finish_names_the_swap_of_the_step_down_and_resumes_after_a_restart() {
+    let mut c = Case::new(node_asking("step-down", "agent"), server_host());
+    c.host = HostState {
+        role: Some(Role::Agent),
+        datastore: true,
+        tombstone: true,
+    };
+    c.report = Some(reported(ReportStep::StepDown, Phase::Done));
+    let d = c.decide();
+    assert!(
+        matches!(&d, Decision::Take { swap: Some(s), step: Step::Finish, .. } if s.as_str() == "s1"),
+        "{d:?}"
+    );
+    // After a crash with the datastore already moved aside, the report still resumes it.
+    c.host = HostState {
+        role: Some(Role::Agent),
+        datastore: false,
+        tombstone: false,
+    };
+    let step_down = reported(ReportStep::StepDown, Phase::Done);
+    let finishing = Report::next(
+        Some(&step_down),
+        Some(swap("s1")),
+        ReportStep::Finish,
+        Phase::Progress,
+        NOW,
+    );
+    c.report = Some(finishing.clone());
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Finish,
+            resume: true,
+            ..
+        }
+    ));
+    // Once finished, nothing; a failed finish is not retried either.
+    for phase in [Phase::Done, Phase::Failed] {
+        c.report = Some(Report::next(
+            Some(&finishing),
+            Some(swap("s1")),
+            ReportStep::Finish,
+            phase,
+            NOW,
+        ));
+        assert_eq!(c.decide(), Decision::Nothing);
+        c.host = HostState {
+            role: Some(Role::Agent),
+            datastore: true,
+            tombstone: true,
+        };
+        assert_eq!(
+            c.decide(),
+            Decision::Nothing,
+            "{phase:?} with the datastore still there"
+        );
+        c.host = HostState {
+            role: Some(Role::Agent),
+            datastore: false,
+            tombstone: false,
+        };
+    }
+}
+
+#[test]
+fn a_finish_needs_the_role_file_to_name_the_agent() {
+    let mut c = Case::new(
+        NodeView {
+            name: "old".into(),
+            ..Default::default()
+        },
+        server_host(),
+    );
+    c.host = HostState {
+        role: Some(Role::Server),
+        datastore: true,
+        tombstone: true,
+    };
+    assert_eq!(c.decide(), Decision::Nothing);
+    c.host = HostState {
+        role: None,
+        datastore: true,
+        tombstone: true,
+    };
+    assert_eq!(c.decide(), Decision::Nothing);
+}
+
+#[test]
+fn a_voter_takes_the_snapshot_named_for_the_swap() {
+    let node = NodeView {
+        name: "voter-a".into(),
+        snapshot_request: Some("s1".into()),
+        etcd_label: true,
+        etcd_is_voter: true,
+        ..Default::default()
+    };
+    let mut c = Case::new(node, server_host());
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Snapshot,
+            resume: false,
+            ..
+        }
+    ));
+    c.report = Some(reported(ReportStep::Snapshot, Phase::Done));
+    assert_eq!(c.decide(), Decision::Nothing);
+    c.report = None;
+    c.node.etcd_is_voter = false;
+    assert!(is_refusal(&c.decide(), "only on an etcd voter"));
+    c.node.etcd_is_voter = true;
+    c.host = agent_host();
+    assert!(is_refusal(&c.decide(), "only on an etcd voter"));
+    c.host = server_host();
+    c.lease = Some(lease_for("s9"));
+    assert!(is_refusal(&c.decide(), "held for swap"));
+    c.node.snapshot_request = Some("Bad Id".into());
+    assert!(is_refusal(&c.decide(), "invalid swap id"));
+}
+
+#[test]
+fn a_snapshot_request_comes_before_a_step_of_the_same_swap() {
+    let mut node = node_asking("step-down", "agent");
+    node.snapshot_request = Some("s1".into());
+    node.etcd_is_voter = true;
+    let mut c = Case::new(node, server_host());
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Snapshot,
+            ..
+        }
+    ));
+    c.report = Some(reported(ReportStep::Snapshot, Phase::Done));
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::StepDown,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_step_down_needs_a_server() {
+    let c = Case::new(node_asking("step-down", "agent"), agent_host());
+    assert!(is_refusal(&c.decide(), "names the agent"));
+    let c = Case::new(node_asking("step-down", "agent"), HostState::default());
+    assert!(is_refusal(&c.decide(), "missing or unreadable"));
+    let c = Case::new(node_asking("step-down", "agent"), server_host());
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::StepDown,
+            ..
+        }
+    ));
+    let c = Case::new(node_asking("rollback", "agent"), server_host());
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Rollback,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn bad_annotation_values_are_refused_with_a_reason_safe_for_one_line() {
+    let bad_swaps = [
+        "x\ny",
+        "a;rm -rf /",
+        "$(reboot)",
+        "UPPER",
+        &"a".repeat(64),
+        "",
+    ];
+    for bad in bad_swaps {
+        let mut node = node_asking("promote", "server");
+        node.swap = Some(bad.into());
+        let d = Case::new(node, agent_host()).decide();
+        let Decision::Refuse {
+            swap: None, reason, ..
+        } = &d
+        else {
+            panic!("{bad:?}: {d:?}")
+        };
+        assert!(!reason.contains('\n') && reason.len() < 200, "{reason}");
+    }
+    let c = Case::new(node_asking("demote; reboot", "agent"), server_host());
+    assert!(matches!(
+        c.decide(),
+        Decision::Refuse {
+            step: ReportStep::Unknown,
+            ..
+        }
+    ));
+    let mut c = Case::new(node_asking("promote", "server"), agent_host());
+    c.node.swap = None;
+    assert!(is_refusal(&c.decide(), "without role-swap"));
+}
+
+#[test]
+fn a_refusal_of_a_bad_value_is_reported_once() {
+    let mut node = node_asking("promote", "server");
+    node.swap = Some("BAD".into());
+    let mut c = Case::new(node, agent_host());
+    let Decision::Refuse { swap, step, reason } = c.decide() else {
+        panic!()
+    };
+    c.report = Some(Report::next(None, swap, step, Phase::Refused, NOW).with_reason(reason));
+    assert_eq!(c.decide(), Decision::Nothing);
+}
+
+#[test]
+fn a_promotion_refuses_a_bad_or_missing_join_node() {
+    let mut c = Case::new(node_asking("promote", "server"), agent_host());
+    c.node.join_node = None;
+    assert!(is_refusal(&c.decide(), "needs role-join-node"));
+    c.node.join_node = Some("voter a".into());
+    assert!(is_refusal(&c.decide(), "invalid node name"));
+    c.node.join_node = Some("standby".into());
+    assert!(is_refusal(&c.decide(), "to itself"));
+    c.node.join_node = Some("voter-a".into());
+    c.join = JoinTarget::Missing;
+    assert!(is_refusal(&c.decide(), "does not exist"));
+    c.join = JoinTarget::NotLooked;
+    assert!(is_refusal(&c.decide(), "not looked up"));
+    c.join = JoinTarget::Found { address: None };
+    assert!(is_refusal(&c.decide(), "has no address"));
+    c.join = found("10.0.0.1\nserver: https://evil:6443");
+    assert!(is_refusal(&c.decide(), "invalid node address"));
+    c.join = found("fd7a::1");
+    let d = c.decide();
+    assert!(
+        matches!(&d, Decision::Take { step: Step::Promote { join, .. }, .. } if join.as_str() == "https://[fd7a::1]:6443")
+    );
+}
+
+#[test]
+fn no_annotations_mean_nothing_to_do() {
+    let c = Case::new(
+        NodeView {
+            name: "n".into(),
+            ..Default::default()
+        },
+        agent_host(),
+    );
+    assert_eq!(c.decide(), Decision::Nothing);
+    let c = Case::new(
+        NodeView {
+            name: "n".into(),
+            etcd_label: true,
+            ..Default::default()
+        },
+        server_host(),
+    );
+    assert_eq!(c.decide(), Decision::Nothing);
+}
+
+// === Properties over every combination ===
+
+fn opt_text() -> impl Strategy<Value = Option<String>> {
+    prop_oneof![
+        Just(None),
+        Just(Some("s1".into())),
+        Just(Some("s2".into())),
+        Just(Some("BAD\n".into()))
+    ]
+}
+
+prop_compose! {
+    fn any_node()(
+        desired in prop_oneof![Just(None), Just(Some("server".into())), Just(Some("agent".into())), Just(Some("x".into()))],
+        swap in opt_text(),
+        step in prop_oneof![Just(None), Just(Some("promote".into())), Just(Some("step-down".into())), Just(Some("rollback".into())), Just(Some("finish".into()))],
+        join in prop_oneof![Just(None), Just(Some("voter-a".into())), Just(Some("n".into())), Just(Some("a b".into()))],
+        snap in opt_text(),
+        etcd_label: bool,
+        etcd_is_voter: bool,
+    ) -> NodeView {
+        NodeView { name: "n".into(), desired_role: desired, swap, step, join_node: join, snapshot_request: snap, etcd_label, etcd_is_voter }
+    }
+}
+
+prop_compose! {
+    fn any_lease()(
+        present: bool,
+        holder in prop_oneof![Just(None), Just(Some(ME.to_string())), Just(Some("other".to_string()))],
+        swap in opt_text(),
+        age in 0i64..60,
+    ) -> Option<LeaseView> {
+        present.then(|| LeaseView { holder, swap, renew_time: Some(NOW - age), duration_secs: Some(30) })
+    }
+}
+
+fn any_report() -> impl Strategy<Value = Option<Report>> {
+    let step = prop_oneof![
+        Just(ReportStep::Promote),
+        Just(ReportStep::StepDown),
+        Just(ReportStep::Rollback),
+        Just(ReportStep::Finish),
+        Just(ReportStep::Snapshot),
+    ];
+    let phase = prop_oneof![
+        Just(Phase::Started),
+        Just(Phase::Progress),
+        Just(Phase::Done),
+        Just(Phase::Refused),
+        Just(Phase::Failed)
+    ];
+    let swap = prop_oneof![Just(None), Just(Some(swap("s1"))), Just(Some(swap("s2")))];
+    (any::<bool>(), swap, step, phase).prop_map(|(present, swap, step, phase)| {
+        present.then(|| Report::next(None, swap, step, phase, NOW - 50))
+    })
+}
+
+fn any_host() -> impl Strategy<Value = HostState> {
+    let role = prop_oneof![
+        Just(None),
+        Just(Some(Role::Server)),
+        Just(Some(Role::Agent))
+    ];
+    (role, any::<bool>(), any::<bool>()).prop_map(|(role, datastore, tombstone)| HostState {
+        role,
+        datastore,
+        tombstone,
+    })
+}
+
+fn any_join() -> impl Strategy<Value = JoinTarget> {
+    prop_oneof![
+        Just(JoinTarget::NotLooked),
+        Just(JoinTarget::Missing),
+        Just(found("10.0.0.1")),
+        Just(found("nope"))
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4000))]
+
+    #[test]
+    fn every_decision_keeps_the_protocols_promises(
+        node in any_node(), lease in any_lease(), report in any_report(), host in any_host(), join in any_join()
+    ) {
+        let o = Observation { now: NOW, node: &node, lease: lease.as_ref(), report: report.as_ref(), host, join: &join, identity: ME, skew_margin: 5, join_port: 6443 };
+        let d = decide(&o);
+        prop_assert_eq!(&d, &decide(&o), "decide is pure");
+        match &d {
+            Decision::Take { swap, step, resume } => {
+                let rstep = step.report_step();
+                // Never a settled step again.
+                if let Some(r) = &report {
+                    prop_assert!(!r.has_settled(swap.as_ref(), rstep), "settled step taken: {:?}", d);
+                    // A resumed step is the one the report shows running.
+                    if *resume { prop_assert!(r.is_running(swap.as_ref(), rstep)); }
+                } else {
+                    prop_assert!(!*resume);
+                }
+                if let Step::Finish = step {
+                    // Finish: only when the member is gone, or resuming one.
+                    prop_assert!(*resume || (host.role == Some(Role::Agent) && host.datastore && (host.tombstone || !node.etcd_label)));
+                } else {
+                    // Every other step: only with the Lease for its swap.
+                    let s = swap.as_ref().expect("a step outside finish has a swap");
+                    if !*resume || lease_gate(&o, s).is_err() {
+                        prop_assert!(lease_gate(&o, s).is_ok(), "step without the lease: {:?}", d);
+                    }
+                    match step {
+                        Step::Snapshot => {
+                            prop_assert_eq!(node.snapshot_request.as_deref(), Some(s.as_str()));
+                            prop_assert!(host.role == Some(Role::Server) && node.etcd_is_voter);
+                        }
+                        other => {
+                            prop_assert_eq!(node.swap.as_deref(), Some(s.as_str()));
+                            let want = match other { Step::Promote { .. } => "server", _ => "agent" };
+                            prop_assert_eq!(node.desired_role.as_deref(), Some(want), "desired role");
+                        }
+                    }
+                }
+            }
+            Decision::Refuse { swap, step, reason } => {
+                prop_assert!(!reason.contains('\n'));
+                if let (Some(r), Some(_)) = (&report, swap) {
+                    prop_assert!(!r.has_settled(swap.as_ref(), *step), "a settled step refused again");
+                }
+            }
+            Decision::Wait { .. } | Decision::Nothing => {}
+        }
+    }
+
+    #[test]
+    fn without_a_lease_only_a_finish_is_ever_taken(
+        node in any_node(), report in any_report(), host in any_host(), join in any_join()
+    ) {
+        let o = Observation { now: NOW, node: &node, lease: None, report: report.as_ref(), host, join: &join, identity: ME, skew_margin: 5, join_port: 6443 };
+        if let Decision::Take { step, .. } = decide(&o) {
+            prop_assert_eq!(step, Step::Finish);
+        }
+    }
+}
