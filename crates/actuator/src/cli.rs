@@ -1,0 +1,87 @@
+//! The command line: an interface of the installer and of systemd, kept
+//! exactly as documented in `docs/actuator.md` (exit codes included).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::output::Format;
+
+/// fleet-role-actuator: the host-side half of a k3s voter swap.
+#[derive(Debug, Parser)]
+#[command(name = "fleet-role-actuator", version)]
+pub struct Cli {
+    /// The root every host path is under.
+    #[arg(long, env = "FLEET_ROLE_ROOT", global = true)]
+    pub root: Option<PathBuf>,
+    /// The TOML config file (default /etc/fleet-role/actuator.toml, if present).
+    #[arg(long, env = "FLEET_ROLE_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+    /// This host's Node name (default: the hostname).
+    #[arg(long, env = "FLEET_ROLE_NODE", global = true)]
+    pub node: Option<String>,
+    /// Output for people (text) or machines (json).
+    #[arg(long, value_enum, default_value_t = Format::Text, global = true)]
+    pub output: Format,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Exit 0 when the role file names ROLE, 1 otherwise (systemd's ExecCondition).
+    Is {
+        /// `server` or `agent`.
+        role: String,
+        /// Also require that the datastore holds no tombstone.
+        #[arg(long)]
+        no_tombstone: bool,
+    },
+    /// Join the named server and run the server unit in place of the agent.
+    PromoteLocal {
+        /// The server to join: https://HOST:PORT.
+        #[arg(long)]
+        join: String,
+        /// Print what would change, and change nothing.
+        #[arg(long)]
+        check: bool,
+        /// Seconds to wait for another switch's lock.
+        #[arg(long)]
+        lock_timeout: Option<u64>,
+    },
+    /// Stop the server, move its datastore aside and run the agent unit.
+    DemoteLocal {
+        /// Print what would change, and change nothing.
+        #[arg(long)]
+        check: bool,
+        /// Seconds to wait for another switch's lock.
+        #[arg(long)]
+        lock_timeout: Option<u64>,
+    },
+    /// Take an on-demand etcd snapshot named NAME.
+    Snapshot {
+        /// The snapshot's name (a DNS label, like a swap id).
+        #[arg(long)]
+        name: String,
+    },
+    /// Show the host's state, and with an API its Node, the Lease and its report.
+    Status(ApiArgs),
+    /// Watch this host's Node and carry out the steps it asks for.
+    Watch(ApiArgs),
+}
+
+/// How to reach the API.
+#[derive(Debug, Args, Default)]
+pub struct ApiArgs {
+    /// An API server URL; repeat for candidates tried in order.
+    #[arg(long = "api", env = "FLEET_ROLE_API", value_delimiter = ',')]
+    pub api: Vec<String>,
+    /// The CA bundle that verifies the API servers.
+    #[arg(long, env = "FLEET_ROLE_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// The ServiceAccount token file (re-read when it changes; never printed).
+    #[arg(long, env = "FLEET_ROLE_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+}

@@ -1,0 +1,83 @@
+//! Cluster access for one host: a list of API server candidates tried in
+//! order, one CA bundle, one token file.
+//!
+//! The token is never held by this code: kube reads the file itself, keeps
+//! it in a `SecretString` and re-reads it at least once a minute, so a
+//! rotated token is picked up without a restart, and nothing here can print it.
+
+use std::path::PathBuf;
+
+use kube::{Client, Config};
+
+/// Why a client could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// No API URL was given.
+    #[error("no API server URL: give --api (repeatable), FLEET_ROLE_API or `api` in the config file")]
+    NoCandidates,
+    /// A candidate URL did not parse.
+    #[error("invalid API URL {0}")]
+    BadUrl(String),
+    /// kube could not build a client (bad CA file, unreadable token file).
+    #[error("cannot build a client for {url}: {source}")]
+    Client {
+        /// The candidate.
+        url: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// The API candidates, and which one is in use.
+#[derive(Debug, Clone)]
+pub struct Candidates {
+    urls: Vec<String>,
+    ca_file: Option<PathBuf>,
+    token_file: Option<PathBuf>,
+    current: usize,
+}
+
+impl Candidates {
+    /// Candidates in the order given.
+    pub fn new(urls: Vec<String>, ca_file: Option<PathBuf>, token_file: Option<PathBuf>) -> Result<Self, ClusterError> {
+        if urls.is_empty() {
+            return Err(ClusterError::NoCandidates);
+        }
+        Ok(Self { urls, ca_file, token_file, current: 0 })
+    }
+
+    /// The URL in use.
+    pub fn current(&self) -> &str {
+        &self.urls[self.current]
+    }
+
+    /// Moves to the next candidate (wrapping), and returns its URL.
+    pub fn rotate(&mut self) -> &str {
+        self.current = (self.current + 1) % self.urls.len();
+        self.current()
+    }
+
+    /// How many candidates there are.
+    pub fn len(&self) -> usize {
+        self.urls.len()
+    }
+
+    /// Whether there are none (never, once constructed).
+    pub fn is_empty(&self) -> bool {
+        self.urls.is_empty()
+    }
+
+    /// A client for the current candidate.
+    pub fn client(&self) -> Result<Client, ClusterError> {
+        let url = self.current().to_string();
+        let uri = url.parse().map_err(|_| ClusterError::BadUrl(url.clone()))?;
+        let mut config = Config::new(uri);
+        config.default_namespace = "default".into();
+        config.root_cert_file = self.ca_file.clone();
+        config.auth_info.token_file = self.token_file.as_ref().map(|p| p.display().to_string());
+        config.connect_timeout = Some(std::time::Duration::from_secs(5));
+        config.write_timeout = Some(std::time::Duration::from_secs(10));
+        Client::try_from(config).map_err(|source| ClusterError::Client { url, source })
+    }
+}

@@ -1,0 +1,248 @@
+//! Settings: the TOML config file, overridden by environment variables, then
+//! by flags, turned into one validated [`Settings`] in one place.
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use protocol::{JoinUrl, Names, NodeName};
+use serde::Deserialize;
+
+/// The default config file.
+pub const DEFAULT_CONFIG: &str = "/etc/fleet-role/actuator.toml";
+
+/// The config file as written. Every key is optional; see
+/// `deploy/actuator.toml` for each key's meaning and default.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// The host's Node name.
+    pub node: Option<String>,
+    /// The root every host path is under.
+    pub root: Option<PathBuf>,
+    /// API server URLs, tried in order.
+    pub api: Option<Vec<String>>,
+    /// The CA bundle that verifies the API servers.
+    pub ca_file: Option<PathBuf>,
+    /// The ServiceAccount token file (re-read when it changes).
+    pub token_file: Option<PathBuf>,
+    /// The label and annotation prefix.
+    pub prefix: Option<String>,
+    /// The regrade Lease's name in kube-system.
+    pub lease_name: Option<String>,
+    /// The report ConfigMap's namespace.
+    pub report_namespace: Option<String>,
+    /// The Lease holder the controller uses.
+    pub controller_identity: Option<String>,
+    /// Seconds taken off a Lease's validity for clock skew.
+    pub skew_margin_secs: Option<u64>,
+    /// The supervisor port a promotion joins.
+    pub join_port: Option<u16>,
+    /// The local etcd's health URL.
+    pub etcd_health_url: Option<String>,
+    /// How long a step-down waits for etcd.
+    pub etcd_wait_secs: Option<u64>,
+    /// How long a switch waits for the host lock.
+    pub lock_timeout_secs: Option<u64>,
+    /// How often the watcher re-reads the Lease and re-decides without a
+    /// Node change.
+    pub resync_secs: Option<u64>,
+}
+
+/// A settings error: one line that names the key or file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read the config file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML for these keys.
+    #[error("invalid config file {}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        message: String,
+    },
+    /// A value is not valid.
+    #[error("invalid {key}: {why}")]
+    Invalid {
+        /// The key, flag or variable.
+        key: &'static str,
+        /// Why.
+        why: String,
+    },
+}
+
+impl FileConfig {
+    /// Reads `path`; a missing default file is an empty config, a missing
+    /// named one is an error.
+    pub fn load(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
+        let (path, named) = match path {
+            Some(p) => (p.to_path_buf(), true),
+            None => (PathBuf::from(DEFAULT_CONFIG), false),
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if !named && e.kind() == std::io::ErrorKind::NotFound => return Ok(FileConfig::default()),
+            Err(source) => return Err(ConfigError::Read { path, source }),
+        };
+        toml::from_str(&text).map_err(|e| ConfigError::Parse { path, message: e.message().to_string() })
+    }
+}
+
+/// The validated settings of one actuator.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The host's Node name.
+    pub node: NodeName,
+    /// The host root.
+    pub root: PathBuf,
+    /// The protocol's names.
+    pub names: Names,
+    /// API server URLs, in order.
+    pub api: Vec<String>,
+    /// The CA bundle file.
+    pub ca_file: Option<PathBuf>,
+    /// The token file.
+    pub token_file: Option<PathBuf>,
+    /// Clock-skew margin.
+    pub skew_margin: Duration,
+    /// The join port.
+    pub join_port: u16,
+    /// etcd's health URL.
+    pub etcd_health_url: String,
+    /// How long a step-down waits for etcd.
+    pub etcd_wait: Duration,
+    /// How long a switch waits for the lock.
+    pub lock_timeout: Duration,
+    /// The watcher's resync period.
+    pub resync: Duration,
+}
+
+/// Values given by flags or the environment, which win over the file.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    /// `--node` / `FLEET_ROLE_NODE`.
+    pub node: Option<String>,
+    /// `--root` / `FLEET_ROLE_ROOT`.
+    pub root: Option<PathBuf>,
+    /// `--api` (repeatable) / `FLEET_ROLE_API` (comma-separated).
+    pub api: Vec<String>,
+    /// `--ca-file` / `FLEET_ROLE_CA_FILE`.
+    pub ca_file: Option<PathBuf>,
+    /// `--token-file` / `FLEET_ROLE_TOKEN_FILE`.
+    pub token_file: Option<PathBuf>,
+    /// `--lock-timeout`.
+    pub lock_timeout_secs: Option<u64>,
+}
+
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|s| s.trim().to_string())
+}
+
+fn invalid(key: &'static str, why: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key, why: why.into() }
+}
+
+impl Settings {
+    /// Merges the file and the overrides, and validates everything.
+    pub fn resolve(file: FileConfig, o: Overrides) -> Result<Settings, ConfigError> {
+        let node_raw = o.node.or(file.node).or_else(hostname).ok_or_else(|| invalid("node", "no --node and no hostname"))?;
+        let node = NodeName::parse(&node_raw).map_err(|e| invalid("node", e.to_string()))?;
+        let api = if o.api.is_empty() { file.api.unwrap_or_default() } else { o.api };
+        for url in &api {
+            // An API candidate is an https URL of a host and port, as a join URL is.
+            JoinUrl::parse(url).map_err(|e| invalid("api", e.to_string()))?;
+        }
+        let defaults = Names::default();
+        let prefix = file.prefix.unwrap_or(defaults.prefix);
+        if prefix.is_empty() || NodeName::parse(&prefix).is_err() {
+            return Err(invalid("prefix", "must be a DNS subdomain"));
+        }
+        let lease_name = file.lease_name.unwrap_or(defaults.lease_name);
+        NodeName::parse(&lease_name).map_err(|e| invalid("lease_name", e.to_string()))?;
+        let report_namespace = file.report_namespace.unwrap_or(defaults.report_namespace);
+        protocol::SwapId::parse(&report_namespace).map_err(|e| invalid("report_namespace", e.to_string()))?;
+        let controller_identity = file.controller_identity.unwrap_or(defaults.controller_identity);
+        if controller_identity.is_empty() || controller_identity.len() > 253 || controller_identity.chars().any(char::is_control) {
+            return Err(invalid("controller_identity", "must be 1-253 printable characters"));
+        }
+        let etcd_health_url = file.etcd_health_url.unwrap_or_else(|| host::etcd::DEFAULT_HEALTH_URL.to_string());
+        if !etcd_health_url.starts_with("http://") || etcd_health_url.chars().any(|c| c.is_control() || c == ' ') {
+            return Err(invalid("etcd_health_url", "must be a plain http:// URL (etcd's metrics listener)"));
+        }
+        let join_port = file.join_port.unwrap_or(6443);
+        if join_port == 0 {
+            return Err(invalid("join_port", "must be 1-65535"));
+        }
+        let secs = Duration::from_secs;
+        Ok(Settings {
+            node,
+            root: o.root.or(file.root).unwrap_or_else(|| PathBuf::from("/")),
+            names: Names { prefix, lease_name, report_namespace, controller_identity },
+            api,
+            ca_file: o.ca_file.or(file.ca_file),
+            token_file: o.token_file.or(file.token_file),
+            skew_margin: secs(file.skew_margin_secs.unwrap_or(5)),
+            join_port,
+            etcd_health_url,
+            etcd_wait: secs(file.etcd_wait_secs.unwrap_or(120)),
+            lock_timeout: secs(o.lock_timeout_secs.or(file.lock_timeout_secs).unwrap_or(60)),
+            resync: secs(file.resync_secs.unwrap_or(10).max(1)),
+        })
+    }
+
+    /// The host these settings act on.
+    pub fn host(&self) -> host::Host {
+        let mut h = host::Host::new(&self.root, self.node.as_str());
+        h.etcd_health_url = self.etcd_health_url.clone();
+        h.etcd_wait = self.etcd_wait;
+        h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn o(node: &str) -> Overrides {
+        Overrides { node: Some(node.into()), ..Default::default() }
+    }
+
+    #[test]
+    fn flags_win_over_the_file_and_defaults_fill_the_rest() {
+        let file: FileConfig = toml::from_str("node = \"from-file\"\napi = [\"https://10.0.0.1:6443\"]\nlock_timeout_secs = 9").unwrap();
+        let s = Settings::resolve(file, Overrides { api: vec!["https://10.0.0.2:6443".into()], ..o("from-flag") }).unwrap();
+        assert_eq!(s.node.as_str(), "from-flag");
+        assert_eq!(s.api, vec!["https://10.0.0.2:6443"]);
+        assert_eq!(s.lock_timeout, Duration::from_secs(9));
+        assert_eq!(s.root, PathBuf::from("/"));
+        assert_eq!(s.names, Names::default());
+        assert_eq!(s.join_port, 6443);
+    }
+
+    #[test]
+    fn an_unknown_key_or_a_bad_value_is_a_clear_error() {
+        assert!(toml::from_str::<FileConfig>("nodes = \"x\"").is_err());
+        let bad = |file: &str, node: &str| Settings::resolve(toml::from_str(file).unwrap(), o(node)).unwrap_err().to_string();
+        assert!(bad("", "Bad Node").contains("invalid node"));
+        assert!(bad("api = [\"http://x:1\"]", "n").contains("invalid api"));
+        assert!(bad("etcd_health_url = \"https://x\"", "n").contains("etcd_health_url"));
+        assert!(bad("report_namespace = \"a/b\"", "n").contains("report_namespace"));
+        assert!(bad("prefix = \"\"", "n").contains("prefix"));
+        assert!(bad("join_port = 0", "n").contains("join_port"));
+    }
+
+    #[test]
+    fn a_missing_named_config_file_is_an_error_and_a_missing_default_is_not() {
+        let err = FileConfig::load(Some(Path::new("/nonexistent/fleet-role.toml"))).unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/fleet-role.toml"));
+    }
+}

@@ -1,0 +1,16 @@
+//! `fleet-role-actuator`: the host-side half of a voter swap.
+//!
+//! It watches its own Node, decides with [`protocol::decide`], does the
+//! host-local part of a step through the [`host`] crate, and reports each
+//! step under its own key of the report ConfigMap. Its credential can read
+//! Nodes and the regrade Lease and patch its own report, nothing more.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod cluster;
+pub mod config;
+pub mod local;
+pub mod observe;
+pub mod output;
+pub mod report;
+pub mod watch;

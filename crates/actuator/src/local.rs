@@ -1,0 +1,125 @@
+//! The local commands: what the installer and systemd call on the host.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use host::{Change, Host};
+use protocol::{JoinUrl, Role, SwapId};
+use serde::Serialize;
+
+use crate::output::{Format, print};
+
+/// `is ROLE [--no-tombstone]`: whether the role file names `role` (and, with
+/// `no_tombstone`, the datastore holds no tombstone). Any doubt (a missing or
+/// unreadable role file) is "no", so the unit's `ExecCondition` skips it.
+pub fn is(host: &Host, role: Role, no_tombstone: bool) -> bool {
+    let named = matches!(host.role(), Ok(Some(r)) if r == role);
+    named && !(no_tombstone && host.has_tombstone())
+}
+
+#[derive(Serialize)]
+struct SwitchOutput<'a> {
+    ok: bool,
+    command: &'a str,
+    check: bool,
+    changes: Vec<String>,
+}
+
+/// Which local switch to make.
+#[derive(Debug, Clone)]
+pub enum Switch {
+    /// `promote-local --join URL`.
+    Promote(JoinUrl),
+    /// `demote-local`.
+    Demote,
+}
+
+/// Runs `promote-local` or `demote-local`: plans, then (without `check`)
+/// applies under the host lock. With `check` nothing at all is changed, not
+/// even the lock file.
+pub fn switch(host: &Host, which: &Switch, check: bool, lock_timeout: Duration, format: Format) -> anyhow::Result<()> {
+    let command = match which {
+        Switch::Promote(_) => "promote-local",
+        Switch::Demote => "demote-local",
+    };
+    let plan_of = |host: &Host| match which {
+        Switch::Promote(join) => host.plan_promote(join),
+        Switch::Demote => host.plan_demote(),
+    };
+    let lines = |plan: &[Change], verb: &str| -> Vec<String> {
+        if plan.is_empty() {
+            vec![format!("{command}: nothing to change")]
+        } else {
+            plan.iter().map(|c| format!("{verb}: {}", host.show(c))).collect()
+        }
+    };
+    if check {
+        let plan = plan_of(host)?;
+        let changes: Vec<String> = plan.iter().map(|c| host.show(c).to_string()).collect();
+        print(format, &lines(&plan, "would"), &SwitchOutput { ok: true, command, check, changes });
+        return Ok(());
+    }
+    let _lock = host.lock(lock_timeout)?;
+    // Plan under the lock: another switch may just have changed the host.
+    let plan = plan_of(host)?;
+    host.apply(&plan).with_context(|| format!("{command} stopped part-way"))?;
+    let changes: Vec<String> = plan.iter().map(|c| host.show(c).to_string()).collect();
+    print(format, &lines(&plan, "did"), &SwitchOutput { ok: true, command, check, changes });
+    Ok(())
+}
+
+/// `snapshot --name NAME`: an on-demand etcd snapshot, under the host lock.
+pub fn snapshot(host: &Host, name: &SwapId, lock_timeout: Duration, format: Format) -> anyhow::Result<()> {
+    let _lock = host.lock(lock_timeout)?;
+    let file = host.snapshot(name)?;
+    print(format, &[format!("snapshot: {file}")], &serde_json::json!({ "ok": true, "snapshot": file }));
+    Ok(())
+}
+
+/// The host's local state, for `status`.
+#[derive(Debug, Serialize)]
+pub struct LocalStatus {
+    /// The Node name.
+    pub node: String,
+    /// The role file (`null` when missing or invalid).
+    pub role: Option<Role>,
+    /// Whether `k3s` is active.
+    pub server_active: bool,
+    /// Whether `k3s-agent` is active.
+    pub agent_active: bool,
+    /// Whether the host holds a datastore.
+    pub datastore: bool,
+    /// Whether the datastore holds a tombstone.
+    pub tombstone: bool,
+    /// Whether a demoted copy is kept.
+    pub demoted_copy: bool,
+}
+
+/// Reads the host's local state.
+pub fn local_status(host: &Host) -> LocalStatus {
+    let sc = host.systemctl();
+    LocalStatus {
+        node: host.node.clone(),
+        role: host.role().ok().flatten(),
+        server_active: sc.is_active("k3s").unwrap_or(false),
+        agent_active: sc.is_active("k3s-agent").unwrap_or(false),
+        datastore: host.has_datastore(),
+        tombstone: host.has_tombstone(),
+        demoted_copy: host.paths.db_demoted().exists(),
+    }
+}
+
+impl LocalStatus {
+    /// Lines for a person.
+    pub fn lines(&self) -> Vec<String> {
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        vec![
+            format!("node:         {}", self.node),
+            format!("role file:    {}", self.role.map_or("missing", |r| r.as_str())),
+            format!("k3s:          {}", if self.server_active { "active" } else { "inactive" }),
+            format!("k3s-agent:    {}", if self.agent_active { "active" } else { "inactive" }),
+            format!("datastore:    {}{}", yes(self.datastore), if self.tombstone { " (tombstone: member removed)" } else { "" }),
+            format!("db.demoted:   {}", yes(self.demoted_copy)),
+        ]
+    }
+}

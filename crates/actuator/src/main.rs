@@ -1,0 +1,129 @@
+//! `fleet-role-actuator`'s entry point: flags into settings, one command,
+//! errors printed once at the edge, an explicit exit code.
+//!
+//! Exit codes: 0 success; 1 `is` answered no; 2 an error (nothing changed
+//! unless the message says a switch stopped part-way).
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+use actuator::{
+    cli::{ApiArgs, Cli, Command},
+    cluster::Candidates,
+    config::{FileConfig, Overrides, Settings},
+    local::{self, Switch},
+    output::{Format, print, print_error},
+    report, watch,
+};
+use anyhow::Context;
+use clap::Parser;
+use protocol::{JoinUrl, Role, SwapId};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let format = cli.output;
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            print_error(format, &e);
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::{EnvFilter, fmt};
+    let filter = EnvFilter::try_from_env("FLEET_ROLE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    // No ANSI: under systemd stderr goes to the journal, where escapes are noise
+    // (and an injected escape in a logged value must not reach a terminal).
+    fmt().with_env_filter(filter).with_ansi(false).with_writer(std::io::stderr).init();
+}
+
+fn settings(cli: &Cli, api: Option<&ApiArgs>, lock_timeout: Option<u64>) -> anyhow::Result<Settings> {
+    let file = FileConfig::load(cli.config.as_deref())?;
+    let o = Overrides {
+        node: cli.node.clone(),
+        root: cli.root.clone(),
+        api: api.map(|a| a.api.clone()).unwrap_or_default(),
+        ca_file: api.and_then(|a| a.ca_file.clone()),
+        token_file: api.and_then(|a| a.token_file.clone()),
+        lock_timeout_secs: lock_timeout,
+    };
+    Ok(Settings::resolve(file, o)?)
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let format = cli.output;
+    match &cli.command {
+        Command::Is { role, no_tombstone } => {
+            // An ExecCondition: any doubt, including a bad setting, is "no" (exit 1),
+            // so systemd skips the unit rather than failing it.
+            let Ok(role) = Role::parse(role) else { return Ok(ExitCode::from(1)) };
+            let root = cli.root.clone().unwrap_or_else(|| "/".into());
+            let host = host::Host::new(root, cli.node.clone().unwrap_or_default());
+            let yes = local::is(&host, role, *no_tombstone);
+            if format == Format::Json {
+                print(format, &[], &serde_json::json!({ "ok": true, "role": role, "matches": yes }));
+            }
+            Ok(ExitCode::from(if yes { 0 } else { 1 }))
+        }
+        Command::PromoteLocal { join, check, lock_timeout } => {
+            let join = JoinUrl::parse(join)?;
+            let s = settings(&cli, None, *lock_timeout)?;
+            local::switch(&s.host(), &Switch::Promote(join), *check, s.lock_timeout, format)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::DemoteLocal { check, lock_timeout } => {
+            let s = settings(&cli, None, *lock_timeout)?;
+            local::switch(&s.host(), &Switch::Demote, *check, s.lock_timeout, format)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Snapshot { name } => {
+            let name = SwapId::parse(name)?;
+            let s = settings(&cli, None, None)?;
+            local::snapshot(&s.host(), &name, s.lock_timeout, format)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Status(api) => {
+            let s = settings(&cli, Some(api), None)?;
+            let local = local::local_status(&s.host());
+            let mut lines = local.lines();
+            let mut remote = serde_json::Value::Null;
+            if !s.api.is_empty() {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                let candidates = Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())?;
+                let r = rt.block_on(async {
+                    let client = candidates.client()?;
+                    report::read(&client, &s.names, s.node.as_str()).await.context("reading the report")
+                })?;
+                lines.push(format!("report:       {}", r.as_ref().map_or("none".into(), |r| {
+                    format!("swap {} step {} {:?}{}", r.swap.as_ref().map_or("-", |s| s.as_str()), r.step.as_str(), r.phase, r.reason.as_deref().map(|x| format!(": {x}")).unwrap_or_default())
+                })));
+                remote = serde_json::to_value(&r)?;
+            }
+            print(format, &lines, &serde_json::json!({ "ok": true, "host": local, "report": remote }));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Watch(api) => {
+            let s = settings(&cli, Some(api), None)?;
+            init_logging();
+            let candidates = Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())?;
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+            rt.block_on(async {
+                let mut w = watch::Watcher::new(s);
+                w.run(candidates, shutdown()).await
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// SIGTERM (systemd's stop) or SIGINT end the watcher between steps.
+async fn shutdown() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("a SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,0 +1,36 @@
+//! Output for people (one line each) and for machines (`--output json`).
+
+use serde::Serialize;
+
+/// The output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    /// Lines for a person.
+    #[default]
+    Text,
+    /// One JSON object on stdout.
+    Json,
+}
+
+/// Prints a command's result: `text` lines for a person, or `json` as one
+/// object.
+pub fn print<T: Serialize>(format: Format, text: &[String], json: &T) {
+    match format {
+        Format::Text => {
+            for line in text {
+                println!("{line}");
+            }
+        }
+        Format::Json => println!("{}", serde_json::to_string(json).expect("output serializes")),
+    }
+}
+
+/// Prints an error once, at the edge: one line on stderr, or a JSON object
+/// on stdout with `--output json`.
+pub fn print_error(format: Format, err: &anyhow::Error) {
+    let message = format!("{err:#}").replace('\n', " ");
+    match format {
+        Format::Text => eprintln!("fleet-role-actuator: {message}"),
+        Format::Json => println!("{}", serde_json::json!({ "ok": false, "error": message })),
+    }
+}

@@ -1,0 +1,323 @@
+//! The watcher: its own Node, watched (never polled), a decision on every
+//! change and every resync, and the step carried out and reported.
+//!
+//! The report is the watcher's memory. It is read once per session, kept in
+//! memory after, and written before a step starts, at each milestone and at
+//! the end, so a restarted actuator resumes a started step and never repeats
+//! a settled one.
+
+use std::{
+    future::Future,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use futures::{StreamExt, pin_mut};
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
+use kube::{Api, Client, runtime::watcher};
+use protocol::{
+    Decision, HostState, NodeName, Observation, Phase, Report, Step, SwapId, decide,
+    decide::JoinTarget,
+    names::LEASE_NAMESPACE,
+    report::{Detail, ReportStep},
+};
+use tracing::{debug, info, warn};
+
+use crate::{cluster::Candidates, config::Settings, observe, report};
+
+fn now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// How a watch session ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SessionEnd {
+    /// Asked to stop.
+    Shutdown,
+    /// The API server in use failed; try the next candidate.
+    ApiTrouble,
+}
+
+/// The watcher's state, kept across sessions (API candidates).
+pub struct Watcher {
+    settings: Settings,
+    host: host::Host,
+    node: Option<Node>,
+    report: Option<Report>,
+    report_loaded: bool,
+    /// A report that could not be written yet; retried first thing.
+    unsent: bool,
+    last_wait: Option<String>,
+}
+
+impl Watcher {
+    /// A watcher for the host the settings name.
+    pub fn new(settings: Settings) -> Self {
+        let host = settings.host();
+        Self { settings, host, node: None, report: None, report_loaded: false, unsent: false, last_wait: None }
+    }
+
+    /// The last report written (or read).
+    pub fn report(&self) -> Option<&Report> {
+        self.report.as_ref()
+    }
+
+    /// Runs sessions over the candidates until `shutdown` resolves: when the
+    /// API server in use fails, the next candidate is tried, and the report
+    /// kept in memory means no step is repeated across the move.
+    pub async fn run(&mut self, mut candidates: Candidates, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+        pin_mut!(shutdown);
+        let mut failures = 0u32;
+        loop {
+            let client = candidates.client()?;
+            info!(api = candidates.current(), "watching node {}", self.settings.node);
+            let end = tokio::select! {
+                end = self.session(client) => end,
+                () = &mut shutdown => SessionEnd::Shutdown,
+            };
+            match end {
+                SessionEnd::Shutdown => return Ok(()),
+                SessionEnd::ApiTrouble => {
+                    failures += 1;
+                    let next = candidates.rotate().to_string();
+                    warn!(next = %next, "the API server failed; moving to the next candidate");
+                    // A full round of failed candidates backs off, up to 10 s.
+                    if failures as usize % candidates.len() == 0 {
+                        let wait = Duration::from_millis(500 * u64::from(failures.min(20)));
+                        tokio::select! {
+                            () = tokio::time::sleep(wait) => {}
+                            () = &mut shutdown => return Ok(()),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One session against one API server: watch the Node, decide on each
+    /// change and on each resync tick.
+    pub async fn session(&mut self, client: Client) -> SessionEnd {
+        if !self.report_loaded {
+            match report::read(&client, &self.settings.names, self.settings.node.as_str()).await {
+                Ok(r) => {
+                    self.report = r;
+                    self.report_loaded = true;
+                }
+                Err(e) => {
+                    warn!(error = %e, "cannot read the report");
+                    return SessionEnd::ApiTrouble;
+                }
+            }
+        }
+        let nodes: Api<Node> = Api::all(client.clone());
+        let stream = watcher::watch_object(nodes, self.settings.node.as_str());
+        pin_mut!(stream);
+        let mut tick = tokio::time::interval(self.settings.resync);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut errors = 0u32;
+        loop {
+            tokio::select! {
+                event = stream.next() => match event {
+                    Some(Ok(node)) => {
+                        errors = 0;
+                        self.node = node;
+                        if self.evaluate(&client).await.is_err() {
+                            return SessionEnd::ApiTrouble;
+                        }
+                    }
+                    Some(Err(e)) => {
+                        errors += 1;
+                        warn!(error = %e, "watch error");
+                        // The watcher relists by itself after a 410 Gone; only
+                        // errors in a row mean the server itself is in trouble.
+                        if errors >= 3 {
+                            return SessionEnd::ApiTrouble;
+                        }
+                        tokio::time::sleep(Duration::from_millis(300 * u64::from(errors))).await;
+                    }
+                    None => return SessionEnd::ApiTrouble,
+                },
+                _ = tick.tick() => {
+                    if self.node.is_some() && self.evaluate(&client).await.is_err() {
+                        return SessionEnd::ApiTrouble;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One decision and what follows from it. An `Err` means the API failed.
+    pub async fn evaluate(&mut self, client: &Client) -> Result<(), kube::Error> {
+        if self.unsent {
+            self.send(client).await?;
+        }
+        let Some(node) = self.node.clone() else { return Ok(()) };
+        let names = self.settings.names.clone();
+        let view = observe::node_view(&names, &node);
+        let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
+        let lease = leases.get_opt(&names.lease_name).await?.map(|l| observe::lease_view(&names, &l));
+        let join = match (view.step.as_deref(), view.join_node.as_deref().map(NodeName::parse)) {
+            (Some("promote"), Some(Ok(name))) => {
+                let nodes: Api<Node> = Api::all(client.clone());
+                observe::join_target(nodes.get_opt(name.as_str()).await?.as_ref())
+            }
+            _ => JoinTarget::NotLooked,
+        };
+        let hs = HostState {
+            role: host::role::read_lenient(&self.host.paths),
+            datastore: self.host.has_datastore(),
+            tombstone: self.host.has_tombstone(),
+        };
+        let decision = decide(&Observation {
+            now: now(),
+            node: &view,
+            lease: lease.as_ref(),
+            report: self.report.as_ref(),
+            host: hs,
+            join: &join,
+            identity: &names.controller_identity,
+            skew_margin: self.settings.skew_margin.as_secs() as i64,
+            join_port: self.settings.join_port,
+        });
+        match decision {
+            Decision::Nothing => {
+                self.last_wait = None;
+                Ok(())
+            }
+            Decision::Wait { reason } => {
+                if self.last_wait.as_deref() != Some(&reason) {
+                    info!("waiting: {reason}");
+                    self.last_wait = Some(reason);
+                }
+                Ok(())
+            }
+            Decision::Refuse { swap, step, reason } => {
+                warn!(swap = swap.as_ref().map(SwapId::as_str), step = step.as_str(), "refused: {reason}");
+                let r = Report::next(self.report.as_ref(), swap, step, Phase::Refused, now()).with_reason(reason);
+                self.record(client, r).await
+            }
+            Decision::Take { swap, step, resume } => self.take(client, &view, swap, step, resume).await,
+        }
+    }
+
+    async fn send(&mut self, client: &Client) -> Result<(), kube::Error> {
+        if let Some(r) = &self.report {
+            report::write(client, &self.settings.names, self.settings.node.as_str(), r).await?;
+        }
+        self.unsent = false;
+        Ok(())
+    }
+
+    /// Keeps `r` as the report and writes it. The in-memory report moves on
+    /// even when the write fails (it is retried first thing next time), so a
+    /// step is never repeated for want of a write.
+    async fn record(&mut self, client: &Client, r: Report) -> Result<(), kube::Error> {
+        self.report = Some(r);
+        self.unsent = true;
+        self.send(client).await
+    }
+
+    async fn phase(&mut self, client: &Client, swap: &Option<SwapId>, step: ReportStep, phase: Phase, detail: Option<Detail>) -> Result<(), kube::Error> {
+        let mut r = Report::next(self.report.as_ref(), swap.clone(), step, phase, now());
+        if let Some(d) = detail {
+            r = r.with_detail(d);
+        }
+        self.record(client, r).await
+    }
+
+    async fn take(&mut self, client: &Client, view: &protocol::NodeView, swap: Option<SwapId>, step: Step, resume: bool) -> Result<(), kube::Error> {
+        let rstep = step.report_step();
+        if !resume {
+            info!(swap = swap.as_ref().map(SwapId::as_str), step = rstep.as_str(), "step started");
+            // The start is written before anything changes: a step whose
+            // start cannot be reported is not taken.
+            self.phase(client, &swap, rstep, Phase::Started, None).await?;
+        }
+        let host = self.host.clone();
+        let lock_timeout = self.settings.lock_timeout;
+        let detail = self.report.as_ref().and_then(|r| r.detail);
+        let outcome = tokio::task::spawn_blocking({
+            let step = step.clone();
+            let swap = swap.clone();
+            move || run_host_step(&host, &step, swap.as_ref(), lock_timeout)
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("the step's task failed: {e}")));
+        let host_outcome = match outcome {
+            Ok(o) => o,
+            Err(reason) => {
+                warn!(step = rstep.as_str(), "step failed: {reason}");
+                let left = self.left_state();
+                let r = Report::next(self.report.as_ref(), swap, rstep, Phase::Failed, now()).with_reason(format!("{reason}; {left}"));
+                return self.record(client, r).await;
+            }
+        };
+        match step {
+            Step::Promote { .. } => {
+                if detail.is_none() {
+                    self.phase(client, &swap, rstep, Phase::Progress, Some(Detail::Learner)).await?;
+                }
+                // k3s promotes a caught-up learner; the Node's EtcdIsVoter says so.
+                if view.etcd_is_voter {
+                    if detail != Some(Detail::Voter) {
+                        self.phase(client, &swap, rstep, Phase::Progress, Some(Detail::Voter)).await?;
+                    }
+                    self.phase(client, &swap, rstep, Phase::Done, Some(Detail::Voter)).await?;
+                    info!("promoted: a voter");
+                }
+            }
+            Step::StepDown => {
+                self.phase(client, &swap, rstep, Phase::Progress, Some(Detail::EtcdOnly)).await?;
+                self.phase(client, &swap, rstep, Phase::Done, Some(Detail::EtcdOnly)).await?;
+                info!("stepped down to etcd-only; waiting for the member's removal");
+            }
+            Step::Rollback | Step::Finish => {
+                if matches!(step, Step::Finish) {
+                    self.phase(client, &swap, rstep, Phase::Progress, Some(Detail::MemberGone)).await?;
+                }
+                self.phase(client, &swap, rstep, Phase::Progress, Some(Detail::AgentReady)).await?;
+                self.phase(client, &swap, rstep, Phase::Done, Some(Detail::AgentReady)).await?;
+                info!(step = rstep.as_str(), "the host runs as an agent");
+            }
+            Step::Snapshot => {
+                let mut r = Report::next(self.report.as_ref(), swap, rstep, Phase::Done, now()).with_detail(Detail::Snapshot);
+                r.snapshot_file = host_outcome;
+                info!(file = r.snapshot_file.as_deref(), "snapshot taken");
+                self.record(client, r).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What the host was left as, for a failure's report.
+    fn left_state(&self) -> String {
+        let s = crate::local::local_status(&self.host);
+        format!(
+            "host left with role file {}, k3s {}, k3s-agent {}",
+            s.role.map_or("missing", |r| r.as_str()),
+            if s.server_active { "active" } else { "inactive" },
+            if s.agent_active { "active" } else { "inactive" },
+        )
+    }
+}
+
+/// The host-local part of a step, under the host lock. Returns the snapshot
+/// file for a snapshot, or the reason it failed (one line, no secrets: it is
+/// made of paths, unit names and validated values).
+fn run_host_step(host: &host::Host, step: &Step, swap: Option<&SwapId>, lock_timeout: Duration) -> Result<Option<String>, String> {
+    let _lock = host.lock(lock_timeout).map_err(|e| e.to_string())?;
+    let plan = match step {
+        Step::Promote { join, .. } => host.plan_promote(join),
+        Step::StepDown => host.plan_step_down(),
+        Step::Rollback | Step::Finish => host.plan_demote(),
+        Step::Snapshot => {
+            let swap = swap.ok_or("a snapshot needs a swap to name it")?;
+            return host.snapshot(swap).map(Some).map_err(|e| e.to_string());
+        }
+    }
+    .map_err(|e| e.to_string())?;
+    for change in &plan {
+        debug!("{}", host.show(change));
+    }
+    host.apply(&plan).map_err(|e| e.to_string())?;
+    Ok(None)
+}

@@ -1,0 +1,77 @@
+//! The host's errors. Each says what was being done and to which path or unit,
+//! so the one line an operator sees is enough to act on.
+
+use std::{io, path::PathBuf, time::Duration};
+
+/// An error from a host-local operation.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file or directory operation failed.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// Another switch holds the host's lock.
+    #[error("another switch holds the host lock {} (waited {}s)", path.display(), waited.as_secs())]
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
+        /// How long this one waited.
+        waited: Duration,
+    },
+    /// `systemctl` or `k3s` could not run, or failed.
+    #[error("{command} failed: {detail}")]
+    Command {
+        /// The command line (never carries a secret: arguments are validated names).
+        command: String,
+        /// Exit status and the last line it printed.
+        detail: String,
+    },
+    /// The role file holds something other than `server` or `agent`.
+    #[error("the role file {} holds no valid role", path.display())]
+    BadRoleFile {
+        /// The role file.
+        path: PathBuf,
+    },
+    /// etcd did not serve again after a step-down's restart.
+    #[error("etcd did not serve again within {}s at {url}; the role file still names the server", waited.as_secs())]
+    EtcdNotBack {
+        /// The health URL probed.
+        url: String,
+        /// How long it waited.
+        waited: Duration,
+    },
+    /// A unit did not end up in the state asked for.
+    #[error("{unit} is {state} after {action}")]
+    UnitState {
+        /// The unit.
+        unit: String,
+        /// What was asked.
+        action: &'static str,
+        /// What systemctl says now.
+        state: String,
+    },
+    /// The snapshot command succeeded but left no file.
+    #[error("k3s etcd-snapshot save reported success but no snapshot named {name}-* is in {}", dir.display())]
+    SnapshotMissing {
+        /// The snapshot name asked for.
+        name: String,
+        /// The snapshot directory.
+        dir: PathBuf,
+    },
+}
+
+/// The host's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Attaches what was being done and the path to an IO error.
+pub(crate) fn io(what: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Error {
+    let path = path.into();
+    move |source| Error::Io { what, path, source }
+}

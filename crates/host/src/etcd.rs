@@ -1,0 +1,83 @@
+//! The local etcd's health, read from its plain-HTTP metrics listener.
+//!
+//! k3s runs etcd with `listen-metrics-urls` on `http://127.0.0.1:2381`, where
+//! etcd also serves `/health`: no client certificate is needed to ask it, and
+//! the actuator holds none.
+
+use std::{
+    io::{Read, Write},
+    net::{TcpStream, ToSocketAddrs},
+    thread,
+    time::{Duration, Instant},
+};
+
+/// The default health URL of k3s's embedded etcd.
+pub const DEFAULT_HEALTH_URL: &str = "http://127.0.0.1:2381/health";
+
+/// Asks `url` (`http://HOST:PORT/PATH`) once: healthy when it answers 200 with
+/// `"health":"true"`.
+pub fn is_healthy(url: &str, timeout: Duration) -> bool {
+    probe(url, timeout).unwrap_or(false)
+}
+
+fn probe(url: &str, timeout: Duration) -> Option<bool> {
+    let rest = url.strip_prefix("http://")?;
+    let (hostport, path) = rest.split_once('/').map_or((rest, "/"), |(h, p)| (h, p));
+    let addr = hostport.to_socket_addrs().ok()?.next()?;
+    let mut s = TcpStream::connect_timeout(&addr, timeout).ok()?;
+    s.set_read_timeout(Some(timeout)).ok()?;
+    s.set_write_timeout(Some(timeout)).ok()?;
+    let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {hostport}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut body = String::new();
+    s.take(64 * 1024).read_to_string(&mut body).ok()?;
+    let ok = body.starts_with("HTTP/1.1 200") || body.starts_with("HTTP/1.0 200");
+    Some(ok && body.replace(' ', "").contains("\"health\":\"true\""))
+}
+
+/// Waits up to `timeout` for `url` to report healthy, asking every `every`.
+pub fn wait_healthy(url: &str, timeout: Duration, every: Duration) -> bool {
+    let start = Instant::now();
+    loop {
+        if is_healthy(url, every.max(Duration::from_millis(200))) {
+            return true;
+        }
+        if start.elapsed() >= timeout {
+            return false;
+        }
+        thread::sleep(every);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn serve_once(reply: &'static str) -> String {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/health", l.local_addr().unwrap());
+        thread::spawn(move || {
+            if let Ok((mut c, _)) = l.accept() {
+                let mut buf = [0u8; 1024];
+                let _ = c.read(&mut buf);
+                let _ = c.write_all(reply.as_bytes());
+            }
+        });
+        url
+    }
+
+    #[test]
+    fn health_is_read_from_the_answer() {
+        let ok = serve_once("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"health\":\"true\",\"reason\":\"\"}");
+        assert!(is_healthy(&ok, Duration::from_secs(2)));
+        let bad = serve_once("HTTP/1.1 503 Service Unavailable\r\n\r\n{\"health\":\"false\",\"reason\":\"RAFT NO LEADER\"}");
+        assert!(!is_healthy(&bad, Duration::from_secs(2)));
+        let closed = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}/health", l.local_addr().unwrap())
+        };
+        assert!(!wait_healthy(&closed, Duration::from_millis(300), Duration::from_millis(100)));
+        assert!(!is_healthy("https://127.0.0.1:1/health", Duration::from_millis(100)));
+    }
+}

@@ -1,0 +1,42 @@
+//! k3s, driven through the `k3s` found on `PATH`.
+
+use std::{fs, path::PathBuf, process::Command};
+
+use protocol::SwapId;
+
+use crate::{
+    HostPaths,
+    error::{Error, Result},
+    systemd::describe,
+};
+
+/// Takes an on-demand etcd snapshot named `name` and returns its file.
+///
+/// k3s names the file `<name>-<node>-<unix time>` in `server/db/snapshots`
+/// (`.zip` when compressed) and prints no path we can rely on, so the newest
+/// file with that prefix is the one. The name is a checked [`SwapId`], so it
+/// is a safe argument and file name.
+pub fn snapshot_save(paths: &HostPaths, node: &str, name: &SwapId) -> Result<PathBuf> {
+    let command = format!("k3s etcd-snapshot save --name {name}");
+    let out = Command::new("k3s")
+        .args(["etcd-snapshot", "save", "--name", name.as_str()])
+        .env("FLEET_ROLE_ROOT", paths.root())
+        .output()
+        .map_err(|e| Error::Command { command: command.clone(), detail: e.to_string() })?;
+    if !out.status.success() {
+        return Err(Error::Command { command, detail: describe(&out) });
+    }
+    find_snapshot(paths, node, name).ok_or_else(|| Error::SnapshotMissing { name: name.to_string(), dir: paths.snapshots() })
+}
+
+/// The newest snapshot file of `name` taken on `node`, if any.
+pub fn find_snapshot(paths: &HostPaths, node: &str, name: &SwapId) -> Option<PathBuf> {
+    let prefix = format!("{name}-{node}-");
+    fs::read_dir(paths.snapshots())
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .max()
+        .map(|(_, p)| p)
+}

@@ -1,0 +1,23 @@
+//! A k3s host seen from inside.
+//!
+//! Every path lives under a root (`/` in production, a temporary directory in
+//! tests), every move is idempotent and checked after, and the units are
+//! driven through the `systemctl` and `k3s` found on `PATH`, so tests put
+//! stand-ins first. Nothing here talks to the Kubernetes API.
+#![forbid(unsafe_code)]
+
+pub mod datastore;
+pub mod error;
+pub mod etcd;
+pub mod fsutil;
+pub mod k3s;
+pub mod lock;
+pub mod paths;
+pub mod role;
+pub mod shims;
+pub mod switch;
+pub mod systemd;
+
+pub use error::{Error, Result};
+pub use paths::HostPaths;
+pub use switch::{Change, Host};

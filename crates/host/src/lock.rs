@@ -1,0 +1,63 @@
+//! The host lock: one switch at a time, whether the installer or the actuator
+//! makes it. It is an advisory `flock` on a file, released when the process
+//! exits (even by a crash), so a dead holder never blocks the next switch.
+
+use std::{
+    fs::{File, OpenOptions, TryLockError},
+    path::Path,
+    thread,
+    time::{Duration, Instant},
+};
+
+use crate::error::{Error, Result, io};
+
+/// A held host lock; dropping it releases the lock.
+#[derive(Debug)]
+#[must_use = "the lock is released when this is dropped"]
+pub struct HostLock {
+    _file: File,
+}
+
+impl HostLock {
+    /// Takes the lock at `path`, waiting up to `timeout` for another holder.
+    pub fn acquire(path: &Path, timeout: Duration) -> Result<HostLock> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io("creating", dir))?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(io("opening the lock", path))?;
+        let start = Instant::now();
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(HostLock { _file: file }),
+                Err(TryLockError::WouldBlock) if start.elapsed() < timeout => {
+                    thread::sleep(Duration::from_millis(100));
+                }
+                Err(TryLockError::WouldBlock) => {
+                    return Err(Error::LockTimeout { path: path.to_path_buf(), waited: start.elapsed() });
+                }
+                Err(TryLockError::Error(e)) => return Err(io("locking", path)(e)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_holder_waits_then_fails_naming_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x/fleet-role.lock");
+        let held = HostLock::acquire(&path, Duration::ZERO).unwrap();
+        let err = HostLock::acquire(&path, Duration::from_millis(250)).unwrap_err();
+        assert!(err.to_string().contains("fleet-role.lock"), "{err}");
+        drop(held);
+        let _again = HostLock::acquire(&path, Duration::ZERO).unwrap();
+    }
+}

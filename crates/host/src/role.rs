@@ -1,0 +1,58 @@
+//! The role file: which k3s unit may run on this host. Both units'
+//! `ExecCondition` reads it (through `fleet-role-actuator is`), so a unit whose
+//! role is not named cannot be started, not even by `Restart=always`.
+
+use std::{fs, io::ErrorKind};
+
+use protocol::Role;
+
+use crate::{
+    HostPaths,
+    error::{Error, Result, io},
+    fsutil::write_atomic,
+};
+
+/// Reads the role file: `None` when it is missing.
+pub fn read(paths: &HostPaths) -> Result<Option<Role>> {
+    let path = paths.role_file();
+    match fs::read_to_string(&path) {
+        Ok(s) => Role::parse(s.trim()).map(Some).map_err(|_| Error::BadRoleFile { path }),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io("reading", path)(e)),
+    }
+}
+
+/// Reads the role file, treating an unreadable or invalid one as missing
+/// (the decision then refuses what needs a role).
+pub fn read_lenient(paths: &HostPaths) -> Option<Role> {
+    read(paths).ok().flatten()
+}
+
+/// Names `role` in the role file (atomically) and checks it reads back.
+pub fn write(paths: &HostPaths, role: Role) -> Result<()> {
+    let path = paths.role_file();
+    write_atomic(&path, format!("{role}\n").as_bytes(), 0o644)?;
+    match read(paths)? {
+        Some(r) if r == role => Ok(()),
+        _ => Err(Error::BadRoleFile { path }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_role_file_reads_back_what_was_written_and_rejects_anything_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = HostPaths::new(dir.path());
+        assert_eq!(read(&paths).unwrap(), None);
+        write(&paths, Role::Server).unwrap();
+        assert_eq!(read(&paths).unwrap(), Some(Role::Server));
+        write(&paths, Role::Agent).unwrap();
+        assert_eq!(read(&paths).unwrap(), Some(Role::Agent));
+        fs::write(paths.role_file(), "voter\n").unwrap();
+        assert!(matches!(read(&paths), Err(Error::BadRoleFile { .. })));
+        assert_eq!(read_lenient(&paths), None);
+    }
+}

@@ -1,0 +1,309 @@
+//! The host-local moves of a switch, each as a plan of [`Change`]s computed
+//! from what the host is now, then applied in order and checked after.
+//!
+//! Planning first gives `--check` for free (print the plan, apply nothing),
+//! and makes every move idempotent: a plan computed on a host that is already
+//! where it should be is empty, so a resumed step only does what is left.
+
+use std::{fmt, path::PathBuf, time::Duration};
+
+use protocol::{JoinUrl, Role, SwapId};
+
+use crate::{
+    HostPaths, datastore, etcd,
+    error::{Error, Result},
+    fsutil::{holds, remove_if_present, write_atomic},
+    k3s,
+    lock::HostLock,
+    paths::{ETCD_ONLY_DROPIN, JOIN_DROPIN, JOIN_UNIT_DROPIN},
+    role, shims,
+    systemd::Systemctl,
+};
+
+/// One change to the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Write a file (atomically).
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Its new contents.
+        contents: String,
+    },
+    /// Remove one of fleet-role's own drop-ins.
+    Remove {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Reload systemd after a unit drop-in changed.
+    DaemonReload,
+    /// Name a role in the role file.
+    Role(Role),
+    /// Stop a unit.
+    Stop(&'static str),
+    /// Disable a unit.
+    Disable(&'static str),
+    /// Enable and start a unit in one call.
+    EnableNow(&'static str),
+    /// Restart a unit.
+    Restart(&'static str),
+    /// Move `server/db` aside to `server/db.demoted`.
+    MoveDatastoreAside,
+    /// Kill every pod's shim.
+    KillShims,
+    /// Wait for the local etcd to serve again.
+    WaitEtcd,
+}
+
+/// A change as one line, with paths shown as they are on the host.
+pub struct Shown<'a>(&'a Change, &'a HostPaths);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let on_host = |p: &PathBuf| format!("/{}", p.strip_prefix(self.1.root()).unwrap_or(p).display());
+        match self.0 {
+            Change::Write { path, .. } => write!(f, "write {}", on_host(path)),
+            Change::Remove { path } => write!(f, "remove {}", on_host(path)),
+            Change::DaemonReload => f.write_str("systemctl daemon-reload"),
+            Change::Role(r) => write!(f, "name {r} in {}", on_host(&self.1.role_file())),
+            Change::Stop(u) => write!(f, "systemctl stop {u}"),
+            Change::Disable(u) => write!(f, "systemctl disable {u}"),
+            Change::EnableNow(u) => write!(f, "systemctl enable --now {u}"),
+            Change::Restart(u) => write!(f, "systemctl restart {u}"),
+            Change::MoveDatastoreAside => write!(f, "move {} to {}", on_host(&self.1.db()), on_host(&self.1.db_demoted())),
+            Change::KillShims => f.write_str("kill every pod's shim"),
+            Change::WaitEtcd => f.write_str("wait for etcd to serve again"),
+        }
+    }
+}
+
+/// The host, under its root.
+#[derive(Debug, Clone)]
+pub struct Host {
+    /// Its paths.
+    pub paths: HostPaths,
+    /// Its Node name (snapshot files carry it).
+    pub node: String,
+    /// The local etcd's health URL.
+    pub etcd_health_url: String,
+    /// How long a step-down waits for etcd to serve again.
+    pub etcd_wait: Duration,
+    systemctl: Systemctl,
+}
+
+const SERVER: &str = "k3s";
+const AGENT: &str = "k3s-agent";
+
+/// The config drop-in that takes a server to the etcd-only level: k3s's own
+/// (experimental) component flags, the same level an operator's regrade uses.
+pub const ETCD_ONLY_CONFIG: &str =
+    "# Written by fleet-role-actuator: this server is stepping down (etcd only).\ndisable-apiserver: true\ndisable-controller-manager: true\ndisable-scheduler: true\n";
+
+impl Host {
+    /// The host under `root`, known to the cluster as `node`.
+    pub fn new(root: impl Into<PathBuf>, node: impl Into<String>) -> Self {
+        let root = root.into();
+        Self {
+            paths: HostPaths::new(&root),
+            node: node.into(),
+            etcd_health_url: etcd::DEFAULT_HEALTH_URL.to_string(),
+            etcd_wait: Duration::from_secs(120),
+            systemctl: Systemctl::new(root),
+        }
+    }
+
+    /// The host's `systemctl`.
+    pub fn systemctl(&self) -> &Systemctl {
+        &self.systemctl
+    }
+
+    /// Takes the host lock, waiting up to `timeout`.
+    pub fn lock(&self, timeout: Duration) -> Result<HostLock> {
+        HostLock::acquire(&self.paths.lock_file(), timeout)
+    }
+
+    /// A change as one line for a person.
+    pub fn show<'a>(&'a self, c: &'a Change) -> Shown<'a> {
+        Shown(c, &self.paths)
+    }
+
+    /// The current role file (missing → `None`).
+    pub fn role(&self) -> Result<Option<Role>> {
+        role::read(&self.paths)
+    }
+
+    fn write_if_differs(&self, plan: &mut Vec<Change>, path: PathBuf, contents: String) -> bool {
+        if holds(&path, contents.as_bytes()) {
+            return false;
+        }
+        plan.push(Change::Write { path, contents });
+        true
+    }
+
+    fn remove_if_there(&self, plan: &mut Vec<Change>, path: PathBuf) -> bool {
+        if !path.exists() {
+            return false;
+        }
+        plan.push(Change::Remove { path });
+        true
+    }
+
+    fn stop_and_disable(&self, plan: &mut Vec<Change>, unit: &'static str) -> Result<()> {
+        if self.systemctl.is_active(unit)? {
+            plan.push(Change::Stop(unit));
+        }
+        if self.systemctl.is_enabled(unit)? {
+            plan.push(Change::Disable(unit));
+        }
+        Ok(())
+    }
+
+    fn enable_now(&self, plan: &mut Vec<Change>, unit: &'static str) -> Result<()> {
+        if !self.systemctl.is_active(unit)? || !self.systemctl.is_enabled(unit)? {
+            plan.push(Change::EnableNow(unit));
+        }
+        Ok(())
+    }
+
+    /// The plan of `promote-local`: join drop-ins for the server's config and
+    /// its unit naming `join`, `server` in the role file, the agent stopped
+    /// and disabled, then the server enabled and started. The agent stops
+    /// before the server starts, so the two are never active together.
+    pub fn plan_promote(&self, join: &JoinUrl) -> Result<Vec<Change>> {
+        let mut plan = vec![];
+        let role = self.role().ok().flatten();
+        if role != Some(Role::Server) && (self.paths.db().exists() || self.paths.db_demoted_new().exists()) {
+            // A datastore left from an earlier life would make k3s start a
+            // removed member or a new cluster: k3s's own advice is to move it.
+            plan.push(Change::MoveDatastoreAside);
+        }
+        let config = format!("# Written by fleet-role-actuator: the voter this server joins.\nserver: \"{join}\"\n");
+        self.write_if_differs(&mut plan, self.paths.k3s_dropins().join(JOIN_DROPIN), config);
+        self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(ETCD_ONLY_DROPIN));
+        // The unit drop-in lets a network wrapper (Tailscale's, say) wait for
+        // the voter this server joins rather than the inventory's join host.
+        let unit = format!("# Written by fleet-role-actuator.\n[Service]\nEnvironment=\"FLEET_ROLE_JOIN_URL={join}\"\n");
+        if self.write_if_differs(&mut plan, self.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN), unit) {
+            plan.push(Change::DaemonReload);
+        }
+        if role != Some(Role::Server) {
+            plan.push(Change::Role(Role::Server));
+        }
+        self.stop_and_disable(&mut plan, AGENT)?;
+        self.enable_now(&mut plan, SERVER)?;
+        Ok(plan)
+    }
+
+    /// The plan of `demote-local` (and of a rollback and a finish): the server
+    /// stopped and disabled, the datastore moved aside, fleet-role's drop-ins
+    /// removed, `agent` in the role file, the agent enabled and started. The
+    /// node password is never touched.
+    pub fn plan_demote(&self) -> Result<Vec<Change>> {
+        let mut plan = vec![];
+        self.stop_and_disable(&mut plan, SERVER)?;
+        if self.paths.db().exists() || self.paths.db_demoted_new().exists() {
+            plan.push(Change::MoveDatastoreAside);
+        }
+        self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(JOIN_DROPIN));
+        self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(ETCD_ONLY_DROPIN));
+        if self.remove_if_there(&mut plan, self.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN)) {
+            plan.push(Change::DaemonReload);
+        }
+        if self.role().ok().flatten() != Some(Role::Agent) {
+            plan.push(Change::Role(Role::Agent));
+        }
+        self.enable_now(&mut plan, AGENT)?;
+        Ok(plan)
+    }
+
+    /// The plan of a step-down: the etcd-only drop-in, the server restarted at
+    /// that level, every shim killed, etcd serving again, and only then
+    /// `agent` in the role file. If etcd does not come back the plan stops
+    /// there, with the role file still naming the server.
+    pub fn plan_step_down(&self) -> Result<Vec<Change>> {
+        let mut plan = vec![];
+        let dropin = self.paths.k3s_dropins().join(ETCD_ONLY_DROPIN);
+        self.write_if_differs(&mut plan, dropin, ETCD_ONLY_CONFIG.to_string());
+        let role = self.role().ok().flatten();
+        if role != Some(Role::Agent) {
+            // Restart even when the drop-in was already written: a crash may
+            // have come between the write and the restart.
+            plan.push(Change::Restart(SERVER));
+        }
+        plan.push(Change::KillShims);
+        plan.push(Change::WaitEtcd);
+        if role != Some(Role::Agent) {
+            plan.push(Change::Role(Role::Agent));
+        }
+        Ok(plan)
+    }
+
+    /// Applies a plan in order, checking each move; stops at the first error.
+    pub fn apply(&self, plan: &[Change]) -> Result<()> {
+        for change in plan {
+            self.apply_one(change)?;
+        }
+        Ok(())
+    }
+
+    fn apply_one(&self, change: &Change) -> Result<()> {
+        let sc = &self.systemctl;
+        match change {
+            Change::Write { path, contents } => write_atomic(path, contents.as_bytes(), 0o644),
+            Change::Remove { path } => remove_if_present(path).map(drop),
+            Change::DaemonReload => sc.daemon_reload(),
+            Change::Role(r) => role::write(&self.paths, *r),
+            Change::Stop(u) => {
+                sc.stop(u)?;
+                expect_state(sc, u, false, "stop")
+            }
+            Change::Disable(u) => sc.disable(u),
+            Change::EnableNow(u) => {
+                sc.enable_now(u)?;
+                expect_state(sc, u, true, "enable --now")
+            }
+            Change::Restart(u) => {
+                sc.restart(u)?;
+                expect_state(sc, u, true, "restart")
+            }
+            Change::MoveDatastoreAside => datastore::move_aside(&self.paths).map(drop),
+            Change::KillShims => {
+                shims::kill_all(&self.paths, Duration::from_secs(10));
+                Ok(())
+            }
+            Change::WaitEtcd => {
+                if etcd::wait_healthy(&self.etcd_health_url, self.etcd_wait, Duration::from_millis(500)) {
+                    Ok(())
+                } else {
+                    Err(Error::EtcdNotBack { url: self.etcd_health_url.clone(), waited: self.etcd_wait })
+                }
+            }
+        }
+    }
+
+    /// Takes the on-demand snapshot named for `swap`; returns its file as a
+    /// path on the host.
+    pub fn snapshot(&self, swap: &SwapId) -> Result<String> {
+        let file = k3s::snapshot_save(&self.paths, &self.node, swap)?;
+        Ok(format!("/{}", file.strip_prefix(self.paths.root()).unwrap_or(&file).display()))
+    }
+
+    /// Whether the datastore holds k3s's tombstone.
+    pub fn has_tombstone(&self) -> bool {
+        self.paths.tombstone().exists()
+    }
+
+    /// Whether the host holds a datastore.
+    pub fn has_datastore(&self) -> bool {
+        self.paths.db().exists()
+    }
+}
+
+fn expect_state(sc: &Systemctl, unit: &str, active: bool, action: &'static str) -> Result<()> {
+    if sc.is_active(unit)? == active {
+        Ok(())
+    } else {
+        let state = if active { "inactive" } else { "still active" };
+        Err(Error::UnitState { unit: unit.to_string(), action, state: state.to_string() })
+    }
+}

@@ -1,0 +1,82 @@
+//! systemd, driven through the `systemctl` found on `PATH`.
+
+use std::{path::PathBuf, process::Command};
+
+use crate::error::{Error, Result};
+
+/// Runs `systemctl` (or a stand-in named so, first on `PATH` in tests) with
+/// `FLEET_ROLE_ROOT` passed through, so a stand-in keeps its state per host.
+#[derive(Debug, Clone)]
+pub struct Systemctl {
+    root: PathBuf,
+}
+
+impl Systemctl {
+    /// A `systemctl` for the host under `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    fn run(&self, args: &[&str]) -> Result<std::process::Output> {
+        let command = format!("systemctl {}", args.join(" "));
+        Command::new("systemctl")
+            .args(args)
+            .env("FLEET_ROLE_ROOT", &self.root)
+            .output()
+            .map_err(|e| Error::Command { command, detail: e.to_string() })
+    }
+
+    fn ok(&self, args: &[&str]) -> Result<()> {
+        let out = self.run(args)?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(Error::Command { command: format!("systemctl {}", args.join(" ")), detail: describe(&out) })
+        }
+    }
+
+    /// Whether `unit` is active (`systemctl is-active --quiet`).
+    pub fn is_active(&self, unit: &str) -> Result<bool> {
+        Ok(self.run(&["is-active", "--quiet", unit])?.status.success())
+    }
+
+    /// Whether `unit` is enabled (`systemctl is-enabled --quiet`).
+    pub fn is_enabled(&self, unit: &str) -> Result<bool> {
+        Ok(self.run(&["is-enabled", "--quiet", unit])?.status.success())
+    }
+
+    /// Stops `unit`.
+    pub fn stop(&self, unit: &str) -> Result<()> {
+        self.ok(&["stop", unit])
+    }
+
+    /// Disables `unit`.
+    pub fn disable(&self, unit: &str) -> Result<()> {
+        self.ok(&["disable", unit])
+    }
+
+    /// Enables and starts `unit` in one call, as the installer does.
+    pub fn enable_now(&self, unit: &str) -> Result<()> {
+        self.ok(&["enable", "--now", unit])
+    }
+
+    /// Restarts `unit`.
+    pub fn restart(&self, unit: &str) -> Result<()> {
+        self.ok(&["restart", unit])
+    }
+
+    /// Reloads unit files after a drop-in changed.
+    pub fn daemon_reload(&self) -> Result<()> {
+        self.ok(&["daemon-reload"])
+    }
+}
+
+/// Exit status and the last non-empty line of stderr (or stdout), cut short:
+/// enough for one log line, never a whole dump.
+pub(crate) fn describe(out: &std::process::Output) -> String {
+    let pick = |b: &[u8]| {
+        String::from_utf8_lossy(b).lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.chars().take(200).collect::<String>())
+    };
+    let last = pick(&out.stderr).or_else(|| pick(&out.stdout)).unwrap_or_default();
+    format!("{}: {}", out.status, last.escape_debug())
+}
