@@ -53,6 +53,11 @@ impl Watcher {
     /// A watcher for the host the settings name.
     pub fn new(settings: Settings) -> Self {
         let host = settings.host();
+        Self::with_host(settings, host)
+    }
+
+    /// A watcher acting on `host` (tests give one whose programs are stand-ins).
+    pub fn with_host(settings: Settings, host: host::Host) -> Self {
         Self { settings, host, node: None, report: None, report_loaded: false, unsent: false, last_wait: None }
     }
 

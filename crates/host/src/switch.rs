@@ -5,7 +5,7 @@
 //! and makes every move idempotent: a plan computed on a host that is already
 //! where it should be is empty, so a resumed step only does what is left.
 
-use std::{fmt, path::PathBuf, time::Duration};
+use std::{ffi::OsString, fmt, path::PathBuf, time::Duration};
 
 use protocol::{JoinUrl, Role, SwapId};
 
@@ -89,6 +89,7 @@ pub struct Host {
     /// How long a step-down waits for etcd to serve again.
     pub etcd_wait: Duration,
     systemctl: Systemctl,
+    search_path: Option<OsString>,
 }
 
 const SERVER: &str = "k3s";
@@ -109,7 +110,17 @@ impl Host {
             etcd_health_url: etcd::DEFAULT_HEALTH_URL.to_string(),
             etcd_wait: Duration::from_secs(120),
             systemctl: Systemctl::new(root),
+            search_path: None,
         }
+    }
+
+    /// Looks `systemctl` and `k3s` up on `path` instead of this process's
+    /// `PATH` (tests put their stand-ins there).
+    pub fn with_search_path(mut self, path: impl Into<OsString>) -> Self {
+        let path = path.into();
+        self.systemctl = self.systemctl.with_search_path(Some(path.clone()));
+        self.search_path = Some(path);
+        self
     }
 
     /// The host's `systemctl`.
@@ -284,7 +295,7 @@ impl Host {
     /// Takes the on-demand snapshot named for `swap`; returns its file as a
     /// path on the host.
     pub fn snapshot(&self, swap: &SwapId) -> Result<String> {
-        let file = k3s::snapshot_save(&self.paths, &self.node, swap)?;
+        let file = k3s::snapshot_save(&self.paths, &self.node, swap, self.search_path.as_ref())?;
         Ok(format!("/{}", file.strip_prefix(self.paths.root()).unwrap_or(&file).display()))
     }
 

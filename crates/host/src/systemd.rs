@@ -1,6 +1,6 @@
 //! systemd, driven through the `systemctl` found on `PATH`.
 
-use std::{path::PathBuf, process::Command};
+use std::{ffi::OsString, path::PathBuf, process::Command};
 
 use crate::error::{Error, Result};
 
@@ -9,21 +9,28 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct Systemctl {
     root: PathBuf,
+    search_path: Option<OsString>,
 }
 
 impl Systemctl {
     /// A `systemctl` for the host under `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self { root: root.into(), search_path: None }
+    }
+
+    /// Looks programs up on `path` instead of this process's `PATH`.
+    pub fn with_search_path(mut self, path: Option<OsString>) -> Self {
+        self.search_path = path;
+        self
     }
 
     fn run(&self, args: &[&str]) -> Result<std::process::Output> {
-        let command = format!("systemctl {}", args.join(" "));
-        Command::new("systemctl")
+        let line = format!("systemctl {}", args.join(" "));
+        command("systemctl", self.search_path.as_ref())
             .args(args)
             .env("FLEET_ROLE_ROOT", &self.root)
             .output()
-            .map_err(|e| Error::Command { command, detail: e.to_string() })
+            .map_err(|e| Error::Command { command: line, detail: e.to_string() })
     }
 
     fn ok(&self, args: &[&str]) -> Result<()> {
@@ -69,6 +76,16 @@ impl Systemctl {
     pub fn daemon_reload(&self) -> Result<()> {
         self.ok(&["daemon-reload"])
     }
+}
+
+/// A command for `program`, looked up on `search_path` when given (std
+/// searches the child's `PATH` when it is set on the command).
+pub(crate) fn command(program: &str, search_path: Option<&OsString>) -> Command {
+    let mut c = Command::new(program);
+    if let Some(p) = search_path {
+        c.env("PATH", p);
+    }
+    c
 }
 
 /// Exit status and the last non-empty line of stderr (or stdout), cut short:

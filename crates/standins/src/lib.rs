@@ -86,3 +86,212 @@ pub mod units {
         }
     }
 }
+
+/// A host root for tests: the units k3s's installer writes, fleet-role's
+/// drop-ins from `deploy/`, a k3s config and a node password, with the
+/// stand-ins and the built actuator first on `PATH`.
+pub mod fixture {
+    use std::{
+        collections::BTreeMap,
+        fs,
+        os::unix::fs::PermissionsExt,
+        path::{Path, PathBuf},
+        process::Command,
+    };
+
+    use super::units;
+
+    /// A k3s token marker written into every fixture host's config: tests
+    /// check it appears in nothing the actuator prints or reports.
+    pub const K3S_TOKEN_MARKER: &str = "K10fixturek3stokenMARKER::server:f1xtur3s3cr3t";
+
+    /// One test host.
+    pub struct TestHost {
+        dir: tempfile_dir::TempDir,
+        /// Its Node name.
+        pub node: String,
+        bin_dir: PathBuf,
+    }
+
+    /// A tiny owned temporary directory (removed on drop), so the stand-ins
+    /// crate needs no dependency.
+    pub mod tempfile_dir {
+        use std::path::{Path, PathBuf};
+
+        /// A directory removed on drop.
+        pub struct TempDir(PathBuf);
+
+        impl TempDir {
+            /// A new empty directory under the system's temp dir.
+            pub fn new(tag: &str) -> TempDir {
+                use std::sync::atomic::{AtomicU32, Ordering};
+                static N: AtomicU32 = AtomicU32::new(0);
+                let n = N.fetch_add(1, Ordering::Relaxed);
+                let p = std::env::temp_dir().join(format!("fleet-role-{tag}-{}-{n}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&p);
+                std::fs::create_dir_all(&p).expect("a temp dir");
+                TempDir(p)
+            }
+            /// Its path.
+            pub fn path(&self) -> &Path {
+                &self.0
+            }
+        }
+
+        impl Drop for TempDir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    /// The workspace's root (for `deploy/`).
+    pub fn workspace() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    fn write(path: &Path, contents: &str) {
+        fs::create_dir_all(path.parent().expect("a parent")).expect("a dir");
+        fs::write(path, contents).expect("a fixture file");
+    }
+
+    const UNIT: &str = "[Unit]\nDescription=Lightweight Kubernetes (stand-in unit)\n[Service]\nType=notify\nKillMode=process\nRestart=always\nExecStart=/usr/local/bin/k3s {role}\n[Install]\nWantedBy=multi-user.target\n";
+
+    impl TestHost {
+        /// A new host named `node`, with its programs in `bin_dir` (where
+        /// cargo put `fleet-role-actuator`, `systemctl` and `k3s`).
+        pub fn new(node: &str, bin_dir: &Path) -> TestHost {
+            for bin in ["systemctl", "k3s", "fleet-role-actuator"] {
+                assert!(
+                    bin_dir.join(bin).is_file(),
+                    "{} is missing: build the workspace's binaries first (cargo build --workspace --bins); scripts/test.sh does",
+                    bin_dir.join(bin).display()
+                );
+            }
+            let dir = tempfile_dir::TempDir::new(node);
+            let root = dir.path();
+            let sys = root.join("etc/systemd/system");
+            write(&sys.join("k3s.service"), &UNIT.replace("{role}", "server"));
+            write(&sys.join("k3s-agent.service"), &UNIT.replace("{role}", "agent"));
+            write(&sys.join("fleet-regrade.service"), "[Unit]\nDescription=regrade watcher\n[Service]\nExecStart=/usr/local/bin/fleet-regrade\n");
+            for unit in ["k3s", "k3s-agent", "fleet-regrade"] {
+                let from = workspace().join(format!("deploy/systemd/{unit}.service.d/50-fleet-role.conf"));
+                let text = fs::read_to_string(&from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+                write(&sys.join(format!("{unit}.service.d/50-fleet-role.conf")), &text);
+            }
+            write(
+                &root.join("etc/rancher/k3s/config.yaml"),
+                &format!("node-name: {node}\ntoken: \"{K3S_TOKEN_MARKER}\"\nwith-node-id: false\n"),
+            );
+            let pw = root.join("etc/rancher/node/password");
+            write(&pw, "0123456789abcdef0123456789abcdef\n");
+            fs::set_permissions(&pw, fs::Permissions::from_mode(0o600)).expect("mode");
+            TestHost { dir, node: node.to_string(), bin_dir: bin_dir.to_path_buf() }
+        }
+
+        /// The host's root.
+        pub fn root(&self) -> &Path {
+            self.dir.path()
+        }
+
+        /// `rel` under the root.
+        pub fn at(&self, rel: &str) -> PathBuf {
+            self.root().join(rel)
+        }
+
+        /// Makes the host an agent as installed: role file, unit enabled and active.
+        pub fn as_agent(self) -> Self {
+            write(&self.at("var/lib/rancher/k3s/fleet-role"), "agent\n");
+            units::set(self.root(), "k3s-agent", true, true);
+            self
+        }
+
+        /// Makes the host a server as installed: role file, unit enabled and
+        /// active, and an initialised etcd datastore.
+        pub fn as_server(self) -> Self {
+            write(&self.at("var/lib/rancher/k3s/fleet-role"), "server\n");
+            write(&self.at("var/lib/rancher/k3s/server/db/etcd/member/wal/0000000000000000-0000000000000000.wal"), "wal");
+            write(&self.at("var/lib/rancher/k3s/server/db/etcd/name"), &format!("{}-0a1b2c3d", self.node));
+            units::set(self.root(), "k3s", true, true);
+            self
+        }
+
+        /// `PATH` with the stand-ins first.
+        pub fn path_env(&self) -> String {
+            format!("{}:{}", self.bin_dir.display(), std::env::var("PATH").unwrap_or_default())
+        }
+
+        /// A command running the actuator on this host.
+        pub fn actuator(&self, args: &[&str]) -> Command {
+            let mut c = Command::new(self.bin_dir.join("fleet-role-actuator"));
+            c.args(["--root", &self.root().display().to_string(), "--node", &self.node])
+                .args(args)
+                .env("PATH", self.path_env())
+                .env("FLEET_ROLE_ROOT", self.root())
+                .env_remove("FLEET_ROLE_CONFIG")
+                .env_remove("FLEET_ROLE_API");
+            c
+        }
+
+        /// Runs `systemctl` (the stand-in) on this host.
+        pub fn systemctl(&self, args: &[&str]) -> std::process::ExitStatus {
+            Command::new(self.bin_dir.join("systemctl"))
+                .args(args)
+                .env("PATH", self.path_env())
+                .env("FLEET_ROLE_ROOT", self.root())
+                .status()
+                .expect("the systemctl stand-in runs")
+        }
+
+        /// Whether a unit is active.
+        pub fn active(&self, unit: &str) -> bool {
+            units::is_active(self.root(), unit)
+        }
+
+        /// Whether a unit is enabled.
+        pub fn enabled(&self, unit: &str) -> bool {
+            units::is_enabled(self.root(), unit)
+        }
+
+        /// The most k3s units ever active at once.
+        pub fn max_active_k3s(&self) -> usize {
+            units::max_active_k3s(self.root())
+        }
+
+        /// The role file's contents, trimmed (`None` when missing).
+        pub fn role(&self) -> Option<String> {
+            fs::read_to_string(self.at("var/lib/rancher/k3s/fleet-role")).ok().map(|s| s.trim().to_string())
+        }
+
+        /// The systemd stand-in's log of mutating commands, one per line.
+        pub fn systemd_log(&self) -> Vec<String> {
+            fs::read_to_string(super::state_dir(self.root(), "systemd").join("log"))
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_string)
+                .collect()
+        }
+
+        /// Every file and directory under the root with its mode and contents:
+        /// equal snapshots mean a byte-identical tree.
+        pub fn tree(&self) -> BTreeMap<PathBuf, (u32, Vec<u8>)> {
+            fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, (u32, Vec<u8>)>) {
+                let Ok(entries) = fs::read_dir(dir) else { return };
+                for e in entries.flatten() {
+                    let p = e.path();
+                    let meta = fs::symlink_metadata(&p).expect("metadata");
+                    let rel = p.strip_prefix(base).expect("under base").to_path_buf();
+                    if meta.is_dir() {
+                        out.insert(rel, (meta.permissions().mode(), vec![]));
+                        walk(base, &p, out);
+                    } else {
+                        out.insert(rel, (meta.permissions().mode(), fs::read(&p).unwrap_or_default()));
+                    }
+                }
+            }
+            let mut out = BTreeMap::new();
+            walk(self.root(), self.root(), &mut out);
+            out
+        }
+    }
+}

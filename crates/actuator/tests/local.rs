@@ -1,0 +1,278 @@
+//! The local commands against the `systemctl` and `k3s` stand-ins, as the
+//! installer and systemd call them.
+
+use std::{
+    fs,
+    path::Path,
+    process::{Command, Output, Stdio},
+    thread,
+    time::Duration,
+};
+
+use standins::fixture::{K3S_TOKEN_MARKER, TestHost};
+
+fn bin_dir() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_fleet-role-actuator")).parent().unwrap()
+}
+
+fn agent(node: &str) -> TestHost {
+    TestHost::new(node, bin_dir()).as_agent()
+}
+
+fn server(node: &str) -> TestHost {
+    TestHost::new(node, bin_dir()).as_server()
+}
+
+fn run(h: &TestHost, args: &[&str]) -> Output {
+    let out = h.actuator(args).output().unwrap();
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!all.contains(K3S_TOKEN_MARKER), "the k3s token leaked: {all}");
+    out
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const JOIN: &str = "https://10.0.0.1:6443";
+
+#[test]
+fn a_promotion_joins_the_named_voter_and_starts_the_server_unit_in_place_of_the_agent() {
+    let h = agent("standby");
+    let out = run(&h, &["promote-local", "--join", JOIN]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let config = fs::read_to_string(h.at("etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml")).unwrap();
+    assert!(config.contains(&format!("server: \"{JOIN}\"")), "{config}");
+    let unit = fs::read_to_string(h.at("etc/systemd/system/k3s.service.d/90-fleet-role-join.conf")).unwrap();
+    assert!(unit.contains(&format!("Environment=\"FLEET_ROLE_JOIN_URL={JOIN}\"")), "{unit}");
+    assert_eq!(h.role().as_deref(), Some("server"));
+    assert!(h.active("k3s") && h.enabled("k3s"));
+    assert!(!h.active("k3s-agent") && !h.enabled("k3s-agent"));
+    assert_eq!(h.max_active_k3s(), 1, "both units were active at once");
+    let log = h.systemd_log();
+    let stop = log.iter().position(|l| l == "stop k3s-agent").expect("agent stopped");
+    let start = log.iter().position(|l| l == "enable --now k3s").expect("server enabled and started in one call");
+    assert!(stop < start, "{log:?}");
+    assert!(stdout(&out).contains("did: systemctl enable --now k3s"));
+}
+
+#[test]
+fn a_second_promotion_changes_nothing() {
+    let h = agent("standby");
+    assert!(run(&h, &["promote-local", "--join", JOIN]).status.success());
+    let before = h.tree();
+    let out = run(&h, &["promote-local", "--join", JOIN]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("nothing to change"), "{}", stdout(&out));
+    assert_eq!(before, h.tree());
+}
+
+#[test]
+fn a_demotion_moves_the_datastore_aside_and_starts_the_agent_with_the_node_password_untouched() {
+    let h = server("old-voter");
+    fs::create_dir_all(h.at("var/lib/rancher/k3s/server/db.demoted/etcd")).unwrap();
+    fs::write(h.at("var/lib/rancher/k3s/server/db.demoted/etcd/name"), "older").unwrap();
+    fs::create_dir_all(h.at("etc/rancher/k3s/config.yaml.d")).unwrap();
+    fs::write(h.at("etc/rancher/k3s/config.yaml.d/90-fleet-role-etcd-only.yaml"), "disable-apiserver: true\n").unwrap();
+    let password = fs::read(h.at("etc/rancher/node/password")).unwrap();
+    let out = run(&h, &["demote-local"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!h.at("var/lib/rancher/k3s/server/db").exists());
+    assert_eq!(fs::read_to_string(h.at("var/lib/rancher/k3s/server/db.demoted/etcd/name")).unwrap(), "old-voter-0a1b2c3d");
+    assert!(!h.at("etc/rancher/k3s/config.yaml.d/90-fleet-role-etcd-only.yaml").exists());
+    assert_eq!(h.role().as_deref(), Some("agent"));
+    assert!(h.active("k3s-agent") && h.enabled("k3s-agent"));
+    assert!(!h.active("k3s") && !h.enabled("k3s"));
+    assert_eq!(h.max_active_k3s(), 1);
+    assert_eq!(fs::read(h.at("etc/rancher/node/password")).unwrap(), password);
+    let log = h.systemd_log();
+    let stop = log.iter().position(|l| l == "stop k3s").unwrap();
+    let start = log.iter().position(|l| l == "enable --now k3s-agent").unwrap();
+    assert!(stop < start, "{log:?}");
+}
+
+#[test]
+fn a_check_run_prints_the_plan_and_leaves_the_tree_byte_identical() {
+    for (h, args) in [
+        (agent("a"), vec!["promote-local", "--join", JOIN, "--check"]),
+        (server("s"), vec!["demote-local", "--check"]),
+    ] {
+        let before = h.tree();
+        let out = run(&h, &args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stdout(&out).contains("would: systemctl enable --now"), "{}", stdout(&out));
+        assert_eq!(before, h.tree(), "{args:?} changed the tree");
+        assert!(!h.at("var/lib/rancher/k3s/fleet-role.lock").exists());
+    }
+}
+
+#[test]
+fn a_check_run_in_json_lists_the_changes() {
+    let h = agent("a");
+    let out = run(&h, &["--output", "json", "promote-local", "--join", JOIN, "--check"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["check"], true);
+    let changes: Vec<String> = v["changes"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect();
+    assert!(changes.contains(&"name server in /var/lib/rancher/k3s/fleet-role".to_string()), "{changes:?}");
+}
+
+fn hold_lock(h: &TestHost, secs: &str) -> std::process::Child {
+    let lock = h.at("var/lib/rancher/k3s/fleet-role.lock");
+    fs::create_dir_all(lock.parent().unwrap()).unwrap();
+    // --no-fork: the holder is `sleep` itself, so killing it frees the lock.
+    let child = Command::new("flock")
+        .arg("--no-fork")
+        .arg(&lock)
+        .args(["sleep", secs])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("flock(1) from util-linux");
+    // Wait until the other process holds it.
+    for _ in 0..100 {
+        let f = fs::File::open(&lock);
+        if let Ok(f) = f
+            && f.try_lock().is_err()
+        {
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+#[test]
+fn a_switch_waits_for_the_hosts_lock_and_fails_when_another_holds_it_too_long() {
+    let h = agent("locked");
+    let mut holder = hold_lock(&h, "30");
+    let before = h.tree();
+    let out = run(&h, &["promote-local", "--join", JOIN, "--lock-timeout", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("fleet-role.lock") && err.contains("another switch"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(before, h.tree(), "a refused switch changed the host");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+
+    // A holder that lets go in time: the switch waits for it and goes through.
+    let mut holder = hold_lock(&h, "1");
+    let out = run(&h, &["promote-local", "--join", JOIN, "--lock-timeout", "20"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(h.role().as_deref(), Some("server"));
+    holder.wait().unwrap();
+}
+
+#[test]
+fn a_bad_join_url_is_refused_with_one_line_and_changes_nothing() {
+    let h = agent("a");
+    let before = h.tree();
+    for bad in [
+        "http://10.0.0.1:6443",
+        "https://10.0.0.1:6443\nserver: https://evil:6443",
+        "https://10.0.0.1:6443; systemctl stop k3s",
+        "https://$(reboot):6443",
+        "https://10.0.0.1",
+        &format!("https://{}:6443", "a".repeat(300)),
+    ] {
+        let out = run(&h, &["promote-local", "--join", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        let err = stderr(&out);
+        assert!(err.starts_with("fleet-role-actuator: invalid join URL"), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert_eq!(before, h.tree());
+    }
+    let out = run(&h, &["--output", "json", "promote-local", "--join", "ftp://x:1"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(v["ok"], false);
+    assert!(v["error"].as_str().unwrap().contains("invalid join URL"));
+}
+
+#[test]
+fn is_answers_from_the_role_file_and_any_doubt_is_no() {
+    let h = server("s");
+    let is = |args: &[&str]| run(&h, &[&["is"], args].concat()).status.code();
+    assert_eq!(is(&["server"]), Some(0));
+    assert_eq!(is(&["agent"]), Some(1));
+    assert_eq!(is(&["server", "--no-tombstone"]), Some(0));
+    fs::write(h.at("var/lib/rancher/k3s/server/db/etcd/tombstone"), "").unwrap();
+    assert_eq!(is(&["server", "--no-tombstone"]), Some(1));
+    assert_eq!(is(&["server"]), Some(0));
+    fs::write(h.at("var/lib/rancher/k3s/fleet-role"), "voter\n").unwrap();
+    assert_eq!(is(&["server"]), Some(1));
+    fs::remove_file(h.at("var/lib/rancher/k3s/fleet-role")).unwrap();
+    assert_eq!(is(&["server"]), Some(1));
+    assert_eq!(is(&["nonsense"]), Some(1));
+}
+
+#[test]
+fn the_units_condition_keeps_the_other_role_from_starting() {
+    let h = agent("a");
+    assert!(h.systemctl(&["start", "k3s"]).success(), "a skipped start is not a failure");
+    assert!(!h.active("k3s"));
+    assert_eq!(h.max_active_k3s(), 1);
+    let s = server("s");
+    assert!(s.systemctl(&["start", "k3s-agent"]).success());
+    assert!(!s.active("k3s-agent"));
+}
+
+#[test]
+fn the_regrade_unit_starts_only_on_a_server_whose_datastore_holds_no_tombstone() {
+    let s = server("s");
+    s.systemctl(&["start", "fleet-regrade"]);
+    assert!(s.active("fleet-regrade"));
+    s.systemctl(&["stop", "fleet-regrade"]);
+    fs::write(s.at("var/lib/rancher/k3s/server/db/etcd/tombstone"), "").unwrap();
+    s.systemctl(&["start", "fleet-regrade"]);
+    assert!(!s.active("fleet-regrade"), "started with a tombstone");
+    let a = agent("a");
+    a.systemctl(&["start", "fleet-regrade"]);
+    assert!(!a.active("fleet-regrade"), "started on an agent");
+}
+
+#[test]
+fn a_voter_takes_the_snapshot_named_for_the_swap_and_reports_its_file() {
+    let h = server("voter-a");
+    let out = run(&h, &["snapshot", "--name", "swap-1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = stdout(&out);
+    assert!(line.starts_with("snapshot: /var/lib/rancher/k3s/server/db/snapshots/swap-1-voter-a-"), "{line}");
+    let file = line.trim().trim_start_matches("snapshot: /");
+    assert!(h.at(file).is_file());
+    let out = run(&h, &["snapshot", "--name", "Bad Name;"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("invalid swap id"));
+    h.systemctl(&["stop", "k3s"]);
+    let out = run(&h, &["snapshot", "--name", "swap-2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("k3s etcd-snapshot save --name swap-2 failed"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_bad_config_file_is_a_clear_error() {
+    let h = agent("a");
+    let cfg = h.at("actuator.toml");
+    fs::write(&cfg, "nodee = \"x\"\n").unwrap();
+    let out = run(&h, &["--config", cfg.to_str().unwrap(), "demote-local"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("invalid config file"), "{}", stderr(&out));
+    assert_eq!(h.role().as_deref(), Some("agent"));
+    assert!(h.systemd_log().is_empty());
+}
+
+#[test]
+fn status_shows_the_hosts_state() {
+    let h = server("s");
+    let out = run(&h, &["status"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("role file:    server") && text.contains("k3s:          active"), "{text}");
+    let out = run(&h, &["--output", "json", "status"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(v["host"]["role"], "server");
+    assert_eq!(v["host"]["datastore"], true);
+}
