@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every test of fleet-role from a fresh checkout: installs what the
+# machine lacks, builds the real kube-apiserver once (cached in .cache/),
+# then format, lints and the whole test suite. CI runs exactly this.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+# Debian packages the tests use: flock(1) (util-linux) holds the host lock
+# from another process; openssl makes the test control plane's certificates.
+need=()
+command -v flock >/dev/null || need+=(util-linux)
+command -v openssl >/dev/null || need+=(openssl)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]}" >&2
+  apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+command -v go >/dev/null || { echo "Go is needed to build kube-apiserver for the tests" >&2; exit 2; }
+command -v cargo >/dev/null || { echo "Rust (cargo) is needed" >&2; exit 2; }
+
+FLEET_ROLE_KUBE_APISERVER=$(scripts/build-kube-apiserver.sh)
+export FLEET_ROLE_KUBE_APISERVER
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The tests run the built binaries (the actuator, and the systemctl and k3s
+# stand-ins), so every binary is built first.
+cargo build --workspace --bins --quiet
+cargo test --workspace --no-fail-fast 2>&1 | tee "$top/.cache/test.log"
+status=${PIPESTATUS[0]}
+passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed; [0-9]+ failed' "$top/.cache/test.log" | awk '{p+=$4; f+=$6} END {print p+0, f+0}')
+echo "fleet-role: $(echo "$passed" | awk '{print $1}') passed, $(echo "$passed" | awk '{print $2}') failed"
+exit "$status"
