@@ -13,7 +13,9 @@ use kube::{Client, Config};
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     /// No API URL was given.
-    #[error("no API server URL: give --api (repeatable), FLEET_ROLE_API or `api` in the config file")]
+    #[error(
+        "no API server URL: give --api (repeatable), FLEET_ROLE_API or `api` in the config file"
+    )]
     NoCandidates,
     /// A candidate URL did not parse.
     #[error("invalid API URL {0}")]
@@ -40,11 +42,20 @@ pub struct Candidates {
 
 impl Candidates {
     /// Candidates in the order given.
-    pub fn new(urls: Vec<String>, ca_file: Option<PathBuf>, token_file: Option<PathBuf>) -> Result<Self, ClusterError> {
+    pub fn new(
+        urls: Vec<String>,
+        ca_file: Option<PathBuf>,
+        token_file: Option<PathBuf>,
+    ) -> Result<Self, ClusterError> {
         if urls.is_empty() {
             return Err(ClusterError::NoCandidates);
         }
-        Ok(Self { urls, ca_file, token_file, current: 0 })
+        Ok(Self {
+            urls,
+            ca_file,
+            token_file,
+            current: 0,
+        })
     }
 
     /// The URL in use.

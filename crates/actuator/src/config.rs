@@ -90,10 +90,15 @@ impl FileConfig {
         };
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if !named && e.kind() == std::io::ErrorKind::NotFound => return Ok(FileConfig::default()),
+            Err(e) if !named && e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(FileConfig::default());
+            }
             Err(source) => return Err(ConfigError::Read { path, source }),
         };
-        toml::from_str(&text).map_err(|e| ConfigError::Parse { path, message: e.message().to_string() })
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path,
+            message: e.message().to_string(),
+        })
     }
 }
 
@@ -144,19 +149,32 @@ pub struct Overrides {
 }
 
 fn hostname() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 fn invalid(key: &'static str, why: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid { key, why: why.into() }
+    ConfigError::Invalid {
+        key,
+        why: why.into(),
+    }
 }
 
 impl Settings {
     /// Merges the file and the overrides, and validates everything.
     pub fn resolve(file: FileConfig, o: Overrides) -> Result<Settings, ConfigError> {
-        let node_raw = o.node.or(file.node).or_else(hostname).ok_or_else(|| invalid("node", "no --node and no hostname"))?;
+        let node_raw = o
+            .node
+            .or(file.node)
+            .or_else(hostname)
+            .ok_or_else(|| invalid("node", "no --node and no hostname"))?;
         let node = NodeName::parse(&node_raw).map_err(|e| invalid("node", e.to_string()))?;
-        let api = if o.api.is_empty() { file.api.unwrap_or_default() } else { o.api };
+        let api = if o.api.is_empty() {
+            file.api.unwrap_or_default()
+        } else {
+            o.api
+        };
         for url in &api {
             // An API candidate is an https URL of a host and port, as a join URL is.
             JoinUrl::parse(url).map_err(|e| invalid("api", e.to_string()))?;
@@ -169,14 +187,30 @@ impl Settings {
         let lease_name = file.lease_name.unwrap_or(defaults.lease_name);
         NodeName::parse(&lease_name).map_err(|e| invalid("lease_name", e.to_string()))?;
         let report_namespace = file.report_namespace.unwrap_or(defaults.report_namespace);
-        protocol::SwapId::parse(&report_namespace).map_err(|e| invalid("report_namespace", e.to_string()))?;
-        let controller_identity = file.controller_identity.unwrap_or(defaults.controller_identity);
-        if controller_identity.is_empty() || controller_identity.len() > 253 || controller_identity.chars().any(char::is_control) {
-            return Err(invalid("controller_identity", "must be 1-253 printable characters"));
+        protocol::SwapId::parse(&report_namespace)
+            .map_err(|e| invalid("report_namespace", e.to_string()))?;
+        let controller_identity = file
+            .controller_identity
+            .unwrap_or(defaults.controller_identity);
+        if controller_identity.is_empty()
+            || controller_identity.len() > 253
+            || controller_identity.chars().any(char::is_control)
+        {
+            return Err(invalid(
+                "controller_identity",
+                "must be 1-253 printable characters",
+            ));
         }
-        let etcd_health_url = file.etcd_health_url.unwrap_or_else(|| host::etcd::DEFAULT_HEALTH_URL.to_string());
-        if !etcd_health_url.starts_with("http://") || etcd_health_url.chars().any(|c| c.is_control() || c == ' ') {
-            return Err(invalid("etcd_health_url", "must be a plain http:// URL (etcd's metrics listener)"));
+        let etcd_health_url = file
+            .etcd_health_url
+            .unwrap_or_else(|| host::etcd::DEFAULT_HEALTH_URL.to_string());
+        if !etcd_health_url.starts_with("http://")
+            || etcd_health_url.chars().any(|c| c.is_control() || c == ' ')
+        {
+            return Err(invalid(
+                "etcd_health_url",
+                "must be a plain http:// URL (etcd's metrics listener)",
+            ));
         }
         let join_port = file.join_port.unwrap_or(6443);
         if join_port == 0 {
@@ -186,7 +220,12 @@ impl Settings {
         Ok(Settings {
             node,
             root: o.root.or(file.root).unwrap_or_else(|| PathBuf::from("/")),
-            names: Names { prefix, lease_name, report_namespace, controller_identity },
+            names: Names {
+                prefix,
+                lease_name,
+                report_namespace,
+                controller_identity,
+            },
             api,
             ca_file: o.ca_file.or(file.ca_file),
             token_file: o.token_file.or(file.token_file),
@@ -213,13 +252,26 @@ mod tests {
     use super::*;
 
     fn o(node: &str) -> Overrides {
-        Overrides { node: Some(node.into()), ..Default::default() }
+        Overrides {
+            node: Some(node.into()),
+            ..Default::default()
+        }
     }
 
     #[test]
     fn flags_win_over_the_file_and_defaults_fill_the_rest() {
-        let file: FileConfig = toml::from_str("node = \"from-file\"\napi = [\"https://10.0.0.1:6443\"]\nlock_timeout_secs = 9").unwrap();
-        let s = Settings::resolve(file, Overrides { api: vec!["https://10.0.0.2:6443".into()], ..o("from-flag") }).unwrap();
+        let file: FileConfig = toml::from_str(
+            "node = \"from-file\"\napi = [\"https://10.0.0.1:6443\"]\nlock_timeout_secs = 9",
+        )
+        .unwrap();
+        let s = Settings::resolve(
+            file,
+            Overrides {
+                api: vec!["https://10.0.0.2:6443".into()],
+                ..o("from-flag")
+            },
+        )
+        .unwrap();
         assert_eq!(s.node.as_str(), "from-flag");
         assert_eq!(s.api, vec!["https://10.0.0.2:6443"]);
         assert_eq!(s.lock_timeout, Duration::from_secs(9));
@@ -231,7 +283,11 @@ mod tests {
     #[test]
     fn an_unknown_key_or_a_bad_value_is_a_clear_error() {
         assert!(toml::from_str::<FileConfig>("nodes = \"x\"").is_err());
-        let bad = |file: &str, node: &str| Settings::resolve(toml::from_str(file).unwrap(), o(node)).unwrap_err().to_string();
+        let bad = |file: &str, node: &str| {
+            Settings::resolve(toml::from_str(file).unwrap(), o(node))
+                .unwrap_err()
+                .to_string()
+        };
         assert!(bad("", "Bad Node").contains("invalid node"));
         assert!(bad("api = [\"http://x:1\"]", "n").contains("invalid api"));
         assert!(bad("etcd_health_url = \"https://x\"", "n").contains("etcd_health_url"));

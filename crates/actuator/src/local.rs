@@ -37,7 +37,13 @@ pub enum Switch {
 /// Runs `promote-local` or `demote-local`: plans, then (without `check`)
 /// applies under the host lock. With `check` nothing at all is changed, not
 /// even the lock file.
-pub fn switch(host: &Host, which: &Switch, check: bool, lock_timeout: Duration, format: Format) -> anyhow::Result<()> {
+pub fn switch(
+    host: &Host,
+    which: &Switch,
+    check: bool,
+    lock_timeout: Duration,
+    format: Format,
+) -> anyhow::Result<()> {
     let command = match which {
         Switch::Promote(_) => "promote-local",
         Switch::Demote => "demote-local",
@@ -50,29 +56,59 @@ pub fn switch(host: &Host, which: &Switch, check: bool, lock_timeout: Duration, 
         if plan.is_empty() {
             vec![format!("{command}: nothing to change")]
         } else {
-            plan.iter().map(|c| format!("{verb}: {}", host.show(c))).collect()
+            plan.iter()
+                .map(|c| format!("{verb}: {}", host.show(c)))
+                .collect()
         }
     };
     if check {
         let plan = plan_of(host)?;
         let changes: Vec<String> = plan.iter().map(|c| host.show(c).to_string()).collect();
-        print(format, &lines(&plan, "would"), &SwitchOutput { ok: true, command, check, changes });
+        print(
+            format,
+            &lines(&plan, "would"),
+            &SwitchOutput {
+                ok: true,
+                command,
+                check,
+                changes,
+            },
+        );
         return Ok(());
     }
     let _lock = host.lock(lock_timeout)?;
     // Plan under the lock: another switch may just have changed the host.
     let plan = plan_of(host)?;
-    host.apply(&plan).with_context(|| format!("{command} stopped part-way"))?;
+    host.apply(&plan)
+        .with_context(|| format!("{command} stopped part-way"))?;
     let changes: Vec<String> = plan.iter().map(|c| host.show(c).to_string()).collect();
-    print(format, &lines(&plan, "did"), &SwitchOutput { ok: true, command, check, changes });
+    print(
+        format,
+        &lines(&plan, "did"),
+        &SwitchOutput {
+            ok: true,
+            command,
+            check,
+            changes,
+        },
+    );
     Ok(())
 }
 
 /// `snapshot --name NAME`: an on-demand etcd snapshot, under the host lock.
-pub fn snapshot(host: &Host, name: &SwapId, lock_timeout: Duration, format: Format) -> anyhow::Result<()> {
+pub fn snapshot(
+    host: &Host,
+    name: &SwapId,
+    lock_timeout: Duration,
+    format: Format,
+) -> anyhow::Result<()> {
     let _lock = host.lock(lock_timeout)?;
     let file = host.snapshot(name)?;
-    print(format, &[format!("snapshot: {file}")], &serde_json::json!({ "ok": true, "snapshot": file }));
+    print(
+        format,
+        &[format!("snapshot: {file}")],
+        &serde_json::json!({ "ok": true, "snapshot": file }),
+    );
     Ok(())
 }
 
@@ -115,10 +151,35 @@ impl LocalStatus {
         let yes = |b: bool| if b { "yes" } else { "no" };
         vec![
             format!("node:         {}", self.node),
-            format!("role file:    {}", self.role.map_or("missing", |r| r.as_str())),
-            format!("k3s:          {}", if self.server_active { "active" } else { "inactive" }),
-            format!("k3s-agent:    {}", if self.agent_active { "active" } else { "inactive" }),
-            format!("datastore:    {}{}", yes(self.datastore), if self.tombstone { " (tombstone: member removed)" } else { "" }),
+            format!(
+                "role file:    {}",
+                self.role.map_or("missing", |r| r.as_str())
+            ),
+            format!(
+                "k3s:          {}",
+                if self.server_active {
+                    "active"
+                } else {
+                    "inactive"
+                }
+            ),
+            format!(
+                "k3s-agent:    {}",
+                if self.agent_active {
+                    "active"
+                } else {
+                    "inactive"
+                }
+            ),
+            format!(
+                "datastore:    {}{}",
+                yes(self.datastore),
+                if self.tombstone {
+                    " (tombstone: member removed)"
+                } else {
+                    ""
+                }
+            ),
             format!("db.demoted:   {}", yes(self.demoted_copy)),
         ]
     }

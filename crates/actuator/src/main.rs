@@ -33,13 +33,22 @@ fn main() -> ExitCode {
 
 fn init_logging() {
     use tracing_subscriber::{EnvFilter, fmt};
-    let filter = EnvFilter::try_from_env("FLEET_ROLE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_env("FLEET_ROLE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     // No ANSI: under systemd stderr goes to the journal, where escapes are noise
     // (and an injected escape in a logged value must not reach a terminal).
-    fmt().with_env_filter(filter).with_ansi(false).with_writer(std::io::stderr).init();
+    fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
-fn settings(cli: &Cli, api: Option<&ApiArgs>, lock_timeout: Option<u64>) -> anyhow::Result<Settings> {
+fn settings(
+    cli: &Cli,
+    api: Option<&ApiArgs>,
+    lock_timeout: Option<u64>,
+) -> anyhow::Result<Settings> {
     let file = FileConfig::load(cli.config.as_deref())?;
     let o = Overrides {
         node: cli.node.clone(),
@@ -58,22 +67,41 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Is { role, no_tombstone } => {
             // An ExecCondition: any doubt, including a bad setting, is "no" (exit 1),
             // so systemd skips the unit rather than failing it.
-            let Ok(role) = Role::parse(role) else { return Ok(ExitCode::from(1)) };
+            let Ok(role) = Role::parse(role) else {
+                return Ok(ExitCode::from(1));
+            };
             let root = cli.root.clone().unwrap_or_else(|| "/".into());
             let host = host::Host::new(root, cli.node.clone().unwrap_or_default());
             let yes = local::is(&host, role, *no_tombstone);
             if format == Format::Json {
-                print(format, &[], &serde_json::json!({ "ok": true, "role": role, "matches": yes }));
+                print(
+                    format,
+                    &[],
+                    &serde_json::json!({ "ok": true, "role": role, "matches": yes }),
+                );
             }
             Ok(ExitCode::from(if yes { 0 } else { 1 }))
         }
-        Command::PromoteLocal { join, check, lock_timeout } => {
+        Command::PromoteLocal {
+            join,
+            check,
+            lock_timeout,
+        } => {
             let join = JoinUrl::parse(join)?;
             let s = settings(&cli, None, *lock_timeout)?;
-            local::switch(&s.host(), &Switch::Promote(join), *check, s.lock_timeout, format)?;
+            local::switch(
+                &s.host(),
+                &Switch::Promote(join),
+                *check,
+                s.lock_timeout,
+                format,
+            )?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::DemoteLocal { check, lock_timeout } => {
+        Command::DemoteLocal {
+            check,
+            lock_timeout,
+        } => {
             let s = settings(&cli, None, *lock_timeout)?;
             local::switch(&s.host(), &Switch::Demote, *check, s.lock_timeout, format)?;
             Ok(ExitCode::SUCCESS)
@@ -90,25 +118,50 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let mut lines = local.lines();
             let mut remote = serde_json::Value::Null;
             if !s.api.is_empty() {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-                let candidates = Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())?;
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                let candidates =
+                    Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())?;
                 let r = rt.block_on(async {
                     let client = candidates.client()?;
-                    report::read(&client, &s.names, s.node.as_str()).await.context("reading the report")
+                    report::read(&client, &s.names, s.node.as_str())
+                        .await
+                        .context("reading the report")
                 })?;
-                lines.push(format!("report:       {}", r.as_ref().map_or("none".into(), |r| {
-                    format!("swap {} step {} {:?}{}", r.swap.as_ref().map_or("-", |s| s.as_str()), r.step.as_str(), r.phase, r.reason.as_deref().map(|x| format!(": {x}")).unwrap_or_default())
-                })));
+                lines.push(format!(
+                    "report:       {}",
+                    r.as_ref().map_or("none".into(), |r| {
+                        format!(
+                            "swap {} step {} {:?}{}",
+                            r.swap.as_ref().map_or("-", |s| s.as_str()),
+                            r.step.as_str(),
+                            r.phase,
+                            r.reason
+                                .as_deref()
+                                .map(|x| format!(": {x}"))
+                                .unwrap_or_default()
+                        )
+                    })
+                ));
                 remote = serde_json::to_value(&r)?;
             }
-            print(format, &lines, &serde_json::json!({ "ok": true, "host": local, "report": remote }));
+            print(
+                format,
+                &lines,
+                &serde_json::json!({ "ok": true, "host": local, "report": remote }),
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Watch(api) => {
             let s = settings(&cli, Some(api), None)?;
             init_logging();
-            let candidates = Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())?;
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+            let candidates =
+                Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())?;
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()?;
             rt.block_on(async {
                 let mut w = watch::Watcher::new(s);
                 w.run(candidates, shutdown()).await

@@ -38,8 +38,15 @@ pub fn lease_view(names: &Names, lease: &Lease) -> LeaseView {
     let spec = lease.spec.as_ref();
     LeaseView {
         holder: spec.and_then(|s| s.holder_identity.clone()),
-        swap: lease.metadata.annotations.as_ref().and_then(|a| a.get(&names.lease_swap())).cloned(),
-        renew_time: spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0.as_second()),
+        swap: lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(&names.lease_swap()))
+            .cloned(),
+        renew_time: spec
+            .and_then(|s| s.renew_time.as_ref())
+            .map(|t| t.0.as_second()),
         duration_secs: spec.and_then(|s| s.lease_duration_seconds).map(i64::from),
     }
 }
@@ -47,8 +54,15 @@ pub fn lease_view(names: &Names, lease: &Lease) -> LeaseView {
 /// The join target of a promotion: k3s's etcd address annotation, else the
 /// Node's first InternalIP.
 pub fn join_target(node: Option<&Node>) -> JoinTarget {
-    let Some(node) = node else { return JoinTarget::Missing };
-    let from_annotation = node.metadata.annotations.as_ref().and_then(|a| a.get(K3S_ETCD_NODE_ADDRESS)).cloned();
+    let Some(node) = node else {
+        return JoinTarget::Missing;
+    };
+    let from_annotation = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(K3S_ETCD_NODE_ADDRESS))
+        .cloned();
     let internal_ip = || {
         node.status
             .as_ref()?
@@ -58,5 +72,7 @@ pub fn join_target(node: Option<&Node>) -> JoinTarget {
             .find(|a| a.type_ == "InternalIP")
             .map(|a| a.address.clone())
     };
-    JoinTarget::Found { address: from_annotation.or_else(internal_ip) }
+    JoinTarget::Found {
+        address: from_annotation.or_else(internal_ip),
+    }
 }

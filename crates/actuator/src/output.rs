@@ -21,7 +21,10 @@ pub fn print<T: Serialize>(format: Format, text: &[String], json: &T) {
                 println!("{line}");
             }
         }
-        Format::Json => println!("{}", serde_json::to_string(json).expect("output serializes")),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string(json).expect("output serializes")
+        ),
     }
 }
 

@@ -13,14 +13,25 @@ use protocol::{Names, Report, names::REPORT_CONFIGMAP};
 
 /// Reads this host's last report; a missing ConfigMap, key or an unreadable
 /// value is no report.
-pub async fn read(client: &Client, names: &Names, node: &str) -> Result<Option<Report>, kube::Error> {
+pub async fn read(
+    client: &Client,
+    names: &Names,
+    node: &str,
+) -> Result<Option<Report>, kube::Error> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &names.report_namespace);
     let cm = api.get_opt(REPORT_CONFIGMAP).await?;
-    Ok(cm.and_then(|cm| cm.data).and_then(|d| d.get(node).and_then(|v| Report::from_json(v))))
+    Ok(cm
+        .and_then(|cm| cm.data)
+        .and_then(|d| d.get(node).and_then(|v| Report::from_json(v))))
 }
 
 /// Writes this host's report under its own key.
-pub async fn write(client: &Client, names: &Names, node: &str, report: &Report) -> Result<(), kube::Error> {
+pub async fn write(
+    client: &Client,
+    names: &Names,
+    node: &str,
+    report: &Report,
+) -> Result<(), kube::Error> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &names.report_namespace);
     let body = serde_json::json!({
         "apiVersion": "v1",
@@ -31,5 +42,7 @@ pub async fn write(client: &Client, names: &Names, node: &str, report: &Report) 
     // No force: another manager owning this key would be a bug to surface,
     // not a conflict to win.
     let params = PatchParams::apply(&names.report_field_manager(node));
-    api.patch(REPORT_CONFIGMAP, &params, &Patch::Apply(&body)).await.map(drop)
+    api.patch(REPORT_CONFIGMAP, &params, &Patch::Apply(&body))
+        .await
+        .map(drop)
 }

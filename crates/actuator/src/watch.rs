@@ -25,7 +25,9 @@ use tracing::{debug, info, warn};
 use crate::{cluster::Candidates, config::Settings, observe, report};
 
 fn now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// How a watch session ended.
@@ -58,7 +60,15 @@ impl Watcher {
 
     /// A watcher acting on `host` (tests give one whose programs are stand-ins).
     pub fn with_host(settings: Settings, host: host::Host) -> Self {
-        Self { settings, host, node: None, report: None, report_loaded: false, unsent: false, last_wait: None }
+        Self {
+            settings,
+            host,
+            node: None,
+            report: None,
+            report_loaded: false,
+            unsent: false,
+            last_wait: None,
+        }
     }
 
     /// The last report written (or read).
@@ -69,12 +79,19 @@ impl Watcher {
     /// Runs sessions over the candidates until `shutdown` resolves: when the
     /// API server in use fails, the next candidate is tried, and the report
     /// kept in memory means no step is repeated across the move.
-    pub async fn run(&mut self, mut candidates: Candidates, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    pub async fn run(
+        &mut self,
+        mut candidates: Candidates,
+        shutdown: impl Future<Output = ()>,
+    ) -> anyhow::Result<()> {
         pin_mut!(shutdown);
         let mut failures = 0u32;
         loop {
             let client = candidates.client()?;
-            info!(api = candidates.current(), "watching node {}", self.settings.node);
+            info!(
+                api = candidates.current(),
+                "watching node {}", self.settings.node
+            );
             let end = tokio::select! {
                 end = self.session(client) => end,
                 () = &mut shutdown => SessionEnd::Shutdown,
@@ -86,7 +103,7 @@ impl Watcher {
                     let next = candidates.rotate().to_string();
                     warn!(next = %next, "the API server failed; moving to the next candidate");
                     // A full round of failed candidates backs off, up to 10 s.
-                    if failures as usize % candidates.len() == 0 {
+                    if (failures as usize).is_multiple_of(candidates.len()) {
                         let wait = Duration::from_millis(500 * u64::from(failures.min(20)));
                         tokio::select! {
                             () = tokio::time::sleep(wait) => {}
@@ -155,12 +172,20 @@ impl Watcher {
         if self.unsent {
             self.send(client).await?;
         }
-        let Some(node) = self.node.clone() else { return Ok(()) };
+        let Some(node) = self.node.clone() else {
+            return Ok(());
+        };
         let names = self.settings.names.clone();
         let view = observe::node_view(&names, &node);
         let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
-        let lease = leases.get_opt(&names.lease_name).await?.map(|l| observe::lease_view(&names, &l));
-        let join = match (view.step.as_deref(), view.join_node.as_deref().map(NodeName::parse)) {
+        let lease = leases
+            .get_opt(&names.lease_name)
+            .await?
+            .map(|l| observe::lease_view(&names, &l));
+        let join = match (
+            view.step.as_deref(),
+            view.join_node.as_deref().map(NodeName::parse),
+        ) {
             (Some("promote"), Some(Ok(name))) => {
                 let nodes: Api<Node> = Api::all(client.clone());
                 observe::join_target(nodes.get_opt(name.as_str()).await?.as_ref())
@@ -196,11 +221,18 @@ impl Watcher {
                 Ok(())
             }
             Decision::Refuse { swap, step, reason } => {
-                warn!(swap = swap.as_ref().map(SwapId::as_str), step = step.as_str(), "refused: {reason}");
-                let r = Report::next(self.report.as_ref(), swap, step, Phase::Refused, now()).with_reason(reason);
+                warn!(
+                    swap = swap.as_ref().map(SwapId::as_str),
+                    step = step.as_str(),
+                    "refused: {reason}"
+                );
+                let r = Report::next(self.report.as_ref(), swap, step, Phase::Refused, now())
+                    .with_reason(reason);
                 self.record(client, r).await
             }
-            Decision::Take { swap, step, resume } => self.take(client, &view, swap, step, resume).await,
+            Decision::Take { swap, step, resume } => {
+                self.take(client, &view, swap, step, resume).await
+            }
         }
     }
 
@@ -221,7 +253,14 @@ impl Watcher {
         self.send(client).await
     }
 
-    async fn phase(&mut self, client: &Client, swap: &Option<SwapId>, step: ReportStep, phase: Phase, detail: Option<Detail>) -> Result<(), kube::Error> {
+    async fn phase(
+        &mut self,
+        client: &Client,
+        swap: &Option<SwapId>,
+        step: ReportStep,
+        phase: Phase,
+        detail: Option<Detail>,
+    ) -> Result<(), kube::Error> {
         let mut r = Report::next(self.report.as_ref(), swap.clone(), step, phase, now());
         if let Some(d) = detail {
             r = r.with_detail(d);
@@ -229,13 +268,25 @@ impl Watcher {
         self.record(client, r).await
     }
 
-    async fn take(&mut self, client: &Client, view: &protocol::NodeView, swap: Option<SwapId>, step: Step, resume: bool) -> Result<(), kube::Error> {
+    async fn take(
+        &mut self,
+        client: &Client,
+        view: &protocol::NodeView,
+        swap: Option<SwapId>,
+        step: Step,
+        resume: bool,
+    ) -> Result<(), kube::Error> {
         let rstep = step.report_step();
         if !resume {
-            info!(swap = swap.as_ref().map(SwapId::as_str), step = rstep.as_str(), "step started");
+            info!(
+                swap = swap.as_ref().map(SwapId::as_str),
+                step = rstep.as_str(),
+                "step started"
+            );
             // The start is written before anything changes: a step whose
             // start cannot be reported is not taken.
-            self.phase(client, &swap, rstep, Phase::Started, None).await?;
+            self.phase(client, &swap, rstep, Phase::Started, None)
+                .await?;
         }
         let host = self.host.clone();
         let lock_timeout = self.settings.lock_timeout;
@@ -252,39 +303,67 @@ impl Watcher {
             Err(reason) => {
                 warn!(step = rstep.as_str(), "step failed: {reason}");
                 let left = self.left_state();
-                let r = Report::next(self.report.as_ref(), swap, rstep, Phase::Failed, now()).with_reason(format!("{reason}; {left}"));
+                let r = Report::next(self.report.as_ref(), swap, rstep, Phase::Failed, now())
+                    .with_reason(format!("{reason}; {left}"));
                 return self.record(client, r).await;
             }
         };
         match step {
             Step::Promote { .. } => {
                 if detail.is_none() {
-                    self.phase(client, &swap, rstep, Phase::Progress, Some(Detail::Learner)).await?;
+                    self.phase(client, &swap, rstep, Phase::Progress, Some(Detail::Learner))
+                        .await?;
                 }
                 // k3s promotes a caught-up learner; the Node's EtcdIsVoter says so.
                 if view.etcd_is_voter {
                     if detail != Some(Detail::Voter) {
-                        self.phase(client, &swap, rstep, Phase::Progress, Some(Detail::Voter)).await?;
+                        self.phase(client, &swap, rstep, Phase::Progress, Some(Detail::Voter))
+                            .await?;
                     }
-                    self.phase(client, &swap, rstep, Phase::Done, Some(Detail::Voter)).await?;
+                    self.phase(client, &swap, rstep, Phase::Done, Some(Detail::Voter))
+                        .await?;
                     info!("promoted: a voter");
                 }
             }
             Step::StepDown => {
-                self.phase(client, &swap, rstep, Phase::Progress, Some(Detail::EtcdOnly)).await?;
-                self.phase(client, &swap, rstep, Phase::Done, Some(Detail::EtcdOnly)).await?;
+                self.phase(
+                    client,
+                    &swap,
+                    rstep,
+                    Phase::Progress,
+                    Some(Detail::EtcdOnly),
+                )
+                .await?;
+                self.phase(client, &swap, rstep, Phase::Done, Some(Detail::EtcdOnly))
+                    .await?;
                 info!("stepped down to etcd-only; waiting for the member's removal");
             }
             Step::Rollback | Step::Finish => {
                 if matches!(step, Step::Finish) {
-                    self.phase(client, &swap, rstep, Phase::Progress, Some(Detail::MemberGone)).await?;
+                    self.phase(
+                        client,
+                        &swap,
+                        rstep,
+                        Phase::Progress,
+                        Some(Detail::MemberGone),
+                    )
+                    .await?;
                 }
-                self.phase(client, &swap, rstep, Phase::Progress, Some(Detail::AgentReady)).await?;
-                self.phase(client, &swap, rstep, Phase::Done, Some(Detail::AgentReady)).await?;
+                self.phase(
+                    client,
+                    &swap,
+                    rstep,
+                    Phase::Progress,
+                    Some(Detail::AgentReady),
+                )
+                .await?;
+                self.phase(client, &swap, rstep, Phase::Done, Some(Detail::AgentReady))
+                    .await?;
                 info!(step = rstep.as_str(), "the host runs as an agent");
             }
             Step::Snapshot => {
-                let mut r = Report::next(self.report.as_ref(), swap, rstep, Phase::Done, now()).with_detail(Detail::Snapshot);
+                let mut r = Report::next(self.report.as_ref(), swap, rstep, Phase::Done, now())
+                    .with_detail(Detail::Snapshot);
                 r.snapshot_file = host_outcome;
                 info!(file = r.snapshot_file.as_deref(), "snapshot taken");
                 self.record(client, r).await?;
@@ -299,7 +378,11 @@ impl Watcher {
         format!(
             "host left with role file {}, k3s {}, k3s-agent {}",
             s.role.map_or("missing", |r| r.as_str()),
-            if s.server_active { "active" } else { "inactive" },
+            if s.server_active {
+                "active"
+            } else {
+                "inactive"
+            },
             if s.agent_active { "active" } else { "inactive" },
         )
     }
@@ -308,7 +391,12 @@ impl Watcher {
 /// The host-local part of a step, under the host lock. Returns the snapshot
 /// file for a snapshot, or the reason it failed (one line, no secrets: it is
 /// made of paths, unit names and validated values).
-fn run_host_step(host: &host::Host, step: &Step, swap: Option<&SwapId>, lock_timeout: Duration) -> Result<Option<String>, String> {
+fn run_host_step(
+    host: &host::Host,
+    step: &Step,
+    swap: Option<&SwapId>,
+    lock_timeout: Duration,
+) -> Result<Option<String>, String> {
     let _lock = host.lock(lock_timeout).map_err(|e| e.to_string())?;
     let plan = match step {
         Step::Promote { join, .. } => host.plan_promote(join),

@@ -12,7 +12,9 @@ use std::{
 use standins::fixture::{K3S_TOKEN_MARKER, TestHost};
 
 fn bin_dir() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_fleet-role-actuator")).parent().unwrap()
+    Path::new(env!("CARGO_BIN_EXE_fleet-role-actuator"))
+        .parent()
+        .unwrap()
 }
 
 fn agent(node: &str) -> TestHost {
@@ -25,8 +27,15 @@ fn server(node: &str) -> TestHost {
 
 fn run(h: &TestHost, args: &[&str]) -> Output {
     let out = h.actuator(args).output().unwrap();
-    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(!all.contains(K3S_TOKEN_MARKER), "the k3s token leaked: {all}");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !all.contains(K3S_TOKEN_MARKER),
+        "the k3s token leaked: {all}"
+    );
     out
 }
 
@@ -45,17 +54,28 @@ fn a_promotion_joins_the_named_voter_and_starts_the_server_unit_in_place_of_the_
     let h = agent("standby");
     let out = run(&h, &["promote-local", "--join", JOIN]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let config = fs::read_to_string(h.at("etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml")).unwrap();
+    let config =
+        fs::read_to_string(h.at("etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml")).unwrap();
     assert!(config.contains(&format!("server: \"{JOIN}\"")), "{config}");
-    let unit = fs::read_to_string(h.at("etc/systemd/system/k3s.service.d/90-fleet-role-join.conf")).unwrap();
-    assert!(unit.contains(&format!("Environment=\"FLEET_ROLE_JOIN_URL={JOIN}\"")), "{unit}");
+    let unit = fs::read_to_string(h.at("etc/systemd/system/k3s.service.d/90-fleet-role-join.conf"))
+        .unwrap();
+    assert!(
+        unit.contains(&format!("Environment=\"FLEET_ROLE_JOIN_URL={JOIN}\"")),
+        "{unit}"
+    );
     assert_eq!(h.role().as_deref(), Some("server"));
     assert!(h.active("k3s") && h.enabled("k3s"));
     assert!(!h.active("k3s-agent") && !h.enabled("k3s-agent"));
     assert_eq!(h.max_active_k3s(), 1, "both units were active at once");
     let log = h.systemd_log();
-    let stop = log.iter().position(|l| l == "stop k3s-agent").expect("agent stopped");
-    let start = log.iter().position(|l| l == "enable --now k3s").expect("server enabled and started in one call");
+    let stop = log
+        .iter()
+        .position(|l| l == "stop k3s-agent")
+        .expect("agent stopped");
+    let start = log
+        .iter()
+        .position(|l| l == "enable --now k3s")
+        .expect("server enabled and started in one call");
     assert!(stop < start, "{log:?}");
     assert!(stdout(&out).contains("did: systemctl enable --now k3s"));
 }
@@ -67,7 +87,11 @@ fn a_second_promotion_changes_nothing() {
     let before = h.tree();
     let out = run(&h, &["promote-local", "--join", JOIN]);
     assert!(out.status.success());
-    assert!(stdout(&out).contains("nothing to change"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("nothing to change"),
+        "{}",
+        stdout(&out)
+    );
     assert_eq!(before, h.tree());
 }
 
@@ -75,23 +99,43 @@ fn a_second_promotion_changes_nothing() {
 fn a_demotion_moves_the_datastore_aside_and_starts_the_agent_with_the_node_password_untouched() {
     let h = server("old-voter");
     fs::create_dir_all(h.at("var/lib/rancher/k3s/server/db.demoted/etcd")).unwrap();
-    fs::write(h.at("var/lib/rancher/k3s/server/db.demoted/etcd/name"), "older").unwrap();
+    fs::write(
+        h.at("var/lib/rancher/k3s/server/db.demoted/etcd/name"),
+        "older",
+    )
+    .unwrap();
     fs::create_dir_all(h.at("etc/rancher/k3s/config.yaml.d")).unwrap();
-    fs::write(h.at("etc/rancher/k3s/config.yaml.d/90-fleet-role-etcd-only.yaml"), "disable-apiserver: true\n").unwrap();
+    fs::write(
+        h.at("etc/rancher/k3s/config.yaml.d/90-fleet-role-etcd-only.yaml"),
+        "disable-apiserver: true\n",
+    )
+    .unwrap();
     let password = fs::read(h.at("etc/rancher/node/password")).unwrap();
     let out = run(&h, &["demote-local"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!h.at("var/lib/rancher/k3s/server/db").exists());
-    assert_eq!(fs::read_to_string(h.at("var/lib/rancher/k3s/server/db.demoted/etcd/name")).unwrap(), "old-voter-0a1b2c3d");
-    assert!(!h.at("etc/rancher/k3s/config.yaml.d/90-fleet-role-etcd-only.yaml").exists());
+    assert_eq!(
+        fs::read_to_string(h.at("var/lib/rancher/k3s/server/db.demoted/etcd/name")).unwrap(),
+        "old-voter-0a1b2c3d"
+    );
+    assert!(
+        !h.at("etc/rancher/k3s/config.yaml.d/90-fleet-role-etcd-only.yaml")
+            .exists()
+    );
     assert_eq!(h.role().as_deref(), Some("agent"));
     assert!(h.active("k3s-agent") && h.enabled("k3s-agent"));
     assert!(!h.active("k3s") && !h.enabled("k3s"));
     assert_eq!(h.max_active_k3s(), 1);
-    assert_eq!(fs::read(h.at("etc/rancher/node/password")).unwrap(), password);
+    assert_eq!(
+        fs::read(h.at("etc/rancher/node/password")).unwrap(),
+        password
+    );
     let log = h.systemd_log();
     let stop = log.iter().position(|l| l == "stop k3s").unwrap();
-    let start = log.iter().position(|l| l == "enable --now k3s-agent").unwrap();
+    let start = log
+        .iter()
+        .position(|l| l == "enable --now k3s-agent")
+        .unwrap();
     assert!(stop < start, "{log:?}");
 }
 
@@ -104,7 +148,11 @@ fn a_check_run_prints_the_plan_and_leaves_the_tree_byte_identical() {
         let before = h.tree();
         let out = run(&h, &args);
         assert!(out.status.success(), "{}", stderr(&out));
-        assert!(stdout(&out).contains("would: systemctl enable --now"), "{}", stdout(&out));
+        assert!(
+            stdout(&out).contains("would: systemctl enable --now"),
+            "{}",
+            stdout(&out)
+        );
         assert_eq!(before, h.tree(), "{args:?} changed the tree");
         assert!(!h.at("var/lib/rancher/k3s/fleet-role.lock").exists());
     }
@@ -113,12 +161,30 @@ fn a_check_run_prints_the_plan_and_leaves_the_tree_byte_identical() {
 #[test]
 fn a_check_run_in_json_lists_the_changes() {
     let h = agent("a");
-    let out = run(&h, &["--output", "json", "promote-local", "--join", JOIN, "--check"]);
+    let out = run(
+        &h,
+        &[
+            "--output",
+            "json",
+            "promote-local",
+            "--join",
+            JOIN,
+            "--check",
+        ],
+    );
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_eq!(v["ok"], true);
     assert_eq!(v["check"], true);
-    let changes: Vec<String> = v["changes"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect();
-    assert!(changes.contains(&"name server in /var/lib/rancher/k3s/fleet-role".to_string()), "{changes:?}");
+    let changes: Vec<String> = v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        changes.contains(&"name server in /var/lib/rancher/k3s/fleet-role".to_string()),
+        "{changes:?}"
+    );
 }
 
 fn hold_lock(h: &TestHost, secs: &str) -> std::process::Child {
@@ -150,10 +216,16 @@ fn a_switch_waits_for_the_hosts_lock_and_fails_when_another_holds_it_too_long() 
     let h = agent("locked");
     let mut holder = hold_lock(&h, "30");
     let before = h.tree();
-    let out = run(&h, &["promote-local", "--join", JOIN, "--lock-timeout", "1"]);
+    let out = run(
+        &h,
+        &["promote-local", "--join", JOIN, "--lock-timeout", "1"],
+    );
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
-    assert!(err.contains("fleet-role.lock") && err.contains("another switch"), "{err}");
+    assert!(
+        err.contains("fleet-role.lock") && err.contains("another switch"),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 1, "{err}");
     assert_eq!(before, h.tree(), "a refused switch changed the host");
     holder.kill().unwrap();
@@ -161,7 +233,10 @@ fn a_switch_waits_for_the_hosts_lock_and_fails_when_another_holds_it_too_long() 
 
     // A holder that lets go in time: the switch waits for it and goes through.
     let mut holder = hold_lock(&h, "1");
-    let out = run(&h, &["promote-local", "--join", JOIN, "--lock-timeout", "20"]);
+    let out = run(
+        &h,
+        &["promote-local", "--join", JOIN, "--lock-timeout", "20"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(h.role().as_deref(), Some("server"));
     holder.wait().unwrap();
@@ -182,11 +257,17 @@ fn a_bad_join_url_is_refused_with_one_line_and_changes_nothing() {
         let out = run(&h, &["promote-local", "--join", bad]);
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
         let err = stderr(&out);
-        assert!(err.starts_with("fleet-role-actuator: invalid join URL"), "{err}");
+        assert!(
+            err.starts_with("fleet-role-actuator: invalid join URL"),
+            "{err}"
+        );
         assert_eq!(err.lines().count(), 1, "{err}");
         assert_eq!(before, h.tree());
     }
-    let out = run(&h, &["--output", "json", "promote-local", "--join", "ftp://x:1"]);
+    let out = run(
+        &h,
+        &["--output", "json", "promote-local", "--join", "ftp://x:1"],
+    );
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_eq!(v["ok"], false);
     assert!(v["error"].as_str().unwrap().contains("invalid join URL"));
@@ -212,7 +293,10 @@ fn is_answers_from_the_role_file_and_any_doubt_is_no() {
 #[test]
 fn the_units_condition_keeps_the_other_role_from_starting() {
     let h = agent("a");
-    assert!(h.systemctl(&["start", "k3s"]).success(), "a skipped start is not a failure");
+    assert!(
+        h.systemctl(&["start", "k3s"]).success(),
+        "a skipped start is not a failure"
+    );
     assert!(!h.active("k3s"));
     assert_eq!(h.max_active_k3s(), 1);
     let s = server("s");
@@ -240,7 +324,10 @@ fn a_voter_takes_the_snapshot_named_for_the_swap_and_reports_its_file() {
     let out = run(&h, &["snapshot", "--name", "swap-1"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let line = stdout(&out);
-    assert!(line.starts_with("snapshot: /var/lib/rancher/k3s/server/db/snapshots/swap-1-voter-a-"), "{line}");
+    assert!(
+        line.starts_with("snapshot: /var/lib/rancher/k3s/server/db/snapshots/swap-1-voter-a-"),
+        "{line}"
+    );
     let file = line.trim().trim_start_matches("snapshot: /");
     assert!(h.at(file).is_file());
     let out = run(&h, &["snapshot", "--name", "Bad Name;"]);
@@ -249,7 +336,11 @@ fn a_voter_takes_the_snapshot_named_for_the_swap_and_reports_its_file() {
     h.systemctl(&["stop", "k3s"]);
     let out = run(&h, &["snapshot", "--name", "swap-2"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("k3s etcd-snapshot save --name swap-2 failed"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("k3s etcd-snapshot save --name swap-2 failed"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -259,7 +350,11 @@ fn a_bad_config_file_is_a_clear_error() {
     fs::write(&cfg, "nodee = \"x\"\n").unwrap();
     let out = run(&h, &["--config", cfg.to_str().unwrap(), "demote-local"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("invalid config file"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("invalid config file"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(h.role().as_deref(), Some("agent"));
     assert!(h.systemd_log().is_empty());
 }
@@ -270,7 +365,10 @@ fn status_shows_the_hosts_state() {
     let out = run(&h, &["status"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("role file:    server") && text.contains("k3s:          active"), "{text}");
+    assert!(
+        text.contains("role file:    server") && text.contains("k3s:          active"),
+        "{text}"
+    );
     let out = run(&h, &["--output", "json", "status"]);
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_eq!(v["host"]["role"], "server");

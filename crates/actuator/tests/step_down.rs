@@ -13,11 +13,17 @@ use host::{Error, Host};
 use standins::fixture::TestHost;
 
 fn bin_dir() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_fleet-role-actuator")).parent().unwrap()
+    Path::new(env!("CARGO_BIN_EXE_fleet-role-actuator"))
+        .parent()
+        .unwrap()
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A real etcd member on loopback, killed on drop.
@@ -32,25 +38,48 @@ impl Etcd {
         let dir = tempfile::tempdir().unwrap();
         let (client, peer, metrics) = (free_port(), free_port(), free_port());
         let peer_url = format!("http://127.0.0.1:{peer}");
-        let child = Command::new(etcd_bin_vendored::etcd_bin_path().expect("an etcd binary for this machine"))
-            .args(["--name", "t", "--data-dir"])
-            .arg(dir.path().join("data"))
-            .args(["--listen-client-urls", &format!("http://127.0.0.1:{client}")])
-            .args(["--advertise-client-urls", &format!("http://127.0.0.1:{client}")])
-            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
-            .args(["--initial-cluster", &format!("t={peer_url}")])
-            .args(["--listen-metrics-urls", &format!("http://127.0.0.1:{metrics}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("etcd from etcd-bin-vendored");
+        let child = Command::new(
+            etcd_bin_vendored::etcd_bin_path().expect("an etcd binary for this machine"),
+        )
+        .args(["--name", "t", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .args([
+            "--listen-client-urls",
+            &format!("http://127.0.0.1:{client}"),
+        ])
+        .args([
+            "--advertise-client-urls",
+            &format!("http://127.0.0.1:{client}"),
+        ])
+        .args([
+            "--listen-peer-urls",
+            &peer_url,
+            "--initial-advertise-peer-urls",
+            &peer_url,
+        ])
+        .args(["--initial-cluster", &format!("t={peer_url}")])
+        .args([
+            "--listen-metrics-urls",
+            &format!("http://127.0.0.1:{metrics}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("etcd from etcd-bin-vendored");
         let health = format!("http://127.0.0.1:{metrics}/health");
         let start = Instant::now();
         while !host::etcd::is_healthy(&health, Duration::from_millis(500)) {
-            assert!(start.elapsed() < Duration::from_secs(30), "etcd did not start");
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "etcd did not start"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
-        Etcd { child, health, _dir: dir }
+        Etcd {
+            child,
+            health,
+            _dir: dir,
+        }
     }
 }
 
@@ -86,8 +115,12 @@ fn a_step_down_goes_to_etcd_only_with_no_shim_left_and_then_names_the_agent() {
     let host = host(&h, &etcd.health, Duration::from_secs(20));
     assert_eq!(host::shims::find(&host.paths).len(), 1);
     host.apply(&host.plan_step_down().unwrap()).unwrap();
-    let dropin = fs::read_to_string(h.at("etc/rancher/k3s/config.yaml.d/90-fleet-role-etcd-only.yaml")).unwrap();
-    assert!(dropin.contains("disable-apiserver: true") && dropin.contains("disable-scheduler: true"));
+    let dropin =
+        fs::read_to_string(h.at("etc/rancher/k3s/config.yaml.d/90-fleet-role-etcd-only.yaml"))
+            .unwrap();
+    assert!(
+        dropin.contains("disable-apiserver: true") && dropin.contains("disable-scheduler: true")
+    );
     assert!(h.systemd_log().contains(&"restart k3s".to_string()));
     assert!(h.active("k3s"), "etcd-only still runs the server unit");
     assert!(host::shims::find(&host.paths).is_empty());
@@ -105,6 +138,9 @@ fn a_step_down_whose_etcd_does_not_come_back_fails_with_the_role_file_still_nami
     let host = host(&h, &closed, Duration::from_secs(2));
     let err = host.apply(&host.plan_step_down().unwrap()).unwrap_err();
     assert!(matches!(err, Error::EtcdNotBack { .. }), "{err}");
-    assert!(err.to_string().contains("the role file still names the server"));
+    assert!(
+        err.to_string()
+            .contains("the role file still names the server")
+    );
     assert_eq!(h.role().as_deref(), Some("server"));
 }

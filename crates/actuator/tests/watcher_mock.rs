@@ -20,7 +20,9 @@ use serde_json::{Value, json};
 use standins::fixture::TestHost;
 
 fn bin_dir() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_fleet-role-actuator")).parent().unwrap()
+    Path::new(env!("CARGO_BIN_EXE_fleet-role-actuator"))
+        .parent()
+        .unwrap()
 }
 
 const P: &str = "github-runner.exadev.com";
@@ -42,17 +44,26 @@ struct World {
 type Shared = Arc<Mutex<World>>;
 
 fn ok(v: &Value) -> Response<Body> {
-    Response::builder().status(200).body(Body::from(serde_json::to_vec(v).unwrap())).unwrap()
+    Response::builder()
+        .status(200)
+        .body(Body::from(serde_json::to_vec(v).unwrap()))
+        .unwrap()
 }
 
 fn not_found() -> Response<Body> {
     let s = json!({"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"not found"});
-    Response::builder().status(StatusCode::NOT_FOUND).body(Body::from(serde_json::to_vec(&s).unwrap())).unwrap()
+    Response::builder()
+        .status(StatusCode::NOT_FOUND)
+        .body(Body::from(serde_json::to_vec(&s).unwrap()))
+        .unwrap()
 }
 
 fn forbidden() -> Response<Body> {
     let s = json!({"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,"message":"unexpected request"});
-    Response::builder().status(StatusCode::FORBIDDEN).body(Body::from(serde_json::to_vec(&s).unwrap())).unwrap()
+    Response::builder()
+        .status(StatusCode::FORBIDDEN)
+        .body(Body::from(serde_json::to_vec(&s).unwrap()))
+        .unwrap()
 }
 
 fn configmap(w: &World) -> Value {
@@ -71,21 +82,27 @@ async fn serve(mut handle: tower_test::mock::Handle<Request<Body>, Response<Body
         let cm = "/api/v1/namespaces/platform/configmaps/fleet-role-actuators";
         let response = match (parts.method.clone(), path.as_str()) {
             (Method::GET, p) if p == cm => {
-                if w.report.is_empty() { not_found() } else { ok(&configmap(&w)) }
+                if w.report.is_empty() {
+                    not_found()
+                } else {
+                    ok(&configmap(&w))
+                }
             }
             (Method::PATCH, p) if p == cm => {
                 let v: Value = serde_json::from_str(&body).unwrap();
                 for (k, val) in v["data"].as_object().unwrap() {
-                    w.report.insert(k.clone(), val.as_str().unwrap().to_string());
+                    w.report
+                        .insert(k.clone(), val.as_str().unwrap().to_string());
                 }
                 ok(&configmap(&w))
             }
-            (Method::GET, "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/fleet-regrade") => {
-                match &w.lease {
-                    Some(l) => ok(l),
-                    None => not_found(),
-                }
-            }
+            (
+                Method::GET,
+                "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/fleet-regrade",
+            ) => match &w.lease {
+                Some(l) => ok(l),
+                None => not_found(),
+            },
             (Method::GET, "/api/v1/nodes") if query.contains("watch=true") => {
                 if w.events.is_empty() {
                     w.parked.push(send);
@@ -95,22 +112,33 @@ async fn serve(mut handle: tower_test::mock::Handle<Request<Body>, Response<Body
                     .events
                     .drain(..)
                     .flat_map(|n| {
-                        let mut l = serde_json::to_vec(&json!({"type":"MODIFIED","object":n})).unwrap();
+                        let mut l =
+                            serde_json::to_vec(&json!({"type":"MODIFIED","object":n})).unwrap();
                         l.push(b'\n');
                         l
                     })
                     .collect();
-                Response::builder().status(200).body(Body::from(lines)).unwrap()
+                Response::builder()
+                    .status(200)
+                    .body(Body::from(lines))
+                    .unwrap()
             }
             (Method::GET, "/api/v1/nodes") => {
-                let name = query.split('&').find_map(|kv| kv.strip_prefix("fieldSelector=metadata.name%3D")).unwrap_or("");
+                let name = query
+                    .split('&')
+                    .find_map(|kv| kv.strip_prefix("fieldSelector=metadata.name%3D"))
+                    .unwrap_or("");
                 let items: Vec<Value> = w.nodes.get(name).cloned().into_iter().collect();
-                ok(&json!({"apiVersion":"v1","kind":"NodeList","metadata":{"resourceVersion":"10"},"items":items}))
+                ok(
+                    &json!({"apiVersion":"v1","kind":"NodeList","metadata":{"resourceVersion":"10"},"items":items}),
+                )
             }
-            (Method::GET, p) if p.starts_with("/api/v1/nodes/") => match w.nodes.get(&p["/api/v1/nodes/".len()..]) {
-                Some(n) => ok(n),
-                None => not_found(),
-            },
+            (Method::GET, p) if p.starts_with("/api/v1/nodes/") => {
+                match w.nodes.get(&p["/api/v1/nodes/".len()..]) {
+                    Some(n) => ok(n),
+                    None => not_found(),
+                }
+            }
             _ => forbidden(),
         };
         send.send_response(response);
@@ -151,8 +179,14 @@ fn lease(swap: &str) -> Value {
 }
 
 fn jiff_now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
-    k8s_openapi::jiff::Timestamp::from_second(secs).unwrap().strftime("%Y-%m-%dT%H:%M:%S.000000Z").to_string()
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    k8s_openapi::jiff::Timestamp::from_second(secs)
+        .unwrap()
+        .strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+        .to_string()
 }
 
 struct Rig {
@@ -169,7 +203,11 @@ impl Rig {
         tokio::spawn(serve(handle, world.clone()));
         let settings = Settings::resolve(
             FileConfig::default(),
-            Overrides { node: Some(host.node.clone()), root: Some(host.root().to_path_buf()), ..Default::default() },
+            Overrides {
+                node: Some(host.node.clone()),
+                root: Some(host.root().to_path_buf()),
+                ..Default::default()
+            },
         )
         .unwrap();
         let h = settings.host().with_search_path(host.path_env());
@@ -181,7 +219,12 @@ impl Rig {
     }
 
     fn report(&self) -> Option<Report> {
-        self.world.lock().unwrap().report.get(&self.host.node).and_then(|v| Report::from_json(v))
+        self.world
+            .lock()
+            .unwrap()
+            .report
+            .get(&self.host.node)
+            .and_then(|v| Report::from_json(v))
     }
 
     fn phases(&self) -> Vec<(Phase, Option<Detail>)> {
@@ -200,7 +243,11 @@ impl Rig {
     async fn until(&self, what: &str, f: impl Fn(&Rig) -> bool) {
         let start = Instant::now();
         while !f(self) {
-            assert!(start.elapsed() < Duration::from_secs(20), "timed out waiting for {what}; saw {:?}", self.world.lock().unwrap().seen);
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "timed out waiting for {what}; saw {:?}",
+                self.world.lock().unwrap().seen
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -220,20 +267,38 @@ fn world_with(own: Value) -> World {
     let mut w = World::default();
     let name = own["metadata"]["name"].as_str().unwrap().to_string();
     w.nodes.insert(name, own);
-    w.nodes.insert("voter-a".into(), node("voter-a", json!({}), json!({"etcd.k3s.cattle.io/node-address": "10.0.0.1"}), true));
+    w.nodes.insert(
+        "voter-a".into(),
+        node(
+            "voter-a",
+            json!({}),
+            json!({"etcd.k3s.cattle.io/node-address": "10.0.0.1"}),
+            true,
+        ),
+    );
     w
 }
 
 #[tokio::test]
-async fn the_watcher_watches_only_its_own_node_reads_the_lease_and_applies_only_its_own_report_key() {
-    let rig = Rig::new(TestHost::new("standby", bin_dir()).as_agent(), world_with(promote_node(false)));
-    rig.until("a refusal", |r| r.report().is_some_and(|r| r.phase == Phase::Refused)).await;
+async fn the_watcher_watches_only_its_own_node_reads_the_lease_and_applies_only_its_own_report_key()
+{
+    let rig = Rig::new(
+        TestHost::new("standby", bin_dir()).as_agent(),
+        world_with(promote_node(false)),
+    );
+    rig.until("a refusal", |r| {
+        r.report().is_some_and(|r| r.phase == Phase::Refused)
+    })
+    .await;
     rig.settle().await;
     let w = rig.world.lock().unwrap();
     for (method, pq, body) in &w.seen {
         match *method {
             Method::GET if pq.starts_with("/api/v1/nodes?") => {
-                assert!(pq.contains("fieldSelector=metadata.name%3Dstandby"), "a watch or list beyond its own Node: {pq}")
+                assert!(
+                    pq.contains("fieldSelector=metadata.name%3Dstandby"),
+                    "a watch or list beyond its own Node: {pq}"
+                )
             }
             Method::GET => assert!(
                 pq == "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/fleet-regrade"
@@ -242,21 +307,37 @@ async fn the_watcher_watches_only_its_own_node_reads_the_lease_and_applies_only_
                 "unexpected read {pq}"
             ),
             Method::PATCH => {
-                assert!(pq.starts_with("/api/v1/namespaces/platform/configmaps/fleet-role-actuators?"), "{pq}");
-                assert!(pq.contains("fieldManager=fleet-role-actuator-standby"), "{pq}");
+                assert!(
+                    pq.starts_with("/api/v1/namespaces/platform/configmaps/fleet-role-actuators?"),
+                    "{pq}"
+                );
+                assert!(
+                    pq.contains("fieldManager=fleet-role-actuator-standby"),
+                    "{pq}"
+                );
                 assert!(!pq.contains("force=true"), "{pq}");
                 let v: Value = serde_json::from_str(body).unwrap();
-                assert_eq!(v["data"].as_object().unwrap().keys().collect::<Vec<_>>(), vec!["standby"]);
+                assert_eq!(
+                    v["data"].as_object().unwrap().keys().collect::<Vec<_>>(),
+                    vec!["standby"]
+                );
                 assert_eq!(v["kind"], "ConfigMap");
             }
             ref m => panic!("unexpected {m} {pq}"),
         }
     }
-    assert!(w.seen.iter().any(|(_, pq, _)| pq.contains("watch=true")), "it never watched");
+    assert!(
+        w.seen.iter().any(|(_, pq, _)| pq.contains("watch=true")),
+        "it never watched"
+    );
     let r = Report::from_json(&w.report["standby"]).unwrap();
     assert!(r.reason.unwrap().contains("does not exist"));
     drop(w);
-    assert_eq!(rig.host.role().as_deref(), Some("agent"), "a refused promotion changed the host");
+    assert_eq!(
+        rig.host.role().as_deref(),
+        Some("agent"),
+        "a refused promotion changed the host"
+    );
     assert!(rig.host.systemd_log().is_empty());
 }
 
@@ -265,16 +346,30 @@ async fn a_promotion_with_the_lease_reports_learner_then_voter_then_done() {
     let mut world = world_with(promote_node(false));
     world.lease = Some(lease("s1"));
     let rig = Rig::new(TestHost::new("standby", bin_dir()).as_agent(), world);
-    rig.until("learner", |r| r.report().is_some_and(|r| r.detail == Some(Detail::Learner))).await;
+    rig.until("learner", |r| {
+        r.report()
+            .is_some_and(|r| r.detail == Some(Detail::Learner))
+    })
+    .await;
     assert_eq!(rig.host.role().as_deref(), Some("server"));
     assert!(rig.host.active("k3s") && !rig.host.active("k3s-agent"));
-    let unit = std::fs::read_to_string(rig.host.at("etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml")).unwrap();
-    assert!(unit.contains("https://10.0.0.1:6443"), "joins the voter-a address: {unit}");
+    let unit = std::fs::read_to_string(
+        rig.host
+            .at("etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml"),
+    )
+    .unwrap();
+    assert!(
+        unit.contains("https://10.0.0.1:6443"),
+        "joins the voter-a address: {unit}"
+    );
     // k3s promotes the learner: the Node's EtcdIsVoter turns True.
     rig.world.lock().unwrap().events.push(promote_node(true));
     let parked = std::mem::take(&mut rig.world.lock().unwrap().parked);
     drop(parked); // the open watch ends; the next one carries the event
-    rig.until("done", |r| r.report().is_some_and(|r| r.phase == Phase::Done)).await;
+    rig.until("done", |r| {
+        r.report().is_some_and(|r| r.phase == Phase::Done)
+    })
+    .await;
     assert_eq!(
         rig.phases(),
         vec![
@@ -291,10 +386,24 @@ async fn a_promotion_with_the_lease_reports_learner_then_voter_then_done() {
 async fn a_restarted_actuator_never_repeats_a_settled_step() {
     let mut world = world_with(promote_node(true));
     world.lease = Some(lease("s1"));
-    let done = Report::next(None, Some(protocol::SwapId::parse("s1").unwrap()), protocol::report::ReportStep::Promote, Phase::Done, 1);
+    let done = Report::next(
+        None,
+        Some(protocol::SwapId::parse("s1").unwrap()),
+        protocol::report::ReportStep::Promote,
+        Phase::Done,
+        1,
+    );
     world.report.insert("standby".into(), done.to_json());
     let rig = Rig::new(TestHost::new("standby", bin_dir()).as_agent(), world);
-    rig.until("the lease read", |r| r.world.lock().unwrap().seen.iter().any(|(_, pq, _)| pq.contains("leases"))).await;
+    rig.until("the lease read", |r| {
+        r.world
+            .lock()
+            .unwrap()
+            .seen
+            .iter()
+            .any(|(_, pq, _)| pq.contains("leases"))
+    })
+    .await;
     rig.settle().await;
     assert!(rig.phases().is_empty(), "wrote {:?}", rig.phases());
     assert!(rig.host.systemd_log().is_empty(), "repeated the promotion");
@@ -304,24 +413,57 @@ async fn a_restarted_actuator_never_repeats_a_settled_step() {
 async fn a_restarted_actuator_resumes_a_started_step() {
     let mut world = world_with(promote_node(true));
     world.lease = Some(lease("s1"));
-    let started = Report::next(None, Some(protocol::SwapId::parse("s1").unwrap()), protocol::report::ReportStep::Promote, Phase::Started, 1);
+    let started = Report::next(
+        None,
+        Some(protocol::SwapId::parse("s1").unwrap()),
+        protocol::report::ReportStep::Promote,
+        Phase::Started,
+        1,
+    );
     world.report.insert("standby".into(), started.to_json());
     let rig = Rig::new(TestHost::new("standby", bin_dir()).as_agent(), world);
-    rig.until("done", |r| r.report().is_some_and(|r| r.phase == Phase::Done)).await;
-    assert_eq!(rig.phases()[0], (Phase::Progress, Some(Detail::Learner)), "the start was not written twice");
-    assert_eq!(rig.report().unwrap().started_at, 1, "the step's start time carried over");
+    rig.until("done", |r| {
+        r.report().is_some_and(|r| r.phase == Phase::Done)
+    })
+    .await;
+    assert_eq!(
+        rig.phases()[0],
+        (Phase::Progress, Some(Detail::Learner)),
+        "the start was not written twice"
+    );
+    assert_eq!(
+        rig.report().unwrap().started_at,
+        1,
+        "the step's start time carried over"
+    );
     assert_eq!(rig.host.role().as_deref(), Some("server"));
 }
 
 #[tokio::test]
 async fn the_watcher_leaves_a_refused_step_to_the_controller_once_its_reason_is_gone() {
-    let rig = Rig::new(TestHost::new("standby", bin_dir()).as_agent(), world_with(promote_node(false)));
-    rig.until("a refusal", |r| r.report().is_some_and(|r| r.phase == Phase::Refused)).await;
+    let rig = Rig::new(
+        TestHost::new("standby", bin_dir()).as_agent(),
+        world_with(promote_node(false)),
+    );
+    rig.until("a refusal", |r| {
+        r.report().is_some_and(|r| r.phase == Phase::Refused)
+    })
+    .await;
     // The controller now takes the Lease for the swap; the Node changes too.
     rig.world.lock().unwrap().lease = Some(lease("s1"));
     rig.world.lock().unwrap().events.push(promote_node(false));
     drop(std::mem::take(&mut rig.world.lock().unwrap().parked));
-    rig.until("the next watch", |r| r.world.lock().unwrap().seen.iter().filter(|(_, pq, _)| pq.contains("watch=true")).count() >= 2).await;
+    rig.until("the next watch", |r| {
+        r.world
+            .lock()
+            .unwrap()
+            .seen
+            .iter()
+            .filter(|(_, pq, _)| pq.contains("watch=true"))
+            .count()
+            >= 2
+    })
+    .await;
     rig.settle().await;
     assert_eq!(rig.phases().len(), 1, "{:?}", rig.phases());
     assert_eq!(rig.host.role().as_deref(), Some("agent"));
@@ -329,12 +471,20 @@ async fn the_watcher_leaves_a_refused_step_to_the_controller_once_its_reason_is_
 
 #[tokio::test]
 async fn a_demotion_finishes_without_a_lease_once_the_tombstone_is_there() {
-    let own = node("old", json!({"node-role.kubernetes.io/etcd": "true"}), json!({}), false);
+    let own = node(
+        "old",
+        json!({"node-role.kubernetes.io/etcd": "true"}),
+        json!({}),
+        false,
+    );
     let h = TestHost::new("old", bin_dir()).as_server();
     std::fs::write(h.at("var/lib/rancher/k3s/fleet-role"), "agent\n").unwrap();
     std::fs::write(h.at("var/lib/rancher/k3s/server/db/etcd/tombstone"), "").unwrap();
     let rig = Rig::new(h, world_with(own));
-    rig.until("done", |r| r.report().is_some_and(|r| r.phase == Phase::Done)).await;
+    rig.until("done", |r| {
+        r.report().is_some_and(|r| r.phase == Phase::Done)
+    })
+    .await;
     assert_eq!(
         rig.phases(),
         vec![
@@ -344,7 +494,11 @@ async fn a_demotion_finishes_without_a_lease_once_the_tombstone_is_there() {
             (Phase::Done, Some(Detail::AgentReady)),
         ]
     );
-    assert!(rig.host.at("var/lib/rancher/k3s/server/db.demoted").is_dir());
+    assert!(
+        rig.host
+            .at("var/lib/rancher/k3s/server/db.demoted")
+            .is_dir()
+    );
     assert!(rig.host.active("k3s-agent") && !rig.host.active("k3s"));
 }
 
@@ -359,10 +513,20 @@ async fn a_step_with_a_bad_annotation_is_refused_and_nothing_changes() {
     let mut world = world_with(bad);
     world.lease = Some(lease("s1"));
     let rig = Rig::new(TestHost::new("standby", bin_dir()).as_agent(), world);
-    rig.until("a refusal", |r| r.report().is_some_and(|r| r.phase == Phase::Refused)).await;
+    rig.until("a refusal", |r| {
+        r.report().is_some_and(|r| r.phase == Phase::Refused)
+    })
+    .await;
     let r = rig.report().unwrap();
     assert!(r.swap.is_none());
-    assert!(r.reason.as_deref().unwrap().contains("invalid swap id \"s1\\nrm -rf /\""), "{:?}", r.reason);
+    assert!(
+        r.reason
+            .as_deref()
+            .unwrap()
+            .contains("invalid swap id \"s1\\nrm -rf /\""),
+        "{:?}",
+        r.reason
+    );
     rig.settle().await;
     assert_eq!(rig.phases().len(), 1, "refused more than once");
     assert!(rig.host.systemd_log().is_empty());

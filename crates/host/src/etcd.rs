@@ -27,8 +27,16 @@ fn probe(url: &str, timeout: Duration) -> Option<bool> {
     let mut s = TcpStream::connect_timeout(&addr, timeout).ok()?;
     s.set_read_timeout(Some(timeout)).ok()?;
     s.set_write_timeout(Some(timeout)).ok()?;
-    let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {hostport}\r\nConnection: close\r\n\r\n").ok()?;
+    let path = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    };
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: {hostport}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut body = String::new();
     s.take(64 * 1024).read_to_string(&mut body).ok()?;
     let ok = body.starts_with("HTTP/1.1 200") || body.starts_with("HTTP/1.0 200");
@@ -69,15 +77,26 @@ mod tests {
 
     #[test]
     fn health_is_read_from_the_answer() {
-        let ok = serve_once("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"health\":\"true\",\"reason\":\"\"}");
+        let ok = serve_once(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"health\":\"true\",\"reason\":\"\"}",
+        );
         assert!(is_healthy(&ok, Duration::from_secs(2)));
-        let bad = serve_once("HTTP/1.1 503 Service Unavailable\r\n\r\n{\"health\":\"false\",\"reason\":\"RAFT NO LEADER\"}");
+        let bad = serve_once(
+            "HTTP/1.1 503 Service Unavailable\r\n\r\n{\"health\":\"false\",\"reason\":\"RAFT NO LEADER\"}",
+        );
         assert!(!is_healthy(&bad, Duration::from_secs(2)));
         let closed = {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             format!("http://{}/health", l.local_addr().unwrap())
         };
-        assert!(!wait_healthy(&closed, Duration::from_millis(300), Duration::from_millis(100)));
-        assert!(!is_healthy("https://127.0.0.1:1/health", Duration::from_millis(100)));
+        assert!(!wait_healthy(
+            &closed,
+            Duration::from_millis(300),
+            Duration::from_millis(100)
+        ));
+        assert!(!is_healthy(
+            "https://127.0.0.1:1/health",
+            Duration::from_millis(100)
+        ));
     }
 }

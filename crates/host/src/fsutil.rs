@@ -15,12 +15,16 @@ pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let dir = path.parent().unwrap_or(Path::new("/"));
     fs::create_dir_all(dir).map_err(io("creating", dir))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp: PathBuf = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
         let mut f = fs::File::create(&tmp).map_err(io("creating", &tmp))?;
         f.write_all(contents).map_err(io("writing", &tmp))?;
-        f.set_permissions(fs::Permissions::from_mode(mode)).map_err(io("setting the mode of", &tmp))?;
+        f.set_permissions(fs::Permissions::from_mode(mode))
+            .map_err(io("setting the mode of", &tmp))?;
         f.sync_all().map_err(io("syncing", &tmp))?;
         fs::rename(&tmp, path).map_err(io("renaming into place", path))
     })();
@@ -55,7 +59,10 @@ mod tests {
         write_atomic(&p, b"one", 0o644).unwrap();
         write_atomic(&p, b"two", 0o600).unwrap();
         assert!(holds(&p, b"two"));
-        let names: Vec<_> = fs::read_dir(p.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(p.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("file.conf")]);
         assert!(remove_if_present(&p).unwrap());
         assert!(!remove_if_present(&p).unwrap());

@@ -16,17 +16,31 @@ use crate::{
 /// (`.zip` when compressed) and prints no path we can rely on, so the newest
 /// file with that prefix is the one. The name is a checked [`SwapId`], so it
 /// is a safe argument and file name.
-pub fn snapshot_save(paths: &HostPaths, node: &str, name: &SwapId, search_path: Option<&OsString>) -> Result<PathBuf> {
+pub fn snapshot_save(
+    paths: &HostPaths,
+    node: &str,
+    name: &SwapId,
+    search_path: Option<&OsString>,
+) -> Result<PathBuf> {
     let line = format!("k3s etcd-snapshot save --name {name}");
     let out = command("k3s", search_path)
         .args(["etcd-snapshot", "save", "--name", name.as_str()])
         .env("FLEET_ROLE_ROOT", paths.root())
         .output()
-        .map_err(|e| Error::Command { command: line.clone(), detail: e.to_string() })?;
+        .map_err(|e| Error::Command {
+            command: line.clone(),
+            detail: e.to_string(),
+        })?;
     if !out.status.success() {
-        return Err(Error::Command { command: line, detail: describe(&out) });
+        return Err(Error::Command {
+            command: line,
+            detail: describe(&out),
+        });
     }
-    find_snapshot(paths, node, name).ok_or_else(|| Error::SnapshotMissing { name: name.to_string(), dir: paths.snapshots() })
+    find_snapshot(paths, node, name).ok_or_else(|| Error::SnapshotMissing {
+        name: name.to_string(),
+        dir: paths.snapshots(),
+    })
 }
 
 /// The newest snapshot file of `name` taken on `node`, if any.

@@ -38,7 +38,10 @@ impl HostLock {
                     thread::sleep(Duration::from_millis(100));
                 }
                 Err(TryLockError::WouldBlock) => {
-                    return Err(Error::LockTimeout { path: path.to_path_buf(), waited: start.elapsed() });
+                    return Err(Error::LockTimeout {
+                        path: path.to_path_buf(),
+                        waited: start.elapsed(),
+                    });
                 }
                 Err(TryLockError::Error(e)) => return Err(io("locking", path)(e)),
             }

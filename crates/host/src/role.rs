@@ -16,7 +16,9 @@ use crate::{
 pub fn read(paths: &HostPaths) -> Result<Option<Role>> {
     let path = paths.role_file();
     match fs::read_to_string(&path) {
-        Ok(s) => Role::parse(s.trim()).map(Some).map_err(|_| Error::BadRoleFile { path }),
+        Ok(s) => Role::parse(s.trim())
+            .map(Some)
+            .map_err(|_| Error::BadRoleFile { path }),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io("reading", path)(e)),
     }

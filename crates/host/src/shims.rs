@@ -10,11 +10,15 @@ use crate::HostPaths;
 /// `<data-dir>/data/<id>/bin/containerd-shim*`.
 pub fn find(paths: &HostPaths) -> Vec<u32> {
     let data = paths.data_dir().join("data");
-    let Ok(procs) = fs::read_dir("/proc") else { return vec![] };
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return vec![];
+    };
     procs
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            let Ok(cmd) = fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+            let Ok(cmd) = fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
             let arg0 = cmd.split(|b| *b == 0).next().unwrap_or_default();
             is_shim(&data, Path::new(&*String::from_utf8_lossy(arg0)))
         })
@@ -22,21 +26,34 @@ pub fn find(paths: &HostPaths) -> Vec<u32> {
 }
 
 fn is_shim(data: &Path, exe: &Path) -> bool {
-    let Ok(rest) = exe.strip_prefix(data) else { return false };
+    let Ok(rest) = exe.strip_prefix(data) else {
+        return false;
+    };
     let parts: Vec<_> = rest.iter().map(|p| p.to_string_lossy()).collect();
     parts.len() == 3 && parts[1] == "bin" && parts[2].starts_with("containerd-shim")
 }
 
 fn children(pid: u32) -> Vec<u32> {
-    let Ok(procs) = fs::read_dir("/proc") else { return vec![] };
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return vec![];
+    };
     procs
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|p| {
-            fs::read_to_string(format!("/proc/{p}/stat")).ok().and_then(|s| {
-                // The command name may hold spaces and parentheses: read past the last ')'.
-                let after = s.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse::<u32>().ok()?;
-                Some(after == pid)
-            }) == Some(true)
+            fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    // The command name may hold spaces and parentheses: read past the last ')'.
+                    let after = s
+                        .rsplit_once(')')?
+                        .1
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<u32>()
+                        .ok()?;
+                    Some(after == pid)
+                })
+                == Some(true)
         })
         .collect()
 }
@@ -69,9 +86,21 @@ mod tests {
     #[test]
     fn only_a_shim_under_this_hosts_data_dir_counts() {
         let data = Path::new("/r/var/lib/rancher/k3s/data");
-        assert!(is_shim(data, Path::new("/r/var/lib/rancher/k3s/data/abc/bin/containerd-shim-runc-v2")));
-        assert!(!is_shim(data, Path::new("/other/var/lib/rancher/k3s/data/abc/bin/containerd-shim-runc-v2")));
-        assert!(!is_shim(data, Path::new("/r/var/lib/rancher/k3s/data/abc/bin/containerd")));
-        assert!(!is_shim(data, Path::new("/r/var/lib/rancher/k3s/data/abc/x/bin/containerd-shim")));
+        assert!(is_shim(
+            data,
+            Path::new("/r/var/lib/rancher/k3s/data/abc/bin/containerd-shim-runc-v2")
+        ));
+        assert!(!is_shim(
+            data,
+            Path::new("/other/var/lib/rancher/k3s/data/abc/bin/containerd-shim-runc-v2")
+        ));
+        assert!(!is_shim(
+            data,
+            Path::new("/r/var/lib/rancher/k3s/data/abc/bin/containerd")
+        ));
+        assert!(!is_shim(
+            data,
+            Path::new("/r/var/lib/rancher/k3s/data/abc/x/bin/containerd-shim")
+        ));
     }
 }

@@ -10,8 +10,9 @@ use std::{ffi::OsString, fmt, path::PathBuf, time::Duration};
 use protocol::{JoinUrl, Role, SwapId};
 
 use crate::{
-    HostPaths, datastore, etcd,
+    HostPaths, datastore,
     error::{Error, Result},
+    etcd,
     fsutil::{holds, remove_if_present, write_atomic},
     k3s,
     lock::HostLock,
@@ -60,7 +61,8 @@ pub struct Shown<'a>(&'a Change, &'a HostPaths);
 
 impl fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let on_host = |p: &PathBuf| format!("/{}", p.strip_prefix(self.1.root()).unwrap_or(p).display());
+        let on_host =
+            |p: &PathBuf| format!("/{}", p.strip_prefix(self.1.root()).unwrap_or(p).display());
         match self.0 {
             Change::Write { path, .. } => write!(f, "write {}", on_host(path)),
             Change::Remove { path } => write!(f, "remove {}", on_host(path)),
@@ -70,7 +72,12 @@ impl fmt::Display for Shown<'_> {
             Change::Disable(u) => write!(f, "systemctl disable {u}"),
             Change::EnableNow(u) => write!(f, "systemctl enable --now {u}"),
             Change::Restart(u) => write!(f, "systemctl restart {u}"),
-            Change::MoveDatastoreAside => write!(f, "move {} to {}", on_host(&self.1.db()), on_host(&self.1.db_demoted())),
+            Change::MoveDatastoreAside => write!(
+                f,
+                "move {} to {}",
+                on_host(&self.1.db()),
+                on_host(&self.1.db_demoted())
+            ),
             Change::KillShims => f.write_str("kill every pod's shim"),
             Change::WaitEtcd => f.write_str("wait for etcd to serve again"),
         }
@@ -97,8 +104,7 @@ const AGENT: &str = "k3s-agent";
 
 /// The config drop-in that takes a server to the etcd-only level: k3s's own
 /// (experimental) component flags, the same level an operator's regrade uses.
-pub const ETCD_ONLY_CONFIG: &str =
-    "# Written by fleet-role-actuator: this server is stepping down (etcd only).\ndisable-apiserver: true\ndisable-controller-manager: true\ndisable-scheduler: true\n";
+pub const ETCD_ONLY_CONFIG: &str = "# Written by fleet-role-actuator: this server is stepping down (etcd only).\ndisable-apiserver: true\ndisable-controller-manager: true\ndisable-scheduler: true\n";
 
 impl Host {
     /// The host under `root`, known to the cluster as `node`.
@@ -183,18 +189,32 @@ impl Host {
     pub fn plan_promote(&self, join: &JoinUrl) -> Result<Vec<Change>> {
         let mut plan = vec![];
         let role = self.role().ok().flatten();
-        if role != Some(Role::Server) && (self.paths.db().exists() || self.paths.db_demoted_new().exists()) {
+        if role != Some(Role::Server)
+            && (self.paths.db().exists() || self.paths.db_demoted_new().exists())
+        {
             // A datastore left from an earlier life would make k3s start a
             // removed member or a new cluster: k3s's own advice is to move it.
             plan.push(Change::MoveDatastoreAside);
         }
-        let config = format!("# Written by fleet-role-actuator: the voter this server joins.\nserver: \"{join}\"\n");
-        self.write_if_differs(&mut plan, self.paths.k3s_dropins().join(JOIN_DROPIN), config);
+        let config = format!(
+            "# Written by fleet-role-actuator: the voter this server joins.\nserver: \"{join}\"\n"
+        );
+        self.write_if_differs(
+            &mut plan,
+            self.paths.k3s_dropins().join(JOIN_DROPIN),
+            config,
+        );
         self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(ETCD_ONLY_DROPIN));
         // The unit drop-in lets a network wrapper (Tailscale's, say) wait for
         // the voter this server joins rather than the inventory's join host.
-        let unit = format!("# Written by fleet-role-actuator.\n[Service]\nEnvironment=\"FLEET_ROLE_JOIN_URL={join}\"\n");
-        if self.write_if_differs(&mut plan, self.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN), unit) {
+        let unit = format!(
+            "# Written by fleet-role-actuator.\n[Service]\nEnvironment=\"FLEET_ROLE_JOIN_URL={join}\"\n"
+        );
+        if self.write_if_differs(
+            &mut plan,
+            self.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN),
+            unit,
+        ) {
             plan.push(Change::DaemonReload);
         }
         if role != Some(Role::Server) {
@@ -217,7 +237,10 @@ impl Host {
         }
         self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(JOIN_DROPIN));
         self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(ETCD_ONLY_DROPIN));
-        if self.remove_if_there(&mut plan, self.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN)) {
+        if self.remove_if_there(
+            &mut plan,
+            self.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN),
+        ) {
             plan.push(Change::DaemonReload);
         }
         if self.role().ok().flatten() != Some(Role::Agent) {
@@ -283,10 +306,17 @@ impl Host {
                 Ok(())
             }
             Change::WaitEtcd => {
-                if etcd::wait_healthy(&self.etcd_health_url, self.etcd_wait, Duration::from_millis(500)) {
+                if etcd::wait_healthy(
+                    &self.etcd_health_url,
+                    self.etcd_wait,
+                    Duration::from_millis(500),
+                ) {
                     Ok(())
                 } else {
-                    Err(Error::EtcdNotBack { url: self.etcd_health_url.clone(), waited: self.etcd_wait })
+                    Err(Error::EtcdNotBack {
+                        url: self.etcd_health_url.clone(),
+                        waited: self.etcd_wait,
+                    })
                 }
             }
         }
@@ -296,7 +326,12 @@ impl Host {
     /// path on the host.
     pub fn snapshot(&self, swap: &SwapId) -> Result<String> {
         let file = k3s::snapshot_save(&self.paths, &self.node, swap, self.search_path.as_ref())?;
-        Ok(format!("/{}", file.strip_prefix(self.paths.root()).unwrap_or(&file).display()))
+        Ok(format!(
+            "/{}",
+            file.strip_prefix(self.paths.root())
+                .unwrap_or(&file)
+                .display()
+        ))
     }
 
     /// Whether the datastore holds k3s's tombstone.
@@ -315,6 +350,10 @@ fn expect_state(sc: &Systemctl, unit: &str, active: bool, action: &'static str) 
         Ok(())
     } else {
         let state = if active { "inactive" } else { "still active" };
-        Err(Error::UnitState { unit: unit.to_string(), action, state: state.to_string() })
+        Err(Error::UnitState {
+            unit: unit.to_string(),
+            action,
+            state: state.to_string(),
+        })
     }
 }

@@ -15,7 +15,10 @@ pub struct Systemctl {
 impl Systemctl {
     /// A `systemctl` for the host under `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into(), search_path: None }
+        Self {
+            root: root.into(),
+            search_path: None,
+        }
     }
 
     /// Looks programs up on `path` instead of this process's `PATH`.
@@ -30,7 +33,10 @@ impl Systemctl {
             .args(args)
             .env("FLEET_ROLE_ROOT", &self.root)
             .output()
-            .map_err(|e| Error::Command { command: line, detail: e.to_string() })
+            .map_err(|e| Error::Command {
+                command: line,
+                detail: e.to_string(),
+            })
     }
 
     fn ok(&self, args: &[&str]) -> Result<()> {
@@ -38,7 +44,10 @@ impl Systemctl {
         if out.status.success() {
             Ok(())
         } else {
-            Err(Error::Command { command: format!("systemctl {}", args.join(" ")), detail: describe(&out) })
+            Err(Error::Command {
+                command: format!("systemctl {}", args.join(" ")),
+                detail: describe(&out),
+            })
         }
     }
 
@@ -92,8 +101,14 @@ pub(crate) fn command(program: &str, search_path: Option<&OsString>) -> Command 
 /// enough for one log line, never a whole dump.
 pub(crate) fn describe(out: &std::process::Output) -> String {
     let pick = |b: &[u8]| {
-        String::from_utf8_lossy(b).lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.chars().take(200).collect::<String>())
+        String::from_utf8_lossy(b)
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.chars().take(200).collect::<String>())
     };
-    let last = pick(&out.stderr).or_else(|| pick(&out.stdout)).unwrap_or_default();
+    let last = pick(&out.stderr)
+        .or_else(|| pick(&out.stdout))
+        .unwrap_or_default();
     format!("{}: {}", out.status, last.escape_debug())
 }

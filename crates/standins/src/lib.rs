@@ -29,7 +29,11 @@ pub fn state_dir(root: &Path, what: &str) -> PathBuf {
 pub fn log(root: &Path, what: &str, line: &str) {
     let dir = state_dir(root, what);
     let _ = fs::create_dir_all(&dir);
-    if let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(dir.join("log")) {
+    if let Ok(mut f) = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("log"))
+    {
         let _ = writeln!(f, "{line}");
     }
 }
@@ -47,12 +51,16 @@ pub mod units {
 
     /// Whether `unit` is active on the host under `root`.
     pub fn is_active(root: &Path, unit: &str) -> bool {
-        state_dir(root, "systemd").join(format!("{}.active", unit_name(unit))).exists()
+        state_dir(root, "systemd")
+            .join(format!("{}.active", unit_name(unit)))
+            .exists()
     }
 
     /// Whether `unit` is enabled on the host under `root`.
     pub fn is_enabled(root: &Path, unit: &str) -> bool {
-        state_dir(root, "systemd").join(format!("{}.enabled", unit_name(unit))).exists()
+        state_dir(root, "systemd")
+            .join(format!("{}.enabled", unit_name(unit)))
+            .exists()
     }
 
     /// The most k3s units ever active at once on the host (0 if never).
@@ -82,7 +90,10 @@ pub mod units {
     pub fn record_active(root: &Path) {
         let now = K3S_UNITS.iter().filter(|u| is_active(root, u)).count();
         if now > max_active_k3s(root) {
-            let _ = fs::write(state_dir(root, "systemd").join("max-active-k3s"), now.to_string());
+            let _ = fs::write(
+                state_dir(root, "systemd").join("max-active-k3s"),
+                now.to_string(),
+            );
         }
     }
 }
@@ -127,7 +138,8 @@ pub mod fixture {
                 use std::sync::atomic::{AtomicU32, Ordering};
                 static N: AtomicU32 = AtomicU32::new(0);
                 let n = N.fetch_add(1, Ordering::Relaxed);
-                let p = std::env::temp_dir().join(format!("fleet-role-{tag}-{}-{n}", std::process::id()));
+                let p = std::env::temp_dir()
+                    .join(format!("fleet-role-{tag}-{}-{n}", std::process::id()));
                 let _ = std::fs::remove_dir_all(&p);
                 std::fs::create_dir_all(&p).expect("a temp dir");
                 TempDir(p)
@@ -172,12 +184,24 @@ pub mod fixture {
             let root = dir.path();
             let sys = root.join("etc/systemd/system");
             write(&sys.join("k3s.service"), &UNIT.replace("{role}", "server"));
-            write(&sys.join("k3s-agent.service"), &UNIT.replace("{role}", "agent"));
-            write(&sys.join("fleet-regrade.service"), "[Unit]\nDescription=regrade watcher\n[Service]\nExecStart=/usr/local/bin/fleet-regrade\n");
+            write(
+                &sys.join("k3s-agent.service"),
+                &UNIT.replace("{role}", "agent"),
+            );
+            write(
+                &sys.join("fleet-regrade.service"),
+                "[Unit]\nDescription=regrade watcher\n[Service]\nExecStart=/usr/local/bin/fleet-regrade\n",
+            );
             for unit in ["k3s", "k3s-agent", "fleet-regrade"] {
-                let from = workspace().join(format!("deploy/systemd/{unit}.service.d/50-fleet-role.conf"));
-                let text = fs::read_to_string(&from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
-                write(&sys.join(format!("{unit}.service.d/50-fleet-role.conf")), &text);
+                let from = workspace().join(format!(
+                    "deploy/systemd/{unit}.service.d/50-fleet-role.conf"
+                ));
+                let text =
+                    fs::read_to_string(&from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+                write(
+                    &sys.join(format!("{unit}.service.d/50-fleet-role.conf")),
+                    &text,
+                );
             }
             write(
                 &root.join("etc/rancher/k3s/config.yaml"),
@@ -186,7 +210,11 @@ pub mod fixture {
             let pw = root.join("etc/rancher/node/password");
             write(&pw, "0123456789abcdef0123456789abcdef\n");
             fs::set_permissions(&pw, fs::Permissions::from_mode(0o600)).expect("mode");
-            TestHost { dir, node: node.to_string(), bin_dir: bin_dir.to_path_buf() }
+            TestHost {
+                dir,
+                node: node.to_string(),
+                bin_dir: bin_dir.to_path_buf(),
+            }
         }
 
         /// The host's root.
@@ -211,25 +239,37 @@ pub mod fixture {
         pub fn as_server(self) -> Self {
             write(&self.at("var/lib/rancher/k3s/fleet-role"), "server\n");
             write(&self.at("var/lib/rancher/k3s/server/db/etcd/member/wal/0000000000000000-0000000000000000.wal"), "wal");
-            write(&self.at("var/lib/rancher/k3s/server/db/etcd/name"), &format!("{}-0a1b2c3d", self.node));
+            write(
+                &self.at("var/lib/rancher/k3s/server/db/etcd/name"),
+                &format!("{}-0a1b2c3d", self.node),
+            );
             units::set(self.root(), "k3s", true, true);
             self
         }
 
         /// `PATH` with the stand-ins first.
         pub fn path_env(&self) -> String {
-            format!("{}:{}", self.bin_dir.display(), std::env::var("PATH").unwrap_or_default())
+            format!(
+                "{}:{}",
+                self.bin_dir.display(),
+                std::env::var("PATH").unwrap_or_default()
+            )
         }
 
         /// A command running the actuator on this host.
         pub fn actuator(&self, args: &[&str]) -> Command {
             let mut c = Command::new(self.bin_dir.join("fleet-role-actuator"));
-            c.args(["--root", &self.root().display().to_string(), "--node", &self.node])
-                .args(args)
-                .env("PATH", self.path_env())
-                .env("FLEET_ROLE_ROOT", self.root())
-                .env_remove("FLEET_ROLE_CONFIG")
-                .env_remove("FLEET_ROLE_API");
+            c.args([
+                "--root",
+                &self.root().display().to_string(),
+                "--node",
+                &self.node,
+            ])
+            .args(args)
+            .env("PATH", self.path_env())
+            .env("FLEET_ROLE_ROOT", self.root())
+            .env_remove("FLEET_ROLE_CONFIG")
+            .env_remove("FLEET_ROLE_API");
             c
         }
 
@@ -260,7 +300,9 @@ pub mod fixture {
 
         /// The role file's contents, trimmed (`None` when missing).
         pub fn role(&self) -> Option<String> {
-            fs::read_to_string(self.at("var/lib/rancher/k3s/fleet-role")).ok().map(|s| s.trim().to_string())
+            fs::read_to_string(self.at("var/lib/rancher/k3s/fleet-role"))
+                .ok()
+                .map(|s| s.trim().to_string())
         }
 
         /// The systemd stand-in's log of mutating commands, one per line.
@@ -276,7 +318,9 @@ pub mod fixture {
         /// equal snapshots mean a byte-identical tree.
         pub fn tree(&self) -> BTreeMap<PathBuf, (u32, Vec<u8>)> {
             fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, (u32, Vec<u8>)>) {
-                let Ok(entries) = fs::read_dir(dir) else { return };
+                let Ok(entries) = fs::read_dir(dir) else {
+                    return;
+                };
                 for e in entries.flatten() {
                     let p = e.path();
                     let meta = fs::symlink_metadata(&p).expect("metadata");
@@ -285,7 +329,10 @@ pub mod fixture {
                         out.insert(rel, (meta.permissions().mode(), vec![]));
                         walk(base, &p, out);
                     } else {
-                        out.insert(rel, (meta.permissions().mode(), fs::read(&p).unwrap_or_default()));
+                        out.insert(
+                            rel,
+                            (meta.permissions().mode(), fs::read(&p).unwrap_or_default()),
+                        );
                     }
                 }
             }

@@ -14,7 +14,10 @@ fn node_name(root: &std::path::Path) -> String {
     let config = fs::read_to_string(root.join("etc/rancher/k3s/config.yaml")).unwrap_or_default();
     config
         .lines()
-        .find_map(|l| l.strip_prefix("node-name:").map(|v| v.trim().trim_matches('"').to_string()))
+        .find_map(|l| {
+            l.strip_prefix("node-name:")
+                .map(|v| v.trim().trim_matches('"').to_string())
+        })
         .or_else(|| std::env::var("K3S_NODE_NAME").ok())
         .unwrap_or_else(|| "localhost".into())
 }
@@ -29,10 +32,17 @@ fn main() -> ExitCode {
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     log(&root, "k3s", &args.join(" "));
-    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         ["etcd-snapshot", "save", "--name", name] => {
             if !units::is_active(&root, "k3s") {
-                eprintln!("level=fatal msg=\"etcd-snapshot error: dial tcp 127.0.0.1:6443: connect: connection refused\"");
+                eprintln!(
+                    "level=fatal msg=\"etcd-snapshot error: dial tcp 127.0.0.1:6443: connect: connection refused\""
+                );
                 return ExitCode::from(1);
             }
             if state_dir(&root, "k3s").join("fail-snapshot").exists() {
@@ -40,13 +50,21 @@ fn main() -> ExitCode {
                 return ExitCode::from(1);
             }
             let dir = root.join("var/lib/rancher/k3s/server/db/snapshots");
-            let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
             let file = dir.join(format!("{name}-{}-{now}", node_name(&root)));
-            if let Err(e) = fs::create_dir_all(&dir).and_then(|_| fs::write(&file, b"stand-in etcd snapshot\n")) {
+            if let Err(e) =
+                fs::create_dir_all(&dir).and_then(|_| fs::write(&file, b"stand-in etcd snapshot\n"))
+            {
                 eprintln!("level=fatal msg=\"etcd-snapshot error: {e}\"");
                 return ExitCode::from(1);
             }
-            eprintln!("level=info msg=\"Snapshot {name}-{}-{now} saved.\"", node_name(&root));
+            eprintln!(
+                "level=info msg=\"Snapshot {name}-{}-{now} saved.\"",
+                node_name(&root)
+            );
             ExitCode::SUCCESS
         }
         _ => {
