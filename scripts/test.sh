@@ -7,10 +7,9 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 # Debian packages the tests use: flock(1) (util-linux) holds the host lock
-# from another process; openssl makes the test control plane's certificates.
+# from another process.
 need=()
 command -v flock >/dev/null || need+=(util-linux)
-command -v openssl >/dev/null || need+=(openssl)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}" >&2
   apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null

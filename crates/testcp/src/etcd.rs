@@ -1,0 +1,317 @@
+//! One etcd member: the real binary from `etcd-bin-vendored`, plain HTTP on loopback.
+//!
+//! A single-member plane uses [`EtcdOptions::new`] as it is. A multi-member
+//! cluster gives every member the same `initial_cluster` (built from
+//! [`EtcdOptions::peer_entry`]), or starts a member added with `member add`
+//! (e.g. as a learner) with [`ClusterState::Existing`].
+
+use std::{
+    net::IpAddr,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use crate::{
+    binaries,
+    process::{Guarded, free_port},
+};
+
+/// How long [`Etcd::start`] waits for the member to report healthy.
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Errors starting or probing an etcd member.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The etcd binary was not found.
+    #[error(transparent)]
+    Binary(#[from] binaries::Error),
+    /// Picking a port, creating the data dir or spawning failed.
+    #[error("starting etcd {name}: {source}")]
+    Spawn {
+        /// The member name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// etcd exited while we waited for it; the log usually says why.
+    #[error("etcd {name} exited with {status} while starting; log tail:\n{log_tail}")]
+    Exited {
+        /// The member name.
+        name: String,
+        /// Its exit status.
+        status: std::process::ExitStatus,
+        /// The last lines of its log.
+        log_tail: String,
+    },
+    /// etcd did not report healthy in time.
+    #[error(
+        "etcd {name} not healthy at {url} after {after:?} (last: {last}); log tail:\n{log_tail}"
+    )]
+    Timeout {
+        /// The member name.
+        name: String,
+        /// The health URL probed.
+        url: String,
+        /// How long we waited.
+        after: Duration,
+        /// The last probe result.
+        last: String,
+        /// The last lines of its log.
+        log_tail: String,
+    },
+    /// The member is stopped.
+    #[error("etcd {0} is not running")]
+    NotRunning(String),
+}
+
+impl Error {
+    /// Whether the cause was a port taken between choosing it and binding it.
+    pub fn is_address_in_use(&self) -> bool {
+        match self {
+            Self::Exited { log_tail, .. } | Self::Timeout { log_tail, .. } => {
+                log_tail.contains("address already in use")
+            }
+            _ => false,
+        }
+    }
+}
+
+/// `--initial-cluster-state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterState {
+    /// Bootstrapping a new cluster together with the other `initial_cluster` members.
+    New,
+    /// Joining a cluster that already lists this member (after `member add`).
+    Existing,
+}
+
+/// What [`Etcd::wait_healthy`] asks `/health` for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// `/health`: a leader and a linearizable read, so a quorum of voters. In
+    /// etcd 3.7 a caught-up learner passes it too.
+    Linearizable,
+    /// `/health?serializable=true`: a leader and a local read, no quorum round
+    /// trip; the first sign a new member (or learner) has joined.
+    Serializable,
+}
+
+/// The settings of one member. Fields are public so a lab can assemble a cluster.
+#[derive(Debug, Clone)]
+pub struct EtcdOptions {
+    /// `--name`.
+    pub name: String,
+    /// `--data-dir`.
+    pub data_dir: PathBuf,
+    /// `--listen-client-urls` and `--advertise-client-urls`, e.g. `http://127.0.0.1:2379`.
+    pub client_url: String,
+    /// `--listen-peer-urls` and `--initial-advertise-peer-urls`.
+    pub peer_url: String,
+    /// `--listen-metrics-urls`.
+    pub metrics_url: String,
+    /// `--initial-cluster`, `name=peer_url,…`.
+    pub initial_cluster: String,
+    /// `--initial-cluster-state`.
+    pub initial_cluster_state: ClusterState,
+    /// Where stdout and stderr go (appended across restarts).
+    pub log_file: PathBuf,
+    /// More flags. [`EtcdOptions::new`] puts `--unsafe-no-fsync` here: a test
+    /// cluster's data need not survive a power cut, and fsync dominates etcd's
+    /// latency on slow disks.
+    pub extra_args: Vec<String>,
+}
+
+impl EtcdOptions {
+    /// A single-member cluster named `name` on `ip`, with three free ports and
+    /// its data dir and log under `dir`.
+    ///
+    /// # Errors
+    /// If no port can be bound on `ip`.
+    pub fn new(name: &str, ip: IpAddr, dir: &Path) -> std::io::Result<Self> {
+        let url = |port: u16| format!("http://{}:{port}", crate::host(ip));
+        let peer_url = url(free_port(ip)?);
+        Ok(Self {
+            name: name.to_owned(),
+            data_dir: dir.join(format!("etcd-{name}")),
+            client_url: url(free_port(ip)?),
+            initial_cluster: format!("{name}={peer_url}"),
+            peer_url,
+            metrics_url: url(free_port(ip)?),
+            initial_cluster_state: ClusterState::New,
+            log_file: dir.join(format!("etcd-{name}.log")),
+            extra_args: vec!["--unsafe-no-fsync".to_owned()],
+        })
+    }
+
+    /// This member's `name=peer_url` entry for `initial_cluster`.
+    pub fn peer_entry(&self) -> String {
+        format!("{}={}", self.name, self.peer_url)
+    }
+
+    fn args(&self) -> Vec<String> {
+        let state = match self.initial_cluster_state {
+            ClusterState::New => "new",
+            ClusterState::Existing => "existing",
+        };
+        let mut args = vec![
+            format!("--name={}", self.name),
+            format!("--data-dir={}", self.data_dir.display()),
+            format!("--listen-client-urls={}", self.client_url),
+            format!("--advertise-client-urls={}", self.client_url),
+            format!("--listen-peer-urls={}", self.peer_url),
+            format!("--initial-advertise-peer-urls={}", self.peer_url),
+            format!("--listen-metrics-urls={}", self.metrics_url),
+            format!("--initial-cluster={}", self.initial_cluster),
+            format!("--initial-cluster-state={state}"),
+        ];
+        args.extend(self.extra_args.iter().cloned());
+        args
+    }
+}
+
+/// A running (or stopped) etcd member. Dropping it kills the process.
+#[derive(Debug)]
+pub struct Etcd {
+    options: EtcdOptions,
+    process: Option<Guarded>,
+}
+
+impl Etcd {
+    /// Starts the member and waits until `/health` passes ([`Probe::Linearizable`]).
+    ///
+    /// # Errors
+    /// If etcd cannot be spawned, exits, or is not healthy within [`START_TIMEOUT`].
+    pub async fn start(options: EtcdOptions) -> Result<Self, Error> {
+        let mut etcd = Self::spawn(options)?;
+        etcd.wait_healthy(Probe::Linearizable, START_TIMEOUT)
+            .await?;
+        Ok(etcd)
+    }
+
+    /// Starts the member without waiting: members of a new multi-member cluster
+    /// only become healthy once a quorum of them runs.
+    ///
+    /// # Errors
+    /// If etcd cannot be found or spawned.
+    pub fn spawn(options: EtcdOptions) -> Result<Self, Error> {
+        let mut etcd = Self {
+            options,
+            process: None,
+        };
+        etcd.spawn_process()?;
+        Ok(etcd)
+    }
+
+    fn spawn_process(&mut self) -> Result<(), Error> {
+        let spawn_error = |source| Error::Spawn {
+            name: self.options.name.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&self.options.data_dir).map_err(spawn_error)?;
+        // etcd refuses a data dir that others can read.
+        std::fs::set_permissions(
+            &self.options.data_dir,
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .map_err(spawn_error)?;
+        let process = Guarded::spawn(
+            &binaries::etcd()?,
+            self.options.args(),
+            &self.options.log_file,
+        )
+        .map_err(spawn_error)?;
+        self.process = Some(process);
+        Ok(())
+    }
+
+    /// Polls `/health` until it reports healthy, the process exits, or `timeout` passes.
+    ///
+    /// # Errors
+    /// [`Error::Exited`] or [`Error::Timeout`], both with the log tail.
+    pub async fn wait_healthy(&mut self, probe: Probe, timeout: Duration) -> Result<(), Error> {
+        let url = match probe {
+            Probe::Linearizable => format!("{}/health", self.options.client_url),
+            Probe::Serializable => format!("{}/health?serializable=true", self.options.client_url),
+        };
+        let name = &self.options.name;
+        let started = Instant::now();
+        let mut last;
+        loop {
+            let process = self
+                .process
+                .as_mut()
+                .ok_or_else(|| Error::NotRunning(name.clone()))?;
+            // The guard exits when etcd does (bad flag, port taken, data dir refused).
+            if let Some(status) = process.exited() {
+                return Err(Error::Exited {
+                    name: name.clone(),
+                    status,
+                    log_tail: process.log_tail(30),
+                });
+            }
+            match crate::plain_http::request(&url, None).await {
+                Ok(r) if r.status == 200 && r.body.contains(r#""health":"true""#) => return Ok(()),
+                Ok(r) => last = format!("{} {}", r.status, r.body.trim()),
+                Err(e) => last = e.to_string(),
+            }
+            if started.elapsed() > timeout {
+                let log_tail = process.log_tail(30);
+                return Err(Error::Timeout {
+                    name: name.clone(),
+                    url,
+                    after: timeout,
+                    last,
+                    log_tail,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The options it runs with.
+    pub fn options(&self) -> &EtcdOptions {
+        &self.options
+    }
+
+    /// The client URL, for `--etcd-servers` and etcd clients.
+    pub fn client_url(&self) -> &str {
+        &self.options.client_url
+    }
+
+    /// Whether the process is running (as far as its guard knows).
+    pub fn is_running(&mut self) -> bool {
+        self.process.as_mut().is_some_and(|p| p.exited().is_none())
+    }
+
+    /// The guard's process id, while running; the etcd process is its child.
+    pub fn guard_pid(&self) -> Option<u32> {
+        self.process.as_ref().map(Guarded::guard_pid)
+    }
+
+    /// Stops the member with SIGTERM and waits for it to exit.
+    pub async fn stop(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.stop().await;
+        }
+    }
+
+    /// Kills the member with SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.kill();
+        }
+    }
+
+    /// Stops the member if it runs, starts it again with the same options and
+    /// data dir, and waits for `probe`. A restarted member rejoins by its data
+    /// dir; the initial-cluster flags are then ignored by etcd.
+    ///
+    /// # Errors
+    /// As for [`Etcd::start`].
+    pub async fn restart(&mut self, probe: Probe) -> Result<(), Error> {
+        self.stop().await;
+        self.spawn_process()?;
+        self.wait_healthy(probe, START_TIMEOUT).await
+    }
+}
