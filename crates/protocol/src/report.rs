@@ -239,6 +239,23 @@ mod tests {
     }
 
     #[test]
+    fn a_steps_name_is_the_one_its_report_carries() {
+        for step in [
+            ReportStep::Promote,
+            ReportStep::StepDown,
+            ReportStep::Rollback,
+            ReportStep::Finish,
+            ReportStep::Snapshot,
+            ReportStep::Unknown,
+        ] {
+            assert_eq!(
+                serde_json::to_string(&step).unwrap(),
+                format!("\"{}\"", step.as_str())
+            );
+        }
+    }
+
+    #[test]
     fn a_settled_step_is_remembered_after_the_next_one_starts() {
         let snap = Report::next(None, swap("s1"), ReportStep::Snapshot, Phase::Done, 1);
         let promote = Report::next(

@@ -730,3 +730,34 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_new_bad_value_is_refused_even_after_an_earlier_refusal_of_another() {
+    let mut node = node_asking("promote", "server");
+    node.swap = Some("BAD-ONE".into());
+    let mut c = Case::new(node, agent_host());
+    let Decision::Refuse { swap: refused_swap, step, reason } = c.decide() else {
+        panic!()
+    };
+    let first = Report::next(None, refused_swap, step, Phase::Refused, NOW).with_reason(reason.clone());
+    // Another bad swap id for the same step: a new reason, so a new refusal.
+    c.report = Some(first.clone());
+    c.node.swap = Some("BAD-TWO".into());
+    assert!(is_refusal(&c.decide(), "BAD-TWO"));
+    // The same reason on a report for another step is not this refusal.
+    let other_step = Report::next(None, None, ReportStep::Snapshot, Phase::Refused, NOW)
+        .with_reason(reason.clone());
+    c.report = Some(other_step);
+    c.node.swap = Some("BAD-ONE".into());
+    assert!(is_refusal(&c.decide(), "BAD-ONE"));
+    // The same step and reason but not refused (say, a report being rewritten) is not it either.
+    let mut not_refused = first.clone();
+    not_refused.phase = Phase::Started;
+    c.report = Some(not_refused);
+    assert!(is_refusal(&c.decide(), "BAD-ONE"));
+    // The same refusal under a valid swap id is another question.
+    let mut under_swap = first;
+    under_swap.swap = Some(swap("s1"));
+    c.report = Some(under_swap);
+    assert!(is_refusal(&c.decide(), "BAD-ONE"));
+}
