@@ -299,6 +299,45 @@ mod tests {
     }
 
     #[test]
+    fn a_step_that_follows_an_unfinished_one_starts_afresh() {
+        let a = Report::next(None, swap("s1"), ReportStep::Promote, Phase::Progress, 10)
+            .with_detail(Detail::Learner);
+        let b = Report::next(
+            Some(&a),
+            swap("s1"),
+            ReportStep::Rollback,
+            Phase::Started,
+            20,
+        );
+        assert_eq!((b.started_at, b.detail), (20, None));
+        let c = Report::next(
+            Some(&a),
+            swap("s2"),
+            ReportStep::Promote,
+            Phase::Started,
+            30,
+        );
+        assert_eq!((c.started_at, c.detail), (30, None));
+    }
+
+    #[test]
+    fn every_settled_step_is_remembered_once() {
+        let a = Report::next(None, swap("s1"), ReportStep::Snapshot, Phase::Done, 1);
+        let b = Report::next(Some(&a), swap("s2"), ReportStep::Snapshot, Phase::Done, 2);
+        let c = Report::next(Some(&b), swap("s2"), ReportStep::Promote, Phase::Started, 3);
+        assert!(c.has_settled(swap("s1").as_ref(), ReportStep::Snapshot));
+        assert!(c.has_settled(swap("s2").as_ref(), ReportStep::Snapshot));
+        let again = Report::next(
+            Some(&b),
+            swap("s2"),
+            ReportStep::Snapshot,
+            Phase::Refused,
+            4,
+        );
+        assert_eq!(again.settled.len(), 2, "{:?}", again.settled);
+    }
+
+    #[test]
     fn the_settled_memory_is_bounded_and_keeps_the_newest() {
         let mut r: Option<Report> = None;
         for i in 0..40 {

@@ -397,6 +397,19 @@ mod tests {
     }
 
     #[test]
+    fn a_shown_value_is_cut_only_past_48_characters() {
+        assert_eq!(shown(&"a".repeat(48)), format!("\"{}\"", "a".repeat(48)));
+        assert_eq!(shown(&"a".repeat(49)), format!("\"{}…\"", "a".repeat(48)));
+    }
+
+    #[test]
+    fn roles_and_steps_print_their_names() {
+        assert_eq!(StepKind::StepDown.to_string(), "step-down");
+        assert_eq!(Role::Agent.to_string(), "agent");
+        assert_eq!(SwapId::parse("s1").unwrap().to_string(), "s1");
+    }
+
+    #[test]
     fn roles_and_steps_parse_only_their_names() {
         assert_eq!(Role::parse("server").unwrap(), Role::Server);
         assert_eq!(Role::parse("agent").unwrap(), Role::Agent);

@@ -736,10 +736,16 @@ fn a_new_bad_value_is_refused_even_after_an_earlier_refusal_of_another() {
     let mut node = node_asking("promote", "server");
     node.swap = Some("BAD-ONE".into());
     let mut c = Case::new(node, agent_host());
-    let Decision::Refuse { swap: refused_swap, step, reason } = c.decide() else {
+    let Decision::Refuse {
+        swap: refused_swap,
+        step,
+        reason,
+    } = c.decide()
+    else {
         panic!()
     };
-    let first = Report::next(None, refused_swap, step, Phase::Refused, NOW).with_reason(reason.clone());
+    let first =
+        Report::next(None, refused_swap, step, Phase::Refused, NOW).with_reason(reason.clone());
     // Another bad swap id for the same step: a new reason, so a new refusal.
     c.report = Some(first.clone());
     c.node.swap = Some("BAD-TWO".into());
