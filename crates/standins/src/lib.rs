@@ -25,9 +25,10 @@ pub fn state_dir(root: &Path, what: &str) -> PathBuf {
     root.join("run/fleet-role-standin").join(what)
 }
 
-/// Appends one line to the stand-in's log (`<state>/log`).
+/// Appends one line to the stand-in's log of commands
+/// (`var/log/fleet-role-standin/<what>/log`, kept across reboots).
 pub fn log(root: &Path, what: &str, line: &str) {
-    let dir = state_dir(root, what);
+    let dir = root.join("var/log/fleet-role-standin").join(what);
     let _ = fs::create_dir_all(&dir);
     if let Ok(mut f) = fs::OpenOptions::new()
         .create(true)
@@ -39,6 +40,10 @@ pub fn log(root: &Path, what: &str, line: &str) {
 }
 
 /// The systemd stand-in's view of a unit, readable by tests.
+///
+/// Like systemd, what survives a reboot is under `etc` and `var` (a unit is
+/// enabled by a link in `multi-user.target.wants`; the record of units active
+/// at once is kept in `var/log`), and what does not is under `run`.
 pub mod units {
     use super::*;
 
@@ -49,51 +54,84 @@ pub mod units {
         unit.strip_suffix(".service").unwrap_or(unit)
     }
 
+    /// The link that enables a unit.
+    pub fn wants_link(root: &Path, unit: &str) -> PathBuf {
+        root.join(format!("etc/systemd/system/multi-user.target.wants/{}.service", unit_name(unit)))
+    }
+
+    /// The runtime marker of an active unit.
+    pub fn active_marker(root: &Path, unit: &str) -> PathBuf {
+        state_dir(root, "systemd").join(format!("{}.active", unit_name(unit)))
+    }
+
+    /// Where the persistent records are (surviving a reboot).
+    pub fn records(root: &Path) -> PathBuf {
+        root.join("var/log/fleet-role-standin/systemd")
+    }
+
     /// Whether `unit` is active on the host under `root`.
     pub fn is_active(root: &Path, unit: &str) -> bool {
-        state_dir(root, "systemd")
-            .join(format!("{}.active", unit_name(unit)))
-            .exists()
+        active_marker(root, unit).exists()
     }
 
     /// Whether `unit` is enabled on the host under `root`.
     pub fn is_enabled(root: &Path, unit: &str) -> bool {
-        state_dir(root, "systemd")
-            .join(format!("{}.enabled", unit_name(unit)))
-            .exists()
+        fs::symlink_metadata(wants_link(root, unit)).is_ok()
+    }
+
+    /// Every enabled unit.
+    pub fn enabled(root: &Path) -> Vec<String> {
+        let dir = root.join("etc/systemd/system/multi-user.target.wants");
+        let mut out: Vec<String> = fs::read_dir(dir)
+            .map(|es| {
+                es.filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".service").map(str::to_string)).collect()
+            })
+            .unwrap_or_default();
+        out.sort();
+        out
     }
 
     /// The most k3s units ever active at once on the host (0 if never).
     pub fn max_active_k3s(root: &Path) -> usize {
-        fs::read_to_string(state_dir(root, "systemd").join("max-active-k3s"))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0)
+        fs::read_to_string(records(root).join("max-active-k3s")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+    }
+
+    /// Marks a unit enabled or not.
+    pub fn set_enabled(root: &Path, unit: &str, enabled: bool) {
+        let link = wants_link(root, unit);
+        if enabled {
+            fs::create_dir_all(link.parent().expect("a parent")).expect("the wants dir");
+            let _ = std::os::unix::fs::symlink(format!("../{}.service", unit_name(unit)), &link);
+        } else {
+            let _ = fs::remove_file(&link);
+        }
+    }
+
+    /// Marks a unit active or not, and updates the record.
+    pub fn set_active(root: &Path, unit: &str, active: bool) {
+        let marker = active_marker(root, unit);
+        if active {
+            fs::create_dir_all(marker.parent().expect("a parent")).expect("the state dir");
+            fs::write(&marker, "").expect("the active marker");
+        } else {
+            let _ = fs::remove_file(&marker);
+        }
+        record_active(root);
     }
 
     /// Sets a unit's state directly (test set-up: a host as installed).
     pub fn set(root: &Path, unit: &str, enabled: bool, active: bool) {
-        let dir = state_dir(root, "systemd");
-        fs::create_dir_all(&dir).expect("stand-in state dir");
-        for (flag, on) in [("enabled", enabled), ("active", active)] {
-            let p = dir.join(format!("{}.{flag}", unit_name(unit)));
-            if on {
-                fs::write(&p, "").expect("stand-in state");
-            } else {
-                let _ = fs::remove_file(&p);
-            }
-        }
-        record_active(root);
+        set_enabled(root, unit, enabled);
+        set_active(root, unit, active);
     }
 
     /// Updates the record of the most k3s units active at once.
     pub fn record_active(root: &Path) {
         let now = K3S_UNITS.iter().filter(|u| is_active(root, u)).count();
         if now > max_active_k3s(root) {
-            let _ = fs::write(
-                state_dir(root, "systemd").join("max-active-k3s"),
-                now.to_string(),
-            );
+            let dir = records(root);
+            let _ = fs::create_dir_all(&dir);
+            let _ = fs::write(dir.join("max-active-k3s"), now.to_string());
         }
     }
 }
@@ -167,7 +205,9 @@ pub mod fixture {
         fs::write(path, contents).expect("a fixture file");
     }
 
-    const UNIT: &str = "[Unit]\nDescription=Lightweight Kubernetes (stand-in unit)\n[Service]\nType=notify\nKillMode=process\nRestart=always\nExecStart=/usr/local/bin/k3s {role}\n[Install]\nWantedBy=multi-user.target\n";
+    // No ExecStart: these units are state only (active or not), so the tests of
+    // the local commands need no k3s process. The lab's units run real ones.
+    const UNIT: &str = "[Unit]\nDescription=Lightweight Kubernetes {role} (stand-in unit, no process)\n[Service]\nType=notify\nKillMode=process\nRestart=always\n[Install]\nWantedBy=multi-user.target\n";
 
     impl TestHost {
         /// A new host named `node`, with its programs in `bin_dir` (where
@@ -190,7 +230,7 @@ pub mod fixture {
             );
             write(
                 &sys.join("fleet-regrade.service"),
-                "[Unit]\nDescription=regrade watcher\n[Service]\nExecStart=/usr/local/bin/fleet-regrade\n",
+                "[Unit]\nDescription=regrade watcher (no process)\n[Service]\n",
             );
             for unit in ["k3s", "k3s-agent", "fleet-regrade"] {
                 let from = workspace().join(format!(
@@ -307,7 +347,7 @@ pub mod fixture {
 
         /// The systemd stand-in's log of mutating commands, one per line.
         pub fn systemd_log(&self) -> Vec<String> {
-            fs::read_to_string(super::state_dir(self.root(), "systemd").join("log"))
+            fs::read_to_string(self.root().join("var/log/fleet-role-standin/systemd/log"))
                 .unwrap_or_default()
                 .lines()
                 .map(str::to_string)
