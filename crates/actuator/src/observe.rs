@@ -4,7 +4,9 @@ use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
 use protocol::{
     LeaseView, Names, NodeView,
     decide::JoinTarget,
-    names::{K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS, K3S_ETCD_ROLE_LABEL},
+    names::{
+        K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS, K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL,
+    },
 };
 
 /// The fleet-role view of a Node.
@@ -22,6 +24,7 @@ pub fn node_view(names: &Names, node: &Node) -> NodeView {
         snapshot_request: annotation(names.snapshot_request()),
         etcd_label: labels.is_some_and(|l| l.get(K3S_ETCD_ROLE_LABEL).is_some_and(|v| v == "true")),
         etcd_is_voter: condition_true(node, K3S_ETCD_IS_VOTER),
+        removed_member: annotation(K3S_ETCD_REMOVED_NODE_NAME.to_string()),
     }
 }
 

@@ -196,6 +196,7 @@ impl Watcher {
             role: host::role::read_lenient(&self.host.paths),
             datastore: self.host.has_datastore(),
             tombstone: self.host.has_tombstone(),
+            member: self.host.member_name(),
         };
         let decision = decide(&Observation {
             now: now(),

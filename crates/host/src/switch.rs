@@ -339,6 +339,14 @@ impl Host {
         self.paths.tombstone().exists()
     }
 
+    /// The host's etcd member name (k3s keeps it in `server/db/etcd/name`).
+    pub fn member_name(&self) -> Option<String> {
+        std::fs::read_to_string(self.paths.db().join("etcd/name"))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    }
+
     /// Whether the host holds a datastore.
     pub fn has_datastore(&self) -> bool {
         self.paths.db().exists()

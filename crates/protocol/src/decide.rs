@@ -27,6 +27,8 @@ pub struct NodeView {
     pub etcd_label: bool,
     /// Whether k3s's `EtcdIsVoter` condition is `True`.
     pub etcd_is_voter: bool,
+    /// k3s's `etcd.k3s.cattle.io/removed-node-name`: the member k3s removed.
+    pub removed_member: Option<String>,
 }
 
 /// The regrade Lease as read from the API (raw, untrusted).
@@ -43,7 +45,7 @@ pub struct LeaseView {
 }
 
 /// The host as the actuator finds it on disk.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostState {
     /// The role file's role; `None` when missing or unreadable.
     pub role: Option<Role>,
@@ -51,6 +53,21 @@ pub struct HostState {
     pub datastore: bool,
     /// Whether the datastore holds k3s's tombstone (the member was removed).
     pub tombstone: bool,
+    /// The host's etcd member name (`server/db/etcd/name`), if it has one.
+    pub member: Option<String>,
+}
+
+impl HostState {
+    /// Whether the host's member is gone: k3s's tombstone on disk, no etcd
+    /// label on the Node, or k3s's `removed-node-name` naming this host's
+    /// member (k3s writes no tombstone when its server was down at the removal).
+    pub fn member_gone(&self, node: &NodeView) -> bool {
+        let removed = match (&self.member, &node.removed_member) {
+            (Some(mine), Some(removed)) => mine == removed,
+            _ => false,
+        };
+        self.tombstone || !node.etcd_label || removed
+    }
 }
 
 /// What the actuator found of the Node a promotion should join.
@@ -162,7 +179,7 @@ pub enum Decision {
 /// In order:
 /// 1. a finish the report shows started is resumed;
 /// 2. a host whose role file says `agent` and that still holds a datastore
-///    finishes once its member is gone (tombstone, or no etcd label), with
+///    finishes once its member is gone ([`HostState::member_gone`]), with
 ///    no Lease needed: finishing can never cost quorum;
 /// 3. a snapshot request is taken on a voter while the Lease is held for its
 ///    swap;
@@ -193,7 +210,7 @@ pub fn decide(o: &Observation<'_>) -> Decision {
         // A finish that failed is left to the operator (see the recovery
         // docs): retrying it in a loop would hide the failure.
         let settled = report.is_some_and(|r| r.has_settled(swap.as_ref(), ReportStep::Finish));
-        if (o.host.tombstone || !o.node.etcd_label) && !settled {
+        if o.host.member_gone(o.node) && !settled {
             return Decision::Take {
                 swap,
                 step: Step::Finish,

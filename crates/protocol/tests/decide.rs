@@ -36,6 +36,7 @@ fn node_asking(step: &str, desired: &str) -> NodeView {
         snapshot_request: None,
         etcd_label: false,
         etcd_is_voter: false,
+        removed_member: None,
     }
 }
 
@@ -44,6 +45,7 @@ fn agent_host() -> HostState {
         role: Some(Role::Agent),
         datastore: false,
         tombstone: false,
+        member: None,
     }
 }
 
@@ -52,6 +54,7 @@ fn server_host() -> HostState {
         role: Some(Role::Server),
         datastore: true,
         tombstone: false,
+        member: None,
     }
 }
 
@@ -89,7 +92,7 @@ impl Case<'_> {
             node: &self.node,
             lease: self.lease.as_ref(),
             report: self.report.as_ref(),
-            host: self.host,
+            host: self.host.clone(),
             join: &self.join,
             identity: ME,
             skew_margin: 5,
@@ -265,6 +268,7 @@ fn a_tombstone_counts_as_removed_with_no_api_to_ask() {
         role: Some(Role::Agent),
         datastore: true,
         tombstone: true,
+        member: None,
     };
     c.lease = None;
     assert!(matches!(
@@ -291,6 +295,7 @@ fn a_node_with_no_etcd_label_counts_as_removed() {
         role: Some(Role::Agent),
         datastore: true,
         tombstone: false,
+        member: None,
     };
     c.lease = None;
     assert!(matches!(
@@ -316,6 +321,7 @@ fn a_demotion_is_not_finished_while_the_member_stays_and_nothing_is_reported() {
         role: Some(Role::Agent),
         datastore: true,
         tombstone: false,
+        member: None,
     };
     assert!(matches!(c.decide(), Decision::Wait { .. }));
     // With its settled step-down still annotated: nothing either.
@@ -334,6 +340,7 @@ fn a_finish_names_the_swap_of_the_step_down_and_resumes_after_a_restart() {
         role: Some(Role::Agent),
         datastore: true,
         tombstone: true,
+        member: None,
     };
     c.report = Some(reported(ReportStep::StepDown, Phase::Done));
     let d = c.decide();
@@ -346,6 +353,7 @@ fn a_finish_names_the_swap_of_the_step_down_and_resumes_after_a_restart() {
         role: Some(Role::Agent),
         datastore: false,
         tombstone: false,
+        member: None,
     };
     let step_down = reported(ReportStep::StepDown, Phase::Done);
     let finishing = Report::next(
@@ -378,6 +386,7 @@ fn a_finish_names_the_swap_of_the_step_down_and_resumes_after_a_restart() {
             role: Some(Role::Agent),
             datastore: true,
             tombstone: true,
+            member: None,
         };
         assert_eq!(
             c.decide(),
@@ -388,6 +397,7 @@ fn a_finish_names_the_swap_of_the_step_down_and_resumes_after_a_restart() {
             role: Some(Role::Agent),
             datastore: false,
             tombstone: false,
+            member: None,
         };
     }
 }
@@ -405,12 +415,14 @@ fn a_finish_needs_the_role_file_to_name_the_agent() {
         role: Some(Role::Server),
         datastore: true,
         tombstone: true,
+        member: None,
     };
     assert_eq!(c.decide(), Decision::Nothing);
     c.host = HostState {
         role: None,
         datastore: true,
         tombstone: true,
+        member: None,
     };
     assert_eq!(c.decide(), Decision::Nothing);
 }
@@ -608,8 +620,9 @@ prop_compose! {
         snap in opt_text(),
         etcd_label: bool,
         etcd_is_voter: bool,
+        removed_member in prop_oneof![Just(None), Just(Some("n-0a1b2c3d".to_string())), Just(Some("other-1".to_string()))],
     ) -> NodeView {
-        NodeView { name: "n".into(), desired_role: desired, swap, step, join_node: join, snapshot_request: snap, etcd_label, etcd_is_voter }
+        NodeView { name: "n".into(), desired_role: desired, swap, step, join_node: join, snapshot_request: snap, etcd_label, etcd_is_voter, removed_member }
     }
 }
 
@@ -651,10 +664,14 @@ fn any_host() -> impl Strategy<Value = HostState> {
         Just(Some(Role::Server)),
         Just(Some(Role::Agent))
     ];
-    (role, any::<bool>(), any::<bool>()).prop_map(|(role, datastore, tombstone)| HostState {
-        role,
-        datastore,
-        tombstone,
+    let member = prop_oneof![Just(None), Just(Some("n-0a1b2c3d".to_string()))];
+    (role, any::<bool>(), any::<bool>(), member).prop_map(|(role, datastore, tombstone, member)| {
+        HostState {
+            role,
+            datastore,
+            tombstone,
+            member,
+        }
     })
 }
 
@@ -674,7 +691,7 @@ proptest! {
     fn every_decision_keeps_the_protocols_promises(
         node in any_node(), lease in any_lease(), report in any_report(), host in any_host(), join in any_join()
     ) {
-        let o = Observation { now: NOW, node: &node, lease: lease.as_ref(), report: report.as_ref(), host, join: &join, identity: ME, skew_margin: 5, join_port: 6443 };
+        let o = Observation { now: NOW, node: &node, lease: lease.as_ref(), report: report.as_ref(), host: host.clone(), join: &join, identity: ME, skew_margin: 5, join_port: 6443 };
         let d = decide(&o);
         prop_assert_eq!(&d, &decide(&o), "decide is pure");
         match &d {
@@ -690,7 +707,7 @@ proptest! {
                 }
                 if let Step::Finish = step {
                     // Finish: only when the member is gone, or resuming one.
-                    prop_assert!(*resume || (host.role == Some(Role::Agent) && host.datastore && (host.tombstone || !node.etcd_label)));
+                    prop_assert!(*resume || (host.role == Some(Role::Agent) && host.datastore && host.member_gone(&node)));
                 } else {
                     // Every other step: only with the Lease for its swap.
                     let s = swap.as_ref().expect("a step outside finish has a swap");
@@ -724,7 +741,7 @@ proptest! {
     fn without_a_lease_only_a_finish_is_ever_taken(
         node in any_node(), report in any_report(), host in any_host(), join in any_join()
     ) {
-        let o = Observation { now: NOW, node: &node, lease: None, report: report.as_ref(), host, join: &join, identity: ME, skew_margin: 5, join_port: 6443 };
+        let o = Observation { now: NOW, node: &node, lease: None, report: report.as_ref(), host: host.clone(), join: &join, identity: ME, skew_margin: 5, join_port: 6443 };
         if let Decision::Take { step, .. } = decide(&o) {
             prop_assert_eq!(step, Step::Finish);
         }
@@ -766,4 +783,34 @@ fn a_new_bad_value_is_refused_even_after_an_earlier_refusal_of_another() {
     under_swap.swap = Some(swap("s1"));
     c.report = Some(under_swap);
     assert!(is_refusal(&c.decide(), "BAD-ONE"));
+}
+
+#[test]
+fn k3s_naming_the_hosts_member_as_removed_counts_as_removed() {
+    let node = NodeView {
+        name: "old".into(),
+        etcd_label: true,
+        removed_member: Some("old-0a1b2c3d".into()),
+        ..Default::default()
+    };
+    let mut c = Case::new(node, server_host());
+    c.host = HostState {
+        role: Some(Role::Agent),
+        datastore: true,
+        tombstone: false,
+        member: Some("old-0a1b2c3d".into()),
+    };
+    c.lease = None;
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Finish,
+            ..
+        }
+    ));
+    // Another member's removal (an earlier life of this host) is not this one's.
+    c.host.member = Some("old-99999999".into());
+    assert!(matches!(c.decide(), Decision::Wait { .. }));
+    c.host.member = None;
+    assert!(matches!(c.decide(), Decision::Wait { .. }));
 }

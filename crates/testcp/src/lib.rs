@@ -83,7 +83,7 @@ pub mod tokens;
 pub use apiserver::{ApiServer, ApiServerOptions};
 pub use etcd::{ClusterState, Etcd, EtcdOptions, Probe};
 pub use pki::Pki;
-pub use plane::ControlPlane;
+pub use plane::{ControlPlane, apply_manifest};
 pub use process::free_port;
 pub use tokens::TokenAuthFile;
 

@@ -135,6 +135,17 @@ impl Pki {
         })
     }
 
+    /// The PKI another process generated into `dir` for `ips` (a lab's k3s
+    /// stand-ins share the lab's one PKI). Clients made from it read the CA
+    /// from its file.
+    pub fn load(dir: &Path, ips: &[IpAddr]) -> Self {
+        Self {
+            dir: dir.to_owned(),
+            ca_der: Vec::new(),
+            ips: ips.to_vec(),
+        }
+    }
+
     /// The folder holding the files.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -178,7 +189,11 @@ impl Pki {
     /// If `url` is not a valid URI; URLs come from [`crate::ApiServer::url`].
     pub fn client_config(&self, url: &str, token: Option<&SecretString>) -> kube::Config {
         let mut config = kube::Config::new(url.parse().expect("an API server URL is a valid URI"));
-        config.root_cert = Some(vec![self.ca_der.clone()]);
+        if self.ca_der.is_empty() {
+            config.root_cert_file = Some(self.ca_file());
+        } else {
+            config.root_cert = Some(vec![self.ca_der.clone()]);
+        }
         config.auth_info.token = token.cloned();
         config
     }

@@ -315,21 +315,30 @@ impl ControlPlane {
     /// [`Error::Manifest`] for a document that is not an object with
     /// `apiVersion`, `kind` and `metadata.name`; [`Error::Kube`] for a refused apply.
     pub async fn apply_yaml(&self, yaml: &str) -> Result<Vec<DynamicObject>, Error> {
-        let documents: Vec<serde_json::Value> =
-            serde_saphyr::from_multiple(yaml).map_err(|e| Error::Manifest {
-                context: "parsing YAML".into(),
-                message: e.to_string(),
-            })?;
-        let client = self.admin_client()?;
-        let mut applied = Vec::with_capacity(documents.len());
-        for (index, document) in documents.into_iter().enumerate() {
-            applied.push(apply_one(&client, index, document).await?);
-        }
-        Ok(applied)
+        apply_manifest(&self.admin_client()?, yaml).await
     }
 }
 
 /// Server-side applies one manifest document.
+/// Server-side applies every document of a multi-document YAML manifest
+/// with `client`, as [`ControlPlane::apply_yaml`] does (a lab applies its
+/// manifests to API servers it runs itself).
+///
+/// # Errors
+/// A document that does not parse or resolve, or the API's refusal.
+pub async fn apply_manifest(client: &Client, yaml: &str) -> Result<Vec<DynamicObject>, Error> {
+    let documents: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(yaml).map_err(|e| Error::Manifest {
+            context: "parsing YAML".into(),
+            message: e.to_string(),
+        })?;
+    let mut applied = Vec::with_capacity(documents.len());
+    for (index, document) in documents.into_iter().enumerate() {
+        applied.push(apply_one(client, index, document).await?);
+    }
+    Ok(applied)
+}
+
 async fn apply_one(
     client: &Client,
     index: usize,

@@ -45,6 +45,30 @@ impl TokenAuthFile {
         Ok(Self { path, admin })
     }
 
+    /// The token file another process wrote at `path` (its first line's token
+    /// is the admin's).
+    ///
+    /// # Errors
+    /// If the file cannot be read or holds no token.
+    pub fn load(path: &Path) -> std::io::Result<Self> {
+        let text = std::fs::read_to_string(path)?;
+        let token = text
+            .lines()
+            .next()
+            .and_then(|l| l.split(',').next())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "no token in the token file",
+                )
+            })?;
+        Ok(Self {
+            path: path.to_owned(),
+            admin: token.to_owned().into(),
+        })
+    }
+
     /// The file, for `--token-auth-file`.
     pub fn path(&self) -> &Path {
         &self.path

@@ -195,7 +195,7 @@ fn alive(pid: u32) -> bool {
     // A zombie has exited: it only waits to be reaped.
     fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().chars().next() != Some('Z')))
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| !rest.trim_start().starts_with('Z')))
         .unwrap_or(false)
 }
 
@@ -264,8 +264,7 @@ fn stop(root: &Path, unit: &str) -> u8 {
 
 /// The supervisor of one unit's main process (`Restart=`, `RestartSec=`).
 fn supervise(root: &Path, unit: &str) -> u8 {
-    loop {
-        let Ok(u) = Unit::read(root, unit) else { break };
+    while let Ok(u) = Unit::read(root, unit) {
         let Some(mut cmd) = u.exec_start.as_deref().and_then(|line| u.command(root, line)) else { break };
         let mut child = match cmd.spawn() {
             Ok(c) => c,

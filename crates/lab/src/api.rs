@@ -1,0 +1,72 @@
+//! Admin access to the lab's API servers, trying each in order: a server that
+//! is stepping down serves no API, so every client of the lab fails over.
+
+use std::{future::Future, net::IpAddr, path::Path};
+
+use kube::Client;
+use secrecy::SecretString;
+use testcp::{Pki, TokenAuthFile};
+
+use crate::spec::LabSpec;
+
+/// Admin clients for a list of API URLs.
+#[derive(Clone)]
+pub struct Apis {
+    urls: Vec<String>,
+    clients: Vec<Client>,
+}
+
+impl Apis {
+    /// Clients for `urls`, trusting the lab's CA, with the lab's admin token.
+    pub fn new(
+        pki_dir: &Path,
+        ips: &[IpAddr],
+        token: &SecretString,
+        urls: Vec<String>,
+    ) -> anyhow::Result<Apis> {
+        let pki = Pki::load(pki_dir, ips);
+        let mut clients = vec![];
+        for url in &urls {
+            let mut cfg = pki.client_config(url, Some(token));
+            cfg.connect_timeout = Some(std::time::Duration::from_secs(2));
+            cfg.read_timeout = Some(std::time::Duration::from_secs(15));
+            clients.push(Client::try_from(cfg)?);
+        }
+        Ok(Apis { urls, clients })
+    }
+
+    /// Admin clients for every host of the lab, servers first.
+    pub fn for_lab(spec: &LabSpec) -> anyhow::Result<Apis> {
+        let tokens = TokenAuthFile::load(&spec.tokens_file())?;
+        Apis::new(
+            &spec.pki_dir(),
+            &spec.ips(),
+            tokens.admin_token(),
+            spec.all_api_urls(),
+        )
+    }
+
+    /// The URLs, in order.
+    pub fn urls(&self) -> &[String] {
+        &self.urls
+    }
+
+    /// Runs `op` on each API server in turn until one succeeds; the last
+    /// error when none does.
+    pub async fn any<T, F, Fut>(&self, op: F) -> anyhow::Result<T>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, kube::Error>>,
+    {
+        let mut last = None;
+        for c in &self.clients {
+            match op(c.clone()).await {
+                Ok(v) => return Ok(v),
+                // An answer from a live API server (404, 409, 422...) is the answer.
+                Err(kube::Error::Api(e)) => return Err(kube::Error::Api(e).into()),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.map_or_else(|| anyhow::anyhow!("no API server"), Into::into))
+    }
+}

@@ -1,0 +1,167 @@
+//! etcd's v3 JSON gateway (`/v3/...` on the client URL): membership, status,
+//! puts and snapshots, through plain HTTP. It is how the k3s stand-in manages
+//! real members without a gRPC client (k3s itself links etcd's Go client).
+
+use anyhow::{Context, bail};
+use base64::Engine;
+use serde_json::{Value, json};
+
+/// One member, as etcd lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// The member id.
+    pub id: u64,
+    /// Its name (empty for a learner that has not started yet).
+    pub name: String,
+    /// Its peer URLs.
+    pub peer_urls: Vec<String>,
+    /// Whether it is a learner.
+    pub is_learner: bool,
+}
+
+fn id_of(v: &Value) -> u64 {
+    // The gateway writes uint64 as strings; accept numbers too.
+    match v {
+        Value::String(s) => s.parse().unwrap_or(0),
+        Value::Number(n) => n.as_u64().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+async fn post(client_url: &str, path: &str, body: Value) -> anyhow::Result<Value> {
+    let url = format!("{client_url}{path}");
+    let r = testcp::plain_http::request(&url, Some(&body.to_string()))
+        .await
+        .with_context(|| format!("POST {url}"))?;
+    let v: Value = serde_json::from_str(r.body.trim()).unwrap_or(Value::Null);
+    if r.status != 200 {
+        let msg = v
+            .get("message")
+            .or_else(|| v.get("error"))
+            .and_then(Value::as_str)
+            .unwrap_or(&r.body)
+            .to_string();
+        bail!("{path}: {} {msg}", r.status);
+    }
+    Ok(v)
+}
+
+fn members_of(v: &Value) -> Vec<Member> {
+    v.get("members")
+        .and_then(Value::as_array)
+        .map(|ms| {
+            ms.iter()
+                .map(|m| Member {
+                    id: id_of(&m["ID"]),
+                    name: m["name"].as_str().unwrap_or_default().to_string(),
+                    peer_urls: m["peerURLs"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|u| u.as_str().map(str::to_string))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    is_learner: m["isLearner"].as_bool().unwrap_or(false),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The member list, and the id of the member that answered.
+pub async fn member_list(client_url: &str) -> anyhow::Result<(u64, Vec<Member>)> {
+    let v = post(
+        client_url,
+        "/v3/cluster/member/list",
+        json!({ "linearizable": true }),
+    )
+    .await?;
+    Ok((id_of(&v["header"]["member_id"]), members_of(&v)))
+}
+
+/// Adds a learner with `peer_url`; returns its id and the new member list.
+pub async fn member_add_learner(
+    client_url: &str,
+    peer_url: &str,
+) -> anyhow::Result<(u64, Vec<Member>)> {
+    let v = post(
+        client_url,
+        "/v3/cluster/member/add",
+        json!({ "peerURLs": [peer_url], "isLearner": true }),
+    )
+    .await?;
+    Ok((id_of(&v["member"]["ID"]), members_of(&v)))
+}
+
+/// Promotes a learner (etcd refuses until it has caught up).
+pub async fn member_promote(client_url: &str, id: u64) -> anyhow::Result<()> {
+    post(
+        client_url,
+        "/v3/cluster/member/promote",
+        json!({ "ID": id.to_string() }),
+    )
+    .await
+    .map(drop)
+}
+
+/// Removes a member.
+pub async fn member_remove(client_url: &str, id: u64) -> anyhow::Result<()> {
+    post(
+        client_url,
+        "/v3/cluster/member/remove",
+        json!({ "ID": id.to_string() }),
+    )
+    .await
+    .map(drop)
+}
+
+/// The answering member's id and the leader's id.
+pub async fn status(client_url: &str) -> anyhow::Result<(u64, u64)> {
+    let v = post(client_url, "/v3/maintenance/status", json!({})).await?;
+    Ok((id_of(&v["header"]["member_id"]), id_of(&v["leader"])))
+}
+
+/// Puts a key (a quorum write).
+pub async fn put(client_url: &str, key: &str, value: &str) -> anyhow::Result<()> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    post(
+        client_url,
+        "/v3/kv/put",
+        json!({ "key": b64.encode(key), "value": b64.encode(value) }),
+    )
+    .await
+    .map(drop)
+}
+
+/// A whole snapshot of the member's database (the gateway streams it as JSON
+/// chunks of base64).
+pub async fn snapshot(client_url: &str) -> anyhow::Result<Vec<u8>> {
+    let url = format!("{client_url}/v3/maintenance/snapshot");
+    let r = testcp::plain_http::request(&url, Some("{}"))
+        .await
+        .with_context(|| format!("POST {url}"))?;
+    if r.status != 200 {
+        bail!(
+            "snapshot: {} {}",
+            r.status,
+            r.body.chars().take(200).collect::<String>()
+        );
+    }
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut out = Vec::new();
+    let stream = serde_json::Deserializer::from_str(&r.body).into_iter::<Value>();
+    for chunk in stream {
+        let chunk = chunk.context("a snapshot chunk")?;
+        if let Some(err) = chunk.get("error") {
+            bail!("snapshot: {err}");
+        }
+        if let Some(blob) = chunk["result"]["blob"].as_str() {
+            out.extend(b64.decode(blob).context("a snapshot chunk's blob")?);
+        }
+    }
+    if out.is_empty() {
+        bail!("snapshot: the member sent no data");
+    }
+    Ok(out)
+}

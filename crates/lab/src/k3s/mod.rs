@@ -1,0 +1,85 @@
+//! The k3s stand-in: `k3s server`, `k3s agent` and `k3s etcd-snapshot save`,
+//! doing what shared `K3S.md` says k3s does, with real etcd members and a real
+//! kube-apiserver. What it leaves out is listed in `docs/testing.md`.
+
+pub mod agent;
+pub mod config;
+pub mod node;
+pub mod server;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::spec::LabSpec;
+
+/// What a k3s process on one host knows: its root, its config, the lab.
+pub struct Ctx {
+    /// The host root.
+    pub root: PathBuf,
+    /// The merged k3s config.
+    pub config: config::K3sConfig,
+    /// The lab.
+    pub spec: LabSpec,
+}
+
+impl Ctx {
+    /// Reads the context from `FLEET_ROLE_ROOT` and `FLEET_ROLE_LAB`.
+    pub fn load() -> anyhow::Result<Ctx> {
+        let root = PathBuf::from(
+            std::env::var_os("FLEET_ROLE_ROOT").context("k3s (stand-in) needs FLEET_ROLE_ROOT")?,
+        );
+        let lab = PathBuf::from(
+            std::env::var_os("FLEET_ROLE_LAB").context("k3s (stand-in) needs FLEET_ROLE_LAB")?,
+        );
+        let config = config::K3sConfig::read(&root)?;
+        let spec = LabSpec::load(&lab)?;
+        Ok(Ctx { root, config, spec })
+    }
+
+    /// `rel` under the root.
+    pub fn at(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// The host's address.
+    pub fn ip(&self) -> anyhow::Result<std::net::Ipv4Addr> {
+        self.config
+            .get("node-ip")
+            .context("node-ip is not set")?
+            .parse()
+            .context("node-ip")
+    }
+
+    /// The host's Node name.
+    pub fn node(&self) -> anyhow::Result<String> {
+        self.config
+            .get("node-name")
+            .map(str::to_string)
+            .context("node-name is not set")
+    }
+}
+
+/// `k3s etcd-snapshot save --name NAME`: a real snapshot of the local member,
+/// written as k3s names it: `server/db/snapshots/<name>-<node>-<unix>`.
+/// A learner takes none, as in k3s.
+pub async fn snapshot_save(ctx: &Ctx, name: &str) -> anyhow::Result<PathBuf> {
+    protocol::SwapId::parse(name)?;
+    let ip = ctx.ip()?;
+    let url = LabSpec::etcd_url(ip);
+    let (me, members) = crate::etcd_gw::member_list(&url)
+        .await
+        .context("etcd-snapshot error: cannot reach the local etcd (is k3s running?)")?;
+    if members.iter().any(|m| m.id == me && m.is_learner) {
+        anyhow::bail!("etcd-snapshot error: this member is a learner; learners take no snapshots");
+    }
+    let data = crate::etcd_gw::snapshot(&url).await?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
+    let dir = ctx.at("var/lib/rancher/k3s/server/db/snapshots");
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join(format!("{name}-{}-{now}", ctx.node()?));
+    std::fs::write(&file, data)?;
+    Ok(file)
+}

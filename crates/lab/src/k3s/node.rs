@@ -1,0 +1,289 @@
+//! The kubelet's part, as k3s embeds it in both `server` and `agent`: the node
+//! password check, the Node's registration, its heartbeat (the Ready condition
+//! and the node Lease) and the pods, whose shims outlive a stopped k3s.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    os::unix::fs::PermissionsExt,
+    path::Path,
+    process::{Command, Stdio},
+};
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::{
+    coordination::v1::Lease,
+    core::v1::{Node, Secret},
+};
+use kube::{
+    Api,
+    api::{Patch, PatchParams, PostParams},
+};
+use serde_json::{Value, json};
+
+use crate::api::Apis;
+
+/// One Node's kubelet.
+pub struct Kubelet {
+    /// The Node name.
+    pub name: String,
+    /// The host's address.
+    pub ip: String,
+    /// Admin access (k3s's own components have it).
+    pub apis: Apis,
+}
+
+fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    k8s_openapi::jiff::Timestamp::from_second(secs)
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default()
+}
+
+fn now_micro() -> String {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    k8s_openapi::jiff::Timestamp::from_second(d.as_secs() as i64)
+        .map(|t| {
+            format!(
+                "{}.{:06}Z",
+                t.strftime("%Y-%m-%dT%H:%M:%S"),
+                d.subsec_micros()
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// The agent's node password: made once (32 hex, 0600), never changed.
+pub fn ensure_password(root: &Path) -> anyhow::Result<String> {
+    let path = root.join("etc/rancher/node/password");
+    if let Ok(p) = fs::read_to_string(&path) {
+        return Ok(p.trim().to_string());
+    }
+    let mut bytes = [0u8; 16];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+        .map_err(|_| anyhow::anyhow!("no randomness"))?;
+    let pw: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    fs::create_dir_all(path.parent().expect("a parent"))?;
+    fs::write(&path, format!("{pw}\n"))?;
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o600))?;
+    Ok(pw)
+}
+
+fn hash(password: &str) -> String {
+    // k3s stores an scrypt hash; a SHA-256 does the same job for the lab.
+    ring::digest::digest(&ring::digest::SHA256, password.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl Kubelet {
+    /// Checks the node password against `kube-system/<node>.node-password.k3s`,
+    /// creating the Secret on first registration, as k3s's server does.
+    pub async fn check_password(&self, password: &str) -> anyhow::Result<()> {
+        let name = format!("{}.node-password.k3s", self.name);
+        let want = hash(password);
+        let secret: Option<Secret> = self
+            .apis
+            .any(|c| {
+                let name = name.clone();
+                async move {
+                    Api::<Secret>::namespaced(c, "kube-system")
+                        .get_opt(&name)
+                        .await
+                }
+            })
+            .await?;
+        match secret.and_then(|s| s.data).and_then(|d| {
+            d.get("hash")
+                .map(|h| String::from_utf8_lossy(&h.0).into_owned())
+        }) {
+            Some(h) if h == want => Ok(()),
+            Some(_) => bail!(
+                "Node password rejected, duplicate hostname or contents of '/etc/rancher/node/password' may not match server node-passwd entry"
+            ),
+            None => {
+                let s: Secret = serde_json::from_value(json!({
+                    "metadata": {"name": name, "namespace": "kube-system"},
+                    "type": "k3s.cattle.io/node-password",
+                    "immutable": true,
+                    "stringData": {"hash": want},
+                }))?;
+                self.apis
+                    .any(|c| {
+                        let s = s.clone();
+                        async move {
+                            Api::<Secret>::namespaced(c, "kube-system")
+                                .create(&PostParams::default(), &s)
+                                .await
+                        }
+                    })
+                    .await?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Registers the Node if it is not there.
+    pub async fn register(&self) -> anyhow::Result<()> {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": self.name, "labels": {"kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux"}},
+        }))?;
+        let existing = self
+            .apis
+            .any(|c| {
+                let n = self.name.clone();
+                async move { Api::<Node>::all(c).get_opt(&n).await }
+            })
+            .await?;
+        if existing.is_none() {
+            self.apis
+                .any(|c| {
+                    let node = node.clone();
+                    async move {
+                        Api::<Node>::all(c)
+                            .create(&PostParams::default(), &node)
+                            .await
+                    }
+                })
+                .await
+                .context("registering the Node")?;
+        }
+        Ok(())
+    }
+
+    /// Merges labels and annotations into the Node (`null` removes one).
+    pub async fn patch_meta(&self, labels: Value, annotations: Value) -> anyhow::Result<()> {
+        let patch = json!({"metadata": {"labels": labels, "annotations": annotations}});
+        self.apis
+            .any(|c| {
+                let (n, p) = (self.name.clone(), patch.clone());
+                async move {
+                    Api::<Node>::all(c)
+                        .patch(&n, &PatchParams::default(), &Patch::Merge(&p))
+                        .await
+                }
+            })
+            .await
+            .map(drop)
+    }
+
+    /// The Node as the API has it.
+    pub async fn get(&self) -> anyhow::Result<Option<Node>> {
+        self.apis
+            .any(|c| {
+                let n = self.name.clone();
+                async move { Api::<Node>::all(c).get_opt(&n).await }
+            })
+            .await
+    }
+
+    /// One heartbeat: Ready (and `extra` conditions) in the Node's status,
+    /// its address, and the node Lease renewed.
+    pub async fn heartbeat(&self, extra: &[(&str, bool, &str)]) -> anyhow::Result<()> {
+        let now = now_rfc3339();
+        let mut conditions = vec![json!({
+            "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status (lab)",
+            "lastHeartbeatTime": now, "lastTransitionTime": now,
+        })];
+        for (kind, on, reason) in extra {
+            conditions.push(json!({
+                "type": kind, "status": if *on { "True" } else { "False" }, "reason": reason,
+                "lastHeartbeatTime": now, "lastTransitionTime": now,
+            }));
+        }
+        let status = json!({"status": {
+            "conditions": conditions,
+            "addresses": [{"type": "InternalIP", "address": self.ip}, {"type": "Hostname", "address": self.name}],
+        }});
+        self.apis
+            .any(|c| {
+                let (n, p) = (self.name.clone(), status.clone());
+                async move {
+                    Api::<Node>::all(c)
+                        .patch_status(&n, &PatchParams::default(), &Patch::Strategic(&p))
+                        .await
+                }
+            })
+            .await
+            .context("the Node's status")?;
+        let lease = json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": self.name, "leaseDurationSeconds": 40, "renewTime": now_micro()},
+        });
+        self.apis
+            .any(|c| {
+                let (n, l) = (self.name.clone(), lease.clone());
+                async move {
+                    Api::<Lease>::namespaced(c, "kube-node-lease")
+                        .patch(
+                            &n,
+                            &PatchParams::apply("kubelet").force(),
+                            &Patch::Apply(&l),
+                        )
+                        .await
+                }
+            })
+            .await
+            .context("the node Lease")?;
+        Ok(())
+    }
+}
+
+/// Whether the Node is cordoned.
+pub fn cordoned(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+/// The pods' shims: processes whose command line starts with
+/// `<data-dir>/data/<id>/bin/containerd-shim-runc-v2`, where k3s-killall looks.
+/// They are started detached (their parent exits at once), so stopping k3s
+/// leaves them running, as `KillMode=process` does with real pods.
+pub fn ensure_pods(root: &Path, count: usize) -> anyhow::Result<usize> {
+    let paths = host::HostPaths::new(root);
+    let running = host::shims::find(&paths).len();
+    if running >= count {
+        return Ok(0);
+    }
+    let bin = root.join("var/lib/rancher/k3s/data/lab0001/bin");
+    let shim = bin.join("containerd-shim-runc-v2");
+    if !shim.exists() {
+        fs::create_dir_all(&bin)?;
+        fs::copy("/bin/sleep", &shim).context("a shim (a copy of sleep)")?;
+    }
+    for _ in running..count {
+        Command::new("sh")
+            .arg("-c")
+            .arg("\"$0\" infinity >/dev/null 2>&1 &")
+            .arg(&shim)
+            .stdin(Stdio::null())
+            .status()
+            .context("starting a pod")?;
+    }
+    Ok(count - running)
+}
+
+/// k3s's labels and etcd annotations for a server (empty values: none).
+pub fn server_meta(control_plane: bool, member: &str, ip: &str) -> (Value, Value) {
+    let mut labels = BTreeMap::new();
+    // k3s skips (does not remove) the control-plane labels with --disable-apiserver.
+    if control_plane {
+        labels.insert(protocol::names::K3S_CONTROL_PLANE_LABEL, json!("true"));
+        labels.insert(protocol::names::K3S_MASTER_LABEL, json!("true"));
+    }
+    labels.insert(protocol::names::K3S_ETCD_ROLE_LABEL, json!("true"));
+    let annotations = json!({
+        protocol::names::K3S_ETCD_NODE_NAME: member,
+        protocol::names::K3S_ETCD_NODE_ADDRESS: ip,
+    });
+    (json!(labels), annotations)
+}

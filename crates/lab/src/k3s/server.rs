@@ -1,0 +1,420 @@
+//! `k3s server`: a real etcd member (a new cluster, a learner joining the
+//! named server, or the existing member restarted), a real kube-apiserver over
+//! the local member once it votes (none at the etcd-only level), the leader's
+//! learner promotion, k3s's member-removal controller, the tombstone, and the
+//! embedded kubelet with k3s's labels, annotations and `EtcdIsVoter`.
+
+use std::{net::Ipv4Addr, path::PathBuf, time::Duration};
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::Node;
+use kube::{
+    Api,
+    api::{ListParams, Patch, PatchParams},
+};
+use serde_json::json;
+use testcp::{
+    ApiServer, ApiServerOptions, ClusterState, Etcd, EtcdOptions, Pki, Probe, TokenAuthFile,
+};
+use tracing::{info, warn};
+
+use super::{Ctx, node};
+use crate::{
+    api::Apis,
+    etcd_gw,
+    spec::{API_PORT, ETCD_CLIENT_PORT, ETCD_METRICS_PORT, ETCD_PEER_PORT, LabSpec},
+};
+use protocol::names::{
+    K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME, K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME,
+    K3S_ETCD_ROLE_LABEL,
+};
+
+fn random_hex8() -> String {
+    let mut b = [0u8; 4];
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The other servers' etcd client URLs, for asking about membership when the
+/// local member is gone.
+fn peers(ctx: &Ctx, me: Ipv4Addr) -> Vec<String> {
+    ctx.spec
+        .hosts
+        .iter()
+        .filter(|h| h.ip != me)
+        .map(|h| LabSpec::etcd_url(h.ip))
+        .collect()
+}
+
+/// Runs `k3s server` until it fails or is removed.
+pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
+    let ip = ctx.ip()?;
+    let name = ctx.node()?;
+    let db = ctx.at("var/lib/rancher/k3s/server/db");
+    let etcd_dir = db.join("etcd");
+    let tombstone = etcd_dir.join("tombstone");
+    if tombstone.exists() {
+        // Newer k3s refuses here rather than starting a new cluster (the
+        // split-brain of k3s-io/k3s#13623): the operator must move the db aside.
+        bail!(
+            "tombstone file has been detected: this node was removed from the cluster; move {} aside to rejoin",
+            db.display()
+        );
+    }
+    let own_client = LabSpec::etcd_url(ip);
+    let peer_url = format!("http://{ip}:{ETCD_PEER_PORT}");
+    let name_file = etcd_dir.join("name");
+    let (member_name, initial_cluster, state) = if etcd_dir.join("member/wal").exists() {
+        let n = std::fs::read_to_string(&name_file)
+            .context("the member name file")?
+            .trim()
+            .to_string();
+        info!("restarting existing etcd member {n}");
+        (n.clone(), format!("{n}={peer_url}"), ClusterState::Existing)
+    } else if let Some(server) = ctx.config.get("server") {
+        let join = protocol::JoinUrl::parse(server)?;
+        let host = join
+            .as_str()
+            .trim_start_matches("https://")
+            .rsplit_once(':')
+            .map(|(h, _)| h)
+            .unwrap_or_default()
+            .to_string();
+        let join_etcd = format!("http://{host}:{ETCD_CLIENT_PORT}");
+        let n = format!("{name}-{}", random_hex8());
+        info!("joining {join} as etcd learner {n}");
+        let (id, members) = add_learner(&join_etcd, &peer_url).await?;
+        std::fs::create_dir_all(&etcd_dir)?;
+        std::fs::write(&name_file, &n)?;
+        let cluster: Vec<String> = members
+            .iter()
+            .filter_map(|m| {
+                let url = m.peer_urls.first()?;
+                if m.id == id {
+                    Some(format!("{n}={url}"))
+                } else if m.name.is_empty() {
+                    None
+                } else {
+                    Some(format!("{}={url}", m.name))
+                }
+            })
+            .collect();
+        (n, cluster.join(","), ClusterState::Existing)
+    } else {
+        let n = format!("{name}-{}", random_hex8());
+        info!("initialising a new etcd cluster as {n}");
+        std::fs::create_dir_all(&etcd_dir)?;
+        std::fs::write(&name_file, &n)?;
+        (n.clone(), format!("{n}={peer_url}"), ClusterState::New)
+    };
+    let logs = ctx.at("var/log/k3s");
+    std::fs::create_dir_all(&logs)?;
+    let opts = EtcdOptions {
+        name: member_name.clone(),
+        data_dir: etcd_dir.clone(),
+        client_url: own_client.clone(),
+        peer_url: peer_url.clone(),
+        metrics_url: format!("http://{ip}:{ETCD_METRICS_PORT}"),
+        initial_cluster,
+        initial_cluster_state: state,
+        log_file: logs.join("etcd.log"),
+        extra_args: vec!["--unsafe-no-fsync".into()],
+    };
+    let mut etcd = Etcd::spawn(opts).context("starting etcd")?;
+    etcd.wait_healthy(Probe::Serializable, Duration::from_secs(60))
+        .await
+        .context("etcd did not become healthy")?;
+    info!("etcd member {member_name} is serving");
+    let (me, _) = etcd_gw::status(&own_client).await?;
+
+    let spec = &ctx.spec;
+    let tokens = TokenAuthFile::load(&spec.tokens_file())?;
+    let pki = Pki::load(&spec.pki_dir(), &spec.ips());
+    let own_api = LabSpec::api_url(ip);
+    let with_api = !ctx.config.flag("disable-apiserver");
+    // The kubelet reaches its own API server first, then the others (k3s's
+    // agent load balancer does the same with the addresses it knows).
+    let mut urls = vec![];
+    if with_api {
+        urls.push(own_api.clone());
+    }
+    urls.extend(spec.all_api_urls().into_iter().filter(|u| *u != own_api));
+    let apis = Apis::new(&spec.pki_dir(), &spec.ips(), tokens.admin_token(), urls)?;
+    let kubelet = node::Kubelet {
+        name: name.clone(),
+        ip: ip.to_string(),
+        apis: apis.clone(),
+    };
+    let mut apiserver: Option<ApiServer> = None;
+    let mut registered = false;
+    let heartbeat = spec.heartbeat();
+    let promote_every = Duration::from_millis(spec.timings.promote_every_ms);
+    let mut last_promote = std::time::Instant::now() - promote_every;
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let mut last_beat = std::time::Instant::now() - heartbeat;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = term.recv() => {
+                // k3s embeds etcd and the API server: when k3s has exited they
+                // are gone too. The stand-in runs them as children, so it stops
+                // them before it exits (a restart must not find their ports taken).
+                info!("SIGTERM: stopping kube-apiserver and etcd");
+                if let Some(mut a) = apiserver.take() {
+                    a.kill();
+                }
+                etcd.kill();
+                return Ok(());
+            }
+        }
+        if !etcd.is_running() {
+            return gone_or_failed(&ctx, me, ip, &tombstone).await;
+        }
+        let members = match etcd_gw::member_list(&own_client).await {
+            Ok((_, m)) => m,
+            Err(e) => {
+                // A member cut off or removed answers nothing useful; ask the others.
+                if removed(&ctx, me, ip).await {
+                    return write_tombstone(&tombstone, &mut etcd);
+                }
+                warn!("member list: {e:#}");
+                continue;
+            }
+        };
+        if !members.iter().any(|m| m.id == me) {
+            return write_tombstone(&tombstone, &mut etcd);
+        }
+        let voter = members.iter().any(|m| m.id == me && !m.is_learner);
+        // The API server runs over the local member once it votes: a learner
+        // serves no requests (k3s's ETCD.Test fails until it is promoted).
+        if with_api && voter && apiserver.is_none() {
+            let mut o = ApiServerOptions::new(
+                ip.into(),
+                vec![own_client.clone()],
+                &pki,
+                &tokens,
+                logs.join("kube-apiserver.log"),
+            );
+            o.port = Some(API_PORT);
+            match ApiServer::start(o).await {
+                Ok(a) => {
+                    info!("kube-apiserver serving at {}", a.url());
+                    apiserver = Some(a);
+                }
+                Err(e) => warn!("kube-apiserver: {e:#}"),
+            }
+        }
+        if last_promote.elapsed() >= promote_every {
+            last_promote = std::time::Instant::now();
+            promote_learners(&own_client, me, &members).await;
+            if apiserver.is_some() {
+                if let Err(e) = removal_controller(&apis, &own_client, &members).await {
+                    warn!("member removal: {e:#}");
+                }
+            }
+        }
+        if last_beat.elapsed() >= heartbeat {
+            last_beat = std::time::Instant::now();
+            if let Err(e) = kubelet_beat(
+                &ctx,
+                &kubelet,
+                &mut registered,
+                with_api,
+                &member_name,
+                ip,
+                voter,
+            )
+            .await
+            {
+                warn!("kubelet: {e:#}");
+            }
+        }
+    }
+}
+
+async fn add_learner(
+    join_etcd: &str,
+    peer_url: &str,
+) -> anyhow::Result<(u64, Vec<etcd_gw::Member>)> {
+    // etcd refuses a new member until every voter has been connected a while,
+    // and allows one learner at a time: retry as k3s does.
+    let start = std::time::Instant::now();
+    loop {
+        match etcd_gw::member_add_learner(join_etcd, peer_url).await {
+            Ok(r) => return Ok(r),
+            Err(e) if start.elapsed() < Duration::from_secs(120) => {
+                warn!("adding the learner: {e:#}; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(e.context(format!("joining the etcd cluster at {join_etcd}"))),
+        }
+    }
+}
+
+async fn kubelet_beat(
+    ctx: &Ctx,
+    kubelet: &node::Kubelet,
+    registered: &mut bool,
+    with_api: bool,
+    member: &str,
+    ip: Ipv4Addr,
+    voter: bool,
+) -> anyhow::Result<()> {
+    if !*registered {
+        let pw = node::ensure_password(&ctx.root)?;
+        kubelet.register().await?;
+        kubelet.check_password(&pw).await?;
+        *registered = true;
+    }
+    let current = kubelet.get().await?;
+    // handleSelf: k3s's labels and the etcd annotations; a rejoined host (a
+    // new member name) has its old removal annotations cleared.
+    let (labels, mut annotations) = node::server_meta(with_api, member, &ip.to_string());
+    if let Some(a) = current
+        .as_ref()
+        .and_then(|n| n.metadata.annotations.as_ref())
+    {
+        if a.get(K3S_ETCD_REMOVED_NODE_NAME)
+            .is_some_and(|r| r != member)
+        {
+            annotations[K3S_ETCD_REMOVED_NODE_NAME] = serde_json::Value::Null;
+            annotations[K3S_ETCD_REMOVE] = serde_json::Value::Null;
+        }
+    }
+    kubelet.patch_meta(labels, annotations).await?;
+    kubelet
+        .heartbeat(&[(
+            protocol::names::K3S_ETCD_IS_VOTER,
+            voter,
+            if voter {
+                "MemberIsVoter"
+            } else {
+                "MemberIsLearner"
+            },
+        )])
+        .await?;
+    if !current.as_ref().is_some_and(node::cordoned) {
+        node::ensure_pods(&ctx.root, 2)?;
+    }
+    Ok(())
+}
+
+/// The etcd leader's loop: promote every learner that has caught up.
+async fn promote_learners(own: &str, me: u64, members: &[etcd_gw::Member]) {
+    let Ok((_, leader)) = etcd_gw::status(own).await else {
+        return;
+    };
+    if leader != me {
+        return;
+    }
+    for m in members.iter().filter(|m| m.is_learner) {
+        match etcd_gw::member_promote(own, m.id).await {
+            Ok(()) => info!("promoted learner {} to voter", m.name),
+            Err(e) => info!("learner {} not promoted yet: {e:#}", m.name),
+        }
+    }
+}
+
+/// k3s's member-removal controller: a Node with the etcd label and
+/// `etcd.k3s.cattle.io/remove=true` has its member removed; on success
+/// `removed-node-name` is set and the node-name/address annotations deleted.
+async fn removal_controller(
+    apis: &Apis,
+    own: &str,
+    members: &[etcd_gw::Member],
+) -> anyhow::Result<()> {
+    let nodes = apis
+        .any(|c| async move {
+            Api::<Node>::all(c)
+                .list(&ListParams::default().labels(&format!("{K3S_ETCD_ROLE_LABEL}=true")))
+                .await
+        })
+        .await?;
+    for n in nodes.items {
+        let a = n.metadata.annotations.clone().unwrap_or_default();
+        if !a
+            .get(K3S_ETCD_REMOVE)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        {
+            continue;
+        }
+        // k3s-io/k3s#12920: with no node-name annotation the stored controller
+        // errors and requeues; here it is simply skipped.
+        let Some(member) = a.get(K3S_ETCD_NODE_NAME).cloned() else {
+            continue;
+        };
+        let node = n.metadata.name.clone().unwrap_or_default();
+        if let Some(m) = members.iter().find(|m| m.name == member) {
+            if let Err(e) = etcd_gw::member_remove(own, m.id).await {
+                let msg = format!("{e:#}");
+                warn!("removing member {member} of {node}: {msg}");
+                if msg.contains("not enough started")
+                    || msg.contains("re-configuration failed due to not enough started members")
+                {
+                    patch_annotations(apis, &node, json!({ K3S_ETCD_REMOVE: null })).await?;
+                }
+                continue;
+            }
+            info!("removed etcd member {member} of node {node}");
+        }
+        patch_annotations(
+            apis,
+            &node,
+            json!({ K3S_ETCD_REMOVED_NODE_NAME: member, K3S_ETCD_NODE_NAME: null, K3S_ETCD_NODE_ADDRESS: null }),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn patch_annotations(
+    apis: &Apis,
+    node: &str,
+    annotations: serde_json::Value,
+) -> anyhow::Result<()> {
+    let p = json!({"metadata": {"annotations": annotations}});
+    apis.any(|c| {
+        let (n, p) = (node.to_string(), p.clone());
+        async move {
+            Api::<Node>::all(c)
+                .patch(&n, &PatchParams::default(), &Patch::Merge(&p))
+                .await
+        }
+    })
+    .await
+    .map(drop)
+}
+
+/// Whether the other members no longer list this one.
+async fn removed(ctx: &Ctx, me: u64, ip: Ipv4Addr) -> bool {
+    for url in peers(ctx, ip) {
+        if let Ok((_, members)) = etcd_gw::member_list(&url).await {
+            return !members.iter().any(|m| m.id == me);
+        }
+    }
+    false
+}
+
+async fn gone_or_failed(
+    ctx: &Ctx,
+    me: u64,
+    ip: Ipv4Addr,
+    tombstone: &PathBuf,
+) -> anyhow::Result<()> {
+    if removed(ctx, me, ip).await {
+        std::fs::write(tombstone, "")?;
+        bail!(
+            "This node has been removed from the cluster - please restart k3s to rejoin the cluster"
+        );
+    }
+    bail!("etcd exited")
+}
+
+fn write_tombstone(tombstone: &PathBuf, etcd: &mut Etcd) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    etcd.kill();
+    std::fs::write(tombstone, "")?;
+    std::fs::set_permissions(tombstone, std::fs::Permissions::from_mode(0o600))?;
+    bail!("This node has been removed from the cluster - please restart k3s to rejoin the cluster")
+}

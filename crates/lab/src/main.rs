@@ -1,0 +1,169 @@
+//! `fleet-role-lab`: a k3s fleet on one machine (`up`, `down`, `status`,
+//! `demo`), and every lab host's `k3s` stand-in (`k3s server|agent|etcd-snapshot`).
+#![forbid(unsafe_code)]
+
+use std::{path::PathBuf, process::ExitCode};
+
+use clap::{Parser, Subcommand};
+use lab::{k3s, scenario, spec::LabSpec, world};
+
+/// fleet-role-lab: several k3s hosts on one machine, with a real etcd quorum.
+#[derive(Debug, Parser)]
+#[command(name = "fleet-role-lab", version)]
+struct Cli {
+    /// The lab's directory.
+    #[arg(
+        long,
+        env = "FLEET_ROLE_LAB_DIR",
+        default_value = ".cache/lab",
+        global = true
+    )]
+    dir: PathBuf,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Start N servers and M agents, with an actuator on each.
+    Up {
+        /// Servers (etcd voters).
+        #[arg(long, default_value_t = 3)]
+        servers: usize,
+        /// Agents.
+        #[arg(long, default_value_t = 2)]
+        agents: usize,
+    },
+    /// Stop everything.
+    Down,
+    /// Show the hosts, their units and etcd's members.
+    Status,
+    /// Bring a lab up (unless one runs) and swap a voter for a standby, step by step.
+    Demo,
+    /// The k3s stand-in (what every lab host runs as `k3s`).
+    #[command(hide = true)]
+    K3s {
+        /// `server`, `agent`, or `etcd-snapshot save --name NAME`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    match rt.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("fleet-role-lab: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn say(line: &str) {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = t.as_secs() % 86400;
+    println!(
+        "[{:02}:{:02}:{:02}] {line}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    );
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Cmd::K3s { args } => {
+            tracing_subscriber::fmt()
+                .with_ansi(false)
+                .with_writer(std::io::stderr)
+                .init();
+            let ctx = k3s::Ctx::load()?;
+            let a: Vec<&str> = args.iter().map(String::as_str).collect();
+            match a.as_slice() {
+                ["server", ..] => k3s::server::run(ctx).await?,
+                ["agent", ..] => k3s::agent::run(ctx).await?,
+                ["etcd-snapshot", "save", "--name", name] => {
+                    let file = k3s::snapshot_save(&ctx, name).await?;
+                    eprintln!(
+                        "Snapshot {} saved.",
+                        file.file_name()
+                            .map(|f| f.to_string_lossy())
+                            .unwrap_or_default()
+                    );
+                }
+                _ => anyhow::bail!("k3s (lab stand-in): unsupported arguments"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Up { servers, agents } => {
+            let bins = world::Bins::beside(
+                &std::env::current_exe()?
+                    .parent()
+                    .expect("a dir")
+                    .to_path_buf(),
+            )?;
+            world::up(
+                world::UpOptions {
+                    dir: cli.dir,
+                    servers,
+                    agents,
+                    timings: Default::default(),
+                    bins,
+                },
+                &say,
+            )
+            .await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Down => {
+            let spec = LabSpec::load(&cli.dir)?;
+            world::down(&spec);
+            say("lab down");
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Status => {
+            let spec = LabSpec::load(&cli.dir)?;
+            for line in scenario::status_lines(&spec).await {
+                println!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Demo => {
+            let bins = world::Bins::beside(
+                &std::env::current_exe()?
+                    .parent()
+                    .expect("a dir")
+                    .to_path_buf(),
+            )?;
+            let spec = match LabSpec::load(&cli.dir) {
+                Ok(s) if scenario::healthy(&s).await => s,
+                _ => {
+                    world::up(
+                        world::UpOptions {
+                            dir: cli.dir,
+                            servers: 3,
+                            agents: 2,
+                            timings: Default::default(),
+                            bins,
+                        },
+                        &say,
+                    )
+                    .await?
+                }
+            };
+            let report = scenario::swap_by_hand(&spec, "server-3", "agent-1", &say).await?;
+            for line in report.lines() {
+                say(&line);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

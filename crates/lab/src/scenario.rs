@@ -1,0 +1,629 @@
+//! The seed's scenario, with the controller's part done by hand through the
+//! API: a Lease, a snapshot on a voter, a standby promoted (learner, then
+//! voter), an old voter stepped down to etcd-only, its member removed through
+//! k3s's annotation, and its finish as an agent, while a writer puts to etcd
+//! at a steady rate. Used by `fleet-role-lab demo` and the lab's tests.
+
+use std::{
+    fmt::Write as _,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::{
+    coordination::v1::Lease,
+    core::v1::{ConfigMap, Node},
+};
+use kube::{
+    Api,
+    api::{Patch, PatchParams},
+};
+use protocol::{
+    Names, Phase, Report,
+    names::{
+        K3S_CONTROL_PLANE_LABEL, K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME,
+        K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL, K3S_MASTER_LABEL,
+        LEASE_NAMESPACE, REPORT_CONFIGMAP,
+    },
+    report::{Detail, ReportStep},
+};
+use serde_json::{Value, json};
+
+use crate::{api::Apis, etcd_gw, spec::LabSpec, world};
+
+fn unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+fn micro_now() -> String {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    k8s_openapi::jiff::Timestamp::from_second(d.as_secs() as i64)
+        .map(|t| {
+            format!(
+                "{}.{:06}Z",
+                t.strftime("%Y-%m-%dT%H:%M:%S"),
+                d.subsec_micros()
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// A steady writer to etcd through one voter: every put must succeed.
+pub struct Writer {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<Vec<String>>,
+    started: Instant,
+}
+
+/// What the writer saw.
+#[derive(Debug, Clone)]
+pub struct WriterStats {
+    /// Puts that succeeded.
+    pub ok: u64,
+    /// Puts that failed.
+    pub failed: u64,
+    /// Puts per second.
+    pub rate: f64,
+    /// The first failures, if any.
+    pub errors: Vec<String>,
+}
+
+impl Writer {
+    /// Puts a key every `every` through `client_url`.
+    pub fn start(client_url: String, every: Duration) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let (s, o, f) = (stop.clone(), ok.clone(), failed.clone());
+        let task = tokio::spawn(async move {
+            let mut errors = vec![];
+            let mut tick = tokio::time::interval(every);
+            let mut n = 0u64;
+            while !s.load(Ordering::Relaxed) {
+                tick.tick().await;
+                n += 1;
+                match etcd_gw::put(
+                    &client_url,
+                    &format!("/lab/writer/{}", n % 100),
+                    &n.to_string(),
+                )
+                .await
+                {
+                    Ok(()) => {
+                        o.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        f.fetch_add(1, Ordering::Relaxed);
+                        if errors.len() < 5 {
+                            errors.push(format!("{e:#}"));
+                        }
+                    }
+                }
+            }
+            errors
+        });
+        Writer {
+            stop,
+            ok,
+            failed,
+            task,
+            started: Instant::now(),
+        }
+    }
+
+    /// Stops it and tells what it saw.
+    pub async fn finish(self) -> WriterStats {
+        self.stop.store(true, Ordering::Relaxed);
+        let errors = self.task.await.unwrap_or_default();
+        let ok = self.ok.load(Ordering::Relaxed);
+        WriterStats {
+            ok,
+            failed: self.failed.load(Ordering::Relaxed),
+            rate: ok as f64 / self.started.elapsed().as_secs_f64(),
+            errors,
+        }
+    }
+}
+
+/// The fleet-role side of the API, by hand.
+pub struct Hand {
+    /// Admin access.
+    pub apis: Apis,
+    /// The protocol's names.
+    pub names: Names,
+}
+
+impl Hand {
+    /// A hand on the lab.
+    pub fn new(spec: &LabSpec) -> anyhow::Result<Hand> {
+        Ok(Hand {
+            apis: Apis::for_lab(spec)?,
+            names: Names::default(),
+        })
+    }
+
+    /// Merges labels, annotations and `spec` into a Node (`null` removes).
+    pub async fn patch_node(&self, node: &str, patch: Value) -> anyhow::Result<()> {
+        self.apis
+            .any(|c| {
+                let (n, p) = (node.to_string(), patch.clone());
+                async move {
+                    Api::<Node>::all(c)
+                        .patch(&n, &PatchParams::default(), &Patch::Merge(&p))
+                        .await
+                }
+            })
+            .await
+            .map(drop)
+    }
+
+    /// A Node.
+    pub async fn node(&self, node: &str) -> anyhow::Result<Node> {
+        self.apis
+            .any(|c| {
+                let n = node.to_string();
+                async move { Api::<Node>::all(c).get(&n).await }
+            })
+            .await
+    }
+
+    /// Takes (or renews) the regrade Lease for `swap`, as fleet-role's identity.
+    pub async fn hold_lease(&self, swap: &str, holder: &str) -> anyhow::Result<()> {
+        let lease = json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": self.names.lease_name, "namespace": LEASE_NAMESPACE, "annotations": { self.names.lease_swap(): swap }},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 30, "renewTime": micro_now()},
+        });
+        self.apis
+            .any(|c| {
+                let (l, name) = (lease.clone(), self.names.lease_name.clone());
+                async move {
+                    Api::<Lease>::namespaced(c, LEASE_NAMESPACE)
+                        .patch(
+                            &name,
+                            &PatchParams::apply("fleet-role-lab").force(),
+                            &Patch::Apply(&l),
+                        )
+                        .await
+                }
+            })
+            .await
+            .map(drop)
+    }
+
+    /// Releases the Lease.
+    pub async fn release_lease(&self) -> anyhow::Result<()> {
+        let patch = json!({"spec": {"holderIdentity": null, "renewTime": null}, "metadata": {"annotations": { self.names.lease_swap(): null }}});
+        self.apis
+            .any(|c| {
+                let (p, name) = (patch.clone(), self.names.lease_name.clone());
+                async move {
+                    Api::<Lease>::namespaced(c, LEASE_NAMESPACE)
+                        .patch(&name, &PatchParams::default(), &Patch::Merge(&p))
+                        .await
+                }
+            })
+            .await
+            .map(drop)
+    }
+
+    /// A host's report.
+    pub async fn report(&self, node: &str) -> anyhow::Result<Option<Report>> {
+        let ns = self.names.report_namespace.clone();
+        let cm = self
+            .apis
+            .any(|c| {
+                let ns = ns.clone();
+                async move {
+                    Api::<ConfigMap>::namespaced(c, &ns)
+                        .get(REPORT_CONFIGMAP)
+                        .await
+                }
+            })
+            .await?;
+        Ok(cm
+            .data
+            .and_then(|d| d.get(node).and_then(|v| Report::from_json(v))))
+    }
+
+    /// Waits for `node`'s report of `step` in `swap` to be done (a refusal or
+    /// failure ends the wait with an error); `progress` is told each new detail.
+    pub async fn wait_step(
+        &self,
+        node: &str,
+        swap: &str,
+        step: ReportStep,
+        timeout: Duration,
+        progress: &dyn Fn(&Report),
+    ) -> anyhow::Result<Report> {
+        let start = Instant::now();
+        let mut last: Option<(Phase, Option<Detail>)> = None;
+        loop {
+            if let Ok(Some(r)) = self.report(node).await {
+                if r.swap.as_ref().map(|s| s.as_str()) == Some(swap) && r.step == step {
+                    if last != Some((r.phase, r.detail)) {
+                        last = Some((r.phase, r.detail));
+                        progress(&r);
+                    }
+                    match r.phase {
+                        Phase::Done => return Ok(r),
+                        Phase::Refused | Phase::Failed => {
+                            bail!(
+                                "{node}: {} {:?}: {}",
+                                step.as_str(),
+                                r.phase,
+                                r.reason.unwrap_or_default()
+                            )
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if start.elapsed() > timeout {
+                bail!(
+                    "timed out waiting for {node} to finish {} of {swap}",
+                    step.as_str()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// The members as etcd lists them, through any live member.
+pub async fn members(spec: &LabSpec) -> anyhow::Result<Vec<etcd_gw::Member>> {
+    for h in &spec.hosts {
+        if let Ok((_, m)) = etcd_gw::member_list(&LabSpec::etcd_url(h.ip)).await {
+            return Ok(m);
+        }
+    }
+    bail!("no etcd member answers")
+}
+
+/// Whether a lab answers (its spec exists and etcd has a voter).
+pub async fn healthy(spec: &LabSpec) -> bool {
+    members(spec)
+        .await
+        .is_ok_and(|m| m.iter().any(|x| !x.is_learner))
+}
+
+/// What the scenario measured and checked.
+#[derive(Debug, Clone)]
+pub struct SwapReport {
+    /// The swap id.
+    pub swap: String,
+    /// Each step with its duration.
+    pub steps: Vec<(String, Duration)>,
+    /// The whole swap's time.
+    pub total: Duration,
+    /// The writer's figures.
+    pub writer: WriterStats,
+    /// The snapshot file on the voter.
+    pub snapshot: String,
+    /// The voters at the end.
+    pub voters: Vec<String>,
+    /// Learners at the end.
+    pub learners: usize,
+    /// The most k3s units active at once, per host.
+    pub max_active: Vec<(String, usize)>,
+    /// Whether the outgoing host's node password is unchanged.
+    pub password_unchanged: bool,
+    /// Whether its address is unchanged.
+    pub address_unchanged: bool,
+    /// Whether its datastore copy is in place.
+    pub db_demoted: bool,
+    /// Shims left on the outgoing host right after the step-down.
+    pub shims_after_step_down: usize,
+}
+
+impl SwapReport {
+    /// A summary for a person.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = vec![format!(
+            "swap {} done in {:.1}s",
+            self.swap,
+            self.total.as_secs_f64()
+        )];
+        for (s, d) in &self.steps {
+            out.push(format!("  {s}: {:.1}s", d.as_secs_f64()));
+        }
+        let mut w = format!(
+            "writer: {} puts, {} failed, {:.1}/s",
+            self.writer.ok, self.writer.failed, self.writer.rate
+        );
+        if !self.writer.errors.is_empty() {
+            let _ = write!(w, " (first error: {})", self.writer.errors[0]);
+        }
+        out.push(w);
+        out.push(format!("snapshot: {}", self.snapshot));
+        out.push(format!(
+            "voters now: {} (learners: {})",
+            self.voters.join(", "),
+            self.learners
+        ));
+        out.push(format!(
+            "old voter: node password unchanged: {}, address unchanged: {}, db.demoted in place: {}, shims after step-down: {}",
+            self.password_unchanged, self.address_unchanged, self.db_demoted, self.shims_after_step_down
+        ));
+        let most: Vec<String> = self
+            .max_active
+            .iter()
+            .map(|(h, n)| format!("{h}={n}"))
+            .collect();
+        out.push(format!("most k3s units active at once: {}", most.join(" ")));
+        out
+    }
+}
+
+fn address(node: &Node) -> Option<String> {
+    node.status
+        .as_ref()?
+        .addresses
+        .as_ref()?
+        .iter()
+        .find(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.clone())
+}
+
+/// Swaps the voter `out` for the standby `incoming`, doing the controller's
+/// part by hand, and checks the seed's promises on the way.
+pub async fn swap_by_hand(
+    spec: &LabSpec,
+    out: &str,
+    incoming: &str,
+    say: &dyn Fn(&str),
+) -> anyhow::Result<SwapReport> {
+    let hand = Hand::new(spec)?;
+    let n = &hand.names;
+    let stay = spec
+        .hosts
+        .iter()
+        .find(|h| h.role == protocol::Role::Server && h.name != out)
+        .context("a voter that stays")?
+        .clone();
+    let out_spec = spec.host(out).context("no such outgoing host")?.clone();
+    let out_root = spec.root(out);
+    let swap = format!("swap-{}", unix());
+    let t0 = Instant::now();
+    let mut steps = vec![];
+    let mut mark = Instant::now();
+    let mut step_done = |name: &str, steps: &mut Vec<(String, Duration)>| {
+        steps.push((name.to_string(), mark.elapsed()));
+        mark = Instant::now();
+    };
+    let password_before = std::fs::read(out_root.join("etc/rancher/node/password"))?;
+    let address_before = address(&hand.node(out).await?);
+    say(&format!(
+        "writer: a put every 50 ms through {} (a voter that stays)",
+        stay.name
+    ));
+    let writer = Writer::start(LabSpec::etcd_url(stay.ip), Duration::from_millis(50));
+
+    say(&format!("1. take the regrade Lease for {swap}"));
+    hand.hold_lease(&swap, &n.controller_identity).await?;
+    let renewing = Arc::new(AtomicBool::new(true));
+    let renewer = {
+        let (r, s, id) = (
+            renewing.clone(),
+            swap.clone(),
+            n.controller_identity.clone(),
+        );
+        let h = Hand::new(spec)?;
+        tokio::spawn(async move {
+            while r.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                let _ = h.hold_lease(&s, &id).await;
+            }
+        })
+    };
+    let progress = |r: &Report| {
+        let detail = r
+            .detail
+            .map(|d| {
+                format!(
+                    " ({})",
+                    serde_json::to_value(d)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default()
+                )
+            })
+            .unwrap_or_default();
+        say(&format!(
+            "   report: {} {}{}",
+            r.step.as_str(),
+            serde_json::to_value(r.phase)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            detail
+        ));
+    };
+    let result = async {
+        say(&format!("2. ask {} for a snapshot named for the swap", stay.name));
+        hand.patch_node(&stay.name, json!({"metadata": {"annotations": { n.snapshot_request(): swap }}})).await?;
+        let r = hand.wait_step(&stay.name, &swap, ReportStep::Snapshot, Duration::from_secs(60), &progress).await?;
+        let snapshot = r.snapshot_file.clone().unwrap_or_default();
+        let size = std::fs::metadata(spec.root(&stay.name).join(snapshot.trim_start_matches('/'))).map(|m| m.len()).unwrap_or(0);
+        if size == 0 {
+            bail!("the snapshot file {snapshot} is missing or empty");
+        }
+        say(&format!("   snapshot {snapshot} ({size} bytes)"));
+        step_done("snapshot", &mut steps);
+
+        say(&format!("3. promote {incoming}, joining {}", stay.name));
+        hand.patch_node(
+            incoming,
+            json!({"metadata": {
+                "labels": { n.desired_role(): "server" },
+                "annotations": { n.role_swap(): swap, n.role_step(): "promote", n.role_join_node(): stay.name },
+            }}),
+        )
+        .await?;
+        hand.wait_step(incoming, &swap, ReportStep::Promote, Duration::from_secs(180), &progress).await?;
+        step_done("promote (learner, then voter)", &mut steps);
+
+        say(&format!("4. cordon {out} and step it down to etcd-only"));
+        hand.patch_node(
+            out,
+            json!({"spec": {"unschedulable": true}, "metadata": {
+                "labels": { n.desired_role(): "agent" },
+                "annotations": { n.role_swap(): swap, n.role_step(): "step-down" },
+            }}),
+        )
+        .await?;
+        hand.wait_step(out, &swap, ReportStep::StepDown, Duration::from_secs(180), &progress).await?;
+        let shims = host::shims::find(&host::HostPaths::new(&out_root)).len();
+        say(&format!("   {out} serves etcd only; pod shims left: {shims}"));
+        step_done("step-down (etcd-only)", &mut steps);
+
+        say(&format!("5. remove {out}'s member through k3s's annotation"));
+        hand.patch_node(out, json!({"metadata": {"annotations": { K3S_ETCD_REMOVE: "true" }}})).await?;
+        let start = Instant::now();
+        loop {
+            let node = hand.node(out).await?;
+            if node.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(K3S_ETCD_REMOVED_NODE_NAME)) {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(120) {
+                bail!("k3s did not remove the member of {out}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        say("   k3s removed the member (removed-node-name set)");
+        step_done("member removal", &mut steps);
+
+        say(&format!("6. {out} finishes as an agent by itself"));
+        let fin = hand.wait_step(out, &swap, ReportStep::Finish, Duration::from_secs(180), &progress).await?;
+        let start = Instant::now();
+        loop {
+            let node = hand.node(out).await?;
+            let lease = hand
+                .apis
+                .any(|c| { let o = out.to_string(); async move { Api::<Lease>::namespaced(c, "kube-node-lease").get(&o).await } })
+                .await?;
+            let renewed = lease.spec.and_then(|s| s.renew_time).is_some_and(|t| t.0.as_second() > fin.started_at);
+            if world::condition(&node, "Ready") && renewed {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(120) {
+                bail!("{out} did not come back Ready as an agent");
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        say(&format!("   {out} is Ready as an agent, its node Lease renewed since the finish began"));
+        step_done("finish (agent Ready)", &mut steps);
+
+        say(&format!("7. clear {out}'s server labels and k3s annotations, uncordon, clear the swap's annotations"));
+        hand.patch_node(
+            out,
+            json!({"spec": {"unschedulable": null}, "metadata": {
+                "labels": { K3S_CONTROL_PLANE_LABEL: null, K3S_MASTER_LABEL: null, K3S_ETCD_ROLE_LABEL: null },
+                "annotations": { K3S_ETCD_NODE_NAME: null, K3S_ETCD_NODE_ADDRESS: null, K3S_ETCD_REMOVED_NODE_NAME: null, K3S_ETCD_REMOVE: null,
+                                 n.role_swap(): null, n.role_step(): null },
+            }}),
+        )
+        .await?;
+        hand.patch_node(incoming, json!({"metadata": {"annotations": { n.role_swap(): null, n.role_step(): null, n.role_join_node(): null }}}))
+            .await?;
+        hand.patch_node(&stay.name, json!({"metadata": {"annotations": { n.snapshot_request(): null }}})).await?;
+        step_done("clean-up", &mut steps);
+        Ok::<_, anyhow::Error>((snapshot, shims))
+    }
+    .await;
+    renewing.store(false, Ordering::Relaxed);
+    renewer.abort();
+    let _ = hand.release_lease().await;
+    let writer = writer.finish().await;
+    let (snapshot, shims) = result?;
+    say("8. the Lease is released");
+    let members = members(spec).await?;
+    let voters: Vec<String> = members
+        .iter()
+        .filter(|m| !m.is_learner)
+        .map(|m| m.name.clone())
+        .collect();
+    let address_after = address(&hand.node(out).await?);
+    Ok(SwapReport {
+        swap,
+        steps,
+        total: t0.elapsed(),
+        writer,
+        snapshot,
+        voters,
+        learners: members.iter().filter(|m| m.is_learner).count(),
+        max_active: spec
+            .hosts
+            .iter()
+            .map(|h| {
+                (
+                    h.name.clone(),
+                    standins::units::max_active_k3s(&spec.root(&h.name)),
+                )
+            })
+            .collect(),
+        password_unchanged: std::fs::read(out_root.join("etc/rancher/node/password"))?
+            == password_before,
+        address_unchanged: address_after == address_before
+            && address_after == Some(out_spec.ip.to_string()),
+        db_demoted: out_root
+            .join("var/lib/rancher/k3s/server/db.demoted")
+            .is_dir(),
+        shims_after_step_down: shims,
+    })
+}
+
+/// `status`: the hosts, their units and etcd's members.
+pub async fn status_lines(spec: &LabSpec) -> Vec<String> {
+    let mut out = vec![format!("lab {}", spec.dir.display())];
+    let hand = Hand::new(spec).ok();
+    for h in &spec.hosts {
+        let root = spec.root(&h.name);
+        let role = std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role"))
+            .unwrap_or_default();
+        let active: Vec<&str> = ["k3s", "k3s-agent", "fleet-role-actuator"]
+            .into_iter()
+            .filter(|u| standins::units::is_active(&root, u))
+            .collect();
+        let mut line = format!(
+            "{:<10} {:<15} role file {:<7} active: {}",
+            h.name,
+            h.ip,
+            role.trim(),
+            active.join(",")
+        );
+        if let Some(hand) = &hand {
+            if let Ok(node) = hand.node(&h.name).await {
+                let _ = write!(
+                    line,
+                    "  Ready={} EtcdIsVoter={}",
+                    world::condition(&node, "Ready"),
+                    world::condition(&node, K3S_ETCD_IS_VOTER)
+                );
+            }
+        }
+        out.push(line);
+    }
+    match members(spec).await {
+        Ok(ms) => {
+            for m in ms {
+                out.push(format!(
+                    "etcd member {:<22} {}",
+                    m.name,
+                    if m.is_learner { "learner" } else { "voter" }
+                ));
+            }
+        }
+        Err(e) => out.push(format!("etcd: {e:#}")),
+    }
+    out
+}

@@ -1,0 +1,147 @@
+//! The lab's description, written by `up` into `<lab>/lab.json` and read by
+//! every k3s stand-in, `status`, `down` and the tests.
+
+use std::{
+    net::{IpAddr, Ipv4Addr},
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use protocol::Role;
+use serde::{Deserialize, Serialize};
+
+/// One host.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HostSpec {
+    /// Its Node name.
+    pub name: String,
+    /// Its address.
+    pub ip: Ipv4Addr,
+    /// The role it was installed with.
+    pub role: Role,
+}
+
+/// Timings of the lab's k3s. k3s's own are slower (the learner loop runs every
+/// 15 s); the lab's are shorter so a swap takes seconds, and each is named.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Timings {
+    /// How often the etcd leader tries to promote learners (k3s: 15 s).
+    pub promote_every_ms: u64,
+    /// How often a kubelet heartbeats its Node and renews its node Lease
+    /// (kubelet: 10 s).
+    pub heartbeat_ms: u64,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Self {
+            promote_every_ms: 2000,
+            heartbeat_ms: 2000,
+        }
+    }
+}
+
+/// The whole lab.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LabSpec {
+    /// The lab's directory.
+    pub dir: PathBuf,
+    /// The hosts, servers first.
+    pub hosts: Vec<HostSpec>,
+    /// The kube-apiserver binary.
+    pub kube_apiserver: PathBuf,
+    /// The etcd binary.
+    pub etcd: PathBuf,
+    /// The fleet-role-actuator binary.
+    pub actuator: PathBuf,
+    /// The directory holding `systemctl` (the stand-in).
+    pub standin_dir: PathBuf,
+    /// This program.
+    pub lab_bin: PathBuf,
+    /// Timings.
+    pub timings: Timings,
+}
+
+/// The supervisor port (k3s's 6443; here the kube-apiserver itself).
+pub const API_PORT: u16 = 6443;
+/// etcd's client port.
+pub const ETCD_CLIENT_PORT: u16 = 2379;
+/// etcd's peer port.
+pub const ETCD_PEER_PORT: u16 = 2380;
+/// etcd's metrics port (where `/health` is served).
+pub const ETCD_METRICS_PORT: u16 = 2381;
+
+impl LabSpec {
+    /// The spec file of the lab in `dir`.
+    pub fn file(dir: &Path) -> PathBuf {
+        dir.join("lab.json")
+    }
+
+    /// Reads the spec of the lab in `dir`.
+    pub fn load(dir: &Path) -> anyhow::Result<LabSpec> {
+        let text = std::fs::read_to_string(Self::file(dir)).map_err(|e| {
+            anyhow::anyhow!("no lab in {}: {e} (run fleet-role-lab up)", dir.display())
+        })?;
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    /// Writes the spec.
+    pub fn save(&self) -> anyhow::Result<()> {
+        std::fs::write(Self::file(&self.dir), serde_json::to_string_pretty(self)?)?;
+        Ok(())
+    }
+
+    /// A host by name.
+    pub fn host(&self, name: &str) -> Option<&HostSpec> {
+        self.hosts.iter().find(|h| h.name == name)
+    }
+
+    /// A host's root directory.
+    pub fn root(&self, name: &str) -> PathBuf {
+        self.dir.join("hosts").join(name)
+    }
+
+    /// The PKI directory.
+    pub fn pki_dir(&self) -> PathBuf {
+        self.dir.join("pki")
+    }
+
+    /// The admin token file.
+    pub fn tokens_file(&self) -> PathBuf {
+        self.dir.join("pki/tokens.csv")
+    }
+
+    /// Every address, for the PKI.
+    pub fn ips(&self) -> Vec<IpAddr> {
+        self.hosts.iter().map(|h| IpAddr::V4(h.ip)).collect()
+    }
+
+    /// The API URL of a host.
+    pub fn api_url(ip: Ipv4Addr) -> String {
+        format!("https://{ip}:{API_PORT}")
+    }
+
+    /// etcd's client URL on a host.
+    pub fn etcd_url(ip: Ipv4Addr) -> String {
+        format!("http://{ip}:{ETCD_CLIENT_PORT}")
+    }
+
+    /// The API URLs of every host installed as a server, in order.
+    pub fn server_urls(&self) -> Vec<String> {
+        self.hosts
+            .iter()
+            .filter(|h| h.role == Role::Server)
+            .map(|h| Self::api_url(h.ip))
+            .collect()
+    }
+
+    /// Every host's API URL (any host may become a server), servers first.
+    pub fn all_api_urls(&self) -> Vec<String> {
+        self.hosts.iter().map(|h| Self::api_url(h.ip)).collect()
+    }
+
+    /// The heartbeat period.
+    pub fn heartbeat(&self) -> Duration {
+        Duration::from_millis(self.timings.heartbeat_ms)
+    }
+}
