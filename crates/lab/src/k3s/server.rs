@@ -120,6 +120,10 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         log_file: logs.join("etcd.log"),
         extra_args: vec!["--unsafe-no-fsync".into()],
     };
+    // A fault the lab's tests inject: this host's etcd does not start.
+    if ctx.at("var/lib/fleet-role-lab/etcd-fails").exists() {
+        bail!("etcd failed to start (injected by the lab: var/lib/fleet-role-lab/etcd-fails)");
+    }
     let mut etcd = Etcd::spawn(opts).context("starting etcd")?;
     etcd.wait_healthy(Probe::Serializable, Duration::from_secs(60))
         .await

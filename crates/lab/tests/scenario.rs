@@ -1,0 +1,348 @@
+//! The seed's scenario in the lab, and its failure modes. Each test brings a
+//! lab up (real etcd members, a kube-apiserver per server, the actuators as
+//! units). They run one at a time: each lab is a dozen processes, and the
+//! machine has two cores.
+
+use std::{
+    path::Path,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use lab::{
+    scenario::{self, Hand},
+    spec::{LabSpec, Timings},
+    world::{self, Bins, UpOptions},
+};
+use protocol::{Phase, report::ReportStep};
+use serde_json::json;
+
+static ONE_LAB_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// A lab that goes down when the test ends, even by a panic.
+struct Lab {
+    spec: LabSpec,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        world::down(&self.spec);
+    }
+}
+
+fn say(line: &str) {
+    println!("{line}");
+}
+
+async fn lab(servers: usize, agents: usize) -> Lab {
+    let bins = Bins::beside(
+        Path::new(env!("CARGO_BIN_EXE_fleet-role-lab"))
+            .parent()
+            .unwrap(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = world::up(
+        UpOptions {
+            dir: dir.path().join("lab"),
+            servers,
+            agents,
+            timings: Timings::default(),
+            bins,
+        },
+        &say,
+    )
+    .await
+    .expect("the lab comes up");
+    Lab { spec, _dir: dir }
+}
+
+fn unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+async fn until<F, Fut>(what: &str, secs: u64, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !f().await {
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+fn systemd_log(spec: &LabSpec, host: &str) -> Vec<String> {
+    std::fs::read_to_string(
+        spec.root(host)
+            .join("var/log/fleet-role-standin/systemd/log"),
+    )
+    .unwrap_or_default()
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_is_swapped_for_a_standby_with_every_write_succeeding_and_every_promise_kept() {
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = lab(3, 2).await;
+    let r = scenario::swap_by_hand(&lab.spec, "server-3", "agent-1", &say)
+        .await
+        .expect("the swap");
+    for line in r.lines() {
+        println!("{line}");
+    }
+    assert!(r.writer.ok > 50, "the writer wrote {} times", r.writer.ok);
+    assert_eq!(r.writer.failed, 0, "writes failed: {:?}", r.writer.errors);
+    assert_eq!(r.voters.len(), 3, "{:?}", r.voters);
+    assert_eq!(r.learners, 0);
+    assert!(
+        r.voters.iter().any(|v| v.starts_with("agent-1-")),
+        "{:?}",
+        r.voters
+    );
+    assert!(
+        !r.voters.iter().any(|v| v.starts_with("server-3-")),
+        "{:?}",
+        r.voters
+    );
+    assert!(r.password_unchanged && r.address_unchanged && r.db_demoted);
+    assert_eq!(r.shims_after_step_down, 0);
+    assert!(
+        r.max_active.iter().all(|(_, n)| *n <= 1),
+        "{:?}",
+        r.max_active
+    );
+    // The old voter is an agent now, its server unit off and disabled.
+    let root = lab.spec.root("server-3");
+    assert!(
+        standins::units::is_active(&root, "k3s-agent") && !standins::units::is_active(&root, "k3s")
+    );
+    assert!(!standins::units::is_enabled(&root, "k3s"));
+    assert_eq!(
+        std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role"))
+            .unwrap()
+            .trim(),
+        "agent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promotion_whose_join_target_is_unreachable_ends_in_a_clean_rollback() {
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = lab(1, 2).await;
+    let hand = Hand::new(&lab.spec).unwrap();
+    let n = hand.names.clone();
+    let swap = format!("swap-{}", unix());
+    hand.hold_lease(&swap, &n.controller_identity)
+        .await
+        .unwrap();
+    // agent-2 runs no etcd: a join to it can never succeed.
+    hand.patch_node(
+        "agent-1",
+        json!({"metadata": {"labels": { n.desired_role(): "server" },
+            "annotations": { n.role_swap(): swap, n.role_step(): "promote", n.role_join_node(): "agent-2" }}}),
+    )
+    .await
+    .unwrap();
+    until("the promotion to start", 60, || async {
+        hand.report("agent-1")
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|r| r.step == ReportStep::Promote)
+    })
+    .await;
+    // The controller's part: no voter in time, so roll it back.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let r = hand.report("agent-1").await.unwrap().unwrap();
+    assert_ne!(
+        r.phase,
+        Phase::Done,
+        "a promotion to an unreachable voter finished: {r:?}"
+    );
+    hand.hold_lease(&swap, &n.controller_identity)
+        .await
+        .unwrap();
+    hand.patch_node("agent-1", json!({"metadata": {"labels": { n.desired_role(): "agent" }, "annotations": { n.role_step(): "rollback" }}}))
+        .await
+        .unwrap();
+    hand.wait_step(
+        "agent-1",
+        &swap,
+        ReportStep::Rollback,
+        Duration::from_secs(120),
+        &|r| println!("{r:?}"),
+    )
+    .await
+    .unwrap();
+    let root = lab.spec.root("agent-1");
+    assert_eq!(
+        std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role"))
+            .unwrap()
+            .trim(),
+        "agent"
+    );
+    assert!(
+        standins::units::is_active(&root, "k3s-agent") && !standins::units::is_active(&root, "k3s")
+    );
+    assert!(
+        !root
+            .join("etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml")
+            .exists()
+    );
+    assert!(standins::units::max_active_k3s(&root) <= 1);
+    // The cluster is as it was: one voter, no learner.
+    let members = scenario::members(&lab.spec).await.unwrap();
+    assert_eq!(members.len(), 1, "{members:?}");
+    assert!(members[0].name.starts_with("server-1-"));
+    world::wait_condition(&hand.apis, "agent-1", "Ready", Duration::from_secs(60))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_rebooted_mid_promotion_converges_without_repeating_a_settled_step() {
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = lab(1, 1).await;
+    let hand = Hand::new(&lab.spec).unwrap();
+    let n = hand.names.clone();
+    let swap = format!("swap-{}", unix());
+    hand.hold_lease(&swap, &n.controller_identity)
+        .await
+        .unwrap();
+    hand.patch_node(
+        "server-1",
+        json!({"metadata": {"annotations": { n.snapshot_request(): swap }}}),
+    )
+    .await
+    .unwrap();
+    hand.wait_step(
+        "server-1",
+        &swap,
+        ReportStep::Snapshot,
+        Duration::from_secs(60),
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    hand.patch_node(
+        "agent-1",
+        json!({"metadata": {"labels": { n.desired_role(): "server" },
+            "annotations": { n.role_swap(): swap, n.role_step(): "promote", n.role_join_node(): "server-1" }}}),
+    )
+    .await
+    .unwrap();
+    until("learner", 60, || async {
+        hand.report("agent-1")
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|r| r.step == ReportStep::Promote && r.detail.is_some())
+    })
+    .await;
+    let started = hand.report("agent-1").await.unwrap().unwrap().started_at;
+    println!("rebooting agent-1 mid-promotion");
+    world::reboot(&lab.spec, "agent-1").unwrap();
+    // Rebooting server-1 too: its settled snapshot must not be taken again.
+    world::reboot(&lab.spec, "server-1").unwrap();
+    let renew = async {
+        loop {
+            let _ = hand.hold_lease(&swap, &n.controller_identity).await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    };
+    let done = hand.wait_step(
+        "agent-1",
+        &swap,
+        ReportStep::Promote,
+        Duration::from_secs(180),
+        &|r| println!("{r:?}"),
+    );
+    let r = tokio::select! { r = done => r.unwrap(), _ = renew => unreachable!() };
+    assert_eq!(r.started_at, started, "the promotion was started again");
+    let snaps = std::fs::read_dir(
+        lab.spec
+            .root("server-1")
+            .join("var/lib/rancher/k3s/server/db/snapshots"),
+    )
+    .unwrap()
+    .count();
+    assert_eq!(snaps, 1, "the settled snapshot was taken again");
+    let enables = systemd_log(&lab.spec, "agent-1")
+        .iter()
+        .filter(|l| *l == "enable --now k3s")
+        .count();
+    assert_eq!(enables, 1, "the promotion's switch was repeated");
+    let members = scenario::members(&lab.spec).await.unwrap();
+    assert_eq!(
+        members.iter().filter(|m| !m.is_learner).count(),
+        2,
+        "{members:?}"
+    );
+    assert!(standins::units::max_active_k3s(&lab.spec.root("agent-1")) <= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_down_whose_etcd_does_not_come_back_leaves_the_role_file_naming_the_server() {
+    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = lab(3, 0).await;
+    let hand = Hand::new(&lab.spec).unwrap();
+    let n = hand.names.clone();
+    let root = lab.spec.root("server-3");
+    // A shorter wait for etcd on this host, and a k3s whose etcd will not start again.
+    let cfg = root.join("etc/fleet-role/actuator.toml");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("etcd_wait_secs = 60", "etcd_wait_secs = 8");
+    std::fs::write(&cfg, text).unwrap();
+    world::systemctl(&lab.spec, "server-3", &["restart", "fleet-role-actuator"]).unwrap();
+    std::fs::create_dir_all(root.join("var/lib/fleet-role-lab")).unwrap();
+    std::fs::write(root.join("var/lib/fleet-role-lab/etcd-fails"), "").unwrap();
+    let swap = format!("swap-{}", unix());
+    hand.hold_lease(&swap, &n.controller_identity)
+        .await
+        .unwrap();
+    hand.patch_node(
+        "server-3",
+        json!({"spec": {"unschedulable": true}, "metadata": {"labels": { n.desired_role(): "agent" },
+            "annotations": { n.role_swap(): swap, n.role_step(): "step-down" }}}),
+    )
+    .await
+    .unwrap();
+    let err = hand
+        .wait_step(
+            "server-3",
+            &swap,
+            ReportStep::StepDown,
+            Duration::from_secs(120),
+            &|r| println!("{r:?}"),
+        )
+        .await
+        .unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("Failed") && msg.contains("the role file still names the server"),
+        "{msg}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role"))
+            .unwrap()
+            .trim(),
+        "server"
+    );
+    // The two voters left keep the cluster writable.
+    let url = LabSpec::etcd_url(lab.spec.host("server-1").unwrap().ip);
+    lab::etcd_gw::put(&url, "/lab/after-failed-step-down", "ok")
+        .await
+        .unwrap();
+}
