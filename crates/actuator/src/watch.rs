@@ -49,6 +49,7 @@ pub struct Watcher {
     /// A report that could not be written yet; retried first thing.
     unsent: bool,
     last_wait: Option<String>,
+    last_view: Option<protocol::NodeView>,
 }
 
 impl Watcher {
@@ -68,6 +69,7 @@ impl Watcher {
             report_loaded: false,
             unsent: false,
             last_wait: None,
+            last_view: None,
         }
     }
 
@@ -118,6 +120,8 @@ impl Watcher {
     /// One session against one API server: watch the Node, decide on each
     /// change and on each resync tick.
     pub async fn session(&mut self, client: Client) -> SessionEnd {
+        // A new session decides on its first Node event whatever it shows.
+        self.last_view = None;
         if !self.report_loaded {
             match report::read(&client, &self.settings.names, self.settings.node.as_str()).await {
                 Ok(r) => {
@@ -141,8 +145,15 @@ impl Watcher {
                 event = stream.next() => match event {
                     Some(Ok(node)) => {
                         errors = 0;
+                        // A kubelet heartbeat changes the Node every few seconds
+                        // without changing anything fleet-role reads: only a
+                        // change of the view is worth a decision (and its Lease
+                        // read); the resync tick covers the Lease's own changes.
+                        let view = node.as_ref().map(|n| observe::node_view(&self.settings.names, n));
+                        let changed = view != self.last_view;
                         self.node = node;
-                        if self.evaluate(&client).await.is_err() {
+                        self.last_view = view;
+                        if changed && self.evaluate(&client).await.is_err() {
                             return SessionEnd::ApiTrouble;
                         }
                     }

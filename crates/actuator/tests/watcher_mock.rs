@@ -201,8 +201,13 @@ impl Rig {
         let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(svc, "default");
         tokio::spawn(serve(handle, world.clone()));
+        // A one-second resync, so a test sees the watcher decide again
+        // without a Node change.
         let settings = Settings::resolve(
-            FileConfig::default(),
+            FileConfig {
+                resync_secs: Some(1),
+                ..FileConfig::default()
+            },
             Overrides {
                 node: Some(host.node.clone()),
                 root: Some(host.root().to_path_buf()),
@@ -464,7 +469,19 @@ async fn the_watcher_leaves_a_refused_step_to_the_controller_once_its_reason_is_
             >= 2
     })
     .await;
-    rig.settle().await;
+    // Two resyncs read the Lease, now held for the swap, and decide again.
+    let leases = |r: &Rig| {
+        r.world
+            .lock()
+            .unwrap()
+            .seen
+            .iter()
+            .filter(|(_, pq, _)| pq.contains("leases"))
+            .count()
+    };
+    let before = leases(&rig);
+    rig.until("two more decisions", |r| leases(r) >= before + 2)
+        .await;
     assert_eq!(rig.phases().len(), 1, "{:?}", rig.phases());
     assert_eq!(rig.host.role().as_deref(), Some("agent"));
 }
