@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod bench;
 pub mod etcd_gw;
 pub mod k3s;
 pub mod scenario;

@@ -40,6 +40,15 @@ enum Cmd {
     Status,
     /// Bring a lab up (unless one runs) and swap a voter for a standby, step by step.
     Demo,
+    /// Measure the actuator in a fresh lab (figures, not a test).
+    Bench {
+        /// How many steps to time.
+        #[arg(long, default_value_t = 50)]
+        steps: usize,
+        /// Seconds of idle to measure.
+        #[arg(long, default_value_t = 60)]
+        idle_secs: u64,
+    },
     /// The k3s stand-in (what every lab host runs as `k3s`).
     #[command(hide = true)]
     K3s {
@@ -134,6 +143,23 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for line in scenario::status_lines(&spec).await {
                 println!("{line}");
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Bench { steps, idle_secs } => {
+            let bins = world::Bins::beside(
+                &std::env::current_exe()?
+                    .parent()
+                    .expect("a dir")
+                    .to_path_buf(),
+            )?;
+            lab::bench::run(
+                &cli.dir.join("bench"),
+                bins,
+                steps,
+                std::time::Duration::from_secs(idle_secs),
+                &say,
+            )
+            .await?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Demo => {

@@ -71,6 +71,10 @@ pub struct UpOptions {
     pub bins: Bins,
 }
 
+/// The lab's kube-apiservers log the actuators' requests (and nothing else),
+/// so the benchmark can count what an idle actuator asks.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [\"RequestReceived\"]\nrules:\n- level: Metadata\n  users: [\"system:serviceaccount:platform:fleet-role-actuator\"]\n- level: None\n";
+
 /// A k3s server token for the lab (fake, but shaped as k3s's: the tests check
 /// it never appears in anything fleet-role prints).
 pub const K3S_TOKEN: &str = "K10labca5e11b0a7::server:lab-k3s-token-SECRETMARK";
@@ -294,6 +298,11 @@ pub async fn up(o: UpOptions, say: &dyn Fn(&str)) -> anyhow::Result<LabSpec> {
     };
     Pki::generate(&spec.pki_dir(), &spec.ips())?;
     TokenAuthFile::generate(&spec.pki_dir())?;
+    write(
+        &spec.pki_dir().join("audit-policy.yaml"),
+        AUDIT_POLICY,
+        0o644,
+    )?;
     spec.save()?;
     let first = spec.hosts[0].clone();
     for h in &spec.hosts {

@@ -201,6 +201,16 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 logs.join("kube-apiserver.log"),
             );
             o.port = Some(API_PORT);
+            // An audit log of the actuators' requests, for the lab's benchmark.
+            let policy = spec.pki_dir().join("audit-policy.yaml");
+            if policy.exists() {
+                o.extra_args
+                    .push(format!("--audit-policy-file={}", policy.display()));
+                o.extra_args.push(format!(
+                    "--audit-log-path={}",
+                    logs.join("audit.log").display()
+                ));
+            }
             match ApiServer::start(o).await {
                 Ok(a) => {
                     info!("kube-apiserver serving at {}", a.url());
