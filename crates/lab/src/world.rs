@@ -363,6 +363,7 @@ pub async fn up(o: UpOptions, say: &dyn Fn(&str)) -> anyhow::Result<LabSpec> {
     for h in &spec.hosts {
         systemctl(&spec, &h.name, &["enable", "--now", "fleet-role-actuator"])?;
     }
+    write_kubeconfig(&spec)?;
     say(&format!(
         "lab up in {}: {} servers, {} agents, actuators watching",
         dir.display(),
@@ -370,6 +371,23 @@ pub async fn up(o: UpOptions, say: &dyn Fn(&str)) -> anyhow::Result<LabSpec> {
         o.agents
     ));
     Ok(spec)
+}
+
+/// The lab's admin kubeconfig, `<dir>/kubeconfig` (mode 0600), naming the
+/// first server's API (the one the demo keeps).
+pub fn kubeconfig(spec: &LabSpec) -> PathBuf {
+    spec.dir.join("kubeconfig")
+}
+
+fn write_kubeconfig(spec: &LabSpec) -> anyhow::Result<()> {
+    let tokens = TokenAuthFile::load(&spec.tokens_file())?;
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    token: {}\ncontexts:\n- name: lab\n  context:\n    cluster: lab\n    user: admin\ncurrent-context: lab\n",
+        LabSpec::api_url(spec.hosts[0].ip),
+        spec.pki_dir().join("ca.crt").display(),
+        tokens.admin_token().expose_secret(),
+    );
+    write(&kubeconfig(spec), &text, 0o600)
 }
 
 async fn actuator_token(apis: &Apis) -> anyhow::Result<secrecy::SecretString> {
