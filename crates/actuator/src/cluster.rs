@@ -5,9 +5,17 @@
 //! it in a `SecretString` and re-reads it at least once a minute, so a
 //! rotated token is picked up without a restart, and nothing here can print it.
 
-use std::path::PathBuf;
+use std::{path::PathBuf, time::Duration};
 
 use kube::{Client, Config};
+
+/// How long a request may wait for the API server's next bytes. Without it, a
+/// request sent on a pooled connection to an API server that stopped
+/// answering (a hung machine, a network that drops packets rather than
+/// refusing them) waits forever, and the watcher with it, never moving to the
+/// next candidate. A watch is ended by the server sooner than this
+/// ([`crate::watch::WATCH_TIMEOUT_SECS`]), so an idle watch never trips it.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a client could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -87,8 +95,12 @@ impl Candidates {
         config.default_namespace = "default".into();
         config.root_cert_file = self.ca_file.clone();
         config.auth_info.token_file = self.token_file.as_ref().map(|p| p.display().to_string());
-        config.connect_timeout = Some(std::time::Duration::from_secs(5));
-        config.write_timeout = Some(std::time::Duration::from_secs(10));
+        config.connect_timeout = Some(Duration::from_secs(5));
+        config.write_timeout = Some(Duration::from_secs(10));
+        config.read_timeout = Some(READ_TIMEOUT);
+        // Counted from when the request was sent, not from when its pooled
+        // connection went idle.
+        config.reset_reader_on_write = true;
         Client::try_from(config).map_err(|source| ClusterError::Client { url, source })
     }
 }

@@ -135,7 +135,7 @@ impl Watcher {
             }
         }
         let nodes: Api<Node> = Api::all(client.clone());
-        let stream = watcher::watch_object(nodes, self.settings.node.as_str());
+        let stream = watch_own_node(nodes, self.settings.node.as_str());
         pin_mut!(stream);
         let mut tick = tokio::time::interval(self.settings.resync);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -398,6 +398,44 @@ impl Watcher {
             if s.agent_active { "active" } else { "inactive" },
         )
     }
+}
+
+/// The server ends each watch of the own Node after this many seconds, and
+/// the watcher resumes it from where it was. It must be shorter than the
+/// client's read timeout ([`crate::cluster::READ_TIMEOUT`]), or a healthy but
+/// quiet watch would fail as if its API server had hung.
+pub const WATCH_TIMEOUT_SECS: u32 = 20;
+
+/// The own Node, watched by name: `Some` when it is listed, added or changed,
+/// `None` when it is deleted or missing from a (re)list. This is kube's
+/// `watch_object`, with the server-side timeout [`WATCH_TIMEOUT_SECS`], which
+/// `watch_object` does not let one set.
+fn watch_own_node(
+    nodes: Api<Node>,
+    name: &str,
+) -> impl futures::Stream<Item = Result<Option<Node>, watcher::Error>> + Send + use<> {
+    let config = watcher::Config::default()
+        .fields(&format!("metadata.name={name}"))
+        .timeout(WATCH_TIMEOUT_SECS);
+    let mut listed = false;
+    watcher::watcher(nodes, config).filter_map(move |event| {
+        let node = match event {
+            Ok(watcher::Event::Init) => {
+                listed = false;
+                None
+            }
+            Ok(watcher::Event::InitApply(node)) => {
+                listed = true;
+                Some(Ok(Some(node)))
+            }
+            Ok(watcher::Event::Apply(node)) => Some(Ok(Some(node))),
+            Ok(watcher::Event::Delete(_)) => Some(Ok(None)),
+            // A (re)list without the Node: it is gone.
+            Ok(watcher::Event::InitDone) => (!listed).then_some(Ok(None)),
+            Err(e) => Some(Err(e)),
+        };
+        futures::future::ready(node)
+    })
 }
 
 /// The host-local part of a step, under the host lock. Returns the snapshot

@@ -1,0 +1,1051 @@
+//! The actuator against a real control plane (etcd and kube-apiserver, from
+//! `testcp`): its credential's least privilege, the watcher end to end with the
+//! controller played by hand, the cluster side's failures, and the token kept
+//! out of everything it prints.
+//!
+//! Each test starts its own plane (about 5 s). Sharing one would save little
+//! and cost independence: these tests stop API servers, revoke
+//! ServiceAccounts, and watch one report ConfigMap whose keys must not be
+//! touched by anyone else. Independent planes also run in parallel.
+//!
+//! The actuator runs as the built binary (`fleet-role-actuator watch`) on a
+//! `TestHost`, logging at debug level to a file that the tests read.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use http::{Method, Request};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, ServiceAccount};
+use kube::{Api, Client, client::Body};
+use protocol::{Phase, Report, report::Detail};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Value, json};
+use standins::fixture::TestHost;
+use support::{
+    Access, Actuator, Controller, DEADLINE, Frozen, Relay, Reports, apply_rbac, assert_no_secret,
+    at, bin_dir, plane, port_of, rotate_token, write_token,
+};
+use testcp::ControlPlane;
+
+// === The credential ===
+
+/// One request of the matrix.
+struct Row {
+    what: &'static str,
+    method: Method,
+    path: String,
+    body: Option<(&'static str, Value)>,
+    allowed: bool,
+}
+
+fn row(what: &'static str, method: Method, path: &str, allowed: bool) -> Row {
+    Row {
+        what,
+        method,
+        path: path.to_owned(),
+        body: None,
+        allowed,
+    }
+}
+
+impl Row {
+    fn with(mut self, content_type: &'static str, body: Value) -> Row {
+        self.body = Some((content_type, body));
+        self
+    }
+
+    /// The status code the API answers.
+    async fn send(&self, client: &Client) -> u16 {
+        let mut request = Request::builder()
+            .method(self.method.clone())
+            .uri(&self.path);
+        let mut body = Vec::new();
+        if let Some((content_type, value)) = &self.body {
+            request = request.header(http::header::CONTENT_TYPE, *content_type);
+            body = serde_json::to_vec(value).unwrap();
+        }
+        let response = client
+            .send(request.body(Body::from(body)).unwrap())
+            .await
+            .unwrap_or_else(|e| panic!("{} {}: {e}", self.method, self.path));
+        response.status().as_u16()
+    }
+}
+
+const JSON: &str = "application/json";
+const MERGE: &str = "application/merge-patch+json";
+const APPLY: &str = "application/apply-patch+yaml";
+const NODES: &str = "/api/v1/nodes";
+const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
+const REPORT: &str = "/api/v1/namespaces/platform/configmaps/fleet-role-actuators";
+
+fn report_apply(namespace: &str, key: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "fleet-role-actuators", "namespace": namespace},
+        "data": { key: "{}" },
+    })
+}
+
+/// Every request of the matrix; a table, so kept one request a line.
+#[rustfmt::skip]
+fn the_matrix() -> Vec<Row> {
+    let label = json!({"metadata": {"labels": {"example.com/x": "y"}}});
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-z"}});
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "fleet-regrade", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "fleet-role-actuator"},
+    });
+    let configmap = |ns: &str, name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}})
+    };
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "mine"}});
+    let own_apply = format!("{REPORT}?fieldManager=fleet-role-actuator-node-a");
+    vec![
+        // What the actuator needs.
+        row("get a Node", Method::GET, &format!("{NODES}/node-a"), true),
+        row("list Nodes", Method::GET, NODES, true),
+        row("watch Nodes", Method::GET, &format!("{NODES}?watch=true&timeoutSeconds=1"), true),
+        row("watch its own Node by name, as the watcher does", Method::GET,
+            &format!("{NODES}?fieldSelector=metadata.name%3Dnode-a&watch=true&timeoutSeconds=1"), true),
+        row("get the regrade Lease", Method::GET, &format!("{LEASES}/fleet-regrade"), true),
+        row("get the report ConfigMap", Method::GET, REPORT, true),
+        row("server-side apply its own key of the report", Method::PATCH, &own_apply, true)
+            .with(APPLY, report_apply("platform", "node-a")),
+        // Nodes: read only.
+        row("merge-patch a Node", Method::PATCH, &format!("{NODES}/node-a"), false)
+            .with(MERGE, label.clone()),
+        row("server-side apply a Node", Method::PATCH, &format!("{NODES}/node-a?fieldManager=x"), false)
+            .with(APPLY, json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a", "labels": {"example.com/x": "y"}}})),
+        row("patch a Node's status", Method::PATCH, &format!("{NODES}/node-a/status"), false)
+            .with(MERGE, json!({"status": {"conditions": [{"type": "EtcdIsVoter", "status": "True"}]}})),
+        row("update a Node", Method::PUT, &format!("{NODES}/node-z"), false).with(JSON, node.clone()),
+        row("delete a Node", Method::DELETE, &format!("{NODES}/node-b"), false),
+        row("create a Node", Method::POST, NODES, false).with(JSON, node),
+        // Secrets: nothing.
+        row("get a Secret", Method::GET, "/api/v1/namespaces/platform/secrets/a-secret", false),
+        row("list Secrets in platform", Method::GET, "/api/v1/namespaces/platform/secrets", false),
+        row("list Secrets everywhere", Method::GET, "/api/v1/secrets", false),
+        row("watch Secrets", Method::GET, "/api/v1/secrets?watch=true&timeoutSeconds=1", false),
+        row("get a Secret in kube-system", Method::GET, "/api/v1/namespaces/kube-system/secrets/a-secret", false),
+        row("create a Secret", Method::POST, "/api/v1/namespaces/platform/secrets", false)
+            .with(JSON, secret),
+        // Leases: get the regrade Lease by name, nothing else.
+        row("update the regrade Lease", Method::PUT, &format!("{LEASES}/fleet-regrade"), false)
+            .with(JSON, lease.clone()),
+        row("merge-patch the regrade Lease", Method::PATCH, &format!("{LEASES}/fleet-regrade"), false)
+            .with(MERGE, json!({"spec": {"holderIdentity": "fleet-role-actuator"}})),
+        row("server-side apply the regrade Lease", Method::PATCH,
+            &format!("{LEASES}/fleet-regrade?fieldManager=fleet-role-actuator-node-a"), false)
+            .with(APPLY, lease.clone()),
+        row("delete the regrade Lease", Method::DELETE, &format!("{LEASES}/fleet-regrade"), false),
+        row("create a Lease", Method::POST, LEASES, false).with(JSON, lease),
+        row("get another Lease", Method::GET, &format!("{LEASES}/other-lease"), false),
+        row("list Leases in kube-system", Method::GET, LEASES, false),
+        row("watch the regrade Lease", Method::GET,
+            &format!("{LEASES}?fieldSelector=metadata.name%3Dfleet-regrade&watch=true&timeoutSeconds=1"), false),
+        // ConfigMaps: get and patch the report by name, nothing else.
+        row("get another ConfigMap", Method::GET, "/api/v1/namespaces/platform/configmaps/other-config", false),
+        row("merge-patch another ConfigMap", Method::PATCH, "/api/v1/namespaces/platform/configmaps/other-config", false)
+            .with(MERGE, json!({"data": {"x": "y"}})),
+        row("server-side apply another ConfigMap", Method::PATCH,
+            "/api/v1/namespaces/platform/configmaps/other-config?fieldManager=fleet-role-actuator-node-a", false)
+            .with(APPLY, configmap("platform", "other-config")),
+        row("list ConfigMaps in platform", Method::GET, "/api/v1/namespaces/platform/configmaps", false),
+        row("watch the report ConfigMap", Method::GET,
+            "/api/v1/namespaces/platform/configmaps?fieldSelector=metadata.name%3Dfleet-role-actuators&watch=true&timeoutSeconds=1", false),
+        row("create a ConfigMap in platform", Method::POST, "/api/v1/namespaces/platform/configmaps", false)
+            .with(JSON, configmap("platform", "new-config")),
+        row("update the report ConfigMap", Method::PUT, REPORT, false)
+            .with(JSON, configmap("platform", "fleet-role-actuators")),
+        row("delete the report ConfigMap", Method::DELETE, REPORT, false),
+        // Other namespaces: nothing, not even objects named like its own.
+        row("get the report's namesake in team-b", Method::GET,
+            "/api/v1/namespaces/team-b/configmaps/fleet-role-actuators", false),
+        row("server-side apply the report's namesake in team-b", Method::PATCH,
+            "/api/v1/namespaces/team-b/configmaps/fleet-role-actuators?fieldManager=fleet-role-actuator-node-a", false)
+            .with(APPLY, report_apply("team-b", "node-a")),
+        row("get the Lease's namesake in platform", Method::GET,
+            "/apis/coordination.k8s.io/v1/namespaces/platform/leases/fleet-regrade", false),
+        row("list Pods in team-b", Method::GET, "/api/v1/namespaces/team-b/pods", false),
+        row("create a ConfigMap in team-b", Method::POST, "/api/v1/namespaces/team-b/configmaps", false)
+            .with(JSON, configmap("team-b", "new-config")),
+        row("delete namespace team-b", Method::DELETE, "/api/v1/namespaces/team-b", false),
+        row("request a token for its own ServiceAccount", Method::POST,
+            "/api/v1/namespaces/platform/serviceaccounts/fleet-role-actuator/token", false)
+            .with(JSON, json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
+    ]
+}
+
+/// Runs `rows` with `client`, prints them, and returns the rows that did not
+/// get what they expect: 2xx when allowed, exactly 403 when denied.
+async fn walk(client: &Client, rows: &[Row]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    println!("{:<52} {:<8} {:<8} request", "what", "expected", "got");
+    for r in rows {
+        let code = r.send(client).await;
+        let expected = if r.allowed { "allowed" } else { "403" };
+        let ok = if r.allowed {
+            (200..300).contains(&code)
+        } else {
+            code == 403
+        };
+        println!(
+            "{:<52} {:<8} {:<8} {} {}{}",
+            r.what,
+            expected,
+            code,
+            r.method,
+            r.path,
+            if ok { "" } else { "   <-- WRONG" }
+        );
+        if !ok {
+            wrong.push(format!(
+                "{}: expected {expected}, got {code} ({} {})",
+                r.what, r.method, r.path
+            ));
+        }
+    }
+    wrong
+}
+
+/// What the actuator must not touch, beside what it may.
+const OTHER_OBJECTS: &str = r#"
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: other-lease, namespace: kube-system}
+spec: {holderIdentity: someone}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: other-config, namespace: platform}
+data: {x: "1"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: a-secret, namespace: platform}
+stringData: {password: hunter2}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: a-secret, namespace: kube-system}
+stringData: {password: hunter2}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-b}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: fleet-role-actuators, namespace: team-b}
+---
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: fleet-regrade, namespace: platform}
+spec: {holderIdentity: someone}
+"#;
+
+#[tokio::test]
+async fn the_credential_reads_nodes_and_the_lease_and_patches_its_report_and_nothing_more() {
+    let plane = plane().await;
+    let admin = Controller::new(&plane);
+    for node in ["node-a", "node-b", "node-c"] {
+        admin.create_node(node, json!({})).await;
+    }
+    admin.take_lease("s1").await;
+    plane
+        .apply_yaml(OTHER_OBJECTS)
+        .await
+        .expect("the other objects apply");
+    let token = plane
+        .service_account_token("platform", "fleet-role-actuator")
+        .await
+        .unwrap();
+    let actuator = plane.client_for_token(&token).unwrap();
+
+    let mut wrong = walk(&actuator, &the_matrix()).await;
+
+    // Its own key really was written, and nothing it was denied changed anything.
+    let report = admin.report_configmap().await.expect("the report exists");
+    assert_eq!(
+        report
+            .data
+            .unwrap_or_default()
+            .get("node-a")
+            .map(String::as_str),
+        Some("{}")
+    );
+    let nodes: Api<Node> = Api::all(admin.client.clone());
+    assert!(
+        nodes.get_opt("node-b").await.unwrap().is_some(),
+        "a Node was deleted"
+    );
+    assert!(
+        nodes.get_opt("node-z").await.unwrap().is_none(),
+        "a Node was created"
+    );
+
+    // The installer makes the report ConfigMap; the actuator cannot, not even
+    // by server-side apply (which creates a missing object).
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.client.clone(), "platform");
+    configmaps
+        .delete("fleet-role-actuators", &Default::default())
+        .await
+        .unwrap();
+    println!("-- the report ConfigMap deleted by the admin --");
+    let missing = [
+        row(
+            "server-side apply the missing report (a create)",
+            Method::PATCH,
+            &format!("{REPORT}?fieldManager=fleet-role-actuator-node-a"),
+            false,
+        )
+        .with(APPLY, report_apply("platform", "node-a")),
+        row(
+            "create the report ConfigMap",
+            Method::POST,
+            "/api/v1/namespaces/platform/configmaps",
+            false,
+        )
+        .with(JSON, report_apply("platform", "node-a")),
+    ];
+    wrong.extend(walk(&actuator, &missing).await);
+    assert!(
+        configmaps
+            .get_opt("fleet-role-actuators")
+            .await
+            .unwrap()
+            .is_none(),
+        "the actuator created the report ConfigMap"
+    );
+    assert!(
+        wrong.is_empty(),
+        "the credential is wrong:\n{}",
+        wrong.join("\n")
+    );
+}
+
+// === The watcher, end to end ===
+
+/// The phases of a promotion that went as it should, each written once.
+const PROMOTION: [(Phase, Option<Detail>); 4] = [
+    (Phase::Started, None),
+    (Phase::Progress, Some(Detail::Learner)),
+    (Phase::Progress, Some(Detail::Voter)),
+    (Phase::Done, Some(Detail::Voter)),
+];
+
+/// One standby host (an agent, Node `standby`) and the voter it may join,
+/// with the controller and the report's record on API server `via`, and the
+/// actuator's token in `<work>/token`.
+struct Standby {
+    admin: Controller,
+    reports: Reports,
+    access: Access,
+    token: SecretString,
+    host: TestHost,
+    work: tempfile::TempDir,
+}
+
+impl Standby {
+    async fn on(plane: &ControlPlane, via: usize) -> Standby {
+        let work = tempfile::tempdir().unwrap();
+        let admin = Controller::via(plane, via);
+        let reports = Reports::record(admin.client.clone());
+        let token = plane
+            .service_account_token("platform", "fleet-role-actuator")
+            .await
+            .expect("a token for the actuator's ServiceAccount");
+        let token_file = work.path().join("token");
+        write_token(&token_file, &token);
+        let access = Access {
+            api: plane.urls(),
+            ca_file: plane.ca_file(),
+            token_file,
+        };
+        let host = TestHost::new("standby", bin_dir()).as_agent();
+        admin.create_standby_and_voter("standby").await;
+        Standby {
+            admin,
+            reports,
+            access,
+            token,
+            host,
+            work,
+        }
+    }
+
+    /// Starts a watcher on the host.
+    fn watch(&self, tag: &str) -> Actuator {
+        Actuator::watch(&self.host, self.work.path(), tag, &self.access)
+    }
+
+    /// The controller takes the Lease for swap s1 and asks for a promotion
+    /// joining voter-a; returns the report once it says `learner`.
+    async fn promote_to_learner(&self, watcher: &Actuator) -> Report {
+        self.admin.take_lease("s1").await;
+        self.admin
+            .ask("standby", "s1", "promote", "server", Some("voter-a"))
+            .await;
+        self.wait(
+            watcher,
+            "learner",
+            at(Phase::Progress, Some(Detail::Learner)),
+        )
+        .await
+    }
+
+    /// k3s promotes the caught-up learner and says so on the Node; returns
+    /// the report once the promotion is done.
+    async fn become_voter(&self, watcher: &Actuator) -> Report {
+        self.admin.set_voter("standby").await;
+        self.wait(watcher, "done", at(Phase::Done, Some(Detail::Voter)))
+            .await
+    }
+
+    async fn wait(&self, watcher: &Actuator, what: &str, done: impl Fn(&Report) -> bool) -> Report {
+        self.admin.wait_report("standby", what, watcher, done).await
+    }
+
+    /// How many times the server unit was started (`enable --now k3s`).
+    fn server_starts(&self) -> usize {
+        let log = self.host.systemd_log();
+        log.iter().filter(|l| *l == "enable --now k3s").count()
+    }
+
+    /// What a promotion done once, and only once, leaves behind.
+    fn assert_promoted_once(&self, learner: &Report, done: &Report) {
+        assert_eq!(
+            done.started_at, learner.started_at,
+            "the step started again"
+        );
+        assert_eq!(self.reports.phases("standby"), PROMOTION);
+        assert_eq!(self.server_starts(), 1, "{:?}", self.host.systemd_log());
+        assert_eq!(self.host.role().as_deref(), Some("server"));
+        assert!(self.host.active("k3s") && self.host.enabled("k3s"));
+        assert!(!self.host.active("k3s-agent") && !self.host.enabled("k3s-agent"));
+        assert_eq!(self.host.max_active_k3s(), 1, "both k3s units ran at once");
+    }
+}
+
+/// A log line of the actuator reading the regrade Lease (kube logs every
+/// request at debug level, with its URL).
+const LEASE_READ: &str = "leases/fleet-regrade otel.name=\"get\"";
+
+/// Waits until the actuator has read the Lease `n` more times than `before`:
+/// it has then decided again, each time on what the API holds now.
+async fn wait_lease_reads(watcher: &Actuator, before: usize, n: usize) {
+    let started = Instant::now();
+    while watcher.count_requests(LEASE_READ) < before + n {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the actuator stopped reading the Lease; log:\n{}",
+            watcher.log_tail(15)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_promotion_reports_started_then_learner_and_finishes_as_a_voter_once_k3s_says_so() {
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    let watcher = s.watch("standby");
+
+    let learner = s.promote_to_learner(&watcher).await;
+    assert_eq!(learner.swap.as_ref().map(|s| s.as_str()), Some("s1"));
+    assert_eq!(s.host.role().as_deref(), Some("server"));
+    assert!(s.host.active("k3s") && !s.host.active("k3s-agent"));
+    let join = s
+        .host
+        .at("etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml");
+    let join = std::fs::read_to_string(join).unwrap();
+    assert!(
+        join.contains("https://127.0.0.1:6443"),
+        "joins voter-a's etcd address: {join}"
+    );
+
+    let done = s.become_voter(&watcher).await;
+    s.assert_promoted_once(&learner, &done);
+    let token = [s.token.expose_secret()];
+    assert_no_secret("the actuator's log", &watcher.log(), &token);
+    let report = serde_json::to_string(&s.admin.report_configmap().await).unwrap();
+    assert_no_secret("the report", &report, &token);
+}
+
+#[tokio::test]
+async fn a_step_refused_for_a_lease_held_for_another_swap_is_not_retried_once_the_lease_is_right() {
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    let before = s.host.tree();
+    let watcher = s.watch("standby");
+
+    s.admin.take_lease("s0").await;
+    s.admin
+        .ask("standby", "s1", "promote", "server", Some("voter-a"))
+        .await;
+    let refused = s
+        .wait(&watcher, "a refusal", at(Phase::Refused, None))
+        .await;
+    assert_eq!(
+        refused.reason.as_deref(),
+        Some("the regrade Lease is held for swap \"s0\", not s1")
+    );
+
+    // The controller now takes the Lease for s1. The refusal stands: what
+    // follows is the controller's to decide, with a new swap or step.
+    s.admin.take_lease("s1").await;
+    wait_lease_reads(&watcher, watcher.count_requests(LEASE_READ), 3).await;
+    assert_eq!(s.admin.report("standby").await, Some(refused));
+    assert_eq!(s.reports.phases("standby"), [(Phase::Refused, None)]);
+    assert!(
+        s.host.systemd_log().is_empty(),
+        "{:?}",
+        s.host.systemd_log()
+    );
+    assert_eq!(s.host.tree(), before, "a refused step changed the host");
+}
+
+#[tokio::test]
+async fn a_step_whose_desired_role_does_not_go_with_it_is_refused_and_changes_nothing() {
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    let before = s.host.tree();
+    let watcher = s.watch("standby");
+
+    // A promotion needs desired-role server.
+    s.admin.take_lease("s1").await;
+    s.admin
+        .ask("standby", "s1", "promote", "agent", Some("voter-a"))
+        .await;
+    let refused = s
+        .wait(&watcher, "a refusal", at(Phase::Refused, None))
+        .await;
+    assert_eq!(
+        refused.reason.as_deref(),
+        Some("promote needs desired-role server, and the Node asks for agent")
+    );
+    // A step-down needs desired-role agent.
+    s.admin.take_lease("s2").await;
+    s.admin
+        .ask("standby", "s2", "step-down", "server", None)
+        .await;
+    let refused = s
+        .wait(&watcher, "a second refusal", |r| {
+            r.phase == Phase::Refused && r.swap.as_ref().is_some_and(|s| s.as_str() == "s2")
+        })
+        .await;
+    assert_eq!(
+        refused.reason.as_deref(),
+        Some("step-down needs desired-role agent, and the Node asks for server")
+    );
+    wait_lease_reads(&watcher, watcher.count_requests(LEASE_READ), 2).await;
+    let twice = [(Phase::Refused, None), (Phase::Refused, None)];
+    assert_eq!(s.reports.phases("standby"), twice);
+    assert!(
+        s.host.systemd_log().is_empty(),
+        "{:?}",
+        s.host.systemd_log()
+    );
+    assert_eq!(s.host.tree(), before, "a refused step changed the host");
+}
+
+#[tokio::test]
+async fn two_hosts_report_at_once_each_under_its_own_key_and_field_manager() {
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    let hosts = ["standby-1", "standby-2"].map(|n| TestHost::new(n, bin_dir()).as_agent());
+    for h in &hosts {
+        s.admin.create_node(&h.node, json!({})).await;
+    }
+    let watchers = hosts
+        .each_ref()
+        .map(|h| Actuator::watch(h, s.work.path(), &h.node, &s.access));
+    s.admin.take_lease("s1").await;
+    for h in &hosts {
+        s.admin
+            .ask(&h.node, "s1", "promote", "server", Some("voter-a"))
+            .await;
+    }
+    let learner = at(Phase::Progress, Some(Detail::Learner));
+    for (h, w) in hosts.iter().zip(&watchers) {
+        s.admin.wait_report(&h.node, "learner", w, &learner).await;
+    }
+    for h in &hosts {
+        s.admin.set_voter(&h.node).await;
+    }
+    for (h, w) in hosts.iter().zip(&watchers) {
+        let done = at(Phase::Done, Some(Detail::Voter));
+        s.admin.wait_report(&h.node, "done", w, done).await;
+        assert_eq!(s.reports.phases(&h.node), PROMOTION, "{}", h.node);
+        assert_eq!(h.role().as_deref(), Some("server"));
+        assert_eq!(h.max_active_k3s(), 1);
+        assert_no_secret("the actuator's log", &w.log(), &[s.token.expose_secret()]);
+    }
+
+    let cm = s.admin.report_configmap().await.unwrap();
+    let keys: Vec<&String> = cm.data.as_ref().unwrap().keys().collect();
+    assert_eq!(keys, ["standby-1", "standby-2"]);
+    let managers = cm.metadata.managed_fields.unwrap_or_default();
+    for h in &hosts {
+        let manager = format!("fleet-role-actuator-{}", h.node);
+        let owned: Vec<String> = managers
+            .iter()
+            .filter(|m| m.manager.as_deref() == Some(manager.as_str()))
+            .map(|m| serde_json::to_string(&m.fields_v1).unwrap())
+            .collect();
+        let own_key = json!({"f:data": {format!("f:{}", h.node): {}}}).to_string();
+        assert_eq!(
+            owned,
+            [own_key],
+            "{manager} owns its own key and nothing else"
+        );
+    }
+
+    // The installer applying deploy/rbac again keeps every host's report.
+    apply_rbac(&plane).await;
+    let again = s.admin.report_configmap().await.unwrap();
+    assert_eq!(
+        again.data, cm.data,
+        "re-applying deploy/rbac changed the reports"
+    );
+}
+
+#[tokio::test]
+async fn the_report_carries_a_step_across_an_actuator_restart_without_repeating_its_start() {
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    let mut first = s.watch("first");
+    let learner = s.promote_to_learner(&first).await;
+    first.kill();
+
+    let second = s.watch("second");
+    // It reads its report and the Node, and decides (the Lease read shows it).
+    wait_lease_reads(&second, 0, 1).await;
+    let done = s.become_voter(&second).await;
+    s.assert_promoted_once(&learner, &done);
+    assert_eq!(second.count("step started"), 0, "{}", second.log_tail(15));
+}
+
+// === The cluster side's failures ===
+
+/// The log line of a watcher that starts watching through `url`.
+fn watching(url: &str) -> String {
+    format!("watching node standby api=\"{url}\"")
+}
+
+#[tokio::test]
+async fn the_watcher_moves_to_the_next_api_server_when_its_own_stops_and_repeats_no_step() {
+    let mut plane = plane().await;
+    plane.add_apiserver().await.expect("a second API server");
+    // The controller and the record use the second API server, which stays up.
+    let s = Standby::on(&plane, 1).await;
+    assert_eq!(s.access.api.len(), 2);
+    let watcher = s.watch("standby");
+    let learner = s.promote_to_learner(&watcher).await;
+    assert_eq!(watcher.count(&watching(&s.access.api[0])), 1);
+    assert_eq!(watcher.count(&watching(&s.access.api[1])), 0);
+
+    plane.stop_apiserver(0).await.unwrap();
+    let done = s.become_voter(&watcher).await;
+    assert!(
+        watcher.count(&watching(&s.access.api[1])) > 0,
+        "it never moved to the second API server:\n{}",
+        watcher.log_tail(15)
+    );
+    s.assert_promoted_once(&learner, &done);
+}
+
+#[tokio::test]
+async fn the_watcher_moves_on_from_an_api_server_that_stops_answering() {
+    let mut plane = plane().await;
+    plane.add_apiserver().await.expect("a second API server");
+    let s = Standby::on(&plane, 1).await;
+    let watcher = s.watch("standby");
+    // The controller renews its Lease all along: moving on may take a while.
+    let _renewing = s.admin.keep_lease("s1");
+    let learner = s.promote_to_learner(&watcher).await;
+    // Two more decisions, so the actuator holds an idle connection to the
+    // first API server beside its watch, as it does most of the time; a
+    // request on it is what would wait forever without a read timeout.
+    wait_lease_reads(&watcher, watcher.count_requests(LEASE_READ), 2).await;
+
+    let _frozen = Frozen::apiserver(&plane, 0);
+    let done = s.become_voter(&watcher).await;
+    assert!(
+        watcher.count(&watching(&s.access.api[1])) > 0,
+        "it never moved to the second API server:\n{}",
+        watcher.log_tail(15)
+    );
+    s.assert_promoted_once(&learner, &done);
+}
+
+/// What the watcher logs when a watch is answered 410 Gone: the API server
+/// no longer holds the resource version it resumes from.
+const GONE: &str = "too old resource version";
+
+/// The watcher's list of its own Node (it lists first, then watches).
+const LIST: &str = "/api/v1/nodes?&fieldSelector=metadata.name%3Dstandby&limit=500";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_answered_410_gone_lists_again_and_repeats_no_step() {
+    let mut plane = plane().await;
+    let mut s = Standby::on(&plane, 0).await;
+    // The actuator reaches the API through a relay, so that the test can move
+    // its connections to another API server: to the actuator, that is only
+    // a dropped connection, and its watch resumes where it was.
+    let relay = Relay::start(port_of(&plane.urls()[0])).await;
+    s.access.api = vec![relay.url()];
+    let watcher = s.watch("standby");
+    let learner = s.promote_to_learner(&watcher).await;
+    assert_eq!(watcher.count(GONE), 0);
+
+    // Nothing changes the standby's Node from here, so its watch resumes from
+    // the resource version of the last change it saw. An API server started
+    // now fills its watch cache from a newer one, and answers that watch with
+    // 410 Gone. (Should a bookmark have moved the watch past the new cache's
+    // start, the watch is simply served: the test tries a newer API server.)
+    let mut lists = 0;
+    for _ in 0..3 {
+        let index = plane.add_apiserver().await.expect("another API server");
+        lists = watcher.count_requests(LIST);
+        relay.point_at(port_of(&plane.urls()[index]));
+        relay.cut();
+        let cut = Instant::now();
+        while watcher.count(GONE) == 0 && cut.elapsed() < Duration::from_secs(20) {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        if watcher.count(GONE) > 0 {
+            break;
+        }
+    }
+    assert!(
+        watcher.count(GONE) > 0,
+        "no 410 Gone:\n{}",
+        watcher.log_tail(15)
+    );
+    let started = Instant::now();
+    while watcher.count_requests(LIST) == lists {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "no list after the 410:\n{}",
+            watcher.log_tail(15)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let done = s.become_voter(&watcher).await;
+    s.assert_promoted_once(&learner, &done);
+    assert_eq!(watcher.count("step started"), 1);
+}
+
+/// A second ServiceAccount with the actuator's grants: the token the file is
+/// rotated to is one of its.
+const NEXT_ACCOUNT: &str = r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: fleet-role-actuator-next, namespace: platform}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: fleet-role-actuator-next}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: fleet-role-actuator}
+subjects: [{kind: ServiceAccount, name: fleet-role-actuator-next, namespace: platform}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: fleet-role-actuator-lease-next, namespace: kube-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: fleet-role-actuator-lease}
+subjects: [{kind: ServiceAccount, name: fleet-role-actuator-next, namespace: platform}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: fleet-role-actuator-report-next, namespace: platform}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: fleet-role-actuator-report}
+subjects: [{kind: ServiceAccount, name: fleet-role-actuator-next, namespace: platform}]
+"#;
+
+/// Deletes ServiceAccount `platform/name`, which revokes its tokens, and
+/// waits until the API refuses `token`.
+async fn revoke(plane: &ControlPlane, name: &str, token: &SecretString) {
+    let accounts: Api<ServiceAccount> = Api::namespaced(plane.admin_client().unwrap(), "platform");
+    accounts.delete(name, &Default::default()).await.unwrap();
+    let client = plane.client_for_token(token).unwrap();
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client, "kube-system");
+    let started = Instant::now();
+    loop {
+        match leases.get("fleet-regrade").await {
+            Err(kube::Error::Api(s)) if s.code == 401 => return,
+            other => assert!(
+                started.elapsed() < DEADLINE,
+                "the token of {name} still works: {:?}",
+                other.map(|_| ())
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_token_rotated_in_its_file_is_used_without_a_restart() {
+    let plane = plane().await;
+    plane.apply_yaml(NEXT_ACCOUNT).await.unwrap();
+    let s = Standby::on(&plane, 0).await;
+    let next = plane
+        .service_account_token("platform", "fleet-role-actuator-next")
+        .await
+        .unwrap();
+    let watcher = s.watch("standby");
+    let renewing = s.admin.keep_lease("s1");
+    s.promote_to_learner(&watcher).await;
+
+    // Rotated as kubelet rotates a projected token: the new one is written
+    // while the old one still works. kube re-reads the file once the token it
+    // holds is 50 s old; meanwhile the watcher reads the Lease every 2 s.
+    rotate_token(&s.access.token_file, &next);
+    tokio::time::sleep(Duration::from_secs(65)).await;
+    revoke(&plane, "fleet-role-actuator", &s.token).await;
+    s.become_voter(&watcher).await;
+    // Not one failed request: the new token was in use before the old one
+    // was revoked. (And over a minute of a quiet watch, not one watch error:
+    // the server ends each watch before the client's read timeout.)
+    let log = watcher.log();
+    let trouble: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            l.contains("http.status_code=401") || l.contains(" WARN ") || l.contains(" ERROR ")
+        })
+        .collect();
+    assert!(trouble.is_empty(), "{}", trouble.join("\n"));
+    assert_eq!(s.reports.phases("standby"), PROMOTION);
+
+    // A token revoked before its file is rotated: the watcher fails, and its
+    // next client reads the file again.
+    revoke(&plane, "fleet-role-actuator-next", &next).await;
+    apply_rbac(&plane).await;
+    let third = plane
+        .service_account_token("platform", "fleet-role-actuator")
+        .await
+        .unwrap();
+    rotate_token(&s.access.token_file, &third);
+    drop(renewing);
+    s.admin.take_lease("s2").await;
+    s.admin
+        .ask("standby", "s2", "rollback", "agent", None)
+        .await;
+    s.wait(&watcher, "the rollback done", |r| {
+        r.phase == Phase::Done && r.swap.as_ref().is_some_and(|s| s.as_str() == "s2")
+    })
+    .await;
+    assert_eq!(s.host.role().as_deref(), Some("agent"));
+    assert!(s.host.active("k3s-agent") && !s.host.active("k3s"));
+    let secrets = [
+        s.token.expose_secret(),
+        next.expose_secret(),
+        third.expose_secret(),
+    ];
+    assert_no_secret("the actuator's log", &watcher.log(), &secrets);
+}
+
+// === The token ===
+
+/// Runs the actuator on `host` to its end, logging at trace level, and
+/// returns its exit code and everything it printed.
+fn run(host: &TestHost, args: &[&str], env: &[(&str, &std::path::Path)]) -> (i32, String) {
+    let mut command = host.actuator(args);
+    command.env("FLEET_ROLE_LOG", "trace");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let out = command.output().expect("the actuator runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// The lines above debug level, to show.
+fn above_debug(text: &str) -> String {
+    let lines = text.lines();
+    let shown: Vec<&str> = lines
+        .filter(|l| !l.contains(" TRACE ") && !l.contains(" DEBUG "))
+        .collect();
+    shown.join("\n")
+}
+
+#[tokio::test]
+async fn no_token_appears_in_any_output_log_report_or_error_even_of_a_refused_request() {
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    let work = s.work.path();
+    let url = plane.urls()[0].clone();
+
+    // A real ServiceAccount token cannot carry a marker; a made-up one can,
+    // and the API refuses it (401), which also shows what a refused request
+    // prints. With a newline it is not even a valid HTTP header.
+    let marker = format!(
+        "fleetroleMARKER-{}",
+        testcp::pki::random_token().expose_secret()
+    );
+    let marked = work.join("marked-token");
+    write_token(&marked, &SecretString::from(marker.clone()));
+    let marked_newline = work.join("marked-token-newline");
+    write_token(&marked_newline, &SecretString::from(format!("{marker}\n")));
+    // A real token, revoked.
+    let account =
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: revoked, namespace: platform}\n";
+    plane.apply_yaml(account).await.unwrap();
+    let revoked_token = plane
+        .service_account_token("platform", "revoked")
+        .await
+        .unwrap();
+    revoke(&plane, "revoked", &revoked_token).await;
+    let revoked = work.join("revoked-token");
+    write_token(&revoked, &revoked_token);
+    // A CA that did not sign the API server's certificate.
+    let other_ca = testcp::Pki::generate(&work.join("other-pki"), &[])
+        .unwrap()
+        .ca_file();
+    let ca = plane.ca_file();
+    let secrets = [
+        marker.as_str(),
+        revoked_token.expose_secret(),
+        s.token.expose_secret(),
+    ];
+
+    let api = |ca: &std::path::Path, token: &std::path::Path| {
+        let access = Access {
+            api: vec![url.clone()],
+            ca_file: ca.to_owned(),
+            token_file: token.to_owned(),
+        };
+        access.args()
+    };
+    let status = |mut args: Vec<String>| {
+        args.insert(0, "status".to_owned());
+        args
+    };
+    // (what, args, exit code, what the output must say)
+    let mut json = vec!["--output".to_owned(), "json".to_owned()];
+    json.extend(status(api(&ca, &marked)));
+    let cases = [
+        (
+            "status, a made-up token",
+            status(api(&ca, &marked)),
+            2,
+            "401",
+        ),
+        (
+            "status --output json, a made-up token",
+            json,
+            2,
+            "\"ok\":false",
+        ),
+        (
+            "status, a token that is no header",
+            status(api(&ca, &marked_newline)),
+            2,
+            "invalid bearer token",
+        ),
+        (
+            "status, the wrong CA",
+            status(api(&other_ca, &marked)),
+            2,
+            "invalid peer certificate",
+        ),
+        (
+            "status, a revoked token",
+            status(api(&ca, &revoked)),
+            2,
+            "401",
+        ),
+        (
+            "status, a valid token",
+            status(s.access.args()),
+            0,
+            "report:       none",
+        ),
+    ];
+    let mut outputs = Vec::new();
+    for (what, args, code, says) in &cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (got, text) = run(&s.host, &args, &[]);
+        println!("== {what}: exit {got}\n{}", above_debug(&text));
+        assert_eq!(got, *code, "{what}: {text}");
+        assert!(text.contains(says), "{what} does not say {says:?}: {text}");
+        outputs.push((what.to_string(), text));
+    }
+    // The local commands never read the token file, even when it is named.
+    for args in [
+        vec!["is", "agent"],
+        vec![
+            "promote-local",
+            "--check",
+            "--join",
+            "https://127.0.0.1:6443",
+        ],
+        vec!["--output", "json", "demote-local", "--check"],
+    ] {
+        let (got, text) = run(&s.host, &args, &[("FLEET_ROLE_TOKEN_FILE", &marked)]);
+        assert_eq!(got, 0, "{args:?}: {text}");
+        outputs.push((format!("{args:?}"), text));
+    }
+    // The watcher, failing over and over at trace level: a made-up token,
+    // one that is no header, the wrong CA, a revoked token.
+    for (tag, ca, token) in [
+        ("made-up", &ca, &marked),
+        ("no-header", &ca, &marked_newline),
+        ("wrong-ca", &other_ca, &marked),
+        ("revoked", &ca, &revoked),
+    ] {
+        let access = Access {
+            api: vec![url.clone()],
+            ca_file: ca.clone(),
+            token_file: token.clone(),
+        };
+        let mut watcher = Actuator::watch_logging(&s.host, work, tag, &access, "trace");
+        let started = Instant::now();
+        while watcher.count("the API server failed") < 3 {
+            assert!(
+                watcher.is_running(),
+                "{tag}: it exited:\n{}",
+                watcher.log_tail(15)
+            );
+            assert!(
+                started.elapsed() < DEADLINE,
+                "{tag}: it never failed:\n{}",
+                watcher.log_tail(15)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        watcher.kill();
+        let log = watcher.log();
+        let warnings: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(" WARN "))
+            .take(2)
+            .collect();
+        println!("== watch, {tag}\n{}", warnings.join("\n"));
+        outputs.push((format!("watch, {tag}"), log));
+    }
+    // And a watcher that works, refusing a step, at trace level.
+    let working = Actuator::watch_logging(&s.host, work, "valid", &s.access, "trace");
+    s.admin.take_lease("s1").await;
+    s.admin
+        .ask("standby", "s1", "promote", "agent", Some("voter-a"))
+        .await;
+    s.wait(&working, "a refusal", at(Phase::Refused, None))
+        .await;
+    outputs.push(("watch, a valid token".into(), working.log()));
+
+    for (what, text) in &outputs {
+        assert_no_secret(what, text, &secrets);
+    }
+    let report = serde_json::to_string(&s.admin.report_configmap().await).unwrap();
+    assert_no_secret("the report", &report, &secrets);
+}
