@@ -17,6 +17,33 @@ use kube::{Client, Config};
 /// ([`crate::watch::WATCH_TIMEOUT_SECS`]), so an idle watch never trips it.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Checks the token file without ever showing its contents: kube sends the
+/// file as it is, so a trailing newline (which `kubectl create token > FILE`
+/// writes) makes every request fail with 401.
+pub fn check_token_file(path: &std::path::Path) -> Result<(), ClusterError> {
+    let bytes = std::fs::read(path).map_err(|e| ClusterError::TokenFile {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })?;
+    let bad = |why: &str| ClusterError::TokenFile {
+        path: path.to_path_buf(),
+        why: why.to_string(),
+    };
+    if bytes.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if bytes
+        .iter()
+        .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+    {
+        return Err(bad(
+            "it holds a newline, a space or a control character, which kube would send as part of the token; \
+             write the token alone (kubectl create token ... | tr -d '\\n' > FILE)",
+        ));
+    }
+    Ok(())
+}
+
 /// Why a client could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -25,6 +52,14 @@ pub enum ClusterError {
         "no API server URL: give --api (repeatable), FLEET_ROLE_API or `api` in the config file"
     )]
     NoCandidates,
+    /// The token file is unreadable or malformed (its contents are never shown).
+    #[error("unusable token file {}: {why}", path.display())]
+    TokenFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// A candidate URL did not parse.
     #[error("invalid API URL {0}")]
     BadUrl(String),
@@ -57,6 +92,9 @@ impl Candidates {
     ) -> Result<Self, ClusterError> {
         if urls.is_empty() {
             return Err(ClusterError::NoCandidates);
+        }
+        if let Some(path) = &token_file {
+            check_token_file(path)?;
         }
         Ok(Self {
             urls,

@@ -30,6 +30,19 @@ fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+/// An error with its causes, on one line (a TLS failure's reason is only in
+/// the causes: "client error (Connect)" alone says nothing).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
 /// How a watch session ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum SessionEnd {
@@ -129,7 +142,7 @@ impl Watcher {
                     self.report_loaded = true;
                 }
                 Err(e) => {
-                    warn!(error = %e, "cannot read the report");
+                    warn!(error = %chain(&e), "cannot read the report");
                     return SessionEnd::ApiTrouble;
                 }
             }
@@ -159,7 +172,7 @@ impl Watcher {
                     }
                     Some(Err(e)) => {
                         errors += 1;
-                        warn!(error = %e, "watch error");
+                        warn!(error = %chain(&e), "watch error");
                         // The watcher relists by itself after a 410 Gone; only
                         // errors in a row mean the server itself is in trouble.
                         if errors >= 3 {

@@ -374,3 +374,39 @@ fn status_shows_the_hosts_state() {
     assert_eq!(v["host"]["role"], "server");
     assert_eq!(v["host"]["datastore"], true);
 }
+
+#[test]
+fn a_token_file_with_a_newline_is_refused_without_showing_the_token() {
+    let h = agent("a");
+    let token = h.at("token");
+    fs::write(&token, "secretMARKERtoken\n").unwrap();
+    let out = run(
+        &h,
+        &[
+            "status",
+            "--api",
+            "https://127.0.0.1:1",
+            "--token-file",
+            token.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("unusable token file") && err.contains("newline"),
+        "{err}"
+    );
+    assert!(!err.contains("secretMARKERtoken") && !stdout(&out).contains("secretMARKERtoken"));
+    fs::write(&token, "").unwrap();
+    let err = stderr(&run(
+        &h,
+        &[
+            "watch",
+            "--api",
+            "https://127.0.0.1:1",
+            "--token-file",
+            token.to_str().unwrap(),
+        ],
+    ));
+    assert!(err.contains("it is empty"), "{err}");
+}
