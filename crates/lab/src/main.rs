@@ -38,8 +38,13 @@ enum Cmd {
     Down,
     /// Show the hosts, their units and etcd's members.
     Status,
-    /// Bring a lab up (unless one runs) and swap a voter for a standby, step by step.
-    Demo,
+    /// Bring a lab up (unless one runs) and swap a voter for a standby with
+    /// `fleet-role swap` (or by hand, the controller's part done by the lab).
+    Demo {
+        /// Do the controller's part by hand instead of running `fleet-role`.
+        #[arg(long)]
+        by_hand: bool,
+    },
     /// Measure the actuator in a fresh lab (figures, not a test).
     Bench {
         /// How many steps to time.
@@ -162,7 +167,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .await?;
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Demo => {
+        Cmd::Demo { by_hand } => {
             let bins = world::Bins::beside(
                 &std::env::current_exe()?
                     .parent()
@@ -185,7 +190,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     .await?
                 }
             };
-            let report = scenario::swap_by_hand(&spec, "server-3", "agent-1", &say).await?;
+            let fleet_role = std::env::current_exe()?.with_file_name("fleet-role");
+            let report = if by_hand || !fleet_role.is_file() {
+                scenario::swap_by_hand(&spec, "server-3", "agent-1", &say).await?
+            } else {
+                say("fleet-role swap --out server-3 --in agent-1");
+                scenario::swap_with_controller(&spec, &fleet_role, "server-3", "agent-1", &say)
+                    .await?
+            };
             for line in report.lines() {
                 say(&line);
             }

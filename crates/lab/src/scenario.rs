@@ -390,7 +390,6 @@ pub async fn swap_by_hand(
         .find(|h| h.role == protocol::Role::Server && h.name != out)
         .context("a voter that stays")?
         .clone();
-    let out_spec = spec.host(out).context("no such outgoing host")?.clone();
     let out_root = spec.root(out);
     let swap = format!("swap-{}", unix());
     let t0 = Instant::now();
@@ -400,8 +399,7 @@ pub async fn swap_by_hand(
         steps.push((name.to_string(), mark.elapsed()));
         mark = Instant::now();
     };
-    let password_before = std::fs::read(out_root.join("etc/rancher/node/password"))?;
-    let address_before = address(&hand.node(out).await?);
+    let before = Before::read(spec, &hand, out).await?;
     say(&format!(
         "writer: a put every 50 ms through {} (a voter that stays)",
         stay.name
@@ -546,6 +544,47 @@ pub async fn swap_by_hand(
     let writer = writer.finish().await;
     let (snapshot, shims) = result?;
     say("8. the Lease is released");
+    conclude(
+        spec, &hand, out, before, swap, steps, t0, writer, snapshot, shims,
+    )
+    .await
+}
+
+/// What is compared on the outgoing host before and after a swap.
+pub struct Before {
+    password: Vec<u8>,
+    address: Option<String>,
+}
+
+impl Before {
+    /// Reads it.
+    pub async fn read(spec: &LabSpec, hand: &Hand, out: &str) -> anyhow::Result<Before> {
+        Ok(Before {
+            password: std::fs::read(spec.root(out).join("etc/rancher/node/password"))?,
+            address: address(&hand.node(out).await?),
+        })
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn conclude(
+    spec: &LabSpec,
+    hand: &Hand,
+    out: &str,
+    before: Before,
+    swap: String,
+    steps: Vec<(String, Duration)>,
+    t0: Instant,
+    writer: WriterStats,
+    snapshot: String,
+    shims: usize,
+) -> anyhow::Result<SwapReport> {
+    let out_root = spec.root(out);
+    let out_ip = spec
+        .host(out)
+        .context("no such outgoing host")?
+        .ip
+        .to_string();
     let members = members(spec).await?;
     let voters: Vec<String> = members
         .iter()
@@ -572,14 +611,121 @@ pub async fn swap_by_hand(
             })
             .collect(),
         password_unchanged: std::fs::read(out_root.join("etc/rancher/node/password"))?
-            == password_before,
-        address_unchanged: address_after == address_before
-            && address_after == Some(out_spec.ip.to_string()),
+            == before.password,
+        address_unchanged: address_after == before.address && address_after == Some(out_ip),
         db_demoted: out_root
             .join("var/lib/rancher/k3s/server/db.demoted")
             .is_dir(),
         shims_after_step_down: shims,
     })
+}
+
+/// Swaps the voter `out` for the standby `incoming` with the controller,
+/// `fleet-role swap`, run with the lab's kubeconfig, while a writer puts to
+/// etcd; its output is passed to `say` line by line.
+pub async fn swap_with_controller(
+    spec: &LabSpec,
+    fleet_role: &std::path::Path,
+    out: &str,
+    incoming: &str,
+    say: &dyn Fn(&str),
+) -> anyhow::Result<SwapReport> {
+    use tokio::io::AsyncBufReadExt;
+    let hand = Hand::new(spec)?;
+    let stay = spec
+        .hosts
+        .iter()
+        .find(|h| h.role == protocol::Role::Server && h.name != out)
+        .context("a voter that stays")?
+        .clone();
+    let before = Before::read(spec, &hand, out).await?;
+    say(&format!(
+        "writer: a put every 50 ms through {} (a voter that stays)",
+        stay.name
+    ));
+    let writer = Writer::start(LabSpec::etcd_url(stay.ip), Duration::from_millis(50));
+    // Count the outgoing host's pod shims as soon as it reports etcd-only.
+    let shims = Arc::new(AtomicU64::new(u64::MAX));
+    let watch = {
+        let (shims, h, root, out) = (
+            shims.clone(),
+            Hand::new(spec)?,
+            spec.root(out),
+            out.to_string(),
+        );
+        tokio::spawn(async move {
+            loop {
+                if let Ok(Some(r)) = h.report(&out).await {
+                    if r.step == ReportStep::StepDown && r.phase == Phase::Done {
+                        let n = host::shims::find(&host::HostPaths::new(&root)).len();
+                        shims.store(n as u64, Ordering::Relaxed);
+                        return;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let t0 = Instant::now();
+    let mut child = tokio::process::Command::new(fleet_role)
+        .args([
+            "--kubeconfig",
+            &world::kubeconfig(spec).display().to_string(),
+            "swap",
+            "--out",
+            out,
+            "--in",
+            incoming,
+            "--timeout",
+            "3m",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("running {}", fleet_role.display()))?;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+    while let Some(line) = lines.next_line().await? {
+        say(&format!("   fleet-role: {line}"));
+    }
+    let status = child.wait().await?;
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use tokio::io::AsyncReadExt;
+        let _ = e.read_to_string(&mut err).await;
+    }
+    watch.abort();
+    let writer = writer.finish().await;
+    if !status.success() {
+        bail!("fleet-role swap failed ({status}): {}", err.trim());
+    }
+    let report = hand
+        .report(out)
+        .await?
+        .context("no report from the outgoing host")?;
+    let swap = report.swap.map(|s| s.to_string()).unwrap_or_default();
+    let mut snapshot = String::new();
+    for h in &spec.hosts {
+        if let Ok(Some(r)) = hand.report(&h.name).await {
+            if let Some(f) = r
+                .snapshot_file
+                .filter(|_| r.swap.as_ref().is_some_and(|s| s.as_str() == swap))
+            {
+                snapshot = f;
+            }
+        }
+    }
+    let steps = vec![("fleet-role swap".to_string(), t0.elapsed())];
+    let shims = shims.load(Ordering::Relaxed);
+    let shims = if shims == u64::MAX {
+        usize::MAX
+    } else {
+        shims as usize
+    };
+    conclude(
+        spec, &hand, out, before, swap, steps, t0, writer, snapshot, shims,
+    )
+    .await
 }
 
 /// `status`: the hosts, their units and etcd's members.

@@ -327,6 +327,22 @@ pub async fn up(o: UpOptions, say: &dyn Fn(&str)) -> anyhow::Result<LabSpec> {
     })
     .await
     .context("applying deploy/rbac/actuator.yaml")?;
+    // The controller's credential and the regrade Lease, when the controller
+    // is part of this checkout; and every host may vote.
+    let controller_rbac = standins::fixture::workspace().join("deploy/rbac/controller.yaml");
+    if controller_rbac.exists() {
+        let manifest = fs::read_to_string(&controller_rbac)?;
+        apis.any(|c| {
+            let m = manifest.clone();
+            async move {
+                testcp::apply_manifest(&c, &m).await.map_err(|e| {
+                    kube::Error::Service(Box::new(std::io::Error::other(e.to_string())))
+                })
+            }
+        })
+        .await
+        .context("applying deploy/rbac/controller.yaml")?;
+    }
     let token = actuator_token(&apis).await?;
     for h in &spec.hosts {
         write(
@@ -360,7 +376,22 @@ pub async fn up(o: UpOptions, say: &dyn Fn(&str)) -> anyhow::Result<LabSpec> {
     for h in spec.hosts.iter().filter(|h| h.role == Role::Agent) {
         wait_condition(&apis, &h.name, "Ready", Duration::from_secs(120)).await?;
     }
+    let eligible = protocol::Names::default().eligible();
     for h in &spec.hosts {
+        let patch = serde_json::json!({"metadata": {"labels": { eligible.clone(): "true" }}});
+        apis.any(|c| {
+            let (n, p) = (h.name.clone(), patch.clone());
+            async move {
+                Api::<Node>::all(c)
+                    .patch(
+                        &n,
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(&p),
+                    )
+                    .await
+            }
+        })
+        .await?;
         systemctl(&spec, &h.name, &["enable", "--now", "fleet-role-actuator"])?;
     }
     write_kubeconfig(&spec)?;
