@@ -38,10 +38,10 @@ fn audited_requests(spec: &LabSpec) -> BTreeSet<String> {
             continue;
         };
         for line in text.lines() {
-            if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
-                if let Some(id) = v["auditID"].as_str() {
-                    ids.insert(id.to_string());
-                }
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(line)
+                && let Some(id) = v["auditID"].as_str()
+            {
+                ids.insert(id.to_string());
             }
         }
     }
@@ -118,13 +118,12 @@ async fn measure(
         )
         .await?;
         loop {
-            if let Some(r) = hand.report("server-1").await? {
-                if r.swap.as_ref().is_some_and(|s| s.as_str() == swap)
-                    && r.step == ReportStep::Snapshot
-                {
-                    times.push(t0.elapsed());
-                    break;
-                }
+            if let Some(r) = hand.report("server-1").await?
+                && r.swap.as_ref().is_some_and(|s| s.as_str() == swap)
+                && r.step == ReportStep::Snapshot
+            {
+                times.push(t0.elapsed());
+                break;
             }
             anyhow::ensure!(
                 t0.elapsed() < Duration::from_secs(30),

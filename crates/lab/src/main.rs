@@ -118,12 +118,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Up { servers, agents } => {
-            let bins = world::Bins::beside(
-                &std::env::current_exe()?
-                    .parent()
-                    .expect("a dir")
-                    .to_path_buf(),
-            )?;
+            let bins = world::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
             world::up(
                 world::UpOptions {
                     dir: cli.dir,
@@ -151,12 +146,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Bench { steps, idle_secs } => {
-            let bins = world::Bins::beside(
-                &std::env::current_exe()?
-                    .parent()
-                    .expect("a dir")
-                    .to_path_buf(),
-            )?;
+            let bins = world::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
             lab::bench::run(
                 &cli.dir.join("bench"),
                 bins,
@@ -168,12 +158,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Demo { by_hand } => {
-            let bins = world::Bins::beside(
-                &std::env::current_exe()?
-                    .parent()
-                    .expect("a dir")
-                    .to_path_buf(),
-            )?;
+            let bins = world::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
             let spec = match LabSpec::load(&cli.dir) {
                 Ok(s) if scenario::healthy(&s).await => s,
                 _ => {

@@ -248,24 +248,25 @@ impl Hand {
         let start = Instant::now();
         let mut last: Option<(Phase, Option<Detail>)> = None;
         loop {
-            if let Ok(Some(r)) = self.report(node).await {
-                if r.swap.as_ref().map(|s| s.as_str()) == Some(swap) && r.step == step {
-                    if last != Some((r.phase, r.detail)) {
-                        last = Some((r.phase, r.detail));
-                        progress(&r);
+            if let Ok(Some(r)) = self.report(node).await
+                && r.swap.as_ref().map(|s| s.as_str()) == Some(swap)
+                && r.step == step
+            {
+                if last != Some((r.phase, r.detail)) {
+                    last = Some((r.phase, r.detail));
+                    progress(&r);
+                }
+                match r.phase {
+                    Phase::Done => return Ok(r),
+                    Phase::Refused | Phase::Failed => {
+                        bail!(
+                            "{node}: {} {:?}: {}",
+                            step.as_str(),
+                            r.phase,
+                            r.reason.unwrap_or_default()
+                        )
                     }
-                    match r.phase {
-                        Phase::Done => return Ok(r),
-                        Phase::Refused | Phase::Failed => {
-                            bail!(
-                                "{node}: {} {:?}: {}",
-                                step.as_str(),
-                                r.phase,
-                                r.reason.unwrap_or_default()
-                            )
-                        }
-                        _ => {}
-                    }
+                    _ => {}
                 }
             }
             if start.elapsed() > timeout {
@@ -655,12 +656,13 @@ pub async fn swap_with_controller(
         );
         tokio::spawn(async move {
             loop {
-                if let Ok(Some(r)) = h.report(&out).await {
-                    if r.step == ReportStep::StepDown && r.phase == Phase::Done {
-                        let n = host::shims::find(&host::HostPaths::new(&root)).len();
-                        shims.store(n as u64, Ordering::Relaxed);
-                        return;
-                    }
+                if let Ok(Some(r)) = h.report(&out).await
+                    && r.step == ReportStep::StepDown
+                    && r.phase == Phase::Done
+                {
+                    let n = host::shims::find(&host::HostPaths::new(&root)).len();
+                    shims.store(n as u64, Ordering::Relaxed);
+                    return;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -706,13 +708,12 @@ pub async fn swap_with_controller(
     let swap = report.swap.map(|s| s.to_string()).unwrap_or_default();
     let mut snapshot = String::new();
     for h in &spec.hosts {
-        if let Ok(Some(r)) = hand.report(&h.name).await {
-            if let Some(f) = r
+        if let Ok(Some(r)) = hand.report(&h.name).await
+            && let Some(f) = r
                 .snapshot_file
                 .filter(|_| r.swap.as_ref().is_some_and(|s| s.as_str() == swap))
-            {
-                snapshot = f;
-            }
+        {
+            snapshot = f;
         }
     }
     let steps = vec![("fleet-role swap".to_string(), t0.elapsed())];
@@ -747,15 +748,15 @@ pub async fn status_lines(spec: &LabSpec) -> Vec<String> {
             role.trim(),
             active.join(",")
         );
-        if let Some(hand) = &hand {
-            if let Ok(node) = hand.node(&h.name).await {
-                let _ = write!(
-                    line,
-                    "  Ready={} EtcdIsVoter={}",
-                    world::condition(&node, "Ready"),
-                    world::condition(&node, K3S_ETCD_IS_VOTER)
-                );
-            }
+        if let Some(hand) = &hand
+            && let Ok(node) = hand.node(&h.name).await
+        {
+            let _ = write!(
+                line,
+                "  Ready={} EtcdIsVoter={}",
+                world::condition(&node, "Ready"),
+                world::condition(&node, K3S_ETCD_IS_VOTER)
+            );
         }
         out.push(line);
     }

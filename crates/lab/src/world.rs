@@ -262,10 +262,10 @@ pub async fn up(o: UpOptions, say: &dyn Fn(&str)) -> anyhow::Result<LabSpec> {
     if o.servers == 0 {
         bail!("a lab needs at least one server");
     }
-    if o.dir.join("lab.json").exists() {
-        if let Ok(old) = LabSpec::load(&o.dir) {
-            down(&old);
-        }
+    if o.dir.join("lab.json").exists()
+        && let Ok(old) = LabSpec::load(&o.dir)
+    {
+        down(&old);
     }
     let _ = fs::remove_dir_all(&o.dir);
     fs::create_dir_all(&o.dir)?;

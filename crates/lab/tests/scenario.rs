@@ -5,7 +5,6 @@
 
 use std::{
     path::Path,
-    sync::Mutex,
     time::{Duration, Instant},
 };
 
@@ -17,7 +16,8 @@ use lab::{
 use protocol::{Phase, report::ReportStep};
 use serde_json::json;
 
-static ONE_LAB_AT_A_TIME: Mutex<()> = Mutex::new(());
+// An async lock: it is held across the whole test, awaits included.
+static ONE_LAB_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A lab that goes down when the test ends, even by a panic.
 struct Lab {
@@ -93,7 +93,7 @@ fn systemd_log(spec: &LabSpec, host: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_voter_is_swapped_for_a_standby_with_every_write_succeeding_and_every_promise_kept() {
-    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_LAB_AT_A_TIME.lock().await;
     let lab = lab(3, 2).await;
     let r = scenario::swap_by_hand(&lab.spec, "server-3", "agent-1", &say)
         .await
@@ -138,7 +138,7 @@ async fn a_voter_is_swapped_for_a_standby_with_every_write_succeeding_and_every_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_promotion_whose_join_target_is_unreachable_ends_in_a_clean_rollback() {
-    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_LAB_AT_A_TIME.lock().await;
     let lab = lab(1, 2).await;
     let hand = Hand::new(&lab.spec).unwrap();
     let n = hand.names.clone();
@@ -212,7 +212,7 @@ async fn a_promotion_whose_join_target_is_unreachable_ends_in_a_clean_rollback()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_rebooted_mid_promotion_converges_without_repeating_a_settled_step() {
-    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_LAB_AT_A_TIME.lock().await;
     let lab = lab(1, 1).await;
     let hand = Hand::new(&lab.spec).unwrap();
     let n = hand.names.clone();
@@ -294,7 +294,7 @@ async fn a_host_rebooted_mid_promotion_converges_without_repeating_a_settled_ste
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_down_whose_etcd_does_not_come_back_leaves_the_role_file_naming_the_server() {
-    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_LAB_AT_A_TIME.lock().await;
     let lab = lab(3, 0).await;
     let hand = Hand::new(&lab.spec).unwrap();
     let n = hand.names.clone();

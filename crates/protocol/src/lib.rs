@@ -6,6 +6,7 @@
 //! "why did the host refuse?" is answered by reading [`decide::decide`].
 #![forbid(unsafe_code)]
 
+pub mod controller;
 pub mod decide;
 pub mod names;
 pub mod report;

@@ -222,10 +222,10 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         if last_promote.elapsed() >= promote_every {
             last_promote = std::time::Instant::now();
             promote_learners(&own_client, me, &members).await;
-            if apiserver.is_some() {
-                if let Err(e) = removal_controller(&apis, &own_client, &members).await {
-                    warn!("member removal: {e:#}");
-                }
+            if apiserver.is_some()
+                && let Err(e) = removal_controller(&apis, &own_client, &members).await
+            {
+                warn!("member removal: {e:#}");
             }
         }
         if last_beat.elapsed() >= heartbeat {
@@ -288,13 +288,11 @@ async fn kubelet_beat(
     if let Some(a) = current
         .as_ref()
         .and_then(|n| n.metadata.annotations.as_ref())
-    {
-        if a.get(K3S_ETCD_REMOVED_NODE_NAME)
+        && a.get(K3S_ETCD_REMOVED_NODE_NAME)
             .is_some_and(|r| r != member)
-        {
-            annotations[K3S_ETCD_REMOVED_NODE_NAME] = serde_json::Value::Null;
-            annotations[K3S_ETCD_REMOVE] = serde_json::Value::Null;
-        }
+    {
+        annotations[K3S_ETCD_REMOVED_NODE_NAME] = serde_json::Value::Null;
+        annotations[K3S_ETCD_REMOVE] = serde_json::Value::Null;
     }
     kubelet.patch_meta(labels, annotations).await?;
     kubelet

@@ -1,0 +1,595 @@
+//! Carrying out one [`Action`]: a write to the regrade Lease (with its
+//! resourceVersion as the precondition, so a write over someone else's
+//! change is refused with 409), a merge patch of a Node under the field
+//! manager `fleet-role`, and an Event on the Nodes concerned, so that
+//! `kubectl describe node` tells the story.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::{
+        coordination::v1::{Lease, LeaseSpec},
+        core::v1::{Node, ObjectReference},
+        events::v1::Event,
+    },
+    apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time},
+    jiff::Timestamp,
+};
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams, PostParams},
+};
+use protocol::{
+    Names,
+    controller::{
+        self, Action, K3S_ETCD_ANNOTATIONS, LastSwap, Outcome, SERVER_LABELS, StopKind, SwapState,
+    },
+    names::{K3S_ETCD_IS_VOTER, K3S_ETCD_REMOVE, LEASE_NAMESPACE},
+};
+use serde_json::{Value, json};
+use tracing::warn;
+
+use crate::{config::Settings, observe::Observed};
+
+/// The field manager of every write.
+pub const FIELD_MANAGER: &str = "fleet-role";
+/// The namespace of the Events about Nodes (as the kubelet's).
+pub const EVENT_NAMESPACE: &str = "default";
+
+/// Why a write was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum ActError {
+    /// The Lease is not this process's any more: nothing more is written.
+    #[error("lost the regrade Lease: {0}")]
+    Lost(String),
+    /// The Lease changed since it was read (409): read again and decide again.
+    #[error("the regrade Lease changed since it was read")]
+    Conflict,
+    /// The API refused or failed.
+    #[error("{context}: {source}")]
+    Api {
+        /// What was being written.
+        context: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Carries out actions for one controller process.
+#[derive(Clone)]
+pub struct Actor {
+    client: Client,
+    settings: Settings,
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+impl Actor {
+    /// An actor writing with `client`.
+    pub fn new(client: Client, settings: Settings) -> Self {
+        Self { client, settings }
+    }
+
+    fn names(&self) -> &Names {
+        self.settings.names()
+    }
+
+    fn leases(&self) -> Api<Lease> {
+        Api::namespaced(self.client.clone(), LEASE_NAMESPACE)
+    }
+
+    /// Reads the Lease again and checks it is still this process's for its
+    /// swap and valid for an irreversible write. Called right before every
+    /// write to a Node: the Lease is not a fence, so it is checked as late
+    /// as possible.
+    pub async fn recheck_lease(&self, state: &SwapState) -> Result<(), ActError> {
+        let lease = crate::observe::read_lease(&self.client, self.names())
+            .await
+            .map_err(|source| ActError::Api {
+                context: "reading the regrade Lease".into(),
+                source,
+            })?;
+        let Some(lease) = lease else {
+            return Err(ActError::Lost("the regrade Lease is gone".into()));
+        };
+        let facts = crate::observe::lease_facts(self.names(), &lease);
+        let view = protocol::controller::FleetView {
+            now: crate::observe::now(),
+            settings: self.settings.core.clone(),
+            nodes: Vec::new(),
+            lease: Some(facts.clone()),
+        };
+        let ours = facts.instance.as_deref() == Some(state.instance.as_str())
+            && facts.holder.as_deref() == Some(self.names().controller_identity.as_str())
+            && state.taken.as_ref().map(|s| s.as_str()) == facts.swap.as_deref();
+        if !ours {
+            return Err(ActError::Lost(format!(
+                "the regrade Lease is now held by {} (instance {}) for swap {}",
+                controller::one_line(facts.holder.as_deref().unwrap_or("nobody")),
+                controller::one_line(facts.instance.as_deref().unwrap_or("none")),
+                controller::one_line(facts.swap.as_deref().unwrap_or("none")),
+            )));
+        }
+        if !controller::lease_valid_for_write(&view, &facts) {
+            // Ours, but about to lapse: renew before writing (the next
+            // decision asks for it).
+            return Err(ActError::Conflict);
+        }
+        Ok(())
+    }
+
+    /// Carries out a write to the Lease.
+    pub async fn lease_write(
+        &self,
+        obs: &Observed,
+        action: &Action,
+        state: &mut SwapState,
+    ) -> Result<(), ActError> {
+        let names = self.names().clone();
+        let now = obs.view.now;
+        let mut lease = obs.lease.clone().unwrap_or_else(|| Lease {
+            metadata: ObjectMeta {
+                name: Some(names.lease_name.clone()),
+                namespace: Some(LEASE_NAMESPACE.into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec::default()),
+        });
+        let creating = obs.lease.is_none();
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        let annotations = lease.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        let mut set = |k: String, v: Option<String>| match v {
+            Some(v) => {
+                annotations.insert(k, v);
+            }
+            None => {
+                annotations.remove(&k);
+            }
+        };
+        let stamp = MicroTime(Timestamp::now());
+        match action {
+            Action::TakeLease {
+                swap,
+                out,
+                incoming,
+                start,
+            } => {
+                let identity = names.controller_identity.clone();
+                if spec.holder_identity.as_deref() != Some(identity.as_str()) {
+                    spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+                }
+                spec.holder_identity = Some(identity);
+                spec.lease_duration_seconds = Some(self.settings.core.lease_duration as i32);
+                spec.acquire_time = Some(stamp.clone());
+                spec.renew_time = Some(stamp);
+                set(names.lease_swap(), Some(swap.to_string()));
+                set(names.lease_swap_out(), Some(out.to_string()));
+                set(names.lease_swap_in(), Some(incoming.to_string()));
+                set(names.lease_instance(), Some(state.instance.clone()));
+                set(names.lease_stopped(), None);
+                if *start != controller::Start::Abandoned {
+                    set(names.lease_step(), None);
+                    set(names.lease_step_since(), None);
+                }
+                if *start == controller::Start::Fresh {
+                    set(names.lease_stopping(), None);
+                }
+            }
+            Action::RenewLease => spec.renew_time = Some(stamp),
+            Action::MarkStep { step } => {
+                spec.renew_time = Some(stamp);
+                set(names.lease_step(), Some(step.as_str().into()));
+                set(names.lease_step_since(), Some(now.to_string()));
+            }
+            Action::BeginStop { note } => {
+                spec.renew_time = Some(stamp);
+                set(
+                    names.lease_stopping(),
+                    Some(serde_json::to_string(note).expect("a note serializes")),
+                );
+            }
+            Action::ReleaseLease { outcome } => {
+                let facts = obs.view.lease.clone().unwrap_or_default();
+                let last = LastSwap {
+                    swap: facts.swap.unwrap_or_default(),
+                    out: facts.swap_out.unwrap_or_default(),
+                    incoming: facts.swap_in.unwrap_or_default(),
+                    at: now,
+                    outcome: outcome.clone(),
+                };
+                spec.holder_identity = None;
+                spec.acquire_time = None;
+                spec.renew_time = None;
+                for k in swap_keys(&names) {
+                    set(k, None);
+                }
+                set(
+                    names.lease_last_swap(),
+                    Some(serde_json::to_string(&last).expect("a summary serializes")),
+                );
+            }
+            Action::Stop { reason, .. } => {
+                spec.holder_identity = None;
+                spec.acquire_time = None;
+                spec.renew_time = None;
+                set(names.lease_instance(), None);
+                set(names.lease_stopped(), Some(controller::one_line(reason)));
+            }
+            other => unreachable!("not a Lease write: {other:?}"),
+        }
+        let api = self.leases();
+        let result = if creating {
+            api.create(&PostParams::default(), &lease).await
+        } else {
+            // `replace` sends the resourceVersion read: a 409 means someone
+            // wrote since, and the decision is taken again on what they wrote.
+            api.replace(&names.lease_name, &PostParams::default(), &lease)
+                .await
+        };
+        match result {
+            Ok(_) => {
+                if let Action::TakeLease { swap, .. } = action {
+                    state.taken = Some(swap.clone());
+                }
+                Ok(())
+            }
+            Err(e) if is_conflict(&e) => Err(ActError::Conflict),
+            Err(kube::Error::Api(s)) if creating && s.code == 403 => Err(ActError::Api {
+                context: format!(
+                    "the regrade Lease {} does not exist and may not be created with this credential (apply deploy/rbac/controller.yaml)",
+                    self.settings.lease_ref()
+                ),
+                source: kube::Error::Api(s),
+            }),
+            Err(source) => Err(ActError::Api {
+                context: format!("writing the regrade Lease {}", self.settings.lease_ref()),
+                source,
+            }),
+        }
+    }
+
+    /// Carries out a write to a Node.
+    pub async fn node_write(&self, obs: &Observed, action: &Action) -> Result<(), ActError> {
+        let node = action.node().expect("a Node write names its Node").as_str();
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        let api_err = |source| ActError::Api {
+            context: format!("patching Node {node}"),
+            source,
+        };
+        if let Some(patch) = node_patch(self.names(), action) {
+            nodes
+                .patch(node, &params, &Patch::Merge(&patch))
+                .await
+                .map_err(api_err)?;
+        }
+        // The agent never clears k3s's EtcdIsVoter: set it False, so the
+        // Node does not claim a voter (and a later promotion does not read a
+        // stale True).
+        if matches!(action, Action::CleanUpServer { .. })
+            && obs.view.node(node).is_some_and(|n| n.etcd_is_voter)
+        {
+            let status = json!({"status": {"conditions": [{
+                "type": K3S_ETCD_IS_VOTER,
+                "status": "False",
+                "reason": "FleetRoleDemoted",
+                "message": "the host runs as an agent; its etcd member was removed",
+                "lastTransitionTime": Time(Timestamp::now()),
+            }]}});
+            nodes
+                .patch_status(node, &params, &Patch::Strategic(&status))
+                .await
+                .map_err(api_err)?;
+        }
+        Ok(())
+    }
+
+    /// Records an Event on each Node named, best effort (a failed Event is
+    /// logged, never fatal: the swap's truth is on the Lease and the Nodes).
+    pub async fn events(&self, obs: &Observed, action: &Action, swap: Option<&str>) {
+        let Some((reason, warning, nodes)) = event_of(action, obs) else {
+            return;
+        };
+        let note = match swap {
+            Some(s) => format!("swap {s}: {}", action.describe()),
+            None => action.describe(),
+        };
+        let api: Api<Event> = Api::namespaced(self.client.clone(), EVENT_NAMESPACE);
+        for node in nodes {
+            let now = Timestamp::now();
+            let event = Event {
+                metadata: ObjectMeta {
+                    name: Some(format!("{node}.fleet-role.{:x}", now.as_nanosecond())),
+                    namespace: Some(EVENT_NAMESPACE.into()),
+                    ..ObjectMeta::default()
+                },
+                action: Some(reason.into()),
+                reason: Some(reason.into()),
+                note: Some(truncate(&note, 1000)),
+                type_: Some(if warning { "Warning" } else { "Normal" }.into()),
+                event_time: Some(MicroTime(now)),
+                reporting_controller: Some(FIELD_MANAGER.into()),
+                reporting_instance: Some(truncate(&self.names().controller_identity, 128)),
+                regarding: Some(ObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Node".into()),
+                    name: Some(node.clone()),
+                    uid: obs.uids.get(&node).cloned(),
+                    ..ObjectReference::default()
+                }),
+                ..Event::default()
+            };
+            if let Err(e) = api.create(&PostParams::default(), &event).await {
+                warn!("could not record an Event on Node {node}: {e}");
+            }
+        }
+    }
+
+    /// Sets or lifts the pause flag on the Lease (a merge patch of one
+    /// annotation: a running controller's next Lease write meets a 409,
+    /// reads again and sees the flag).
+    pub async fn set_paused(&self, paused: bool) -> Result<(), ActError> {
+        let names = self.names();
+        let value = if paused { json!("true") } else { Value::Null };
+        let patch = json!({"metadata": {"annotations": {names.lease_paused(): value}}});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        match self
+            .leases()
+            .patch(&names.lease_name, &params, &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(names.lease_name.clone()),
+                        annotations: paused
+                            .then(|| BTreeMap::from([(names.lease_paused(), "true".into())])),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(LeaseSpec::default()),
+                };
+                self.leases()
+                    .create(&PostParams::default(), &lease)
+                    .await
+                    .map(drop)
+                    .map_err(|source| ActError::Api {
+                        context: format!(
+                            "creating the regrade Lease {} (apply deploy/rbac/controller.yaml)",
+                            self.settings.lease_ref()
+                        ),
+                        source,
+                    })
+            }
+            Err(source) => Err(ActError::Api {
+                context: format!("patching the regrade Lease {}", self.settings.lease_ref()),
+                source,
+            }),
+        }
+    }
+}
+
+/// The Lease annotations of a swap (cleared on release).
+fn swap_keys(names: &Names) -> Vec<String> {
+    vec![
+        names.lease_swap(),
+        names.lease_swap_out(),
+        names.lease_swap_in(),
+        names.lease_instance(),
+        names.lease_step(),
+        names.lease_step_since(),
+        names.lease_stopping(),
+        names.lease_stopped(),
+    ]
+}
+
+/// The merge patch of a Node write (`None` for an action that writes no
+/// label or annotation). Pure, so its tests need no API.
+pub fn node_patch(names: &Names, action: &Action) -> Option<Value> {
+    let mut labels = serde_json::Map::new();
+    let mut annotations = serde_json::Map::new();
+    let mut spec = None;
+    let step = |annotations: &mut serde_json::Map<String, Value>, swap: &str, step: &str| {
+        annotations.insert(names.role_swap(), json!(swap));
+        annotations.insert(names.role_step(), json!(step));
+    };
+    match action {
+        Action::RequestSnapshot { swap, .. } => {
+            annotations.insert(names.snapshot_request(), json!(swap.as_str()));
+        }
+        Action::Promote { join, swap, .. } => {
+            labels.insert(names.desired_role(), json!("server"));
+            step(&mut annotations, swap.as_str(), "promote");
+            annotations.insert(names.role_join_node(), json!(join.as_str()));
+        }
+        Action::Rollback { swap, .. } | Action::StepDown { swap, .. } => {
+            let which = if matches!(action, Action::Rollback { .. }) {
+                "rollback"
+            } else {
+                "step-down"
+            };
+            labels.insert(names.desired_role(), json!("agent"));
+            step(&mut annotations, swap.as_str(), which);
+            annotations.insert(names.role_join_node(), Value::Null);
+        }
+        Action::Cordon { .. } => spec = Some(json!({"unschedulable": true})),
+        Action::Uncordon { .. } => spec = Some(json!({"unschedulable": null})),
+        Action::RemoveMember { .. } => {
+            annotations.insert(K3S_ETCD_REMOVE.into(), json!("true"));
+        }
+        Action::CleanUpServer { .. } => {
+            for l in SERVER_LABELS {
+                labels.insert(l.into(), Value::Null);
+            }
+            for a in K3S_ETCD_ANNOTATIONS {
+                annotations.insert(a.into(), Value::Null);
+            }
+        }
+        Action::ClearSwapMarks { .. } => {
+            for a in [
+                names.role_swap(),
+                names.role_step(),
+                names.role_join_node(),
+                names.snapshot_request(),
+            ] {
+                annotations.insert(a, Value::Null);
+            }
+        }
+        _ => return None,
+    }
+    let mut meta = serde_json::Map::new();
+    if !labels.is_empty() {
+        meta.insert("labels".into(), Value::Object(labels));
+    }
+    if !annotations.is_empty() {
+        meta.insert("annotations".into(), Value::Object(annotations));
+    }
+    let mut patch = serde_json::Map::new();
+    if !meta.is_empty() {
+        patch.insert("metadata".into(), Value::Object(meta));
+    }
+    if let Some(spec) = spec {
+        patch.insert("spec".into(), spec);
+    }
+    Some(Value::Object(patch))
+}
+
+/// The Event of an action: its reason, whether it is a warning, and the
+/// Nodes it is about.
+fn event_of(action: &Action, obs: &Observed) -> Option<(&'static str, bool, Vec<String>)> {
+    let pair = || {
+        let l = obs.view.lease.as_ref();
+        [
+            l.and_then(|l| l.swap_out.clone()),
+            l.and_then(|l| l.swap_in.clone()),
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|n| obs.uids.contains_key(n))
+        .collect::<Vec<_>>()
+    };
+    let one = |n: &protocol::NodeName| vec![n.to_string()];
+    Some(match action {
+        Action::TakeLease { out, incoming, .. } => (
+            "SwapStarted",
+            false,
+            vec![out.to_string(), incoming.to_string()],
+        ),
+        Action::BeginStop { note } => ("SwapWindingDown", note.kind == StopKind::Failed, pair()),
+        Action::RequestSnapshot { node, .. } => ("SnapshotRequested", false, one(node)),
+        Action::Promote { node, .. } => ("PromoteRequested", false, one(node)),
+        Action::Rollback { node, .. } => ("RollbackRequested", true, one(node)),
+        Action::Cordon { node } => ("Cordoned", false, one(node)),
+        Action::StepDown { node, .. } => ("StepDownRequested", false, one(node)),
+        Action::RemoveMember { node } => ("MemberRemovalRequested", false, one(node)),
+        Action::CleanUpServer { node } => ("ServerLabelsRemoved", false, one(node)),
+        Action::ClearSwapMarks { node } => ("SwapAnnotationsCleared", false, one(node)),
+        Action::Uncordon { node } => ("Uncordoned", false, one(node)),
+        Action::ReleaseLease { outcome } => match outcome {
+            Outcome::Done { warning } => ("SwapDone", warning.is_some(), pair()),
+            Outcome::WoundDown { .. } => ("SwapWoundDown", true, pair()),
+        },
+        Action::Stop { .. } => ("SwapStopped", true, pair()),
+        _ => return None,
+    })
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use protocol::{NodeName, SwapId};
+
+    use super::*;
+
+    fn n(s: &str) -> NodeName {
+        NodeName::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_promotion_sets_the_desired_role_with_its_step() {
+        let names = Names::default();
+        let p = node_patch(
+            &names,
+            &Action::Promote {
+                node: n("n4"),
+                join: n("n2"),
+                swap: SwapId::parse("s1").unwrap(),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            p,
+            json!({"metadata": {
+                "labels": {"github-runner.exadev.com/desired-role": "server"},
+                "annotations": {
+                    "github-runner.exadev.com/role-swap": "s1",
+                    "github-runner.exadev.com/role-step": "promote",
+                    "github-runner.exadev.com/role-join-node": "n2",
+                }
+            }})
+        );
+    }
+
+    #[test]
+    fn a_step_down_asks_for_the_agent_and_drops_any_join_node() {
+        let p = node_patch(
+            &Names::default(),
+            &Action::StepDown {
+                node: n("n1"),
+                swap: SwapId::parse("s1").unwrap(),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            p["metadata"]["labels"]["github-runner.exadev.com/desired-role"],
+            "agent"
+        );
+        assert_eq!(
+            p["metadata"]["annotations"]["github-runner.exadev.com/role-step"],
+            "step-down"
+        );
+        assert!(p["metadata"]["annotations"]["github-runner.exadev.com/role-join-node"].is_null());
+    }
+
+    #[test]
+    fn the_clean_up_removes_every_server_label_and_k3s_etcd_annotation() {
+        let p = node_patch(&Names::default(), &Action::CleanUpServer { node: n("n1") }).unwrap();
+        for l in SERVER_LABELS {
+            assert!(p["metadata"]["labels"][l].is_null(), "{l}");
+            assert!(p["metadata"]["labels"].get(l).is_some(), "{l}");
+        }
+        for a in K3S_ETCD_ANNOTATIONS {
+            assert!(p["metadata"]["annotations"].get(a).is_some(), "{a}");
+        }
+    }
+
+    #[test]
+    fn cordon_and_uncordon_set_and_clear_unschedulable() {
+        let names = Names::default();
+        assert_eq!(
+            node_patch(&names, &Action::Cordon { node: n("a") }).unwrap(),
+            json!({"spec": {"unschedulable": true}})
+        );
+        assert_eq!(
+            node_patch(&names, &Action::Uncordon { node: n("a") }).unwrap(),
+            json!({"spec": {"unschedulable": null}})
+        );
+        assert_eq!(
+            node_patch(&names, &Action::RemoveMember { node: n("a") }).unwrap(),
+            json!({"metadata": {"annotations": {"etcd.k3s.cattle.io/remove": "true"}}})
+        );
+        assert!(node_patch(&names, &Action::RenewLease).is_none());
+    }
+}

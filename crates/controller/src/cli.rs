@@ -1,0 +1,75 @@
+//! The command line, as parsed (raw values; [`crate::config`] validates them).
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum Format {
+    /// For a terminal.
+    #[default]
+    Text,
+    /// One JSON object per line, for machines.
+    Json,
+}
+
+/// fleet-role: swap etcd voters of a k3s fleet safely, through the Kubernetes API.
+///
+/// Exit codes: 0 done; 1 refused by a gate (nothing changed); 2 an error or a
+/// failed swap (the message says what state it left and what to do next).
+#[derive(Debug, Parser)]
+#[command(name = "fleet-role", version)]
+pub struct Cli {
+    /// The kubeconfig file (else KUBECONFIG, ~/.kube/config, or the in-cluster
+    /// ServiceAccount).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The config file (TOML; every key is optional, see docs/controller.md).
+    #[arg(long, global = true, value_name = "FILE", env = "FLEET_ROLE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The Lease holder identity; the actuators must be configured with the same.
+    #[arg(long, global = true, env = "FLEET_ROLE_IDENTITY")]
+    pub identity: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Replace the voter OUT by the standby IN: one swap, run to its end.
+    Swap {
+        /// The voter to replace.
+        #[arg(long = "out", value_name = "NODE")]
+        out: String,
+        /// The standby to promote.
+        #[arg(long = "in", value_name = "NODE")]
+        incoming: String,
+        /// Print the plan and every gate's verdict; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The longest any one step may take (e.g. 90s, 15m, 1h); overrides
+        /// the config file's step timeouts.
+        #[arg(long, value_name = "DURATION")]
+        timeout: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t)]
+        output: Format,
+    },
+    /// Show voters, learners, etcd-only and agent hosts, the Lease, each
+    /// host's last report and a running swap's step.
+    Status {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t)]
+        output: Format,
+    },
+    /// Keep the voters healthy by policy: replace a voter NotReady past the
+    /// grace period, or on a host not eligible, with a healthy eligible standby.
+    Run,
+    /// Stop taking new steps: a running swap halts at its next safe point.
+    Pause,
+    /// Lift a pause.
+    Resume,
+}

@@ -1,0 +1,56 @@
+//! The client: `--kubeconfig FILE`, else kube's inference (KUBECONFIG,
+//! `~/.kube/config`, then the in-cluster ServiceAccount).
+//!
+//! The token is never held by this code: kube keeps it in a `SecretString`
+//! (and re-reads a token file at least once a minute), so nothing here can
+//! print it, and errors are kube's, which name URLs and status codes only.
+
+use std::{path::Path, time::Duration};
+
+use kube::{
+    Client, Config,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+
+/// Why no client could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The kubeconfig file could not be read or used.
+    #[error("cannot use the kubeconfig {}: {source}", path.display())]
+    Kubeconfig {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// No configuration could be inferred.
+    #[error("no cluster configuration (give --kubeconfig, set KUBECONFIG, or run in a Pod): {0}")]
+    Infer(#[source] kube::config::InferConfigError),
+    /// kube could not build a client.
+    #[error("cannot build a client: {0}")]
+    Client(#[source] kube::Error),
+}
+
+/// A client for the cluster.
+pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClusterError> {
+    let mut config = match kubeconfig {
+        Some(path) => {
+            let err = |source| ClusterError::Kubeconfig {
+                path: path.into(),
+                source,
+            };
+            let kc = Kubeconfig::read_from(path).map_err(err)?;
+            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(err)?
+        }
+        None => Config::infer().await.map_err(ClusterError::Infer)?,
+    };
+    // Bounded requests: a controller waiting on a dead API server must come
+    // back to its loop (and its Lease) rather than hang.
+    config.connect_timeout = Some(Duration::from_secs(5));
+    config.read_timeout = Some(Duration::from_secs(20));
+    config.write_timeout = Some(Duration::from_secs(10));
+    Client::try_from(config).map_err(ClusterError::Client)
+}

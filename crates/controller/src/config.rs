@@ -1,0 +1,391 @@
+//! Settings: the TOML config file, then flags, turned into one validated
+//! [`Settings`] in one place.
+//!
+//! Every key of the file is optional; each one's meaning and default is
+//! documented on [`FileConfig`] and in `docs/controller.md`.
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use protocol::{
+    Names, NodeName,
+    controller::{self, Timeouts},
+    names,
+};
+use serde::Deserialize;
+
+/// The config file as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// The prefix of fleet-role's labels and annotations
+    /// (default `github-runner.exadev.com`; the actuators must use the same).
+    pub prefix: Option<String>,
+    /// The regrade Lease's name in `kube-system` (default `fleet-regrade`).
+    pub lease_name: Option<String>,
+    /// The report ConfigMap's namespace (default `platform`).
+    pub report_namespace: Option<String>,
+    /// The Lease holder identity (default `fleet-role`); the actuators'
+    /// `controller_identity` must name the same.
+    pub identity: Option<String>,
+    /// How many etcd voters the fleet has (odd; default 3). A voter Node
+    /// missing from the API counts as a down voter in the quorum gate.
+    pub voters: Option<usize>,
+    /// The regrade Lease's duration in seconds (default 60); it is renewed
+    /// every third of it.
+    pub lease_duration_secs: Option<i64>,
+    /// Seconds before the Lease lapses within which no irreversible write is
+    /// made (default 5; less than half the duration).
+    pub skew_margin_secs: Option<i64>,
+    /// How often the cluster is read while waiting, in milliseconds
+    /// (default 1000).
+    pub poll_millis: Option<u64>,
+    /// `run`: seconds a voter may be NotReady before it is replaced
+    /// (default 300).
+    pub grace_period_secs: Option<i64>,
+    /// `run`: seconds to wait after a swap before the next (default 60).
+    pub settle_secs: Option<i64>,
+    /// Seconds without a renewal of a Node's node Lease after which it
+    /// counts as NotReady whatever its Ready condition says (default 40,
+    /// the node lifecycle controller's default grace).
+    pub heartbeat_grace_secs: Option<i64>,
+    /// Each step's timeout in seconds.
+    #[serde(default)]
+    pub timeouts: FileTimeouts,
+}
+
+/// `[timeouts]`: each step's timeout, in seconds.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileTimeouts {
+    /// The snapshot (default 300).
+    pub snapshot: Option<i64>,
+    /// The promotion to voter (default 900).
+    pub promote: Option<i64>,
+    /// A rollback of a failed promotion (default 300).
+    pub rollback: Option<i64>,
+    /// The removal of a rolled-back host's member (default 300).
+    pub remove_incoming: Option<i64>,
+    /// The step-down to etcd-only, with any wait for the gates (default 600).
+    pub step_down: Option<i64>,
+    /// k3s's removal of the outgoing member (default 300).
+    pub removal: Option<i64>,
+    /// The outgoing host's agent Ready (default 600).
+    pub finish: Option<i64>,
+}
+
+/// A settings error: one line naming the key or file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read the config file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML for these keys.
+    #[error("invalid config file {}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        message: String,
+    },
+    /// A value is not valid.
+    #[error("invalid {key}: {why}")]
+    Invalid {
+        /// The key or flag.
+        key: &'static str,
+        /// Why.
+        why: String,
+    },
+}
+
+impl FileConfig {
+    /// Reads `path`; no path means every default.
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        let Some(path) = path else {
+            return Ok(Self::default());
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.into(),
+            message: e.message().to_string(),
+        })
+    }
+}
+
+/// The validated settings of one run.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// What the pure core needs.
+    pub core: controller::Settings,
+    /// How often the cluster is read while waiting.
+    pub poll: Duration,
+}
+
+impl Settings {
+    /// The names.
+    pub fn names(&self) -> &Names {
+        &self.core.names
+    }
+
+    /// Validates the file's values, with `identity` (the flag) winning.
+    pub fn resolve(file: FileConfig, identity: Option<String>) -> Result<Self, ConfigError> {
+        let invalid = |key, why: &str| ConfigError::Invalid {
+            key,
+            why: why.to_string(),
+        };
+        let mut names = Names::default();
+        if let Some(p) = file.prefix {
+            NodeName::parse(&p).map_err(|_| invalid("prefix", "must be a DNS subdomain"))?;
+            names.prefix = p;
+        }
+        if let Some(l) = file.lease_name {
+            NodeName::parse(&l).map_err(|_| invalid("lease_name", "must be a DNS subdomain"))?;
+            names.lease_name = l;
+        }
+        if let Some(n) = file.report_namespace {
+            protocol::SwapId::parse(&n)
+                .map_err(|_| invalid("report_namespace", "must be a DNS label"))?;
+            names.report_namespace = n;
+        }
+        if let Some(i) = identity.or(file.identity) {
+            if i.is_empty() || i.len() > 128 || i.chars().any(|c| c.is_control() || c == ' ') {
+                return Err(invalid(
+                    "identity",
+                    "must be 1-128 printable characters without spaces",
+                ));
+            }
+            names.controller_identity = i;
+        }
+        let d = controller::Settings::default();
+        let voters = file.voters.unwrap_or(d.voters);
+        if voters == 0 || voters.is_multiple_of(2) {
+            return Err(invalid("voters", "must be odd (1, 3, 5, ...)"));
+        }
+        let lease_duration = file.lease_duration_secs.unwrap_or(d.lease_duration);
+        if !(3..=3600).contains(&lease_duration) {
+            return Err(invalid("lease_duration_secs", "must be 3 to 3600"));
+        }
+        let skew_margin = file.skew_margin_secs.unwrap_or(d.skew_margin);
+        if skew_margin < 0 || skew_margin * 2 >= lease_duration {
+            return Err(invalid(
+                "skew_margin_secs",
+                "must be at least 0 and less than half of lease_duration_secs",
+            ));
+        }
+        let poll = Duration::from_millis(file.poll_millis.unwrap_or(1000));
+        if poll < Duration::from_millis(50) || poll.as_secs() * 3 > lease_duration as u64 {
+            return Err(invalid(
+                "poll_millis",
+                "must be at least 50 and at most a third of the Lease's duration",
+            ));
+        }
+        let grace_period = file.grace_period_secs.unwrap_or(d.grace_period);
+        let settle = file.settle_secs.unwrap_or(d.settle);
+        if grace_period < 0 || settle < 0 {
+            return Err(invalid(
+                "grace_period_secs/settle_secs",
+                "must not be negative",
+            ));
+        }
+        let heartbeat_grace = file.heartbeat_grace_secs.unwrap_or(d.heartbeat_grace);
+        if heartbeat_grace < 5 {
+            return Err(invalid("heartbeat_grace_secs", "must be at least 5"));
+        }
+        let t = Timeouts::default();
+        let f = file.timeouts;
+        let timeouts = Timeouts {
+            snapshot: f.snapshot.unwrap_or(t.snapshot),
+            promote: f.promote.unwrap_or(t.promote),
+            rollback: f.rollback.unwrap_or(t.rollback),
+            remove_incoming: f.remove_incoming.unwrap_or(t.remove_incoming),
+            step_down: f.step_down.unwrap_or(t.step_down),
+            removal: f.removal.unwrap_or(t.removal),
+            finish: f.finish.unwrap_or(t.finish),
+        };
+        let all = [
+            timeouts.snapshot,
+            timeouts.promote,
+            timeouts.rollback,
+            timeouts.remove_incoming,
+            timeouts.step_down,
+            timeouts.removal,
+            timeouts.finish,
+        ];
+        if all.iter().any(|&s| s <= 0) {
+            return Err(invalid("timeouts", "every step's timeout must be positive"));
+        }
+        Ok(Self {
+            core: controller::Settings {
+                names,
+                voters,
+                lease_duration,
+                skew_margin,
+                grace_period,
+                settle,
+                heartbeat_grace,
+                timeouts,
+            },
+            poll,
+        })
+    }
+
+    /// Every step's timeout set to `d` (`swap --timeout`).
+    pub fn with_step_timeout(mut self, d: Duration) -> Self {
+        self.core.timeouts = Timeouts::all(d.as_secs().max(1) as i64);
+        self
+    }
+
+    /// The regrade Lease, as `namespace/name`.
+    pub fn lease_ref(&self) -> String {
+        format!("{}/{}", names::LEASE_NAMESPACE, self.core.names.lease_name)
+    }
+}
+
+/// Parses a duration: a number with an optional unit `s`, `m` or `h`
+/// (`90`, `90s`, `15m`, `1h`).
+pub fn parse_duration(raw: &str) -> Result<Duration, ConfigError> {
+    let bad = || ConfigError::Invalid {
+        key: "--timeout",
+        why: format!(
+            "{} is not a duration like 90s, 15m or 1h",
+            controller::one_line(raw)
+        ),
+    };
+    let raw = raw.trim();
+    let (num, unit) = match raw.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => raw.split_at(i),
+        None => (raw, "s"),
+    };
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.checked_mul(60).ok_or_else(bad)?,
+        "h" => n.checked_mul(3600).ok_or_else(bad)?,
+        _ => return Err(bad()),
+    };
+    if secs == 0 {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Settings, ConfigError> {
+        Settings::resolve(toml::from_str(text).unwrap(), None)
+    }
+
+    #[test]
+    fn no_file_means_every_default() {
+        let s = Settings::resolve(FileConfig::default(), None).unwrap();
+        assert_eq!(s.core, controller::Settings::default());
+        assert_eq!(s.poll, Duration::from_secs(1));
+        assert_eq!(s.lease_ref(), "kube-system/fleet-regrade");
+    }
+
+    #[test]
+    fn every_key_of_the_file_is_read() {
+        let s = parse(
+            r#"
+prefix = "example.org"
+lease_name = "regrade"
+report_namespace = "ops"
+identity = "ctl"
+voters = 5
+lease_duration_secs = 30
+skew_margin_secs = 2
+poll_millis = 200
+grace_period_secs = 10
+settle_secs = 20
+heartbeat_grace_secs = 15
+[timeouts]
+snapshot = 1
+promote = 2
+rollback = 3
+remove_incoming = 4
+step_down = 5
+removal = 6
+finish = 7
+"#,
+        )
+        .unwrap();
+        let c = &s.core;
+        assert_eq!(c.names.prefix, "example.org");
+        assert_eq!(c.names.lease_name, "regrade");
+        assert_eq!(c.names.report_namespace, "ops");
+        assert_eq!(c.names.controller_identity, "ctl");
+        assert_eq!(
+            (
+                c.voters,
+                c.lease_duration,
+                c.skew_margin,
+                c.grace_period,
+                c.settle
+            ),
+            (5, 30, 2, 10, 20)
+        );
+        assert_eq!(s.poll, Duration::from_millis(200));
+        assert_eq!(
+            c.timeouts,
+            Timeouts {
+                snapshot: 1,
+                promote: 2,
+                rollback: 3,
+                remove_incoming: 4,
+                step_down: 5,
+                removal: 6,
+                finish: 7
+            }
+        );
+    }
+
+    #[test]
+    fn the_identity_flag_wins_over_the_file() {
+        let file: FileConfig = toml::from_str("identity = \"a\"").unwrap();
+        let s = Settings::resolve(file, Some("b".into())).unwrap();
+        assert_eq!(s.core.names.controller_identity, "b");
+    }
+
+    #[test]
+    fn bad_values_are_refused_naming_the_key() {
+        for (text, key) in [
+            ("voters = 2", "voters"),
+            ("voters = 0", "voters"),
+            ("lease_duration_secs = 1", "lease_duration_secs"),
+            ("skew_margin_secs = 30", "skew_margin_secs"),
+            ("poll_millis = 30000", "poll_millis"),
+            ("heartbeat_grace_secs = 1", "heartbeat_grace_secs"),
+            ("prefix = \"a b\"", "prefix"),
+            ("identity = \"a\\nb\"", "identity"),
+            ("[timeouts]\nfinish = 0", "timeouts"),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains(key), "{text}: {err}");
+        }
+        assert!(toml::from_str::<FileConfig>("nope = 1").is_err());
+    }
+
+    #[test]
+    fn durations_take_seconds_minutes_and_hours() {
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        for bad in ["", "0", "m", "1d", "-1s", "1.5m", "1 h"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! `fleet-role`, the controller: it plans and drives a whole etcd voter swap
+//! (the outgoing voter's host down to an agent, a standby up to a voter)
+//! through the Kubernetes API only.
+//!
+//! Functional core, imperative shell: every decision is
+//! [`protocol::controller::next_action`] over a [`protocol::controller::FleetView`];
+//! this crate reads the API into that view ([`observe`]), carries out the
+//! one action it returns ([`act`]), and prints what happened ([`output`]).
+//! [`drive`] is that loop; [`status`] shows the fleet; [`config`] turns the
+//! file and flags into settings in one place.
+#![forbid(unsafe_code)]
+
+pub mod act;
+pub mod cli;
+pub mod cluster;
+pub mod config;
+pub mod drive;
+pub mod observe;
+pub mod output;
+pub mod status;

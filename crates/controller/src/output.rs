@@ -1,0 +1,169 @@
+//! What `fleet-role` prints: each step of a swap with the wall-clock time
+//! (UTC) and the time since the command started, as text for a terminal or
+//! as one JSON object per line.
+//!
+//! Every value that came from the API is printed through
+//! [`protocol::controller::one_line`] by the decisions that name it, so an
+//! annotation holding a newline or an escape sequence cannot forge a line or
+//! drive the terminal.
+
+use std::time::Instant;
+
+use k8s_openapi::jiff::Timestamp;
+use protocol::controller::{Action, Gate, Plan};
+use serde_json::{Value, json};
+
+use crate::cli::Format;
+
+/// Prints the progress of one command.
+#[derive(Debug)]
+pub struct Printer {
+    format: Format,
+    start: Instant,
+    last: Option<String>,
+}
+
+impl Printer {
+    /// A printer starting its clock now.
+    pub fn new(format: Format) -> Self {
+        Self {
+            format,
+            start: Instant::now(),
+            last: None,
+        }
+    }
+
+    /// The output format.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    fn stamp(&self) -> (String, f64) {
+        (
+            Timestamp::now().strftime("%H:%M:%S").to_string(),
+            self.start.elapsed().as_secs_f64(),
+        )
+    }
+
+    /// One line of progress (text) or one object (JSON).
+    pub fn line(&mut self, message: &str, fields: Value) {
+        let (clock, elapsed) = self.stamp();
+        match self.format {
+            Format::Text => println!("{clock} {:>+8.1}s  {message}", elapsed),
+            Format::Json => {
+                let mut v = json!({"time": clock, "elapsed": (elapsed * 10.0).round() / 10.0, "message": message});
+                if let (Some(m), Value::Object(f)) = (v.as_object_mut(), fields) {
+                    m.extend(f);
+                }
+                println!("{v}");
+            }
+        }
+    }
+
+    /// An action of a swap. Renewals are not shown; a wait is shown once
+    /// until what is awaited changes.
+    pub fn action(&mut self, action: &Action) {
+        if matches!(action, Action::RenewLease) {
+            return;
+        }
+        let text = match action {
+            Action::MarkStep { step } => format!("── {}", step.as_str()),
+            Action::Wait {
+                reason,
+                deadline: Some(d),
+                ..
+            } => format!(
+                "waiting: {reason} (times out at {})",
+                Timestamp::from_second(*d)
+                    .map(|t| t.strftime("%H:%M:%S").to_string())
+                    .unwrap_or_default()
+            ),
+            Action::Refuse { .. } => "refused by a gate; nothing was changed".into(),
+            other => other.describe(),
+        };
+        let is_wait = matches!(
+            action,
+            Action::Wait { .. } | Action::WaitForLease { .. } | Action::Paused { .. }
+        );
+        if is_wait && self.last.as_deref() == Some(text.as_str()) {
+            return;
+        }
+        self.last = Some(text.clone());
+        let fields = json!({"action": action});
+        self.line(&text, fields);
+        if let Action::Refuse { gates } = action {
+            self.gates(gates);
+        }
+    }
+
+    /// Every gate's verdict.
+    pub fn gates(&mut self, gates: &[Gate]) {
+        for g in gates {
+            match self.format {
+                Format::Text => println!(
+                    "  {} {:<22} {}",
+                    if g.passed { "pass" } else { "FAIL" },
+                    g.name.as_str(),
+                    g.reason
+                ),
+                Format::Json => {}
+            }
+        }
+    }
+
+    /// The dry run's plan.
+    pub fn plan(&mut self, out: &str, incoming: &str, plan: &Plan) {
+        let ok = protocol::controller::all_pass(&plan.gates);
+        match self.format {
+            Format::Text => {
+                println!("dry run: swap out {out}, in {incoming}; nothing will be written");
+                println!("gates:");
+                self.gates(&plan.gates);
+                println!("plan:");
+                for (i, s) in plan.steps.iter().enumerate() {
+                    println!("  {}. {s}", i + 1);
+                }
+                println!(
+                    "{}",
+                    if ok {
+                        "every gate passes: `fleet-role swap` without --dry-run would start now"
+                    } else {
+                        "refused: a gate is shut (see FAIL above)"
+                    }
+                );
+            }
+            Format::Json => println!(
+                "{}",
+                json!({"dryRun": true, "out": out, "in": incoming, "ok": ok, "gates": plan.gates, "steps": plan.steps})
+            ),
+        }
+    }
+
+    /// The final result and its exit code.
+    pub fn result(&mut self, result: &str, code: u8, message: &str) {
+        match self.format {
+            Format::Text => {
+                let (clock, elapsed) = self.stamp();
+                println!("{clock} {:>+8.1}s  {result}: {message}", elapsed);
+            }
+            Format::Json => {
+                let (clock, elapsed) = self.stamp();
+                println!(
+                    "{}",
+                    json!({"time": clock, "elapsed": (elapsed * 10.0).round() / 10.0, "result": result, "exit": code, "message": message})
+                );
+            }
+        }
+    }
+}
+
+/// Prints an error once, at the edge, with its causes.
+pub fn print_error(format: Format, err: &anyhow::Error) {
+    match format {
+        Format::Text => eprintln!("fleet-role: error: {err:#}"),
+        Format::Json => println!(
+            "{}",
+            json!({"ok": false, "exit": 2, "error": format!("{err:#}")})
+        ),
+    }
+}

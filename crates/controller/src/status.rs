@@ -1,0 +1,299 @@
+//! `fleet-role status`: the fleet at a glance.
+
+use protocol::{
+    controller::{
+        self, Class, FleetView, LeaseFacts, NodeFacts, classify, count_voters, is_healthy_voter,
+        quorum,
+    },
+    report::{Phase, Report},
+};
+use serde_json::{Value, json};
+
+use crate::config::Settings;
+
+fn age(now: i64, t: i64) -> String {
+    let d = now - t;
+    match d {
+        d if d < 0 => "in the future".into(),
+        d if d < 120 => format!("{d}s ago"),
+        d if d < 7200 => format!("{}m ago", d / 60),
+        d => format!("{}h ago", d / 3600),
+    }
+}
+
+/// A report in one line.
+pub fn report_line(now: i64, r: &Report) -> String {
+    let phase = match r.phase {
+        Phase::Started => "started",
+        Phase::Progress => "in progress",
+        Phase::Done => "done",
+        Phase::Refused => "refused",
+        Phase::Failed => "failed",
+    };
+    let mut s = format!(
+        "{} {} {phase}",
+        r.step.as_str(),
+        r.swap.as_ref().map_or("-", |s| s.as_str())
+    );
+    if let Some(d) = r.detail {
+        s.push_str(&format!(
+            " ({})",
+            serde_json::to_value(d)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default()
+        ));
+    }
+    s.push_str(&format!(" {}", age(now, r.updated_at)));
+    if let Some(f) = &r.snapshot_file {
+        s.push_str(&format!(", file {}", controller::one_line(f)));
+    }
+    if let Some(why) = &r.reason {
+        s.push_str(&format!(": {}", controller::one_line(why)));
+    }
+    s
+}
+
+fn lease_lines(v: &FleetView, settings: &Settings, l: Option<&LeaseFacts>) -> Vec<String> {
+    let name = settings.lease_ref();
+    let Some(l) = l else {
+        return vec![format!(
+            "Lease {name}: missing (apply deploy/rbac/controller.yaml)"
+        )];
+    };
+    let mut out = Vec::new();
+    let held = l.is_held(v.now);
+    let holder = match (&l.holder, held) {
+        (Some(h), true) => format!(
+            "held by {} (instance {}), renewed {}, lapses in {} s",
+            controller::one_line(h),
+            controller::one_line(l.instance.as_deref().unwrap_or("-")),
+            l.renew_time.map_or("never".into(), |t| age(v.now, t)),
+            l.expiry().unwrap_or(v.now) - v.now
+        ),
+        (Some(h), false) => format!("lapsed (last held by {})", controller::one_line(h)),
+        (None, _) => "free".into(),
+    };
+    out.push(format!("Lease {name}: {holder}"));
+    if let Some(r) = l.recorded_swap() {
+        out.push(format!("  swap {}: out {}, in {}", r.id, r.out, r.incoming));
+        if let (Some(step), Some(since)) = (l.current_step(), l.step_since) {
+            let deadline = settings
+                .core
+                .timeouts
+                .of(step)
+                .map(|t| format!(", times out in {} s", since + t - v.now))
+                .unwrap_or_default();
+            out.push(format!(
+                "  step {} since {}{deadline}",
+                step.as_str(),
+                age(v.now, since)
+            ));
+        }
+        if let Some(note) = l.stop_note() {
+            out.push(format!("  winding down: {}", note.reason));
+        }
+        if let Some(s) = &l.stopped {
+            out.push(format!(
+                "  STOPPED: {}; resume with `fleet-role swap --out {} --in {}`",
+                controller::one_line(s),
+                r.out,
+                r.incoming
+            ));
+        }
+    }
+    out.push(format!(
+        "  paused: {}",
+        if l.paused {
+            "yes (`fleet-role resume` lifts it)"
+        } else {
+            "no"
+        }
+    ));
+    if let Some(last) = l.last() {
+        let how = match &last.outcome {
+            controller::Outcome::Done { warning: None } => "done".to_string(),
+            controller::Outcome::Done { warning: Some(w) } => format!("done; {w}"),
+            controller::Outcome::WoundDown { reason, .. } => format!("wound down: {reason}"),
+        };
+        out.push(format!(
+            "  last swap {} (out {}, in {}) {}: {how}",
+            controller::one_line(&last.swap),
+            controller::one_line(&last.out),
+            controller::one_line(&last.incoming),
+            age(v.now, last.at)
+        ));
+    }
+    out
+}
+
+fn names_of(v: &FleetView, class: Class) -> String {
+    let mut names: Vec<String> = v
+        .nodes
+        .iter()
+        .filter(|n| classify(n) == class)
+        .map(|n| {
+            let mut s = n.name.clone();
+            let mut notes = Vec::new();
+            if !n.ready {
+                notes.push("NotReady");
+            }
+            if class == Class::Agent && n.eligible {
+                notes.push("eligible");
+            }
+            if n.cordoned {
+                notes.push("cordoned");
+            }
+            if !notes.is_empty() {
+                s.push_str(&format!(" ({})", notes.join(", ")));
+            }
+            s
+        })
+        .collect();
+    names.sort();
+    if names.is_empty() {
+        "-".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+/// The status as text lines.
+pub fn text(v: &FleetView, settings: &Settings) -> String {
+    let mut lines = lease_lines(v, settings, v.lease.as_ref());
+    let count = count_voters(v, v.lease.as_ref().and_then(|l| l.swap_in.as_deref()));
+    lines.push(format!(
+        "Voters: {} seen ({} healthy) of {} configured{}; quorum {}",
+        count.seen,
+        count.healthy,
+        settings.core.voters,
+        if count.missing > 0 {
+            format!(", {} missing", count.missing)
+        } else {
+            String::new()
+        },
+        quorum(count.members())
+    ));
+    for (label, class) in [
+        ("  voters", Class::Voter),
+        ("  learners", Class::Learner),
+        ("  etcd-only", Class::EtcdOnly),
+        ("  rolled back", Class::RolledBack),
+        ("  removed", Class::Removed),
+        ("  agents", Class::Agent),
+    ] {
+        let names = names_of(v, class);
+        if names != "-"
+            || matches!(
+                class,
+                Class::Voter | Class::Learner | Class::EtcdOnly | Class::Agent
+            )
+        {
+            lines.push(format!("{label:<13} {names}"));
+        }
+    }
+    let mut nodes: Vec<&NodeFacts> = v.nodes.iter().collect();
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    let rows: Vec<[String; 8]> = nodes
+        .iter()
+        .map(|n| {
+            let step = match (&n.marks.step, &n.marks.snapshot_request) {
+                (Some(s), _) => controller::one_line(s),
+                (None, Some(_)) => "snapshot".into(),
+                (None, None) => "-".into(),
+            };
+            [
+                n.name.clone(),
+                classify(n).as_str().into(),
+                yes(n.ready).into(),
+                if controller::is_voting(n) {
+                    yes(is_healthy_voter(n)).into()
+                } else {
+                    "-".into()
+                },
+                yes(n.eligible).into(),
+                yes(n.cordoned).into(),
+                step,
+                n.report
+                    .as_ref()
+                    .map_or("-".into(), |r| report_line(v.now, r)),
+            ]
+        })
+        .collect();
+    let header = [
+        "NODE",
+        "CLASS",
+        "READY",
+        "HEALTHY",
+        "ELIGIBLE",
+        "CORDONED",
+        "STEP",
+        "LAST REPORT",
+    ];
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let fmt_row = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        s
+    };
+    lines.push(String::new());
+    lines.push(fmt_row(header.to_vec()));
+    for r in &rows {
+        lines.push(fmt_row(r.iter().map(String::as_str).collect()));
+    }
+    lines.join("\n")
+}
+
+/// The status as one JSON object.
+pub fn json(v: &FleetView, settings: &Settings) -> Value {
+    let count = count_voters(v, v.lease.as_ref().and_then(|l| l.swap_in.as_deref()));
+    let nodes: Vec<Value> = v
+        .nodes
+        .iter()
+        .map(|n| {
+            json!({
+                "name": n.name,
+                "class": classify(n),
+                "ready": n.ready,
+                "healthyVoter": is_healthy_voter(n),
+                "eligible": n.eligible,
+                "cordoned": n.cordoned,
+                "marks": n.marks,
+                "report": n.report,
+            })
+        })
+        .collect();
+    json!({
+        "lease": v.lease.as_ref().map(|l| json!({
+            "name": settings.lease_ref(),
+            "holder": l.holder,
+            "instance": l.instance,
+            "held": l.is_held(v.now),
+            "expiresAt": l.expiry(),
+            "swap": l.recorded_swap(),
+            "step": l.step,
+            "stepSince": l.step_since,
+            "stopped": l.stopped,
+            "windingDown": l.stop_note(),
+            "paused": l.paused,
+            "lastSwap": l.last(),
+        })),
+        "voters": {"seen": count.seen, "healthy": count.healthy, "missing": count.missing, "configured": settings.core.voters, "quorum": quorum(count.members())},
+        "nodes": nodes,
+    })
+}

@@ -1,0 +1,252 @@
+//! `fleet-role status`, `pause`/`resume`, `run`, a stopped swap resumed,
+//! and the command line's errors, against a real kube-apiserver with the
+//! scripted fleet.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use protocol::names::{K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL};
+use support::{CONFIG, Harness, condition, three_voters};
+
+/// A line of `out` that starts (after spaces) with `head` and ends with `tail`.
+fn has_line(out: &str, head: &str, tail: &str) -> bool {
+    out.lines()
+        .any(|l| l.trim_start().starts_with(head) && l.trim_end().ends_with(tail))
+}
+
+#[tokio::test]
+async fn status_shows_the_fleet_and_a_running_swap_at_a_glance() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let run = h.run(&["status"]).await;
+    run.expect(0);
+    let out = &run.stdout;
+    assert!(
+        out.contains("Lease kube-system/fleet-regrade: free"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Voters: 3 seen (3 healthy) of 3 configured; quorum 2"),
+        "{out}"
+    );
+    assert!(has_line(out, "voters", "n1, n2, n3"), "{out}");
+    assert!(has_line(out, "agents", "n4 (eligible), n5"), "{out}");
+    assert!(out.contains("NODE") && out.contains("LAST REPORT"), "{out}");
+
+    // While a swap waits for its promotion, status shows it and its step.
+    h.fleet.set(|f| {
+        f.stall_promotion.insert("n4".into());
+    });
+    let _swap = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
+    h.wait_for("the promotion", || async {
+        h.lease_annotation("swap-step").await.as_deref() == Some("promote")
+            && h.report("n4").await.is_some()
+    })
+    .await;
+    let run = h.run(&["status"]).await;
+    let out = &run.stdout;
+    assert!(out.contains("held by fleet-role"), "{out}");
+    assert!(out.contains("out n1, in n4"), "{out}");
+    assert!(out.contains("step promote since"), "{out}");
+    assert!(has_line(out, "learners", "n4"), "{out}");
+    assert!(out.contains("snapshot swap-"), "{out}");
+    let json = h.run(&["status", "--output", "json"]).await;
+    json.expect(0);
+    let v: serde_json::Value = serde_json::from_str(json.stdout.trim()).unwrap();
+    assert_eq!(v["lease"]["swap"]["out"], "n1");
+    assert_eq!(v["lease"]["step"], "promote");
+    assert_eq!(v["voters"]["healthy"], 3);
+    let n4 = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "n4")
+        .unwrap();
+    assert_eq!(n4["class"], "learner");
+}
+
+#[tokio::test]
+async fn pause_halts_a_running_swap_at_its_next_safe_point_and_resume_lets_it_finish() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    h.fleet.set(|f| f.react_after = Duration::from_millis(1500));
+    let mut swap = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
+    h.wait_for("the promotion", || async {
+        h.lease_annotation("swap-step").await.as_deref() == Some("promote")
+    })
+    .await;
+    h.run(&["pause"]).await.expect(0);
+    // The promotion under way goes on (a host is working on it); the swap
+    // halts before its next write, the cordon of n1.
+    h.wait_for("the swap to halt", || async {
+        h.lease_annotation("swap-step").await.as_deref() == Some("paused")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let n1 = h.node("n1").await;
+    assert_ne!(
+        n1.spec.and_then(|s| s.unschedulable),
+        Some(true),
+        "cordoned while paused"
+    );
+    assert!(
+        h.report("n1")
+            .await
+            .is_none_or(|r| r.step != protocol::report::ReportStep::StepDown)
+    );
+    // A new swap is refused while paused.
+    let dry = h
+        .run(&["swap", "--out", "n2", "--in", "n5", "--dry-run"])
+        .await;
+    dry.expect(1);
+    assert!(
+        dry.stdout
+            .lines()
+            .any(|l| l.contains("FAIL") && l.contains("not-paused")),
+        "{}",
+        dry.stdout
+    );
+    assert!(h.run(&["status"]).await.stdout.contains("paused: yes"));
+    h.run(&["resume"]).await.expect(0);
+    let status = tokio::time::timeout(Duration::from_secs(300), swap.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    h.assert_swapped("n1", "n4").await;
+}
+
+#[tokio::test]
+async fn a_swap_stopped_by_a_failed_step_down_says_what_to_do_and_resumes_when_run_again() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    h.fleet.set(|f| {
+        f.fail_step_down.insert("n1".into());
+    });
+    let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
+    run.expect(2);
+    let out = &run.stdout;
+    assert!(out.contains("stopped at step-down"), "{out}");
+    assert!(out.contains("etcd did not serve again"), "{out}");
+    assert!(out.contains("Left: n4 is a voter"), "{out}");
+    assert!(
+        out.contains("`fleet-role swap --out n1 --in n4` resumes the swap"),
+        "{out}"
+    );
+    let status = h.run(&["status"]).await.stdout;
+    assert!(status.contains("STOPPED"), "{status}");
+    // Another swap is refused while this one is unfinished.
+    let other = h
+        .run(&["swap", "--out", "n2", "--in", "n5", "--dry-run"])
+        .await;
+    other.expect(1);
+    assert!(other.stdout.contains("is unfinished"), "{}", other.stdout);
+    // The host is fixed; the same swap resumes under a new id and finishes.
+    h.fleet.set(|f| f.fail_step_down.clear());
+    let again = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
+    again.expect(0);
+    assert!(
+        again
+            .stdout
+            .contains("resume the stopped swap of n1 for n4"),
+        "{}",
+        again.stdout
+    );
+    h.assert_swapped("n1", "n4").await;
+}
+
+#[tokio::test]
+async fn run_replaces_a_voter_that_stopped_within_its_grace_period_and_one_swap() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    let mut run = h.spawn(&["run"]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let down_at = Instant::now();
+    h.fleet.set(|f| {
+        f.down.insert("n2".into());
+    });
+    h.wait_for("n4 to replace n2", || async {
+        let n4 = h.node("n4").await;
+        let n2 = h.node("n2").await;
+        condition(&n4, "EtcdIsVoter")
+            && n2
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(K3S_ETCD_REMOVED_NODE_NAME))
+            && h.lease_annotation("role-swap").await.is_none()
+            && h.lease_annotation("last-swap").await.is_some()
+    })
+    .await;
+    eprintln!(
+        "run replaced the stopped voter {:.1} s after it went down (grace period 3 s)",
+        down_at.elapsed().as_secs_f64()
+    );
+    // n2 was down: no step-down, its member removed, left for the operator.
+    let last = h.lease_annotation("last-swap").await.unwrap();
+    assert!(last.contains("demote-local"), "{last}");
+    let n2 = h.node("n2").await;
+    assert!(
+        n2.metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key(K3S_ETCD_ROLE_LABEL)
+    );
+    let n4 = h.node("n4").await;
+    assert!(
+        n4.metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key(K3S_ETCD_ROLE_LABEL)
+    );
+    assert!(
+        h.fleet.violations().is_empty(),
+        "{:?}",
+        h.fleet.violations()
+    );
+    // SIGTERM: run stops cleanly.
+    let pid = run.id().unwrap();
+    std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), run.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test]
+async fn bad_input_is_an_error_with_exit_code_2_and_never_shows_the_token() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    let same = h.run(&["swap", "--out", "n1", "--in", "n1"]).await;
+    same.expect(2);
+    assert!(
+        same.stderr.contains("name the same Node"),
+        "{}",
+        same.stderr
+    );
+    let bad = h.run(&["swap", "--out", "N1;rm", "--in", "n4"]).await;
+    bad.expect(2);
+    assert!(bad.stderr.contains("invalid node name"), "{}", bad.stderr);
+    let timeout = h
+        .run(&["swap", "--out", "n1", "--in", "n4", "--timeout", "soon"])
+        .await;
+    timeout.expect(2);
+    let json = h
+        .run(&["swap", "--out", "n1", "--in", "n1", "--output", "json"])
+        .await;
+    json.expect(2);
+    let v: serde_json::Value = serde_json::from_str(json.stdout.trim()).unwrap();
+    assert_eq!(v["ok"], false);
+    // A credential that may not read Nodes: the API's refusal, no token.
+    let token_file = h.kubeconfig.parent().unwrap().join("token");
+    std::fs::write(&token_file, "not-a-token-but-long-enough-to-check").unwrap();
+    let denied = h.run(&["status"]).await;
+    denied.expect(2);
+    assert!(
+        denied.stderr.contains("reading the cluster"),
+        "{}",
+        denied.stderr
+    );
+}

@@ -1,0 +1,1285 @@
+//! Shared by the controller's tests against the real API: a control plane
+//! with `deploy/rbac/actuator.yaml` and `deploy/rbac/controller.yaml`
+//! applied, a kubeconfig holding the controller's ServiceAccount token (so
+//! every test also proves its least-privilege RBAC is enough), the
+//! `fleet-role` binary run as a child process, and a scripted fleet double.
+//!
+//! # The scripted fleet
+//!
+//! [`Fleet`] plays the hosts and k3s through the admin client, reacting to
+//! what the controller writes as the real actuator and k3s would:
+//!
+//! - each host's actuator: the real [`protocol::decide`] on its Node, the
+//!   regrade Lease, its report and a simulated disk (role file, datastore,
+//!   tombstone, member name); reports as `protocol::Report` JSON under the
+//!   host's key, applied with the host's own field manager;
+//! - on a promotion: report started/learner, then k3s's etcd label, server
+//!   labels, `node-name`/`node-address` annotations and `EtcdIsVoter=False`;
+//!   the leader's loop sets `EtcdIsVoter=True` a moment later, and the host
+//!   reports voter/done;
+//! - on a step-down: report etcd-only/done (the role file names the agent);
+//! - k3s's member controller: on `etcd.k3s.cattle.io/remove=true` it checks
+//!   quorum like etcd does (refusing by deleting `remove`, and recording a
+//!   violation), else sets `removed-node-name` and deletes `node-name` and
+//!   `node-address`; the host's datastore gets its tombstone;
+//! - the finish: report member-gone/agent-ready/done;
+//! - a snapshot request: report done with a snapshot file;
+//! - each kubelet: Ready=True and a node Lease renewed every second while
+//!   its host is up; Ready=False once it goes down.
+//!
+//! Failures are injected through [`Faults`]: a promotion that never reaches
+//! voter, a host going down, the whole fleet frozen (nothing written at all,
+//! for the tests that compare resourceVersions).
+//!
+//! Everything waits by polling against generous deadlines and asserts no
+//! timing: the tests run on a loaded 2-core machine.
+
+#![allow(dead_code)]
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fs,
+    os::unix::fs::OpenOptionsExt,
+    path::{Path, PathBuf},
+    process::Output,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::{
+    api::{
+        coordination::v1::{Lease, LeaseSpec},
+        core::v1::{ConfigMap, Node},
+        events::v1::Event,
+    },
+    apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time},
+    jiff::Timestamp,
+};
+use kube::{
+    Api, Client,
+    api::{ListParams, Patch, PatchParams, PostParams},
+};
+use protocol::{
+    Names, Report, SwapId,
+    decide::{Decision, HostState, JoinTarget, LeaseView, NodeView, Observation, Step, decide},
+    names::{
+        K3S_CONTROL_PLANE_LABEL, K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME,
+        K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL, K3S_MASTER_LABEL,
+        REPORT_CONFIGMAP,
+    },
+    report::{Detail, Phase, ReportStep},
+    validate::Role,
+};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Value, json};
+use testcp::ControlPlane;
+use tokio::process::{Child, Command};
+
+/// The default prefix.
+pub const P: &str = "github-runner.exadev.com";
+/// How long any wait lasts before the test fails. Generous: a loaded
+/// machine is slow, and a passing test never waits this long.
+pub const DEADLINE: Duration = Duration::from_secs(120);
+
+/// The workspace's root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A host of the fleet, as the test sets it up.
+#[derive(Debug, Clone)]
+pub struct HostSpec {
+    /// The Node's name.
+    pub name: &'static str,
+    /// An etcd voter (else an agent).
+    pub voter: bool,
+    /// Carries `<prefix>/voter-eligible=true`.
+    pub eligible: bool,
+}
+
+/// `n1`, `n2`, `n3` voters; `n4` an eligible standby; `n5` an agent that
+/// may not vote.
+pub fn three_voters() -> Vec<HostSpec> {
+    vec![
+        HostSpec {
+            name: "n1",
+            voter: true,
+            eligible: true,
+        },
+        HostSpec {
+            name: "n2",
+            voter: true,
+            eligible: true,
+        },
+        HostSpec {
+            name: "n3",
+            voter: true,
+            eligible: true,
+        },
+        HostSpec {
+            name: "n4",
+            voter: false,
+            eligible: true,
+        },
+        HostSpec {
+            name: "n5",
+            voter: false,
+            eligible: false,
+        },
+    ]
+}
+
+/// The controller's settings in the tests: short, so the tests are quick,
+/// yet generous enough for a loaded machine.
+pub const CONFIG: &str = r#"
+voters = 3
+lease_duration_secs = 12
+skew_margin_secs = 2
+poll_millis = 200
+grace_period_secs = 3
+settle_secs = 2
+
+[timeouts]
+snapshot = 90
+promote = 90
+rollback = 90
+remove_incoming = 90
+step_down = 90
+removal = 90
+finish = 90
+"#;
+
+/// One test's world: a control plane, the RBAC, the fleet double, and the
+/// files the binary is run with.
+pub struct Harness {
+    /// The control plane (dropped last).
+    pub plane: ControlPlane,
+    /// The admin client.
+    pub admin: Client,
+    /// The scripted fleet.
+    pub fleet: Fleet,
+    /// The controller's kubeconfig (its ServiceAccount token).
+    pub kubeconfig: PathBuf,
+    /// The controller's config file.
+    pub config: PathBuf,
+    /// The controller's token, to check it never appears in any output.
+    pub token: SecretString,
+    dir: tempfile::TempDir,
+}
+
+impl Harness {
+    /// Starts a control plane, applies the RBAC, creates the hosts' Nodes
+    /// and starts the fleet double; `config` is the controller's TOML.
+    pub async fn start(hosts: &[HostSpec], config: &str) -> Self {
+        let plane = ControlPlane::start().await.expect("a control plane starts");
+        for f in ["deploy/rbac/actuator.yaml", "deploy/rbac/controller.yaml"] {
+            plane
+                .apply_yaml_file(&workspace().join(f))
+                .await
+                .unwrap_or_else(|e| panic!("{f} applies: {e}"));
+        }
+        let admin = plane.admin_client().unwrap();
+        let token = plane
+            .service_account_token("platform", "fleet-role")
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let token_file = dir.path().join("token");
+        write_private(&token_file, token.expose_secret());
+        let url = plane.urls()[0].clone();
+        let kubeconfig = dir.path().join("kubeconfig");
+        write_private(
+            &kubeconfig,
+            &format!(
+                "apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: {url}
+    certificate-authority: {ca}
+users:
+- name: fleet-role
+  user:
+    tokenFile: {token}
+contexts:
+- name: test
+  context:
+    cluster: test
+    user: fleet-role
+current-context: test
+",
+                ca = plane.ca_file().display(),
+                token = token_file.display()
+            ),
+        );
+        let config_file = dir.path().join("controller.toml");
+        fs::write(&config_file, config).unwrap();
+        let fleet = Fleet::start(admin.clone(), hosts).await;
+        Self {
+            plane,
+            admin,
+            fleet,
+            kubeconfig,
+            config: config_file,
+            token,
+            dir,
+        }
+    }
+
+    /// A `fleet-role` command with this world's kubeconfig and config.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_fleet-role"));
+        c.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .env("FLEET_ROLE_LOG", "info")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Runs `fleet-role ARGS` to its end (failing the test past the deadline).
+    pub async fn run(&self, args: &[&str]) -> Run {
+        let started = Instant::now();
+        let child = self.command(args).spawn().expect("fleet-role starts");
+        let out = tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
+            .await
+            .expect("fleet-role ends within 300 s")
+            .unwrap();
+        Run::new(out, started.elapsed(), self)
+    }
+
+    /// Starts `fleet-role ARGS` and returns the child.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args).spawn().expect("fleet-role starts")
+    }
+
+    /// The Nodes.
+    pub fn nodes(&self) -> Api<Node> {
+        Api::all(self.admin.clone())
+    }
+
+    /// A Node.
+    pub async fn node(&self, name: &str) -> Node {
+        self.nodes().get(name).await.unwrap()
+    }
+
+    /// The regrade Lease.
+    pub async fn lease(&self) -> Lease {
+        Api::<Lease>::namespaced(self.admin.clone(), "kube-system")
+            .get("fleet-regrade")
+            .await
+            .unwrap()
+    }
+
+    /// An annotation of the regrade Lease.
+    pub async fn lease_annotation(&self, key: &str) -> Option<String> {
+        self.lease()
+            .await
+            .metadata
+            .annotations
+            .and_then(|a| a.get(&format!("{P}/{key}")).cloned())
+    }
+
+    /// A host's report.
+    pub async fn report(&self, node: &str) -> Option<Report> {
+        Api::<ConfigMap>::namespaced(self.admin.clone(), "platform")
+            .get(REPORT_CONFIGMAP)
+            .await
+            .ok()
+            .and_then(|cm| cm.data)
+            .and_then(|d| d.get(node).and_then(|v| Report::from_json(v)))
+    }
+
+    /// The resourceVersion of every object the controller could write or
+    /// read: every Node, the regrade Lease, the report ConfigMap, every node
+    /// Lease, and the number of Events.
+    pub async fn versions(&self) -> BTreeMap<String, String> {
+        let mut v = BTreeMap::new();
+        for n in self.nodes().list(&ListParams::default()).await.unwrap() {
+            v.insert(
+                format!("node/{}", n.metadata.name.unwrap()),
+                n.metadata.resource_version.unwrap(),
+            );
+        }
+        for l in Api::<Lease>::namespaced(self.admin.clone(), "kube-node-lease")
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+        {
+            v.insert(
+                format!("node-lease/{}", l.metadata.name.unwrap()),
+                l.metadata.resource_version.unwrap(),
+            );
+        }
+        v.insert(
+            "lease".into(),
+            self.lease().await.metadata.resource_version.unwrap(),
+        );
+        let cm = Api::<ConfigMap>::namespaced(self.admin.clone(), "platform")
+            .get(REPORT_CONFIGMAP)
+            .await
+            .unwrap();
+        v.insert("configmap".into(), cm.metadata.resource_version.unwrap());
+        v.insert("events".into(), self.events().await.len().to_string());
+        v
+    }
+
+    /// The Events fleet-role recorded: (Node, reason).
+    pub async fn events(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String, String)> =
+            Api::<Event>::namespaced(self.admin.clone(), "default")
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter(|e| e.reporting_controller.as_deref() == Some("fleet-role"))
+                .map(|e| {
+                    (
+                        e.metadata.name.clone().unwrap_or_default(),
+                        e.regarding.and_then(|r| r.name).unwrap_or_default(),
+                        e.reason.unwrap_or_default(),
+                    )
+                })
+                .collect();
+        out.sort();
+        out.into_iter().map(|(_, n, r)| (n, r)).collect()
+    }
+
+    /// Takes the regrade Lease for someone else (an intruder holding it for
+    /// its own swap), as another controller would.
+    pub async fn steal_lease(&self) {
+        let api = Api::<Lease>::namespaced(self.admin.clone(), "kube-system");
+        let mut lease = api.get("fleet-regrade").await.unwrap();
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        spec.holder_identity = Some("intruder".into());
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        spec.lease_duration_seconds = Some(600);
+        let a = lease.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        a.insert(format!("{P}/swap-instance"), "intruder-1".into());
+        a.insert(format!("{P}/role-swap"), "swap-intruder".into());
+        api.replace("fleet-regrade", &PostParams::default(), &lease)
+            .await
+            .unwrap();
+    }
+
+    /// Checks the fleet after a completed swap of `out` for `incoming`.
+    pub async fn assert_swapped(&self, out: &str, incoming: &str) {
+        let o = self.node(out).await;
+        let labels = o.metadata.labels.clone().unwrap_or_default();
+        let annotations = o.metadata.annotations.clone().unwrap_or_default();
+        for l in [
+            K3S_ETCD_ROLE_LABEL,
+            K3S_CONTROL_PLANE_LABEL,
+            K3S_MASTER_LABEL,
+        ] {
+            assert!(!labels.contains_key(l), "{out} still has {l}: {labels:?}");
+        }
+        for a in [
+            K3S_ETCD_NODE_NAME,
+            K3S_ETCD_NODE_ADDRESS,
+            K3S_ETCD_REMOVE,
+            K3S_ETCD_REMOVED_NODE_NAME,
+        ] {
+            assert!(!annotations.contains_key(a), "{out} still has {a}");
+        }
+        assert!(
+            !annotations.keys().any(|k| k.starts_with(P)),
+            "{out} still has fleet-role annotations: {annotations:?}"
+        );
+        assert_eq!(
+            labels.get(&format!("{P}/desired-role")).map(String::as_str),
+            Some("agent")
+        );
+        assert_ne!(
+            o.spec.as_ref().and_then(|s| s.unschedulable),
+            Some(true),
+            "{out} is still cordoned"
+        );
+        assert!(
+            !condition(&o, K3S_ETCD_IS_VOTER),
+            "{out} still claims a voter"
+        );
+        let i = self.node(incoming).await;
+        let labels = i.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels.get(K3S_ETCD_ROLE_LABEL).map(String::as_str),
+            Some("true")
+        );
+        assert!(condition(&i, K3S_ETCD_IS_VOTER));
+        assert_eq!(
+            labels.get(&format!("{P}/desired-role")).map(String::as_str),
+            Some("server")
+        );
+        let annotations = i.metadata.annotations.clone().unwrap_or_default();
+        assert!(
+            !annotations.keys().any(|k| k.starts_with(P)),
+            "{annotations:?}"
+        );
+        for n in self.nodes().list(&ListParams::default()).await.unwrap() {
+            let a = n.metadata.annotations.unwrap_or_default();
+            assert!(
+                !a.keys().any(|k| k.starts_with(P)),
+                "{:?} keeps fleet-role annotations: {a:?}",
+                n.metadata.name
+            );
+        }
+        self.assert_lease_released().await;
+        assert!(
+            self.fleet.violations().is_empty(),
+            "{:?}",
+            self.fleet.violations()
+        );
+    }
+
+    /// Checks the regrade Lease is free with no swap on it.
+    pub async fn assert_lease_released(&self) {
+        let lease = self.lease().await;
+        assert!(
+            lease
+                .spec
+                .as_ref()
+                .and_then(|s| s.holder_identity.clone())
+                .is_none(),
+            "{lease:?}"
+        );
+        let a = lease.metadata.annotations.unwrap_or_default();
+        for k in [
+            "role-swap",
+            "swap-out",
+            "swap-in",
+            "swap-instance",
+            "swap-step",
+            "swap-stopping",
+        ] {
+            assert!(!a.contains_key(&format!("{P}/{k}")), "{k} left: {a:?}");
+        }
+        assert!(a.contains_key(&format!("{P}/last-swap")));
+    }
+
+    /// Waits until `check` holds.
+    pub async fn wait_for<F, Fut>(&self, what: &str, check: F)
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let started = Instant::now();
+        while !check().await {
+            assert!(started.elapsed() < DEADLINE, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Whether the Node's condition `kind` is `True`.
+pub fn condition(node: &Node, kind: &str) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == kind && c.status == "True"))
+}
+
+fn write_private(path: &Path, text: &str) {
+    use std::io::Write;
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+}
+
+/// A finished `fleet-role` run.
+#[derive(Debug)]
+pub struct Run {
+    /// The exit code.
+    pub code: Option<i32>,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+    /// How long it took.
+    pub took: Duration,
+}
+
+impl Run {
+    fn new(out: Output, took: Duration, h: &Harness) -> Self {
+        let run = Self {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            took,
+        };
+        run.assert_no_token(h);
+        run
+    }
+
+    /// The token appears in no output.
+    pub fn assert_no_token(&self, h: &Harness) {
+        let token = h.token.expose_secret();
+        assert!(token.len() > 20);
+        assert!(!self.stdout.contains(token), "the token was printed");
+        assert!(!self.stderr.contains(token), "the token was logged");
+    }
+
+    /// Fails the test with the output unless the exit code is `code`.
+    pub fn expect(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code,
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+}
+
+/// What the fleet double does wrong, and how fast it reacts.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// Hosts whose promotion never reaches voter (a learner forever).
+    pub stall_promotion: BTreeSet<String>,
+    /// Hosts that are down (their Node NotReady, nothing reacts).
+    pub down: BTreeSet<String>,
+    /// Hosts whose step-down fails (etcd does not serve again).
+    pub fail_step_down: BTreeSet<String>,
+    /// Nothing at all is written by the fleet (no heartbeat either).
+    pub frozen: bool,
+    /// A host acts on a step only after seeing it this long (so a test can
+    /// catch the controller in each step).
+    pub react_after: Duration,
+}
+
+/// A host as the double keeps it.
+#[derive(Debug, Clone, Default)]
+struct SimHost {
+    role: Option<Role>,
+    datastore: bool,
+    tombstone: bool,
+    member: Option<String>,
+    address: String,
+    /// When the learner joined.
+    learner_since: Option<Instant>,
+    /// When each step was first seen (for `react_after`).
+    seen: BTreeMap<String, Instant>,
+    /// When the kubelet last renewed the node Lease.
+    renewed: Option<Instant>,
+    /// What the double last set as the Ready condition.
+    ready: Option<bool>,
+}
+
+#[derive(Debug, Default)]
+struct World {
+    hosts: BTreeMap<String, SimHost>,
+    faults: Faults,
+    violations: Vec<String>,
+    log: Vec<String>,
+}
+
+/// The scripted fleet: hosts and k3s, through the admin client.
+pub struct Fleet {
+    world: Arc<Mutex<World>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn k3s() -> PatchParams {
+    PatchParams {
+        field_manager: Some("k3s".into()),
+        ..PatchParams::default()
+    }
+}
+
+fn now_time() -> Value {
+    serde_json::to_value(Time(Timestamp::now())).unwrap()
+}
+
+impl Fleet {
+    async fn start(admin: Client, hosts: &[HostSpec]) -> Self {
+        let nodes: Api<Node> = Api::all(admin.clone());
+        let node_leases: Api<Lease> = Api::namespaced(admin.clone(), "kube-node-lease");
+        let mut world = World::default();
+        for (i, h) in hosts.iter().enumerate() {
+            let address = format!("127.0.1.{}", i + 1);
+            let member = h
+                .voter
+                .then(|| format!("{}-{:08x}", h.name, 0x1000_0000 + i));
+            let mut labels = BTreeMap::new();
+            let mut annotations = BTreeMap::new();
+            if h.eligible {
+                labels.insert(format!("{P}/voter-eligible"), "true".to_string());
+            }
+            if h.voter {
+                for l in [
+                    K3S_ETCD_ROLE_LABEL,
+                    K3S_CONTROL_PLANE_LABEL,
+                    K3S_MASTER_LABEL,
+                ] {
+                    labels.insert(l.to_string(), "true".to_string());
+                }
+                annotations.insert(K3S_ETCD_NODE_NAME.to_string(), member.clone().unwrap());
+                annotations.insert(K3S_ETCD_NODE_ADDRESS.to_string(), address.clone());
+            }
+            let node = Node {
+                metadata: ObjectMeta {
+                    name: Some(h.name.into()),
+                    labels: Some(labels),
+                    annotations: Some(annotations),
+                    ..ObjectMeta::default()
+                },
+                ..Node::default()
+            };
+            nodes.create(&PostParams::default(), &node).await.unwrap();
+            let mut conditions = vec![json!({
+                "type": "Ready", "status": "True", "reason": "KubeletReady",
+                "lastTransitionTime": now_time(), "lastHeartbeatTime": now_time(),
+            })];
+            if h.voter {
+                conditions.push(json!({
+                    "type": K3S_ETCD_IS_VOTER, "status": "True", "reason": "MemberIsVoter",
+                    "lastTransitionTime": now_time(),
+                }));
+            }
+            nodes
+                .patch_status(
+                    h.name,
+                    &k3s(),
+                    &Patch::Strategic(json!({"status": {
+                        "conditions": conditions,
+                        "addresses": [{"type": "InternalIP", "address": address}],
+                    }})),
+                )
+                .await
+                .unwrap();
+            node_leases
+                .create(
+                    &PostParams::default(),
+                    &Lease {
+                        metadata: ObjectMeta {
+                            name: Some(h.name.into()),
+                            ..ObjectMeta::default()
+                        },
+                        spec: Some(LeaseSpec {
+                            holder_identity: Some(h.name.into()),
+                            lease_duration_seconds: Some(40),
+                            renew_time: Some(MicroTime(Timestamp::now())),
+                            ..LeaseSpec::default()
+                        }),
+                    },
+                )
+                .await
+                .unwrap();
+            world.hosts.insert(
+                h.name.to_string(),
+                SimHost {
+                    role: Some(if h.voter { Role::Server } else { Role::Agent }),
+                    datastore: h.voter,
+                    member,
+                    address,
+                    ready: Some(true),
+                    renewed: Some(Instant::now()),
+                    ..SimHost::default()
+                },
+            );
+        }
+        let world = Arc::new(Mutex::new(world));
+        let task = tokio::spawn(run_fleet(admin, world.clone()));
+        Self { world, task }
+    }
+
+    /// Changes the faults.
+    pub fn set(&self, f: impl FnOnce(&mut Faults)) {
+        f(&mut self.world.lock().unwrap().faults);
+    }
+
+    /// Quorum violations k3s's removal saw (must stay empty).
+    pub fn violations(&self) -> Vec<String> {
+        self.world.lock().unwrap().violations.clone()
+    }
+
+    /// What the fleet did, in order.
+    pub fn log(&self) -> Vec<String> {
+        self.world.lock().unwrap().log.clone()
+    }
+}
+
+async fn run_fleet(admin: Client, world: Arc<Mutex<World>>) {
+    loop {
+        if let Err(e) = tick(&admin, &world).await {
+            // A transient API error: the next tick tries again.
+            eprintln!("fleet double: {e}");
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+}
+
+fn label(n: &Node, k: &str) -> Option<String> {
+    n.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned()
+}
+
+fn annotation(n: &Node, k: &str) -> Option<String> {
+    n.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(k))
+        .cloned()
+}
+
+async fn tick(admin: &Client, world: &Arc<Mutex<World>>) -> Result<(), kube::Error> {
+    if world.lock().unwrap().faults.frozen {
+        return Ok(());
+    }
+    let names = Names::default();
+    let nodes_api: Api<Node> = Api::all(admin.clone());
+    let nodes: BTreeMap<String, Node> = nodes_api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(|n| (n.metadata.name.clone().unwrap(), n))
+        .collect();
+    let lease = Api::<Lease>::namespaced(admin.clone(), "kube-system")
+        .get_opt(&names.lease_name)
+        .await?;
+    let reports = Api::<ConfigMap>::namespaced(admin.clone(), "platform")
+        .get_opt(REPORT_CONFIGMAP)
+        .await?
+        .and_then(|cm| cm.data)
+        .unwrap_or_default();
+    let lease_view = lease.as_ref().map(|l| {
+        let spec = l.spec.clone().unwrap_or_default();
+        LeaseView {
+            holder: spec.holder_identity,
+            swap: l
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(&names.lease_swap()).cloned()),
+            renew_time: spec.renew_time.map(|t| t.0.as_second()),
+            duration_secs: spec.lease_duration_seconds.map(i64::from),
+        }
+    });
+    let host_names: Vec<String> = world.lock().unwrap().hosts.keys().cloned().collect();
+    for name in &host_names {
+        kubelet(admin, world, name).await?;
+    }
+    for name in &host_names {
+        let Some(node) = nodes.get(name) else {
+            continue;
+        };
+        let report = reports.get(name).and_then(|v| Report::from_json(v));
+        actuator(
+            admin,
+            world,
+            &names,
+            node,
+            &nodes,
+            lease_view.as_ref(),
+            report,
+        )
+        .await?;
+    }
+    leader_loop(admin, world, &nodes).await?;
+    member_controller(admin, world, &nodes).await?;
+    Ok(())
+}
+
+/// The kubelet: Ready and a renewed node Lease while the host is up.
+async fn kubelet(admin: &Client, world: &Arc<Mutex<World>>, name: &str) -> Result<(), kube::Error> {
+    let (up, renew_due, ready_was) = {
+        let w = world.lock().unwrap();
+        let h = &w.hosts[name];
+        (
+            !w.faults.down.contains(name),
+            h.renewed
+                .is_none_or(|t| t.elapsed() > Duration::from_millis(900)),
+            h.ready,
+        )
+    };
+    if ready_was != Some(up) {
+        let status = if up { "True" } else { "False" };
+        Api::<Node>::all(admin.clone())
+            .patch_status(
+                name,
+                &k3s(),
+                &Patch::Strategic(json!({"status": {"conditions": [{
+                    "type": "Ready", "status": status,
+                    "reason": if up { "KubeletReady" } else { "NodeStatusUnknown" },
+                    "lastTransitionTime": now_time(), "lastHeartbeatTime": now_time(),
+                }]}})),
+            )
+            .await?;
+        world.lock().unwrap().hosts.get_mut(name).unwrap().ready = Some(up);
+    }
+    if up && renew_due {
+        Api::<Lease>::namespaced(admin.clone(), "kube-node-lease")
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"renewTime": MicroTime(Timestamp::now())}})),
+            )
+            .await?;
+        world.lock().unwrap().hosts.get_mut(name).unwrap().renewed = Some(Instant::now());
+    }
+    Ok(())
+}
+
+async fn write_report(admin: &Client, node: &str, report: &Report) -> Result<(), kube::Error> {
+    let names = Names::default();
+    let body = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": REPORT_CONFIGMAP, "namespace": "platform"},
+        "data": {node: report.to_json()},
+    });
+    Api::<ConfigMap>::namespaced(admin.clone(), "platform")
+        .patch(
+            REPORT_CONFIGMAP,
+            &PatchParams::apply(&names.report_field_manager(node)),
+            &Patch::Apply(&body),
+        )
+        .await
+        .map(drop)
+}
+
+/// One host's actuator: the real decision on a simulated disk.
+async fn actuator(
+    admin: &Client,
+    world: &Arc<Mutex<World>>,
+    names: &Names,
+    node: &Node,
+    nodes: &BTreeMap<String, Node>,
+    lease: Option<&LeaseView>,
+    report: Option<Report>,
+) -> Result<(), kube::Error> {
+    let name = node.metadata.name.clone().unwrap();
+    let (host, faults) = {
+        let w = world.lock().unwrap();
+        (w.hosts[&name].clone(), w.faults.clone())
+    };
+    if faults.down.contains(&name) {
+        return Ok(());
+    }
+    let view = NodeView {
+        name: name.clone(),
+        desired_role: label(node, &names.desired_role()),
+        swap: annotation(node, &names.role_swap()),
+        step: annotation(node, &names.role_step()),
+        join_node: annotation(node, &names.role_join_node()),
+        snapshot_request: annotation(node, &names.snapshot_request()),
+        etcd_label: label(node, K3S_ETCD_ROLE_LABEL).as_deref() == Some("true"),
+        etcd_is_voter: condition(node, K3S_ETCD_IS_VOTER),
+        removed_member: annotation(node, K3S_ETCD_REMOVED_NODE_NAME),
+    };
+    let join = match view.join_node.as_deref() {
+        Some(j) if view.step.as_deref() == Some("promote") => match nodes.get(j) {
+            Some(n) => JoinTarget::Found {
+                address: annotation(n, K3S_ETCD_NODE_ADDRESS),
+            },
+            None => JoinTarget::Missing,
+        },
+        _ => JoinTarget::NotLooked,
+    };
+    let now = Timestamp::now().as_second();
+    let decision = decide(&Observation {
+        now,
+        node: &view,
+        lease,
+        report: report.as_ref(),
+        host: HostState {
+            role: host.role,
+            datastore: host.datastore,
+            tombstone: host.tombstone,
+            member: host.member.clone(),
+        },
+        join: &join,
+        identity: &names.controller_identity,
+        skew_margin: 2,
+        join_port: 6443,
+    });
+    // A host acts on a step only once it has seen it for `react_after`.
+    let key = match &decision {
+        Decision::Take { swap, step, .. } => format!("{swap:?}/{}", step.report_step().as_str()),
+        Decision::Refuse { swap, step, .. } => format!("{swap:?}/{}/refuse", step.as_str()),
+        _ => return Ok(()),
+    };
+    {
+        let mut w = world.lock().unwrap();
+        let first = *w
+            .hosts
+            .get_mut(&name)
+            .unwrap()
+            .seen
+            .entry(key.clone())
+            .or_insert_with(Instant::now);
+        if first.elapsed() < faults.react_after {
+            return Ok(());
+        }
+    }
+    let next =
+        |prev: Option<&Report>, swap: &Option<SwapId>, step, phase, detail: Option<Detail>| {
+            let mut r = Report::next(
+                prev,
+                swap.clone(),
+                step,
+                phase,
+                Timestamp::now().as_second(),
+            );
+            if detail.is_some() {
+                r.detail = detail;
+            }
+            r
+        };
+    let log = |w: &Arc<Mutex<World>>, s: String| w.lock().unwrap().log.push(s);
+    match decision {
+        Decision::Refuse { swap, step, reason } => {
+            log(
+                world,
+                format!("{name}: refused {} ({reason})", step.as_str()),
+            );
+            let r = next(report.as_ref(), &swap, step, Phase::Refused, None).with_reason(reason);
+            write_report(admin, &name, &r).await?;
+        }
+        Decision::Take { swap, step, resume } => match step {
+            Step::Snapshot => {
+                log(world, format!("{name}: snapshot"));
+                let mut r = next(
+                    report.as_ref(),
+                    &swap,
+                    ReportStep::Snapshot,
+                    Phase::Done,
+                    Some(Detail::Snapshot),
+                );
+                r.snapshot_file = Some(format!(
+                    "/var/lib/rancher/k3s/server/db/snapshots/{}-{name}-{now}",
+                    swap.as_ref().map_or("none", SwapId::as_str)
+                ));
+                write_report(admin, &name, &r).await?;
+            }
+            Step::Promote { .. } if !resume => {
+                log(world, format!("{name}: promote"));
+                let started = next(
+                    report.as_ref(),
+                    &swap,
+                    ReportStep::Promote,
+                    Phase::Started,
+                    None,
+                );
+                write_report(admin, &name, &started).await?;
+                let member = format!("{name}-5eed{:04x}", now % 0xffff);
+                {
+                    let mut w = world.lock().unwrap();
+                    let h = w.hosts.get_mut(&name).unwrap();
+                    h.role = Some(Role::Server);
+                    h.datastore = true;
+                    h.tombstone = false;
+                    h.member = Some(member.clone());
+                    h.learner_since = Some(Instant::now());
+                }
+                // k3s joins etcd as a learner and labels its own Node.
+                let mut labels = serde_json::Map::new();
+                for l in [
+                    K3S_ETCD_ROLE_LABEL,
+                    K3S_CONTROL_PLANE_LABEL,
+                    K3S_MASTER_LABEL,
+                ] {
+                    labels.insert(l.into(), json!("true"));
+                }
+                Api::<Node>::all(admin.clone())
+                    .patch(
+                        &name,
+                        &k3s(),
+                        &Patch::Merge(json!({"metadata": {
+                            "labels": labels,
+                            "annotations": {
+                                K3S_ETCD_NODE_NAME: member,
+                                K3S_ETCD_NODE_ADDRESS: host.address,
+                                K3S_ETCD_REMOVED_NODE_NAME: null,
+                                K3S_ETCD_REMOVE: null,
+                            },
+                        }})),
+                    )
+                    .await?;
+                set_voter(admin, &name, false).await?;
+                let learner = next(
+                    Some(&started),
+                    &swap,
+                    ReportStep::Promote,
+                    Phase::Progress,
+                    Some(Detail::Learner),
+                );
+                write_report(admin, &name, &learner).await?;
+            }
+            Step::Promote { .. } => {
+                if view.etcd_is_voter {
+                    log(world, format!("{name}: voter"));
+                    let voter = next(
+                        report.as_ref(),
+                        &swap,
+                        ReportStep::Promote,
+                        Phase::Progress,
+                        Some(Detail::Voter),
+                    );
+                    write_report(admin, &name, &voter).await?;
+                    let done = next(
+                        Some(&voter),
+                        &swap,
+                        ReportStep::Promote,
+                        Phase::Done,
+                        Some(Detail::Voter),
+                    );
+                    write_report(admin, &name, &done).await?;
+                }
+            }
+            Step::StepDown => {
+                log(world, format!("{name}: step-down"));
+                let started = if resume {
+                    report.clone().unwrap()
+                } else {
+                    let r = next(
+                        report.as_ref(),
+                        &swap,
+                        ReportStep::StepDown,
+                        Phase::Started,
+                        None,
+                    );
+                    write_report(admin, &name, &r).await?;
+                    r
+                };
+                if faults.fail_step_down.contains(&name) {
+                    let r = next(Some(&started), &swap, ReportStep::StepDown, Phase::Failed, None)
+                        .with_reason("etcd did not serve again within 120 s; host left with role file server, k3s active");
+                    write_report(admin, &name, &r).await?;
+                    return Ok(());
+                }
+                world.lock().unwrap().hosts.get_mut(&name).unwrap().role = Some(Role::Agent);
+                let p = next(
+                    Some(&started),
+                    &swap,
+                    ReportStep::StepDown,
+                    Phase::Progress,
+                    Some(Detail::EtcdOnly),
+                );
+                write_report(admin, &name, &p).await?;
+                let d = next(
+                    Some(&p),
+                    &swap,
+                    ReportStep::StepDown,
+                    Phase::Done,
+                    Some(Detail::EtcdOnly),
+                );
+                write_report(admin, &name, &d).await?;
+            }
+            Step::Rollback | Step::Finish => {
+                let rstep = step.report_step();
+                log(world, format!("{name}: {}", rstep.as_str()));
+                let mut r = if resume {
+                    report.clone().unwrap()
+                } else {
+                    let r = next(report.as_ref(), &swap, rstep, Phase::Started, None);
+                    write_report(admin, &name, &r).await?;
+                    r
+                };
+                if matches!(step, Step::Finish) {
+                    r = next(
+                        Some(&r),
+                        &swap,
+                        rstep,
+                        Phase::Progress,
+                        Some(Detail::MemberGone),
+                    );
+                    write_report(admin, &name, &r).await?;
+                }
+                {
+                    let mut w = world.lock().unwrap();
+                    let h = w.hosts.get_mut(&name).unwrap();
+                    h.role = Some(Role::Agent);
+                    h.datastore = false;
+                    h.tombstone = false;
+                    h.learner_since = None;
+                    if matches!(step, Step::Finish) {
+                        h.member = None;
+                    }
+                }
+                let p = next(
+                    Some(&r),
+                    &swap,
+                    rstep,
+                    Phase::Progress,
+                    Some(Detail::AgentReady),
+                );
+                write_report(admin, &name, &p).await?;
+                let d = next(
+                    Some(&p),
+                    &swap,
+                    rstep,
+                    Phase::Done,
+                    Some(Detail::AgentReady),
+                );
+                write_report(admin, &name, &d).await?;
+            }
+        },
+        _ => {}
+    }
+    Ok(())
+}
+
+async fn set_voter(admin: &Client, name: &str, voter: bool) -> Result<(), kube::Error> {
+    Api::<Node>::all(admin.clone())
+        .patch_status(
+            name,
+            &k3s(),
+            &Patch::Strategic(json!({"status": {"conditions": [{
+                "type": K3S_ETCD_IS_VOTER,
+                "status": if voter { "True" } else { "False" },
+                "reason": if voter { "MemberIsVoter" } else { "MemberIsLearner" },
+                "lastTransitionTime": now_time(),
+            }]}})),
+        )
+        .await
+        .map(drop)
+}
+
+/// The etcd leader's loop: a learner that has caught up is promoted.
+async fn leader_loop(
+    admin: &Client,
+    world: &Arc<Mutex<World>>,
+    nodes: &BTreeMap<String, Node>,
+) -> Result<(), kube::Error> {
+    let due: Vec<String> = {
+        let w = world.lock().unwrap();
+        w.hosts
+            .iter()
+            .filter(|(name, h)| {
+                h.role == Some(Role::Server)
+                    && h.learner_since
+                        .is_some_and(|t| t.elapsed() > Duration::from_millis(700))
+                    && !w.faults.stall_promotion.contains(*name)
+                    && !w.faults.down.contains(*name)
+                    && nodes
+                        .get(*name)
+                        .is_some_and(|n| !condition(n, K3S_ETCD_IS_VOTER))
+            })
+            .map(|(n, _)| n.clone())
+            .collect()
+    };
+    for name in due {
+        set_voter(admin, &name, true).await?;
+        let mut w = world.lock().unwrap();
+        w.hosts.get_mut(&name).unwrap().learner_since = None;
+        w.log.push(format!("k3s: promoted {name}"));
+    }
+    Ok(())
+}
+
+/// k3s's managed-etcd-controller: the removal annotation, with etcd's own
+/// quorum check (a removal that would leave fewer started voters than a
+/// quorum is refused: k3s then deletes `remove`).
+async fn member_controller(
+    admin: &Client,
+    world: &Arc<Mutex<World>>,
+    nodes: &BTreeMap<String, Node>,
+) -> Result<(), kube::Error> {
+    for (name, node) in nodes {
+        let remove =
+            annotation(node, K3S_ETCD_REMOVE).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let Some(member) = annotation(node, K3S_ETCD_NODE_NAME) else {
+            continue;
+        };
+        if !remove || label(node, K3S_ETCD_ROLE_LABEL).as_deref() != Some("true") {
+            continue;
+        }
+        {
+            // k3s acts a moment after the annotation appears.
+            let mut w = world.lock().unwrap();
+            let wait = w.faults.react_after;
+            let first = *w
+                .hosts
+                .get_mut(name)
+                .unwrap()
+                .seen
+                .entry(format!("remove/{member}"))
+                .or_insert_with(Instant::now);
+            if first.elapsed() < wait {
+                continue;
+            }
+        }
+        // The truth: voting members and whether each one's etcd runs.
+        let (members, started, removing_started) = {
+            let w = world.lock().unwrap();
+            let mut members = 0;
+            let mut started = 0;
+            let mut removing_started = false;
+            for (n, nd) in nodes {
+                if annotation(nd, K3S_ETCD_NODE_NAME).is_none() || !condition(nd, K3S_ETCD_IS_VOTER)
+                {
+                    continue;
+                }
+                members += 1;
+                let h = &w.hosts[n];
+                let runs = !w.faults.down.contains(n) && h.datastore && !h.tombstone;
+                if runs {
+                    started += 1;
+                }
+                if n == name {
+                    removing_started = runs;
+                }
+            }
+            (members, started, removing_started)
+        };
+        let voter = condition(node, K3S_ETCD_IS_VOTER);
+        let (left, started_left) = if voter {
+            (members - 1, started - usize::from(removing_started))
+        } else {
+            (members, started)
+        };
+        let api: Api<Node> = Api::all(admin.clone());
+        if left == 0 || started_left < left / 2 + 1 {
+            let msg = format!("removing {name} would leave {started_left} started of {left}");
+            {
+                let mut w = world.lock().unwrap();
+                w.violations.push(msg.clone());
+                w.log.push(format!("k3s: refused: {msg}"));
+            }
+            api.patch(
+                name,
+                &k3s(),
+                &Patch::Merge(json!({"metadata": {"annotations": {K3S_ETCD_REMOVE: null}}})),
+            )
+            .await?;
+            continue;
+        }
+        api.patch(
+            name,
+            &k3s(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                K3S_ETCD_REMOVED_NODE_NAME: member,
+                K3S_ETCD_NODE_NAME: null,
+                K3S_ETCD_NODE_ADDRESS: null,
+            }}})),
+        )
+        .await?;
+        let mut w = world.lock().unwrap();
+        w.log.push(format!("k3s: removed {name}'s member"));
+        if let Some(h) = w.hosts.get_mut(name)
+            && h.datastore
+        {
+            h.tombstone = true;
+        }
+    }
+    Ok(())
+}

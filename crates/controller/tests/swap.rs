@@ -1,0 +1,406 @@
+//! `fleet-role swap` against a real kube-apiserver, with the scripted fleet
+//! playing the hosts and k3s: a full swap, the dry run, each gate refusing,
+//! a promotion rolled back, and the Lease taken by someone else mid-swap.
+
+mod support;
+
+use std::{collections::BTreeSet, time::Duration};
+
+use protocol::{names::K3S_ETCD_ROLE_LABEL, report::ReportStep};
+use support::{CONFIG, Harness, HostSpec, P, condition, three_voters};
+
+#[tokio::test]
+async fn a_full_swap_promotes_the_standby_and_demotes_the_voter() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
+    run.expect(0);
+    eprintln!("a full swap took {:.1} s", run.took.as_secs_f64());
+    h.assert_swapped("n1", "n4").await;
+    // Each step was printed with its time, in order.
+    let order = [
+        "take the Lease for swap",
+        "ask n2 for an etcd snapshot",
+        "snapshot taken on n2: /var/lib/rancher/k3s/server/db/snapshots/swap-",
+        "promote n4, joining n2",
+        "n4 is a voter",
+        "cordon n1",
+        "ask n1 to step down",
+        "ask k3s to remove n1's etcd member",
+        "k3s removed n1's etcd member",
+        "n1 runs as an agent",
+        "remove n1's server role labels",
+        "uncordon n1",
+        "release the Lease: the swap is done",
+        "done: the swap is complete",
+    ];
+    let mut at = 0;
+    for step in order {
+        let found = run.stdout[at..]
+            .find(step)
+            .unwrap_or_else(|| panic!("{step:?} missing or out of order in:\n{}", run.stdout));
+        at += found;
+    }
+    // The snapshot came first, on a voter that is not the outgoing one.
+    let snap = h.report("n2").await.unwrap();
+    assert!(snap.has_settled(snap.swap.as_ref(), ReportStep::Snapshot) || !snap.settled.is_empty());
+    // `kubectl describe node` tells the story.
+    let events = h.events().await;
+    for (node, reason) in [
+        ("n1", "SwapStarted"),
+        ("n2", "SnapshotRequested"),
+        ("n4", "PromoteRequested"),
+        ("n1", "Cordoned"),
+        ("n1", "StepDownRequested"),
+        ("n1", "MemberRemovalRequested"),
+        ("n1", "ServerLabelsRemoved"),
+        ("n1", "Uncordoned"),
+        ("n4", "SwapDone"),
+    ] {
+        assert!(
+            events.contains(&(node.to_string(), reason.to_string())),
+            "no {reason} on {node}: {events:?}"
+        );
+    }
+    // A second swap now is refused: n1 is no voter any more.
+    h.run(&["swap", "--out", "n1", "--in", "n4"])
+        .await
+        .expect(1);
+}
+
+#[tokio::test]
+async fn a_dry_run_prints_the_plan_and_every_gate_and_writes_nothing() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    // Let the fleet settle, then freeze it: from here on only the controller
+    // could change anything.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    h.fleet.set(|f| f.frozen = true);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = h.versions().await;
+    let run = h
+        .run(&["swap", "--out", "n1", "--in", "n4", "--dry-run"])
+        .await;
+    run.expect(0);
+    for gate in [
+        "not-paused",
+        "no-other-swap",
+        "outgoing-voter",
+        "incoming-eligible",
+        "incoming-ready",
+        "incoming-agent",
+        "voters-healthy",
+        "no-learner",
+        "quorum-after-removal",
+    ] {
+        assert!(
+            run.stdout
+                .lines()
+                .any(|l| l.contains("pass") && l.contains(gate)),
+            "{gate} not shown passing:\n{}",
+            run.stdout
+        );
+    }
+    assert!(
+        run.stdout.contains("promote n4 joining n2"),
+        "{}",
+        run.stdout
+    );
+    let json = h
+        .run(&[
+            "swap",
+            "--out",
+            "n1",
+            "--in",
+            "n5",
+            "--dry-run",
+            "--output",
+            "json",
+        ])
+        .await;
+    json.expect(1);
+    let v: serde_json::Value = serde_json::from_str(json.stdout.trim()).unwrap();
+    assert_eq!(v["ok"], false);
+    assert!(
+        v["gates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["name"] == "incoming-eligible" && g["passed"] == false)
+    );
+    assert_eq!(h.versions().await, before, "a dry run wrote to the API");
+}
+
+/// Runs a swap that a gate must refuse, and checks it wrote nothing and
+/// named the gate.
+async fn refused(h: &Harness, out: &str, incoming: &str, gate: &str) -> String {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    h.fleet.set(|f| f.frozen = true);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = h.versions().await;
+    let run = h.run(&["swap", "--out", out, "--in", incoming]).await;
+    run.expect(1);
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.contains("FAIL") && l.contains(gate)),
+        "{gate} not shown failing:\n{}",
+        run.stdout
+    );
+    assert_eq!(
+        h.versions().await,
+        before,
+        "a refused swap wrote to the API"
+    );
+    run.stdout
+}
+
+#[tokio::test]
+async fn a_swap_is_refused_while_a_voter_is_not_ready() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    h.fleet.set(|f| {
+        f.down.insert("n2".into());
+    });
+    h.wait_for("n2 NotReady", || async {
+        !condition(&h.node("n2").await, "Ready")
+    })
+    .await;
+    let out = refused(&h, "n1", "n4", "voters-healthy").await;
+    assert!(out.contains("n2 (NotReady)"), "{out}");
+}
+
+#[tokio::test]
+async fn a_swap_is_refused_while_a_learner_is_pending() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    // n5 joined etcd as a learner (k3s's label and member name, no EtcdIsVoter).
+    h.nodes()
+        .patch(
+            "n5",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"metadata": {
+                "labels": {K3S_ETCD_ROLE_LABEL: "true"},
+                "annotations": {"etcd.k3s.cattle.io/node-name": "n5-0badf00d"},
+            }})),
+        )
+        .await
+        .unwrap();
+    let out = refused(&h, "n1", "n4", "no-learner").await;
+    assert!(out.contains("a learner is pending: n5"), "{out}");
+}
+
+#[tokio::test]
+async fn a_swap_is_refused_for_an_ineligible_host() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    let out = refused(&h, "n1", "n5", "incoming-eligible").await;
+    assert!(
+        out.contains(&format!("n5 does not carry {P}/voter-eligible=true")),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn a_swap_is_refused_when_too_few_healthy_voters_would_be_left_after_the_removal() {
+    // Three voters configured, one Node seen: the two missing count as down,
+    // so removing the one healthy voter after the promotion would leave one
+    // healthy member of three.
+    let hosts = vec![
+        HostSpec {
+            name: "n1",
+            voter: true,
+            eligible: true,
+        },
+        HostSpec {
+            name: "n4",
+            voter: false,
+            eligible: true,
+        },
+    ];
+    let h = Harness::start(&hosts, CONFIG).await;
+    let out = refused(&h, "n1", "n4", "quorum-after-removal").await;
+    assert!(
+        out.contains("leaves 1 healthy of 3 voting members"),
+        "{out}"
+    );
+    assert!(out.contains("2 voter Node(s) missing"), "{out}");
+}
+
+#[tokio::test]
+async fn a_second_swap_is_refused_while_one_runs() {
+    let mut hosts = three_voters();
+    hosts.push(HostSpec {
+        name: "n6",
+        voter: false,
+        eligible: true,
+    });
+    let h = Harness::start(&hosts, CONFIG).await;
+    // The first swap is held in its promotion.
+    h.fleet.set(|f| {
+        f.stall_promotion.insert("n4".into());
+    });
+    let mut first = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
+    h.wait_for("the first swap's promotion", || async {
+        h.report("n4").await.is_some()
+    })
+    .await;
+    let run = h.run(&["swap", "--out", "n2", "--in", "n6"]).await;
+    run.expect(1);
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.contains("FAIL") && l.contains("no-other-swap")),
+        "{}",
+        run.stdout
+    );
+    // The second swap wrote nothing: n2 and n6 carry no step (n2 carries the
+    // first swap's snapshot request, and nothing else of fleet-role's).
+    for n in ["n2", "n6"] {
+        let a = h.node(n).await.metadata.annotations.unwrap_or_default();
+        let ours: Vec<&String> = a
+            .keys()
+            .filter(|k| k.starts_with(P) && !k.ends_with("/snapshot-request"))
+            .collect();
+        assert!(ours.is_empty(), "{n}: {a:?}");
+    }
+    assert!(
+        h.node("n6")
+            .await
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .is_empty()
+    );
+    // The first one goes on once its host is promoted.
+    h.fleet.set(|f| {
+        f.stall_promotion.clear();
+    });
+    let status = tokio::time::timeout(Duration::from_secs(300), first.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    h.assert_swapped("n1", "n4").await;
+}
+
+#[tokio::test]
+async fn a_promotion_that_fails_midway_is_rolled_back_and_the_cluster_left_as_it_was() {
+    let config = CONFIG.replace("promote = 90", "promote = 6");
+    let h = Harness::start(&three_voters(), &config).await;
+    // n4 joins as a learner and is never promoted.
+    h.fleet.set(|f| {
+        f.stall_promotion.insert("n4".into());
+    });
+    let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
+    run.expect(2);
+    assert!(
+        run.stdout.contains("roll n4 back to an agent"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("ask k3s to remove n4's etcd member"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("did not become a voter"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("the cluster is as it was"),
+        "{}",
+        run.stdout
+    );
+    // n4: an agent again, its member removed, no server label, no step.
+    let n4 = h.node("n4").await;
+    let labels = n4.metadata.labels.clone().unwrap_or_default();
+    assert!(!labels.contains_key(K3S_ETCD_ROLE_LABEL), "{labels:?}");
+    let a = n4.metadata.annotations.clone().unwrap_or_default();
+    assert!(
+        !a.keys()
+            .any(|k| k.starts_with(P) || k.starts_with("etcd.k3s")),
+        "{a:?}"
+    );
+    assert!(!condition(&n4, "EtcdIsVoter"));
+    let report = h.report("n4").await.unwrap();
+    assert_eq!(report.step, ReportStep::Rollback);
+    assert!(
+        h.fleet
+            .log()
+            .iter()
+            .any(|l| l == "k3s: removed n4's member"),
+        "{:?}",
+        h.fleet.log()
+    );
+    // n1 was never touched beyond the swap's start: a voter, not cordoned.
+    let n1 = h.node("n1").await;
+    assert!(condition(&n1, "EtcdIsVoter"));
+    assert_ne!(n1.spec.and_then(|s| s.unschedulable), Some(true));
+    let a = n1.metadata.annotations.unwrap_or_default();
+    assert!(!a.keys().any(|k| k.starts_with(P)), "{a:?}");
+    h.assert_lease_released().await;
+    let last = h.lease_annotation("last-swap").await.unwrap();
+    assert!(last.contains("wound-down"), "{last}");
+    assert!(
+        h.fleet.violations().is_empty(),
+        "{:?}",
+        h.fleet.violations()
+    );
+}
+
+#[tokio::test]
+async fn the_lease_taken_by_someone_else_mid_swap_stops_every_further_write() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    h.fleet.set(|f| {
+        f.stall_promotion.insert("n4".into());
+    });
+    let mut child = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
+    h.wait_for("n4 to be a learner", || async {
+        h.report("n4")
+            .await
+            .is_some_and(|r| r.detail == Some(protocol::report::Detail::Learner))
+    })
+    .await;
+    // From here on nothing but the controller could write: freeze the fleet,
+    // take the Lease, and record every resourceVersion.
+    h.fleet.set(|f| f.frozen = true);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    h.steal_lease().await;
+    let after_theft = h.versions().await;
+    let status = tokio::time::timeout(Duration::from_secs(120), child.wait())
+        .await
+        .expect("the controller stops")
+        .unwrap();
+    assert_eq!(status.code(), Some(2));
+    let mut out = String::new();
+    use tokio::io::AsyncReadExt;
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .await
+        .unwrap();
+    assert!(
+        out.contains("lost the regrade Lease") || out.contains("lost:"),
+        "{out}"
+    );
+    // Give a misbehaving controller time to write, then compare.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        h.versions().await,
+        after_theft,
+        "a write after the Lease was lost"
+    );
+    let lease = h.lease().await;
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("intruder")
+    );
+    let stepped: BTreeSet<String> = h
+        .events()
+        .await
+        .into_iter()
+        .filter(|(_, r)| r == "StepDownRequested" || r == "Cordoned")
+        .map(|(n, _)| n)
+        .collect();
+    assert!(stepped.is_empty(), "{stepped:?}");
+}

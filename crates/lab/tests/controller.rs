@@ -1,0 +1,170 @@
+//! The controller, `fleet-role`, driving swaps in the lab: real etcd members,
+//! a real kube-apiserver per server, the actuator on every host. The labs run
+//! one at a time (a dozen processes each, on two cores).
+
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use lab::{
+    scenario::{self, Hand},
+    spec::{LabSpec, Timings},
+    world::{self, Bins, UpOptions},
+};
+
+// An async lock: it is held across the whole test, awaits included.
+static ONE_LAB_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+struct Lab {
+    spec: LabSpec,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        world::down(&self.spec);
+    }
+}
+
+fn bin_dir() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_fleet-role-lab"))
+        .parent()
+        .unwrap()
+}
+
+fn fleet_role() -> PathBuf {
+    let p = bin_dir().join("fleet-role");
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace's binaries first",
+        p.display()
+    );
+    p
+}
+
+fn say(line: &str) {
+    println!("{line}");
+}
+
+async fn lab(servers: usize, agents: usize) -> Lab {
+    let bins = Bins::beside(bin_dir()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = world::up(
+        UpOptions {
+            dir: dir.path().join("lab"),
+            servers,
+            agents,
+            timings: Timings::default(),
+            bins,
+        },
+        &say,
+    )
+    .await
+    .expect("the lab comes up");
+    Lab { spec, _dir: dir }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_role_swaps_a_voter_for_a_standby_with_every_write_succeeding() {
+    let _one = ONE_LAB_AT_A_TIME.lock().await;
+    let lab = lab(3, 2).await;
+    let r = scenario::swap_with_controller(&lab.spec, &fleet_role(), "server-3", "agent-1", &say)
+        .await
+        .expect("the swap");
+    for line in r.lines() {
+        println!("{line}");
+    }
+    assert!(r.writer.ok > 50);
+    assert_eq!(r.writer.failed, 0, "writes failed: {:?}", r.writer.errors);
+    assert_eq!(r.voters.len(), 3, "{:?}", r.voters);
+    assert_eq!(r.learners, 0);
+    assert!(
+        r.voters.iter().any(|v| v.starts_with("agent-1-")),
+        "{:?}",
+        r.voters
+    );
+    assert!(
+        !r.voters.iter().any(|v| v.starts_with("server-3-")),
+        "{:?}",
+        r.voters
+    );
+    assert!(r.password_unchanged && r.address_unchanged && r.db_demoted);
+    assert_eq!(r.shims_after_step_down, 0);
+    assert!(
+        r.max_active.iter().all(|(_, n)| *n <= 1),
+        "{:?}",
+        r.max_active
+    );
+    assert!(!r.snapshot.is_empty(), "no snapshot reported");
+    // The old voter carries no server role label any more and is schedulable.
+    let node = Hand::new(&lab.spec)
+        .unwrap()
+        .node("server-3")
+        .await
+        .unwrap();
+    let labels = node.metadata.labels.unwrap_or_default();
+    assert!(
+        !labels.contains_key(protocol::names::K3S_ETCD_ROLE_LABEL),
+        "{labels:?}"
+    );
+    assert!(!node.spec.and_then(|s| s.unschedulable).unwrap_or(false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_role_run_replaces_a_voter_whose_k3s_stopped() {
+    let _one = ONE_LAB_AT_A_TIME.lock().await;
+    let lab = lab(3, 1).await;
+    let config = lab.spec.dir.join("fleet-role.toml");
+    std::fs::write(
+        &config,
+        "grace_period_secs = 5\nheartbeat_grace_secs = 10\nsettle_secs = 5\npoll_millis = 500\n",
+    )
+    .unwrap();
+    // server-2's k3s stops for good (as a host that died would).
+    world::systemctl(&lab.spec, "server-2", &["stop", "k3s"]).unwrap();
+    let stopped = Instant::now();
+    let mut run = tokio::process::Command::new(fleet_role())
+        .args([
+            "--kubeconfig",
+            &world::kubeconfig(&lab.spec).display().to_string(),
+            "--config",
+            &config.display().to_string(),
+            "run",
+        ])
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut replaced = false;
+    while stopped.elapsed() < Duration::from_secs(180) {
+        if let Ok(m) = scenario::members(&lab.spec).await {
+            let voters: Vec<&str> = m
+                .iter()
+                .filter(|x| !x.is_learner)
+                .map(|x| x.name.as_str())
+                .collect();
+            if voters.len() == 3
+                && voters.iter().any(|v| v.starts_with("agent-1-"))
+                && !voters.iter().any(|v| v.starts_with("server-2-"))
+            {
+                replaced = true;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let _ = run.kill().await;
+    assert!(
+        replaced,
+        "run did not replace the stopped voter within 180 s"
+    );
+    println!(
+        "replaced {:.1}s after its k3s stopped",
+        stopped.elapsed().as_secs_f64()
+    );
+    let root = lab.spec.root("agent-1");
+    assert!(standins::units::max_active_k3s(&root) <= 1);
+}
