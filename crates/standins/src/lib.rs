@@ -56,7 +56,10 @@ pub mod units {
 
     /// The link that enables a unit.
     pub fn wants_link(root: &Path, unit: &str) -> PathBuf {
-        root.join(format!("etc/systemd/system/multi-user.target.wants/{}.service", unit_name(unit)))
+        root.join(format!(
+            "etc/systemd/system/multi-user.target.wants/{}.service",
+            unit_name(unit)
+        ))
     }
 
     /// The runtime marker of an active unit.
@@ -84,7 +87,14 @@ pub mod units {
         let dir = root.join("etc/systemd/system/multi-user.target.wants");
         let mut out: Vec<String> = fs::read_dir(dir)
             .map(|es| {
-                es.filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".service").map(str::to_string)).collect()
+                es.filter_map(|e| {
+                    e.ok()?
+                        .file_name()
+                        .to_str()?
+                        .strip_suffix(".service")
+                        .map(str::to_string)
+                })
+                .collect()
             })
             .unwrap_or_default();
         out.sort();
@@ -93,7 +103,10 @@ pub mod units {
 
     /// The most k3s units ever active at once on the host (0 if never).
     pub fn max_active_k3s(root: &Path) -> usize {
-        fs::read_to_string(records(root).join("max-active-k3s")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+        fs::read_to_string(records(root).join("max-active-k3s"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
     }
 
     /// Marks a unit enabled or not.

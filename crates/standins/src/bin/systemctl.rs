@@ -33,24 +33,41 @@ fn main() -> ExitCode {
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     // Queries leave no trace, so a --check run leaves the host tree as it was.
-    if !args.iter().any(|a| a.starts_with("is-") || a == "__supervise") {
+    if !args
+        .iter()
+        .any(|a| a.starts_with("is-") || a == "__supervise")
+    {
         log(&root, "systemd", &args.join(" "));
     }
     let quiet = args.iter().any(|a| a == "--quiet" || a == "-q");
     let now = args.iter().any(|a| a == "--now");
-    let rest: Vec<&str> = args.iter().filter(|a| !a.starts_with('-')).map(String::as_str).collect();
+    let rest: Vec<&str> = args
+        .iter()
+        .filter(|a| !a.starts_with('-'))
+        .map(String::as_str)
+        .collect();
     let Some((&verb, unit_args)) = rest.split_first() else {
         eprintln!("systemctl (stand-in): no command");
         return ExitCode::from(1);
     };
-    let unit = unit_args.first().map(|u| u.strip_suffix(".service").unwrap_or(u).to_string());
+    let unit = unit_args
+        .first()
+        .map(|u| u.strip_suffix(".service").unwrap_or(u).to_string());
     let need = |what: &str| unit.clone().ok_or_else(|| format!("{what} needs a unit"));
     let result: Result<u8, String> = match verb {
         "daemon-reload" => Ok(0),
-        "is-active" => Ok(need("is-active").map_or(4, |u| answer(quiet, units::is_active(&root, &u), "active", "inactive", 3))),
-        "is-enabled" => {
-            Ok(need("is-enabled").map_or(4, |u| answer(quiet, units::is_enabled(&root, &u), "enabled", "disabled", 1)))
-        }
+        "is-active" => Ok(need("is-active").map_or(4, |u| {
+            answer(quiet, units::is_active(&root, &u), "active", "inactive", 3)
+        })),
+        "is-enabled" => Ok(need("is-enabled").map_or(4, |u| {
+            answer(
+                quiet,
+                units::is_enabled(&root, &u),
+                "enabled",
+                "disabled",
+                1,
+            )
+        })),
         "start" => need("start").and_then(|u| start(&root, &u)),
         "stop" => need("stop").map(|u| stop(&root, &u)),
         "restart" => need("restart").and_then(|u| {
@@ -113,7 +130,8 @@ impl Unit {
             return Err(format!("Unit {unit}.service not found."));
         }
         let mut files = vec![file];
-        if let Ok(entries) = fs::read_dir(root.join(format!("etc/systemd/system/{unit}.service.d"))) {
+        if let Ok(entries) = fs::read_dir(root.join(format!("etc/systemd/system/{unit}.service.d")))
+        {
             let mut confs: Vec<PathBuf> = entries
                 .filter_map(|e| e.ok())
                 .map(|e| e.path())
@@ -122,10 +140,15 @@ impl Unit {
             confs.sort();
             files.extend(confs);
         }
-        let mut u = Unit { restart_sec: Duration::from_millis(100), ..Unit::default() };
+        let mut u = Unit {
+            restart_sec: Duration::from_millis(100),
+            ..Unit::default()
+        };
         for text in files.iter().filter_map(|f| fs::read_to_string(f).ok()) {
             for line in text.lines().map(str::trim) {
-                let Some((key, value)) = line.split_once('=') else { continue };
+                let Some((key, value)) = line.split_once('=') else {
+                    continue;
+                };
                 let value = value.trim();
                 match key.trim() {
                     "ExecCondition" if value.is_empty() => u.conditions.clear(),
@@ -133,7 +156,10 @@ impl Unit {
                     "ExecStart" => u.exec_start = (!value.is_empty()).then(|| value.to_string()),
                     "Restart" => u.restart_always = value == "always",
                     "RestartSec" => {
-                        u.restart_sec = value.trim_end_matches('s').parse::<f64>().map_or(u.restart_sec, Duration::from_secs_f64)
+                        u.restart_sec = value
+                            .trim_end_matches('s')
+                            .parse::<f64>()
+                            .map_or(u.restart_sec, Duration::from_secs_f64)
                     }
                     "Environment" => {
                         let v = value.trim_matches('"');
@@ -155,10 +181,15 @@ impl Unit {
         // An absolute path under the host root wins; otherwise the program's
         // name is looked up on PATH (where tests put the built binaries).
         let under_root = root.join(program.trim_start_matches('/'));
-        let program =
-            if under_root.is_file() { under_root } else { PathBuf::from(Path::new(program).file_name().unwrap_or_default()) };
+        let program = if under_root.is_file() {
+            under_root
+        } else {
+            PathBuf::from(Path::new(program).file_name().unwrap_or_default())
+        };
         let mut c = Command::new(program);
-        c.args(words).env("FLEET_ROLE_ROOT", root).stdin(Stdio::null());
+        c.args(words)
+            .env("FLEET_ROLE_ROOT", root)
+            .stdin(Stdio::null());
         for (k, v) in &self.environment {
             c.env(k, v);
         }
@@ -168,11 +199,17 @@ impl Unit {
     /// Runs the conditions: `Ok(true)` to start, `Ok(false)` to skip.
     fn conditions_pass(&self, root: &Path, unit: &str) -> Result<bool, String> {
         for cond in &self.conditions {
-            let Some(mut c) = self.command(root, cond) else { continue };
+            let Some(mut c) = self.command(root, cond) else {
+                continue;
+            };
             match c.status().map(|s| s.code()) {
                 Ok(Some(0)) => {}
                 Ok(Some(code)) if (1..=254).contains(&code) => {
-                    log(root, "systemd", &format!("condition failed for {unit} (exit {code}); not started"));
+                    log(
+                        root,
+                        "systemd",
+                        &format!("condition failed for {unit} (exit {code}); not started"),
+                    );
                     return Ok(false);
                 }
                 Ok(_) => return Err(format!("ExecCondition of {unit} failed")),
@@ -188,19 +225,29 @@ fn pid_file(root: &Path, unit: &str, what: &str) -> PathBuf {
 }
 
 fn read_pid(root: &Path, unit: &str, what: &str) -> Option<u32> {
-    fs::read_to_string(pid_file(root, unit, what)).ok()?.trim().parse().ok()
+    fs::read_to_string(pid_file(root, unit, what))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn alive(pid: u32) -> bool {
     // A zombie has exited: it only waits to be reaped.
     fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| !rest.trim_start().starts_with('Z')))
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
         .unwrap_or(false)
 }
 
 fn signal(pid: u32, sig: &str) {
-    let _ = Command::new("kill").args([sig, &pid.to_string()]).stderr(Stdio::null()).status();
+    let _ = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .stderr(Stdio::null())
+        .status();
 }
 
 fn start(root: &Path, unit: &str) -> Result<u8, String> {
@@ -229,7 +276,8 @@ fn start(root: &Path, unit: &str) -> Result<u8, String> {
             .stderr(out)
             .spawn()
             .map_err(|e| format!("cannot start {unit}: {e}"))?;
-        fs::write(pid_file(root, unit, "supervisor"), child.id().to_string()).map_err(|e| e.to_string())?;
+        fs::write(pid_file(root, unit, "supervisor"), child.id().to_string())
+            .map_err(|e| e.to_string())?;
     }
     Ok(0)
 }
@@ -265,7 +313,13 @@ fn stop(root: &Path, unit: &str) -> u8 {
 /// The supervisor of one unit's main process (`Restart=`, `RestartSec=`).
 fn supervise(root: &Path, unit: &str) -> u8 {
     while let Ok(u) = Unit::read(root, unit) {
-        let Some(mut cmd) = u.exec_start.as_deref().and_then(|line| u.command(root, line)) else { break };
+        let Some(mut cmd) = u
+            .exec_start
+            .as_deref()
+            .and_then(|line| u.command(root, line))
+        else {
+            break;
+        };
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
