@@ -18,12 +18,6 @@ use crate::{
     world,
 };
 
-fn unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -109,7 +103,7 @@ async fn measure(
     ));
     let mut times = vec![];
     for i in 0..steps {
-        let swap = format!("bench-{}-{i}", unix());
+        let swap = format!("bench-{}-{i}", crate::clock::unix());
         hand.hold_lease(&swap, &n.controller_identity).await?;
         let t0 = Instant::now();
         hand.patch_node(

@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod bench;
+pub mod clock;
 pub mod etcd_gw;
 pub mod k3s;
 pub mod scenario;

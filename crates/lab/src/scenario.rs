@@ -35,27 +35,6 @@ use serde_json::{Value, json};
 
 use crate::{api::Apis, etcd_gw, spec::LabSpec, world};
 
-fn unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
-fn micro_now() -> String {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    k8s_openapi::jiff::Timestamp::from_second(d.as_secs() as i64)
-        .map(|t| {
-            format!(
-                "{}.{:06}Z",
-                t.strftime("%Y-%m-%dT%H:%M:%S"),
-                d.subsec_micros()
-            )
-        })
-        .unwrap_or_default()
-}
-
 /// A steady writer to etcd through one voter: every put must succeed.
 pub struct Writer {
     stop: Arc<AtomicBool>,
@@ -181,7 +160,7 @@ impl Hand {
         let lease = json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": self.names.lease_name, "namespace": LEASE_NAMESPACE, "annotations": { self.names.lease_swap(): swap }},
-            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 30, "renewTime": micro_now()},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 30, "renewTime": crate::clock::micro()},
         });
         self.apis
             .any(|c| {
@@ -392,7 +371,7 @@ pub async fn swap_by_hand(
         .context("a voter that stays")?
         .clone();
     let out_root = spec.root(out);
-    let swap = format!("swap-{}", unix());
+    let swap = format!("swap-{}", crate::clock::unix());
     let t0 = Instant::now();
     let mut steps = vec![];
     let mut mark = Instant::now();

@@ -2,37 +2,19 @@
 //! a real kube-apiserver per server, the actuator on every host. The labs run
 //! one at a time (a dozen processes each, on two cores).
 
+mod support;
+
 use std::{
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::Stdio,
     time::{Duration, Instant},
 };
 
 use lab::{
     scenario::{self, Hand},
-    spec::{LabSpec, Timings},
-    world::{self, Bins, UpOptions},
+    world::{self},
 };
-
-// An async lock: it is held across the whole test, awaits included.
-static ONE_LAB_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-struct Lab {
-    spec: LabSpec,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        world::down(&self.spec);
-    }
-}
-
-fn bin_dir() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_fleet-role-lab"))
-        .parent()
-        .unwrap()
-}
+use support::{ONE_LAB_AT_A_TIME, bin_dir, lab, say};
 
 fn fleet_role() -> PathBuf {
     let p = bin_dir().join("fleet-role");
@@ -42,28 +24,6 @@ fn fleet_role() -> PathBuf {
         p.display()
     );
     p
-}
-
-fn say(line: &str) {
-    println!("{line}");
-}
-
-async fn lab(servers: usize, agents: usize) -> Lab {
-    let bins = Bins::beside(bin_dir()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let spec = world::up(
-        UpOptions {
-            dir: dir.path().join("lab"),
-            servers,
-            agents,
-            timings: Timings::default(),
-            bins,
-        },
-        &say,
-    )
-    .await
-    .expect("the lab comes up");
-    Lab { spec, _dir: dir }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,67 +3,18 @@
 //! units). They run one at a time: each lab is a dozen processes, and the
 //! machine has two cores.
 
-use std::{
-    path::Path,
-    time::{Duration, Instant},
-};
+mod support;
+
+use std::time::{Duration, Instant};
 
 use lab::{
     scenario::{self, Hand},
-    spec::{LabSpec, Timings},
-    world::{self, Bins, UpOptions},
+    spec::LabSpec,
+    world,
 };
 use protocol::{Phase, report::ReportStep};
 use serde_json::json;
-
-// An async lock: it is held across the whole test, awaits included.
-static ONE_LAB_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// A lab that goes down when the test ends, even by a panic.
-struct Lab {
-    spec: LabSpec,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        world::down(&self.spec);
-    }
-}
-
-fn say(line: &str) {
-    println!("{line}");
-}
-
-async fn lab(servers: usize, agents: usize) -> Lab {
-    let bins = Bins::beside(
-        Path::new(env!("CARGO_BIN_EXE_fleet-role-lab"))
-            .parent()
-            .unwrap(),
-    )
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let spec = world::up(
-        UpOptions {
-            dir: dir.path().join("lab"),
-            servers,
-            agents,
-            timings: Timings::default(),
-            bins,
-        },
-        &say,
-    )
-    .await
-    .expect("the lab comes up");
-    Lab { spec, _dir: dir }
-}
-
-fn unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
+use support::{ONE_LAB_AT_A_TIME, lab, say};
 
 async fn until<F, Fut>(what: &str, secs: u64, mut f: F)
 where
@@ -142,7 +93,7 @@ async fn a_promotion_whose_join_target_is_unreachable_ends_in_a_clean_rollback()
     let lab = lab(1, 2).await;
     let hand = Hand::new(&lab.spec).unwrap();
     let n = hand.names.clone();
-    let swap = format!("swap-{}", unix());
+    let swap = format!("swap-{}", lab::clock::unix());
     hand.hold_lease(&swap, &n.controller_identity)
         .await
         .unwrap();
@@ -216,7 +167,7 @@ async fn a_host_rebooted_mid_promotion_converges_without_repeating_a_settled_ste
     let lab = lab(1, 1).await;
     let hand = Hand::new(&lab.spec).unwrap();
     let n = hand.names.clone();
-    let swap = format!("swap-{}", unix());
+    let swap = format!("swap-{}", lab::clock::unix());
     hand.hold_lease(&swap, &n.controller_identity)
         .await
         .unwrap();
@@ -308,7 +259,7 @@ async fn a_step_down_whose_etcd_does_not_come_back_leaves_the_role_file_naming_t
     world::systemctl(&lab.spec, "server-3", &["restart", "fleet-role-actuator"]).unwrap();
     std::fs::create_dir_all(root.join("var/lib/fleet-role-lab")).unwrap();
     std::fs::write(root.join("var/lib/fleet-role-lab/etcd-fails"), "").unwrap();
-    let swap = format!("swap-{}", unix());
+    let swap = format!("swap-{}", lab::clock::unix());
     hand.hold_lease(&swap, &n.controller_identity)
         .await
         .unwrap();

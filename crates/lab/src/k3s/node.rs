@@ -33,30 +33,6 @@ pub struct Kubelet {
     pub apis: Apis,
 }
 
-fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    k8s_openapi::jiff::Timestamp::from_second(secs)
-        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_default()
-}
-
-fn now_micro() -> String {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    k8s_openapi::jiff::Timestamp::from_second(d.as_secs() as i64)
-        .map(|t| {
-            format!(
-                "{}.{:06}Z",
-                t.strftime("%Y-%m-%dT%H:%M:%S"),
-                d.subsec_micros()
-            )
-        })
-        .unwrap_or_default()
-}
-
 /// The agent's node password: made once (32 hex, 0600), never changed.
 pub fn ensure_password(root: &Path) -> anyhow::Result<String> {
     let path = root.join("etc/rancher/node/password");
@@ -186,7 +162,7 @@ impl Kubelet {
     /// One heartbeat: Ready (and `extra` conditions) in the Node's status,
     /// its address, and the node Lease renewed.
     pub async fn heartbeat(&self, extra: &[(&str, bool, &str)]) -> anyhow::Result<()> {
-        let now = now_rfc3339();
+        let now = crate::clock::rfc3339();
         let mut conditions = vec![json!({
             "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status (lab)",
             "lastHeartbeatTime": now, "lastTransitionTime": now,
@@ -215,7 +191,7 @@ impl Kubelet {
         let lease = json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": self.name, "namespace": "kube-node-lease"},
-            "spec": {"holderIdentity": self.name, "leaseDurationSeconds": 40, "renewTime": now_micro()},
+            "spec": {"holderIdentity": self.name, "leaseDurationSeconds": 40, "renewTime": crate::clock::micro()},
         });
         self.apis
             .any(|c| {
