@@ -37,8 +37,20 @@ fn probe(url: &str, timeout: Duration) -> Option<bool> {
         "GET {path} HTTP/1.0\r\nHost: {hostport}\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
-    let mut body = String::new();
-    s.take(64 * 1024).read_to_string(&mut body).ok()?;
+    // Read what arrives until the server closes: a reset after the answer
+    // (a server closing with unread bytes) still leaves the answer usable.
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) if raw.len() + n <= 64 * 1024 => raw.extend_from_slice(&buf[..n]),
+            Ok(_) => break,
+            Err(_) if !raw.is_empty() => break,
+            Err(_) => return None,
+        }
+    }
+    let body = String::from_utf8_lossy(&raw);
     let ok = body.starts_with("HTTP/1.1 200") || body.starts_with("HTTP/1.0 200");
     Some(ok && body.replace(' ', "").contains("\"health\":\"true\""))
 }
@@ -67,9 +79,17 @@ mod tests {
         let url = format!("http://{}/health", l.local_addr().unwrap());
         thread::spawn(move || {
             if let Ok((mut c, _)) = l.accept() {
+                // Read the whole request before answering, as an HTTP server does.
+                let mut req = Vec::new();
                 let mut buf = [0u8; 1024];
-                let _ = c.read(&mut buf);
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
                 let _ = c.write_all(reply.as_bytes());
+                let _ = c.shutdown(std::net::Shutdown::Write);
             }
         });
         url
