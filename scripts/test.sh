@@ -24,7 +24,7 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The tests run the built binaries (the actuator, and the systemctl and k3s
 # stand-ins), so every binary is built first.
-cargo build --workspace --bins --quiet
+cargo build --workspace --bins --examples --quiet
 # The summary line is printed even when a test fails, so errexit is off here.
 set +e
 cargo test --workspace --no-fail-fast 2>&1 | tee "$top/.cache/test.log"

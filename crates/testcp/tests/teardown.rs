@@ -10,7 +10,6 @@ use testcp::ControlPlane;
 
 /// Set for the helper run: the file where it reports its plane's temp dir.
 const REPORT_ENV: &str = "TESTCP_TEARDOWN_REPORT";
-const HELPER: &str = "helper_starts_a_plane_and_waits_to_be_killed";
 
 /// The live (non-zombie) processes, other than this one, whose command line
 /// mentions `needle` (a plane's servers and guards all mention its temp dir),
@@ -61,31 +60,24 @@ fn wait_until_none_mention(dir: &Path, timeout: Duration) -> Vec<String> {
     }
 }
 
-#[tokio::test]
-#[ignore = "run by servers_die_with_the_test_process, which kills it"]
-async fn helper_starts_a_plane_and_waits_to_be_killed() {
-    let Some(report) = std::env::var_os(REPORT_ENV) else {
-        return;
-    };
-    let plane = ControlPlane::start().await.unwrap();
-    let partial = PathBuf::from(&report).with_extension("partial");
-    std::fs::write(&partial, plane.dir().to_string_lossy().as_bytes()).unwrap();
-    std::fs::rename(&partial, &report).unwrap();
-    tokio::time::sleep(Duration::from_secs(300)).await;
-}
-
 #[test]
 fn servers_die_with_the_test_process() {
     let scratch = tempfile::tempdir().unwrap();
     let report = scratch.path().join("plane-dir");
-    let mut helper = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            HELPER,
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    // The example `plane_until_killed` (cargo builds examples for `cargo test`).
+    let helper_bin = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/plane_until_killed");
+    assert!(
+        helper_bin.is_file(),
+        "{} is missing: cargo test builds it",
+        helper_bin.display()
+    );
+    let mut helper = Command::new(helper_bin)
         .env(REPORT_ENV, &report)
         .stdout(Stdio::null())
         .spawn()
