@@ -33,30 +33,7 @@ async fn fleet_role_swaps_a_voter_for_a_standby_with_every_write_succeeding() {
     let r = scenario::swap_with_controller(&lab.spec, &fleet_role(), "server-3", "agent-1", &say)
         .await
         .expect("the swap");
-    for line in r.lines() {
-        println!("{line}");
-    }
-    assert!(r.writer.ok > 50);
-    assert_eq!(r.writer.failed, 0, "writes failed: {:?}", r.writer.errors);
-    assert_eq!(r.voters.len(), 3, "{:?}", r.voters);
-    assert_eq!(r.learners, 0);
-    assert!(
-        r.voters.iter().any(|v| v.starts_with("agent-1-")),
-        "{:?}",
-        r.voters
-    );
-    assert!(
-        !r.voters.iter().any(|v| v.starts_with("server-3-")),
-        "{:?}",
-        r.voters
-    );
-    assert!(r.password_unchanged && r.address_unchanged && r.db_demoted);
-    assert_eq!(r.shims_after_step_down, 0);
-    assert!(
-        r.max_active.iter().all(|(_, n)| *n <= 1),
-        "{:?}",
-        r.max_active
-    );
+    support::assert_every_promise_kept(&r, "server-3", "agent-1");
     assert!(!r.snapshot.is_empty(), "no snapshot reported");
     // The old voter carries no server role label any more and is schedulable.
     let node = Hand::new(&lab.spec)

@@ -49,30 +49,7 @@ async fn a_voter_is_swapped_for_a_standby_with_every_write_succeeding_and_every_
     let r = scenario::swap_by_hand(&lab.spec, "server-3", "agent-1", &say)
         .await
         .expect("the swap");
-    for line in r.lines() {
-        println!("{line}");
-    }
-    assert!(r.writer.ok > 50, "the writer wrote {} times", r.writer.ok);
-    assert_eq!(r.writer.failed, 0, "writes failed: {:?}", r.writer.errors);
-    assert_eq!(r.voters.len(), 3, "{:?}", r.voters);
-    assert_eq!(r.learners, 0);
-    assert!(
-        r.voters.iter().any(|v| v.starts_with("agent-1-")),
-        "{:?}",
-        r.voters
-    );
-    assert!(
-        !r.voters.iter().any(|v| v.starts_with("server-3-")),
-        "{:?}",
-        r.voters
-    );
-    assert!(r.password_unchanged && r.address_unchanged && r.db_demoted);
-    assert_eq!(r.shims_after_step_down, 0);
-    assert!(
-        r.max_active.iter().all(|(_, n)| *n <= 1),
-        "{:?}",
-        r.max_active
-    );
+    support::assert_every_promise_kept(&r, "server-3", "agent-1");
     // The old voter is an agent now, its server unit off and disabled.
     let root = lab.spec.root("server-3");
     assert!(
