@@ -315,34 +315,10 @@ pub async fn up(o: UpOptions, say: &dyn Fn(&str)) -> anyhow::Result<LabSpec> {
     ));
     systemctl(&spec, &first.name, &["enable", "--now", "k3s"])?;
     wait_condition(&apis, &first.name, "Ready", Duration::from_secs(120)).await?;
-    let manifest =
-        fs::read_to_string(standins::fixture::workspace().join("deploy/rbac/actuator.yaml"))?;
-    apis.any(|c| {
-        let m = manifest.clone();
-        async move {
-            testcp::apply_manifest(&c, &m)
-                .await
-                .map_err(|e| kube::Error::Service(Box::new(std::io::Error::other(e.to_string()))))
-        }
-    })
-    .await
-    .context("applying deploy/rbac/actuator.yaml")?;
-    // The controller's credential and the regrade Lease, when the controller
-    // is part of this checkout; and every host may vote.
-    let controller_rbac = standins::fixture::workspace().join("deploy/rbac/controller.yaml");
-    if controller_rbac.exists() {
-        let manifest = fs::read_to_string(&controller_rbac)?;
-        apis.any(|c| {
-            let m = manifest.clone();
-            async move {
-                testcp::apply_manifest(&c, &m).await.map_err(|e| {
-                    kube::Error::Service(Box::new(std::io::Error::other(e.to_string())))
-                })
-            }
-        })
-        .await
-        .context("applying deploy/rbac/controller.yaml")?;
-    }
+    // The actuators' and the controller's credentials, and the regrade Lease,
+    // as an operator installs them.
+    apply_deploy(&apis, "deploy/rbac/actuator.yaml").await?;
+    apply_deploy(&apis, "deploy/rbac/controller.yaml").await?;
     let token = actuator_token(&apis).await?;
     for h in &spec.hosts {
         write(
@@ -419,6 +395,23 @@ fn write_kubeconfig(spec: &LabSpec) -> anyhow::Result<()> {
         tokens.admin_token().expose_secret(),
     );
     write(&kubeconfig(spec), &text, 0o600)
+}
+
+/// Server-side applies a manifest of this checkout's `deploy/` folder.
+async fn apply_deploy(apis: &Apis, rel: &str) -> anyhow::Result<()> {
+    let manifest = fs::read_to_string(standins::fixture::workspace().join(rel))
+        .with_context(|| rel.to_string())?;
+    apis.any(|c| {
+        let m = manifest.clone();
+        async move {
+            testcp::apply_manifest(&c, &m)
+                .await
+                .map_err(|e| kube::Error::Service(Box::new(std::io::Error::other(e.to_string()))))
+        }
+    })
+    .await
+    .with_context(|| format!("applying {rel}"))
+    .map(drop)
 }
 
 async fn actuator_token(apis: &Apis) -> anyhow::Result<secrecy::SecretString> {
