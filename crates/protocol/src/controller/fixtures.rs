@@ -1,0 +1,172 @@
+//! Fixtures shared by the controller core's tests: a healthy fleet of three
+//! voters and two agents, and helpers to shape it.
+
+use crate::controller::*;
+use crate::{
+    report::{Detail, Phase, Report, ReportStep},
+    validate::{NodeName, SwapId},
+};
+
+pub(crate) const NOW: i64 = 1_000_000;
+pub(crate) const ME: &str = "ctl-a";
+
+pub(crate) fn voter(name: &str, ip: u8) -> NodeFacts {
+    NodeFacts {
+        name: name.into(),
+        ready: true,
+        ready_since: Some(0),
+        lease_renewed_at: Some(NOW),
+        etcd_is_voter: true,
+        etcd_label: true,
+        control_plane_label: true,
+        master_label: true,
+        k3s: K3sEtcd {
+            node_name: Some(format!("{name}-0123abcd")),
+            node_address: Some(format!("10.0.0.{ip}")),
+            ..K3sEtcd::default()
+        },
+        eligible: true,
+        marks: FleetMarks {
+            desired_role: Some("server".into()),
+            ..FleetMarks::default()
+        },
+        ..NodeFacts::default()
+    }
+}
+
+pub(crate) fn agent(name: &str, eligible: bool) -> NodeFacts {
+    NodeFacts {
+        name: name.into(),
+        ready: true,
+        ready_since: Some(0),
+        lease_renewed_at: Some(NOW),
+        eligible,
+        ..NodeFacts::default()
+    }
+}
+
+pub(crate) fn settings() -> Settings {
+    Settings {
+        timeouts: Timeouts::all(120),
+        ..Settings::default()
+    }
+}
+
+/// n1, n2, n3 healthy voters; n4 an eligible standby; n5 an agent that
+/// may not vote.
+pub(crate) fn fleet() -> FleetView {
+    FleetView {
+        now: NOW,
+        settings: settings(),
+        nodes: vec![
+            voter("n1", 1),
+            voter("n2", 2),
+            voter("n3", 3),
+            agent("n4", true),
+            agent("n5", false),
+        ],
+        lease: None,
+    }
+}
+
+pub(crate) fn node_mut<'a>(v: &'a mut FleetView, name: &str) -> &'a mut NodeFacts {
+    v.nodes.iter_mut().find(|n| n.name == name).unwrap()
+}
+
+pub(crate) fn name(s: &str) -> NodeName {
+    NodeName::parse(s).unwrap()
+}
+
+pub(crate) fn id(s: &str) -> SwapId {
+    SwapId::parse(s).unwrap()
+}
+
+pub(crate) fn request(out: &str, incoming: &str) -> SwapState {
+    SwapState {
+        out: name(out),
+        incoming: name(incoming),
+        candidate: id("swap-1"),
+        instance: ME.into(),
+        taken: None,
+    }
+}
+
+pub(crate) fn gate(gates: &[Gate], which: GateName) -> &Gate {
+    gates.iter().find(|g| g.name == which).unwrap()
+}
+
+pub(crate) fn refused_by(a: &Action) -> Vec<GateName> {
+    match a {
+        Action::Refuse { gates } => gates.iter().filter(|g| !g.passed).map(|g| g.name).collect(),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+pub(crate) fn lease_held_by(
+    holder: &str,
+    instance: &str,
+    swap: &str,
+    out: &str,
+    inc: &str,
+) -> LeaseFacts {
+    LeaseFacts {
+        holder: Some(holder.into()),
+        instance: Some(instance.into()),
+        renew_time: Some(NOW - 1),
+        duration_secs: Some(60),
+        swap: Some(swap.into()),
+        swap_out: Some(out.into()),
+        swap_in: Some(inc.into()),
+        ..LeaseFacts::default()
+    }
+}
+
+pub(crate) fn report(swap: &str, step: ReportStep, phase: Phase, detail: Option<Detail>) -> Report {
+    let mut r = Report::next(None, Some(id(swap)), step, phase, NOW - 5);
+    r.detail = detail;
+    r
+}
+
+/// The fleet with the Lease ours for swap-1 (n1 out, n4 in).
+pub(crate) fn ours(mut v: FleetView, step: Option<SwapStep>) -> FleetView {
+    let mut l = lease_held_by("fleet-role", ME, "swap-1", "n1", "n4");
+    l.renew_time = Some(v.now);
+    l.step = step.map(|s| s.as_str().into());
+    l.step_since = step.map(|_| v.now);
+    v.lease = Some(l);
+    v
+}
+
+pub(crate) fn taken() -> SwapState {
+    SwapState {
+        taken: Some(id("swap-1")),
+        ..request("n1", "n4")
+    }
+}
+
+pub(crate) fn after_promotion() -> FleetView {
+    let mut v = fleet();
+    let n4 = node_mut(&mut v, "n4");
+    *n4 = voter("n4", 4);
+    n4.marks = FleetMarks {
+        desired_role: Some("server".into()),
+        swap: Some("swap-1".into()),
+        step: Some("promote".into()),
+        join_node: Some("n2".into()),
+        snapshot_request: None,
+    };
+    n4.report = Some(report(
+        "swap-1",
+        ReportStep::Promote,
+        Phase::Done,
+        Some(Detail::Voter),
+    ));
+    node_mut(&mut v, "n2").marks.snapshot_request = Some("swap-1".into());
+    node_mut(&mut v, "n2").report = Some(report(
+        "swap-1",
+        ReportStep::Snapshot,
+        Phase::Done,
+        Some(Detail::Snapshot),
+    ));
+    v
+}

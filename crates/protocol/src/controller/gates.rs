@@ -1,0 +1,646 @@
+//! The gates: each answers one question about the fleet with a verdict and
+//! a reason, for `swap --dry-run` and for the re-check before every
+//! irreversible write; and the sets of gates each write is guarded by.
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Class, FleetView, Removing, VoterCount, classify, count_voters, is_healthy_voter, is_voting,
+    keeps_quorum, one_line, quorum, removing,
+};
+
+// === Gates ===
+
+/// The gates, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GateName {
+    /// The controller is not paused.
+    NotPaused,
+    /// No other swap holds the Lease or is left unfinished.
+    NoOtherSwap,
+    /// The outgoing host is a voter.
+    OutgoingVoter,
+    /// The incoming host carries `<prefix>/voter-eligible=true`.
+    IncomingEligible,
+    /// The incoming host's Node is Ready.
+    IncomingReady,
+    /// The incoming host is an agent (no etcd member).
+    IncomingAgent,
+    /// The incoming host is a healthy voter (before the outgoing one's removal).
+    IncomingVoter,
+    /// Every voter other than the outgoing one is Ready and `EtcdIsVoter`.
+    VotersHealthy,
+    /// No etcd learner is pending.
+    NoLearner,
+    /// The healthy voters left after the removal are a quorum of the members left.
+    QuorumAfterRemoval,
+}
+
+impl GateName {
+    /// The gate's name as printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateName::NotPaused => "not-paused",
+            GateName::NoOtherSwap => "no-other-swap",
+            GateName::OutgoingVoter => "outgoing-voter",
+            GateName::IncomingEligible => "incoming-eligible",
+            GateName::IncomingReady => "incoming-ready",
+            GateName::IncomingAgent => "incoming-agent",
+            GateName::IncomingVoter => "incoming-voter",
+            GateName::VotersHealthy => "voters-healthy",
+            GateName::NoLearner => "no-learner",
+            GateName::QuorumAfterRemoval => "quorum-after-removal",
+        }
+    }
+}
+
+/// One gate's verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Gate {
+    /// Which gate.
+    pub name: GateName,
+    /// Whether it passed.
+    pub passed: bool,
+    /// Why, in one line.
+    pub reason: String,
+}
+
+impl Gate {
+    fn pass(name: GateName, reason: impl Into<String>) -> Self {
+        Self {
+            name,
+            passed: true,
+            reason: reason.into(),
+        }
+    }
+    fn fail(name: GateName, reason: impl Into<String>) -> Self {
+        Self {
+            name,
+            passed: false,
+            reason: reason.into(),
+        }
+    }
+    fn check(name: GateName, passed: bool, reason: impl Into<String>) -> Self {
+        Self {
+            name,
+            passed,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Whether every gate passed.
+pub fn all_pass(gates: &[Gate]) -> bool {
+    gates.iter().all(|g| g.passed)
+}
+
+/// The failed gates as one line.
+pub fn failures(gates: &[Gate]) -> String {
+    gates
+        .iter()
+        .filter(|g| !g.passed)
+        .map(|g| format!("{}: {}", g.name.as_str(), g.reason))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Gate: the controller is not paused.
+pub fn gate_not_paused(v: &FleetView) -> Gate {
+    Gate::check(
+        GateName::NotPaused,
+        !v.paused(),
+        if v.paused() {
+            "the controller is paused (`fleet-role resume` lifts it)"
+        } else {
+            "not paused"
+        },
+    )
+}
+
+/// Gate: no other swap. The Lease is free (no holder, or lapsed) or held by
+/// this process (`instance`); no unfinished swap with another pair is
+/// recorded on it; no Node other than `out` and `incoming` carries a step.
+pub fn gate_no_other_swap(
+    v: &FleetView,
+    out: &str,
+    incoming: &str,
+    instance: Option<&str>,
+) -> Gate {
+    let name = GateName::NoOtherSwap;
+    if let Some(l) = &v.lease {
+        let ours = instance.is_some() && l.instance.as_deref() == instance;
+        if l.is_held(v.now) && !ours {
+            let what = match l.recorded_swap() {
+                Some(r) => format!(" for swap {} (out {}, in {})", r.id, r.out, r.incoming),
+                None => String::new(),
+            };
+            return Gate::fail(
+                name,
+                format!(
+                    "the regrade Lease is held by {}{what} for {} s more",
+                    one_line(l.holder.as_deref().unwrap_or_default()),
+                    l.expiry().unwrap_or(v.now) - v.now
+                ),
+            );
+        }
+        if let Some(r) = l.recorded_swap()
+            && (r.out.as_str() != out || r.incoming.as_str() != incoming)
+        {
+            let why = l
+                .stopped
+                .as_deref()
+                .map(|s| format!(" (stopped: {})", one_line(s)))
+                .unwrap_or_default();
+            return Gate::fail(
+                name,
+                format!(
+                    "swap {} (out {}, in {}) is unfinished{why}; resume it with `fleet-role swap --out {} --in {}`",
+                    r.id, r.out, r.incoming, r.out, r.incoming
+                ),
+            );
+        }
+        if l.recorded_swap().is_none() && l.swap.is_some() {
+            return Gate::fail(
+                name,
+                "the regrade Lease names a swap that does not parse; see docs/controller.md (recovery)",
+            );
+        }
+    }
+    let others: Vec<String> = v
+        .sorted()
+        .into_iter()
+        .filter(|n| n.name != out && n.name != incoming && n.marks.step.is_some())
+        .map(|n| {
+            format!(
+                "{} carries step {} of swap {}",
+                n.name,
+                one_line(n.marks.step.as_deref().unwrap_or_default()),
+                one_line(n.marks.swap.as_deref().unwrap_or("(none)"))
+            )
+        })
+        .collect();
+    if !others.is_empty() {
+        return Gate::fail(
+            name,
+            format!("a step of another swap is left: {}", others.join(", ")),
+        );
+    }
+    Gate::pass(name, "the regrade Lease is free or ours")
+}
+
+/// Gate: the outgoing host is a voter (or, when `stepped_down_ok`, a voter
+/// this swap already stepped down).
+pub fn gate_outgoing_voter(v: &FleetView, out: &str, stepped_down_ok: bool) -> Gate {
+    let name = GateName::OutgoingVoter;
+    match v.node(out) {
+        None => Gate::fail(name, format!("no Node {out}")),
+        Some(n) => match classify(n) {
+            Class::Voter => Gate::pass(name, format!("{out} is a voter")),
+            Class::EtcdOnly if stepped_down_ok => {
+                Gate::pass(name, format!("{out} is a voter at the etcd-only level"))
+            }
+            c => Gate::fail(name, format!("{out} is {}, not a voter", c.as_str())),
+        },
+    }
+}
+
+/// Gate: the incoming host may vote.
+pub fn gate_incoming_eligible(v: &FleetView, incoming: &str) -> Gate {
+    let name = GateName::IncomingEligible;
+    let label = v.settings.names.eligible();
+    match v.node(incoming) {
+        None => Gate::fail(name, format!("no Node {incoming}")),
+        Some(n) if n.eligible => Gate::pass(name, format!("{incoming} carries {label}=true")),
+        Some(_) => Gate::fail(name, format!("{incoming} does not carry {label}=true")),
+    }
+}
+
+/// Gate: the incoming host's Node is Ready.
+pub fn gate_incoming_ready(v: &FleetView, incoming: &str) -> Gate {
+    let name = GateName::IncomingReady;
+    match v.node(incoming) {
+        None => Gate::fail(name, format!("no Node {incoming}")),
+        Some(n) if n.ready => Gate::pass(name, format!("{incoming} is Ready")),
+        Some(_) => Gate::fail(name, format!("{incoming} is not Ready")),
+    }
+}
+
+/// Gate: the incoming host is an agent (and not the outgoing host).
+pub fn gate_incoming_agent(v: &FleetView, out: &str, incoming: &str) -> Gate {
+    let name = GateName::IncomingAgent;
+    if out == incoming {
+        return Gate::fail(name, "the incoming and outgoing hosts are the same Node");
+    }
+    match v.node(incoming) {
+        None => Gate::fail(name, format!("no Node {incoming}")),
+        Some(n) => match classify(n) {
+            Class::Agent if !n.has_server_labels() => {
+                Gate::pass(name, format!("{incoming} is an agent"))
+            }
+            Class::Agent => Gate::fail(
+                name,
+                format!("{incoming} still carries k3s's server labels"),
+            ),
+            c => Gate::fail(name, format!("{incoming} is {}, not an agent", c.as_str())),
+        },
+    }
+}
+
+/// Gate: the incoming host is a healthy voter.
+pub fn gate_incoming_voter(v: &FleetView, incoming: &str) -> Gate {
+    let name = GateName::IncomingVoter;
+    match v.node(incoming) {
+        None => Gate::fail(name, format!("no Node {incoming}")),
+        Some(n) if is_healthy_voter(n) => {
+            Gate::pass(name, format!("{incoming} is a healthy voter"))
+        }
+        Some(n) => Gate::fail(
+            name,
+            format!(
+                "{incoming} is {}{}, not a healthy voter",
+                classify(n).as_str(),
+                if n.ready { "" } else { " and NotReady" }
+            ),
+        ),
+    }
+}
+
+/// Gate: every voting member other than `out` is healthy (Node Ready,
+/// `EtcdIsVoter` true, its host not known to have left).
+pub fn gate_voters_healthy(v: &FleetView, out: &str) -> Gate {
+    let name = GateName::VotersHealthy;
+    let sick: Vec<String> = v
+        .sorted()
+        .into_iter()
+        .filter(|n| n.name != out && is_voting(n) && !is_healthy_voter(n))
+        .map(|n| {
+            let mut why = Vec::new();
+            if !n.ready {
+                why.push("NotReady");
+            }
+            if !n.etcd_is_voter {
+                why.push("not EtcdIsVoter");
+            }
+            if classify(n) == Class::RolledBack {
+                why.push("its host left");
+            }
+            format!("{} ({})", n.name, why.join(", "))
+        })
+        .collect();
+    if sick.is_empty() {
+        Gate::pass(name, "every voter is Ready and EtcdIsVoter")
+    } else {
+        Gate::fail(name, format!("unhealthy voter: {}", sick.join(", ")))
+    }
+}
+
+/// Gate: no learner is pending (other than `except`, the swap's own
+/// incoming host while it joins).
+pub fn gate_no_learner(v: &FleetView, except: Option<&str>) -> Gate {
+    let name = GateName::NoLearner;
+    let learners: Vec<&str> = v
+        .sorted()
+        .into_iter()
+        .filter(|n| classify(n) == Class::Learner && Some(n.name.as_str()) != except)
+        .map(|n| n.name.as_str())
+        .collect();
+    if learners.is_empty() {
+        Gate::pass(name, "no learner")
+    } else {
+        Gate::fail(
+            name,
+            format!("a learner is pending: {}", learners.join(", ")),
+        )
+    }
+}
+
+/// Gate: removing `out`'s member keeps quorum. With `project_promotion`, the
+/// count is made as if the incoming host were already a healthy voter (the
+/// preflight's look ahead); otherwise it is the cluster as it is.
+pub fn gate_quorum_after_removal(
+    v: &FleetView,
+    out: &str,
+    incoming: &str,
+    project_promotion: bool,
+) -> Gate {
+    let name = GateName::QuorumAfterRemoval;
+    let Some(o) = v.node(out) else {
+        return Gate::fail(name, format!("no Node {out}"));
+    };
+    let mut count = count_voters(v, Some(incoming));
+    if project_promotion && v.node(incoming).is_none_or(|n| !is_healthy_voter(n)) {
+        count.seen += 1;
+        count.healthy += 1;
+    }
+    check_removal(name, count, removing(o), out)
+}
+
+/// Gate: removing `node`'s member (a rolled-back incoming host) keeps quorum.
+pub fn gate_quorum_for(v: &FleetView, node: &str, incoming: Option<&str>) -> Gate {
+    let name = GateName::QuorumAfterRemoval;
+    let Some(n) = v.node(node) else {
+        return Gate::fail(name, format!("no Node {node}"));
+    };
+    check_removal(name, count_voters(v, incoming), removing(n), node)
+}
+
+pub(super) fn check_removal(name: GateName, count: VoterCount, what: Removing, node: &str) -> Gate {
+    let (m, h) = count.after_removal(what);
+    let missing = if count.missing > 0 {
+        format!(
+            " ({} voter Node(s) missing, counted as down)",
+            count.missing
+        )
+    } else {
+        String::new()
+    };
+    let how = match what {
+        Removing::HealthyVoter => "a healthy voter",
+        Removing::DownVoter => "a down voter",
+        Removing::NonVoter => "a non-voting member",
+    };
+    let text = format!(
+        "removing {node} ({how}) leaves {h} healthy of {m} voting members, quorum {}{missing}",
+        quorum(m)
+    );
+    Gate::check(name, keeps_quorum(m, h), text)
+}
+
+/// The preflight gates of a new swap, in the order they are printed.
+pub fn preflight(v: &FleetView, out: &str, incoming: &str, instance: Option<&str>) -> Vec<Gate> {
+    vec![
+        gate_not_paused(v),
+        gate_no_other_swap(v, out, incoming, instance),
+        gate_outgoing_voter(v, out, false),
+        gate_incoming_eligible(v, incoming),
+        gate_incoming_ready(v, incoming),
+        gate_incoming_agent(v, out, incoming),
+        gate_voters_healthy(v, out),
+        gate_no_learner(v, None),
+        gate_quorum_after_removal(v, out, incoming, true),
+    ]
+}
+
+/// The gates re-checked right before the snapshot request and the promotion.
+pub(super) fn promote_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
+    vec![
+        gate_outgoing_voter(v, out, false),
+        gate_incoming_eligible(v, incoming),
+        gate_incoming_ready(v, incoming),
+        gate_incoming_agent(v, out, incoming),
+        gate_voters_healthy(v, out),
+        gate_no_learner(v, None),
+        gate_quorum_after_removal(v, out, incoming, true),
+    ]
+}
+
+/// The gates re-checked right before the cordon, the step-down and the
+/// removal of the outgoing host's member.
+pub(super) fn removal_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
+    vec![
+        gate_outgoing_voter(v, out, true),
+        gate_incoming_voter(v, incoming),
+        gate_voters_healthy(v, out),
+        gate_no_learner(v, None),
+        gate_quorum_after_removal(v, out, incoming, false),
+    ]
+}
+
+/// The gates before a down outgoing voter's member is removed ahead of the
+/// promotion: those of the promotion that still apply once it is gone, and
+pub(super) fn down_removal_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
+    let mut gates = vec![
+        gate_outgoing_voter(v, out, false),
+        gate_incoming_eligible(v, incoming),
+        gate_voters_healthy(v, out),
+        gate_no_learner(v, Some(incoming)),
+        gate_quorum_after_removal(v, out, incoming, false),
+    ];
+    gates.extend(incoming_ready_until_asked(v, incoming));
+    gates
+}
+
+/// The gates of a promotion after the outgoing voter's member is gone.
+pub(super) fn late_promote_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
+    let mut gates = vec![
+        gate_incoming_eligible(v, incoming),
+        gate_voters_healthy(v, out),
+        gate_no_learner(v, Some(incoming)),
+    ];
+    gates.extend(incoming_ready_until_asked(v, incoming));
+    gates
+}
+
+/// `incoming-ready`, until the host is asked to promote: from then on its
+/// agent is stopped and its server's kubelet starts only once etcd took the
+/// member, so its Node is NotReady while it joins (the promotion's own
+/// timeout bounds that).
+pub(super) fn incoming_ready_until_asked(v: &FleetView, incoming: &str) -> Option<Gate> {
+    let asked = v
+        .node(incoming)
+        .is_some_and(|i| i.marks.step.as_deref() == Some("promote"));
+    (!asked).then(|| gate_incoming_ready(v, incoming))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::{fixtures::*, *};
+    #[allow(unused_imports)]
+    use crate::{
+        report::{Detail, Phase, Report, ReportStep},
+        validate::{NodeName, SwapId},
+    };
+
+    // === Gates, one table per gate ===
+
+    #[test]
+    fn every_preflight_gate_passes_on_a_healthy_fleet() {
+        let gates = preflight(&fleet(), "n1", "n4", None);
+        assert!(all_pass(&gates), "{}", failures(&gates));
+        assert_eq!(gates.len(), 9);
+    }
+
+    #[test]
+    fn a_swap_is_refused_while_a_voter_is_not_ready() {
+        let mut v = fleet();
+        node_mut(&mut v, "n2").ready = false;
+        let a = next_action(&v, &request("n1", "n4"));
+        assert_eq!(refused_by(&a), vec![GateName::VotersHealthy]);
+        let g = gate(&preflight(&v, "n1", "n4", None), GateName::VotersHealthy).clone();
+        assert!(g.reason.contains("n2 (NotReady)"), "{}", g.reason);
+    }
+
+    #[test]
+    fn a_swap_is_refused_while_a_voter_is_not_etcd_is_voter_but_labelled_a_member() {
+        // A member with the etcd label and no EtcdIsVoter is a learner.
+        let mut v = fleet();
+        node_mut(&mut v, "n2").etcd_is_voter = false;
+        let a = next_action(&v, &request("n1", "n4"));
+        assert_eq!(refused_by(&a), vec![GateName::NoLearner]);
+    }
+
+    #[test]
+    fn the_outgoing_voter_being_down_does_not_shut_the_voters_healthy_gate() {
+        let mut v = fleet();
+        node_mut(&mut v, "n1").ready = false;
+        let gates = preflight(&v, "n1", "n4", None);
+        assert!(all_pass(&gates), "{}", failures(&gates));
+    }
+
+    #[test]
+    fn a_swap_is_refused_while_a_learner_is_pending() {
+        let mut v = fleet();
+        let n5 = node_mut(&mut v, "n5");
+        n5.etcd_label = true;
+        n5.k3s.node_name = Some("n5-00aa11bb".into());
+        let a = next_action(&v, &request("n1", "n4"));
+        assert_eq!(refused_by(&a), vec![GateName::NoLearner]);
+    }
+
+    #[test]
+    fn a_second_swap_is_refused_while_another_holds_the_lease() {
+        let mut v = fleet();
+        v.lease = Some(lease_held_by("fleet-role", "ctl-b", "swap-0", "n2", "n5"));
+        let a = next_action(&v, &request("n1", "n4"));
+        assert_eq!(refused_by(&a), vec![GateName::NoOtherSwap]);
+    }
+
+    #[test]
+    fn a_swap_is_refused_while_someone_else_holds_the_lease_without_a_swap() {
+        let mut v = fleet();
+        let mut l = lease_held_by("intruder", "x", "s", "a", "b");
+        l.swap = None;
+        v.lease = Some(l);
+        let a = next_action(&v, &request("n1", "n4"));
+        assert_eq!(refused_by(&a), vec![GateName::NoOtherSwap]);
+    }
+
+    #[test]
+    fn a_swap_is_refused_while_another_swap_is_left_unfinished() {
+        let mut v = fleet();
+        let mut l = lease_held_by("fleet-role", "ctl-b", "swap-0", "n2", "n5");
+        l.holder = None;
+        l.stopped = Some("the step-down of n2 failed".into());
+        v.lease = Some(l);
+        let a = next_action(&v, &request("n1", "n4"));
+        assert_eq!(refused_by(&a), vec![GateName::NoOtherSwap]);
+        let Action::Refuse { gates } = a else {
+            unreachable!()
+        };
+        assert!(
+            gate(&gates, GateName::NoOtherSwap)
+                .reason
+                .contains("--out n2 --in n5")
+        );
+    }
+
+    #[test]
+    fn a_swap_is_refused_while_a_node_carries_a_step_of_another_swap() {
+        let mut v = fleet();
+        let n3 = node_mut(&mut v, "n3");
+        n3.marks.step = Some("step-down".into());
+        n3.marks.swap = Some("swap-0".into());
+        let a = next_action(&v, &request("n1", "n4"));
+        assert_eq!(refused_by(&a), vec![GateName::NoOtherSwap]);
+    }
+
+    #[test]
+    fn a_swap_is_refused_for_an_ineligible_host() {
+        let a = next_action(&fleet(), &request("n1", "n5"));
+        assert_eq!(refused_by(&a), vec![GateName::IncomingEligible]);
+    }
+
+    #[test]
+    fn a_swap_is_refused_for_an_incoming_host_that_is_not_ready() {
+        let mut v = fleet();
+        node_mut(&mut v, "n4").ready = false;
+        assert_eq!(
+            refused_by(&next_action(&v, &request("n1", "n4"))),
+            vec![GateName::IncomingReady]
+        );
+    }
+
+    #[test]
+    fn a_swap_is_refused_for_an_incoming_host_that_is_a_voter_already() {
+        let a = next_action(&fleet(), &request("n1", "n2"));
+        assert_eq!(refused_by(&a), vec![GateName::IncomingAgent]);
+        let a = next_action(&fleet(), &request("n1", "n1"));
+        assert!(refused_by(&a).contains(&GateName::IncomingAgent));
+    }
+
+    #[test]
+    fn a_swap_is_refused_for_an_incoming_agent_still_labelled_a_server() {
+        let mut v = fleet();
+        node_mut(&mut v, "n4").control_plane_label = true;
+        assert_eq!(
+            refused_by(&next_action(&v, &request("n1", "n4"))),
+            vec![GateName::IncomingAgent]
+        );
+    }
+
+    #[test]
+    fn a_swap_is_refused_when_the_outgoing_host_is_not_a_voter() {
+        let a = next_action(&fleet(), &request("n5", "n4"));
+        assert!(refused_by(&a).contains(&GateName::OutgoingVoter));
+        let a = next_action(&fleet(), &request("nx", "n4"));
+        assert!(refused_by(&a).contains(&GateName::OutgoingVoter));
+    }
+
+    #[test]
+    fn a_swap_is_refused_while_paused() {
+        let mut v = fleet();
+        v.lease = Some(LeaseFacts {
+            paused: true,
+            ..LeaseFacts::default()
+        });
+        assert_eq!(
+            refused_by(&next_action(&v, &request("n1", "n4"))),
+            vec![GateName::NotPaused]
+        );
+    }
+
+    #[test]
+    fn a_swap_is_refused_when_too_few_healthy_voters_would_be_left_after_the_removal() {
+        // Three voters configured, one seen: the two missing count as down.
+        // After the promotion: 4 members, 2 healthy; after the removal of the
+        // healthy outgoing voter: 1 healthy of 3, below quorum.
+        let mut v = fleet();
+        v.nodes.retain(|n| n.name != "n2" && n.name != "n3");
+        let a = next_action(&v, &request("n1", "n4"));
+        assert_eq!(refused_by(&a), vec![GateName::QuorumAfterRemoval]);
+        let g = gate(
+            &preflight(&v, "n1", "n4", None),
+            GateName::QuorumAfterRemoval,
+        )
+        .clone();
+        assert!(g.reason.contains("1 healthy of 3"), "{}", g.reason);
+        assert!(g.reason.contains("2 voter Node(s) missing"), "{}", g.reason);
+    }
+
+    #[test]
+    fn a_one_voter_fleet_configured_for_one_may_swap_its_voter() {
+        let mut v = fleet();
+        v.settings.voters = 1;
+        v.nodes.retain(|n| n.name != "n2" && n.name != "n3");
+        assert!(matches!(
+            next_action(&v, &request("n1", "n4")),
+            Action::TakeLease {
+                start: Start::Fresh,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn the_removal_gate_refuses_when_voters_went_down_after_the_promotion() {
+        let mut v = after_promotion();
+        node_mut(&mut v, "n2").ready = false;
+        node_mut(&mut v, "n3").ready = false;
+        let g = gate_quorum_after_removal(&v, "n1", "n4", false);
+        assert!(!g.passed, "{}", g.reason);
+        // 4 members (n1 n2 n3 n4), n2 and n3 down: removing n1 leaves 1 of 3.
+        assert!(g.reason.contains("1 healthy of 3"), "{}", g.reason);
+    }
+}

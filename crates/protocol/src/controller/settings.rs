@@ -1,0 +1,112 @@
+//! The controller's settings: the voter count, the Lease's timing, `run`'s
+//! graces and each step's timeout. Validated by the shell; plain values here.
+
+use serde::{Deserialize, Serialize};
+
+use super::SwapStep;
+use crate::names::Names;
+
+// === Settings ===
+
+/// How long each step of a swap may take, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timeouts {
+    /// From the snapshot request to the voter's report of its file.
+    pub snapshot: i64,
+    /// From the promotion request to the incoming host's report of `voter`.
+    pub promote: i64,
+    /// From the rollback request to the host's report of `done`.
+    pub rollback: i64,
+    /// From asking k3s to remove a rolled-back host's member to its removal.
+    pub remove_incoming: i64,
+    /// From the promotion's end to the outgoing host's report of `etcd-only`
+    /// (including any wait for the gates before the step-down).
+    pub step_down: i64,
+    /// From the step-down's end to k3s's `removed-node-name`.
+    pub removal: i64,
+    /// From the member's removal to the outgoing host's agent Ready.
+    pub finish: i64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            snapshot: 300,
+            promote: 900,
+            rollback: 300,
+            remove_incoming: 300,
+            step_down: 600,
+            removal: 300,
+            finish: 600,
+        }
+    }
+}
+
+impl Timeouts {
+    /// Every step bounded by the same number of seconds.
+    pub fn all(secs: i64) -> Self {
+        Self {
+            snapshot: secs,
+            promote: secs,
+            rollback: secs,
+            remove_incoming: secs,
+            step_down: secs,
+            removal: secs,
+            finish: secs,
+        }
+    }
+
+    /// The timeout of a step that waits; `None` for a step that only writes.
+    pub fn of(&self, step: SwapStep) -> Option<i64> {
+        match step {
+            SwapStep::Snapshot => Some(self.snapshot),
+            SwapStep::Promote => Some(self.promote),
+            SwapStep::Rollback => Some(self.rollback),
+            SwapStep::RemoveIncoming => Some(self.remove_incoming),
+            SwapStep::StepDown => Some(self.step_down),
+            SwapStep::Removal => Some(self.removal),
+            SwapStep::Finish => Some(self.finish),
+            SwapStep::CleanUp | SwapStep::Paused => None,
+        }
+    }
+}
+
+/// The controller's settings, validated by the shell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The protocol's names (prefix, Lease, report namespace, identity).
+    pub names: Names,
+    /// How many etcd voters the fleet should have (odd).
+    pub voters: usize,
+    /// The regrade Lease's duration, in seconds.
+    pub lease_duration: i64,
+    /// Seconds taken off the Lease's validity before an irreversible write,
+    /// for clock skew and the time the write takes.
+    pub skew_margin: i64,
+    /// `run`: how long a voter may be NotReady before it is replaced.
+    pub grace_period: i64,
+    /// `run`: how long to wait after a swap before the next one.
+    pub settle: i64,
+    /// A Node whose kubelet has not renewed its node Lease for this long
+    /// counts as NotReady, whatever its Ready condition says (see
+    /// [`apply_heartbeats`]).
+    pub heartbeat_grace: i64,
+    /// Each step's timeout.
+    pub timeouts: Timeouts,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            names: Names::default(),
+            voters: 3,
+            lease_duration: 60,
+            skew_margin: 5,
+            grace_period: 300,
+            settle: 60,
+            heartbeat_grace: 40,
+            timeouts: Timeouts::default(),
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! The clean-up once the outgoing host finished: server labels and k3s's
+//! annotations removed, the swap's marks cleared, the host uncordoned, the
+//! Lease released with the outcome.
+use crate::controller::swap::removal::finished;
+
+use crate::validate::NodeName;
+
+use super::{
+    super::{Action, FleetView, LeaseFacts, Outcome, Recorded, SwapStep},
+    step::enter,
+};
+
+pub(super) fn clean_up(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
+    if let Some(a) = enter(v, l, SwapStep::CleanUp) {
+        return a;
+    }
+    let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
+    // Only a host that finished as an agent loses its server labels and cordon.
+    let finished = v.node(out).is_some_and(finished);
+    if let Some(o) = v.node(out) {
+        if finished && (o.has_server_labels() || o.k3s.any()) {
+            return Action::CleanUpServer {
+                node: rec.out.clone(),
+            };
+        }
+        if o.marks.any_annotation() {
+            return Action::ClearSwapMarks {
+                node: rec.out.clone(),
+            };
+        }
+        if finished && o.cordoned {
+            return Action::Uncordon {
+                node: rec.out.clone(),
+            };
+        }
+    }
+    if let Some(i) = v.node(inc)
+        && i.marks.any_annotation()
+    {
+        return Action::ClearSwapMarks {
+            node: rec.incoming.clone(),
+        };
+    }
+    if let Some(n) = snapshot_marked(v) {
+        return Action::ClearSwapMarks { node: n };
+    }
+    let warning = match v.node(out) {
+        None => Some(format!(
+            "{out}'s Node is gone (k3s removes a deleted Node's member itself)"
+        )),
+        Some(_) if !finished => Some(format!(
+            "{out} was down, so it did not step down or finish: its member is removed; when it returns, run `fleet-role-actuator demote-local` on it, then remove its server labels and uncordon it (docs/controller.md)"
+        )),
+        Some(_) => None,
+    };
+    Action::ReleaseLease {
+        outcome: Outcome::Done { warning },
+    }
+}
+
+/// A Node still asked for a snapshot. At the end of a swap every such
+/// request is stale (one swap runs at a time, and a resumed swap may have
+/// asked under an earlier id), so all are cleared.
+pub(super) fn snapshot_marked(v: &FleetView) -> Option<NodeName> {
+    v.sorted()
+        .into_iter()
+        .find(|n| n.marks.snapshot_request.is_some())
+        .and_then(|n| NodeName::parse(&n.name).ok())
+}

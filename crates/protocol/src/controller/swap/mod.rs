@@ -1,0 +1,190 @@
+//! The swap's state machine: [`next_action`] reads where the swap stands
+//! from the cluster and returns the one next write or wait. Each phase is a
+//! file of its own.
+use crate::controller::swap::removal::stepped_down;
+
+mod clean_up;
+mod promote;
+mod removal;
+mod replace_down;
+mod snapshot;
+mod step;
+mod step_down;
+#[cfg(test)]
+mod tests;
+mod wind_down;
+
+pub use promote::join_voter;
+pub use removal::finished;
+pub use snapshot::snapshot_voter;
+
+use self::{
+    clean_up::clean_up,
+    promote::{promote_wait, promoted},
+    removal::removal,
+    replace_down::replace_down,
+    snapshot::snapshot,
+    step_down::{before_step_down, step_down_wait},
+    wind_down::wind_down,
+};
+use super::{
+    Action, FleetView, LeaseFacts, Recorded, Start, SwapState, SwapStep, all_pass,
+    gate_no_other_swap, gate_not_paused, one_line, preflight,
+};
+
+/// The one next thing to do for the swap `s`, given the cluster `v`. Pure.
+pub fn next_action(v: &FleetView, s: &SwapState) -> Action {
+    let ours = v
+        .lease
+        .as_ref()
+        .filter(|l| l.instance.as_deref() == Some(s.instance.as_str()));
+    let Some(l) = ours else {
+        if s.taken.is_some() {
+            return Action::Lost {
+                reason: describe_lease(v),
+            };
+        }
+        return start(v, s);
+    };
+    let Some(rec) = l.recorded_swap() else {
+        return Action::Lost {
+            reason: "the Lease names this controller but no valid swap".into(),
+        };
+    };
+    if l.holder.as_deref() != Some(v.settings.names.controller_identity.as_str())
+        || rec.out != s.out
+        || rec.incoming != s.incoming
+        || s.taken.as_ref().is_some_and(|t| *t != rec.id)
+    {
+        return Action::Lost {
+            reason: describe_lease(v),
+        };
+    }
+    if renew_due(v, l) {
+        return Action::RenewLease;
+    }
+    drive(v, l, &rec)
+}
+
+pub(super) fn describe_lease(v: &FleetView) -> String {
+    match &v.lease {
+        None => "the regrade Lease is gone".into(),
+        Some(l) => format!(
+            "the regrade Lease is held by {} (instance {}) for swap {}",
+            one_line(l.holder.as_deref().unwrap_or("nobody")),
+            one_line(l.instance.as_deref().unwrap_or("none")),
+            one_line(l.swap.as_deref().unwrap_or("none"))
+        ),
+    }
+}
+
+/// A third of the duration has passed since the last renewal (or the
+/// Lease has no renew time).
+pub(super) fn renew_due(v: &FleetView, l: &LeaseFacts) -> bool {
+    match l.renew_time {
+        None => true,
+        Some(r) => v.now >= r + (v.settings.lease_duration / 3).max(1),
+    }
+}
+
+/// The Lease is valid for an irreversible write: not lapsing within the margin.
+pub fn lease_valid_for_write(v: &FleetView, l: &LeaseFacts) -> bool {
+    l.expiry()
+        .is_some_and(|e| v.now + v.settings.skew_margin < e)
+}
+
+pub(super) fn start(v: &FleetView, s: &SwapState) -> Action {
+    let (out, inc) = (s.out.as_str(), s.incoming.as_str());
+    if let Some(l) = &v.lease
+        && let Some(rec) = l.recorded_swap()
+        && rec.out == s.out
+        && rec.incoming == s.incoming
+    {
+        if l.is_held(v.now) {
+            return Action::WaitForLease {
+                until: l.expiry().unwrap_or(v.now),
+                reason: format!(
+                    "swap {} of the same Nodes is held by controller instance {} until it lapses",
+                    rec.id,
+                    one_line(l.instance.as_deref().unwrap_or("unknown"))
+                ),
+            };
+        }
+        let gates = vec![gate_not_paused(v), gate_no_other_swap(v, out, inc, None)];
+        if !all_pass(&gates) {
+            return Action::Refuse { gates };
+        }
+        return if l.stopped.is_some() {
+            Action::TakeLease {
+                swap: s.candidate.clone(),
+                out: s.out.clone(),
+                incoming: s.incoming.clone(),
+                start: Start::Stopped,
+            }
+        } else {
+            Action::TakeLease {
+                swap: rec.id,
+                out: s.out.clone(),
+                incoming: s.incoming.clone(),
+                start: Start::Abandoned,
+            }
+        };
+    }
+    let gates = preflight(v, out, inc, None);
+    if all_pass(&gates) {
+        Action::TakeLease {
+            swap: s.candidate.clone(),
+            out: s.out.clone(),
+            incoming: s.incoming.clone(),
+            start: Start::Fresh,
+        }
+    } else {
+        Action::Refuse { gates }
+    }
+}
+
+pub(super) fn drive(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
+    if let Some(note) = l.stop_note() {
+        return wind_down(v, l, rec, note);
+    }
+    // The clean-up erases the evidence the other steps are read from, so
+    // once it has begun the Lease's step alone says where the swap is.
+    if l.current_step() == Some(SwapStep::CleanUp) {
+        return clean_up(v, l, rec);
+    }
+    let o = v.node(rec.out.as_str());
+    let i = v.node(rec.incoming.as_str());
+    let incoming_promoted = i.is_some_and(promoted);
+    let in_removal = matches!(l.current_step(), Some(SwapStep::Removal | SwapStep::Finish));
+    let removal_begun = match o {
+        Some(o) => o.k3s.remove_requested() || o.member_gone() || in_removal,
+        // A deleted Node's member is removed by k3s itself (its `onRemove`).
+        None => incoming_promoted || in_removal || l.current_step() == Some(SwapStep::StepDown),
+    };
+    if removal_begun {
+        // A down outgoing voter is removed before the promotion (see
+        // `replace_down`); once it is gone the promotion follows.
+        if !incoming_promoted && o.is_some_and(|o| !stepped_down(o)) {
+            return replace_down(v, l, rec);
+        }
+        return removal(v, l, rec);
+    }
+    if o.is_some_and(|o| o.marks.step.as_deref() == Some("step-down")) {
+        return step_down_wait(v, l, rec);
+    }
+    if incoming_promoted {
+        return before_step_down(v, l, rec);
+    }
+    let outgoing_down = o.is_some_and(|o| !o.ready);
+    if let Some(i) = i
+        && i.marks.step.as_deref() == Some("promote")
+    {
+        // etcd adds no member while a voter is unreachable: a promotion
+        // that has not joined yet waits for the down voter's removal.
+        if outgoing_down && !i.has_member() {
+            return replace_down(v, l, rec);
+        }
+        return promote_wait(v, l, rec, i, false);
+    }
+    snapshot(v, l, rec)
+}

@@ -1,0 +1,214 @@
+//! The promotion of the incoming host: the gates before it, the request,
+//! and the wait for a healthy voter that reported `voter`.
+use crate::controller::gates::gate_incoming_eligible;
+use crate::controller::gates::gate_no_learner;
+use crate::controller::gates::gate_quorum_after_removal;
+use crate::controller::gates::gate_voters_healthy;
+use crate::controller::gates::incoming_ready_until_asked;
+use crate::controller::gates::late_promote_gates;
+use crate::controller::gates::promote_gates;
+
+use crate::{
+    report::{Detail, Phase, ReportStep},
+    validate::NodeName,
+};
+
+use super::{
+    super::{
+        Action, Class, FleetView, LeaseFacts, NodeFacts, Recorded, StopKind, StopNote, SwapStep,
+        all_pass, classify, failures, is_healthy_voter,
+    },
+    step::{
+        Progress, detail_word, enter, overdue, paused, phase_word, progress, resume_hint, stop,
+        wait,
+    },
+};
+
+/// The incoming host is a healthy voter and reported `voter`.
+pub(super) fn promoted(i: &NodeFacts) -> bool {
+    let reported = i.report.as_ref().is_some_and(|r| {
+        r.step == ReportStep::Promote
+            && r.detail == Some(Detail::Voter)
+            && matches!(r.phase, Phase::Progress | Phase::Done)
+    });
+    i.marks.step.as_deref() == Some("promote") && is_healthy_voter(i) && reported
+}
+
+/// The voter a promotion joins: a healthy voter other than the outgoing one,
+/// preferring one whose address k3s has published.
+pub fn join_voter(v: &FleetView, out: &str) -> Option<NodeName> {
+    let candidates: Vec<&NodeFacts> = v
+        .sorted()
+        .into_iter()
+        .filter(|n| n.name != out && classify(n) == Class::Voter && is_healthy_voter(n))
+        .collect();
+    candidates
+        .iter()
+        .find(|n| n.k3s.node_address.is_some())
+        .or(candidates.first())
+        .and_then(|n| NodeName::parse(&n.name).ok())
+}
+
+pub(super) fn before_promote(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
+    if let Some(a) = enter(v, l, SwapStep::Promote) {
+        return a;
+    }
+    let gates = promote_gates(v, rec.out.as_str(), rec.incoming.as_str());
+    if !all_pass(&gates) {
+        return Action::BeginStop {
+            note: StopNote {
+                kind: StopKind::Refused,
+                reason: failures(&gates),
+            },
+        };
+    }
+    if v.paused() {
+        return paused(l, SwapStep::Promote);
+    }
+    match join_voter(v, rec.out.as_str()) {
+        Some(join) => Action::Promote {
+            node: rec.incoming.clone(),
+            join,
+            swap: rec.id.clone(),
+        },
+        None => Action::BeginStop {
+            note: StopNote {
+                kind: StopKind::Refused,
+                reason: format!("no healthy voter other than {} to join", rec.out),
+            },
+        },
+    }
+}
+
+/// Waits for the promotion. `late`: the outgoing voter's member is already
+/// gone (it was down), so a failure stops the swap instead of winding it down.
+pub(super) fn promote_wait(
+    v: &FleetView,
+    l: &LeaseFacts,
+    rec: &Recorded,
+    i: &NodeFacts,
+    late: bool,
+) -> Action {
+    if let Some(a) = enter(v, l, SwapStep::Promote) {
+        return a;
+    }
+    if i.marks.swap.as_deref() != Some(rec.id.as_str()) {
+        // A promotion asked under an earlier id of this swap (it stopped
+        // since): ask again under this id, the host's steps are idempotent.
+        return promote_request(v, l, rec, late);
+    }
+    let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
+    let fail = |why: String| {
+        if late {
+            stop(
+                SwapStep::Promote,
+                why,
+                format!(
+                    "{out} was down and its member is removed; {inc} was asked to promote: the fleet has one voter fewer than configured"
+                ),
+                format!(
+                    "see {inc}'s report (`fleet-role status`) and docs/recovery.md; once it can join, {} (it asks {inc} to promote again)",
+                    resume_hint(rec)
+                ),
+            )
+        } else {
+            Action::BeginStop {
+                note: StopNote {
+                    kind: StopKind::Failed,
+                    reason: why,
+                },
+            }
+        }
+    };
+    match progress(i, &rec.id, ReportStep::Promote) {
+        Progress::Failed(p, why) => fail(format!(
+            "the promotion of {} {}: {why}",
+            i.name,
+            phase_word(p)
+        )),
+        state if overdue(v, l, SwapStep::Promote) => {
+            let reached = match state {
+                Progress::Running(Some(Detail::Learner)) => "it is a learner",
+                Progress::Running(Some(Detail::Voter)) | Progress::Done(_) => {
+                    "it reported voter but the Node is not a healthy voter"
+                }
+                Progress::Running(_) => "it started",
+                _ => "it did not report",
+            };
+            fail(format!(
+                "{} did not become a voter within {} s ({reached})",
+                i.name, v.settings.timeouts.promote
+            ))
+        }
+        Progress::Running(Some(d)) => wait(
+            v,
+            l,
+            SwapStep::Promote,
+            format!("{} is promoting ({})", i.name, detail_word(d)),
+        ),
+        _ => wait(v, l, SwapStep::Promote, format!("{} is promoting", i.name)),
+    }
+}
+
+/// Asks (again) for the promotion under this swap's id: after a resume, or
+/// once a down outgoing voter's member is gone (`late`).
+pub(super) fn promote_request(v: &FleetView, l: &LeaseFacts, rec: &Recorded, late: bool) -> Action {
+    if let Some(a) = enter(v, l, SwapStep::Promote) {
+        return a;
+    }
+    let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
+    let gates = if late {
+        late_promote_gates(v, out, inc)
+    } else {
+        let mut gates = vec![
+            gate_incoming_eligible(v, inc),
+            gate_voters_healthy(v, out),
+            gate_no_learner(v, Some(inc)),
+            gate_quorum_after_removal(v, out, inc, true),
+        ];
+        gates.extend(incoming_ready_until_asked(v, inc));
+        gates
+    };
+    let join = join_voter(v, out);
+    let blocked = if !all_pass(&gates) {
+        Some(failures(&gates))
+    } else if join.is_none() {
+        Some(format!("no healthy voter other than {out} to join"))
+    } else {
+        None
+    };
+    if let Some(why) = blocked {
+        if !late {
+            return Action::BeginStop {
+                note: StopNote {
+                    kind: StopKind::Failed,
+                    reason: why,
+                },
+            };
+        }
+        if overdue(v, l, SwapStep::Promote) {
+            return stop(
+                SwapStep::Promote,
+                format!("the gates before the promotion stayed shut: {why}"),
+                format!(
+                    "{out} was down and its member is removed; {inc} is not promoted: the fleet has one voter fewer than configured"
+                ),
+                format!("restore the voters' health, then {}", resume_hint(rec)),
+            );
+        }
+        return wait(
+            v,
+            l,
+            SwapStep::Promote,
+            format!("the gates before the promotion: {why}"),
+        );
+    }
+    if v.paused() {
+        return paused(l, SwapStep::Promote);
+    }
+    Action::Promote {
+        node: rec.incoming.clone(),
+        join: join.expect("checked above"),
+        swap: rec.id.clone(),
+    }
+}

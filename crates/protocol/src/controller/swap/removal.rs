@@ -1,0 +1,152 @@
+//! The removal of the outgoing host's member through k3s, and the wait for
+//! the host to finish as an agent.
+use crate::controller::gates::removal_gates;
+use crate::controller::swap::clean_up::clean_up;
+
+use crate::{
+    names::K3S_ETCD_REMOVE,
+    report::{Phase, ReportStep},
+};
+
+use super::{
+    super::{
+        Action, FleetView, LeaseFacts, NodeFacts, Recorded, SwapStep, all_pass, failures, one_line,
+    },
+    step::{enter, overdue, paused, resume_hint, stop, wait},
+};
+
+pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
+    let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
+    let o = v.node(out);
+    if o.is_some_and(|o| !o.member_gone()) {
+        if let Some(a) = enter(v, l, SwapStep::Removal) {
+            return a;
+        }
+        let Some(o) = o else {
+            return wait(v, l, SwapStep::Removal, format!("no Node {out}"));
+        };
+        let left = format!(
+            "{inc} is a voter; {out} is cordoned, {}; k3s was {}asked to remove its member",
+            if o.reports_etcd_only() {
+                "at the etcd-only level"
+            } else {
+                "down"
+            },
+            if o.k3s.remove_requested() {
+                ""
+            } else {
+                "not yet "
+            }
+        );
+        if overdue(v, l, SwapStep::Removal) {
+            return stop(
+                SwapStep::Removal,
+                format!(
+                    "k3s did not remove {out}'s member within {} s",
+                    v.settings.timeouts.removal
+                ),
+                left,
+                format!(
+                    "check k3s's managed-etcd-controller on the voters (it drops {K3S_ETCD_REMOVE} when etcd refuses for quorum); then {}",
+                    resume_hint(rec)
+                ),
+            );
+        }
+        if o.k3s.remove_requested() {
+            return wait(
+                v,
+                l,
+                SwapStep::Removal,
+                format!("k3s removes {out}'s etcd member"),
+            );
+        }
+        let gates = removal_gates(v, out, inc);
+        if !all_pass(&gates) {
+            return wait(
+                v,
+                l,
+                SwapStep::Removal,
+                format!("the gates before the removal: {}", failures(&gates)),
+            );
+        }
+        if v.paused() {
+            return paused(l, SwapStep::Removal);
+        }
+        return Action::RemoveMember {
+            node: rec.out.clone(),
+        };
+    }
+    // The member is gone. A host that stepped down finishes by itself; one
+    // that was down (never stepped down) cannot, and is left to the operator.
+    if let Some(o) = o
+        && stepped_down(o)
+        && !finished(o)
+    {
+        if let Some(a) = enter(v, l, SwapStep::Finish) {
+            return a;
+        }
+        let left = format!(
+            "{inc} is a voter; {out}'s member is removed; {out} is cordoned and has not finished as an agent"
+        );
+        if let Some(r) = &o.report
+            && r.step == ReportStep::Finish
+            && r.phase == Phase::Failed
+        {
+            return stop(
+                SwapStep::Finish,
+                format!(
+                    "{out}'s finish failed: {}",
+                    r.reason
+                        .as_deref()
+                        .map_or_else(|| "no reason given".into(), one_line)
+                ),
+                left,
+                format!(
+                    "run `fleet-role-actuator demote-local` on {out} (idempotent; see docs/recovery.md); then {}",
+                    resume_hint(rec)
+                ),
+            );
+        }
+        if overdue(v, l, SwapStep::Finish) {
+            return stop(
+                SwapStep::Finish,
+                format!(
+                    "{out}'s agent was not Ready within {} s",
+                    v.settings.timeouts.finish
+                ),
+                left,
+                format!(
+                    "check {out} (`fleet-role-actuator status`, `journalctl -u k3s-agent`); `fleet-role-actuator demote-local` finishes it; then {}",
+                    resume_hint(rec)
+                ),
+            );
+        }
+        return wait(
+            v,
+            l,
+            SwapStep::Finish,
+            format!("{out} finishes as an agent (Ready, node Lease renewed)"),
+        );
+    }
+    clean_up(v, l, rec)
+}
+
+/// The host stepped down (so it finishes by itself once its member is gone).
+pub(super) fn stepped_down(o: &NodeFacts) -> bool {
+    o.reports_etcd_only()
+        || o.report
+            .as_ref()
+            .is_some_and(|r| r.step == ReportStep::Finish)
+}
+
+/// The host reported its finish done, its Node is Ready, and the kubelet
+/// renewed its node Lease after the finish began.
+pub fn finished(o: &NodeFacts) -> bool {
+    let Some(r) = &o.report else {
+        return false;
+    };
+    r.step == ReportStep::Finish
+        && r.phase == Phase::Done
+        && o.ready
+        && o.lease_renewed_at.is_some_and(|t| t > r.started_at)
+}

@@ -1,0 +1,101 @@
+//! Replacing a down outgoing voter: its member removed before the standby
+//! joins, since etcd adds no member while a voter is unreachable.
+use crate::controller::gates::down_removal_gates;
+use crate::controller::swap::promote::promote_request;
+use crate::controller::swap::promote::promote_wait;
+
+use super::{
+    super::{
+        Action, FleetView, LeaseFacts, Recorded, StopKind, StopNote, SwapStep, all_pass, failures,
+    },
+    step::{enter, overdue, paused, resume_hint, stop, wait},
+};
+
+/// Replacing a down voter. etcd (with k3s's strict reconfiguration check)
+/// adds no member, not even a learner, while a voter is unreachable, so the
+/// usual order (promote, then remove) cannot work: the down voter's member
+/// is removed first, which cannot cost quorum (it counts as down already,
+/// and the gate checks the rest), then the standby is promoted. Once the
+/// member is gone the cluster cannot be put back as it was, so a failure
+/// from there stops the swap (resumable) rather than winding it down.
+pub(super) fn replace_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
+    let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
+    let i = v.node(inc);
+    if let Some(o) = v.node(out)
+        && !o.member_gone()
+    {
+        if let Some(a) = enter(v, l, SwapStep::Removal) {
+            return a;
+        }
+        let left = format!(
+            "{out} is down{}; k3s was {}asked to remove its member; {inc} {}",
+            if o.cordoned { " and cordoned" } else { "" },
+            if o.k3s.remove_requested() {
+                ""
+            } else {
+                "not yet "
+            },
+            if i.is_some_and(|i| i.marks.step.is_some()) {
+                "was asked to promote and waits for the removal"
+            } else {
+                "is not promoted yet"
+            }
+        );
+        if overdue(v, l, SwapStep::Removal) {
+            return stop(
+                SwapStep::Removal,
+                format!(
+                    "{out}'s member was not removed within {} s",
+                    v.settings.timeouts.removal
+                ),
+                left,
+                format!(
+                    "check the voters' health and k3s's managed-etcd-controller; then {}",
+                    resume_hint(rec)
+                ),
+            );
+        }
+        if o.k3s.remove_requested() {
+            return wait(
+                v,
+                l,
+                SwapStep::Removal,
+                format!("k3s removes the down voter {out}'s etcd member"),
+            );
+        }
+        let gates = down_removal_gates(v, out, inc);
+        if !all_pass(&gates) {
+            let touched = o.cordoned || i.is_some_and(|i| i.marks.step.is_some());
+            if !touched {
+                return Action::BeginStop {
+                    note: StopNote {
+                        kind: StopKind::Refused,
+                        reason: failures(&gates),
+                    },
+                };
+            }
+            return wait(
+                v,
+                l,
+                SwapStep::Removal,
+                format!("the gates before the removal: {}", failures(&gates)),
+            );
+        }
+        if v.paused() {
+            return paused(l, SwapStep::Removal);
+        }
+        if !o.cordoned {
+            return Action::Cordon {
+                node: rec.out.clone(),
+            };
+        }
+        return Action::RemoveMember {
+            node: rec.out.clone(),
+        };
+    }
+    // The down voter's member is gone: promote the standby.
+    match i {
+        Some(i) if i.marks.step.as_deref() == Some("promote") => promote_wait(v, l, rec, i, true),
+        _ => promote_request(v, l, rec, true),
+    }
+}

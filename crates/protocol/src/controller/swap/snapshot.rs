@@ -1,0 +1,95 @@
+//! The snapshot: asked of a healthy voter before anything changes, and
+//! waited for.
+use crate::controller::gates::promote_gates;
+use crate::controller::swap::promote::before_promote;
+use crate::controller::swap::replace_down::replace_down;
+
+use crate::{report::ReportStep, validate::NodeName};
+
+use super::{
+    super::{
+        Action, Class, FleetView, LeaseFacts, NodeFacts, Recorded, StopKind, StopNote, SwapStep,
+        all_pass, classify, failures, is_healthy_voter,
+    },
+    step::{Progress, enter, overdue, paused, phase_word, progress, wait},
+};
+
+pub(super) fn snapshot(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
+    let requested: Vec<&NodeFacts> = v
+        .sorted()
+        .into_iter()
+        .filter(|n| n.marks.snapshot_request.as_deref() == Some(rec.id.as_str()))
+        .collect();
+    // A done snapshot on any voter asked: on to the promotion.
+    for n in &requested {
+        if let Progress::Done(_) = progress(n, &rec.id, ReportStep::Snapshot) {
+            if v.node(rec.out.as_str()).is_some_and(|o| !o.ready) {
+                return replace_down(v, l, rec);
+            }
+            return before_promote(v, l, rec);
+        }
+    }
+    if let Some(a) = enter(v, l, SwapStep::Snapshot) {
+        return a;
+    }
+    if let Some(n) = requested.first() {
+        return match progress(n, &rec.id, ReportStep::Snapshot) {
+            Progress::Failed(p, why) => Action::BeginStop {
+                note: StopNote {
+                    kind: StopKind::Failed,
+                    reason: format!("the snapshot on {} {}: {why}", n.name, phase_word(p)),
+                },
+            },
+            _ if overdue(v, l, SwapStep::Snapshot) => Action::BeginStop {
+                note: StopNote {
+                    kind: StopKind::Failed,
+                    reason: format!(
+                        "the snapshot on {} was not reported within {} s",
+                        n.name, v.settings.timeouts.snapshot
+                    ),
+                },
+            },
+            _ => wait(
+                v,
+                l,
+                SwapStep::Snapshot,
+                format!("{} takes a snapshot named {}", n.name, rec.id),
+            ),
+        };
+    }
+    let gates = promote_gates(v, rec.out.as_str(), rec.incoming.as_str());
+    if !all_pass(&gates) {
+        return Action::BeginStop {
+            note: StopNote {
+                kind: StopKind::Refused,
+                reason: failures(&gates),
+            },
+        };
+    }
+    if v.paused() {
+        return paused(l, SwapStep::Snapshot);
+    }
+    match snapshot_voter(v, rec.out.as_str()) {
+        Some(node) => Action::RequestSnapshot {
+            node,
+            swap: rec.id.clone(),
+        },
+        None => Action::BeginStop {
+            note: StopNote {
+                kind: StopKind::Refused,
+                reason: "no healthy voter to take the snapshot".into(),
+            },
+        },
+    }
+}
+
+/// The voter that takes the snapshot: a healthy voter other than the
+/// outgoing one, else the outgoing one if it is healthy.
+pub fn snapshot_voter(v: &FleetView, out: &str) -> Option<NodeName> {
+    let sorted = v.sorted();
+    sorted
+        .iter()
+        .find(|n| n.name != out && classify(n) == Class::Voter && is_healthy_voter(n))
+        .or_else(|| sorted.iter().find(|n| n.name == out && is_healthy_voter(n)))
+        .and_then(|n| NodeName::parse(&n.name).ok())
+}

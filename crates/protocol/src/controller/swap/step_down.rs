@@ -1,0 +1,133 @@
+//! The step-down of the outgoing voter: its gates, the cordon, the request
+//! and the wait for `etcd-only`.
+use crate::controller::gates::removal_gates;
+use crate::controller::swap::removal::removal;
+
+use crate::report::{Detail, ReportStep};
+
+use super::{
+    super::{Action, FleetView, LeaseFacts, Recorded, SwapStep, all_pass, failures},
+    step::{Progress, enter, overdue, paused, phase_word, progress, resume_hint, stop, wait},
+};
+
+pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
+    if let Some(a) = enter(v, l, SwapStep::StepDown) {
+        return a;
+    }
+    let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
+    let gates = removal_gates(v, out, inc);
+    if !all_pass(&gates) {
+        if overdue(v, l, SwapStep::StepDown) {
+            return stop(
+                SwapStep::StepDown,
+                format!(
+                    "the gates before the step-down stayed shut: {}",
+                    failures(&gates)
+                ),
+                format!(
+                    "{inc} is a voter (promoted by this swap) and {out} is still a voter: the cluster has one voter more than configured"
+                ),
+                format!(
+                    "restore the voters' health (`fleet-role status`), then {}",
+                    resume_hint(rec)
+                ),
+            );
+        }
+        return wait(
+            v,
+            l,
+            SwapStep::StepDown,
+            format!("the gates before the step-down: {}", failures(&gates)),
+        );
+    }
+    if v.paused() {
+        return paused(l, SwapStep::StepDown);
+    }
+    let Some(o) = v.node(out) else {
+        return wait(v, l, SwapStep::StepDown, format!("no Node {out}"));
+    };
+    if !o.cordoned {
+        return Action::Cordon {
+            node: rec.out.clone(),
+        };
+    }
+    if !o.ready {
+        // A down voter cannot step down; removing its member cannot cost
+        // quorum (it counts as down already) and the gates just said so.
+        return Action::RemoveMember {
+            node: rec.out.clone(),
+        };
+    }
+    Action::StepDown {
+        node: rec.out.clone(),
+        swap: rec.id.clone(),
+    }
+}
+
+pub(super) fn step_down_wait(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
+    let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
+    let Some(o) = v.node(out) else {
+        return removal(v, l, rec);
+    };
+    let state = progress(o, &rec.id, ReportStep::StepDown);
+    if matches!(
+        state,
+        Progress::Running(Some(Detail::EtcdOnly)) | Progress::Done(_)
+    ) {
+        return removal(v, l, rec);
+    }
+    if let Some(a) = enter(v, l, SwapStep::StepDown) {
+        return a;
+    }
+    if o.marks.swap.as_deref() != Some(rec.id.as_str()) {
+        // Asked under an earlier id of this swap: ask again under this one.
+        let gates = removal_gates(v, out, inc);
+        if !all_pass(&gates) {
+            return wait(
+                v,
+                l,
+                SwapStep::StepDown,
+                format!("the gates before the step-down: {}", failures(&gates)),
+            );
+        }
+        if v.paused() {
+            return paused(l, SwapStep::StepDown);
+        }
+        return Action::StepDown {
+            node: rec.out.clone(),
+            swap: rec.id.clone(),
+        };
+    }
+    let left = format!(
+        "{inc} is a voter (promoted by this swap); {out} is cordoned and was asked to step down; its role file names the server unless its report says otherwise"
+    );
+    match state {
+        Progress::Failed(p, why) => stop(
+            SwapStep::StepDown,
+            format!("the step-down of {out} {}: {why}", phase_word(p)),
+            left,
+            format!(
+                "see {out}'s report and docs/recovery.md; once its k3s is healthy, {}",
+                resume_hint(rec)
+            ),
+        ),
+        _ if overdue(v, l, SwapStep::StepDown) => stop(
+            SwapStep::StepDown,
+            format!(
+                "{out} did not report etcd-only within {} s",
+                v.settings.timeouts.step_down
+            ),
+            left,
+            format!(
+                "check fleet-role-actuator on {out} (`journalctl -u fleet-role-actuator`); then {}",
+                resume_hint(rec)
+            ),
+        ),
+        _ => wait(
+            v,
+            l,
+            SwapStep::StepDown,
+            format!("{out} steps down to etcd-only"),
+        ),
+    }
+}

@@ -1,0 +1,141 @@
+//! Winding a swap down to the cluster as it was: the incoming host rolled
+//! back, its member removed if it has one, the swap's marks cleared.
+use crate::controller::gates::gate_quorum_for;
+use crate::controller::swap::clean_up::snapshot_marked;
+
+use crate::report::ReportStep;
+
+use super::{
+    super::{Action, FleetView, LeaseFacts, Outcome, Recorded, StopNote, SwapStep},
+    step::{Progress, enter, overdue, phase_word, progress, resume_hint, stop, wait},
+};
+
+/// Back to the cluster as it was: roll the incoming host back and have its
+/// member removed if it has one, clear what the swap wrote, release.
+pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: StopNote) -> Action {
+    let inc = rec.incoming.as_str();
+    if let Some(i) = v.node(inc) {
+        let asked = i.marks.step.as_deref();
+        if asked == Some("promote") || asked == Some("rollback") {
+            if asked == Some("promote") || i.marks.swap.as_deref() != Some(rec.id.as_str()) {
+                return Action::Rollback {
+                    node: rec.incoming.clone(),
+                    swap: rec.id.clone(),
+                };
+            }
+            match progress(i, &rec.id, ReportStep::Rollback) {
+                Progress::Done(_) => {}
+                Progress::Failed(p, why) => {
+                    return stop(
+                        SwapStep::Rollback,
+                        format!(
+                            "{}; then the rollback of {inc} {}: {why}",
+                            note.reason,
+                            phase_word(p)
+                        ),
+                        format!(
+                            "{inc} may run its server or its agent; {} is still a voter",
+                            rec.out
+                        ),
+                        format!(
+                            "run `fleet-role-actuator demote-local` on {inc} (idempotent); then {}",
+                            resume_hint(rec)
+                        ),
+                    );
+                }
+                _ => {
+                    if let Some(a) = enter(v, l, SwapStep::Rollback) {
+                        return a;
+                    }
+                    if overdue(v, l, SwapStep::Rollback) {
+                        return stop(
+                            SwapStep::Rollback,
+                            format!(
+                                "{}; then {inc} did not report its rollback within {} s",
+                                note.reason, v.settings.timeouts.rollback
+                            ),
+                            format!(
+                                "{inc} was asked to roll back to an agent; {} is still a voter",
+                                rec.out
+                            ),
+                            format!(
+                                "check fleet-role-actuator on {inc}; `fleet-role-actuator demote-local` there finishes the rollback; then {}",
+                                resume_hint(rec)
+                            ),
+                        );
+                    }
+                    return wait(
+                        v,
+                        l,
+                        SwapStep::Rollback,
+                        format!("{inc} rolls back to an agent"),
+                    );
+                }
+            }
+            // Rolled back. Its member, if it has one, goes next.
+            if i.has_member() {
+                if let Some(a) = enter(v, l, SwapStep::RemoveIncoming) {
+                    return a;
+                }
+                if overdue(v, l, SwapStep::RemoveIncoming) {
+                    return stop(
+                        SwapStep::RemoveIncoming,
+                        format!(
+                            "{}; {inc} rolled back but k3s did not remove its member within {} s",
+                            note.reason, v.settings.timeouts.remove_incoming
+                        ),
+                        format!("{inc} runs as an agent; its etcd member is still listed"),
+                        format!(
+                            "check k3s's managed-etcd-controller; then {}",
+                            resume_hint(rec)
+                        ),
+                    );
+                }
+                if i.k3s.node_name.is_none() {
+                    // k3s removes a member by the name in this annotation; a
+                    // learner that never published one is removed by k3s's
+                    // own learner clean-up.
+                } else if i.k3s.remove_requested() {
+                    return wait(
+                        v,
+                        l,
+                        SwapStep::RemoveIncoming,
+                        format!("k3s removes {inc}'s etcd member"),
+                    );
+                } else {
+                    let gate = gate_quorum_for(v, inc, Some(inc));
+                    if !gate.passed {
+                        return wait(
+                            v,
+                            l,
+                            SwapStep::RemoveIncoming,
+                            format!("{}: {}", gate.name.as_str(), gate.reason),
+                        );
+                    }
+                    return Action::RemoveMember {
+                        node: rec.incoming.clone(),
+                    };
+                }
+            }
+            if i.has_server_labels() || i.k3s.any() || i.etcd_is_voter {
+                return Action::CleanUpServer {
+                    node: rec.incoming.clone(),
+                };
+            }
+        }
+        if i.marks.any_annotation() {
+            return Action::ClearSwapMarks {
+                node: rec.incoming.clone(),
+            };
+        }
+    }
+    if let Some(n) = snapshot_marked(v) {
+        return Action::ClearSwapMarks { node: n };
+    }
+    Action::ReleaseLease {
+        outcome: Outcome::WoundDown {
+            kind: note.kind,
+            reason: note.reason,
+        },
+    }
+}
