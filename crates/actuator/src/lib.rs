@@ -10,7 +10,6 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod local;
-pub mod observe;
 pub mod output;
 pub mod report;
 pub mod watch;

@@ -22,7 +22,7 @@ use protocol::{
 };
 use tracing::{debug, info, warn};
 
-use crate::{cluster::Candidates, config::Settings, observe, report};
+use crate::{cluster::Candidates, config::Settings, report};
 
 fn now() -> i64 {
     SystemTime::now()
@@ -62,7 +62,7 @@ pub struct Watcher {
     /// A report that could not be written yet; retried first thing.
     unsent: bool,
     last_wait: Option<String>,
-    last_view: Option<protocol::NodeView>,
+    last_view: Option<protocol::NodeFacts>,
 }
 
 impl Watcher {
@@ -162,7 +162,7 @@ impl Watcher {
                         // without changing anything fleet-role reads: only a
                         // change of the view is worth a decision (and its Lease
                         // read); the resync tick covers the Lease's own changes.
-                        let view = node.as_ref().map(|n| observe::node_view(&self.settings.names, n));
+                        let view = node.as_ref().map(|n| kubeview::node_facts(&self.settings.names, n));
                         let changed = view != self.last_view;
                         self.node = node;
                         self.last_view = view;
@@ -200,19 +200,19 @@ impl Watcher {
             return Ok(());
         };
         let names = self.settings.names.clone();
-        let view = observe::node_view(&names, &node);
+        let view = kubeview::node_facts(&names, &node);
         let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
         let lease = leases
             .get_opt(&names.lease_name)
             .await?
-            .map(|l| observe::lease_view(&names, &l));
+            .map(|l| kubeview::lease_facts(&names, &l));
         let join = match (
-            view.step.as_deref(),
-            view.join_node.as_deref().map(NodeName::parse),
+            view.marks.step_kind(),
+            view.marks.join_node.as_deref().map(NodeName::parse),
         ) {
-            (Some("promote"), Some(Ok(name))) => {
+            (Some(protocol::StepKind::Promote), Some(Ok(name))) => {
                 let nodes: Api<Node> = Api::all(client.clone());
-                observe::join_target(nodes.get_opt(name.as_str()).await?.as_ref())
+                kubeview::join_target(nodes.get_opt(name.as_str()).await?.as_ref())
             }
             _ => JoinTarget::NotLooked,
         };
@@ -296,7 +296,7 @@ impl Watcher {
     async fn take(
         &mut self,
         client: &Client,
-        view: &protocol::NodeView,
+        view: &protocol::NodeFacts,
         swap: Option<SwapId>,
         step: Step,
         resume: bool,

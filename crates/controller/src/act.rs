@@ -21,10 +21,8 @@ use kube::{
 };
 use protocol::{
     Names,
-    controller::{
-        self, Action, K3S_ETCD_ANNOTATIONS, LastSwap, Outcome, SERVER_LABELS, StopKind, SwapState,
-    },
-    names::{K3S_ETCD_IS_VOTER, K3S_ETCD_REMOVE, LEASE_NAMESPACE},
+    controller::{self, Action, Outcome, StopKind, SwapState},
+    names::{K3S_ETCD_IS_VOTER, LEASE_NAMESPACE},
 };
 use serde_json::{Value, json};
 use tracing::warn;
@@ -95,7 +93,7 @@ impl Actor {
         let Some(lease) = lease else {
             return Err(ActError::Lost("the regrade Lease is gone".into()));
         };
-        let facts = crate::observe::lease_facts(self.names(), &lease);
+        let facts = kubeview::lease_facts(self.names(), &lease);
         let view = protocol::controller::FleetView {
             now: crate::observe::now(),
             settings: self.settings.core.clone(),
@@ -113,7 +111,7 @@ impl Actor {
                 controller::one_line(facts.swap.as_deref().unwrap_or("none")),
             )));
         }
-        if !controller::lease_valid_for_write(&view, &facts) {
+        if !controller::write_may_go(&view, &facts) {
             // Ours, but about to lapse: renew before writing (the next
             // decision asks for it).
             return Err(ActError::Conflict);
@@ -128,98 +126,24 @@ impl Actor {
         action: &Action,
         state: &mut SwapState,
     ) -> Result<(), ActError> {
-        let names = self.names().clone();
-        let now = obs.view.now;
-        let mut lease = obs.lease.clone().unwrap_or_else(|| Lease {
-            metadata: ObjectMeta {
-                name: Some(names.lease_name.clone()),
-                namespace: Some(LEASE_NAMESPACE.into()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(LeaseSpec::default()),
-        });
-        let creating = obs.lease.is_none();
-        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
-        let annotations = lease.metadata.annotations.get_or_insert_with(BTreeMap::new);
-        let mut set = |k: String, v: Option<String>| match v {
-            Some(v) => {
-                annotations.insert(k, v);
-            }
-            None => {
-                annotations.remove(&k);
-            }
+        let names = self.names();
+        let before = obs.view.lease.clone().unwrap_or_default();
+        let writer = controller::Writer {
+            identity: &names.controller_identity,
+            instance: &state.instance,
+            lease_duration: self.settings.core.lease_duration,
+            now: obs.view.now,
         };
-        let stamp = MicroTime(Timestamp::now());
-        match action {
-            Action::TakeLease {
-                swap,
-                out,
-                incoming,
-                start,
-            } => {
-                let identity = names.controller_identity.clone();
-                if spec.holder_identity.as_deref() != Some(identity.as_str()) {
-                    spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
-                }
-                spec.holder_identity = Some(identity);
-                spec.lease_duration_seconds = Some(self.settings.core.lease_duration as i32);
-                spec.acquire_time = Some(stamp.clone());
-                spec.renew_time = Some(stamp);
-                set(names.lease_swap(), Some(swap.to_string()));
-                set(names.lease_swap_out(), Some(out.to_string()));
-                set(names.lease_swap_in(), Some(incoming.to_string()));
-                set(names.lease_instance(), Some(state.instance.clone()));
-                set(names.lease_stopped(), None);
-                if *start != controller::Start::Abandoned {
-                    set(names.lease_step(), None);
-                    set(names.lease_step_since(), None);
-                }
-                if *start == controller::Start::Fresh {
-                    set(names.lease_stopping(), None);
-                }
-            }
-            Action::RenewLease => spec.renew_time = Some(stamp),
-            Action::MarkStep { step } => {
-                spec.renew_time = Some(stamp);
-                set(names.lease_step(), Some(step.as_str().into()));
-                set(names.lease_step_since(), Some(now.to_string()));
-            }
-            Action::BeginStop { note } => {
-                spec.renew_time = Some(stamp);
-                set(
-                    names.lease_stopping(),
-                    Some(serde_json::to_string(note).expect("a note serializes")),
-                );
-            }
-            Action::ReleaseLease { outcome } => {
-                let facts = obs.view.lease.clone().unwrap_or_default();
-                let last = LastSwap {
-                    swap: facts.swap.unwrap_or_default(),
-                    out: facts.swap_out.unwrap_or_default(),
-                    incoming: facts.swap_in.unwrap_or_default(),
-                    at: now,
-                    outcome: outcome.clone(),
-                };
-                spec.holder_identity = None;
-                spec.acquire_time = None;
-                spec.renew_time = None;
-                for k in swap_keys(&names) {
-                    set(k, None);
-                }
-                set(
-                    names.lease_last_swap(),
-                    Some(serde_json::to_string(&last).expect("a summary serializes")),
-                );
-            }
-            Action::Stop { reason, .. } => {
-                spec.holder_identity = None;
-                spec.acquire_time = None;
-                spec.renew_time = None;
-                set(names.lease_instance(), None);
-                set(names.lease_stopped(), Some(controller::one_line(reason)));
-            }
-            other => unreachable!("not a Lease write: {other:?}"),
-        }
+        let after = controller::lease_after(obs.view.lease.as_ref(), action, writer)
+            .unwrap_or_else(|| unreachable!("not a Lease write: {action:?}"));
+        let lease = kubeview::lease_object(
+            names,
+            obs.lease.as_ref(),
+            &before,
+            &after,
+            MicroTime(Timestamp::now()),
+        );
+        let creating = obs.lease.is_none();
         let api = self.leases();
         let result = if creating {
             api.create(&PostParams::default(), &lease).await
@@ -263,18 +187,23 @@ impl Actor {
             context: format!("patching Node {node}"),
             source,
         };
-        if let Some(patch) = node_patch(self.names(), action) {
+        let before = obs
+            .view
+            .node(node)
+            .cloned()
+            .unwrap_or_else(|| protocol::NodeFacts {
+                name: node.to_string(),
+                ..protocol::NodeFacts::default()
+            });
+        let after = controller::node_after(&before, action)
+            .unwrap_or_else(|| unreachable!("not a Node write: {action:?}"));
+        if let Some(patch) = kubeview::node_patch(self.names(), &before, &after) {
             nodes
                 .patch(node, &params, &Patch::Merge(&patch))
                 .await
                 .map_err(api_err)?;
         }
-        // The agent never clears k3s's EtcdIsVoter: set it False, so the
-        // Node does not claim a voter (and a later promotion does not read a
-        // stale True).
-        if matches!(action, Action::CleanUpServer { .. })
-            && obs.view.node(node).is_some_and(|n| n.etcd_is_voter)
-        {
+        if kubeview::voter_condition_cleared(&before, &after) {
             let status = json!({"status": {"conditions": [{
                 "type": K3S_ETCD_IS_VOTER,
                 "status": "False",
@@ -378,91 +307,6 @@ impl Actor {
     }
 }
 
-/// The Lease annotations of a swap (cleared on release).
-fn swap_keys(names: &Names) -> Vec<String> {
-    vec![
-        names.lease_swap(),
-        names.lease_swap_out(),
-        names.lease_swap_in(),
-        names.lease_instance(),
-        names.lease_step(),
-        names.lease_step_since(),
-        names.lease_stopping(),
-        names.lease_stopped(),
-    ]
-}
-
-/// The merge patch of a Node write (`None` for an action that writes no
-/// label or annotation). Pure, so its tests need no API.
-pub fn node_patch(names: &Names, action: &Action) -> Option<Value> {
-    let mut labels = serde_json::Map::new();
-    let mut annotations = serde_json::Map::new();
-    let mut spec = None;
-    let step = |annotations: &mut serde_json::Map<String, Value>, swap: &str, step: &str| {
-        annotations.insert(names.role_swap(), json!(swap));
-        annotations.insert(names.role_step(), json!(step));
-    };
-    match action {
-        Action::RequestSnapshot { swap, .. } => {
-            annotations.insert(names.snapshot_request(), json!(swap.as_str()));
-        }
-        Action::Promote { join, swap, .. } => {
-            labels.insert(names.desired_role(), json!("server"));
-            step(&mut annotations, swap.as_str(), "promote");
-            annotations.insert(names.role_join_node(), json!(join.as_str()));
-        }
-        Action::Rollback { swap, .. } | Action::StepDown { swap, .. } => {
-            let which = if matches!(action, Action::Rollback { .. }) {
-                "rollback"
-            } else {
-                "step-down"
-            };
-            labels.insert(names.desired_role(), json!("agent"));
-            step(&mut annotations, swap.as_str(), which);
-            annotations.insert(names.role_join_node(), Value::Null);
-        }
-        Action::Cordon { .. } => spec = Some(json!({"unschedulable": true})),
-        Action::Uncordon { .. } => spec = Some(json!({"unschedulable": null})),
-        Action::RemoveMember { .. } => {
-            annotations.insert(K3S_ETCD_REMOVE.into(), json!("true"));
-        }
-        Action::CleanUpServer { .. } => {
-            for l in SERVER_LABELS {
-                labels.insert(l.into(), Value::Null);
-            }
-            for a in K3S_ETCD_ANNOTATIONS {
-                annotations.insert(a.into(), Value::Null);
-            }
-        }
-        Action::ClearSwapMarks { .. } => {
-            for a in [
-                names.role_swap(),
-                names.role_step(),
-                names.role_join_node(),
-                names.snapshot_request(),
-            ] {
-                annotations.insert(a, Value::Null);
-            }
-        }
-        _ => return None,
-    }
-    let mut meta = serde_json::Map::new();
-    if !labels.is_empty() {
-        meta.insert("labels".into(), Value::Object(labels));
-    }
-    if !annotations.is_empty() {
-        meta.insert("annotations".into(), Value::Object(annotations));
-    }
-    let mut patch = serde_json::Map::new();
-    if !meta.is_empty() {
-        patch.insert("metadata".into(), Value::Object(meta));
-    }
-    if let Some(spec) = spec {
-        patch.insert("spec".into(), spec);
-    }
-    Some(Value::Object(patch))
-}
-
 /// The Event of an action: its reason, whether it is a warning, and the
 /// Nodes it is about.
 fn event_of(action: &Action, obs: &Observed) -> Option<(&'static str, bool, Vec<String>)> {
@@ -505,91 +349,4 @@ fn event_of(action: &Action, obs: &Observed) -> Option<(&'static str, bool, Vec<
 
 fn truncate(s: &str, max: usize) -> String {
     s.chars().take(max).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use protocol::{NodeName, SwapId};
-
-    use super::*;
-
-    fn n(s: &str) -> NodeName {
-        NodeName::parse(s).unwrap()
-    }
-
-    #[test]
-    fn a_promotion_sets_the_desired_role_with_its_step() {
-        let names = Names::default();
-        let p = node_patch(
-            &names,
-            &Action::Promote {
-                node: n("n4"),
-                join: n("n2"),
-                swap: SwapId::parse("s1").unwrap(),
-            },
-        )
-        .unwrap();
-        assert_eq!(
-            p,
-            json!({"metadata": {
-                "labels": {"github-runner.exadev.com/desired-role": "server"},
-                "annotations": {
-                    "github-runner.exadev.com/role-swap": "s1",
-                    "github-runner.exadev.com/role-step": "promote",
-                    "github-runner.exadev.com/role-join-node": "n2",
-                }
-            }})
-        );
-    }
-
-    #[test]
-    fn a_step_down_asks_for_the_agent_and_drops_any_join_node() {
-        let p = node_patch(
-            &Names::default(),
-            &Action::StepDown {
-                node: n("n1"),
-                swap: SwapId::parse("s1").unwrap(),
-            },
-        )
-        .unwrap();
-        assert_eq!(
-            p["metadata"]["labels"]["github-runner.exadev.com/desired-role"],
-            "agent"
-        );
-        assert_eq!(
-            p["metadata"]["annotations"]["github-runner.exadev.com/role-step"],
-            "step-down"
-        );
-        assert!(p["metadata"]["annotations"]["github-runner.exadev.com/role-join-node"].is_null());
-    }
-
-    #[test]
-    fn the_clean_up_removes_every_server_label_and_k3s_etcd_annotation() {
-        let p = node_patch(&Names::default(), &Action::CleanUpServer { node: n("n1") }).unwrap();
-        for l in SERVER_LABELS {
-            assert!(p["metadata"]["labels"][l].is_null(), "{l}");
-            assert!(p["metadata"]["labels"].get(l).is_some(), "{l}");
-        }
-        for a in K3S_ETCD_ANNOTATIONS {
-            assert!(p["metadata"]["annotations"].get(a).is_some(), "{a}");
-        }
-    }
-
-    #[test]
-    fn cordon_and_uncordon_set_and_clear_unschedulable() {
-        let names = Names::default();
-        assert_eq!(
-            node_patch(&names, &Action::Cordon { node: n("a") }).unwrap(),
-            json!({"spec": {"unschedulable": true}})
-        );
-        assert_eq!(
-            node_patch(&names, &Action::Uncordon { node: n("a") }).unwrap(),
-            json!({"spec": {"unschedulable": null}})
-        );
-        assert_eq!(
-            node_patch(&names, &Action::RemoveMember { node: n("a") }).unwrap(),
-            json!({"metadata": {"annotations": {"etcd.k3s.cattle.io/remove": "true"}}})
-        );
-        assert!(node_patch(&names, &Action::RenewLease).is_none());
-    }
 }

@@ -344,16 +344,6 @@ impl SwapReport {
     }
 }
 
-fn address(node: &Node) -> Option<String> {
-    node.status
-        .as_ref()?
-        .addresses
-        .as_ref()?
-        .iter()
-        .find(|a| a.type_ == "InternalIP")
-        .map(|a| a.address.clone())
-}
-
 /// Swaps the voter `out` for the standby `incoming`, doing the controller's
 /// part by hand, and checks the seed's promises on the way.
 pub async fn swap_by_hand(
@@ -490,7 +480,7 @@ pub async fn swap_by_hand(
                 .any(|c| { let o = out.to_string(); async move { Api::<Lease>::namespaced(c, "kube-node-lease").get(&o).await } })
                 .await?;
             let renewed = lease.spec.and_then(|s| s.renew_time).is_some_and(|t| t.0.as_second() > fin.started_at);
-            if world::condition(&node, "Ready") && renewed {
+            if kubeview::condition_true(&node, "Ready") && renewed {
                 break;
             }
             if start.elapsed() > Duration::from_secs(120) {
@@ -541,7 +531,7 @@ impl Before {
     pub async fn read(spec: &LabSpec, hand: &Hand, out: &str) -> anyhow::Result<Before> {
         Ok(Before {
             password: std::fs::read(spec.root(out).join("etc/rancher/node/password"))?,
-            address: address(&hand.node(out).await?),
+            address: kubeview::internal_ip(&hand.node(out).await?),
         })
     }
 }
@@ -571,7 +561,7 @@ async fn conclude(
         .filter(|m| !m.is_learner)
         .map(|m| m.name.clone())
         .collect();
-    let address_after = address(&hand.node(out).await?);
+    let address_after = kubeview::internal_ip(&hand.node(out).await?);
     Ok(SwapReport {
         swap,
         steps,
@@ -733,8 +723,8 @@ pub async fn status_lines(spec: &LabSpec) -> Vec<String> {
             let _ = write!(
                 line,
                 "  Ready={} EtcdIsVoter={}",
-                world::condition(&node, "Ready"),
-                world::condition(&node, K3S_ETCD_IS_VOTER)
+                kubeview::condition_true(&node, "Ready"),
+                kubeview::condition_true(&node, K3S_ETCD_IS_VOTER)
             );
         }
         out.push(line);

@@ -235,14 +235,6 @@ where
     Ok(())
 }
 
-/// Whether a Node's condition is True.
-pub fn condition(node: &Node, kind: &str) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == kind && c.status == "True"))
-}
-
 /// Waits for a Node's condition to be True.
 pub async fn wait_condition(
     apis: &Apis,
@@ -252,7 +244,7 @@ pub async fn wait_condition(
 ) -> anyhow::Result<()> {
     wait_for(&format!("{node} {kind}"), timeout, || async {
         let n = node.to_string();
-        matches!(apis.any(|c| { let n = n.clone(); async move { Api::<Node>::all(c).get_opt(&n).await } }).await, Ok(Some(ref x)) if condition(x, kind))
+        matches!(apis.any(|c| { let n = n.clone(); async move { Api::<Node>::all(c).get_opt(&n).await } }).await, Ok(Some(ref x)) if kubeview::condition_true(x, kind))
     })
     .await
 }

@@ -5,44 +5,8 @@
 use crate::{
     report::{Report, ReportStep},
     validate::{InvalidValue, JoinUrl, NodeName, Role, StepKind, SwapId, parse_address, shown},
+    view::{LeaseFacts, NodeFacts},
 };
-
-/// The fleet-role labels and annotations on the host's own Node, raw as read
-/// from the API, plus the k3s facts the decision needs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NodeView {
-    /// This Node's name (already checked: the actuator's own configuration).
-    pub name: String,
-    /// `<prefix>/desired-role`.
-    pub desired_role: Option<String>,
-    /// `<prefix>/role-swap`.
-    pub swap: Option<String>,
-    /// `<prefix>/role-step`.
-    pub step: Option<String>,
-    /// `<prefix>/role-join-node`.
-    pub join_node: Option<String>,
-    /// `<prefix>/snapshot-request`.
-    pub snapshot_request: Option<String>,
-    /// Whether the Node carries k3s's `node-role.kubernetes.io/etcd` label.
-    pub etcd_label: bool,
-    /// Whether k3s's `EtcdIsVoter` condition is `True`.
-    pub etcd_is_voter: bool,
-    /// k3s's `etcd.k3s.cattle.io/removed-node-name`: the member k3s removed.
-    pub removed_member: Option<String>,
-}
-
-/// The regrade Lease as read from the API (raw, untrusted).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LeaseView {
-    /// `spec.holderIdentity`.
-    pub holder: Option<String>,
-    /// The swap id annotation.
-    pub swap: Option<String>,
-    /// `spec.renewTime` in unix seconds.
-    pub renew_time: Option<i64>,
-    /// `spec.leaseDurationSeconds`.
-    pub duration_secs: Option<i64>,
-}
 
 /// The host as the actuator finds it on disk.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,8 +25,8 @@ impl HostState {
     /// Whether the host's member is gone: k3s's tombstone on disk, no etcd
     /// label on the Node, or k3s's `removed-node-name` naming this host's
     /// member (k3s writes no tombstone when its server was down at the removal).
-    pub fn member_gone(&self, node: &NodeView) -> bool {
-        let removed = match (&self.member, &node.removed_member) {
+    pub fn member_gone(&self, node: &NodeFacts) -> bool {
+        let removed = match (&self.member, &node.k3s.removed_node_name) {
             (Some(mine), Some(removed)) => mine == removed,
             _ => false,
         };
@@ -92,9 +56,9 @@ pub struct Observation<'a> {
     /// Now, unix seconds, by the host's clock.
     pub now: i64,
     /// The host's Node.
-    pub node: &'a NodeView,
+    pub node: &'a NodeFacts,
     /// The regrade Lease, if it exists.
-    pub lease: Option<&'a LeaseView>,
+    pub lease: Option<&'a LeaseFacts>,
     /// The host's last report, if any.
     pub report: Option<&'a Report>,
     /// The host's disk.
@@ -190,7 +154,12 @@ pub enum Decision {
 /// the controller decides what follows by writing a new swap or step.
 pub fn decide(o: &Observation<'_>) -> Decision {
     let report = o.report;
-    let annotated_swap = o.node.swap.as_deref().and_then(|s| SwapId::parse(s).ok());
+    let annotated_swap = o
+        .node
+        .marks
+        .swap
+        .as_deref()
+        .and_then(|s| SwapId::parse(s).ok());
 
     // 1. A finish the report shows started: resume it, whatever the disk says,
     // since the datastore may already be moved and only the agent left to start.
@@ -218,7 +187,7 @@ pub fn decide(o: &Observation<'_>) -> Decision {
             };
         }
         // While the member stays nothing is finished and nothing is reported.
-        if o.node.step.is_none() && o.node.snapshot_request.is_none() {
+        if o.node.marks.step.is_none() && o.node.marks.snapshot_request.is_none() {
             return Decision::Wait {
                 reason: "the role file names the agent; waiting for the etcd member to be removed"
                     .into(),
@@ -227,7 +196,7 @@ pub fn decide(o: &Observation<'_>) -> Decision {
     }
 
     // 3. A snapshot request.
-    if let Some(raw) = o.node.snapshot_request.as_deref() {
+    if let Some(raw) = o.node.marks.snapshot_request.as_deref() {
         match SwapId::parse(raw) {
             Err(e) => {
                 if let Some(d) = refuse_once(report, None, ReportStep::Snapshot, e.to_string()) {
@@ -261,10 +230,10 @@ pub fn decide(o: &Observation<'_>) -> Decision {
     }
 
     // 4. A role step.
-    let Some(raw_step) = o.node.step.as_deref() else {
+    let Some(raw_step) = o.node.marks.step.as_deref() else {
         return Decision::Nothing;
     };
-    let swap = match o.node.swap.as_deref().map(SwapId::parse) {
+    let swap = match o.node.marks.swap.as_deref().map(SwapId::parse) {
         None => {
             return refuse_once(
                 report,
@@ -293,7 +262,7 @@ pub fn decide(o: &Observation<'_>) -> Decision {
     }
     let resume = report.is_some_and(|r| r.is_running(Some(&swap), rstep));
 
-    let desired = o.node.desired_role.as_deref().map(Role::parse);
+    let desired = o.node.marks.desired_role.as_deref().map(Role::parse);
     match desired {
         Some(Ok(role)) if role == kind.desired_role() => {}
         Some(Ok(role)) => {
@@ -419,10 +388,10 @@ pub fn lease_gate(o: &Observation<'_>, swap: &SwapId) -> Result<(), String> {
         }
         None => return Err(format!("the regrade Lease names no swap, not {swap}")),
     }
-    let (Some(renew), Some(duration)) = (lease.renew_time, lease.duration_secs) else {
+    if lease.expiry().is_none() {
         return Err("the regrade Lease has no renew time or duration".into());
-    };
-    if o.now >= renew.saturating_add(duration).saturating_sub(o.skew_margin) {
+    }
+    if !lease.valid_at(o.now, o.skew_margin) {
         return Err(format!("the regrade Lease for swap {swap} has expired"));
     }
     Ok(())
@@ -431,6 +400,7 @@ pub fn lease_gate(o: &Observation<'_>, swap: &SwapId) -> Result<(), String> {
 fn promote_target(o: &Observation<'_>) -> Result<Step, String> {
     let raw = o
         .node
+        .marks
         .join_node
         .as_deref()
         .ok_or("promote needs role-join-node, and the Node has none")?;

@@ -11,8 +11,10 @@ pub mod decide;
 pub mod names;
 pub mod report;
 pub mod validate;
+pub mod view;
 
-pub use decide::{Decision, HostState, LeaseView, NodeView, Observation, Step, decide};
+pub use decide::{Decision, HostState, Observation, Step, decide};
 pub use names::Names;
 pub use report::{Phase, Report, Settled};
 pub use validate::{InvalidValue, JoinUrl, NodeName, Role, StepKind, SwapId};
+pub use view::{FleetMarks, K3sEtcd, LeaseFacts, NodeFacts};

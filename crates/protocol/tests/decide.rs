@@ -4,8 +4,8 @@
 
 use proptest::prelude::*;
 use protocol::{
-    Decision, HostState, LeaseView, NodeView, Observation, Phase, Report, Role, Step, SwapId,
-    decide,
+    Decision, FleetMarks, HostState, K3sEtcd, LeaseFacts, NodeFacts, Observation, Phase, Report,
+    Role, Step, SwapId, decide,
     decide::{JoinTarget, lease_gate},
     report::ReportStep,
 };
@@ -17,26 +17,27 @@ fn swap(s: &str) -> SwapId {
     SwapId::parse(s).unwrap()
 }
 
-fn lease_for(s: &str) -> LeaseView {
-    LeaseView {
+fn lease_for(s: &str) -> LeaseFacts {
+    LeaseFacts {
         holder: Some(ME.into()),
         swap: Some(s.into()),
         renew_time: Some(NOW - 5),
         duration_secs: Some(30),
+        ..LeaseFacts::default()
     }
 }
 
-fn node_asking(step: &str, desired: &str) -> NodeView {
-    NodeView {
+fn node_asking(step: &str, desired: &str) -> NodeFacts {
+    NodeFacts {
         name: "standby".into(),
-        desired_role: Some(desired.into()),
-        swap: Some("s1".into()),
-        step: Some(step.into()),
-        join_node: Some("voter-a".into()),
-        snapshot_request: None,
-        etcd_label: false,
-        etcd_is_voter: false,
-        removed_member: None,
+        marks: FleetMarks {
+            desired_role: Some(desired.into()),
+            swap: Some("s1".into()),
+            step: Some(step.into()),
+            join_node: Some("voter-a".into()),
+            snapshot_request: None,
+        },
+        ..NodeFacts::default()
     }
 }
 
@@ -65,8 +66,8 @@ fn found(addr: &str) -> JoinTarget {
 }
 
 struct Case<'a> {
-    node: NodeView,
-    lease: Option<LeaseView>,
+    node: NodeFacts,
+    lease: Option<LeaseFacts>,
     report: Option<Report>,
     host: HostState,
     join: JoinTarget,
@@ -75,7 +76,7 @@ struct Case<'a> {
 }
 
 impl Case<'_> {
-    fn new(node: NodeView, host: HostState) -> Self {
+    fn new(node: NodeFacts, host: HostState) -> Self {
         Case {
             node,
             lease: Some(lease_for("s1")),
@@ -132,22 +133,22 @@ fn a_promotion_without_the_lease_for_its_swap_is_refused_and_changes_nothing() {
     assert!(is_refusal(&c.decide(), "does not exist"));
     c.lease = Some(lease_for("other-swap"));
     assert!(is_refusal(&c.decide(), "held for swap \"other-swap\""));
-    c.lease = Some(LeaseView {
+    c.lease = Some(LeaseFacts {
         holder: Some("someone-else".into()),
         ..lease_for("s1")
     });
     assert!(is_refusal(&c.decide(), "held by \"someone-else\""));
-    c.lease = Some(LeaseView {
+    c.lease = Some(LeaseFacts {
         holder: None,
         ..lease_for("s1")
     });
     assert!(is_refusal(&c.decide(), "no holder"));
-    c.lease = Some(LeaseView {
+    c.lease = Some(LeaseFacts {
         swap: None,
         ..lease_for("s1")
     });
     assert!(is_refusal(&c.decide(), "names no swap"));
-    c.lease = Some(LeaseView {
+    c.lease = Some(LeaseFacts {
         renew_time: None,
         ..lease_for("s1")
     });
@@ -196,9 +197,9 @@ fn the_watcher_refuses_a_step_its_desired_role_does_not_go_with() {
         assert!(is_refusal(&d, "needs desired-role"), "{step}: {d:?}");
     }
     let mut c = Case::new(node_asking("promote", "server"), agent_host());
-    c.node.desired_role = None;
+    c.node.marks.desired_role = None;
     assert!(is_refusal(&c.decide(), "has none"));
-    c.node.desired_role = Some("voter".into());
+    c.node.marks.desired_role = Some("voter".into());
     assert!(is_refusal(&c.decide(), "invalid role"));
 }
 
@@ -209,7 +210,7 @@ fn the_watcher_leaves_a_refused_step_to_the_controller_once_its_reason_is_gone()
     // The lease is now held for the swap, so the reason is gone: still nothing.
     assert_eq!(c.decide(), Decision::Nothing);
     // A new swap is a new question.
-    c.node.swap = Some("s2".into());
+    c.node.marks.swap = Some("s2".into());
     c.lease = Some(lease_for("s2"));
     assert!(matches!(
         c.decide(),
@@ -257,7 +258,7 @@ fn a_started_step_whose_lease_lapsed_waits_instead_of_being_refused() {
 #[test]
 fn a_tombstone_counts_as_removed_with_no_api_to_ask() {
     let mut c = Case::new(
-        NodeView {
+        NodeFacts {
             name: "old".into(),
             etcd_label: true,
             ..Default::default()
@@ -284,7 +285,7 @@ fn a_tombstone_counts_as_removed_with_no_api_to_ask() {
 #[test]
 fn a_node_with_no_etcd_label_counts_as_removed() {
     let mut c = Case::new(
-        NodeView {
+        NodeFacts {
             name: "old".into(),
             etcd_label: false,
             ..Default::default()
@@ -310,7 +311,7 @@ fn a_node_with_no_etcd_label_counts_as_removed() {
 #[test]
 fn a_demotion_is_not_finished_while_the_member_stays_and_nothing_is_reported() {
     let mut c = Case::new(
-        NodeView {
+        NodeFacts {
             name: "old".into(),
             etcd_label: true,
             ..Default::default()
@@ -325,7 +326,7 @@ fn a_demotion_is_not_finished_while_the_member_stays_and_nothing_is_reported() {
     };
     assert!(matches!(c.decide(), Decision::Wait { .. }));
     // With its settled step-down still annotated: nothing either.
-    c.node = NodeView {
+    c.node = NodeFacts {
         etcd_label: true,
         ..node_asking("step-down", "agent")
     };
@@ -405,7 +406,7 @@ fn a_finish_names_the_swap_of_the_step_down_and_resumes_after_a_restart() {
 #[test]
 fn a_finish_needs_the_role_file_to_name_the_agent() {
     let mut c = Case::new(
-        NodeView {
+        NodeFacts {
             name: "old".into(),
             ..Default::default()
         },
@@ -429,9 +430,12 @@ fn a_finish_needs_the_role_file_to_name_the_agent() {
 
 #[test]
 fn a_voter_takes_the_snapshot_named_for_the_swap() {
-    let node = NodeView {
+    let node = NodeFacts {
         name: "voter-a".into(),
-        snapshot_request: Some("s1".into()),
+        marks: FleetMarks {
+            snapshot_request: Some("s1".into()),
+            ..FleetMarks::default()
+        },
         etcd_label: true,
         etcd_is_voter: true,
         ..Default::default()
@@ -456,14 +460,14 @@ fn a_voter_takes_the_snapshot_named_for_the_swap() {
     c.host = server_host();
     c.lease = Some(lease_for("s9"));
     assert!(is_refusal(&c.decide(), "held for swap"));
-    c.node.snapshot_request = Some("Bad Id".into());
+    c.node.marks.snapshot_request = Some("Bad Id".into());
     assert!(is_refusal(&c.decide(), "invalid swap id"));
 }
 
 #[test]
 fn a_snapshot_request_comes_before_a_step_of_the_same_swap() {
     let mut node = node_asking("step-down", "agent");
-    node.snapshot_request = Some("s1".into());
+    node.marks.snapshot_request = Some("s1".into());
     node.etcd_is_voter = true;
     let mut c = Case::new(node, server_host());
     assert!(matches!(
@@ -519,7 +523,7 @@ fn bad_annotation_values_are_refused_with_a_reason_safe_for_one_line() {
     ];
     for bad in bad_swaps {
         let mut node = node_asking("promote", "server");
-        node.swap = Some(bad.into());
+        node.marks.swap = Some(bad.into());
         let d = Case::new(node, agent_host()).decide();
         let Decision::Refuse {
             swap: None, reason, ..
@@ -538,14 +542,14 @@ fn bad_annotation_values_are_refused_with_a_reason_safe_for_one_line() {
         }
     ));
     let mut c = Case::new(node_asking("promote", "server"), agent_host());
-    c.node.swap = None;
+    c.node.marks.swap = None;
     assert!(is_refusal(&c.decide(), "without role-swap"));
 }
 
 #[test]
 fn a_refusal_of_a_bad_value_is_reported_once() {
     let mut node = node_asking("promote", "server");
-    node.swap = Some("BAD".into());
+    node.marks.swap = Some("BAD".into());
     let mut c = Case::new(node, agent_host());
     let Decision::Refuse { swap, step, reason } = c.decide() else {
         panic!()
@@ -557,13 +561,13 @@ fn a_refusal_of_a_bad_value_is_reported_once() {
 #[test]
 fn a_promotion_refuses_a_bad_or_missing_join_node() {
     let mut c = Case::new(node_asking("promote", "server"), agent_host());
-    c.node.join_node = None;
+    c.node.marks.join_node = None;
     assert!(is_refusal(&c.decide(), "needs role-join-node"));
-    c.node.join_node = Some("voter a".into());
+    c.node.marks.join_node = Some("voter a".into());
     assert!(is_refusal(&c.decide(), "invalid node name"));
-    c.node.join_node = Some("standby".into());
+    c.node.marks.join_node = Some("standby".into());
     assert!(is_refusal(&c.decide(), "to itself"));
-    c.node.join_node = Some("voter-a".into());
+    c.node.marks.join_node = Some("voter-a".into());
     c.join = JoinTarget::Missing;
     assert!(is_refusal(&c.decide(), "does not exist"));
     c.join = JoinTarget::NotLooked;
@@ -582,7 +586,7 @@ fn a_promotion_refuses_a_bad_or_missing_join_node() {
 #[test]
 fn no_annotations_mean_nothing_to_do() {
     let c = Case::new(
-        NodeView {
+        NodeFacts {
             name: "n".into(),
             ..Default::default()
         },
@@ -590,7 +594,7 @@ fn no_annotations_mean_nothing_to_do() {
     );
     assert_eq!(c.decide(), Decision::Nothing);
     let c = Case::new(
-        NodeView {
+        NodeFacts {
             name: "n".into(),
             etcd_label: true,
             ..Default::default()
@@ -621,8 +625,15 @@ prop_compose! {
         etcd_label: bool,
         etcd_is_voter: bool,
         removed_member in prop_oneof![Just(None), Just(Some("n-0a1b2c3d".to_string())), Just(Some("other-1".to_string()))],
-    ) -> NodeView {
-        NodeView { name: "n".into(), desired_role: desired, swap, step, join_node: join, snapshot_request: snap, etcd_label, etcd_is_voter, removed_member }
+    ) -> NodeFacts {
+        NodeFacts {
+            name: "n".into(),
+            marks: FleetMarks { desired_role: desired, swap, step, join_node: join, snapshot_request: snap },
+            etcd_label,
+            etcd_is_voter,
+            k3s: K3sEtcd { removed_node_name: removed_member, ..K3sEtcd::default() },
+            ..NodeFacts::default()
+        }
     }
 }
 
@@ -632,8 +643,8 @@ prop_compose! {
         holder in prop_oneof![Just(None), Just(Some(ME.to_string())), Just(Some("other".to_string()))],
         swap in opt_text(),
         age in 0i64..60,
-    ) -> Option<LeaseView> {
-        present.then(|| LeaseView { holder, swap, renew_time: Some(NOW - age), duration_secs: Some(30) })
+    ) -> Option<LeaseFacts> {
+        present.then(|| LeaseFacts { holder, swap, renew_time: Some(NOW - age), duration_secs: Some(30), ..LeaseFacts::default() })
     }
 }
 
@@ -716,13 +727,13 @@ proptest! {
                     }
                     match step {
                         Step::Snapshot => {
-                            prop_assert_eq!(node.snapshot_request.as_deref(), Some(s.as_str()));
+                            prop_assert_eq!(node.marks.snapshot_request.as_deref(), Some(s.as_str()));
                             prop_assert!(host.role == Some(Role::Server) && node.etcd_is_voter);
                         }
                         other => {
-                            prop_assert_eq!(node.swap.as_deref(), Some(s.as_str()));
+                            prop_assert_eq!(node.marks.swap.as_deref(), Some(s.as_str()));
                             let want = match other { Step::Promote { .. } => "server", _ => "agent" };
-                            prop_assert_eq!(node.desired_role.as_deref(), Some(want), "desired role");
+                            prop_assert_eq!(node.marks.desired_role.as_deref(), Some(want), "desired role");
                         }
                     }
                 }
@@ -751,7 +762,7 @@ proptest! {
 #[test]
 fn a_new_bad_value_is_refused_even_after_an_earlier_refusal_of_another() {
     let mut node = node_asking("promote", "server");
-    node.swap = Some("BAD-ONE".into());
+    node.marks.swap = Some("BAD-ONE".into());
     let mut c = Case::new(node, agent_host());
     let Decision::Refuse {
         swap: refused_swap,
@@ -765,13 +776,13 @@ fn a_new_bad_value_is_refused_even_after_an_earlier_refusal_of_another() {
         Report::next(None, refused_swap, step, Phase::Refused, NOW).with_reason(reason.clone());
     // Another bad swap id for the same step: a new reason, so a new refusal.
     c.report = Some(first.clone());
-    c.node.swap = Some("BAD-TWO".into());
+    c.node.marks.swap = Some("BAD-TWO".into());
     assert!(is_refusal(&c.decide(), "BAD-TWO"));
     // The same reason on a report for another step is not this refusal.
     let other_step = Report::next(None, None, ReportStep::Snapshot, Phase::Refused, NOW)
         .with_reason(reason.clone());
     c.report = Some(other_step);
-    c.node.swap = Some("BAD-ONE".into());
+    c.node.marks.swap = Some("BAD-ONE".into());
     assert!(is_refusal(&c.decide(), "BAD-ONE"));
     // The same step and reason but not refused (say, a report being rewritten) is not it either.
     let mut not_refused = first.clone();
@@ -787,10 +798,13 @@ fn a_new_bad_value_is_refused_even_after_an_earlier_refusal_of_another() {
 
 #[test]
 fn k3s_naming_the_hosts_member_as_removed_counts_as_removed() {
-    let node = NodeView {
+    let node = NodeFacts {
         name: "old".into(),
         etcd_label: true,
-        removed_member: Some("old-0a1b2c3d".into()),
+        k3s: K3sEtcd {
+            removed_node_name: Some("old-0a1b2c3d".into()),
+            ..K3sEtcd::default()
+        },
         ..Default::default()
     };
     let mut c = Case::new(node, server_host());

@@ -60,8 +60,8 @@ use kube::{
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use protocol::{
-    Names, Report, SwapId,
-    decide::{Decision, HostState, JoinTarget, LeaseView, NodeView, Observation, Step, decide},
+    LeaseFacts, Names, Report, StepKind, SwapId,
+    decide::{Decision, HostState, JoinTarget, Observation, Step, decide},
     names::{
         K3S_CONTROL_PLANE_LABEL, K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME,
         K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL, K3S_MASTER_LABEL,
@@ -477,13 +477,7 @@ current-context: test
     }
 }
 
-/// Whether the Node's condition `kind` is `True`.
-pub fn condition(node: &Node, kind: &str) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == kind && c.status == "True"))
-}
+pub use kubeview::condition_true as condition;
 
 fn write_private(path: &Path, text: &str) {
     use std::io::Write;
@@ -761,19 +755,7 @@ async fn tick(admin: &Client, world: &Arc<Mutex<World>>) -> Result<(), kube::Err
         .await?
         .and_then(|cm| cm.data)
         .unwrap_or_default();
-    let lease_view = lease.as_ref().map(|l| {
-        let spec = l.spec.clone().unwrap_or_default();
-        LeaseView {
-            holder: spec.holder_identity,
-            swap: l
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(&names.lease_swap()).cloned()),
-            renew_time: spec.renew_time.map(|t| t.0.as_second()),
-            duration_secs: spec.lease_duration_seconds.map(i64::from),
-        }
-    });
+    let lease_view = lease.as_ref().map(|l| kubeview::lease_facts(&names, l));
     let host_names: Vec<String> = world.lock().unwrap().hosts.keys().cloned().collect();
     for name in &host_names {
         kubelet(admin, world, name).await?;
@@ -863,7 +845,7 @@ async fn actuator(
     names: &Names,
     node: &Node,
     nodes: &BTreeMap<String, Node>,
-    lease: Option<&LeaseView>,
+    lease: Option<&LeaseFacts>,
     report: Option<Report>,
 ) -> Result<(), kube::Error> {
     let name = node.metadata.name.clone().unwrap();
@@ -874,24 +856,9 @@ async fn actuator(
     if faults.down.contains(&name) {
         return Ok(());
     }
-    let view = NodeView {
-        name: name.clone(),
-        desired_role: label(node, &names.desired_role()),
-        swap: annotation(node, &names.role_swap()),
-        step: annotation(node, &names.role_step()),
-        join_node: annotation(node, &names.role_join_node()),
-        snapshot_request: annotation(node, &names.snapshot_request()),
-        etcd_label: label(node, K3S_ETCD_ROLE_LABEL).as_deref() == Some("true"),
-        etcd_is_voter: condition(node, K3S_ETCD_IS_VOTER),
-        removed_member: annotation(node, K3S_ETCD_REMOVED_NODE_NAME),
-    };
-    let join = match view.join_node.as_deref() {
-        Some(j) if view.step.as_deref() == Some("promote") => match nodes.get(j) {
-            Some(n) => JoinTarget::Found {
-                address: annotation(n, K3S_ETCD_NODE_ADDRESS),
-            },
-            None => JoinTarget::Missing,
-        },
+    let view = kubeview::node_facts(names, node);
+    let join = match (view.marks.step_kind(), view.marks.join_node.as_deref()) {
+        (Some(StepKind::Promote), Some(j)) => kubeview::join_target(nodes.get(j)),
         _ => JoinTarget::NotLooked,
     };
     let now = Timestamp::now().as_second();

@@ -2,6 +2,7 @@
 //! a reason, for `swap --dry-run` and for the re-check before every
 //! irreversible write; and the sets of gates each write is guarded by.
 
+use crate::validate::StepKind;
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -189,15 +190,34 @@ pub fn gate_no_other_swap(
     Gate::pass(name, "the regrade Lease is free or ours")
 }
 
-/// Gate: the outgoing host is a voter (or, when `stepped_down_ok`, a voter
-/// this swap already stepped down).
-pub fn gate_outgoing_voter(v: &FleetView, out: &str, stepped_down_ok: bool) -> Gate {
+/// What the outgoing host may be for [`gate_outgoing_voter`] to pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outgoing {
+    /// A voter (before anything is asked of it).
+    Voting,
+    /// A voter, or a voter this swap already stepped down to etcd-only.
+    VotingOrSteppedDown,
+}
+
+/// How [`gate_quorum_after_removal`] counts the voters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    /// As the cluster is now.
+    AsItIs,
+    /// As if the incoming host were already a healthy voter: the preflight's
+    /// look ahead to the removal after the promotion.
+    IncomingPromoted,
+}
+
+/// Gate: the outgoing host is a voter (or, with
+/// [`Outgoing::VotingOrSteppedDown`], a voter this swap stepped down).
+pub fn gate_outgoing_voter(v: &FleetView, out: &str, may_be: Outgoing) -> Gate {
     let name = GateName::OutgoingVoter;
     match v.node(out) {
         None => Gate::fail(name, format!("no Node {out}")),
         Some(n) => match classify(n) {
             Class::Voter => Gate::pass(name, format!("{out} is a voter")),
-            Class::EtcdOnly if stepped_down_ok => {
+            Class::EtcdOnly if may_be == Outgoing::VotingOrSteppedDown => {
                 Gate::pass(name, format!("{out} is a voter at the etcd-only level"))
             }
             c => Gate::fail(name, format!("{out} is {}, not a voter", c.as_str())),
@@ -315,25 +335,18 @@ pub fn gate_no_learner(v: &FleetView, except: Option<&str>) -> Gate {
     }
 }
 
-/// Gate: removing `out`'s member keeps quorum. With `project_promotion`, the
-/// count is made as if the incoming host were already a healthy voter (the
-/// preflight's look ahead); otherwise it is the cluster as it is.
-pub fn gate_quorum_after_removal(
-    v: &FleetView,
-    out: &str,
-    incoming: &str,
-    project_promotion: bool,
-) -> Gate {
+/// Gate: removing `out`'s member keeps quorum, counting as `count` says.
+pub fn gate_quorum_after_removal(v: &FleetView, out: &str, incoming: &str, count: Count) -> Gate {
     let name = GateName::QuorumAfterRemoval;
     let Some(o) = v.node(out) else {
         return Gate::fail(name, format!("no Node {out}"));
     };
-    let mut count = count_voters(v, Some(incoming));
-    if project_promotion && v.node(incoming).is_none_or(|n| !is_healthy_voter(n)) {
-        count.seen += 1;
-        count.healthy += 1;
+    let mut voters = count_voters(v, Some(incoming));
+    if count == Count::IncomingPromoted && v.node(incoming).is_none_or(|n| !is_healthy_voter(n)) {
+        voters.seen += 1;
+        voters.healthy += 1;
     }
-    check_removal(name, count, removing(o), out)
+    check_removal(name, voters, removing(o), out)
 }
 
 /// Gate: removing `node`'s member (a rolled-back incoming host) keeps quorum.
@@ -372,26 +385,26 @@ pub fn preflight(v: &FleetView, out: &str, incoming: &str, instance: Option<&str
     vec![
         gate_not_paused(v),
         gate_no_other_swap(v, out, incoming, instance),
-        gate_outgoing_voter(v, out, false),
+        gate_outgoing_voter(v, out, Outgoing::Voting),
         gate_incoming_eligible(v, incoming),
         gate_incoming_ready(v, incoming),
         gate_incoming_agent(v, out, incoming),
         gate_voters_healthy(v, out),
         gate_no_learner(v, None),
-        gate_quorum_after_removal(v, out, incoming, true),
+        gate_quorum_after_removal(v, out, incoming, Count::IncomingPromoted),
     ]
 }
 
 /// The gates re-checked right before the snapshot request and the promotion.
 pub(super) fn promote_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
     vec![
-        gate_outgoing_voter(v, out, false),
+        gate_outgoing_voter(v, out, Outgoing::Voting),
         gate_incoming_eligible(v, incoming),
         gate_incoming_ready(v, incoming),
         gate_incoming_agent(v, out, incoming),
         gate_voters_healthy(v, out),
         gate_no_learner(v, None),
-        gate_quorum_after_removal(v, out, incoming, true),
+        gate_quorum_after_removal(v, out, incoming, Count::IncomingPromoted),
     ]
 }
 
@@ -399,11 +412,11 @@ pub(super) fn promote_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gat
 /// removal of the outgoing host's member.
 pub(super) fn removal_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
     vec![
-        gate_outgoing_voter(v, out, true),
+        gate_outgoing_voter(v, out, Outgoing::VotingOrSteppedDown),
         gate_incoming_voter(v, incoming),
         gate_voters_healthy(v, out),
         gate_no_learner(v, None),
-        gate_quorum_after_removal(v, out, incoming, false),
+        gate_quorum_after_removal(v, out, incoming, Count::AsItIs),
     ]
 }
 
@@ -411,11 +424,11 @@ pub(super) fn removal_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gat
 /// promotion: those of the promotion that still apply once it is gone, and
 pub(super) fn down_removal_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
     let mut gates = vec![
-        gate_outgoing_voter(v, out, false),
+        gate_outgoing_voter(v, out, Outgoing::Voting),
         gate_incoming_eligible(v, incoming),
         gate_voters_healthy(v, out),
         gate_no_learner(v, Some(incoming)),
-        gate_quorum_after_removal(v, out, incoming, false),
+        gate_quorum_after_removal(v, out, incoming, Count::AsItIs),
     ];
     gates.extend(incoming_ready_until_asked(v, incoming));
     gates
@@ -439,7 +452,7 @@ pub(super) fn late_promote_gates(v: &FleetView, out: &str, incoming: &str) -> Ve
 pub(super) fn incoming_ready_until_asked(v: &FleetView, incoming: &str) -> Option<Gate> {
     let asked = v
         .node(incoming)
-        .is_some_and(|i| i.marks.step.as_deref() == Some("promote"));
+        .is_some_and(|i| i.marks.step_kind() == Some(StepKind::Promote));
     (!asked).then(|| gate_incoming_ready(v, incoming))
 }
 
@@ -638,7 +651,7 @@ mod tests {
         let mut v = after_promotion();
         node_mut(&mut v, "n2").ready = false;
         node_mut(&mut v, "n3").ready = false;
-        let g = gate_quorum_after_removal(&v, "n1", "n4", false);
+        let g = gate_quorum_after_removal(&v, "n1", "n4", Count::AsItIs);
         assert!(!g.passed, "{}", g.reason);
         // 4 members (n1 n2 n3 n4), n2 and n3 down: removing n1 leaves 1 of 3.
         assert!(g.reason.contains("1 healthy of 3"), "{}", g.reason);

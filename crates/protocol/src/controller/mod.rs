@@ -46,6 +46,7 @@
 
 mod action;
 mod class;
+mod effects;
 mod gates;
 mod names;
 mod plan;
@@ -61,19 +62,20 @@ mod fixtures;
 #[cfg(test)]
 mod sim;
 
+pub use crate::view::{FleetMarks, K3sEtcd, LeaseFacts, NodeFacts};
 pub use action::{Action, LastSwap, Outcome, Start, StopKind, StopNote, SwapState, SwapStep};
 pub use class::{Class, classify, is_healthy_voter, is_voting};
+pub use effects::{Writer, lease_after, node_after, write_may_go};
 pub use gates::{
-    Gate, GateName, all_pass, failures, gate_incoming_agent, gate_incoming_eligible,
-    gate_incoming_ready, gate_incoming_voter, gate_no_learner, gate_no_other_swap, gate_not_paused,
-    gate_outgoing_voter, gate_quorum_after_removal, gate_quorum_for, gate_voters_healthy,
-    preflight,
+    Count, Gate, GateName, Outgoing, all_pass, failures, gate_incoming_agent,
+    gate_incoming_eligible, gate_incoming_ready, gate_incoming_voter, gate_no_learner,
+    gate_no_other_swap, gate_not_paused, gate_outgoing_voter, gate_quorum_after_removal,
+    gate_quorum_for, gate_voters_healthy, preflight,
 };
-pub use names::{K3S_ETCD_ANNOTATIONS, SERVER_LABELS};
 pub use plan::{Plan, plan};
 pub use quorum::{Removing, VoterCount, count_voters, keeps_quorum, quorum, removing};
 pub use run::{RunDecision, run_decision};
 pub use settings::{Settings, Timeouts};
-pub use swap::{finished, join_voter, lease_valid_for_write, next_action, snapshot_voter};
+pub use swap::{finished, join_voter, next_action, snapshot_voter};
 pub use text::one_line;
-pub use view::{FleetMarks, FleetView, K3sEtcd, LeaseFacts, NodeFacts, Recorded, apply_heartbeats};
+pub use view::{FleetView, Recorded, apply_heartbeats};

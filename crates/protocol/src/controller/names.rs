@@ -1,11 +1,6 @@
-//! The controller's own names: the regrade Lease's annotations it writes,
-//! and the k3s labels and annotations it removes from a host that finished
-//! as an agent.
+//! The controller's own names: the regrade Lease's annotations it writes.
 
-use crate::names::{
-    K3S_CONTROL_PLANE_LABEL, K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME, K3S_ETCD_REMOVE,
-    K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL, K3S_MASTER_LABEL, Names,
-};
+use crate::names::Names;
 
 // === Names of the controller's own Lease annotations ===
 
@@ -55,19 +50,3 @@ impl Names {
         self.controller_key("last-swap")
     }
 }
-
-/// The k3s labels a server carries and an agent should not: removed once
-/// the host runs as an agent.
-pub const SERVER_LABELS: [&str; 3] = [
-    K3S_CONTROL_PLANE_LABEL,
-    K3S_MASTER_LABEL,
-    K3S_ETCD_ROLE_LABEL,
-];
-
-/// k3s's etcd annotations, removed with the server labels.
-pub const K3S_ETCD_ANNOTATIONS: [&str; 4] = [
-    K3S_ETCD_NODE_NAME,
-    K3S_ETCD_NODE_ADDRESS,
-    K3S_ETCD_REMOVE,
-    K3S_ETCD_REMOVED_NODE_NAME,
-];

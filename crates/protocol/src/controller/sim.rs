@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use crate::controller::fixtures::*;
 use crate::controller::*;
 use crate::{
-    decide::{Decision, HostState, JoinTarget, LeaseView, NodeView, Observation, Step, decide},
+    decide::{Decision, HostState, JoinTarget, Observation, Step, decide},
     validate::Role,
 };
 #[allow(unused_imports)]
@@ -89,109 +89,31 @@ impl World {
         node_mut(&mut self.v, name)
     }
 
-    /// Carries out a controller's write, as the shell would.
+    /// Carries out a controller's write with the shell's own effects.
     fn write(&mut self, a: &Action, s: &mut SwapState) {
-        let now = self.v.now;
         self.writes.push(a.clone());
-        match a {
-            Action::TakeLease {
-                swap,
-                out,
-                incoming,
-                start,
-            } => {
-                let l = self.v.lease.get_or_insert_with(LeaseFacts::default);
-                l.holder = Some(self.v.settings.names.controller_identity.clone());
-                l.instance = Some(s.instance.clone());
-                l.renew_time = Some(now);
-                l.duration_secs = Some(self.v.settings.lease_duration);
-                l.swap = Some(swap.to_string());
-                l.swap_out = Some(out.to_string());
-                l.swap_in = Some(incoming.to_string());
-                l.stopped = None;
-                if *start != Start::Abandoned {
-                    l.step = None;
-                    l.step_since = None;
-                }
+        let writer = Writer {
+            identity: &self.v.settings.names.controller_identity,
+            instance: &s.instance,
+            lease_duration: self.v.settings.lease_duration,
+            now: self.v.now,
+        };
+        if let Some(after) = lease_after(self.v.lease.as_ref(), a, writer) {
+            self.v.lease = Some(after);
+            if let Action::TakeLease { swap, .. } = a {
                 s.taken = Some(swap.clone());
             }
-            Action::RenewLease => self.v.lease.as_mut().unwrap().renew_time = Some(now),
-            Action::MarkStep { step } => {
-                let l = self.v.lease.as_mut().unwrap();
-                l.step = Some(step.as_str().into());
-                l.step_since = Some(now);
-                l.renew_time = Some(now);
-            }
-            Action::BeginStop { note } => {
-                self.v.lease.as_mut().unwrap().stopping =
-                    Some(serde_json::to_string(note).unwrap());
-            }
-            Action::RequestSnapshot { node, swap } => {
-                self.node(node.as_str()).marks.snapshot_request = Some(swap.to_string());
-            }
-            Action::Promote { node, join, swap } => {
-                let m = &mut self.node(node.as_str()).marks;
-                m.desired_role = Some("server".into());
-                m.swap = Some(swap.to_string());
-                m.step = Some("promote".into());
-                m.join_node = Some(join.to_string());
-            }
-            Action::Rollback { node, swap } | Action::StepDown { node, swap } => {
-                let step = if matches!(a, Action::Rollback { .. }) {
-                    "rollback"
-                } else {
-                    "step-down"
-                };
-                let m = &mut self.node(node.as_str()).marks;
-                m.desired_role = Some("agent".into());
-                m.swap = Some(swap.to_string());
-                m.step = Some(step.into());
-                m.join_node = None;
-            }
-            Action::Cordon { node } => self.node(node.as_str()).cordoned = true,
-            Action::Uncordon { node } => self.node(node.as_str()).cordoned = false,
-            Action::RemoveMember { node } => {
-                self.check_quorum(node.as_str());
-                self.node(node.as_str()).k3s.remove = Some("true".into());
-            }
-            Action::CleanUpServer { node } => {
-                let n = self.node(node.as_str());
-                n.etcd_label = false;
-                n.control_plane_label = false;
-                n.master_label = false;
-                n.k3s = K3sEtcd::default();
-                n.etcd_is_voter = false;
-            }
-            Action::ClearSwapMarks { node } => {
-                let m = &mut self.node(node.as_str()).marks;
-                m.swap = None;
-                m.step = None;
-                m.join_node = None;
-                m.snapshot_request = None;
-            }
-            Action::ReleaseLease { outcome } => {
-                let l = self.v.lease.as_mut().unwrap();
-                let last = LastSwap {
-                    swap: l.swap.clone().unwrap_or_default(),
-                    out: l.swap_out.clone().unwrap_or_default(),
-                    incoming: l.swap_in.clone().unwrap_or_default(),
-                    at: now,
-                    outcome: outcome.clone(),
-                };
-                *l = LeaseFacts {
-                    paused: l.paused,
-                    last_swap: Some(serde_json::to_string(&last).unwrap()),
-                    ..LeaseFacts::default()
-                };
-            }
-            Action::Stop { reason, .. } => {
-                let l = self.v.lease.as_mut().unwrap();
-                l.holder = None;
-                l.instance = None;
-                l.stopped = Some(reason.clone());
-            }
-            _ => unreachable!("not a write: {a:?}"),
+            return;
         }
+        let node = a
+            .node()
+            .expect("a write to the Lease or a Node")
+            .to_string();
+        if let Action::RemoveMember { .. } = a {
+            self.check_quorum(&node);
+        }
+        let after = node_after(self.node(&node), a).expect("a Node write");
+        *self.node(&node) = after;
     }
 
     /// The truth about etcd at the moment a removal is asked: the
@@ -280,23 +202,6 @@ impl World {
             return;
         }
         let n = self.v.node(name).unwrap().clone();
-        let view = NodeView {
-            name: name.into(),
-            desired_role: n.marks.desired_role.clone(),
-            swap: n.marks.swap.clone(),
-            step: n.marks.step.clone(),
-            join_node: n.marks.join_node.clone(),
-            snapshot_request: n.marks.snapshot_request.clone(),
-            etcd_label: n.etcd_label,
-            etcd_is_voter: n.etcd_is_voter,
-            removed_member: n.k3s.removed_node_name.clone(),
-        };
-        let lease = self.v.lease.as_ref().map(|l| LeaseView {
-            holder: l.holder.clone(),
-            swap: l.swap.clone(),
-            renew_time: l.renew_time,
-            duration_secs: l.duration_secs,
-        });
         let join = match n.marks.join_node.as_deref().and_then(|j| self.v.node(j)) {
             Some(j) => JoinTarget::Found {
                 address: j.k3s.node_address.clone(),
@@ -306,8 +211,8 @@ impl World {
         };
         let decision = decide(&Observation {
             now,
-            node: &view,
-            lease: lease.as_ref(),
+            node: &n,
+            lease: self.v.lease.as_ref(),
             report: n.report.as_ref(),
             host: HostState {
                 role: host.role,
@@ -909,7 +814,7 @@ proptest! {
             if a.node().is_some() {
                 let l = w.v.lease.as_ref().unwrap();
                 prop_assert_eq!(l.instance.as_deref(), Some(s.instance.as_str()));
-                prop_assert!(lease_valid_for_write(&w.v, l));
+                prop_assert!(write_may_go(&w.v, l));
             }
             if a.writes() {
                 w.write(&a, &mut s);

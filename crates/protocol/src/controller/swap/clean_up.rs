@@ -1,13 +1,11 @@
 //! The clean-up once the outgoing host finished: server labels and k3s's
 //! annotations removed, the swap's marks cleared, the host uncordoned, the
 //! Lease released with the outcome.
-use crate::controller::swap::removal::finished;
 
-use crate::validate::NodeName;
-
-use super::{
-    super::{Action, FleetView, LeaseFacts, Outcome, Recorded, SwapStep},
-    step::enter,
+use super::{removal::finished, step::enter};
+use crate::{
+    controller::{Action, FleetView, LeaseFacts, Outcome, Recorded, SwapStep},
+    validate::NodeName,
 };
 
 pub(super) fn clean_up(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {

@@ -1,7 +1,6 @@
 //! The swap's state machine: [`next_action`] reads where the swap stands
 //! from the cluster and returns the one next write or wait. Each phase is a
 //! file of its own.
-use crate::controller::swap::removal::stepped_down;
 
 mod clean_up;
 mod promote;
@@ -20,8 +19,8 @@ pub use snapshot::snapshot_voter;
 
 use self::{
     clean_up::clean_up,
-    promote::{promote_wait, promoted},
-    removal::removal,
+    promote::{Order, promote_wait, promoted},
+    removal::{removal, stepped_down},
     replace_down::replace_down,
     snapshot::snapshot,
     step_down::{before_step_down, step_down_wait},
@@ -31,6 +30,7 @@ use super::{
     Action, FleetView, LeaseFacts, Recorded, Start, SwapState, SwapStep, all_pass,
     gate_no_other_swap, gate_not_paused, one_line, preflight,
 };
+use crate::validate::StepKind;
 
 /// The one next thing to do for the swap `s`, given the cluster `v`. Pure.
 pub fn next_action(v: &FleetView, s: &SwapState) -> Action {
@@ -85,12 +85,6 @@ pub(super) fn renew_due(v: &FleetView, l: &LeaseFacts) -> bool {
         None => true,
         Some(r) => v.now >= r + (v.settings.lease_duration / 3).max(1),
     }
-}
-
-/// The Lease is valid for an irreversible write: not lapsing within the margin.
-pub fn lease_valid_for_write(v: &FleetView, l: &LeaseFacts) -> bool {
-    l.expiry()
-        .is_some_and(|e| v.now + v.settings.skew_margin < e)
 }
 
 pub(super) fn start(v: &FleetView, s: &SwapState) -> Action {
@@ -169,7 +163,7 @@ pub(super) fn drive(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
         }
         return removal(v, l, rec);
     }
-    if o.is_some_and(|o| o.marks.step.as_deref() == Some("step-down")) {
+    if o.is_some_and(|o| o.marks.step_kind() == Some(StepKind::StepDown)) {
         return step_down_wait(v, l, rec);
     }
     if incoming_promoted {
@@ -177,14 +171,14 @@ pub(super) fn drive(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
     }
     let outgoing_down = o.is_some_and(|o| !o.ready);
     if let Some(i) = i
-        && i.marks.step.as_deref() == Some("promote")
+        && i.marks.step_kind() == Some(StepKind::Promote)
     {
         // etcd adds no member while a voter is unreachable: a promotion
         // that has not joined yet waits for the down voter's removal.
         if outgoing_down && !i.has_member() {
             return replace_down(v, l, rec);
         }
-        return promote_wait(v, l, rec, i, false);
+        return promote_wait(v, l, rec, i, Order::BeforeRemoval);
     }
     snapshot(v, l, rec)
 }

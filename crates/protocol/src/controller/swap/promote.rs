@@ -1,28 +1,33 @@
 //! The promotion of the incoming host: the gates before it, the request,
 //! and the wait for a healthy voter that reported `voter`.
-use crate::controller::gates::gate_incoming_eligible;
-use crate::controller::gates::gate_no_learner;
-use crate::controller::gates::gate_quorum_after_removal;
-use crate::controller::gates::gate_voters_healthy;
-use crate::controller::gates::incoming_ready_until_asked;
-use crate::controller::gates::late_promote_gates;
-use crate::controller::gates::promote_gates;
 
+use super::step::{
+    Progress, detail_word, enter, overdue, paused, phase_word, progress, resume_hint, stop, wait,
+};
 use crate::{
+    controller::{
+        Action, Class, FleetView, LeaseFacts, NodeFacts, Recorded, StopKind, StopNote, SwapStep,
+        all_pass, classify, failures,
+        gates::{
+            Count, gate_incoming_eligible, gate_no_learner, gate_quorum_after_removal,
+            gate_voters_healthy, incoming_ready_until_asked, late_promote_gates, promote_gates,
+        },
+        is_healthy_voter,
+    },
     report::{Detail, Phase, ReportStep},
-    validate::NodeName,
+    validate::{NodeName, StepKind},
 };
 
-use super::{
-    super::{
-        Action, Class, FleetView, LeaseFacts, NodeFacts, Recorded, StopKind, StopNote, SwapStep,
-        all_pass, classify, failures, is_healthy_voter,
-    },
-    step::{
-        Progress, detail_word, enter, overdue, paused, phase_word, progress, resume_hint, stop,
-        wait,
-    },
-};
+/// Where the promotion stands against the outgoing voter's removal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Order {
+    /// The usual order: promote, then remove the outgoing voter. A failure
+    /// winds the swap down to the cluster as it was.
+    BeforeRemoval,
+    /// The outgoing voter was down and its member is removed already (etcd
+    /// adds no member while a voter is unreachable). A failure stops.
+    AfterDownRemoval,
+}
 
 /// The incoming host is a healthy voter and reported `voter`.
 pub(super) fn promoted(i: &NodeFacts) -> bool {
@@ -31,7 +36,7 @@ pub(super) fn promoted(i: &NodeFacts) -> bool {
             && r.detail == Some(Detail::Voter)
             && matches!(r.phase, Phase::Progress | Phase::Done)
     });
-    i.marks.step.as_deref() == Some("promote") && is_healthy_voter(i) && reported
+    i.marks.step_kind() == Some(StepKind::Promote) && is_healthy_voter(i) && reported
 }
 
 /// The voter a promotion joins: a healthy voter other than the outgoing one,
@@ -80,14 +85,14 @@ pub(super) fn before_promote(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
     }
 }
 
-/// Waits for the promotion. `late`: the outgoing voter's member is already
-/// gone (it was down), so a failure stops the swap instead of winding it down.
+/// Waits for the promotion. After a down voter's removal a failure stops
+/// the swap instead of winding it down: the cluster cannot be put back.
 pub(super) fn promote_wait(
     v: &FleetView,
     l: &LeaseFacts,
     rec: &Recorded,
     i: &NodeFacts,
-    late: bool,
+    order: Order,
 ) -> Action {
     if let Some(a) = enter(v, l, SwapStep::Promote) {
         return a;
@@ -95,11 +100,11 @@ pub(super) fn promote_wait(
     if i.marks.swap.as_deref() != Some(rec.id.as_str()) {
         // A promotion asked under an earlier id of this swap (it stopped
         // since): ask again under this id, the host's steps are idempotent.
-        return promote_request(v, l, rec, late);
+        return promote_request(v, l, rec, order);
     }
     let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
     let fail = |why: String| {
-        if late {
+        if order == Order::AfterDownRemoval {
             stop(
                 SwapStep::Promote,
                 why,
@@ -151,12 +156,18 @@ pub(super) fn promote_wait(
 }
 
 /// Asks (again) for the promotion under this swap's id: after a resume, or
-/// once a down outgoing voter's member is gone (`late`).
-pub(super) fn promote_request(v: &FleetView, l: &LeaseFacts, rec: &Recorded, late: bool) -> Action {
+/// once a down outgoing voter's member is gone.
+pub(super) fn promote_request(
+    v: &FleetView,
+    l: &LeaseFacts,
+    rec: &Recorded,
+    order: Order,
+) -> Action {
     if let Some(a) = enter(v, l, SwapStep::Promote) {
         return a;
     }
     let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
+    let late = order == Order::AfterDownRemoval;
     let gates = if late {
         late_promote_gates(v, out, inc)
     } else {
@@ -164,7 +175,7 @@ pub(super) fn promote_request(v: &FleetView, l: &LeaseFacts, rec: &Recorded, lat
             gate_incoming_eligible(v, inc),
             gate_voters_healthy(v, out),
             gate_no_learner(v, Some(inc)),
-            gate_quorum_after_removal(v, out, inc, true),
+            gate_quorum_after_removal(v, out, inc, Count::IncomingPromoted),
         ];
         gates.extend(incoming_ready_until_asked(v, inc));
         gates

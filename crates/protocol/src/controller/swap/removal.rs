@@ -1,18 +1,17 @@
 //! The removal of the outgoing host's member through k3s, and the wait for
 //! the host to finish as an agent.
-use crate::controller::gates::removal_gates;
-use crate::controller::swap::clean_up::clean_up;
-
-use crate::{
-    names::K3S_ETCD_REMOVE,
-    report::{Phase, ReportStep},
-};
 
 use super::{
-    super::{
-        Action, FleetView, LeaseFacts, NodeFacts, Recorded, SwapStep, all_pass, failures, one_line,
-    },
+    clean_up::clean_up,
     step::{enter, overdue, paused, resume_hint, stop, wait},
+};
+use crate::{
+    controller::{
+        Action, FleetView, LeaseFacts, NodeFacts, Recorded, SwapStep, all_pass, failures,
+        gates::removal_gates, one_line,
+    },
+    names::K3S_ETCD_REMOVE,
+    report::{Phase, ReportStep},
 };
 
 pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {

@@ -1,14 +1,16 @@
 //! Replacing a down outgoing voter: its member removed before the standby
 //! joins, since etcd adds no member while a voter is unreachable.
-use crate::controller::gates::down_removal_gates;
-use crate::controller::swap::promote::promote_request;
-use crate::controller::swap::promote::promote_wait;
 
 use super::{
-    super::{
-        Action, FleetView, LeaseFacts, Recorded, StopKind, StopNote, SwapStep, all_pass, failures,
-    },
+    promote::{Order, promote_request, promote_wait},
     step::{enter, overdue, paused, resume_hint, stop, wait},
+};
+use crate::{
+    controller::{
+        Action, FleetView, LeaseFacts, Recorded, StopKind, StopNote, SwapStep, all_pass, failures,
+        gates::down_removal_gates,
+    },
+    validate::StepKind,
 };
 
 /// Replacing a down voter. etcd (with k3s's strict reconfiguration check)
@@ -95,7 +97,9 @@ pub(super) fn replace_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Act
     }
     // The down voter's member is gone: promote the standby.
     match i {
-        Some(i) if i.marks.step.as_deref() == Some("promote") => promote_wait(v, l, rec, i, true),
-        _ => promote_request(v, l, rec, true),
+        Some(i) if i.marks.step_kind() == Some(StepKind::Promote) => {
+            promote_wait(v, l, rec, i, Order::AfterDownRemoval)
+        }
+        _ => promote_request(v, l, rec, Order::AfterDownRemoval),
     }
 }

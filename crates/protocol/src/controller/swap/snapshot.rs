@@ -1,17 +1,18 @@
 //! The snapshot: asked of a healthy voter before anything changes, and
 //! waited for.
-use crate::controller::gates::promote_gates;
-use crate::controller::swap::promote::before_promote;
-use crate::controller::swap::replace_down::replace_down;
-
-use crate::{report::ReportStep, validate::NodeName};
 
 use super::{
-    super::{
-        Action, Class, FleetView, LeaseFacts, NodeFacts, Recorded, StopKind, StopNote, SwapStep,
-        all_pass, classify, failures, is_healthy_voter,
-    },
+    promote::before_promote,
+    replace_down::replace_down,
     step::{Progress, enter, overdue, paused, phase_word, progress, wait},
+};
+use crate::{
+    controller::{
+        Action, Class, FleetView, LeaseFacts, NodeFacts, Recorded, StopKind, StopNote, SwapStep,
+        all_pass, classify, failures, gates::promote_gates, is_healthy_voter,
+    },
+    report::ReportStep,
+    validate::NodeName,
 };
 
 pub(super) fn snapshot(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {

@@ -2,11 +2,10 @@
 //! its deadline, a wait, a host's progress from its report, and a stop.
 
 use crate::{
+    controller::{Action, FleetView, LeaseFacts, NodeFacts, Recorded, SwapStep, one_line},
     report::{Detail, Phase, Report, ReportStep},
     validate::SwapId,
 };
-
-use super::super::{Action, FleetView, LeaseFacts, NodeFacts, Recorded, SwapStep, one_line};
 
 /// Entering a step: the mark on the Lease when the step changes (its
 /// timeout runs from the mark), unless the swap is halted at a safe point

@@ -1,13 +1,15 @@
 //! The step-down of the outgoing voter: its gates, the cordon, the request
 //! and the wait for `etcd-only`.
-use crate::controller::gates::removal_gates;
-use crate::controller::swap::removal::removal;
-
-use crate::report::{Detail, ReportStep};
 
 use super::{
-    super::{Action, FleetView, LeaseFacts, Recorded, SwapStep, all_pass, failures},
+    removal::removal,
     step::{Progress, enter, overdue, paused, phase_word, progress, resume_hint, stop, wait},
+};
+use crate::{
+    controller::{
+        Action, FleetView, LeaseFacts, Recorded, SwapStep, all_pass, failures, gates::removal_gates,
+    },
+    report::{Detail, ReportStep},
 };
 
 pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {

@@ -1,13 +1,17 @@
 //! Winding a swap down to the cluster as it was: the incoming host rolled
 //! back, its member removed if it has one, the swap's marks cleared.
-use crate::controller::gates::gate_quorum_for;
-use crate::controller::swap::clean_up::snapshot_marked;
-
-use crate::report::ReportStep;
 
 use super::{
-    super::{Action, FleetView, LeaseFacts, Outcome, Recorded, StopNote, SwapStep},
+    clean_up::snapshot_marked,
     step::{Progress, enter, overdue, phase_word, progress, resume_hint, stop, wait},
+};
+use crate::{
+    controller::{
+        Action, FleetView, LeaseFacts, Outcome, Recorded, StopNote, SwapStep,
+        gates::gate_quorum_for,
+    },
+    report::ReportStep,
+    validate::StepKind,
 };
 
 /// Back to the cluster as it was: roll the incoming host back and have its
@@ -15,9 +19,10 @@ use super::{
 pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: StopNote) -> Action {
     let inc = rec.incoming.as_str();
     if let Some(i) = v.node(inc) {
-        let asked = i.marks.step.as_deref();
-        if asked == Some("promote") || asked == Some("rollback") {
-            if asked == Some("promote") || i.marks.swap.as_deref() != Some(rec.id.as_str()) {
+        let asked = i.marks.step_kind();
+        if matches!(asked, Some(StepKind::Promote | StepKind::Rollback)) {
+            if asked == Some(StepKind::Promote) || i.marks.swap.as_deref() != Some(rec.id.as_str())
+            {
                 return Action::Rollback {
                     node: rec.incoming.clone(),
                     swap: rec.id.clone(),

@@ -1,0 +1,213 @@
+//! The regrade Lease: read into [`LeaseFacts`], and written back from its
+//! before and after.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::coordination::v1::{Lease, LeaseSpec},
+    apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
+};
+use protocol::{LeaseFacts, Names, names::LEASE_NAMESPACE};
+
+/// The regrade Lease as the decisions see it. An empty holder reads as none.
+pub fn lease_facts(names: &Names, lease: &Lease) -> LeaseFacts {
+    let spec = lease.spec.as_ref();
+    let annotations = lease.metadata.annotations.as_ref();
+    let annotation = |k: String| annotations.and_then(|a| a.get(&k)).cloned();
+    LeaseFacts {
+        holder: spec
+            .and_then(|s| s.holder_identity.clone())
+            .filter(|h| !h.is_empty()),
+        instance: annotation(names.lease_instance()),
+        renew_time: spec
+            .and_then(|s| s.renew_time.as_ref())
+            .map(|t| t.0.as_second()),
+        duration_secs: spec.and_then(|s| s.lease_duration_seconds).map(i64::from),
+        swap: annotation(names.lease_swap()),
+        swap_out: annotation(names.lease_swap_out()),
+        swap_in: annotation(names.lease_swap_in()),
+        step: annotation(names.lease_step()),
+        step_since: annotation(names.lease_step_since()).and_then(|s| s.parse().ok()),
+        stopping: annotation(names.lease_stopping()),
+        stopped: annotation(names.lease_stopped()),
+        paused: annotation(names.lease_paused()).as_deref() == Some("true"),
+        last_swap: annotation(names.lease_last_swap()),
+    }
+}
+
+/// The Lease object to write so that it reads as `after`: `base` (the
+/// object as read, `None` to create it) with fleet-role's annotations and
+/// the spec set from `after`. Annotations fleet-role does not own are kept.
+/// A renewal is stamped `stamp` (the precise time, where the views keep
+/// seconds); a new holder gets `stamp` as its acquire time and counts a
+/// transition, as Kubernetes' own leader election does.
+pub fn lease_object(
+    names: &Names,
+    base: Option<&Lease>,
+    before: &LeaseFacts,
+    after: &LeaseFacts,
+    stamp: MicroTime,
+) -> Lease {
+    let mut lease = base.cloned().unwrap_or_else(|| Lease {
+        metadata: ObjectMeta {
+            name: Some(names.lease_name.clone()),
+            namespace: Some(LEASE_NAMESPACE.into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec::default()),
+    });
+    let annotations = lease.metadata.annotations.get_or_insert_with(BTreeMap::new);
+    let text = |v: &Option<String>| v.clone();
+    for (key, value) in [
+        (names.lease_swap(), text(&after.swap)),
+        (names.lease_swap_out(), text(&after.swap_out)),
+        (names.lease_swap_in(), text(&after.swap_in)),
+        (names.lease_instance(), text(&after.instance)),
+        (names.lease_step(), text(&after.step)),
+        (
+            names.lease_step_since(),
+            after.step_since.map(|s| s.to_string()),
+        ),
+        (names.lease_stopping(), text(&after.stopping)),
+        (names.lease_stopped(), text(&after.stopped)),
+        (
+            names.lease_paused(),
+            after.paused.then(|| "true".to_string()),
+        ),
+        (names.lease_last_swap(), text(&after.last_swap)),
+    ] {
+        match value {
+            Some(v) => annotations.insert(key, v),
+            None => annotations.remove(&key),
+        };
+    }
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    let new_holder = after.holder.is_some()
+        && (after.holder != before.holder || after.instance != before.instance);
+    if after.holder.is_some() && after.holder != before.holder {
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
+    }
+    spec.holder_identity = after.holder.clone();
+    spec.lease_duration_seconds = after
+        .duration_secs
+        .map(|d| i32::try_from(d).unwrap_or(i32::MAX));
+    if after.holder.is_none() {
+        spec.acquire_time = None;
+    } else if new_holder {
+        spec.acquire_time = Some(stamp.clone());
+    }
+    if after.renew_time.is_none() {
+        spec.renew_time = None;
+    } else if after.renew_time != before.renew_time || new_holder {
+        spec.renew_time = Some(stamp);
+    }
+    lease
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::*;
+
+    fn stamp(secs: i64) -> MicroTime {
+        MicroTime(Timestamp::from_second(secs).unwrap())
+    }
+
+    fn held() -> LeaseFacts {
+        LeaseFacts {
+            holder: Some("fleet-role".into()),
+            instance: Some("ctl-a".into()),
+            renew_time: Some(1_000),
+            duration_secs: Some(60),
+            swap: Some("s1".into()),
+            swap_out: Some("n1".into()),
+            swap_in: Some("n4".into()),
+            step: Some("promote".into()),
+            step_since: Some(990),
+            paused: true,
+            ..LeaseFacts::default()
+        }
+    }
+
+    #[test]
+    fn a_lease_written_from_facts_reads_back_as_the_same_facts() {
+        let names = Names::default();
+        let l = lease_object(&names, None, &LeaseFacts::default(), &held(), stamp(1_000));
+        assert_eq!(lease_facts(&names, &l), held());
+        assert_eq!(l.metadata.namespace.as_deref(), Some(LEASE_NAMESPACE));
+        let spec = l.spec.unwrap();
+        assert_eq!(spec.lease_transitions, Some(1));
+        assert_eq!(spec.acquire_time, Some(stamp(1_000)));
+    }
+
+    #[test]
+    fn a_release_removes_the_holder_and_the_swap_and_keeps_foreign_annotations() {
+        let names = Names::default();
+        let mut base = lease_object(&names, None, &LeaseFacts::default(), &held(), stamp(1_000));
+        base.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert("example.com/other".into(), "kept".into());
+        let after = LeaseFacts {
+            duration_secs: Some(60),
+            last_swap: Some("{}".into()),
+            ..LeaseFacts::default()
+        };
+        let l = lease_object(&names, Some(&base), &held(), &after, stamp(1_010));
+        assert_eq!(lease_facts(&names, &l), after);
+        let spec = l.spec.as_ref().unwrap();
+        assert_eq!(
+            (&spec.holder_identity, &spec.acquire_time, &spec.renew_time),
+            (&None, &None, &None)
+        );
+        assert_eq!(spec.lease_transitions, Some(1));
+        assert_eq!(
+            l.metadata
+                .annotations
+                .unwrap()
+                .get("example.com/other")
+                .map(String::as_str),
+            Some("kept")
+        );
+    }
+
+    #[test]
+    fn a_renewal_is_stamped_precisely_and_keeps_the_acquire_time() {
+        let names = Names::default();
+        let base = lease_object(&names, None, &LeaseFacts::default(), &held(), stamp(1_000));
+        let after = LeaseFacts {
+            renew_time: Some(1_020),
+            ..held()
+        };
+        let l = lease_object(&names, Some(&base), &held(), &after, stamp(1_020));
+        let spec = l.spec.unwrap();
+        assert_eq!(spec.renew_time, Some(stamp(1_020)));
+        assert_eq!(spec.acquire_time, Some(stamp(1_000)));
+        assert_eq!(spec.lease_transitions, Some(1));
+    }
+
+    #[test]
+    fn a_duration_beyond_what_the_api_holds_is_written_as_the_largest_it_does() {
+        let names = Names::default();
+        let after = LeaseFacts {
+            duration_secs: Some(i64::MAX),
+            ..held()
+        };
+        let l = lease_object(&names, None, &LeaseFacts::default(), &after, stamp(1));
+        assert_eq!(l.spec.unwrap().lease_duration_seconds, Some(i32::MAX));
+    }
+
+    #[test]
+    fn an_empty_holder_reads_as_no_holder() {
+        let l = Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: Some(String::new()),
+                ..LeaseSpec::default()
+            }),
+            ..Lease::default()
+        };
+        assert_eq!(lease_facts(&Names::default(), &l).holder, None);
+    }
+}

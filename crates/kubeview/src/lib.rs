@@ -1,0 +1,23 @@
+//! The one place where Kubernetes objects meet fleet-role's plain views.
+//!
+//! The decisions (`protocol::decide` on a host, `protocol::controller` for
+//! the controller) read a [`NodeFacts`] and a [`LeaseFacts`]; the actuator,
+//! the controller, the lab and the test doubles all read them through
+//! [`node_facts`] and [`lease_facts`], so one label or annotation can never
+//! be read two ways. The writes go the other way: the controller computes a
+//! view's after (`protocol::controller::{node_after, lease_after}`) and
+//! [`node_patch`] and [`lease_object`] turn the difference into its one API
+//! write.
+//!
+//! No IO here: functions from objects to values and back.
+#![forbid(unsafe_code)]
+
+mod lease;
+mod node;
+
+pub use lease::{lease_facts, lease_object};
+pub use node::{
+    condition, condition_true, internal_ip, join_target, node_facts, node_patch,
+    voter_condition_cleared,
+};
+pub use protocol::{LeaseFacts, NodeFacts};

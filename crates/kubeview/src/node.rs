@@ -1,0 +1,349 @@
+//! A Node: read into [`NodeFacts`], and a write from its before and after.
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use protocol::{
+    FleetMarks, K3sEtcd, Names, NodeFacts,
+    decide::JoinTarget,
+    names::{
+        K3S_CONTROL_PLANE_LABEL, K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME,
+        K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL, K3S_MASTER_LABEL,
+    },
+};
+use serde_json::{Map, Value, json};
+
+/// The Node's condition `kind`, if it has one.
+pub fn condition<'a>(node: &'a Node, kind: &str) -> Option<&'a NodeCondition> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == kind)
+}
+
+/// Whether the Node's condition `kind` is `True`.
+pub fn condition_true(node: &Node, kind: &str) -> bool {
+    condition(node, kind).is_some_and(|c| c.status == "True")
+}
+
+/// The Node's first `InternalIP`, raw.
+pub fn internal_ip(node: &Node) -> Option<String> {
+    node.status
+        .as_ref()?
+        .addresses
+        .as_ref()?
+        .iter()
+        .find(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.clone())
+}
+
+/// The join target of a promotion: k3s's etcd address annotation, else the
+/// Node's first InternalIP (k3s publishes the annotation once the server's
+/// member is up; a voter always has one of the two).
+pub fn join_target(node: Option<&Node>) -> JoinTarget {
+    let Some(node) = node else {
+        return JoinTarget::Missing;
+    };
+    let from_annotation = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(K3S_ETCD_NODE_ADDRESS))
+        .cloned();
+    JoinTarget::Found {
+        address: from_annotation.or_else(|| internal_ip(node)),
+    }
+}
+
+/// A Node as fleet-role sees it, without its node Lease and its report
+/// (those live in other objects; the caller adds them).
+pub fn node_facts(names: &Names, node: &Node) -> NodeFacts {
+    let labels = node.metadata.labels.as_ref();
+    let annotations = node.metadata.annotations.as_ref();
+    let label = |k: &str| labels.and_then(|l| l.get(k)).cloned();
+    let annotation = |k: &str| annotations.and_then(|a| a.get(k)).cloned();
+    let ready = condition(node, "Ready");
+    NodeFacts {
+        name: node.metadata.name.clone().unwrap_or_default(),
+        ready: ready.is_some_and(|c| c.status == "True"),
+        ready_since: ready
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| t.0.as_second()),
+        lease_renewed_at: None,
+        etcd_is_voter: condition_true(node, K3S_ETCD_IS_VOTER),
+        etcd_label: label(K3S_ETCD_ROLE_LABEL).as_deref() == Some("true"),
+        control_plane_label: label(K3S_CONTROL_PLANE_LABEL).is_some(),
+        master_label: label(K3S_MASTER_LABEL).is_some(),
+        k3s: K3sEtcd {
+            node_name: annotation(K3S_ETCD_NODE_NAME),
+            node_address: annotation(K3S_ETCD_NODE_ADDRESS),
+            remove: annotation(K3S_ETCD_REMOVE),
+            removed_node_name: annotation(K3S_ETCD_REMOVED_NODE_NAME),
+        },
+        eligible: label(&names.eligible()).as_deref() == Some("true"),
+        cordoned: node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false),
+        marks: FleetMarks {
+            desired_role: label(&names.desired_role()),
+            swap: annotation(&names.role_swap()),
+            step: annotation(&names.role_step()),
+            join_node: annotation(&names.role_join_node()),
+            snapshot_request: annotation(&names.snapshot_request()),
+        },
+        report: None,
+    }
+}
+
+/// The merge patch that takes a Node from `before` to `after` (labels,
+/// annotations and `spec.unschedulable`, only what differs); `None` when
+/// nothing does. A label or annotation that goes away is set to `null`, as a
+/// merge patch removes it. The `EtcdIsVoter` condition lives in the status:
+/// see [`voter_condition_cleared`].
+pub fn node_patch(names: &Names, before: &NodeFacts, after: &NodeFacts) -> Option<Value> {
+    let mut labels = Map::new();
+    let mut annotations = Map::new();
+    let text =
+        |map: &mut Map<String, Value>, key: String, b: &Option<String>, a: &Option<String>| {
+            if b != a {
+                map.insert(key, a.as_ref().map_or(Value::Null, |v| json!(v)));
+            }
+        };
+    let (bm, am) = (&before.marks, &after.marks);
+    text(
+        &mut labels,
+        names.desired_role(),
+        &bm.desired_role,
+        &am.desired_role,
+    );
+    text(&mut annotations, names.role_swap(), &bm.swap, &am.swap);
+    text(&mut annotations, names.role_step(), &bm.step, &am.step);
+    text(
+        &mut annotations,
+        names.role_join_node(),
+        &bm.join_node,
+        &am.join_node,
+    );
+    text(
+        &mut annotations,
+        names.snapshot_request(),
+        &bm.snapshot_request,
+        &am.snapshot_request,
+    );
+    let (bk, ak) = (&before.k3s, &after.k3s);
+    text(
+        &mut annotations,
+        K3S_ETCD_NODE_NAME.into(),
+        &bk.node_name,
+        &ak.node_name,
+    );
+    text(
+        &mut annotations,
+        K3S_ETCD_NODE_ADDRESS.into(),
+        &bk.node_address,
+        &ak.node_address,
+    );
+    text(
+        &mut annotations,
+        K3S_ETCD_REMOVE.into(),
+        &bk.remove,
+        &ak.remove,
+    );
+    text(
+        &mut annotations,
+        K3S_ETCD_REMOVED_NODE_NAME.into(),
+        &bk.removed_node_name,
+        &ak.removed_node_name,
+    );
+    // k3s's server labels are only ever removed by fleet-role.
+    for (key, b, a) in [
+        (K3S_ETCD_ROLE_LABEL, before.etcd_label, after.etcd_label),
+        (
+            K3S_CONTROL_PLANE_LABEL,
+            before.control_plane_label,
+            after.control_plane_label,
+        ),
+        (K3S_MASTER_LABEL, before.master_label, after.master_label),
+    ] {
+        if b && !a {
+            labels.insert(key.into(), Value::Null);
+        }
+    }
+    let mut meta = Map::new();
+    if !labels.is_empty() {
+        meta.insert("labels".into(), Value::Object(labels));
+    }
+    if !annotations.is_empty() {
+        meta.insert("annotations".into(), Value::Object(annotations));
+    }
+    let mut patch = Map::new();
+    if !meta.is_empty() {
+        patch.insert("metadata".into(), Value::Object(meta));
+    }
+    if before.cordoned != after.cordoned {
+        let value = if after.cordoned {
+            json!(true)
+        } else {
+            Value::Null
+        };
+        patch.insert("spec".into(), json!({ "unschedulable": value }));
+    }
+    (!patch.is_empty()).then_some(Value::Object(patch))
+}
+
+/// Whether the write clears k3s's `EtcdIsVoter` (True before, not after):
+/// the agent never clears it itself, so the controller sets it `False` in
+/// the Node's status, and the Node does not claim a voter.
+pub fn voter_condition_cleared(before: &NodeFacts, after: &NodeFacts) -> bool {
+    before.etcd_is_voter && !after.etcd_is_voter
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::core::v1::{NodeAddress, NodeSpec, NodeStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    const P: &str = "github-runner.exadev.com";
+
+    fn server_node() -> Node {
+        let map = |kv: &[(&str, &str)]| -> BTreeMap<String, String> {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        Node {
+            metadata: ObjectMeta {
+                name: Some("n1".into()),
+                labels: Some(map(&[
+                    (K3S_ETCD_ROLE_LABEL, "true"),
+                    (K3S_CONTROL_PLANE_LABEL, "true"),
+                    (&format!("{P}/voter-eligible"), "true"),
+                    (&format!("{P}/desired-role"), "server"),
+                ])),
+                annotations: Some(map(&[
+                    (K3S_ETCD_NODE_NAME, "n1-0a1b2c3d"),
+                    (K3S_ETCD_NODE_ADDRESS, "10.0.0.1"),
+                    (&format!("{P}/role-step"), "promote"),
+                ])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(NodeSpec {
+                unschedulable: Some(true),
+                ..NodeSpec::default()
+            }),
+            status: Some(NodeStatus {
+                conditions: Some(vec![
+                    NodeCondition {
+                        type_: "Ready".into(),
+                        status: "True".into(),
+                        ..NodeCondition::default()
+                    },
+                    NodeCondition {
+                        type_: K3S_ETCD_IS_VOTER.into(),
+                        status: "True".into(),
+                        ..NodeCondition::default()
+                    },
+                ]),
+                addresses: Some(vec![
+                    NodeAddress {
+                        type_: "Hostname".into(),
+                        address: "n1".into(),
+                    },
+                    NodeAddress {
+                        type_: "InternalIP".into(),
+                        address: "10.0.0.9".into(),
+                    },
+                ]),
+                ..NodeStatus::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_node_is_read_with_every_label_annotation_and_condition_fleet_role_uses() {
+        let f = node_facts(&Names::default(), &server_node());
+        assert_eq!(f.name, "n1");
+        assert!(f.ready && f.etcd_is_voter && f.etcd_label && f.control_plane_label);
+        assert!(!f.master_label);
+        assert!(f.eligible && f.cordoned);
+        assert_eq!(f.k3s.node_name.as_deref(), Some("n1-0a1b2c3d"));
+        assert_eq!(f.marks.desired_role.as_deref(), Some("server"));
+        assert_eq!(f.marks.step.as_deref(), Some("promote"));
+        assert_eq!(f.marks.swap, None);
+    }
+
+    #[test]
+    fn a_node_without_status_or_labels_reads_as_not_ready_and_nothing_else() {
+        let f = node_facts(&Names::default(), &Node::default());
+        assert_eq!(f, NodeFacts::default());
+    }
+
+    #[test]
+    fn the_join_target_prefers_k3s_etcd_address_then_the_internal_ip() {
+        let mut n = server_node();
+        assert_eq!(
+            join_target(Some(&n)),
+            JoinTarget::Found {
+                address: Some("10.0.0.1".into())
+            }
+        );
+        n.metadata.annotations = None;
+        assert_eq!(
+            join_target(Some(&n)),
+            JoinTarget::Found {
+                address: Some("10.0.0.9".into())
+            }
+        );
+        assert_eq!(join_target(None), JoinTarget::Missing);
+    }
+
+    #[test]
+    fn a_patch_names_exactly_what_changed_and_nulls_what_went_away() {
+        let names = Names::default();
+        let before = node_facts(&names, &server_node());
+        assert_eq!(node_patch(&names, &before, &before), None);
+        let mut after = before.clone();
+        after.marks.step = None;
+        after.marks.swap = Some("s1".into());
+        after.etcd_label = false;
+        after.cordoned = false;
+        after.k3s.remove = Some("true".into());
+        let p = node_patch(&names, &before, &after).unwrap();
+        assert_eq!(
+            p,
+            json!({
+                "metadata": {
+                    "labels": {K3S_ETCD_ROLE_LABEL: null},
+                    "annotations": {
+                        format!("{P}/role-step"): null,
+                        format!("{P}/role-swap"): "s1",
+                        K3S_ETCD_REMOVE: "true",
+                    },
+                },
+                "spec": {"unschedulable": null},
+            })
+        );
+        let mut cordoned = before.clone();
+        cordoned.cordoned = false;
+        assert_eq!(
+            node_patch(&names, &cordoned, &before).unwrap(),
+            json!({"spec": {"unschedulable": true}})
+        );
+    }
+
+    #[test]
+    fn the_voter_condition_is_cleared_only_when_it_goes_from_true_to_false() {
+        let before = node_facts(&Names::default(), &server_node());
+        let mut after = before.clone();
+        assert!(!voter_condition_cleared(&before, &after));
+        after.etcd_is_voter = false;
+        assert!(voter_condition_cleared(&before, &after));
+        assert!(!voter_condition_cleared(&after, &before));
+    }
+}
