@@ -259,7 +259,12 @@ impl Driver {
                 } => return Ok(Ending::Done { warning }),
                 Action::ReleaseLease {
                     outcome: Outcome::WoundDown { kind, reason },
-                } => return Ok(Ending::WoundDown { kind, reason }),
+                } => {
+                    return Ok(Ending::WoundDown {
+                        kind,
+                        reason: reason.to_string(),
+                    });
+                }
                 Action::Stop { .. } => {
                     return Ok(Ending::Stopped {
                         message: action.describe(),

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Gate;
 use super::failures;
+use super::{Awaiting, Gate, Reason};
 use crate::{
     names::K3S_ETCD_REMOVE,
     validate::{NodeName, SwapId},
@@ -117,8 +117,8 @@ pub enum StopKind {
 pub struct StopNote {
     /// Refused or failed.
     pub kind: StopKind,
-    /// Why, in one line.
-    pub reason: String,
+    /// Why.
+    pub reason: Reason,
 }
 
 /// How a swap ended.
@@ -136,7 +136,7 @@ pub enum Outcome {
         /// Refused or failed.
         kind: StopKind,
         /// Why.
-        reason: String,
+        reason: Reason,
     },
 }
 
@@ -251,7 +251,7 @@ pub enum Action {
         /// Where it stopped.
         step: SwapStep,
         /// Why.
-        reason: String,
+        reason: Reason,
         /// The state the cluster is left in.
         left: String,
         /// What to do next.
@@ -262,7 +262,7 @@ pub enum Action {
         /// The step.
         step: SwapStep,
         /// What is awaited.
-        reason: String,
+        reason: Awaiting,
         /// When the step times out (unix seconds).
         deadline: Option<i64>,
     },

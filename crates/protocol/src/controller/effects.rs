@@ -90,7 +90,7 @@ pub fn lease_after(
             l.holder = None;
             l.instance = None;
             l.renew_time = None;
-            l.stopped = Some(one_line(reason));
+            l.stopped = Some(one_line(&reason.to_string()));
         }
         _ => return None,
     }
@@ -152,7 +152,7 @@ pub fn write_may_go(v: &FleetView, l: &LeaseFacts) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::{Outcome, StopKind, StopNote, SwapStep, fixtures::*};
+    use crate::controller::{Outcome, Reason, StopKind, StopNote, SwapStep, fixtures::*};
 
     fn writer() -> Writer<'static> {
         Writer {
@@ -229,7 +229,9 @@ mod tests {
         );
         let note = StopNote {
             kind: StopKind::Refused,
-            reason: "gates".into(),
+            reason: Reason::GatesShut {
+                failures: "gates".into(),
+            },
         };
         let l = lease_after(Some(&before), &Action::BeginStop { note }, writer()).unwrap();
         assert_eq!(l.renew_time, Some(NOW));
@@ -277,7 +279,9 @@ mod tests {
         let before = winding_down();
         let stop = Action::Stop {
             step: SwapStep::StepDown,
-            reason: "bad\nthing".into(),
+            reason: Reason::Unreadable {
+                raw: "bad\nthing".into(),
+            },
             left: String::new(),
             next: String::new(),
         };

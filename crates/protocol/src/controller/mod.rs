@@ -51,6 +51,7 @@ mod gates;
 mod names;
 mod plan;
 mod quorum;
+mod reasons;
 mod run;
 mod settings;
 mod swap;
@@ -74,6 +75,7 @@ pub use gates::{
 };
 pub use plan::{Plan, plan};
 pub use quorum::{Removing, VoterCount, count_voters, keeps_quorum, quorum, removing};
+pub use reasons::{Awaiting, Reached, Reason, VoterFor, Write};
 pub use run::{RunDecision, run_decision};
 pub use settings::{Settings, Timeouts};
 pub use swap::{finished, join_voter, next_action, snapshot_voter};

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{LastSwap, Settings, StopKind, StopNote, SwapStep, one_line};
+use super::{LastSwap, Reason, Settings, StopKind, StopNote, SwapStep, one_line};
 use crate::{
     validate::{NodeName, SwapId},
     view::{LeaseFacts, NodeFacts},
@@ -26,7 +26,7 @@ impl LeaseFacts {
         let raw = self.stopping.as_deref()?;
         Some(serde_json::from_str(raw).unwrap_or_else(|_| StopNote {
             kind: StopKind::Failed,
-            reason: one_line(raw),
+            reason: Reason::Unreadable { raw: one_line(raw) },
         }))
     }
 

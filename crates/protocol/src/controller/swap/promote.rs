@@ -2,12 +2,12 @@
 //! and the wait for a healthy voter that reported `voter`.
 
 use super::step::{
-    Progress, detail_word, enter, overdue, paused, phase_word, progress, resume_hint, stop, wait,
+    Progress, detail_word, enter, overdue, paused, progress, resume_hint, stop, wait,
 };
 use crate::{
     controller::{
-        Action, Class, FleetView, LeaseFacts, NodeFacts, Recorded, StopKind, StopNote, SwapStep,
-        all_pass, classify, failures,
+        Action, Awaiting, Class, FleetView, LeaseFacts, NodeFacts, Reached, Reason, Recorded,
+        StopKind, StopNote, SwapStep, VoterFor, Write, all_pass, classify, failures,
         gates::{
             Count, gate_incoming_eligible, gate_no_learner, gate_quorum_after_removal,
             gate_voters_healthy, incoming_ready_until_asked, late_promote_gates, promote_gates,
@@ -63,7 +63,9 @@ pub(super) fn before_promote(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
         return Action::BeginStop {
             note: StopNote {
                 kind: StopKind::Refused,
-                reason: failures(&gates),
+                reason: Reason::GatesShut {
+                    failures: failures(&gates),
+                },
             },
         };
     }
@@ -79,7 +81,10 @@ pub(super) fn before_promote(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
         None => Action::BeginStop {
             note: StopNote {
                 kind: StopKind::Refused,
-                reason: format!("no healthy voter other than {} to join", rec.out),
+                reason: Reason::NoHealthyVoter {
+                    to: VoterFor::Join,
+                    other_than: Some(rec.out.to_string()),
+                },
             },
         },
     }
@@ -103,7 +108,7 @@ pub(super) fn promote_wait(
         return promote_request(v, l, rec, order);
     }
     let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
-    let fail = |why: String| {
+    let fail = |why: Reason| {
         if order == Order::AfterDownRemoval {
             stop(
                 SwapStep::Promote,
@@ -126,32 +131,45 @@ pub(super) fn promote_wait(
         }
     };
     match progress(i, &rec.id, ReportStep::Promote) {
-        Progress::Failed(p, why) => fail(format!(
-            "the promotion of {} {}: {why}",
-            i.name,
-            phase_word(p)
-        )),
+        Progress::Failed(phase, reason) => fail(Reason::HostReported {
+            node: i.name.clone(),
+            step: ReportStep::Promote,
+            phase,
+            reason,
+        }),
         state if overdue(v, l, SwapStep::Promote) => {
             let reached = match state {
-                Progress::Running(Some(Detail::Learner)) => "it is a learner",
+                Progress::Running(Some(Detail::Learner)) => Reached::Learner,
                 Progress::Running(Some(Detail::Voter)) | Progress::Done(_) => {
-                    "it reported voter but the Node is not a healthy voter"
+                    Reached::VoterNotHealthy
                 }
-                Progress::Running(_) => "it started",
-                _ => "it did not report",
+                Progress::Running(_) => Reached::Started,
+                _ => Reached::NoReport,
             };
-            fail(format!(
-                "{} did not become a voter within {} s ({reached})",
-                i.name, v.settings.timeouts.promote
-            ))
+            fail(Reason::NotVoter {
+                node: i.name.clone(),
+                secs: v.settings.timeouts.promote,
+                reached,
+            })
         }
-        Progress::Running(Some(d)) => wait(
+        Progress::Running(milestone) => wait(
             v,
             l,
             SwapStep::Promote,
-            format!("{} is promoting ({})", i.name, detail_word(d)),
+            Awaiting::Promotion {
+                node: i.name.clone(),
+                milestone: milestone.map(detail_word),
+            },
         ),
-        _ => wait(v, l, SwapStep::Promote, format!("{} is promoting", i.name)),
+        _ => wait(
+            v,
+            l,
+            SwapStep::Promote,
+            Awaiting::Promotion {
+                node: i.name.clone(),
+                milestone: None,
+            },
+        ),
     }
 }
 
@@ -182,9 +200,14 @@ pub(super) fn promote_request(
     };
     let join = join_voter(v, out);
     let blocked = if !all_pass(&gates) {
-        Some(failures(&gates))
+        Some(Reason::GatesShut {
+            failures: failures(&gates),
+        })
     } else if join.is_none() {
-        Some(format!("no healthy voter other than {out} to join"))
+        Some(Reason::NoHealthyVoter {
+            to: VoterFor::Join,
+            other_than: Some(out.to_string()),
+        })
     } else {
         None
     };
@@ -197,10 +220,11 @@ pub(super) fn promote_request(
                 },
             };
         }
+        let (before, failures) = (Write::Promotion, why.to_string());
         if overdue(v, l, SwapStep::Promote) {
             return stop(
                 SwapStep::Promote,
-                format!("the gates before the promotion stayed shut: {why}"),
+                Reason::GatesStayedShut { before, failures },
                 format!(
                     "{out} was down and its member is removed; {inc} is not promoted: the fleet has one voter fewer than configured"
                 ),
@@ -211,7 +235,7 @@ pub(super) fn promote_request(
             v,
             l,
             SwapStep::Promote,
-            format!("the gates before the promotion: {why}"),
+            Awaiting::Gates { before, failures },
         );
     }
     if v.paused() {

@@ -7,8 +7,8 @@ use super::{
 };
 use crate::{
     controller::{
-        Action, FleetView, LeaseFacts, NodeFacts, Recorded, SwapStep, all_pass, failures,
-        gates::removal_gates, one_line,
+        Action, Awaiting, FleetView, LeaseFacts, NodeFacts, Reason, Recorded, SwapStep, Write,
+        all_pass, failures, gates::removal_gates, one_line,
     },
     names::K3S_ETCD_REMOVE,
     report::{Phase, ReportStep},
@@ -22,7 +22,14 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
             return a;
         }
         let Some(o) = o else {
-            return wait(v, l, SwapStep::Removal, format!("no Node {out}"));
+            return wait(
+                v,
+                l,
+                SwapStep::Removal,
+                Awaiting::NoNode {
+                    node: out.to_string(),
+                },
+            );
         };
         let left = format!(
             "{inc} is a voter; {out} is cordoned, {}; k3s was {}asked to remove its member",
@@ -40,10 +47,10 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
         if overdue(v, l, SwapStep::Removal) {
             return stop(
                 SwapStep::Removal,
-                format!(
-                    "k3s did not remove {out}'s member within {} s",
-                    v.settings.timeouts.removal
-                ),
+                Reason::MemberNotRemoved {
+                    node: out.to_string(),
+                    secs: v.settings.timeouts.removal,
+                },
                 left,
                 format!(
                     "check k3s's managed-etcd-controller on the voters (it drops {K3S_ETCD_REMOVE} when etcd refuses for quorum); then {}",
@@ -56,7 +63,9 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
                 v,
                 l,
                 SwapStep::Removal,
-                format!("k3s removes {out}'s etcd member"),
+                Awaiting::MemberRemoval {
+                    node: out.to_string(),
+                },
             );
         }
         let gates = removal_gates(v, out, inc);
@@ -65,7 +74,10 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
                 v,
                 l,
                 SwapStep::Removal,
-                format!("the gates before the removal: {}", failures(&gates)),
+                Awaiting::Gates {
+                    before: Write::Removal,
+                    failures: failures(&gates),
+                },
             );
         }
         if v.paused() {
@@ -93,12 +105,15 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
         {
             return stop(
                 SwapStep::Finish,
-                format!(
-                    "{out}'s finish failed: {}",
-                    r.reason
+                Reason::HostReported {
+                    node: out.to_string(),
+                    step: ReportStep::Finish,
+                    phase: Phase::Failed,
+                    reason: r
+                        .reason
                         .as_deref()
-                        .map_or_else(|| "no reason given".into(), one_line)
-                ),
+                        .map_or_else(|| "no reason given".into(), one_line),
+                },
                 left,
                 format!(
                     "run `fleet-role-actuator demote-local` on {out} (idempotent; see docs/recovery.md); then {}",
@@ -109,10 +124,10 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
         if overdue(v, l, SwapStep::Finish) {
             return stop(
                 SwapStep::Finish,
-                format!(
-                    "{out}'s agent was not Ready within {} s",
-                    v.settings.timeouts.finish
-                ),
+                Reason::AgentNotReady {
+                    node: out.to_string(),
+                    secs: v.settings.timeouts.finish,
+                },
                 left,
                 format!(
                     "check {out} (`fleet-role-actuator status`, `journalctl -u k3s-agent`); `fleet-role-actuator demote-local` finishes it; then {}",
@@ -124,7 +139,9 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
             v,
             l,
             SwapStep::Finish,
-            format!("{out} finishes as an agent (Ready, node Lease renewed)"),
+            Awaiting::Finish {
+                node: out.to_string(),
+            },
         );
     }
     clean_up(v, l, rec)

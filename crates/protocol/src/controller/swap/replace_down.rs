@@ -7,8 +7,8 @@ use super::{
 };
 use crate::{
     controller::{
-        Action, FleetView, LeaseFacts, Recorded, StopKind, StopNote, SwapStep, all_pass, failures,
-        gates::down_removal_gates,
+        Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, StopKind, StopNote, SwapStep,
+        Write, all_pass, failures, gates::down_removal_gates,
     },
     validate::StepKind,
 };
@@ -46,10 +46,10 @@ pub(super) fn replace_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Act
         if overdue(v, l, SwapStep::Removal) {
             return stop(
                 SwapStep::Removal,
-                format!(
-                    "{out}'s member was not removed within {} s",
-                    v.settings.timeouts.removal
-                ),
+                Reason::MemberNotRemoved {
+                    node: out.to_string(),
+                    secs: v.settings.timeouts.removal,
+                },
                 left,
                 format!(
                     "check the voters' health and k3s's managed-etcd-controller; then {}",
@@ -62,7 +62,9 @@ pub(super) fn replace_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Act
                 v,
                 l,
                 SwapStep::Removal,
-                format!("k3s removes the down voter {out}'s etcd member"),
+                Awaiting::DownVoterRemoval {
+                    node: out.to_string(),
+                },
             );
         }
         let gates = down_removal_gates(v, out, inc);
@@ -72,7 +74,9 @@ pub(super) fn replace_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Act
                 return Action::BeginStop {
                     note: StopNote {
                         kind: StopKind::Refused,
-                        reason: failures(&gates),
+                        reason: Reason::GatesShut {
+                            failures: failures(&gates),
+                        },
                     },
                 };
             }
@@ -80,7 +84,10 @@ pub(super) fn replace_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Act
                 v,
                 l,
                 SwapStep::Removal,
-                format!("the gates before the removal: {}", failures(&gates)),
+                Awaiting::Gates {
+                    before: Write::Removal,
+                    failures: failures(&gates),
+                },
             );
         }
         if v.paused() {

@@ -4,12 +4,13 @@
 use super::{
     promote::before_promote,
     replace_down::replace_down,
-    step::{Progress, enter, overdue, paused, phase_word, progress, wait},
+    step::{Progress, enter, overdue, paused, progress, wait},
 };
 use crate::{
     controller::{
-        Action, Class, FleetView, LeaseFacts, NodeFacts, Recorded, StopKind, StopNote, SwapStep,
-        all_pass, classify, failures, gates::promote_gates, is_healthy_voter,
+        Action, Awaiting, Class, FleetView, LeaseFacts, NodeFacts, Reason, Recorded, StopKind,
+        StopNote, SwapStep, VoterFor, all_pass, classify, failures, gates::promote_gates,
+        is_healthy_voter,
     },
     report::ReportStep,
     validate::NodeName,
@@ -35,26 +36,35 @@ pub(super) fn snapshot(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action 
     }
     if let Some(n) = requested.first() {
         return match progress(n, &rec.id, ReportStep::Snapshot) {
-            Progress::Failed(p, why) => Action::BeginStop {
+            Progress::Failed(phase, reason) => Action::BeginStop {
                 note: StopNote {
                     kind: StopKind::Failed,
-                    reason: format!("the snapshot on {} {}: {why}", n.name, phase_word(p)),
+                    reason: Reason::HostReported {
+                        node: n.name.clone(),
+                        step: ReportStep::Snapshot,
+                        phase,
+                        reason,
+                    },
                 },
             },
             _ if overdue(v, l, SwapStep::Snapshot) => Action::BeginStop {
                 note: StopNote {
                     kind: StopKind::Failed,
-                    reason: format!(
-                        "the snapshot on {} was not reported within {} s",
-                        n.name, v.settings.timeouts.snapshot
-                    ),
+                    reason: Reason::NotReported {
+                        node: n.name.clone(),
+                        step: ReportStep::Snapshot,
+                        secs: v.settings.timeouts.snapshot,
+                    },
                 },
             },
             _ => wait(
                 v,
                 l,
                 SwapStep::Snapshot,
-                format!("{} takes a snapshot named {}", n.name, rec.id),
+                Awaiting::Snapshot {
+                    node: n.name.clone(),
+                    swap: rec.id.to_string(),
+                },
             ),
         };
     }
@@ -63,7 +73,9 @@ pub(super) fn snapshot(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action 
         return Action::BeginStop {
             note: StopNote {
                 kind: StopKind::Refused,
-                reason: failures(&gates),
+                reason: Reason::GatesShut {
+                    failures: failures(&gates),
+                },
             },
         };
     }
@@ -78,7 +90,10 @@ pub(super) fn snapshot(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action 
         None => Action::BeginStop {
             note: StopNote {
                 kind: StopKind::Refused,
-                reason: "no healthy voter to take the snapshot".into(),
+                reason: Reason::NoHealthyVoter {
+                    to: VoterFor::Snapshot,
+                    other_than: None,
+                },
             },
         },
     }

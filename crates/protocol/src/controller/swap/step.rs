@@ -2,7 +2,9 @@
 //! its deadline, a wait, a host's progress from its report, and a stop.
 
 use crate::{
-    controller::{Action, FleetView, LeaseFacts, NodeFacts, Recorded, SwapStep, one_line},
+    controller::{
+        Action, Awaiting, FleetView, LeaseFacts, NodeFacts, Reason, Recorded, SwapStep, one_line,
+    },
     report::{Detail, Phase, Report, ReportStep},
     validate::SwapId,
 };
@@ -33,15 +35,10 @@ pub(super) fn overdue(v: &FleetView, l: &LeaseFacts, step: SwapStep) -> bool {
 }
 
 /// A wait in `step`, with its deadline.
-pub(super) fn wait(
-    v: &FleetView,
-    l: &LeaseFacts,
-    step: SwapStep,
-    reason: impl Into<String>,
-) -> Action {
+pub(super) fn wait(v: &FleetView, l: &LeaseFacts, step: SwapStep, reason: Awaiting) -> Action {
     Action::Wait {
         step,
-        reason: reason.into(),
+        reason,
         deadline: deadline(v, l, step),
     }
 }
@@ -93,14 +90,6 @@ pub(super) fn progress(n: &NodeFacts, swap: &SwapId, step: ReportStep) -> Progre
     }
 }
 
-pub(super) fn phase_word(p: Phase) -> &'static str {
-    if p == Phase::Refused {
-        "refused"
-    } else {
-        "failed"
-    }
-}
-
 pub(super) fn paused(l: &LeaseFacts, step: SwapStep) -> Action {
     if l.current_step() != Some(SwapStep::Paused) {
         Action::MarkStep {
@@ -123,7 +112,7 @@ pub(super) fn detail_word(d: Detail) -> &'static str {
     }
 }
 
-pub(super) fn stop(step: SwapStep, reason: String, left: String, next: String) -> Action {
+pub(super) fn stop(step: SwapStep, reason: Reason, left: String, next: String) -> Action {
     Action::Stop {
         step,
         reason,

@@ -3,11 +3,12 @@
 
 use super::{
     removal::removal,
-    step::{Progress, enter, overdue, paused, phase_word, progress, resume_hint, stop, wait},
+    step::{Progress, enter, overdue, paused, progress, resume_hint, stop, wait},
 };
 use crate::{
     controller::{
-        Action, FleetView, LeaseFacts, Recorded, SwapStep, all_pass, failures, gates::removal_gates,
+        Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, SwapStep, Write, all_pass,
+        failures, gates::removal_gates,
     },
     report::{Detail, ReportStep},
 };
@@ -22,10 +23,10 @@ pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) ->
         if overdue(v, l, SwapStep::StepDown) {
             return stop(
                 SwapStep::StepDown,
-                format!(
-                    "the gates before the step-down stayed shut: {}",
-                    failures(&gates)
-                ),
+                Reason::GatesStayedShut {
+                    before: Write::StepDown,
+                    failures: failures(&gates),
+                },
                 format!(
                     "{inc} is a voter (promoted by this swap) and {out} is still a voter: the cluster has one voter more than configured"
                 ),
@@ -39,14 +40,24 @@ pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) ->
             v,
             l,
             SwapStep::StepDown,
-            format!("the gates before the step-down: {}", failures(&gates)),
+            Awaiting::Gates {
+                before: Write::StepDown,
+                failures: failures(&gates),
+            },
         );
     }
     if v.paused() {
         return paused(l, SwapStep::StepDown);
     }
     let Some(o) = v.node(out) else {
-        return wait(v, l, SwapStep::StepDown, format!("no Node {out}"));
+        return wait(
+            v,
+            l,
+            SwapStep::StepDown,
+            Awaiting::NoNode {
+                node: out.to_string(),
+            },
+        );
     };
     if !o.cordoned {
         return Action::Cordon {
@@ -89,7 +100,10 @@ pub(super) fn step_down_wait(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
                 v,
                 l,
                 SwapStep::StepDown,
-                format!("the gates before the step-down: {}", failures(&gates)),
+                Awaiting::Gates {
+                    before: Write::StepDown,
+                    failures: failures(&gates),
+                },
             );
         }
         if v.paused() {
@@ -104,9 +118,14 @@ pub(super) fn step_down_wait(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
         "{inc} is a voter (promoted by this swap); {out} is cordoned and was asked to step down; its role file names the server unless its report says otherwise"
     );
     match state {
-        Progress::Failed(p, why) => stop(
+        Progress::Failed(phase, reason) => stop(
             SwapStep::StepDown,
-            format!("the step-down of {out} {}: {why}", phase_word(p)),
+            Reason::HostReported {
+                node: out.to_string(),
+                step: ReportStep::StepDown,
+                phase,
+                reason,
+            },
             left,
             format!(
                 "see {out}'s report and docs/recovery.md; once its k3s is healthy, {}",
@@ -115,10 +134,11 @@ pub(super) fn step_down_wait(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
         ),
         _ if overdue(v, l, SwapStep::StepDown) => stop(
             SwapStep::StepDown,
-            format!(
-                "{out} did not report etcd-only within {} s",
-                v.settings.timeouts.step_down
-            ),
+            Reason::NotReported {
+                node: out.to_string(),
+                step: ReportStep::StepDown,
+                secs: v.settings.timeouts.step_down,
+            },
             left,
             format!(
                 "check fleet-role-actuator on {out} (`journalctl -u fleet-role-actuator`); then {}",
@@ -129,7 +149,9 @@ pub(super) fn step_down_wait(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
             v,
             l,
             SwapStep::StepDown,
-            format!("{out} steps down to etcd-only"),
+            Awaiting::StepDown {
+                node: out.to_string(),
+            },
         ),
     }
 }

@@ -3,12 +3,12 @@
 
 use super::{
     clean_up::snapshot_marked,
-    step::{Progress, enter, overdue, phase_word, progress, resume_hint, stop, wait},
+    step::{Progress, enter, overdue, progress, resume_hint, stop, wait},
 };
 use crate::{
     controller::{
-        Action, FleetView, LeaseFacts, Outcome, Recorded, StopNote, SwapStep,
-        gates::gate_quorum_for,
+        Action, Awaiting, FleetView, LeaseFacts, Outcome, Reason, Recorded, StopNote, SwapStep,
+        Write, failures, gates::gate_quorum_for,
     },
     report::ReportStep,
     validate::StepKind,
@@ -30,13 +30,17 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
             }
             match progress(i, &rec.id, ReportStep::Rollback) {
                 Progress::Done(_) => {}
-                Progress::Failed(p, why) => {
+                Progress::Failed(phase, reason) => {
                     return stop(
                         SwapStep::Rollback,
-                        format!(
-                            "{}; then the rollback of {inc} {}: {why}",
-                            note.reason,
-                            phase_word(p)
+                        then(
+                            &note,
+                            Reason::HostReported {
+                                node: inc.to_string(),
+                                step: ReportStep::Rollback,
+                                phase,
+                                reason,
+                            },
                         ),
                         format!(
                             "{inc} may run its server or its agent; {} is still a voter",
@@ -55,9 +59,13 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
                     if overdue(v, l, SwapStep::Rollback) {
                         return stop(
                             SwapStep::Rollback,
-                            format!(
-                                "{}; then {inc} did not report its rollback within {} s",
-                                note.reason, v.settings.timeouts.rollback
+                            then(
+                                &note,
+                                Reason::NotReported {
+                                    node: inc.to_string(),
+                                    step: ReportStep::Rollback,
+                                    secs: v.settings.timeouts.rollback,
+                                },
                             ),
                             format!(
                                 "{inc} was asked to roll back to an agent; {} is still a voter",
@@ -73,7 +81,9 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
                         v,
                         l,
                         SwapStep::Rollback,
-                        format!("{inc} rolls back to an agent"),
+                        Awaiting::Rollback {
+                            node: inc.to_string(),
+                        },
                     );
                 }
             }
@@ -85,9 +95,12 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
                 if overdue(v, l, SwapStep::RemoveIncoming) {
                     return stop(
                         SwapStep::RemoveIncoming,
-                        format!(
-                            "{}; {inc} rolled back but k3s did not remove its member within {} s",
-                            note.reason, v.settings.timeouts.remove_incoming
+                        then(
+                            &note,
+                            Reason::MemberNotRemoved {
+                                node: inc.to_string(),
+                                secs: v.settings.timeouts.remove_incoming,
+                            },
                         ),
                         format!("{inc} runs as an agent; its etcd member is still listed"),
                         format!(
@@ -105,7 +118,9 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
                         v,
                         l,
                         SwapStep::RemoveIncoming,
-                        format!("k3s removes {inc}'s etcd member"),
+                        Awaiting::MemberRemoval {
+                            node: inc.to_string(),
+                        },
                     );
                 } else {
                     let gate = gate_quorum_for(v, inc, Some(inc));
@@ -114,7 +129,10 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
                             v,
                             l,
                             SwapStep::RemoveIncoming,
-                            format!("{}: {}", gate.name.as_str(), gate.reason),
+                            Awaiting::Gates {
+                                before: Write::RemoveIncoming,
+                                failures: failures(std::slice::from_ref(&gate)),
+                            },
                         );
                     }
                     return Action::RemoveMember {
@@ -142,5 +160,13 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
             kind: note.kind,
             reason: note.reason,
         },
+    }
+}
+
+/// The wind-down's reason, then what went wrong on the way back.
+fn then(note: &StopNote, then: Reason) -> Reason {
+    Reason::Then {
+        first: Box::new(note.reason.clone()),
+        then: Box::new(then),
     }
 }
