@@ -196,3 +196,128 @@ impl LeaseFacts {
         self.holder.as_deref().is_some_and(|h| !h.is_empty()) && self.valid_at(now, 0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_of_k3s_etcd_annotations_counts_and_a_removal_is_asked_by_true_in_any_case() {
+        assert!(!K3sEtcd::default().any());
+        let one = |f: fn(&mut K3sEtcd)| {
+            let mut k = K3sEtcd::default();
+            f(&mut k);
+            k
+        };
+        for k in [
+            one(|k| k.node_name = Some("a".into())),
+            one(|k| k.node_address = Some("a".into())),
+            one(|k| k.remove = Some("a".into())),
+            one(|k| k.removed_node_name = Some("a".into())),
+        ] {
+            assert!(k.any(), "{k:?}");
+        }
+        assert!(one(|k| k.remove = Some("TRUE".into())).remove_requested());
+        assert!(!one(|k| k.remove = Some("yes".into())).remove_requested());
+        assert!(!K3sEtcd::default().remove_requested());
+    }
+
+    #[test]
+    fn any_swap_annotation_counts_but_the_desired_role_label_does_not() {
+        let marks = |f: fn(&mut FleetMarks)| {
+            let mut m = FleetMarks::default();
+            f(&mut m);
+            m
+        };
+        assert!(!marks(|m| m.desired_role = Some("agent".into())).any_annotation());
+        for m in [
+            marks(|m| m.swap = Some("s".into())),
+            marks(|m| m.step = Some("s".into())),
+            marks(|m| m.join_node = Some("s".into())),
+            marks(|m| m.snapshot_request = Some("s".into())),
+        ] {
+            assert!(m.any_annotation(), "{m:?}");
+        }
+        assert_eq!(
+            marks(|m| m.step = Some("step-down".into())).step_kind(),
+            Some(StepKind::StepDown)
+        );
+        assert_eq!(marks(|m| m.step = Some("Promote".into())).step_kind(), None);
+        assert_eq!(FleetMarks::default().step_kind(), None);
+    }
+
+    #[test]
+    fn a_member_is_gone_when_k3s_removed_the_name_it_still_shows_or_shows_none() {
+        let mut n = NodeFacts {
+            etcd_label: true,
+            ..NodeFacts::default()
+        };
+        assert!(!n.member_gone() && n.has_member());
+        n.k3s.removed_node_name = Some("n-1".into());
+        assert!(n.member_gone() && !n.has_member());
+        n.k3s.node_name = Some("n-1".into());
+        assert!(n.member_gone());
+        n.k3s.node_name = Some("n-2".into());
+        assert!(!n.member_gone() && n.has_member());
+        n.etcd_label = false;
+        assert!(!n.has_member());
+        assert!(!n.has_server_labels());
+        n.master_label = true;
+        assert!(n.has_server_labels());
+        n.master_label = false;
+        n.control_plane_label = true;
+        assert!(n.has_server_labels());
+    }
+
+    fn reporting(step: ReportStep, phase: Phase, detail: Option<Detail>) -> NodeFacts {
+        let mut r = Report::next(None, None, step, phase, 0);
+        r.detail = detail;
+        NodeFacts {
+            report: Some(r),
+            ..NodeFacts::default()
+        }
+    }
+
+    #[test]
+    fn etcd_only_takes_the_step_down_milestone_and_agent_a_done_rollback_or_finish() {
+        let etcd_only = Some(Detail::EtcdOnly);
+        assert!(reporting(ReportStep::StepDown, Phase::Progress, etcd_only).reports_etcd_only());
+        assert!(reporting(ReportStep::StepDown, Phase::Done, etcd_only).reports_etcd_only());
+        assert!(!reporting(ReportStep::StepDown, Phase::Failed, etcd_only).reports_etcd_only());
+        assert!(!reporting(ReportStep::StepDown, Phase::Done, None).reports_etcd_only());
+        assert!(!reporting(ReportStep::Finish, Phase::Done, etcd_only).reports_etcd_only());
+        assert!(!NodeFacts::default().reports_etcd_only());
+        assert!(reporting(ReportStep::Rollback, Phase::Done, None).reports_agent());
+        assert!(reporting(ReportStep::Finish, Phase::Done, None).reports_agent());
+        assert!(!reporting(ReportStep::Finish, Phase::Progress, None).reports_agent());
+        assert!(!reporting(ReportStep::Promote, Phase::Done, None).reports_agent());
+        assert!(!NodeFacts::default().reports_agent());
+    }
+
+    #[test]
+    fn a_lease_is_valid_until_its_renewal_plus_duration_less_the_margin() {
+        let l = LeaseFacts {
+            holder: Some("fleet-role".into()),
+            renew_time: Some(100),
+            duration_secs: Some(60),
+            ..LeaseFacts::default()
+        };
+        assert_eq!(l.expiry(), Some(160));
+        assert!(l.valid_at(159, 0) && !l.valid_at(160, 0));
+        assert!(l.valid_at(154, 5) && !l.valid_at(155, 5));
+        assert!(!l.valid_at(160, -5), "a negative margin adds nothing");
+        assert!(l.is_held(159) && !l.is_held(160));
+        let unheld = LeaseFacts {
+            holder: Some(String::new()),
+            ..l.clone()
+        };
+        assert!(!unheld.is_held(120));
+        let lapsing = LeaseFacts {
+            renew_time: Some(i64::MAX),
+            ..l.clone()
+        };
+        assert_eq!(lapsing.expiry(), Some(i64::MAX));
+        assert_eq!(LeaseFacts::default().expiry(), None);
+        assert!(!LeaseFacts::default().valid_at(0, 0));
+    }
+}

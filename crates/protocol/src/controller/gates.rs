@@ -141,7 +141,7 @@ pub fn gate_no_other_swap(
                 format!(
                     "the regrade Lease is held by {}{what} for {} s more",
                     one_line(l.holder.as_deref().unwrap_or_default()),
-                    l.expiry().unwrap_or(v.now) - v.now
+                    l.expiry().unwrap_or(v.now).saturating_sub(v.now)
                 ),
             );
         }

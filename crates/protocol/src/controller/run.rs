@@ -63,7 +63,7 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
             ));
         }
         if let Some(last) = l.last()
-            && v.now < last.at + v.settings.settle
+            && v.now < last.at.saturating_add(v.settings.settle)
         {
             return idle(format!(
                 "settling for {} s after swap {}",
@@ -78,7 +78,7 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
     for n in sorted.iter().filter(|n| classify(n) == Class::Voter) {
         if !n.ready {
             let since = n.ready_since.unwrap_or(i64::MIN / 2);
-            if v.now - since >= grace {
+            if v.now.saturating_sub(since) >= grace {
                 wanted.push((
                     n,
                     format!("{} has been NotReady for over {grace} s", n.name),

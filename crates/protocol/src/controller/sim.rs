@@ -345,6 +345,20 @@ impl World {
     /// Runs the controller (restarting it or stealing its Lease when the
     /// faults say so) until it ends; returns its last action.
     fn run(&mut self, s: &mut SwapState, max_ticks: usize) -> Action {
+        self.run_checked(s, max_ticks, |_, _, _| {
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .expect("no check to fail")
+    }
+
+    /// [`World::run`], calling `check` with every action the controller
+    /// decides, before it is carried out; the first failed check ends it.
+    fn run_checked<E>(
+        &mut self,
+        s: &mut SwapState,
+        max_ticks: usize,
+        mut check: impl FnMut(&World, &SwapState, &Action) -> Result<(), E>,
+    ) -> Result<Action, E> {
         for tick in 0..max_ticks {
             for (at, which) in self.faults.down_at.into_iter().flatten() {
                 if at != tick {
@@ -374,11 +388,12 @@ impl World {
             // the hosts react between ticks.
             for _ in 0..8 {
                 let a = next_action(&self.v, s);
+                check(self, s, &a)?;
                 if a.writes() {
                     self.write(&a, s);
                 }
                 if a.is_terminal() {
-                    return a;
+                    return Ok(a);
                 }
                 if !a.writes() {
                     break;
@@ -705,18 +720,21 @@ fn arb_faults() -> impl Strategy<Value = Faults> {
         prop::bool::weighted(0.1),
         [down(), down(), down()],
         prop::option::weighted(0.3, 0usize..60),
+        prop::option::weighted(0.15, 0usize..12),
         1i64..20,
     )
-        .prop_map(|(stalls, fails, sd, snap, down, restart, tick)| Faults {
-            promotion_stalls: stalls,
-            promotion_fails: fails && !stalls,
-            step_down_fails: sd,
-            snapshot_fails: snap && !sd,
-            down_at: down,
-            restart_at: restart,
-            steal_at: None,
-            tick_secs: tick,
-        })
+        .prop_map(
+            |(stalls, fails, sd, snap, down, restart, steal, tick)| Faults {
+                promotion_stalls: stalls,
+                promotion_fails: fails && !stalls,
+                step_down_fails: sd,
+                snapshot_fails: snap && !sd,
+                down_at: down,
+                restart_at: restart,
+                steal_at: steal,
+                tick_secs: tick,
+            },
+        )
 }
 
 /// The property tests below are only as good as the worlds they draw:
@@ -744,6 +762,7 @@ fn the_random_worlds_reach_every_ending_of_a_swap() {
                 outcome: Outcome::WoundDown { .. },
             } => "wound-down",
             Action::Stop { .. } => "stopped",
+            Action::Lost { .. } => "lost",
             _ => "other",
         };
         *endings.entry(key).or_default() += 1;
@@ -761,6 +780,7 @@ fn the_random_worlds_reach_every_ending_of_a_swap() {
         "done-with-warning",
         "wound-down",
         "stopped",
+        "lost",
         "a removal asked",
     ] {
         assert!(endings.get(key).copied().unwrap_or(0) >= 3, "{endings:?}");
@@ -804,9 +824,10 @@ proptest! {
         let inc = v.nodes[inc].name.clone();
         let mut w = World::new(v, faults);
         let mut s = request(&out, &inc);
-        for _ in 0..2000 {
-            let a = next_action(&w.v, &s);
-            if let Action::RemoveMember { node } = &a {
+        // The faults are applied as in every other run: hosts go down, the
+        // controller restarts, the Lease is stolen.
+        let end = w.run_checked(&mut s, 2000, |w, s, a| {
+            if let Action::RemoveMember { node } = a {
                 let incoming = w.v.lease.as_ref().and_then(|l| l.swap_in.clone());
                 let g = gate_quorum_for(&w.v, node.as_str(), incoming.as_deref());
                 prop_assert!(g.passed, "{}", g.reason);
@@ -816,16 +837,8 @@ proptest! {
                 prop_assert_eq!(l.instance.as_deref(), Some(s.instance.as_str()));
                 prop_assert!(write_may_go(&w.v, l));
             }
-            if a.writes() {
-                w.write(&a, &mut s);
-            }
-            if a.is_terminal() {
-                break;
-            }
-            if !a.writes() {
-                w.v.now += faults.tick_secs;
-                w.react();
-            }
-        }
+            Ok(())
+        })?;
+        prop_assert!(end.is_terminal());
     }
 }

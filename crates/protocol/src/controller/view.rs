@@ -95,10 +95,10 @@ pub fn apply_heartbeats(v: &mut FleetView) {
     for n in &mut v.nodes {
         if let Some(renewed) = n.lease_renewed_at
             && n.ready
-            && v.now - renewed > grace
+            && v.now.saturating_sub(renewed) > grace
         {
             n.ready = false;
-            n.ready_since = Some(renewed + grace);
+            n.ready_since = Some(renewed.saturating_add(grace));
         }
     }
 }

@@ -83,7 +83,7 @@ pub(super) fn describe_lease(v: &FleetView) -> String {
 pub(super) fn renew_due(v: &FleetView, l: &LeaseFacts) -> bool {
     match l.renew_time {
         None => true,
-        Some(r) => v.now >= r + (v.settings.lease_duration / 3).max(1),
+        Some(r) => v.now >= r.saturating_add((v.settings.lease_duration / 3).max(1)),
     }
 }
 

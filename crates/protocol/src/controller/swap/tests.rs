@@ -661,3 +661,33 @@ fn a_wait_for_a_host_goes_on_while_paused() {
         }
     ));
 }
+
+#[test]
+fn times_at_the_ends_of_the_clock_from_the_api_neither_panic_nor_open_a_gate() {
+    for extreme in [i64::MIN, i64::MAX] {
+        let mut v = ours(fleet(), Some(SwapStep::Promote));
+        for n in &mut v.nodes {
+            n.lease_renewed_at = Some(extreme);
+            n.ready_since = Some(extreme);
+        }
+        let l = v.lease.as_mut().unwrap();
+        l.step_since = Some(extreme);
+        l.renew_time = Some(extreme);
+        l.duration_secs = Some(extreme);
+        l.last_swap = Some(format!(
+            "{{\"swap\":\"s0\",\"out\":\"n1\",\"incoming\":\"n4\",\"at\":{extreme},\"outcome\":{{\"outcome\":\"done\",\"warning\":null}}}}"
+        ));
+        let mut h = v.clone();
+        apply_heartbeats(&mut h);
+        let a = next_action(&h, &taken());
+        assert!(
+            !matches!(a, Action::Promote { .. } | Action::RemoveMember { .. }),
+            "{a:?}"
+        );
+        let _ = run_decision(&h);
+        let _ = plan(&h, "n1", "n4");
+        let mut free = h.clone();
+        free.lease.as_mut().unwrap().holder = Some("someone".into());
+        let _ = preflight(&free, "n1", "n4", None);
+    }
+}
