@@ -333,66 +333,32 @@ impl Watcher {
                 return self.record(client, r).await;
             }
         };
-        match step {
-            Step::Promote { .. } => {
-                if detail.is_none() {
-                    self.phase(client, &swap, rstep, Phase::Progress, Some(Detail::Learner))
-                        .await?;
-                }
-                // k3s promotes a caught-up learner; the Node's EtcdIsVoter says so.
-                if view.etcd_is_voter {
-                    if detail != Some(Detail::Voter) {
-                        self.phase(client, &swap, rstep, Phase::Progress, Some(Detail::Voter))
-                            .await?;
-                    }
-                    self.phase(client, &swap, rstep, Phase::Done, Some(Detail::Voter))
-                        .await?;
-                    info!("promoted: a voter");
-                }
+        for (phase, milestone) in
+            protocol::milestones::after_host_part(&step, detail, view.etcd_is_voter)
+        {
+            let mut r = Report::next(self.report.as_ref(), swap.clone(), rstep, phase, now())
+                .with_detail(milestone);
+            if milestone == Detail::Snapshot {
+                r.snapshot_file = host_outcome.clone();
             }
-            Step::StepDown => {
-                self.phase(
-                    client,
-                    &swap,
-                    rstep,
-                    Phase::Progress,
-                    Some(Detail::EtcdOnly),
-                )
-                .await?;
-                self.phase(client, &swap, rstep, Phase::Done, Some(Detail::EtcdOnly))
-                    .await?;
-                info!("stepped down to etcd-only; waiting for the member's removal");
+            self.record(client, r).await?;
+        }
+        match self.report.as_ref().map(|r| (r.phase, r.detail)) {
+            Some((Phase::Done, Some(Detail::Voter))) => info!("promoted: a voter"),
+            Some((Phase::Done, Some(Detail::EtcdOnly))) => {
+                info!("stepped down to etcd-only; waiting for the member's removal")
             }
-            Step::Rollback | Step::Finish => {
-                if matches!(step, Step::Finish) {
-                    self.phase(
-                        client,
-                        &swap,
-                        rstep,
-                        Phase::Progress,
-                        Some(Detail::MemberGone),
-                    )
-                    .await?;
-                }
-                self.phase(
-                    client,
-                    &swap,
-                    rstep,
-                    Phase::Progress,
-                    Some(Detail::AgentReady),
-                )
-                .await?;
-                self.phase(client, &swap, rstep, Phase::Done, Some(Detail::AgentReady))
-                    .await?;
-                info!(step = rstep.as_str(), "the host runs as an agent");
+            Some((Phase::Done, Some(Detail::AgentReady))) => {
+                info!(step = rstep.as_str(), "the host runs as an agent")
             }
-            Step::Snapshot => {
-                let mut r = Report::next(self.report.as_ref(), swap, rstep, Phase::Done, now())
-                    .with_detail(Detail::Snapshot);
-                r.snapshot_file = host_outcome;
-                info!(file = r.snapshot_file.as_deref(), "snapshot taken");
-                self.record(client, r).await?;
-            }
+            Some((Phase::Done, Some(Detail::Snapshot))) => info!(
+                file = self
+                    .report
+                    .as_ref()
+                    .and_then(|r| r.snapshot_file.as_deref()),
+                "snapshot taken"
+            ),
+            _ => {}
         }
         Ok(())
     }

@@ -8,6 +8,7 @@
 
 pub mod controller;
 pub mod decide;
+pub mod milestones;
 pub mod names;
 pub mod report;
 pub mod validate;

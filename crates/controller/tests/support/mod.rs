@@ -924,18 +924,11 @@ async fn actuator(
         Decision::Take { swap, step, resume } => match step {
             Step::Snapshot => {
                 log(world, format!("{name}: snapshot"));
-                let mut r = next(
-                    report.as_ref(),
-                    &swap,
-                    ReportStep::Snapshot,
-                    Phase::Done,
-                    Some(Detail::Snapshot),
-                );
-                r.snapshot_file = Some(format!(
+                let file = format!(
                     "/var/lib/rancher/k3s/server/db/snapshots/{}-{name}-{now}",
                     swap.as_ref().map_or("none", SwapId::as_str)
-                ));
-                write_report(admin, &name, &r).await?;
+                );
+                milestones(admin, &name, report, &swap, &step, false, Some(file)).await?;
             }
             Step::Promote { .. } if !resume => {
                 log(world, format!("{name}: promote"));
@@ -982,34 +975,12 @@ async fn actuator(
                     )
                     .await?;
                 set_voter(admin, &name, false).await?;
-                let learner = next(
-                    Some(&started),
-                    &swap,
-                    ReportStep::Promote,
-                    Phase::Progress,
-                    Some(Detail::Learner),
-                );
-                write_report(admin, &name, &learner).await?;
+                milestones(admin, &name, Some(started), &swap, &step, false, None).await?;
             }
             Step::Promote { .. } => {
                 if view.etcd_is_voter {
                     log(world, format!("{name}: voter"));
-                    let voter = next(
-                        report.as_ref(),
-                        &swap,
-                        ReportStep::Promote,
-                        Phase::Progress,
-                        Some(Detail::Voter),
-                    );
-                    write_report(admin, &name, &voter).await?;
-                    let done = next(
-                        Some(&voter),
-                        &swap,
-                        ReportStep::Promote,
-                        Phase::Done,
-                        Some(Detail::Voter),
-                    );
-                    write_report(admin, &name, &done).await?;
+                    milestones(admin, &name, report, &swap, &step, true, None).await?;
                 }
             }
             Step::StepDown => {
@@ -1034,43 +1005,18 @@ async fn actuator(
                     return Ok(());
                 }
                 world.lock().unwrap().hosts.get_mut(&name).unwrap().role = Some(Role::Agent);
-                let p = next(
-                    Some(&started),
-                    &swap,
-                    ReportStep::StepDown,
-                    Phase::Progress,
-                    Some(Detail::EtcdOnly),
-                );
-                write_report(admin, &name, &p).await?;
-                let d = next(
-                    Some(&p),
-                    &swap,
-                    ReportStep::StepDown,
-                    Phase::Done,
-                    Some(Detail::EtcdOnly),
-                );
-                write_report(admin, &name, &d).await?;
+                milestones(admin, &name, Some(started), &swap, &step, false, None).await?;
             }
             Step::Rollback | Step::Finish => {
                 let rstep = step.report_step();
                 log(world, format!("{name}: {}", rstep.as_str()));
-                let mut r = if resume {
+                let r = if resume {
                     report.clone().unwrap()
                 } else {
                     let r = next(report.as_ref(), &swap, rstep, Phase::Started, None);
                     write_report(admin, &name, &r).await?;
                     r
                 };
-                if matches!(step, Step::Finish) {
-                    r = next(
-                        Some(&r),
-                        &swap,
-                        rstep,
-                        Phase::Progress,
-                        Some(Detail::MemberGone),
-                    );
-                    write_report(admin, &name, &r).await?;
-                }
                 {
                     let mut w = world.lock().unwrap();
                     let h = w.hosts.get_mut(&name).unwrap();
@@ -1082,25 +1028,38 @@ async fn actuator(
                         h.member = None;
                     }
                 }
-                let p = next(
-                    Some(&r),
-                    &swap,
-                    rstep,
-                    Phase::Progress,
-                    Some(Detail::AgentReady),
-                );
-                write_report(admin, &name, &p).await?;
-                let d = next(
-                    Some(&p),
-                    &swap,
-                    rstep,
-                    Phase::Done,
-                    Some(Detail::AgentReady),
-                );
-                write_report(admin, &name, &d).await?;
+                milestones(admin, &name, Some(r), &swap, &step, false, None).await?;
             }
         },
         _ => {}
+    }
+    Ok(())
+}
+
+/// Writes the milestones of `step` after its host part, one report each,
+/// as the actuator does (the one list in `protocol::milestones`).
+async fn milestones(
+    admin: &Client,
+    name: &str,
+    mut last: Option<Report>,
+    swap: &Option<SwapId>,
+    step: &Step,
+    voter: bool,
+    snapshot_file: Option<String>,
+) -> Result<(), kube::Error> {
+    let detail = last.as_ref().and_then(|r| r.detail);
+    for (phase, milestone) in protocol::milestones::after_host_part(step, detail, voter) {
+        let mut r = Report::next(
+            last.as_ref(),
+            swap.clone(),
+            step.report_step(),
+            phase,
+            Timestamp::now().as_second(),
+        )
+        .with_detail(milestone);
+        r.snapshot_file.clone_from(&snapshot_file);
+        write_report(admin, name, &r).await?;
+        last = Some(r);
     }
     Ok(())
 }

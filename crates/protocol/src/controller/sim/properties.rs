@@ -1,0 +1,187 @@
+//! Property tests over random fleets and faults: no removal below quorum,
+//! every write under a valid Lease, every swap ends; and a check that the
+//! random worlds reach every ending.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::{Faults, World};
+use crate::controller::{fixtures::*, *};
+
+// === Property tests ===
+
+fn arb_fleet() -> impl Strategy<Value = (FleetView, usize, usize)> {
+    // 1 to 5 voters (now and then one NotReady), 1 to 3 agents (now and
+    // then ineligible or NotReady), configured as many as there are
+    // voters or, now and then, 1, 3 or 5.
+    (
+        prop::collection::vec(prop::bool::weighted(0.93), 1..=5),
+        prop::collection::vec(
+            (prop::bool::weighted(0.9), prop::bool::weighted(0.93)),
+            1..=3,
+        ),
+        prop::option::weighted(0.15, prop::sample::select(vec![1usize, 3, 5])),
+        any::<prop::sample::Index>(),
+        any::<prop::sample::Index>(),
+    )
+        .prop_map(|(voters, agents, configured, o, i)| {
+            let mut nodes = Vec::new();
+            for (k, ready) in voters.iter().enumerate() {
+                let mut n = voter(&format!("v{k}"), k as u8 + 1);
+                n.ready = *ready;
+                nodes.push(n);
+            }
+            for (k, (eligible, ready)) in agents.iter().enumerate() {
+                let mut n = agent(&format!("a{k}"), *eligible);
+                n.ready = *ready;
+                nodes.push(n);
+            }
+            let out = o.index(voters.len());
+            let inc = voters.len() + i.index(agents.len());
+            let mut s = settings();
+            s.voters = configured.unwrap_or(voters.len());
+            (
+                FleetView {
+                    now: NOW,
+                    settings: s,
+                    nodes,
+                    lease: None,
+                },
+                out,
+                inc,
+            )
+        })
+}
+
+fn arb_faults() -> impl Strategy<Value = Faults> {
+    let down = || prop::option::weighted(0.3, (0usize..60, 0usize..8));
+    (
+        prop::bool::weighted(0.15),
+        prop::bool::weighted(0.1),
+        prop::bool::weighted(0.1),
+        prop::bool::weighted(0.1),
+        [down(), down(), down()],
+        prop::option::weighted(0.3, 0usize..60),
+        prop::option::weighted(0.15, 0usize..12),
+        1i64..20,
+    )
+        .prop_map(
+            |(stalls, fails, sd, snap, down, restart, steal, tick)| Faults {
+                promotion_stalls: stalls,
+                promotion_fails: fails && !stalls,
+                step_down_fails: sd,
+                snapshot_fails: snap && !sd,
+                down_at: down,
+                restart_at: restart,
+                steal_at: steal,
+                tick_secs: tick,
+            },
+        )
+}
+
+/// The property tests below are only as good as the worlds they draw:
+/// this checks that those worlds reach every ending, and removals.
+#[test]
+fn the_random_worlds_reach_every_ending_of_a_swap() {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut endings: BTreeMap<&str, usize> = BTreeMap::new();
+    for _ in 0..300 {
+        let (v, out, inc) = arb_fleet().new_tree(&mut runner).unwrap().current();
+        let faults = arb_faults().new_tree(&mut runner).unwrap().current();
+        let (out, inc) = (v.nodes[out].name.clone(), v.nodes[inc].name.clone());
+        let mut w = World::new(v, faults);
+        let end = w.run(&mut request(&out, &inc), 2000);
+        let key = match end {
+            Action::Refuse { .. } => "refused",
+            Action::ReleaseLease {
+                outcome: Outcome::Done { warning: None },
+            } => "done",
+            Action::ReleaseLease {
+                outcome: Outcome::Done { .. },
+            } => "done-with-warning",
+            Action::ReleaseLease {
+                outcome: Outcome::WoundDown { .. },
+            } => "wound-down",
+            Action::Stop { .. } => "stopped",
+            Action::Lost { .. } => "lost",
+            _ => "other",
+        };
+        *endings.entry(key).or_default() += 1;
+        if w.writes
+            .iter()
+            .any(|a| matches!(a, Action::RemoveMember { .. }))
+        {
+            *endings.entry("a removal asked").or_default() += 1;
+        }
+    }
+    eprintln!("{endings:?}");
+    for key in [
+        "refused",
+        "done",
+        "done-with-warning",
+        "wound-down",
+        "stopped",
+        "lost",
+        "a removal asked",
+    ] {
+        assert!(endings.get(key).copied().unwrap_or(0) >= 3, "{endings:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The invariant: whatever the fleet, whatever goes wrong and
+    /// whenever the controller restarts, no removal it asks for leaves
+    /// fewer healthy voters than a quorum of the members left, and the
+    /// swap always ends.
+    #[test]
+    fn no_sequence_of_actions_removes_a_member_below_quorum(
+        (v, out, inc) in arb_fleet(),
+        faults in arb_faults(),
+    ) {
+        let out = v.nodes[out].name.clone();
+        let inc = v.nodes[inc].name.clone();
+        let mut w = World::new(v, faults);
+        let mut s = request(&out, &inc);
+        let end = w.run(&mut s, 2000);
+        prop_assert!(w.violations.is_empty(), "{:?}", w.violations);
+        prop_assert!(end.is_terminal());
+        // A refused swap wrote nothing.
+        if matches!(end, Action::Refuse { .. }) {
+            let wrote = w.writes.iter().any(|a| a.node().is_some());
+            prop_assert!(!wrote || faults.restart_at.is_some());
+        }
+    }
+
+    /// Every write to a Node is taken with the Lease valid for this
+    /// swap, and the gates the decision depends on passed.
+    #[test]
+    fn every_removal_the_controller_asks_for_passes_the_quorum_gate(
+        (v, out, inc) in arb_fleet(),
+        faults in arb_faults(),
+    ) {
+        let out = v.nodes[out].name.clone();
+        let inc = v.nodes[inc].name.clone();
+        let mut w = World::new(v, faults);
+        let mut s = request(&out, &inc);
+        // The faults are applied as in every other run: hosts go down, the
+        // controller restarts, the Lease is stolen.
+        let end = w.run_checked(&mut s, 2000, |w, s, a| {
+            if let Action::RemoveMember { node } = a {
+                let incoming = w.v.lease.as_ref().and_then(|l| l.swap_in.clone());
+                let g = gate_quorum_for(&w.v, node.as_str(), incoming.as_deref());
+                prop_assert!(g.passed, "{}", g.reason);
+            }
+            if a.node().is_some() {
+                let l = w.v.lease.as_ref().unwrap();
+                prop_assert_eq!(l.instance.as_deref(), Some(s.instance.as_str()));
+                prop_assert!(write_may_go(&w.v, l));
+            }
+            Ok(())
+        })?;
+        prop_assert!(end.is_terminal());
+    }
+}
