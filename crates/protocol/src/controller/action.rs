@@ -407,3 +407,92 @@ impl Action {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::{Awaiting, Reason, fixtures::*};
+
+    #[test]
+    fn every_action_is_described_in_one_line_naming_what_it_touches() {
+        let n1 = || name("n1");
+        let s = || id("s1");
+        for (a, want) in [
+            (
+                Action::TakeLease {
+                    swap: s(),
+                    out: n1(),
+                    incoming: name("n4"),
+                    start: Start::Fresh,
+                },
+                "take the Lease for swap s1 (out n1, in n4)",
+            ),
+            (Action::RenewLease, "renew the Lease"),
+            (
+                Action::MarkStep {
+                    step: SwapStep::RemoveIncoming,
+                },
+                "step remove-incoming",
+            ),
+            (
+                Action::Promote {
+                    node: name("n4"),
+                    join: name("n2"),
+                    swap: s(),
+                },
+                "promote n4, joining n2",
+            ),
+            (
+                Action::RemoveMember { node: n1() },
+                "ask k3s to remove n1's etcd member (etcd.k3s.cattle.io/remove=true)",
+            ),
+            (Action::Uncordon { node: n1() }, "uncordon n1"),
+            (
+                Action::Wait {
+                    step: SwapStep::StepDown,
+                    reason: Awaiting::StepDown { node: "n1".into() },
+                    deadline: None,
+                },
+                "waiting: n1 steps down to etcd-only",
+            ),
+            (
+                Action::Stop {
+                    step: SwapStep::Finish,
+                    reason: Reason::AgentNotReady {
+                        node: "n1".into(),
+                        secs: 9,
+                    },
+                    left: "L".into(),
+                    next: "N".into(),
+                },
+                "stopped at finish: n1's agent was not Ready within 9 s. Left: L. Next: N",
+            ),
+            (
+                Action::ReleaseLease {
+                    outcome: Outcome::Done { warning: None },
+                },
+                "release the Lease: the swap is done",
+            ),
+        ] {
+            assert_eq!(a.describe(), want);
+        }
+    }
+
+    #[test]
+    fn every_step_name_reads_back_as_the_same_step() {
+        for step in [
+            SwapStep::Snapshot,
+            SwapStep::Promote,
+            SwapStep::Rollback,
+            SwapStep::RemoveIncoming,
+            SwapStep::StepDown,
+            SwapStep::Removal,
+            SwapStep::Finish,
+            SwapStep::CleanUp,
+            SwapStep::Paused,
+        ] {
+            assert_eq!(SwapStep::parse(step.as_str()), Some(step));
+        }
+        assert_eq!(SwapStep::parse("Promote"), None);
+    }
+}

@@ -43,11 +43,9 @@ impl Class {
 /// Classifies a host from its Node and report.
 pub fn classify(n: &NodeFacts) -> Class {
     if n.member_gone() {
-        return if n.has_server_labels() || n.k3s.any() {
-            Class::Removed
-        } else {
-            Class::Agent
-        };
+        // `removed-node-name` is k3s's own annotation: until the clean-up
+        // removes it, the host is a removed server, not a plain agent.
+        return Class::Removed;
     }
     if !n.etcd_label {
         return Class::Agent;
@@ -163,5 +161,41 @@ mod tests {
         assert!(is_voting(&n));
         assert!(!is_healthy_voter(&n));
         assert_eq!(removing(&n), Removing::DownVoter);
+    }
+
+    #[test]
+    fn each_class_is_shown_by_its_own_word() {
+        let words: Vec<&str> = [
+            Class::Voter,
+            Class::Learner,
+            Class::EtcdOnly,
+            Class::RolledBack,
+            Class::Removed,
+            Class::Agent,
+        ]
+        .into_iter()
+        .map(Class::as_str)
+        .collect();
+        assert_eq!(
+            words,
+            [
+                "voter",
+                "learner",
+                "etcd-only",
+                "rolled-back",
+                "removed",
+                "agent"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_host_whose_member_k3s_removed_is_removed_until_the_clean_up_even_without_server_labels() {
+        let mut n = voter("n1", 1);
+        n.k3s.removed_node_name = n.k3s.node_name.take();
+        n.etcd_label = false;
+        n.control_plane_label = false;
+        n.master_label = false;
+        assert_eq!(classify(&n), Class::Removed);
     }
 }

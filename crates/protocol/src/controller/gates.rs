@@ -119,19 +119,14 @@ pub fn gate_not_paused(v: &FleetView) -> Gate {
     )
 }
 
-/// Gate: no other swap. The Lease is free (no holder, or lapsed) or held by
-/// this process (`instance`); no unfinished swap with another pair is
-/// recorded on it; no Node other than `out` and `incoming` carries a step.
-pub fn gate_no_other_swap(
-    v: &FleetView,
-    out: &str,
-    incoming: &str,
-    instance: Option<&str>,
-) -> Gate {
+/// Gate: no other swap. The Lease is free (no holder, or lapsed); no
+/// unfinished swap with another pair is recorded on it; no Node other than
+/// `out` and `incoming` carries a step. (A swap this process holds the Lease
+/// for is driven by [`super::next_action`], which does not ask this gate.)
+pub fn gate_no_other_swap(v: &FleetView, out: &str, incoming: &str) -> Gate {
     let name = GateName::NoOtherSwap;
     if let Some(l) = &v.lease {
-        let ours = instance.is_some() && l.instance.as_deref() == instance;
-        if l.is_held(v.now) && !ours {
+        if l.is_held(v.now) {
             let what = match l.recorded_swap() {
                 Some(r) => format!(" for swap {} (out {}, in {})", r.id, r.out, r.incoming),
                 None => String::new(),
@@ -381,10 +376,10 @@ pub(super) fn check_removal(name: GateName, count: VoterCount, what: Removing, n
 }
 
 /// The preflight gates of a new swap, in the order they are printed.
-pub fn preflight(v: &FleetView, out: &str, incoming: &str, instance: Option<&str>) -> Vec<Gate> {
+pub fn preflight(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
     vec![
         gate_not_paused(v),
-        gate_no_other_swap(v, out, incoming, instance),
+        gate_no_other_swap(v, out, incoming),
         gate_outgoing_voter(v, out, Outgoing::Voting),
         gate_incoming_eligible(v, incoming),
         gate_incoming_ready(v, incoming),
@@ -470,7 +465,7 @@ mod tests {
 
     #[test]
     fn every_preflight_gate_passes_on_a_healthy_fleet() {
-        let gates = preflight(&fleet(), "n1", "n4", None);
+        let gates = preflight(&fleet(), "n1", "n4");
         assert!(all_pass(&gates), "{}", failures(&gates));
         assert_eq!(gates.len(), 9);
     }
@@ -481,7 +476,7 @@ mod tests {
         node_mut(&mut v, "n2").ready = false;
         let a = next_action(&v, &request("n1", "n4"));
         assert_eq!(refused_by(&a), vec![GateName::VotersHealthy]);
-        let g = gate(&preflight(&v, "n1", "n4", None), GateName::VotersHealthy).clone();
+        let g = gate(&preflight(&v, "n1", "n4"), GateName::VotersHealthy).clone();
         assert!(g.reason.contains("n2 (NotReady)"), "{}", g.reason);
     }
 
@@ -498,7 +493,7 @@ mod tests {
     fn the_outgoing_voter_being_down_does_not_shut_the_voters_healthy_gate() {
         let mut v = fleet();
         node_mut(&mut v, "n1").ready = false;
-        let gates = preflight(&v, "n1", "n4", None);
+        let gates = preflight(&v, "n1", "n4");
         assert!(all_pass(&gates), "{}", failures(&gates));
     }
 
@@ -623,11 +618,7 @@ mod tests {
         v.nodes.retain(|n| n.name != "n2" && n.name != "n3");
         let a = next_action(&v, &request("n1", "n4"));
         assert_eq!(refused_by(&a), vec![GateName::QuorumAfterRemoval]);
-        let g = gate(
-            &preflight(&v, "n1", "n4", None),
-            GateName::QuorumAfterRemoval,
-        )
-        .clone();
+        let g = gate(&preflight(&v, "n1", "n4"), GateName::QuorumAfterRemoval).clone();
         assert!(g.reason.contains("1 healthy of 3"), "{}", g.reason);
         assert!(g.reason.contains("2 voter Node(s) missing"), "{}", g.reason);
     }
@@ -655,5 +646,93 @@ mod tests {
         assert!(!g.passed, "{}", g.reason);
         // 4 members (n1 n2 n3 n4), n2 and n3 down: removing n1 leaves 1 of 3.
         assert!(g.reason.contains("1 healthy of 3"), "{}", g.reason);
+    }
+
+    #[test]
+    fn a_swap_is_refused_while_an_unfinished_swap_names_another_incoming_or_outgoing_host() {
+        for (out, inc) in [("n1", "n5"), ("n2", "n4")] {
+            let mut v = fleet();
+            let mut l = lease_held_by("fleet-role", "ctl-old", "swap-0", out, inc);
+            l.renew_time = Some(NOW - 1000);
+            v.lease = Some(l);
+            let g = gate_no_other_swap(&v, "n1", "n4");
+            assert!(!g.passed, "{out} {inc}: {}", g.reason);
+            assert!(g.reason.contains("is unfinished"), "{}", g.reason);
+        }
+        let mut v = fleet();
+        let mut l = lease_held_by("fleet-role", "ctl-old", "swap-0", "n1", "n4");
+        l.renew_time = Some(NOW - 1000);
+        v.lease = Some(l);
+        assert!(gate_no_other_swap(&v, "n1", "n4").passed);
+    }
+
+    #[test]
+    fn a_lease_held_without_a_controller_instance_still_shuts_the_no_other_swap_gate() {
+        let mut v = fleet();
+        let mut l = lease_held_by("someone", "x", "swap-0", "n1", "n4");
+        l.instance = None;
+        v.lease = Some(l);
+        assert!(!gate_no_other_swap(&v, "n1", "n4").passed);
+    }
+
+    #[test]
+    fn a_voter_stepped_down_passes_the_outgoing_gate_only_when_the_step_down_is_allowed() {
+        let mut v = fleet();
+        let n1 = node_mut(&mut v, "n1");
+        n1.report = Some(report(
+            "swap-1",
+            ReportStep::StepDown,
+            Phase::Done,
+            Some(Detail::EtcdOnly),
+        ));
+        assert_eq!(classify(v.node("n1").unwrap()), Class::EtcdOnly);
+        assert!(!gate_outgoing_voter(&v, "n1", Outgoing::Voting).passed);
+        assert!(gate_outgoing_voter(&v, "n1", Outgoing::VotingOrSteppedDown).passed);
+        assert!(gate_outgoing_voter(&v, "n2", Outgoing::Voting).passed);
+        assert!(!gate_outgoing_voter(&v, "n9", Outgoing::Voting).passed);
+    }
+
+    #[test]
+    fn the_incoming_voter_gate_needs_a_healthy_voter_not_just_a_member() {
+        let mut v = fleet();
+        assert!(!gate_incoming_voter(&v, "n4").passed, "an agent");
+        *node_mut(&mut v, "n4") = voter("n4", 4);
+        assert!(gate_incoming_voter(&v, "n4").passed);
+        node_mut(&mut v, "n4").ready = false;
+        let g = gate_incoming_voter(&v, "n4");
+        assert!(!g.passed);
+        assert!(
+            g.reason
+                .ends_with("voter and NotReady, not a healthy voter"),
+            "{}",
+            g.reason
+        );
+        node_mut(&mut v, "n4").ready = true;
+        node_mut(&mut v, "n4").etcd_is_voter = false;
+        assert!(!gate_incoming_voter(&v, "n4").passed, "a learner");
+        assert!(!gate_incoming_voter(&v, "n9").passed);
+    }
+
+    #[test]
+    fn the_quorum_gate_names_missing_voters_only_when_some_are_missing() {
+        let v = fleet();
+        let g = gate_quorum_after_removal(&v, "n1", "n4", Count::IncomingPromoted);
+        assert!(g.passed, "{}", g.reason);
+        assert!(!g.reason.contains("missing"), "{}", g.reason);
+        assert!(
+            g.reason
+                .contains("leaves 3 healthy of 3 voting members, quorum 2"),
+            "{}",
+            g.reason
+        );
+        let mut v = fleet();
+        v.nodes.retain(|n| n.name != "n3");
+        let g = gate_quorum_after_removal(&v, "n1", "n4", Count::IncomingPromoted);
+        assert!(
+            g.reason
+                .contains("(1 voter Node(s) missing, counted as down)"),
+            "{}",
+            g.reason
+        );
     }
 }

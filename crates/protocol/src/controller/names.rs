@@ -50,3 +50,27 @@ impl Names {
         self.controller_key("last-swap")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lease_annotations_are_the_documented_keys_under_the_prefix() {
+        let n = Names::default();
+        let p = &n.prefix;
+        for (got, key) in [
+            (n.lease_swap_out(), "swap-out"),
+            (n.lease_swap_in(), "swap-in"),
+            (n.lease_instance(), "swap-instance"),
+            (n.lease_step(), "swap-step"),
+            (n.lease_step_since(), "swap-step-since"),
+            (n.lease_stopping(), "swap-stopping"),
+            (n.lease_stopped(), "swap-stopped"),
+            (n.lease_paused(), "paused"),
+            (n.lease_last_swap(), "last-swap"),
+        ] {
+            assert_eq!(got, format!("{p}/{key}"));
+        }
+    }
+}

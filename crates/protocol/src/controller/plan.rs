@@ -75,7 +75,7 @@ pub fn plan(v: &FleetView, out: &str, incoming: &str) -> Plan {
     }
     steps.push("release the Lease".into());
     Plan {
-        gates: preflight(v, out, incoming, None),
+        gates: preflight(v, out, incoming),
         steps,
     }
 }

@@ -104,7 +104,7 @@ pub(super) fn start(v: &FleetView, s: &SwapState) -> Action {
                 ),
             };
         }
-        let gates = vec![gate_not_paused(v), gate_no_other_swap(v, out, inc, None)];
+        let gates = vec![gate_not_paused(v), gate_no_other_swap(v, out, inc)];
         if !all_pass(&gates) {
             return Action::Refuse { gates };
         }
@@ -124,7 +124,7 @@ pub(super) fn start(v: &FleetView, s: &SwapState) -> Action {
             }
         };
     }
-    let gates = preflight(v, out, inc, None);
+    let gates = preflight(v, out, inc);
     if all_pass(&gates) {
         Action::TakeLease {
             swap: s.candidate.clone(),

@@ -688,6 +688,41 @@ fn times_at_the_ends_of_the_clock_from_the_api_neither_panic_nor_open_a_gate() {
         let _ = plan(&h, "n1", "n4");
         let mut free = h.clone();
         free.lease.as_mut().unwrap().holder = Some("someone".into());
-        let _ = preflight(&free, "n1", "n4", None);
+        let _ = preflight(&free, "n1", "n4");
     }
+}
+
+#[test]
+fn a_promotion_after_a_down_voter_was_removed_waits_for_its_gates_then_stops_when_they_stay_shut() {
+    let mut v = snapshot_done_with_the_outgoing_voter_down(SwapStep::Promote);
+    removed(&mut v);
+    node_mut(&mut v, "n1").cordoned = true;
+    node_mut(&mut v, "n3").ready = false;
+    let a = next_action(&v, &taken());
+    let Action::Wait {
+        reason: Awaiting::Gates { before, failures },
+        ..
+    } = &a
+    else {
+        panic!("{a:?}")
+    };
+    assert_eq!(*before, Write::Promotion);
+    assert!(failures.starts_with("voters-healthy: "), "{failures}");
+    v.lease.as_mut().unwrap().step_since = Some(NOW - 10_000);
+    let Action::Stop { reason, .. } = next_action(&v, &taken()) else {
+        panic!()
+    };
+    assert!(
+        matches!(
+            reason,
+            Reason::GatesStayedShut {
+                before: Write::Promotion,
+                ..
+            }
+        ),
+        "{reason:?}"
+    );
+    node_mut(&mut v, "n3").ready = true;
+    v.lease.as_mut().unwrap().step_since = Some(NOW);
+    assert!(matches!(next_action(&v, &taken()), Action::Promote { .. }));
 }
