@@ -1,13 +1,11 @@
 //! Settings: the TOML config file, then flags, turned into one validated
-//! [`Settings`] in one place.
+//! [`Settings`] in one place. Reading the file and the precedence are the
+//! `settings` crate's, shared with the actuator.
 //!
 //! Every key of the file is optional; each one's meaning and default is
 //! documented on [`FileConfig`] and in `docs/controller.md`.
 
-use std::{
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{path::Path, time::Duration};
 
 use protocol::{
     Names, NodeName,
@@ -77,49 +75,13 @@ pub struct FileTimeouts {
 }
 
 /// A settings error: one line naming the key or file.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The config file could not be read.
-    #[error("cannot read the config file {}: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The config file is not valid TOML for these keys.
-    #[error("invalid config file {}: {message}", path.display())]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// What the parser said.
-        message: String,
-    },
-    /// A value is not valid.
-    #[error("invalid {key}: {why}")]
-    Invalid {
-        /// The key or flag.
-        key: &'static str,
-        /// Why.
-        why: String,
-    },
-}
+pub use settings::Error as ConfigError;
 
 impl FileConfig {
-    /// Reads `path`; no path means every default.
+    /// Reads `path`, which must exist; no path means every default (the
+    /// controller has no default file).
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
-        let Some(path) = path else {
-            return Ok(Self::default());
-        };
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.into(),
-            source,
-        })?;
-        toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: path.into(),
-            message: e.message().to_string(),
-        })
+        settings::load(path, None)
     }
 }
 
@@ -140,10 +102,7 @@ impl Settings {
 
     /// Validates the file's values, with `identity` (the flag) winning.
     pub fn resolve(file: FileConfig, identity: Option<String>) -> Result<Self, ConfigError> {
-        let invalid = |key, why: &str| ConfigError::Invalid {
-            key,
-            why: why.to_string(),
-        };
+        let invalid = |key, why: &str| ConfigError::invalid(key, why);
         let mut names = Names::default();
         if let Some(p) = file.prefix {
             NodeName::parse(&p).map_err(|_| invalid("prefix", "must be a DNS subdomain"))?;
@@ -158,7 +117,7 @@ impl Settings {
                 .map_err(|_| invalid("report_namespace", "must be a DNS label"))?;
             names.report_namespace = n;
         }
-        if let Some(i) = identity.or(file.identity) {
+        if let Some(i) = settings::layer(identity, file.identity) {
             if i.is_empty() || i.len() > 128 || i.chars().any(|c| c.is_control() || c == ' ') {
                 return Err(invalid(
                     "identity",
