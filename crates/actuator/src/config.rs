@@ -8,7 +8,7 @@ use std::{
     time::Duration,
 };
 
-use protocol::{JoinUrl, Names, NodeName};
+use protocol::{HolderIdentity, JoinUrl, Names, NodeName};
 use serde::Deserialize;
 use settings::layer;
 
@@ -146,18 +146,13 @@ impl Settings {
         let report_namespace = file.report_namespace.unwrap_or(defaults.report_namespace);
         protocol::SwapId::parse(&report_namespace)
             .map_err(|e| invalid("report_namespace", e.to_string()))?;
-        let controller_identity = file
-            .controller_identity
-            .unwrap_or(defaults.controller_identity);
-        if controller_identity.is_empty()
-            || controller_identity.len() > 253
-            || controller_identity.chars().any(char::is_control)
-        {
-            return Err(invalid(
-                "controller_identity",
-                "must be 1-253 printable characters",
-            ));
-        }
+        let controller_identity = HolderIdentity::parse(
+            &file
+                .controller_identity
+                .unwrap_or(defaults.controller_identity),
+        )
+        .map_err(|e| invalid("controller_identity", e))?
+        .into_string();
         let etcd_health_url = file
             .etcd_health_url
             .unwrap_or_else(|| host::etcd::DEFAULT_HEALTH_URL.to_string());
@@ -251,6 +246,7 @@ mod tests {
         assert!(bad("report_namespace = \"a/b\"", "n").contains("report_namespace"));
         assert!(bad("prefix = \"\"", "n").contains("prefix"));
         assert!(bad("join_port = 0", "n").contains("join_port"));
+        assert!(bad("controller_identity = \"a b\"", "n").contains("controller_identity"));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use std::{path::Path, time::Duration};
 
 use protocol::{
-    Names, NodeName,
+    HolderIdentity, Names, NodeName,
     controller::{self, Timeouts},
     names,
 };
@@ -118,13 +118,9 @@ impl Settings {
             names.report_namespace = n;
         }
         if let Some(i) = settings::layer(identity, file.identity) {
-            if i.is_empty() || i.len() > 128 || i.chars().any(|c| c.is_control() || c == ' ') {
-                return Err(invalid(
-                    "identity",
-                    "must be 1-128 printable characters without spaces",
-                ));
-            }
-            names.controller_identity = i;
+            names.controller_identity = HolderIdentity::parse(&i)
+                .map_err(|e| ConfigError::invalid("identity", e))?
+                .into_string();
         }
         let d = controller::Settings::default();
         let voters = file.voters.unwrap_or(d.voters);

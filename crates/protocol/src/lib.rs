@@ -15,4 +15,4 @@ pub mod validate;
 pub use decide::{Decision, HostState, LeaseView, NodeView, Observation, Step, decide};
 pub use names::Names;
 pub use report::{Phase, Report, Settled};
-pub use validate::{InvalidValue, JoinUrl, NodeName, Role, StepKind, SwapId};
+pub use validate::{HolderIdentity, InvalidValue, JoinUrl, NodeName, Role, StepKind, SwapId};
