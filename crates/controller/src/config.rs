@@ -132,14 +132,16 @@ impl Settings {
             return Err(invalid("lease_duration_secs", "must be 3 to 3600"));
         }
         let skew_margin = file.skew_margin_secs.unwrap_or(d.skew_margin);
-        if skew_margin < 0 || skew_margin * 2 >= lease_duration {
+        if skew_margin < 0 || skew_margin.saturating_mul(2) >= lease_duration {
             return Err(invalid(
                 "skew_margin_secs",
                 "must be at least 0 and less than half of lease_duration_secs",
             ));
         }
         let poll = Duration::from_millis(file.poll_millis.unwrap_or(1000));
-        if poll < Duration::from_millis(50) || poll.as_secs() * 3 > lease_duration as u64 {
+        if poll < Duration::from_millis(50)
+            || poll.as_secs().saturating_mul(3) > lease_duration.unsigned_abs()
+        {
             return Err(invalid(
                 "poll_millis",
                 "must be at least 50 and at most a third of the Lease's duration",
@@ -195,9 +197,12 @@ impl Settings {
         })
     }
 
-    /// Every step's timeout set to `d` (`swap --timeout`).
+    /// Every step's timeout set to `d` (`swap --timeout`), at least a
+    /// second; one past what the core counts in (`i64` seconds) is the most
+    /// it counts, never a negative timeout.
     pub fn with_step_timeout(mut self, d: Duration) -> Self {
-        self.core.timeouts = Timeouts::all(d.as_secs().max(1) as i64);
+        let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX).max(1);
+        self.core.timeouts = Timeouts::all(secs);
         self
     }
 
@@ -331,6 +336,32 @@ finish = 7
             assert!(err.contains(key), "{text}: {err}");
         }
         assert!(toml::from_str::<FileConfig>("nope = 1").is_err());
+    }
+
+    #[test]
+    fn an_extreme_skew_margin_is_refused_rather_than_overflowing() {
+        for text in [
+            "skew_margin_secs = 9223372036854775807",
+            "skew_margin_secs = 4611686018427387904",
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains("skew_margin_secs"), "{text}: {err}");
+        }
+        let err = parse("poll_millis = 18446744073709551615").unwrap_err();
+        assert!(err.to_string().contains("poll_millis"), "{err}");
+    }
+
+    #[test]
+    fn a_timeout_flag_too_long_to_count_is_the_longest_timeout_not_a_negative_one() {
+        let huge = parse_duration("18446744073709551615s").unwrap();
+        let s = Settings::resolve(FileConfig::default(), None)
+            .unwrap()
+            .with_step_timeout(huge);
+        assert_eq!(s.core.timeouts, Timeouts::all(i64::MAX));
+        let s = Settings::resolve(FileConfig::default(), None)
+            .unwrap()
+            .with_step_timeout(Duration::from_millis(10));
+        assert_eq!(s.core.timeouts, Timeouts::all(1));
     }
 
     #[test]
