@@ -1,13 +1,16 @@
 //! Settings: the TOML config file, overridden by environment variables, then
-//! by flags, turned into one validated [`Settings`] in one place.
+//! by flags, turned into one validated [`Settings`] in one place. Reading
+//! the file and the precedence are the `settings` crate's, shared with the
+//! controller.
 
 use std::{
     path::{Path, PathBuf},
     time::Duration,
 };
 
-use protocol::{JoinUrl, Names, NodeName};
+use protocol::{HolderIdentity, JoinUrl, Names, NodeName};
 use serde::Deserialize;
+use settings::layer;
 
 /// The default config file.
 pub const DEFAULT_CONFIG: &str = "/etc/fleet-role/actuator.toml";
@@ -51,54 +54,13 @@ pub struct FileConfig {
 }
 
 /// A settings error: one line that names the key or file.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The config file could not be read.
-    #[error("cannot read the config file {}: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The config file is not valid TOML for these keys.
-    #[error("invalid config file {}: {message}", path.display())]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// What the parser said.
-        message: String,
-    },
-    /// A value is not valid.
-    #[error("invalid {key}: {why}")]
-    Invalid {
-        /// The key, flag or variable.
-        key: &'static str,
-        /// Why.
-        why: String,
-    },
-}
+pub use settings::Error as ConfigError;
 
 impl FileConfig {
     /// Reads `path`; a missing default file is an empty config, a missing
     /// named one is an error.
     pub fn load(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
-        let (path, named) = match path {
-            Some(p) => (p.to_path_buf(), true),
-            None => (PathBuf::from(DEFAULT_CONFIG), false),
-        };
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if !named && e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(FileConfig::default());
-            }
-            Err(source) => return Err(ConfigError::Read { path, source }),
-        };
-        toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path,
-            message: e.message().to_string(),
-        })
+        settings::load(path, Some(Path::new(DEFAULT_CONFIG)))
     }
 }
 
@@ -154,19 +116,14 @@ fn hostname() -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-fn invalid(key: &'static str, why: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        key,
-        why: why.into(),
-    }
+fn invalid(key: &'static str, why: impl std::fmt::Display) -> ConfigError {
+    ConfigError::invalid(key, why)
 }
 
 impl Settings {
     /// Merges the file and the overrides, and validates everything.
     pub fn resolve(file: FileConfig, o: Overrides) -> Result<Settings, ConfigError> {
-        let node_raw = o
-            .node
-            .or(file.node)
+        let node_raw = layer(o.node, file.node)
             .or_else(hostname)
             .ok_or_else(|| invalid("node", "no --node and no hostname"))?;
         let node = NodeName::parse(&node_raw).map_err(|e| invalid("node", e.to_string()))?;
@@ -189,18 +146,13 @@ impl Settings {
         let report_namespace = file.report_namespace.unwrap_or(defaults.report_namespace);
         protocol::SwapId::parse(&report_namespace)
             .map_err(|e| invalid("report_namespace", e.to_string()))?;
-        let controller_identity = file
-            .controller_identity
-            .unwrap_or(defaults.controller_identity);
-        if controller_identity.is_empty()
-            || controller_identity.len() > 253
-            || controller_identity.chars().any(char::is_control)
-        {
-            return Err(invalid(
-                "controller_identity",
-                "must be 1-253 printable characters",
-            ));
-        }
+        let controller_identity = HolderIdentity::parse(
+            &file
+                .controller_identity
+                .unwrap_or(defaults.controller_identity),
+        )
+        .map_err(|e| invalid("controller_identity", e))?
+        .into_string();
         let etcd_health_url = file
             .etcd_health_url
             .unwrap_or_else(|| host::etcd::DEFAULT_HEALTH_URL.to_string());
@@ -219,7 +171,7 @@ impl Settings {
         let secs = Duration::from_secs;
         Ok(Settings {
             node,
-            root: o.root.or(file.root).unwrap_or_else(|| PathBuf::from("/")),
+            root: layer(o.root, file.root).unwrap_or_else(|| PathBuf::from("/")),
             names: Names {
                 prefix,
                 lease_name,
@@ -227,13 +179,13 @@ impl Settings {
                 controller_identity,
             },
             api,
-            ca_file: o.ca_file.or(file.ca_file),
-            token_file: o.token_file.or(file.token_file),
+            ca_file: layer(o.ca_file, file.ca_file),
+            token_file: layer(o.token_file, file.token_file),
             skew_margin: secs(file.skew_margin_secs.unwrap_or(5)),
             join_port,
             etcd_health_url,
             etcd_wait: secs(file.etcd_wait_secs.unwrap_or(120)),
-            lock_timeout: secs(o.lock_timeout_secs.or(file.lock_timeout_secs).unwrap_or(60)),
+            lock_timeout: secs(layer(o.lock_timeout_secs, file.lock_timeout_secs).unwrap_or(60)),
             resync: secs(file.resync_secs.unwrap_or(10).max(1)),
         })
     }
@@ -294,6 +246,7 @@ mod tests {
         assert!(bad("report_namespace = \"a/b\"", "n").contains("report_namespace"));
         assert!(bad("prefix = \"\"", "n").contains("prefix"));
         assert!(bad("join_port = 0", "n").contains("join_port"));
+        assert!(bad("controller_identity = \"a b\"", "n").contains("controller_identity"));
     }
 
     #[test]

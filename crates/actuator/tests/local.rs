@@ -6,7 +6,7 @@ use std::{
     path::Path,
     process::{Command, Output, Stdio},
     thread,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use standins::fixture::{K3S_TOKEN_MARKER, TestHost};
@@ -199,13 +199,12 @@ fn hold_lock(h: &TestHost, secs: &str) -> std::process::Child {
         .spawn()
         .expect("flock(1) from util-linux");
     // Wait until the other process holds it.
-    for _ in 0..100 {
-        let f = fs::File::open(&lock);
-        if let Ok(f) = f
-            && f.try_lock().is_err()
-        {
-            break;
-        }
+    let start = Instant::now();
+    while !fs::File::open(&lock).is_ok_and(|f| f.try_lock().is_err()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "flock never took the host's lock"
+        );
         thread::sleep(Duration::from_millis(20));
     }
     child
@@ -231,15 +230,52 @@ fn a_switch_waits_for_the_hosts_lock_and_fails_when_another_holds_it_too_long() 
     holder.kill().unwrap();
     holder.wait().unwrap();
 
-    // A holder that lets go in time: the switch waits for it and goes through.
-    let mut holder = hold_lock(&h, "1");
-    let out = run(
-        &h,
-        &["promote-local", "--join", JOIN, "--lock-timeout", "20"],
+    // A holder that lets go: the switch waits for it and goes through. The
+    // holder lets go only once the switch has the lock file open (it is
+    // waiting), so the switch is seen to wait however slow the machine.
+    let mut holder = hold_lock(&h, "300");
+    let mut switch = h
+        .actuator(&["promote-local", "--join", JOIN, "--lock-timeout", "120"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lock = fs::canonicalize(h.at("var/lib/rancher/k3s/fleet-role.lock")).unwrap();
+    let start = Instant::now();
+    while !has_open(switch.id(), &lock) {
+        assert!(
+            switch.try_wait().unwrap().is_none(),
+            "the switch ended before it waited for the lock"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the switch never opened the lock"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        switch.try_wait().unwrap().is_none(),
+        "switched under the lock"
     );
+    assert_eq!(
+        h.role().as_deref(),
+        Some("agent"),
+        "switched under the lock"
+    );
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let out = switch.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(h.role().as_deref(), Some("server"));
-    holder.wait().unwrap();
+}
+
+/// Whether process `pid` has the file `path` (canonical) open.
+fn has_open(pid: u32, path: &Path) -> bool {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .any(|fd| fs::read_link(fd.path()).is_ok_and(|p| p == path))
 }
 
 #[test]

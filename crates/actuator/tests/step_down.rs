@@ -4,8 +4,9 @@
 use std::{
     fs,
     net::TcpListener,
+    os::unix::process::{CommandExt, ExitStatusExt},
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Child, Command, ExitStatus, Stdio},
     time::{Duration, Instant},
 };
 
@@ -92,12 +93,71 @@ impl Drop for Etcd {
 
 /// A process that looks like a pod's shim to k3s-killall: its command line
 /// starts with `<data-dir>/data/<id>/bin/containerd-shim-runc-v2`.
-fn start_shim(h: &TestHost) -> Child {
-    let bin = h.at("var/lib/rancher/k3s/data/0123abcd/bin");
-    fs::create_dir_all(&bin).unwrap();
-    let shim = bin.join("containerd-shim-runc-v2");
-    fs::copy("/bin/sleep", &shim).unwrap();
-    Command::new(&shim).arg("300").spawn().unwrap()
+///
+/// It is `/bin/sleep` run under that `argv[0]`, not a copy of it: writing an
+/// executable and then running it can fail with "text file busy" when another
+/// test thread forks while the copy is still open. Returns once the process
+/// shows that command line, since `spawn` returns before the kernel has set
+/// it up: `/proc/PID/cmdline` is empty for a moment after the exec, and on a
+/// busy machine that moment is long enough for a lookup to miss the shim.
+fn start_shim(h: &TestHost) -> Shim {
+    let shim = h.at("var/lib/rancher/k3s/data/0123abcd/bin/containerd-shim-runc-v2");
+    fs::create_dir_all(shim.parent().unwrap()).unwrap();
+    let child = Shim(
+        Command::new("/bin/sleep")
+            .arg0(&shim)
+            .arg("300")
+            .spawn()
+            .unwrap(),
+    );
+    let cmdline = format!("/proc/{}/cmdline", child.0.id());
+    let start = Instant::now();
+    loop {
+        let arg0 = fs::read(&cmdline)
+            .unwrap_or_default()
+            .split(|b| *b == 0)
+            .next()
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
+        if arg0 == shim.as_os_str().as_encoded_bytes() {
+            return child;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the shim's command line never showed {}",
+            shim.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The shim's process, killed on drop so a failed test leaves none behind.
+struct Shim(Child);
+
+impl Drop for Shim {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// How long a test waits for something the machine does on its own time (an
+/// exec, a signal's delivery): generous, since the tests share 2 busy cores.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Waits for `child` to end and returns how; fails the test if it is still
+/// running after [`DEADLINE`]. A process killed with SIGKILL drops out of
+/// `/proc`'s command lines (its memory released) a moment before it can be
+/// reaped, so "no shim found" does not yet mean `try_wait` sees it gone.
+fn ended(Shim(child): &mut Shim) -> ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(start.elapsed() < DEADLINE, "the shim still runs");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 fn host(h: &TestHost, health: &str, wait: Duration) -> Host {
@@ -124,7 +184,7 @@ fn a_step_down_goes_to_etcd_only_with_no_shim_left_and_then_names_the_agent() {
     assert!(h.systemd_log().contains(&"restart k3s".to_string()));
     assert!(h.active("k3s"), "etcd-only still runs the server unit");
     assert!(host::shims::find(&host.paths).is_empty());
-    assert!(shim.try_wait().unwrap().is_some(), "the shim still runs");
+    assert_eq!(ended(&mut shim).signal(), Some(9), "killed with SIGKILL");
     assert_eq!(h.role().as_deref(), Some("agent"));
     // Resumed after it finished: no second restart.
     let again = host.plan_step_down().unwrap();

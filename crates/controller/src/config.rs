@@ -1,16 +1,14 @@
 //! Settings: the TOML config file, then flags, turned into one validated
-//! [`Settings`] in one place.
+//! [`Settings`] in one place. Reading the file and the precedence are the
+//! `settings` crate's, shared with the actuator.
 //!
 //! Every key of the file is optional; each one's meaning and default is
 //! documented on [`FileConfig`] and in `docs/controller.md`.
 
-use std::{
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{path::Path, time::Duration};
 
 use protocol::{
-    Names, NodeName,
+    HolderIdentity, Names, NodeName,
     controller::{self, Timeouts},
     names,
 };
@@ -77,49 +75,13 @@ pub struct FileTimeouts {
 }
 
 /// A settings error: one line naming the key or file.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The config file could not be read.
-    #[error("cannot read the config file {}: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The config file is not valid TOML for these keys.
-    #[error("invalid config file {}: {message}", path.display())]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// What the parser said.
-        message: String,
-    },
-    /// A value is not valid.
-    #[error("invalid {key}: {why}")]
-    Invalid {
-        /// The key or flag.
-        key: &'static str,
-        /// Why.
-        why: String,
-    },
-}
+pub use settings::Error as ConfigError;
 
 impl FileConfig {
-    /// Reads `path`; no path means every default.
+    /// Reads `path`, which must exist; no path means every default (the
+    /// controller has no default file).
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
-        let Some(path) = path else {
-            return Ok(Self::default());
-        };
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.into(),
-            source,
-        })?;
-        toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: path.into(),
-            message: e.message().to_string(),
-        })
+        settings::load(path, None)
     }
 }
 
@@ -140,10 +102,7 @@ impl Settings {
 
     /// Validates the file's values, with `identity` (the flag) winning.
     pub fn resolve(file: FileConfig, identity: Option<String>) -> Result<Self, ConfigError> {
-        let invalid = |key, why: &str| ConfigError::Invalid {
-            key,
-            why: why.to_string(),
-        };
+        let invalid = |key, why: &str| ConfigError::invalid(key, why);
         let mut names = Names::default();
         if let Some(p) = file.prefix {
             NodeName::parse(&p).map_err(|_| invalid("prefix", "must be a DNS subdomain"))?;
@@ -158,14 +117,10 @@ impl Settings {
                 .map_err(|_| invalid("report_namespace", "must be a DNS label"))?;
             names.report_namespace = n;
         }
-        if let Some(i) = identity.or(file.identity) {
-            if i.is_empty() || i.len() > 128 || i.chars().any(|c| c.is_control() || c == ' ') {
-                return Err(invalid(
-                    "identity",
-                    "must be 1-128 printable characters without spaces",
-                ));
-            }
-            names.controller_identity = i;
+        if let Some(i) = settings::layer(identity, file.identity) {
+            names.controller_identity = HolderIdentity::parse(&i)
+                .map_err(|e| ConfigError::invalid("identity", e))?
+                .into_string();
         }
         let d = controller::Settings::default();
         let voters = file.voters.unwrap_or(d.voters);
@@ -177,14 +132,16 @@ impl Settings {
             return Err(invalid("lease_duration_secs", "must be 3 to 3600"));
         }
         let skew_margin = file.skew_margin_secs.unwrap_or(d.skew_margin);
-        if skew_margin < 0 || skew_margin * 2 >= lease_duration {
+        if skew_margin < 0 || skew_margin.saturating_mul(2) >= lease_duration {
             return Err(invalid(
                 "skew_margin_secs",
                 "must be at least 0 and less than half of lease_duration_secs",
             ));
         }
         let poll = Duration::from_millis(file.poll_millis.unwrap_or(1000));
-        if poll < Duration::from_millis(50) || poll.as_secs() * 3 > lease_duration as u64 {
+        if poll < Duration::from_millis(50)
+            || poll.as_secs().saturating_mul(3) > lease_duration.unsigned_abs()
+        {
             return Err(invalid(
                 "poll_millis",
                 "must be at least 50 and at most a third of the Lease's duration",
@@ -240,9 +197,12 @@ impl Settings {
         })
     }
 
-    /// Every step's timeout set to `d` (`swap --timeout`).
+    /// Every step's timeout set to `d` (`swap --timeout`), at least a
+    /// second; one past what the core counts in (`i64` seconds) is the most
+    /// it counts, never a negative timeout.
     pub fn with_step_timeout(mut self, d: Duration) -> Self {
-        self.core.timeouts = Timeouts::all(d.as_secs().max(1) as i64);
+        let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX).max(1);
+        self.core.timeouts = Timeouts::all(secs);
         self
     }
 
@@ -376,6 +336,32 @@ finish = 7
             assert!(err.contains(key), "{text}: {err}");
         }
         assert!(toml::from_str::<FileConfig>("nope = 1").is_err());
+    }
+
+    #[test]
+    fn an_extreme_skew_margin_is_refused_rather_than_overflowing() {
+        for text in [
+            "skew_margin_secs = 9223372036854775807",
+            "skew_margin_secs = 4611686018427387904",
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains("skew_margin_secs"), "{text}: {err}");
+        }
+        let err = parse("poll_millis = 18446744073709551615").unwrap_err();
+        assert!(err.to_string().contains("poll_millis"), "{err}");
+    }
+
+    #[test]
+    fn a_timeout_flag_too_long_to_count_is_the_longest_timeout_not_a_negative_one() {
+        let huge = parse_duration("18446744073709551615s").unwrap();
+        let s = Settings::resolve(FileConfig::default(), None)
+            .unwrap()
+            .with_step_timeout(huge);
+        assert_eq!(s.core.timeouts, Timeouts::all(i64::MAX));
+        let s = Settings::resolve(FileConfig::default(), None)
+            .unwrap()
+            .with_step_timeout(Duration::from_millis(10));
+        assert_eq!(s.core.timeouts, Timeouts::all(1));
     }
 
     #[test]

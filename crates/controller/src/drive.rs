@@ -190,7 +190,14 @@ impl Driver {
         };
         let mut failing_since: Option<Instant> = None;
         let mut waiting_for_lease: Option<Instant> = None;
-        let lease_patience = Duration::from_secs(self.settings.core.lease_duration as u64 * 2 + 10);
+        let lease_patience = Duration::from_secs(
+            self.settings
+                .core
+                .lease_duration
+                .unsigned_abs()
+                .saturating_mul(2)
+                .saturating_add(10),
+        );
         loop {
             if self.stopping() {
                 return Ok(Ending::Interrupted);
@@ -309,7 +316,7 @@ impl Driver {
     pub async fn run(&mut self, printer: &mut Printer) -> anyhow::Result<()> {
         let mut last_idle: Option<String> = None;
         let mut failing_since: Option<Instant> = None;
-        let backoff = Duration::from_secs(self.settings.core.settle.max(1) as u64);
+        let backoff = Duration::from_secs(self.settings.core.settle.max(1).unsigned_abs());
         loop {
             if self.stopping() {
                 printer.line("stopping on a signal", json!({}));

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use crate::config::Settings;
 
 fn age(now: i64, t: i64) -> String {
-    let d = now - t;
+    // `t` may come from a Lease annotation anyone with write access set.
+    let d = now.saturating_sub(t);
     match d {
         d if d < 0 => "in the future".into(),
         d if d < 120 => format!("{d}s ago"),
@@ -69,7 +70,7 @@ fn lease_lines(v: &FleetView, settings: &Settings, l: Option<&LeaseFacts>) -> Ve
             controller::one_line(h),
             controller::one_line(l.instance.as_deref().unwrap_or("-")),
             l.renew_time.map_or("never".into(), |t| age(v.now, t)),
-            l.expiry().unwrap_or(v.now) - v.now
+            l.expiry().unwrap_or(v.now).saturating_sub(v.now)
         ),
         (Some(h), false) => format!("lapsed (last held by {})", controller::one_line(h)),
         (None, _) => "free".into(),
@@ -82,7 +83,10 @@ fn lease_lines(v: &FleetView, settings: &Settings, l: Option<&LeaseFacts>) -> Ve
                 .core
                 .timeouts
                 .of(step)
-                .map(|t| format!(", times out in {} s", since + t - v.now))
+                .map(|t| {
+                    let left = since.saturating_add(t).saturating_sub(v.now);
+                    format!(", times out in {left} s")
+                })
                 .unwrap_or_default();
             out.push(format!(
                 "  step {} since {}{deadline}",
@@ -296,4 +300,16 @@ pub fn json(v: &FleetView, settings: &Settings) -> Value {
         "voters": {"seen": count.seen, "healthy": count.healthy, "missing": count.missing, "configured": settings.core.voters, "quorum": quorum(count.members())},
         "nodes": nodes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_age_from_an_extreme_time_on_the_lease_is_shown_not_overflowed() {
+        assert_eq!(age(1_000, 1_000 - 90), "90s ago");
+        assert_eq!(age(1_000, i64::MAX), "in the future");
+        assert_eq!(age(1_000, i64::MIN), format!("{}h ago", i64::MAX / 3600));
+    }
 }

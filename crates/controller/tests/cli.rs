@@ -69,13 +69,19 @@ async fn status_shows_the_fleet_and_a_running_swap_at_a_glance() {
 #[tokio::test]
 async fn pause_halts_a_running_swap_at_its_next_safe_point_and_resume_lets_it_finish() {
     let h = Harness::start(&three_voters(), CONFIG).await;
-    h.fleet.set(|f| f.react_after = Duration::from_millis(1500));
+    // The host does not take the promotion up until the pause is written, so
+    // the pause lands in it however slow the machine.
+    h.fleet.set(|f| {
+        f.hold.insert("promote".into());
+    });
     let mut swap = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
     h.wait_for("the promotion", || async {
         h.lease_annotation("swap-step").await.as_deref() == Some("promote")
+            && h.fleet.has_held("promote")
     })
     .await;
     h.run(&["pause"]).await.expect(0);
+    h.fleet.set(|f| f.hold.clear());
     // The promotion under way goes on (a host is working on it); the swap
     // halts before its next write, the cordon of n1.
     h.wait_for("the swap to halt", || async {

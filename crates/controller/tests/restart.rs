@@ -1,56 +1,62 @@
 //! The controller killed (SIGKILL, no chance to clean up) at each step of a
 //! swap and started again: the new process waits for the dead one's Lease
 //! to lapse, takes the same swap over, and finishes it, or winds it down,
-//! without harm. The scripted fleet reacts to each step only after a moment,
-//! so that each step is seen and the kill lands in it.
+//! without harm.
+//!
+//! Each test holds the controller in its step rather than racing it: the
+//! fleet double does not react to the step (or, for the clean-up, which
+//! waits for nobody, the controller may not patch Nodes) until the kill has
+//! landed, and each asserts that it did land there.
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use support::{CONFIG, Harness, three_voters};
 use tokio::process::Child;
 
-/// Waits until the Lease shows `step` (or `ready` says so), then SIGKILLs
-/// the controller. Returns whether it was killed (false: it finished first).
-async fn kill_at(h: &Harness, child: &mut Child, step: &str) -> bool {
-    let started = std::time::Instant::now();
+/// Waits until the Lease shows `step` and `held` holds (what keeps the
+/// controller there), then SIGKILLs the controller and checks that the
+/// Lease still shows `step`: the kill landed in it.
+async fn kill_at(h: &Harness, child: &mut Child, step: &str, held: impl Fn() -> bool) {
+    let started = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
-            eprintln!("the controller ended ({status}) before step {step} was seen");
-            return false;
+            panic!("the controller ended ({status}) before it was held at step {step}");
         }
-        if h.lease_annotation("swap-step").await.as_deref() == Some(step) {
-            child.start_kill().unwrap();
-            let status = child.wait().await.unwrap();
-            assert_eq!(status.code(), None, "killed by a signal");
-            return true;
+        if h.lease_annotation("swap-step").await.as_deref() == Some(step) && held() {
+            break;
         }
         assert!(
             started.elapsed() < support::DEADLINE,
-            "step {step} never showed on the Lease"
+            "the controller was never held at step {step}"
         );
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    child.start_kill().unwrap();
+    let status = child.wait().await.unwrap();
+    assert_eq!(status.code(), None, "killed by a signal: {status}");
+    assert_eq!(
+        h.lease_annotation("swap-step").await.as_deref(),
+        Some(step),
+        "the controller was killed in step {step}"
+    );
 }
 
-async fn killed_at(step: &str) {
-    let h = Harness::start(&three_voters(), CONFIG).await;
-    h.fleet.set(|f| f.react_after = Duration::from_millis(1500));
-    let mut child = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
-    if kill_at(&h, &mut child, step).await {
-        let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
-        run.expect(0);
-        assert!(
-            run.stdout.contains("take over the Lease of swap"),
-            "{}",
-            run.stdout
-        );
-        eprintln!(
-            "killed at {step}; the restart finished in {:.1} s",
-            run.took.as_secs_f64()
-        );
-    }
+/// Runs the same swap again and checks it took the dead one's over and
+/// finished it, asking each step once.
+async fn restart_finishes(h: &Harness, step: &str) {
+    let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
+    run.expect(0);
+    assert!(
+        run.stdout.contains("take over the Lease of swap"),
+        "{}",
+        run.stdout
+    );
+    eprintln!(
+        "killed at {step}; the restart finished in {:.1} s",
+        run.took.as_secs_f64()
+    );
     h.assert_swapped("n1", "n4").await;
     // Each step was asked once: the restarted controller took the swap over
     // under its own id rather than starting another.
@@ -63,34 +69,69 @@ async fn killed_at(step: &str) {
     assert_eq!(promotions, 1, "{:?}", h.fleet.log());
 }
 
+/// Holds the fleet's reaction to `step` (named as the Lease names it;
+/// `hold` as the double does), kills the controller there, lets go and
+/// restarts it.
+async fn killed_at(step: &str, hold: &str) {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    h.fleet.set(|f| {
+        f.hold.insert(hold.into());
+    });
+    let mut child = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
+    kill_at(&h, &mut child, step, || h.fleet.has_held(hold)).await;
+    h.fleet.set(|f| {
+        f.hold.clear();
+    });
+    restart_finishes(&h, step).await;
+}
+
 #[tokio::test]
 async fn a_controller_killed_while_waiting_for_the_snapshot_resumes_and_finishes() {
-    killed_at("snapshot").await;
+    killed_at("snapshot", "snapshot").await;
 }
 
 #[tokio::test]
 async fn a_controller_killed_during_the_promotion_resumes_and_finishes() {
-    killed_at("promote").await;
+    killed_at("promote", "promote").await;
 }
 
 #[tokio::test]
 async fn a_controller_killed_during_the_step_down_resumes_and_finishes() {
-    killed_at("step-down").await;
+    killed_at("step-down", "step-down").await;
 }
 
 #[tokio::test]
 async fn a_controller_killed_during_the_member_removal_resumes_and_finishes() {
-    killed_at("removal").await;
+    killed_at("removal", "removal").await;
 }
 
 #[tokio::test]
 async fn a_controller_killed_while_the_host_finishes_resumes_and_finishes() {
-    killed_at("finish").await;
+    killed_at("finish", "finish").await;
 }
 
 #[tokio::test]
 async fn a_controller_killed_during_the_clean_up_resumes_and_finishes() {
-    killed_at("clean-up").await;
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    // The clean-up waits for nobody: hold the host's finish, take the
+    // controller's Node patches away (its finish marks are written by the
+    // time the host is asked), then let the finish go. The controller
+    // enters the clean-up on the Lease and retries its first Node write.
+    h.fleet.set(|f| {
+        f.hold.insert("finish".into());
+    });
+    let mut child = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
+    h.wait_for("the host asked to finish", || async {
+        h.fleet.has_held("finish")
+    })
+    .await;
+    h.allow_node_patches(false).await;
+    h.fleet.set(|f| {
+        f.hold.clear();
+    });
+    kill_at(&h, &mut child, "clean-up", || true).await;
+    h.allow_node_patches(true).await;
+    restart_finishes(&h, "clean-up").await;
 }
 
 #[tokio::test]
@@ -98,11 +139,14 @@ async fn a_controller_killed_during_a_rollback_resumes_and_winds_the_swap_down()
     let config = CONFIG.replace("promote = 90", "promote = 5");
     let h = Harness::start(&three_voters(), &config).await;
     h.fleet.set(|f| {
-        f.react_after = Duration::from_millis(1500);
         f.stall_promotion.insert("n4".into());
+        f.hold.insert("rollback".into());
     });
     let mut child = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
-    assert!(kill_at(&h, &mut child, "rollback").await);
+    kill_at(&h, &mut child, "rollback", || h.fleet.has_held("rollback")).await;
+    h.fleet.set(|f| {
+        f.hold.clear();
+    });
     let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
     run.expect(2);
     assert!(

@@ -17,5 +17,5 @@ pub mod view;
 pub use decide::{Decision, HostState, Observation, Step, decide};
 pub use names::Names;
 pub use report::{Phase, Report, Settled};
-pub use validate::{InvalidValue, JoinUrl, NodeName, Role, StepKind, SwapId};
+pub use validate::{HolderIdentity, InvalidValue, JoinUrl, NodeName, Role, StepKind, SwapId};
 pub use view::{FleetMarks, K3sEtcd, LeaseFacts, NodeFacts};

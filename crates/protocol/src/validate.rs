@@ -75,6 +75,50 @@ impl SwapId {
     }
 }
 
+/// The regrade Lease's holder identity: the controller's `identity` setting,
+/// and the `controller_identity` an actuator accepts steps under. One check
+/// for both sides, so a value one side takes the other cannot refuse: 1 to
+/// 128 characters, none of them a control character or whitespace (it is
+/// shown in log lines and compared byte for byte with the Lease's
+/// `holderIdentity`, and the controller builds its instance id from it).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HolderIdentity(String);
+
+impl HolderIdentity {
+    /// The longest identity taken, in characters.
+    pub const MAX_CHARS: usize = 128;
+
+    /// Checks a raw holder identity.
+    pub fn parse(raw: &str) -> Result<Self, InvalidValue> {
+        let count = raw.chars().count();
+        if count == 0 || count > Self::MAX_CHARS {
+            return Err(InvalidValue::new(
+                "Lease holder identity",
+                raw,
+                "must be 1-128 characters",
+            ));
+        }
+        if raw.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err(InvalidValue::new(
+                "Lease holder identity",
+                raw,
+                "must hold no spaces or control characters",
+            ));
+        }
+        Ok(Self(raw.to_string()))
+    }
+
+    /// The identity as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The identity as an owned string.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
 /// A Kubernetes Node name (a DNS-1123 subdomain: at most 253 characters,
 /// dot-separated labels of `a-z0-9-`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -292,6 +336,39 @@ pub fn parse_address(raw: &str) -> Result<IpAddr, InvalidValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_holder_identity_is_1_to_128_characters_without_spaces_or_control_characters() {
+        let long = "a".repeat(128);
+        let long_multibyte = "é".repeat(128);
+        for ok in [
+            "fleet-role",
+            "f",
+            "fleet-role@ops.example.org",
+            "system:serviceaccount:platform:fleet-role",
+            long.as_str(),
+            long_multibyte.as_str(),
+        ] {
+            assert_eq!(HolderIdentity::parse(ok).unwrap().as_str(), ok);
+        }
+        let too_long = "a".repeat(129);
+        for bad in [
+            "",
+            too_long.as_str(),
+            "fleet role",
+            " fleet-role",
+            "fleet-role ",
+            "fleet\trole",
+            "fleet-role\n",
+            "fleet\u{0}role",
+            "fleet\u{a0}role",
+            "fleet\u{7f}",
+        ] {
+            let err = HolderIdentity::parse(bad).unwrap_err();
+            assert_eq!(err.what, "Lease holder identity", "{bad:?}");
+            assert!(!err.to_string().contains('\n'), "{err}");
+        }
+    }
 
     #[test]
     fn a_swap_id_is_a_dns_label() {

@@ -29,7 +29,8 @@
 //!
 //! Failures are injected through [`Faults`]: a promotion that never reaches
 //! voter, a host going down, the whole fleet frozen (nothing written at all,
-//! for the tests that compare resourceVersions).
+//! for the tests that compare resourceVersions), a step held (nobody reacts
+//! to it until the test lets go, so the controller is caught in it).
 //!
 //! Everything waits by polling against generous deadlines and asserts no
 //! timing: the tests run on a loaded 2-core machine.
@@ -51,6 +52,7 @@ use k8s_openapi::{
         coordination::v1::{Lease, LeaseSpec},
         core::v1::{ConfigMap, Node},
         events::v1::Event,
+        rbac::v1::ClusterRole,
     },
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time},
     jiff::Timestamp,
@@ -463,6 +465,57 @@ current-context: test
         assert!(a.contains_key(&format!("{P}/last-swap")));
     }
 
+    /// Takes the controller's right to patch Nodes away (`false`) or gives
+    /// it back (`true`), by rewriting its ClusterRole, and returns once the
+    /// API server enforces the change: a dry-run patch of `n2` under the
+    /// controller's own token is refused, or allowed. While it is away, each
+    /// Node write the controller tries fails and is retried, so it stays
+    /// where it is.
+    pub async fn allow_node_patches(&self, allow: bool) {
+        let verbs = if allow {
+            json!(["get", "list", "patch"])
+        } else {
+            json!(["get", "list"])
+        };
+        Api::<ClusterRole>::all(self.admin.clone())
+            .patch(
+                "fleet-role",
+                &PatchParams::default(),
+                &Patch::Json::<()>(
+                    serde_json::from_value(json!([
+                        {"op": "test", "path": "/rules/0/resources", "value": ["nodes"]},
+                        {"op": "replace", "path": "/rules/0/verbs", "value": verbs},
+                    ]))
+                    .unwrap(),
+                ),
+            )
+            .await
+            .unwrap();
+        let controller: Api<Node> = Api::all(self.plane.client_for_token(&self.token).unwrap());
+        let dry_run = PatchParams {
+            dry_run: true,
+            ..PatchParams::default()
+        };
+        self.wait_for(
+            if allow {
+                "Node patches allowed"
+            } else {
+                "Node patches refused"
+            },
+            || async {
+                let r = controller
+                    .patch("n2", &dry_run, &Patch::Merge(json!({})))
+                    .await;
+                match r {
+                    Ok(_) => allow,
+                    Err(kube::Error::Api(s)) if s.is_forbidden() => !allow,
+                    Err(_) => false,
+                }
+            },
+        )
+        .await;
+    }
+
     /// Waits until `check` holds.
     pub async fn wait_for<F, Fut>(&self, what: &str, check: F)
     where
@@ -549,9 +602,14 @@ pub struct Faults {
     pub fail_step_down: BTreeSet<String>,
     /// Nothing at all is written by the fleet (no heartbeat either).
     pub frozen: bool,
-    /// A host acts on a step only after seeing it this long (so a test can
-    /// catch the controller in each step).
+    /// A host acts on a step only after seeing it this long.
     pub react_after: Duration,
+    /// Steps nobody reacts to while named here, so a test can hold the
+    /// controller in one for as long as it needs: an actuator's step by its
+    /// report name (`snapshot`, `promote`, `step-down`, `rollback`,
+    /// `finish`), or `removal` for k3s's member controller. What was held
+    /// is recorded ([`Fleet::has_held`]).
+    pub hold: BTreeSet<String>,
 }
 
 /// A host as the double keeps it.
@@ -578,6 +636,8 @@ struct World {
     faults: Faults,
     violations: Vec<String>,
     log: Vec<String>,
+    /// The steps of [`Faults::hold`] something was asked for and held back.
+    held: BTreeSet<String>,
 }
 
 /// The scripted fleet: hosts and k3s, through the admin client.
@@ -710,6 +770,22 @@ impl Fleet {
     pub fn log(&self) -> Vec<String> {
         self.world.lock().unwrap().log.clone()
     }
+
+    /// Whether a host (or k3s, for `removal`) was asked for `step` while it
+    /// was held, and so did not react.
+    pub fn has_held(&self, step: &str) -> bool {
+        self.world.lock().unwrap().held.contains(step)
+    }
+}
+
+/// Whether `step` is held; if so, records that it was asked for.
+fn held(world: &Arc<Mutex<World>>, step: &str) -> bool {
+    let mut w = world.lock().unwrap();
+    if !w.faults.hold.contains(step) {
+        return false;
+    }
+    w.held.insert(step.to_string());
+    true
 }
 
 async fn run_fleet(admin: Client, world: Arc<Mutex<World>>) {
@@ -878,6 +954,11 @@ async fn actuator(
         skew_margin: 2,
         join_port: 6443,
     });
+    if let Decision::Take { step, .. } = &decision
+        && held(world, step.report_step().as_str())
+    {
+        return Ok(());
+    }
     // A host acts on a step only once it has seen it for `react_after`.
     let key = match &decision {
         Decision::Take { swap, step, .. } => format!("{swap:?}/{}", step.report_step().as_str()),
@@ -1126,7 +1207,10 @@ async fn member_controller(
         let Some(member) = annotation(node, K3S_ETCD_NODE_NAME) else {
             continue;
         };
-        if !remove || label(node, K3S_ETCD_ROLE_LABEL).as_deref() != Some("true") {
+        if !remove
+            || label(node, K3S_ETCD_ROLE_LABEL).as_deref() != Some("true")
+            || held(world, "removal")
+        {
             continue;
         }
         {
