@@ -116,6 +116,8 @@ mod tests {
         for (members, q) in [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (6, 4), (7, 4)] {
             assert_eq!(quorum(members), q, "{members} members");
         }
+        assert!(!keeps_quorum(0, 1), "no member left is never a quorum");
+        assert!(keeps_quorum(1, 1));
     }
 
     #[test]

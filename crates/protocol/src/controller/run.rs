@@ -77,7 +77,7 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
     let mut wanted: Vec<(&NodeFacts, String)> = Vec::new();
     for n in sorted.iter().filter(|n| classify(n) == Class::Voter) {
         if !n.ready {
-            let since = n.ready_since.unwrap_or(i64::MIN / 2);
+            let since = n.ready_since.unwrap_or(i64::MIN);
             if v.now.saturating_sub(since) >= grace {
                 wanted.push((
                     n,
@@ -197,7 +197,10 @@ mod tests {
             ..LeaseFacts::default()
         });
         assert!(matches!(run_decision(&v), RunDecision::Idle { .. }));
-        v.now += 60;
+        // settle is 60 s: idle until exactly 60 s after the last swap.
+        v.now = NOW - 10 + v.settings.settle - 1;
+        assert!(matches!(run_decision(&v), RunDecision::Idle { .. }));
+        v.now = NOW - 10 + v.settings.settle;
         assert!(matches!(run_decision(&v), RunDecision::Swap { .. }));
         let mut l = lease_held_by("fleet-role", "ctl-b", "swap-0", "n2", "n5");
         l.holder = None;
@@ -220,5 +223,36 @@ mod tests {
         assert!(matches!(run_decision(&v), RunDecision::Idle { .. }));
         v.lease = Some(lease_held_by("fleet-role", "ctl-b", "swap-0", "n2", "n5"));
         assert!(matches!(run_decision(&v), RunDecision::Idle { .. }));
+    }
+
+    #[test]
+    fn run_at_rest_says_when_the_voters_seen_differ_from_the_configured_count() {
+        let v = fleet();
+        assert_eq!(
+            run_decision(&v),
+            RunDecision::Idle {
+                why: "every voter is healthy and eligible".into()
+            }
+        );
+        let mut v = fleet();
+        v.settings.voters = 5;
+        let RunDecision::Idle { why } = run_decision(&v) else {
+            panic!()
+        };
+        assert!(
+            why.ends_with(
+                "; 3 voters seen, 5 configured (run swaps voters, it never adds or removes one)"
+            ),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_voter_not_ready_since_no_known_time_counts_as_past_the_grace() {
+        let mut v = fleet();
+        let n2 = node_mut(&mut v, "n2");
+        n2.ready = false;
+        n2.ready_since = None;
+        assert!(matches!(run_decision(&v), RunDecision::Swap { .. }));
     }
 }

@@ -726,3 +726,32 @@ fn a_promotion_after_a_down_voter_was_removed_waits_for_its_gates_then_stops_whe
     v.lease.as_mut().unwrap().step_since = Some(NOW);
     assert!(matches!(next_action(&v, &taken()), Action::Promote { .. }));
 }
+
+#[test]
+fn a_lease_naming_this_instance_for_another_holder_pair_or_swap_is_lost_and_says_who_holds_it() {
+    let v = ours(fleet(), Some(SwapStep::Promote));
+    let lost = |v: &FleetView, s: &SwapState| match next_action(v, s) {
+        Action::Lost { reason } => reason,
+        other => panic!("{other:?}"),
+    };
+    let mut other = v.clone();
+    other.lease.as_mut().unwrap().holder = Some("someone".into());
+    assert_eq!(
+        lost(&other, &taken()),
+        "the regrade Lease is held by someone (instance ctl-a) for swap swap-1"
+    );
+    for (out, inc) in [("n2", "n4"), ("n1", "n5")] {
+        let mut other = v.clone();
+        let l = other.lease.as_mut().unwrap();
+        l.swap_out = Some(out.into());
+        l.swap_in = Some(inc.into());
+        lost(&other, &taken());
+    }
+    let mut s = taken();
+    s.taken = Some(id("swap-9"));
+    lost(&v, &s);
+    let mut gone = v.clone();
+    gone.lease = None;
+    assert_eq!(lost(&gone, &taken()), "the regrade Lease is gone");
+    assert!(!matches!(next_action(&v, &taken()), Action::Lost { .. }));
+}
