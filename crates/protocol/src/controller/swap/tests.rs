@@ -755,3 +755,62 @@ fn a_lease_naming_this_instance_for_another_holder_pair_or_swap_is_lost_and_says
     assert_eq!(lost(&gone, &taken()), "the regrade Lease is gone");
     assert!(!matches!(next_action(&v, &taken()), Action::Lost { .. }));
 }
+
+#[test]
+fn once_k3s_is_asked_to_remove_a_down_outgoing_voter_the_swap_moves_on_to_the_removal() {
+    let mut v = ours(after_promotion(), Some(SwapStep::StepDown));
+    let n1 = node_mut(&mut v, "n1");
+    n1.ready = false;
+    n1.cordoned = true;
+    n1.k3s.remove = Some("true".into());
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::MarkStep {
+            step: SwapStep::Removal
+        }
+    );
+    // k3s removed it (and dropped its annotation): the same.
+    let n1 = node_mut(&mut v, "n1");
+    n1.k3s.remove = None;
+    n1.k3s.removed_node_name = n1.k3s.node_name.clone();
+    assert!(matches!(
+        next_action(&v, &taken()),
+        Action::MarkStep {
+            step: SwapStep::CleanUp
+        }
+    ));
+}
+
+#[test]
+fn a_swap_whose_outgoing_node_was_deleted_goes_to_the_clean_up_once_the_incoming_votes() {
+    let mut v = ours(after_promotion(), Some(SwapStep::Promote));
+    v.nodes.retain(|n| n.name != "n1");
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::MarkStep {
+            step: SwapStep::CleanUp
+        }
+    );
+    // Deleted during the step-down, with the incoming host not Ready right
+    // now: k3s removes a deleted Node's member itself, so still the clean-up.
+    let mut v = ours(after_promotion(), Some(SwapStep::StepDown));
+    v.nodes.retain(|n| n.name != "n1");
+    node_mut(&mut v, "n4").ready = false;
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::MarkStep {
+            step: SwapStep::CleanUp
+        }
+    );
+    // Deleted before the promotion finished: the promotion goes on.
+    let mut v = ours(after_promotion(), Some(SwapStep::Promote));
+    v.nodes.retain(|n| n.name != "n1");
+    node_mut(&mut v, "n4").ready = false;
+    assert!(matches!(
+        next_action(&v, &taken()),
+        Action::Wait {
+            step: SwapStep::Promote,
+            ..
+        }
+    ));
+}
