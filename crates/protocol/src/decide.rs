@@ -141,7 +141,7 @@ pub enum Decision {
 /// Decides what the host does now. Pure: same observation, same decision.
 ///
 /// In order:
-/// 1. a finish the report shows started is resumed;
+/// 1. a finish the report shows started is resumed, if the disk agrees;
 /// 2. a host whose role file says `agent` and that still holds a datastore
 ///    finishes once its member is gone ([`HostState::member_gone`]), with
 ///    no Lease needed: finishing can never cost quorum;
@@ -161,9 +161,17 @@ pub fn decide(o: &Observation<'_>) -> Decision {
         .as_deref()
         .and_then(|s| SwapId::parse(s).ok());
 
-    // 1. A finish the report shows started: resume it, whatever the disk says,
-    // since the datastore may already be moved and only the agent left to start.
-    if let Some(r) = report.filter(|r| r.is_running(r.swap.as_ref(), ReportStep::Finish)) {
+    // 1. A finish the report shows started: resume it, since the datastore
+    // may already be moved and only the agent left to start. The report is
+    // untrusted (another host's credential could have written it), so the
+    // disk must agree: the role file names the agent, and the member is
+    // gone or its datastore is already moved aside. A forged "finish
+    // started" under a voter changes nothing.
+    let finish_may_resume =
+        o.host.role == Some(Role::Agent) && (!o.host.datastore || o.host.member_gone(o.node));
+    if let Some(r) =
+        report.filter(|r| finish_may_resume && r.is_running(r.swap.as_ref(), ReportStep::Finish))
+    {
         return Decision::Take {
             swap: r.swap.clone(),
             step: Step::Finish,

@@ -829,3 +829,37 @@ fn k3s_naming_the_hosts_member_as_removed_counts_as_removed() {
     c.host.member = None;
     assert!(matches!(c.decide(), Decision::Wait { .. }));
 }
+
+#[test]
+fn a_forged_finish_started_report_under_a_voter_changes_nothing() {
+    let voter = NodeFacts {
+        name: "voter-a".into(),
+        etcd_label: true,
+        etcd_is_voter: true,
+        ..NodeFacts::default()
+    };
+    let mut c = Case::new(voter, server_host());
+    c.host.member = Some("voter-a-0a1b2c3d".into());
+    c.report = Some(Report::next(
+        None,
+        Some(swap("s1")),
+        ReportStep::Finish,
+        Phase::Started,
+        NOW,
+    ));
+    assert_eq!(c.decide(), Decision::Nothing);
+    // Nor under a host whose role file names the agent while its member
+    // still votes (a step-down whose removal has not happened).
+    c.host.role = Some(Role::Agent);
+    assert!(
+        !matches!(
+            c.decide(),
+            Decision::Take {
+                step: Step::Finish,
+                ..
+            }
+        ),
+        "{:?}",
+        c.decide()
+    );
+}
