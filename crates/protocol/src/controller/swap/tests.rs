@@ -814,3 +814,150 @@ fn a_swap_whose_outgoing_node_was_deleted_goes_to_the_clean_up_once_the_incoming
         }
     ));
 }
+
+/// The outgoing host finished as an agent; the swap is in its clean-up.
+fn finished_and_cleaning_up() -> FleetView {
+    let mut v = stepping_down(Some(Detail::EtcdOnly), Phase::Done);
+    v.lease.as_mut().unwrap().step = Some("clean-up".into());
+    removed(&mut v);
+    let n1 = node_mut(&mut v, "n1");
+    let mut r = report(
+        "swap-1",
+        ReportStep::Finish,
+        Phase::Done,
+        Some(Detail::AgentReady),
+    );
+    r.started_at = NOW - 3;
+    n1.report = Some(r);
+    n1.lease_renewed_at = Some(NOW);
+    v
+}
+
+#[test]
+fn the_clean_up_removes_k3s_annotations_left_without_server_labels_then_uncordons() {
+    let mut v = finished_and_cleaning_up();
+    let n1 = node_mut(&mut v, "n1");
+    n1.etcd_label = false;
+    n1.control_plane_label = false;
+    n1.master_label = false;
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::CleanUpServer { node: name("n1") }
+    );
+    let n1 = node_mut(&mut v, "n1");
+    n1.k3s = K3sEtcd::default();
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::ClearSwapMarks { node: name("n1") }
+    );
+    node_mut(&mut v, "n1").marks = FleetMarks {
+        desired_role: Some("agent".into()),
+        ..FleetMarks::default()
+    };
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::Uncordon { node: name("n1") }
+    );
+}
+
+#[test]
+fn a_promotion_counts_as_done_only_with_its_mark_a_healthy_voter_and_a_voter_report() {
+    // after_promotion() is promoted: the step-down comes next.
+    let v = ours(after_promotion(), Some(SwapStep::Promote));
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::MarkStep {
+            step: SwapStep::StepDown
+        }
+    );
+    let not_yet = |f: fn(&mut NodeFacts)| {
+        let mut v = ours(after_promotion(), Some(SwapStep::Promote));
+        f(node_mut(&mut v, "n4"));
+        next_action(&v, &taken())
+    };
+    for (what, a) in [
+        (
+            "reported for another step",
+            not_yet(|n| n.report.as_mut().unwrap().step = ReportStep::Snapshot),
+        ),
+        (
+            "reported learner",
+            not_yet(|n| n.report.as_mut().unwrap().detail = Some(Detail::Learner)),
+        ),
+        (
+            "reported started",
+            not_yet(|n| n.report.as_mut().unwrap().phase = Phase::Started),
+        ),
+        ("NotReady", not_yet(|n| n.ready = false)),
+    ] {
+        assert!(
+            !matches!(
+                a,
+                Action::MarkStep {
+                    step: SwapStep::StepDown
+                } | Action::Cordon { .. }
+            ),
+            "{what}: {a:?}"
+        );
+    }
+}
+
+#[test]
+fn a_promotion_wait_says_its_last_milestone_and_a_timeout_how_far_it_got() {
+    let at = |detail: Option<Detail>, phase: Phase, voter: bool| {
+        let mut v = ours(after_promotion(), Some(SwapStep::Promote));
+        let n4 = node_mut(&mut v, "n4");
+        n4.etcd_is_voter = voter;
+        n4.report = Some(report("swap-1", ReportStep::Promote, phase, detail));
+        v
+    };
+    let v = at(Some(Detail::Learner), Phase::Progress, false);
+    assert!(
+        matches!(
+            next_action(&v, &taken()),
+            Action::Wait {
+                reason: Awaiting::Promotion {
+                    milestone: Some("learner"),
+                    ..
+                },
+                ..
+            }
+        ),
+        "{:?}",
+        next_action(&v, &taken())
+    );
+    for (detail, phase, reached) in [
+        (Some(Detail::Learner), Phase::Progress, Reached::Learner),
+        (
+            Some(Detail::Voter),
+            Phase::Progress,
+            Reached::VoterNotHealthy,
+        ),
+        (Some(Detail::Voter), Phase::Done, Reached::VoterNotHealthy),
+        (None, Phase::Started, Reached::Started),
+    ] {
+        let mut v = at(detail, phase, false);
+        v.lease.as_mut().unwrap().step_since = Some(NOW - 121);
+        let Action::BeginStop { note } = next_action(&v, &taken()) else {
+            panic!("{detail:?} {phase:?}")
+        };
+        assert!(
+            matches!(note.reason, Reason::NotVoter { reached: r, .. } if r == reached),
+            "{detail:?} {phase:?}: {:?}",
+            note.reason
+        );
+    }
+    let mut v = at(None, Phase::Started, false);
+    node_mut(&mut v, "n4").report = None;
+    v.lease.as_mut().unwrap().step_since = Some(NOW - 121);
+    let Action::BeginStop { note } = next_action(&v, &taken()) else {
+        panic!()
+    };
+    assert!(matches!(
+        note.reason,
+        Reason::NotVoter {
+            reached: Reached::NoReport,
+            ..
+        }
+    ));
+}
