@@ -961,3 +961,47 @@ fn a_promotion_wait_says_its_last_milestone_and_a_timeout_how_far_it_got() {
         }
     ));
 }
+
+#[test]
+fn a_failed_finish_stops_the_swap_naming_the_host_and_how_to_finish_it() {
+    let mut v = stepping_down(Some(Detail::EtcdOnly), Phase::Done);
+    v.lease.as_mut().unwrap().step = Some("finish".into());
+    removed(&mut v);
+    let mut r = report("swap-1", ReportStep::Finish, Phase::Failed, None);
+    r.reason = Some("k3s-agent did not start".into());
+    node_mut(&mut v, "n1").report = Some(r);
+    let Action::Stop {
+        step, reason, next, ..
+    } = next_action(&v, &taken())
+    else {
+        panic!("{:?}", next_action(&v, &taken()))
+    };
+    assert_eq!(step, SwapStep::Finish);
+    assert_eq!(
+        reason,
+        Reason::HostReported {
+            node: "n1".into(),
+            step: ReportStep::Finish,
+            phase: Phase::Failed,
+            reason: "k3s-agent did not start".into(),
+        }
+    );
+    assert!(next.contains("demote-local"), "{next}");
+}
+
+#[test]
+fn a_node_lease_renewed_in_the_very_second_the_finish_began_is_not_yet_a_fresh_heartbeat() {
+    let mut n = voter("n1", 1);
+    let mut r = report(
+        "swap-1",
+        ReportStep::Finish,
+        Phase::Done,
+        Some(Detail::AgentReady),
+    );
+    r.started_at = NOW - 3;
+    n.report = Some(r);
+    n.lease_renewed_at = Some(NOW - 3);
+    assert!(!finished(&n));
+    n.lease_renewed_at = Some(NOW - 2);
+    assert!(finished(&n));
+}
