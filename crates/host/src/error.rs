@@ -33,6 +33,16 @@ pub enum Error {
         /// Exit status and the last line it printed.
         detail: String,
     },
+    /// `systemctl` or `k3s` did not finish within its deadline and was killed.
+    #[error("{command} timed out after {}s and was killed; {left}", after.as_secs())]
+    Timeout {
+        /// The command line.
+        command: String,
+        /// Its deadline.
+        after: Duration,
+        /// What the kill leaves on the host.
+        left: String,
+    },
     /// The role file holds something other than `server` or `agent`.
     #[error("the role file {} holds no valid role", path.display())]
     BadRoleFile {

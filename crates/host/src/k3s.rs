@@ -1,14 +1,20 @@
 //! k3s, driven through the `k3s` found on `PATH`.
 
-use std::{ffi::OsString, fs, path::PathBuf};
+use std::{ffi::OsString, fs, path::PathBuf, time::Duration};
 
 use protocol::SwapId;
 
 use crate::{
     HostPaths,
     error::{Error, Result},
+    process::Bounded,
     systemd::{command, describe},
 };
+
+/// How long `k3s etcd-snapshot save` may take by default: k3s's own client
+/// waits on the supervisor's `/db/snapshot`, which answers once etcd has
+/// written the whole snapshot.
+pub const DEFAULT_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Takes an on-demand etcd snapshot named `name` and returns its file.
 ///
@@ -21,16 +27,19 @@ pub fn snapshot_save(
     node: &str,
     name: &SwapId,
     search_path: Option<&OsString>,
+    timeout: Duration,
 ) -> Result<PathBuf> {
     let line = format!("k3s etcd-snapshot save --name {name}");
-    let out = command("k3s", search_path)
-        .args(["etcd-snapshot", "save", "--name", name.as_str()])
-        .env("FLEET_ROLE_ROOT", paths.root())
-        .output()
-        .map_err(|e| Error::Command {
-            command: line.clone(),
-            detail: e.to_string(),
-        })?;
+    let mut c = command("k3s", search_path);
+    c.args(["etcd-snapshot", "save", "--name", name.as_str()])
+        .env("FLEET_ROLE_ROOT", paths.root());
+    let out = Bounded {
+        command: c,
+        line: &line,
+        timeout,
+        left: "the server may still write the snapshot, but none is reported: the step can be asked again",
+    }
+    .run()?;
     if !out.status.success() {
         return Err(Error::Command {
             command: line,

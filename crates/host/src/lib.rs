@@ -13,6 +13,7 @@ pub mod fsutil;
 pub mod k3s;
 pub mod lock;
 pub mod paths;
+pub mod process;
 pub mod role;
 pub mod shims;
 pub mod switch;

@@ -95,6 +95,8 @@ pub struct Host {
     pub etcd_health_url: String,
     /// How long a step-down waits for etcd to serve again.
     pub etcd_wait: Duration,
+    /// How long `k3s etcd-snapshot save` may take before it is killed.
+    pub snapshot_timeout: Duration,
     systemctl: Systemctl,
     search_path: Option<OsString>,
 }
@@ -115,6 +117,7 @@ impl Host {
             node: node.into(),
             etcd_health_url: etcd::DEFAULT_HEALTH_URL.to_string(),
             etcd_wait: Duration::from_secs(120),
+            snapshot_timeout: k3s::DEFAULT_SNAPSHOT_TIMEOUT,
             systemctl: Systemctl::new(root),
             search_path: None,
         }
@@ -126,6 +129,12 @@ impl Host {
         let path = path.into();
         self.systemctl = self.systemctl.with_search_path(Some(path.clone()));
         self.search_path = Some(path);
+        self
+    }
+
+    /// Bounds every `systemctl` call to `timeout`.
+    pub fn with_systemctl_timeout(mut self, timeout: Duration) -> Self {
+        self.systemctl = self.systemctl.with_timeout(timeout);
         self
     }
 
@@ -325,7 +334,13 @@ impl Host {
     /// Takes the on-demand snapshot named for `swap`; returns its file as a
     /// path on the host.
     pub fn snapshot(&self, swap: &SwapId) -> Result<String> {
-        let file = k3s::snapshot_save(&self.paths, &self.node, swap, self.search_path.as_ref())?;
+        let file = k3s::snapshot_save(
+            &self.paths,
+            &self.node,
+            swap,
+            self.search_path.as_ref(),
+            self.snapshot_timeout,
+        )?;
         Ok(format!(
             "/{}",
             file.strip_prefix(self.paths.root())
