@@ -49,6 +49,10 @@ pub struct FileConfig {
     pub systemctl_timeout_secs: Option<u64>,
     /// How long `k3s etcd-snapshot save` may take before it is killed.
     pub snapshot_timeout_secs: Option<u64>,
+    /// How long a queued start waits for its unit to be active.
+    pub start_wait_secs: Option<u64>,
+    /// How long a queued stop waits for its unit to be stopped.
+    pub stop_wait_secs: Option<u64>,
     /// How often the watcher re-reads the Lease and re-decides without a
     /// Node change.
     pub resync_secs: Option<u64>,
@@ -135,6 +139,10 @@ pub struct Settings {
     pub systemctl_timeout: Duration,
     /// The bound of one `k3s etcd-snapshot save`.
     pub snapshot_timeout: Duration,
+    /// How long a queued start waits for its unit to be active.
+    pub start_wait: Duration,
+    /// How long a queued stop waits for its unit to be stopped.
+    pub stop_wait: Duration,
     /// The watcher's resync period.
     pub resync: Duration,
 }
@@ -239,6 +247,16 @@ impl Settings {
             file.snapshot_timeout_secs,
             host::k3s::DEFAULT_SNAPSHOT_TIMEOUT.as_secs(),
         )?;
+        let start_wait = bound(
+            "start_wait_secs",
+            file.start_wait_secs,
+            host::switch::DEFAULT_START_WAIT.as_secs(),
+        )?;
+        let stop_wait = bound(
+            "stop_wait_secs",
+            file.stop_wait_secs,
+            host::switch::DEFAULT_STOP_WAIT.as_secs(),
+        )?;
         Ok(Settings {
             node,
             root: o.root.or(file.root).unwrap_or_else(|| PathBuf::from("/")),
@@ -258,6 +276,8 @@ impl Settings {
             lock_timeout: secs(o.lock_timeout_secs.or(file.lock_timeout_secs).unwrap_or(60)),
             systemctl_timeout,
             snapshot_timeout,
+            start_wait,
+            stop_wait,
             resync: secs(file.resync_secs.unwrap_or(10).max(1)),
         })
     }
@@ -269,6 +289,8 @@ impl Settings {
         h.etcd_health_url = self.etcd_health_url.clone();
         h.etcd_wait = self.etcd_wait;
         h.snapshot_timeout = self.snapshot_timeout;
+        h.start_wait = self.start_wait;
+        h.stop_wait = self.stop_wait;
         h
     }
 }
@@ -322,6 +344,8 @@ mod tests {
         assert!(bad("join_port = 0", "n").contains("join_port"));
         assert!(bad("systemctl_timeout_secs = 0", "n").contains("systemctl_timeout_secs"));
         assert!(bad("snapshot_timeout_secs = 0", "n").contains("snapshot_timeout_secs"));
+        assert!(bad("start_wait_secs = 0", "n").contains("start_wait_secs"));
+        assert!(bad("stop_wait_secs = 0", "n").contains("stop_wait_secs"));
     }
 
     #[test]

@@ -403,12 +403,8 @@ impl Watcher {
         format!(
             "host left with role file {}, k3s {}, k3s-agent {}",
             s.role.map_or("missing", |r| r.as_str()),
-            if s.server_active {
-                "active"
-            } else {
-                "inactive"
-            },
-            if s.agent_active { "active" } else { "inactive" },
+            s.server,
+            s.agent,
         )
     }
 }

@@ -67,6 +67,32 @@ pub enum Error {
         /// What systemctl says now.
         state: String,
     },
+    /// A unit did not reach the state waited for within its bound.
+    #[error("{unit} is {state} {waited_for} (waited {}s); {left}", waited.as_secs())]
+    UnitWait {
+        /// The unit.
+        unit: String,
+        /// What was waited for ("after its start was queued").
+        waited_for: &'static str,
+        /// Its state when the wait ended.
+        state: String,
+        /// How long it waited.
+        waited: Duration,
+        /// What that leaves on the host.
+        left: &'static str,
+    },
+    /// The step was cancelled: a newer step (a rollback) takes over.
+    #[error("cancelled while {doing}; the step that replaced it takes over from this state")]
+    Cancelled {
+        /// What was under way.
+        doing: String,
+    },
+    /// The step ran out of its bound.
+    #[error("the step's bound ran out while {doing}")]
+    StepDeadline {
+        /// What was under way.
+        doing: String,
+    },
     /// The snapshot command succeeded but left no file.
     #[error("k3s etcd-snapshot save reported success but no snapshot named {name}-* is in {}", dir.display())]
     SnapshotMissing {

@@ -28,6 +28,7 @@ pub fn snapshot_save(
     name: &SwapId,
     search_path: Option<&OsString>,
     timeout: Duration,
+    budget: &crate::Budget,
 ) -> Result<PathBuf> {
     let line = format!("k3s etcd-snapshot save --name {name}");
     let mut c = command("k3s", search_path);
@@ -38,6 +39,7 @@ pub fn snapshot_save(
         line: &line,
         timeout,
         left: "the server may still write the snapshot, but none is reported: the step can be asked again",
+        budget,
     }
     .run()?;
     if !out.status.success() {

@@ -15,7 +15,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::error::{Error, Result};
+use crate::{
+    budget::Budget,
+    error::{Error, Result},
+};
 
 /// How often a running program is checked for its end.
 const POLL: Duration = Duration::from_millis(20);
@@ -36,6 +39,9 @@ pub struct Bounded<'a> {
     /// What a kill past the deadline leaves, for the error ("systemd may
     /// still carry out the job", "no snapshot was recorded").
     pub left: &'a str,
+    /// The step's budget: its deadline cuts `timeout`, and a cancellation
+    /// kills the program at once.
+    pub budget: &'a Budget,
 }
 
 impl Bounded<'_> {
@@ -47,7 +53,10 @@ impl Bounded<'_> {
             line,
             timeout,
             left,
+            budget,
         } = self;
+        budget.check(&format!("about to run {line}"))?;
+        let capped = budget.cap(timeout);
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -65,10 +74,22 @@ impl Bounded<'_> {
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break status,
-                Ok(None) if start.elapsed() < timeout => thread::sleep(POLL),
+                Ok(None) if budget.is_cancelled() => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(Error::Cancelled {
+                        doing: format!("running {line} (killed; {left})"),
+                    });
+                }
+                Ok(None) if start.elapsed() < capped => thread::sleep(POLL),
                 Ok(None) => {
                     let _ = child.kill();
                     let _ = child.wait();
+                    if capped < timeout {
+                        return Err(Error::StepDeadline {
+                            doing: format!("running {line} (killed; {left})"),
+                        });
+                    }
                     return Err(Error::Timeout {
                         command: line.to_string(),
                         after: timeout,
@@ -155,6 +176,7 @@ mod tests {
             line: "systemctl start k3s",
             timeout: Duration::from_secs(1),
             left: "systemd may still carry out the job",
+            budget: &Budget::unbounded(),
         }
         .run()
         .unwrap_err();
@@ -189,11 +211,33 @@ mod tests {
             line: "prog",
             timeout: Duration::from_secs(60),
             left: "",
+            budget: &Budget::unbounded(),
         }
         .run()
         .unwrap();
         assert_eq!(out.status.code(), Some(3));
         assert_eq!(out.stdout, b"out\n");
         assert_eq!(out.stderr, b"err\n");
+    }
+
+    #[test]
+    fn a_cancelled_step_kills_the_program_it_waits_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let prog = script(dir.path(), "exec sleep 1000");
+        let budget = Budget::unbounded();
+        let canceller = budget.clone();
+        let t = thread::spawn(move || {
+            Bounded {
+                command: Command::new(&prog),
+                line: "systemctl start k3s",
+                timeout: Duration::from_secs(3600),
+                left: "systemd may still carry out the job",
+                budget: &budget,
+            }
+            .run()
+        });
+        canceller.cancel();
+        let err = t.join().unwrap().unwrap_err();
+        assert!(matches!(err, Error::Cancelled { .. }), "{err}");
     }
 }

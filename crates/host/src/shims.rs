@@ -79,6 +79,7 @@ pub fn kill_all(paths: &HostPaths, timeout: Duration) -> usize {
             line: "kill -9 (pod shims)",
             timeout: Duration::from_secs(10),
             left: "some shims may still run",
+            budget: &crate::Budget::unbounded(),
         }
         .run();
     }

@@ -10,7 +10,7 @@ use std::{ffi::OsString, fmt, path::PathBuf, time::Duration};
 use protocol::{JoinUrl, Role, SwapId};
 
 use crate::{
-    HostPaths, datastore,
+    Budget, HostPaths, datastore,
     error::{Error, Result},
     etcd,
     fsutil::{holds, remove_if_present, write_atomic},
@@ -18,8 +18,18 @@ use crate::{
     lock::HostLock,
     paths::{ETCD_ONLY_DROPIN, JOIN_DROPIN, JOIN_UNIT_DROPIN},
     role, shims,
-    systemd::Systemctl,
+    systemd::{ActiveState, Systemctl},
 };
+
+/// How long a start waits for its unit to be active by default. A joining
+/// server's k3s sends `READY=1` only once its etcd member serves a
+/// linearizable read, that is once it has been promoted from learner to
+/// voter, which k3s's leader does every 15 s once the learner caught up.
+pub const DEFAULT_START_WAIT: Duration = Duration::from_secs(600);
+
+/// How long a stop waits for its unit to be stopped by default: systemd's
+/// own stop timeout (90 s, k3s's units set none) and a margin.
+pub const DEFAULT_STOP_WAIT: Duration = Duration::from_secs(120);
 
 /// One change to the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,10 +78,12 @@ impl fmt::Display for Shown<'_> {
             Change::Remove { path } => write!(f, "remove {}", on_host(path)),
             Change::DaemonReload => f.write_str("systemctl daemon-reload"),
             Change::Role(r) => write!(f, "name {r} in {}", on_host(&self.1.role_file())),
-            Change::Stop(u) => write!(f, "systemctl stop {u}"),
+            Change::Stop(u) => write!(f, "systemctl stop {u} (queued, then confirmed)"),
             Change::Disable(u) => write!(f, "systemctl disable {u}"),
-            Change::EnableNow(u) => write!(f, "systemctl enable --now {u}"),
-            Change::Restart(u) => write!(f, "systemctl restart {u}"),
+            Change::EnableNow(u) => {
+                write!(f, "systemctl enable --now {u} (queued, then waited for)")
+            }
+            Change::Restart(u) => write!(f, "systemctl restart {u} (queued, then waited for)"),
             Change::MoveDatastoreAside => write!(
                 f,
                 "move {} to {}",
@@ -97,6 +109,11 @@ pub struct Host {
     pub etcd_wait: Duration,
     /// How long `k3s etcd-snapshot save` may take before it is killed.
     pub snapshot_timeout: Duration,
+    /// How long a queued start waits for its unit to be active.
+    pub start_wait: Duration,
+    /// How long a queued stop waits for its unit to be stopped.
+    pub stop_wait: Duration,
+    budget: Budget,
     systemctl: Systemctl,
     search_path: Option<OsString>,
 }
@@ -118,6 +135,9 @@ impl Host {
             etcd_health_url: etcd::DEFAULT_HEALTH_URL.to_string(),
             etcd_wait: Duration::from_secs(120),
             snapshot_timeout: k3s::DEFAULT_SNAPSHOT_TIMEOUT,
+            start_wait: DEFAULT_START_WAIT,
+            stop_wait: DEFAULT_STOP_WAIT,
+            budget: Budget::unbounded(),
             systemctl: Systemctl::new(root),
             search_path: None,
         }
@@ -135,6 +155,14 @@ impl Host {
     /// Bounds every `systemctl` call to `timeout`.
     pub fn with_systemctl_timeout(mut self, timeout: Duration) -> Self {
         self.systemctl = self.systemctl.with_timeout(timeout);
+        self
+    }
+
+    /// The same host, with every call and wait under `budget`: its deadline
+    /// cuts them short and its cancellation ends them at once.
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.systemctl = self.systemctl.with_budget(budget.clone());
+        self.budget = budget;
         self
     }
 
@@ -175,7 +203,10 @@ impl Host {
     }
 
     fn stop_and_disable(&self, plan: &mut Vec<Change>, unit: &'static str) -> Result<()> {
-        if self.systemctl.is_active(unit)? {
+        // Anything but inactive or failed may be running, or about to be:
+        // activating (a start, its condition, an auto-restart's wait) and
+        // deactivating included.
+        if !self.systemctl.state(unit)?.is_stopped() {
             plan.push(Change::Stop(unit));
         }
         if self.systemctl.is_enabled(unit)? {
@@ -185,7 +216,9 @@ impl Host {
     }
 
     fn enable_now(&self, plan: &mut Vec<Change>, unit: &'static str) -> Result<()> {
-        if !self.systemctl.is_active(unit)? || !self.systemctl.is_enabled(unit)? {
+        if self.systemctl.state(unit)?.active != ActiveState::Active
+            || !self.systemctl.is_enabled(unit)?
+        {
             plan.push(Change::EnableNow(unit));
         }
         Ok(())
@@ -202,7 +235,11 @@ impl Host {
             && (self.paths.db().exists() || self.paths.db_demoted_new().exists())
         {
             // A datastore left from an earlier life would make k3s start a
-            // removed member or a new cluster: k3s's own advice is to move it.
+            // removed member or a new cluster: k3s's own advice is to move it,
+            // with the server confirmed stopped first.
+            if !self.systemctl.state(SERVER)?.is_stopped() {
+                plan.push(Change::Stop(SERVER));
+            }
             plan.push(Change::MoveDatastoreAside);
         }
         let config = format!(
@@ -291,43 +328,64 @@ impl Host {
 
     fn apply_one(&self, change: &Change) -> Result<()> {
         let sc = &self.systemctl;
+        self.budget
+            .check(&format!("about to {}", self.show(change)))?;
         match change {
             Change::Write { path, contents } => write_atomic(path, contents.as_bytes(), 0o644),
             Change::Remove { path } => remove_if_present(path).map(drop),
             Change::DaemonReload => sc.daemon_reload(),
             Change::Role(r) => role::write(&self.paths, *r),
-            Change::Stop(u) => {
-                sc.stop(u)?;
-                expect_state(sc, u, false, "stop")
-            }
+            Change::Stop(u) => self.stop_confirmed(u),
             Change::Disable(u) => sc.disable(u),
             Change::EnableNow(u) => {
-                sc.enable_now(u)?;
-                expect_state(sc, u, true, "enable --now")
+                self.stop_confirmed(other(u))?;
+                let before = sc.state(u)?;
+                sc.queue_enable_now(u)?;
+                sc.wait_active(u, &before, false, self.start_wait)
             }
             Change::Restart(u) => {
-                sc.restart(u)?;
-                expect_state(sc, u, true, "restart")
+                self.stop_confirmed(other(u))?;
+                let before = sc.state(u)?;
+                sc.queue_restart(u)?;
+                sc.wait_active(u, &before, true, self.start_wait)
             }
-            Change::MoveDatastoreAside => datastore::move_aside(&self.paths).map(drop),
+            Change::MoveDatastoreAside => {
+                // Never under a running server: k3s would write into the
+                // directory being moved, or start over an empty one.
+                self.stop_confirmed(SERVER)?;
+                datastore::move_aside(&self.paths).map(drop)
+            }
             Change::KillShims => {
                 shims::kill_all(&self.paths, Duration::from_secs(10));
                 Ok(())
             }
-            Change::WaitEtcd => {
-                if etcd::wait_healthy(
-                    &self.etcd_health_url,
-                    self.etcd_wait,
-                    Duration::from_millis(500),
-                ) {
-                    Ok(())
-                } else {
-                    Err(Error::EtcdNotBack {
-                        url: self.etcd_health_url.clone(),
-                        waited: self.etcd_wait,
-                    })
-                }
+            Change::WaitEtcd => self.wait_etcd(),
+        }
+    }
+
+    /// Issues a stop of `unit` and confirms it (`inactive` or `failed`).
+    /// A stop of a stopped unit changes nothing, and issuing it also
+    /// cancels a start systemd may have queued meanwhile.
+    fn stop_confirmed(&self, unit: &str) -> Result<()> {
+        self.systemctl.queue_stop(unit)?;
+        self.systemctl.wait_stopped(unit, self.stop_wait).map(drop)
+    }
+
+    fn wait_etcd(&self) -> Result<()> {
+        let start = std::time::Instant::now();
+        let every = Duration::from_millis(500);
+        loop {
+            if etcd::is_healthy(&self.etcd_health_url, every.max(Duration::from_millis(200))) {
+                return Ok(());
             }
+            if start.elapsed() >= self.etcd_wait {
+                return Err(Error::EtcdNotBack {
+                    url: self.etcd_health_url.clone(),
+                    waited: self.etcd_wait,
+                });
+            }
+            self.budget.check("waiting for etcd to serve again")?;
+            self.budget.sleep(every);
         }
     }
 
@@ -340,6 +398,7 @@ impl Host {
             swap,
             self.search_path.as_ref(),
             self.snapshot_timeout,
+            &self.budget,
         )?;
         Ok(format!(
             "/{}",
@@ -368,15 +427,7 @@ impl Host {
     }
 }
 
-fn expect_state(sc: &Systemctl, unit: &str, active: bool, action: &'static str) -> Result<()> {
-    if sc.is_active(unit)? == active {
-        Ok(())
-    } else {
-        let state = if active { "inactive" } else { "still active" };
-        Err(Error::UnitState {
-            unit: unit.to_string(),
-            action,
-            state: state.to_string(),
-        })
-    }
+/// The other k3s unit: the one that must be stopped before `unit` starts.
+fn other(unit: &str) -> &'static str {
+    if unit == SERVER { AGENT } else { SERVER }
 }

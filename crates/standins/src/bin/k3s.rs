@@ -39,7 +39,9 @@ fn main() -> ExitCode {
         .as_slice()
     {
         ["etcd-snapshot", "save", "--name", name] => {
-            if !units::is_active(&root, "k3s") {
+            // The server answers only once it is up (a learner's k3s is
+            // still activating: it refuses, as k3s's learner does).
+            if units::state(&root, "k3s").active != "active" {
                 eprintln!(
                     "level=fatal msg=\"etcd-snapshot error: dial tcp 127.0.0.1:6443: connect: connection refused\""
                 );
