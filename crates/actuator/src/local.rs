@@ -52,6 +52,9 @@ pub fn switch(
         Switch::Promote(join) => host.plan_promote(join),
         Switch::Demote => host.plan_demote(),
     };
+    // A damaged role file is refused before anything, even the lock file,
+    // is touched: the host may be a server or an agent.
+    host.role()?;
     let lines = |plan: &[Change], verb: &str| -> Vec<String> {
         if plan.is_empty() {
             vec![format!("{command}: nothing to change")]

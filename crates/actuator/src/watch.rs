@@ -216,8 +216,12 @@ impl Watcher {
             }
             _ => JoinTarget::NotLooked,
         };
+        // A role file that exists but cannot be read, or names no valid role,
+        // is not "no role": every switch is refused until it is fixed.
+        let role_file = host::role::read(&self.host.paths);
+        let role_problem = role_file.as_ref().err().map(ToString::to_string);
         let hs = HostState {
-            role: host::role::read_lenient(&self.host.paths),
+            role: role_file.ok().flatten(),
             datastore: self.host.has_datastore(),
             tombstone: self.host.has_tombstone(),
             member: self.host.member_name(),
@@ -233,6 +237,7 @@ impl Watcher {
             skew_margin: self.settings.skew_margin.as_secs() as i64,
             join_port: self.settings.join_port,
         });
+        let decision = protocol::decide::with_role_file(decision, role_problem.as_deref());
         match decision {
             Decision::Nothing => {
                 self.last_wait = None;

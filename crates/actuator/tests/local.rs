@@ -499,3 +499,37 @@ fn a_server_waiting_to_auto_restart_counts_as_running_and_is_stopped_before_the_
     assert!(state(&h, "k3s").is_stopped());
     assert_eq!(state(&h, "k3s-agent").active, "active");
 }
+
+#[test]
+fn a_damaged_or_unreadable_role_file_makes_promote_and_demote_refuse_and_changes_nothing() {
+    let h = server("damaged");
+    let role = h.at("var/lib/rancher/k3s/fleet-role");
+    for damage in ["invalid", "unreadable"] {
+        if damage == "invalid" {
+            fs::write(&role, "voter\n").unwrap();
+        } else {
+            fs::remove_file(&role).unwrap();
+            fs::create_dir(&role).unwrap();
+        }
+        let before = h.tree();
+        for args in [
+            &["promote-local", "--join", JOIN][..],
+            &["demote-local"][..],
+        ] {
+            let out = run(&h, args);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{damage} {args:?}: {}",
+                stdout(&out)
+            );
+            let err = stderr(&out);
+            assert!(
+                err.contains("fleet-role") && err.lines().count() == 1,
+                "{damage} {args:?}: {err}"
+            );
+            assert_eq!(before, h.tree(), "{damage} {args:?} changed the host");
+        }
+    }
+    assert!(h.active("k3s"), "the server was touched");
+}

@@ -548,3 +548,28 @@ async fn a_step_with_a_bad_annotation_is_refused_and_nothing_changes() {
     assert_eq!(rig.phases().len(), 1, "refused more than once");
     assert!(rig.host.systemd_log().is_empty());
 }
+
+#[tokio::test]
+async fn a_promotion_on_a_host_whose_role_file_is_damaged_is_refused_and_nothing_changes() {
+    let mut world = world_with(promote_node(false));
+    world.lease = Some(lease("s1"));
+    let host = TestHost::new("standby", bin_dir()).as_agent();
+    // Half a write, say: neither server nor agent.
+    std::fs::write(host.at("var/lib/rancher/k3s/fleet-role"), "ser").unwrap();
+    let before = host.tree();
+    let rig = Rig::new(host, world);
+    rig.until("a refusal", |r| {
+        r.report().is_some_and(|r| r.phase == Phase::Refused)
+    })
+    .await;
+    let r = rig.report().unwrap();
+    assert!(
+        r.reason.as_deref().unwrap().contains("holds no valid role"),
+        "{:?}",
+        r.reason
+    );
+    rig.settle().await;
+    assert_eq!(rig.phases().len(), 1, "refused more than once");
+    assert!(rig.host.systemd_log().is_empty());
+    assert_eq!(before, rig.host.tree(), "a refused step changed the host");
+}

@@ -44,7 +44,7 @@ pub enum Error {
         left: String,
     },
     /// The role file holds something other than `server` or `agent`.
-    #[error("the role file {} holds no valid role", path.display())]
+    #[error("the role file {} holds no valid role (it must say server or agent); no switch is made while it does not", path.display())]
     BadRoleFile {
         /// The role file.
         path: PathBuf,

@@ -181,7 +181,9 @@ impl Host {
         Shown(c, &self.paths)
     }
 
-    /// The current role file (missing → `None`).
+    /// The current role file (missing → `None`). An unreadable or invalid
+    /// one is an error, and every plan refuses on it: such a host may be a
+    /// server or an agent, and a guess could move a live datastore aside.
     pub fn role(&self) -> Result<Option<Role>> {
         role::read(&self.paths)
     }
@@ -230,7 +232,7 @@ impl Host {
     /// before the server starts, so the two are never active together.
     pub fn plan_promote(&self, join: &JoinUrl) -> Result<Vec<Change>> {
         let mut plan = vec![];
-        let role = self.role().ok().flatten();
+        let role = self.role()?;
         if role != Some(Role::Server)
             && (self.paths.db().exists() || self.paths.db_demoted_new().exists())
         {
@@ -289,7 +291,7 @@ impl Host {
         ) {
             plan.push(Change::DaemonReload);
         }
-        if self.role().ok().flatten() != Some(Role::Agent) {
+        if self.role()? != Some(Role::Agent) {
             plan.push(Change::Role(Role::Agent));
         }
         self.enable_now(&mut plan, AGENT)?;
@@ -304,7 +306,7 @@ impl Host {
         let mut plan = vec![];
         let dropin = self.paths.k3s_dropins().join(ETCD_ONLY_DROPIN);
         self.write_if_differs(&mut plan, dropin, ETCD_ONLY_CONFIG.to_string());
-        let role = self.role().ok().flatten();
+        let role = self.role()?;
         if role != Some(Role::Agent) {
             // Restart even when the drop-in was already written: a crash may
             // have come between the write and the restart.
