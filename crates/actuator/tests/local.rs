@@ -113,7 +113,8 @@ fn a_demotion_moves_the_datastore_aside_and_starts_the_agent_with_the_node_passw
     let password = fs::read(h.at("etc/rancher/node/password")).unwrap();
     let out = run(&h, &["demote-local"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(!h.at("var/lib/rancher/k3s/server/db").exists());
+    // Only the etcd datastore moves: server/db stays, for k3s's snapshots.
+    assert!(!h.at("var/lib/rancher/k3s/server/db/etcd").exists());
     assert_eq!(
         fs::read_to_string(h.at("var/lib/rancher/k3s/server/db.demoted/etcd/name")).unwrap(),
         "old-voter-0a1b2c3d"
@@ -532,4 +533,49 @@ fn a_damaged_or_unreadable_role_file_makes_promote_and_demote_refuse_and_changes
         }
     }
     assert!(h.active("k3s"), "the server was touched");
+}
+
+#[test]
+fn a_snapshot_survives_two_demotions() {
+    let h = server("twice");
+    let out = run(&h, &["snapshot", "--name", "swap-1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let file = h.at(stdout(&out).trim().trim_start_matches("snapshot: /"));
+    assert!(file.is_file());
+    assert!(run(&h, &["demote-local"]).status.success());
+    assert!(run(&h, &["promote-local", "--join", JOIN]).status.success());
+    // The new member's datastore, as k3s makes it on joining.
+    fs::create_dir_all(h.at("var/lib/rancher/k3s/server/db/etcd/member/wal")).unwrap();
+    fs::write(
+        h.at("var/lib/rancher/k3s/server/db/etcd/name"),
+        "twice-second",
+    )
+    .unwrap();
+    let out = run(&h, &["demote-local"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(file.is_file(), "the swap's snapshot went with a demotion");
+    assert_eq!(
+        fs::read_to_string(h.at("var/lib/rancher/k3s/server/db.demoted/etcd/name")).unwrap(),
+        "twice-second"
+    );
+    assert!(!h.at("var/lib/rancher/k3s/server/db/etcd").exists());
+}
+
+#[test]
+fn a_snapshot_is_found_where_k3s_config_puts_it_compressed() {
+    let h = server("voter-z");
+    fs::create_dir_all(h.at("etc/rancher/k3s/config.yaml.d")).unwrap();
+    fs::write(
+        h.at("etc/rancher/k3s/config.yaml.d/20-snapshots.yaml"),
+        "etcd-snapshot-dir: /srv/k3s-snapshots\netcd-snapshot-compress: true\n",
+    )
+    .unwrap();
+    let out = run(&h, &["snapshot", "--name", "swap-1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = stdout(&out);
+    assert!(
+        line.starts_with("snapshot: /srv/k3s-snapshots/swap-1-voter-z-")
+            && line.trim().ends_with(".zip"),
+        "{line}"
+    );
 }

@@ -93,6 +93,14 @@ pub enum Error {
         /// What was under way.
         doing: String,
     },
+    /// A k3s config file k3s would read is not valid for a key fleet-role reads.
+    #[error("k3s's config {}: {why}", path.display())]
+    K3sConfig {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (never a value of another key: the token is there).
+        why: String,
+    },
     /// The snapshot command succeeded but left no file.
     #[error("k3s etcd-snapshot save reported success but no snapshot named {name}-* is in {}", dir.display())]
     SnapshotMissing {

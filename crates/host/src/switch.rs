@@ -58,7 +58,7 @@ pub enum Change {
     EnableNow(&'static str),
     /// Restart a unit.
     Restart(&'static str),
-    /// Move `server/db` aside to `server/db.demoted`.
+    /// Move `server/db/etcd` aside to `server/db.demoted/etcd`.
     MoveDatastoreAside,
     /// Kill every pod's shim.
     KillShims,
@@ -87,8 +87,8 @@ impl fmt::Display for Shown<'_> {
             Change::MoveDatastoreAside => write!(
                 f,
                 "move {} to {}",
-                on_host(&self.1.db()),
-                on_host(&self.1.db_demoted())
+                on_host(&self.1.etcd_dir()),
+                on_host(&self.1.db_demoted().join("etcd"))
             ),
             Change::KillShims => f.write_str("kill every pod's shim"),
             Change::WaitEtcd => f.write_str("wait for etcd to serve again"),
@@ -234,7 +234,7 @@ impl Host {
         let mut plan = vec![];
         let role = self.role()?;
         if role != Some(Role::Server)
-            && (self.paths.db().exists() || self.paths.db_demoted_new().exists())
+            && (self.paths.etcd_dir().exists() || self.paths.db_demoted_new().exists())
         {
             // A datastore left from an earlier life would make k3s start a
             // removed member or a new cluster: k3s's own advice is to move it,
@@ -280,7 +280,7 @@ impl Host {
     pub fn plan_demote(&self) -> Result<Vec<Change>> {
         let mut plan = vec![];
         self.stop_and_disable(&mut plan, SERVER)?;
-        if self.paths.db().exists() || self.paths.db_demoted_new().exists() {
+        if self.paths.etcd_dir().exists() || self.paths.db_demoted_new().exists() {
             plan.push(Change::MoveDatastoreAside);
         }
         self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(JOIN_DROPIN));
@@ -417,15 +417,16 @@ impl Host {
 
     /// The host's etcd member name (k3s keeps it in `server/db/etcd/name`).
     pub fn member_name(&self) -> Option<String> {
-        std::fs::read_to_string(self.paths.db().join("etcd/name"))
+        std::fs::read_to_string(self.paths.etcd_dir().join("name"))
             .ok()
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty())
     }
 
-    /// Whether the host holds a datastore.
+    /// Whether the host holds an etcd datastore (`server/db/etcd`; the
+    /// snapshots beside it are no datastore).
     pub fn has_datastore(&self) -> bool {
-        self.paths.db().exists()
+        self.paths.etcd_dir().exists()
     }
 }
 
