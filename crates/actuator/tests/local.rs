@@ -579,3 +579,15 @@ fn a_snapshot_is_found_where_k3s_config_puts_it_compressed() {
         "{line}"
     );
 }
+
+#[test]
+fn the_drop_ins_make_the_two_units_conflict_so_starting_one_stops_the_other() {
+    let h = server("by-hand");
+    // The role file changed by hand, behind the actuator's back: the
+    // condition alone would let the agent start beside the running server.
+    fs::write(h.at("var/lib/rancher/k3s/fleet-role"), "agent\n").unwrap();
+    assert!(h.systemctl(&["start", "k3s-agent"]).success());
+    assert!(h.active("k3s-agent"));
+    assert!(!h.active("k3s"), "the server kept running beside the agent");
+    assert_eq!(h.max_active_k3s(), 1);
+}
