@@ -173,7 +173,7 @@ impl Host {
 
     /// Takes the host lock, waiting up to `timeout`.
     pub fn lock(&self, timeout: Duration) -> Result<HostLock> {
-        HostLock::acquire(&self.paths.lock_file(), timeout)
+        HostLock::acquire_within(&self.paths.lock_file(), timeout, &self.budget)
     }
 
     /// A change as one line for a person.
