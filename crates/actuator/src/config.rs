@@ -48,6 +48,14 @@ pub struct FileConfig {
     pub etcd_wait_secs: Option<u64>,
     /// How long a switch waits for the host lock.
     pub lock_timeout_secs: Option<u64>,
+    /// How long one `systemctl` call may take before it is killed.
+    pub systemctl_timeout_secs: Option<u64>,
+    /// How long `k3s etcd-snapshot save` may take before it is killed.
+    pub snapshot_timeout_secs: Option<u64>,
+    /// How long a queued start waits for its unit to be active.
+    pub start_wait_secs: Option<u64>,
+    /// How long a queued stop waits for its unit to be stopped.
+    pub stop_wait_secs: Option<u64>,
     /// How often the watcher re-reads the Lease and re-decides without a
     /// Node change.
     pub resync_secs: Option<u64>,
@@ -89,6 +97,14 @@ pub struct Settings {
     pub etcd_wait: Duration,
     /// How long a switch waits for the lock.
     pub lock_timeout: Duration,
+    /// The bound of one `systemctl` call.
+    pub systemctl_timeout: Duration,
+    /// The bound of one `k3s etcd-snapshot save`.
+    pub snapshot_timeout: Duration,
+    /// How long a queued start waits for its unit to be active.
+    pub start_wait: Duration,
+    /// How long a queued stop waits for its unit to be stopped.
+    pub stop_wait: Duration,
     /// The watcher's resync period.
     pub resync: Duration,
 }
@@ -169,6 +185,30 @@ impl Settings {
             return Err(invalid("join_port", "must be 1-65535"));
         }
         let secs = Duration::from_secs;
+        let bound = |key: &'static str, v: Option<u64>, default: u64| match v {
+            Some(0) => Err(invalid(key, "must be at least 1 second")),
+            v => Ok(secs(v.unwrap_or(default))),
+        };
+        let systemctl_timeout = bound(
+            "systemctl_timeout_secs",
+            file.systemctl_timeout_secs,
+            host::systemd::DEFAULT_TIMEOUT.as_secs(),
+        )?;
+        let snapshot_timeout = bound(
+            "snapshot_timeout_secs",
+            file.snapshot_timeout_secs,
+            host::k3s::DEFAULT_SNAPSHOT_TIMEOUT.as_secs(),
+        )?;
+        let start_wait = bound(
+            "start_wait_secs",
+            file.start_wait_secs,
+            host::switch::DEFAULT_START_WAIT.as_secs(),
+        )?;
+        let stop_wait = bound(
+            "stop_wait_secs",
+            file.stop_wait_secs,
+            host::switch::DEFAULT_STOP_WAIT.as_secs(),
+        )?;
         Ok(Settings {
             node,
             root: layer(o.root, file.root).unwrap_or_else(|| PathBuf::from("/")),
@@ -186,15 +226,23 @@ impl Settings {
             etcd_health_url,
             etcd_wait: secs(file.etcd_wait_secs.unwrap_or(120)),
             lock_timeout: secs(layer(o.lock_timeout_secs, file.lock_timeout_secs).unwrap_or(60)),
+            systemctl_timeout,
+            snapshot_timeout,
+            start_wait,
+            stop_wait,
             resync: secs(file.resync_secs.unwrap_or(10).max(1)),
         })
     }
 
     /// The host these settings act on.
     pub fn host(&self) -> host::Host {
-        let mut h = host::Host::new(&self.root, self.node.as_str());
+        let mut h = host::Host::new(&self.root, self.node.as_str())
+            .with_systemctl_timeout(self.systemctl_timeout);
         h.etcd_health_url = self.etcd_health_url.clone();
         h.etcd_wait = self.etcd_wait;
+        h.snapshot_timeout = self.snapshot_timeout;
+        h.start_wait = self.start_wait;
+        h.stop_wait = self.stop_wait;
         h
     }
 }
@@ -247,6 +295,10 @@ mod tests {
         assert!(bad("prefix = \"\"", "n").contains("prefix"));
         assert!(bad("join_port = 0", "n").contains("join_port"));
         assert!(bad("controller_identity = \"a b\"", "n").contains("controller_identity"));
+        assert!(bad("systemctl_timeout_secs = 0", "n").contains("systemctl_timeout_secs"));
+        assert!(bad("snapshot_timeout_secs = 0", "n").contains("snapshot_timeout_secs"));
+        assert!(bad("start_wait_secs = 0", "n").contains("start_wait_secs"));
+        assert!(bad("stop_wait_secs = 0", "n").contains("stop_wait_secs"));
     }
 
     #[test]

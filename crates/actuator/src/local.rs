@@ -52,6 +52,9 @@ pub fn switch(
         Switch::Promote(join) => host.plan_promote(join),
         Switch::Demote => host.plan_demote(),
     };
+    // A damaged role file is refused before anything, even the lock file,
+    // is touched: the host may be a server or an agent.
+    host.role()?;
     let lines = |plan: &[Change], verb: &str| -> Vec<String> {
         if plan.is_empty() {
             vec![format!("{command}: nothing to change")]
@@ -119,10 +122,11 @@ pub struct LocalStatus {
     pub node: String,
     /// The role file (`null` when missing or invalid).
     pub role: Option<Role>,
-    /// Whether `k3s` is active.
-    pub server_active: bool,
-    /// Whether `k3s-agent` is active.
-    pub agent_active: bool,
+    /// `k3s`'s state as systemd reports it (`active (running)`,
+    /// `activating (auto-restart)`, …; `unknown: …` when systemctl failed).
+    pub server: String,
+    /// `k3s-agent`'s state, likewise.
+    pub agent: String,
     /// Whether the host holds a datastore.
     pub datastore: bool,
     /// Whether the datastore holds a tombstone.
@@ -131,14 +135,19 @@ pub struct LocalStatus {
     pub demoted_copy: bool,
 }
 
+fn unit_state(sc: &host::systemd::Systemctl, unit: &str) -> String {
+    sc.state(unit)
+        .map_or_else(|e| format!("unknown: {e}"), |s| s.to_string())
+}
+
 /// Reads the host's local state.
 pub fn local_status(host: &Host) -> LocalStatus {
     let sc = host.systemctl();
     LocalStatus {
         node: host.node.clone(),
         role: host.role().ok().flatten(),
-        server_active: sc.is_active("k3s").unwrap_or(false),
-        agent_active: sc.is_active("k3s-agent").unwrap_or(false),
+        server: unit_state(sc, "k3s"),
+        agent: unit_state(sc, "k3s-agent"),
         datastore: host.has_datastore(),
         tombstone: host.has_tombstone(),
         demoted_copy: host.paths.db_demoted().exists(),
@@ -155,22 +164,8 @@ impl LocalStatus {
                 "role file:    {}",
                 self.role.map_or("missing", |r| r.as_str())
             ),
-            format!(
-                "k3s:          {}",
-                if self.server_active {
-                    "active"
-                } else {
-                    "inactive"
-                }
-            ),
-            format!(
-                "k3s-agent:    {}",
-                if self.agent_active {
-                    "active"
-                } else {
-                    "inactive"
-                }
-            ),
+            format!("k3s:          {}", self.server),
+            format!("k3s-agent:    {}", self.agent),
             format!(
                 "datastore:    {}{}",
                 yes(self.datastore),

@@ -63,6 +63,46 @@ pub struct Watcher {
     unsent: bool,
     last_wait: Option<String>,
     last_view: Option<protocol::NodeFacts>,
+    /// The step whose host part runs now, in its own task.
+    running: Option<Running>,
+}
+
+/// A step whose host part runs in a blocking task of its own, under a
+/// budget that bounds it and can cancel it, so the watcher's loop goes on
+/// watching (and can take a rollback) while it runs.
+struct Running {
+    swap: Option<SwapId>,
+    step: Step,
+    /// The report's milestone when the host part started.
+    detail: Option<Detail>,
+    budget: host::Budget,
+    task: tokio::task::JoinHandle<Result<Option<String>, String>>,
+}
+
+impl Running {
+    fn is(&self, swap: &Option<SwapId>, step: &Step) -> bool {
+        &self.swap == swap && self.step.report_step() == step.report_step()
+    }
+}
+
+/// How long a cancelled step is given to let go (its programs are killed
+/// and its waits wake at once; this covers a machine too loaded to run them).
+/// Past it the next step goes on: it waits for the host lock, which the
+/// cancelled one still holds, so the two never act at once.
+const CANCEL_GRACE: Duration = Duration::from_secs(30);
+
+/// The bound of a step's host part: the host lock's wait, then every wait
+/// the step may make, and its `systemctl` calls. Past it the step is
+/// cancelled, so the host lock is never held longer.
+pub fn step_bound(s: &Settings, step: &Step) -> Duration {
+    let calls = s.systemctl_timeout * 12;
+    s.lock_timeout
+        + calls
+        + match step {
+            Step::Promote { .. } | Step::Rollback | Step::Finish => s.stop_wait * 2 + s.start_wait,
+            Step::StepDown => s.stop_wait + s.start_wait + s.etcd_wait,
+            Step::Snapshot => s.snapshot_timeout,
+        }
 }
 
 impl Watcher {
@@ -83,7 +123,13 @@ impl Watcher {
             unsent: false,
             last_wait: None,
             last_view: None,
+            running: None,
         }
+    }
+
+    /// Whether a step's host part runs now.
+    pub fn step_running(&self) -> bool {
+        self.running.is_some()
     }
 
     /// The last report written (or read).
@@ -112,7 +158,14 @@ impl Watcher {
                 () = &mut shutdown => SessionEnd::Shutdown,
             };
             match end {
-                SessionEnd::Shutdown => return Ok(()),
+                SessionEnd::Shutdown => {
+                    // A step cut short resumes from the report after a restart.
+                    if let Some(r) = self.running.take() {
+                        r.budget.cancel();
+                        let _ = tokio::time::timeout(CANCEL_GRACE, r.task).await;
+                    }
+                    return Ok(());
+                }
                 SessionEnd::ApiTrouble => {
                     failures += 1;
                     let next = candidates.rotate().to_string();
@@ -187,6 +240,12 @@ impl Watcher {
                         return SessionEnd::ApiTrouble;
                     }
                 }
+                outcome = step_end(&mut self.running), if self.running.is_some() => {
+                    let Some(running) = self.running.take() else { continue };
+                    if self.conclude(&client, running, outcome).await.is_err() {
+                        return SessionEnd::ApiTrouble;
+                    }
+                }
             }
         }
     }
@@ -216,8 +275,12 @@ impl Watcher {
             }
             _ => JoinTarget::NotLooked,
         };
+        // A role file that exists but cannot be read, or names no valid role,
+        // is not "no role": every switch is refused until it is fixed.
+        let role_file = host::role::read(&self.host.paths);
+        let role_problem = role_file.as_ref().err().map(ToString::to_string);
         let hs = HostState {
-            role: host::role::read_lenient(&self.host.paths),
+            role: role_file.ok().flatten(),
             datastore: self.host.has_datastore(),
             tombstone: self.host.has_tombstone(),
             member: self.host.member_name(),
@@ -233,6 +296,34 @@ impl Watcher {
             skew_margin: self.settings.skew_margin.as_secs() as i64,
             join_port: self.settings.join_port,
         });
+        let decision = protocol::decide::with_role_file(decision, role_problem.as_deref());
+        if let Some(running) = &self.running {
+            match &decision {
+                Decision::Take { swap, step, .. } if running.is(swap, step) => return Ok(()),
+                Decision::Take { swap, step, .. } => {
+                    // A newer step (a rollback of the promotion that waits for
+                    // its server) is taken at once: the running one is
+                    // cancelled, and it leaves a state the newer one handles.
+                    warn!(
+                        running = running.step.report_step().as_str(),
+                        next = step.report_step().as_str(),
+                        swap = swap.as_ref().map(SwapId::as_str),
+                        "cancelling the running step for the next one"
+                    );
+                    if let Some(r) = self.running.take() {
+                        r.budget.cancel();
+                        if tokio::time::timeout(CANCEL_GRACE, r.task).await.is_err() {
+                            warn!(
+                                "the cancelled step has not ended yet; the next one waits for the host lock"
+                            );
+                        }
+                    }
+                }
+                // Anything else waits until the running step has ended: its
+                // end is decided again then.
+                _ => return Ok(()),
+            }
+        }
         match decision {
             Decision::Nothing => {
                 self.last_wait = None;
@@ -255,9 +346,7 @@ impl Watcher {
                     .with_reason(reason);
                 self.record(client, r).await
             }
-            Decision::Take { swap, step, resume } => {
-                self.take(client, &view, swap, step, resume).await
-            }
+            Decision::Take { swap, step, resume } => self.take(client, swap, step, resume).await,
         }
     }
 
@@ -293,10 +382,11 @@ impl Watcher {
         self.record(client, r).await
     }
 
+    /// Starts a step: its start reported (unless resumed), then its host
+    /// part spawned in a task of its own; [`Watcher::conclude`] follows.
     async fn take(
         &mut self,
         client: &Client,
-        view: &protocol::NodeFacts,
         swap: Option<SwapId>,
         step: Step,
         resume: bool,
@@ -313,26 +403,53 @@ impl Watcher {
             self.phase(client, &swap, rstep, Phase::Started, None)
                 .await?;
         }
-        let host = self.host.clone();
+        let budget = host::Budget::within(step_bound(&self.settings, &step));
+        let host = self.host.clone().with_budget(budget.clone());
         let lock_timeout = self.settings.lock_timeout;
         let detail = self.report.as_ref().and_then(|r| r.detail);
-        let outcome = tokio::task::spawn_blocking({
+        let task = tokio::task::spawn_blocking({
             let step = step.clone();
             let swap = swap.clone();
             move || run_host_step(&host, &step, swap.as_ref(), lock_timeout)
-        })
-        .await
-        .unwrap_or_else(|e| Err(format!("the step's task failed: {e}")));
+        });
+        self.running = Some(Running {
+            swap,
+            step,
+            detail,
+            budget,
+            task,
+        });
+        Ok(())
+    }
+
+    /// What follows the end of a step's host part: its milestones and its
+    /// end reported, or its failure with the state it left.
+    async fn conclude(
+        &mut self,
+        client: &Client,
+        running: Running,
+        outcome: Result<Option<String>, String>,
+    ) -> Result<(), kube::Error> {
+        let Running {
+            swap, step, detail, ..
+        } = running;
+        let rstep = step.report_step();
         let host_outcome = match outcome {
             Ok(o) => o,
             Err(reason) => {
                 warn!(step = rstep.as_str(), "step failed: {reason}");
-                let left = self.left_state();
                 let r = Report::next(self.report.as_ref(), swap, rstep, Phase::Failed, now())
-                    .with_reason(format!("{reason}; {left}"));
+                    .with_reason(reason);
                 return self.record(client, r).await;
             }
         };
+        // k3s promotes a caught-up learner; the Node's EtcdIsVoter (as it is
+        // now, not when the step started) says so.
+        let view = self
+            .node
+            .as_ref()
+            .map(|n| kubeview::node_facts(&self.settings.names, n))
+            .unwrap_or_default();
         for (phase, milestone) in
             protocol::milestones::after_host_part(&step, detail, view.etcd_is_voter)
         {
@@ -362,21 +479,6 @@ impl Watcher {
         }
         Ok(())
     }
-
-    /// What the host was left as, for a failure's report.
-    fn left_state(&self) -> String {
-        let s = crate::local::local_status(&self.host);
-        format!(
-            "host left with role file {}, k3s {}, k3s-agent {}",
-            s.role.map_or("missing", |r| r.as_str()),
-            if s.server_active {
-                "active"
-            } else {
-                "inactive"
-            },
-            if s.agent_active { "active" } else { "inactive" },
-        )
-    }
 }
 
 /// The server ends each watch of the own Node after this many seconds, and
@@ -384,6 +486,17 @@ impl Watcher {
 /// client's read timeout ([`crate::cluster::READ_TIMEOUT`]), or a healthy but
 /// quiet watch would fail as if its API server had hung.
 pub const WATCH_TIMEOUT_SECS: u32 = 20;
+
+/// The end of the running step's task (pending for ever when none runs;
+/// the loop only polls it when one does).
+async fn step_end(running: &mut Option<Running>) -> Result<Option<String>, String> {
+    match running {
+        Some(r) => (&mut r.task)
+            .await
+            .unwrap_or_else(|e| Err(format!("the step's task failed: {e}"))),
+        None => std::future::pending().await,
+    }
+}
 
 /// The own Node, watched by name: `Some` when it is listed, added or changed,
 /// `None` when it is deleted or missing from a (re)list. This is kube's
@@ -426,7 +539,35 @@ fn run_host_step(
     swap: Option<&SwapId>,
     lock_timeout: Duration,
 ) -> Result<Option<String>, String> {
-    let _lock = host.lock(lock_timeout).map_err(|e| e.to_string())?;
+    let lock = match host.lock(lock_timeout) {
+        Ok(l) => l,
+        Err(e) => return Err(e.to_string()),
+    };
+    let outcome = host_step(host, step, swap);
+    // The lock goes before the state is read, so a step that replaces this
+    // one (a rollback) is not kept waiting by that read.
+    drop(lock);
+    outcome.map_err(|reason| format!("{reason}; {}", left_state(host)))
+}
+
+/// What the host was left as, for a failure's report. Read without the
+/// step's budget: a cancelled step still says where it stopped.
+fn left_state(host: &host::Host) -> String {
+    let host = host.clone().with_budget(host::Budget::unbounded());
+    let s = crate::local::local_status(&host);
+    format!(
+        "host left with role file {}, k3s {}, k3s-agent {}",
+        s.role.map_or("missing or invalid", |r| r.as_str()),
+        s.server,
+        s.agent,
+    )
+}
+
+fn host_step(
+    host: &host::Host,
+    step: &Step,
+    swap: Option<&SwapId>,
+) -> Result<Option<String>, String> {
     let plan = match step {
         Step::Promote { join, .. } => host.plan_promote(join),
         Step::StepDown => host.plan_step_down(),

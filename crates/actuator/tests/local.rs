@@ -70,11 +70,11 @@ fn a_promotion_joins_the_named_voter_and_starts_the_server_unit_in_place_of_the_
     let log = h.systemd_log();
     let stop = log
         .iter()
-        .position(|l| l == "stop k3s-agent")
+        .position(|l| l == "stop --no-block k3s-agent")
         .expect("agent stopped");
     let start = log
         .iter()
-        .position(|l| l == "enable --now k3s")
+        .position(|l| l == "enable --now --no-block k3s")
         .expect("server enabled and started in one call");
     assert!(stop < start, "{log:?}");
     assert!(stdout(&out).contains("did: systemctl enable --now k3s"));
@@ -113,7 +113,8 @@ fn a_demotion_moves_the_datastore_aside_and_starts_the_agent_with_the_node_passw
     let password = fs::read(h.at("etc/rancher/node/password")).unwrap();
     let out = run(&h, &["demote-local"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(!h.at("var/lib/rancher/k3s/server/db").exists());
+    // Only the etcd datastore moves: server/db stays, for k3s's snapshots.
+    assert!(!h.at("var/lib/rancher/k3s/server/db/etcd").exists());
     assert_eq!(
         fs::read_to_string(h.at("var/lib/rancher/k3s/server/db.demoted/etcd/name")).unwrap(),
         "old-voter-0a1b2c3d"
@@ -131,10 +132,10 @@ fn a_demotion_moves_the_datastore_aside_and_starts_the_agent_with_the_node_passw
         password
     );
     let log = h.systemd_log();
-    let stop = log.iter().position(|l| l == "stop k3s").unwrap();
+    let stop = log.iter().position(|l| l == "stop --no-block k3s").unwrap();
     let start = log
         .iter()
-        .position(|l| l == "enable --now k3s-agent")
+        .position(|l| l == "enable --now --no-block k3s-agent")
         .unwrap();
     assert!(stop < start, "{log:?}");
 }
@@ -445,4 +446,184 @@ fn a_token_file_with_a_newline_is_refused_without_showing_the_token() {
         ],
     ));
     assert!(err.contains("it is empty"), "{err}");
+}
+
+/// Replaces a unit of the host by one that runs `exec` under the stand-in's
+/// supervisor, as k3s's installer writes them (`Type=notify`,
+/// `Restart=always`), keeping fleet-role's drop-ins.
+fn unit_with_process(h: &TestHost, unit: &str, exec: &str, restart_sec: u32) {
+    fs::write(
+        h.at(&format!("etc/systemd/system/{unit}.service")),
+        format!(
+            "[Unit]\nDescription=k3s (stand-in, with a process)\n[Service]\nType=notify\nTimeoutStartSec=0\nKillMode=process\nRestart=always\nRestartSec={restart_sec}s\nExecStart={exec}\n[Install]\nWantedBy=multi-user.target\n"
+        ),
+    )
+    .unwrap();
+}
+
+fn config(h: &TestHost, toml: &str) -> String {
+    let p = h.at("actuator.toml");
+    fs::write(&p, toml).unwrap();
+    p.display().to_string()
+}
+
+fn state(h: &TestHost, unit: &str) -> standins::units::State {
+    standins::units::state(h.root(), unit)
+}
+
+fn until(what: &str, f: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_promotion_whose_server_never_becomes_ready_fails_within_its_bound_and_leaves_the_lock_free() {
+    let h = agent("learner");
+    // A k3s that never sends READY=1: a learner that cannot catch up.
+    unit_with_process(&h, "k3s", "sleep 300", 5);
+    let cfg = config(&h, "start_wait_secs = 2\n");
+    let out = run(&h, &["--config", &cfg, "promote-local", "--join", JOIN]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("k3s is activating (start) after its start was queued (waited 2s)")
+            && err.contains("a rollback or demote-local stops it"),
+        "{err}"
+    );
+    assert_eq!(h.max_active_k3s(), 1, "both units ran at once");
+    // The lock is free: demote-local undoes the promotion at once.
+    let out = run(
+        &h,
+        &["--config", &cfg, "demote-local", "--lock-timeout", "1"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(state(&h, "k3s").is_stopped(), "{:?}", state(&h, "k3s"));
+    assert_eq!(state(&h, "k3s-agent").active, "active");
+    assert_eq!(h.role().as_deref(), Some("agent"));
+    assert_eq!(h.max_active_k3s(), 1, "both units ran at once");
+}
+
+#[test]
+fn a_server_waiting_to_auto_restart_counts_as_running_and_is_stopped_before_the_agent_starts() {
+    let h = server("crashloop");
+    // A k3s that exits at once, restarted by Restart=always after a long wait.
+    unit_with_process(&h, "k3s", "false", 600);
+    standins::units::set_active(h.root(), "k3s", false);
+    // No datastore to move: only the switch of units itself must stop it.
+    fs::remove_dir_all(h.at("var/lib/rancher/k3s/server/db")).unwrap();
+    assert!(h.systemctl(&["start", "--no-block", "k3s"]).success());
+    until("k3s waiting to auto-restart", || {
+        state(&h, "k3s").sub == "auto-restart"
+    });
+    let out = run(&h, &["demote-local"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = h.systemd_log();
+    let stop = log
+        .iter()
+        .position(|l| l == "stop --no-block k3s")
+        .unwrap_or_else(|| panic!("no stop of the auto-restarting server: {log:?}"));
+    let start = log
+        .iter()
+        .position(|l| l == "enable --now --no-block k3s-agent")
+        .unwrap();
+    assert!(stop < start, "{log:?}");
+    assert!(state(&h, "k3s").is_stopped());
+    assert_eq!(state(&h, "k3s-agent").active, "active");
+}
+
+#[test]
+fn a_damaged_or_unreadable_role_file_makes_promote_and_demote_refuse_and_changes_nothing() {
+    let h = server("damaged");
+    let role = h.at("var/lib/rancher/k3s/fleet-role");
+    for damage in ["invalid", "unreadable"] {
+        if damage == "invalid" {
+            fs::write(&role, "voter\n").unwrap();
+        } else {
+            fs::remove_file(&role).unwrap();
+            fs::create_dir(&role).unwrap();
+        }
+        let before = h.tree();
+        for args in [
+            &["promote-local", "--join", JOIN][..],
+            &["demote-local"][..],
+        ] {
+            let out = run(&h, args);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{damage} {args:?}: {}",
+                stdout(&out)
+            );
+            let err = stderr(&out);
+            assert!(
+                err.contains("fleet-role") && err.lines().count() == 1,
+                "{damage} {args:?}: {err}"
+            );
+            assert_eq!(before, h.tree(), "{damage} {args:?} changed the host");
+        }
+    }
+    assert!(h.active("k3s"), "the server was touched");
+}
+
+#[test]
+fn a_snapshot_survives_two_demotions() {
+    let h = server("twice");
+    let out = run(&h, &["snapshot", "--name", "swap-1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let file = h.at(stdout(&out).trim().trim_start_matches("snapshot: /"));
+    assert!(file.is_file());
+    assert!(run(&h, &["demote-local"]).status.success());
+    assert!(run(&h, &["promote-local", "--join", JOIN]).status.success());
+    // The new member's datastore, as k3s makes it on joining.
+    fs::create_dir_all(h.at("var/lib/rancher/k3s/server/db/etcd/member/wal")).unwrap();
+    fs::write(
+        h.at("var/lib/rancher/k3s/server/db/etcd/name"),
+        "twice-second",
+    )
+    .unwrap();
+    let out = run(&h, &["demote-local"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(file.is_file(), "the swap's snapshot went with a demotion");
+    assert_eq!(
+        fs::read_to_string(h.at("var/lib/rancher/k3s/server/db.demoted/etcd/name")).unwrap(),
+        "twice-second"
+    );
+    assert!(!h.at("var/lib/rancher/k3s/server/db/etcd").exists());
+}
+
+#[test]
+fn a_snapshot_is_found_where_k3s_config_puts_it_compressed() {
+    let h = server("voter-z");
+    fs::create_dir_all(h.at("etc/rancher/k3s/config.yaml.d")).unwrap();
+    fs::write(
+        h.at("etc/rancher/k3s/config.yaml.d/20-snapshots.yaml"),
+        "etcd-snapshot-dir: /srv/k3s-snapshots\netcd-snapshot-compress: true\n",
+    )
+    .unwrap();
+    let out = run(&h, &["snapshot", "--name", "swap-1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = stdout(&out);
+    assert!(
+        line.starts_with("snapshot: /srv/k3s-snapshots/swap-1-voter-z-")
+            && line.trim().ends_with(".zip"),
+        "{line}"
+    );
+}
+
+#[test]
+fn the_drop_ins_make_the_two_units_conflict_so_starting_one_stops_the_other() {
+    let h = server("by-hand");
+    // The role file changed by hand, behind the actuator's back: the
+    // condition alone would let the agent start beside the running server.
+    fs::write(h.at("var/lib/rancher/k3s/fleet-role"), "agent\n").unwrap();
+    assert!(h.systemctl(&["start", "k3s-agent"]).success());
+    assert!(h.active("k3s-agent"));
+    assert!(!h.active("k3s"), "the server kept running beside the agent");
+    assert_eq!(h.max_active_k3s(), 1);
 }

@@ -409,10 +409,12 @@ impl Standby {
         self.admin.wait_report("standby", what, watcher, done).await
     }
 
-    /// How many times the server unit was started (`enable --now k3s`).
+    /// How many times the server unit was started (`enable --now --no-block k3s`).
     fn server_starts(&self) -> usize {
         let log = self.host.systemd_log();
-        log.iter().filter(|l| *l == "enable --now k3s").count()
+        log.iter()
+            .filter(|l| *l == "enable --now --no-block k3s")
+            .count()
     }
 
     /// What a promotion done once, and only once, leaves behind.

@@ -181,7 +181,10 @@ fn a_step_down_goes_to_etcd_only_with_no_shim_left_and_then_names_the_agent() {
     assert!(
         dropin.contains("disable-apiserver: true") && dropin.contains("disable-scheduler: true")
     );
-    assert!(h.systemd_log().contains(&"restart k3s".to_string()));
+    assert!(
+        h.systemd_log()
+            .contains(&"restart --no-block k3s".to_string())
+    );
     assert!(h.active("k3s"), "etcd-only still runs the server unit");
     assert!(host::shims::find(&host.paths).is_empty());
     assert_eq!(ended(&mut shim).signal(), Some(9), "killed with SIGKILL");

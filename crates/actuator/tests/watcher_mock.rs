@@ -548,3 +548,82 @@ async fn a_step_with_a_bad_annotation_is_refused_and_nothing_changes() {
     assert_eq!(rig.phases().len(), 1, "refused more than once");
     assert!(rig.host.systemd_log().is_empty());
 }
+
+#[tokio::test]
+async fn a_promotion_on_a_host_whose_role_file_is_damaged_is_refused_and_nothing_changes() {
+    let mut world = world_with(promote_node(false));
+    world.lease = Some(lease("s1"));
+    let host = TestHost::new("standby", bin_dir()).as_agent();
+    // Half a write, say: neither server nor agent.
+    std::fs::write(host.at("var/lib/rancher/k3s/fleet-role"), "ser").unwrap();
+    let before = host.tree();
+    let rig = Rig::new(host, world);
+    rig.until("a refusal", |r| {
+        r.report().is_some_and(|r| r.phase == Phase::Refused)
+    })
+    .await;
+    let r = rig.report().unwrap();
+    assert!(
+        r.reason.as_deref().unwrap().contains("holds no valid role"),
+        "{:?}",
+        r.reason
+    );
+    rig.settle().await;
+    assert_eq!(rig.phases().len(), 1, "refused more than once");
+    assert!(rig.host.systemd_log().is_empty());
+    assert_eq!(before, rig.host.tree(), "a refused step changed the host");
+}
+
+fn rollback_node() -> Value {
+    node(
+        "standby",
+        json!({ format!("{P}/desired-role"): "agent" }),
+        json!({
+            format!("{P}/role-swap"): "s1",
+            format!("{P}/role-step"): "rollback",
+        }),
+        false,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_asked_while_a_promotion_waits_for_a_server_that_never_becomes_ready_is_taken_at_once_and_frees_the_lock()
+ {
+    let mut world = world_with(promote_node(false));
+    world.lease = Some(lease("s1"));
+    let host = TestHost::new("standby", bin_dir()).as_agent();
+    // k3s's unit as installed, over a k3s that never sends READY=1 (a
+    // learner that cannot catch up): a blocking start would never return.
+    std::fs::write(
+        host.at("etc/systemd/system/k3s.service"),
+        "[Unit]\nDescription=k3s (never ready)\n[Service]\nType=notify\nTimeoutStartSec=0\nKillMode=process\nRestart=always\nRestartSec=5s\nExecStart=sleep 300\n[Install]\nWantedBy=multi-user.target\n",
+    )
+    .unwrap();
+    let rig = Rig::new(host, world);
+    let root = rig.host.root().to_path_buf();
+    rig.until("the promotion waiting for its server", |_| {
+        standins::units::state(&root, "k3s").sub == "start"
+    })
+    .await;
+    assert!(rig.report().is_some_and(|r| r.phase == Phase::Started));
+    // The controller gives up on the promotion and asks for a rollback.
+    rig.world.lock().unwrap().events.push(rollback_node());
+    let parked = std::mem::take(&mut rig.world.lock().unwrap().parked);
+    drop(parked);
+    rig.until("the rollback done", |r| {
+        r.report().is_some_and(|r| {
+            r.step == protocol::report::ReportStep::Rollback && r.phase == Phase::Done
+        })
+    })
+    .await;
+    assert!(standins::units::state(&root, "k3s").is_stopped());
+    assert!(rig.host.active("k3s-agent"));
+    assert_eq!(rig.host.role().as_deref(), Some("agent"));
+    assert_eq!(rig.host.max_active_k3s(), 1, "both units ran at once");
+    // Nothing holds the host lock any more.
+    let _free = host::lock::HostLock::acquire(
+        &rig.host.at("var/lib/rancher/k3s/fleet-role.lock"),
+        Duration::ZERO,
+    )
+    .expect("the host lock is free");
+}

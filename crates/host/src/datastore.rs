@@ -1,95 +1,213 @@
-//! Moving a demoted host's datastore aside. A datastore is never deleted:
-//! only the older `db.demoted` copy, and only after the newer one is safely
-//! renamed next to it. Every state a crash can leave is picked up again.
+//! Moving a demoted host's etcd datastore aside.
+//!
+//! Only `server/db/etcd` moves, as k3s's own `backupDirWithRetention` moves
+//! it: `server/db/snapshots` (and its metadata) stay where k3s keeps them, so
+//! the swap's snapshot survives any number of demotions. The datastore goes
+//! to `server/db.demoted/etcd`; only the newest copy is kept, and the older
+//! one is removed only once the newer is in its place. Every rename is made
+//! durable (its directories synced), and every state a crash can leave is
+//! picked up again by the next run.
 
-use std::fs;
+use std::{
+    fs,
+    path::Path,
+    time::{SystemTime, UNIX_EPOCH},
+};
 
 use crate::{
     HostPaths,
     error::{Result, io},
+    fsutil::{rename_durably, sync_dir},
 };
 
 /// What [`move_aside`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Moved {
-    /// `server/db` is now `server/db.demoted`.
+    /// `server/db/etcd` is now `server/db.demoted/etcd`.
     Moved,
-    /// There was no `server/db` (already moved, or never a server).
+    /// There was no `server/db/etcd` (already moved, or never a server).
     NothingToMove,
 }
 
-/// Moves `server/db` to `server/db.demoted`, keeping only the newest copy.
+/// Moves `server/db/etcd` to `server/db.demoted/etcd`, keeping only the
+/// newest copy. The caller must have confirmed the server unit stopped.
 ///
-/// The steps, each safe to crash after: rename `db` to `db.demoted.new`;
-/// remove the older `db.demoted`; rename `db.demoted.new` to `db.demoted`.
+/// The steps, each safe to crash after: rename `db/etcd` into
+/// `db.demoted.new/`; rename the older `db.demoted` to `db.demoted.old`;
+/// rename `db.demoted.new` to `db.demoted`; remove `db.demoted.old`.
 pub fn move_aside(paths: &HostPaths) -> Result<Moved> {
-    let (db, newer, demoted) = (paths.db(), paths.db_demoted_new(), paths.db_demoted());
-    let had_db = db.exists();
-    if had_db {
+    let (etcd, newer, demoted, older) = (
+        paths.etcd_dir(),
+        paths.db_demoted_new(),
+        paths.db_demoted(),
+        paths.db_demoted_old(),
+    );
+    let server = demoted.parent().unwrap_or(Path::new("/")).to_path_buf();
+    if etcd.exists() {
         if newer.exists() {
-            // A crash between the two renames of an earlier demotion left a
-            // newer copy; the live db is newer still, so that one goes first.
+            // A crash in an earlier demotion left a newer copy; the live
+            // datastore is newer still, so that one goes first.
             fs::remove_dir_all(&newer).map_err(io("removing the interrupted copy", &newer))?;
+            sync_dir(&server)?;
         }
-        fs::rename(&db, &newer).map_err(io("moving the datastore aside to", &newer))?;
+        create_private_dir(&newer)?;
+        sync_dir(&server)?;
+        rename_durably(&etcd, &newer.join("etcd"))?;
     }
-    if newer.exists() {
+    if newer.join("etcd").exists() {
         if demoted.exists() {
-            fs::remove_dir_all(&demoted).map_err(io("removing the older copy", &demoted))?;
+            if older.exists() {
+                remove_older(paths)?;
+            }
+            rename_durably(&demoted, &older)?;
         }
-        fs::rename(&newer, &demoted).map_err(io("moving the datastore into", &demoted))?;
+        rename_durably(&newer, &demoted)?;
+        remove_older(paths)?;
         return Ok(Moved::Moved);
     }
+    if newer.exists() {
+        // Made but never filled: the live datastore was not moved into it.
+        fs::remove_dir_all(&newer).map_err(io("removing the empty copy", &newer))?;
+        sync_dir(&server)?;
+    }
+    if demoted.join("etcd").exists() && older.exists() {
+        // A crash between the newer copy's rename and the older's removal.
+        remove_older(paths)?;
+    }
     Ok(Moved::NothingToMove)
+}
+
+/// Removes the older copy's datastore. Anything else found in it (a copy
+/// made by an earlier version of fleet-role moved the whole `server/db`,
+/// snapshots included) is kept under `db.demoted.kept-<unix>`, never deleted.
+fn remove_older(paths: &HostPaths) -> Result<()> {
+    let older = paths.db_demoted_old();
+    let server = older.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let etcd = older.join("etcd");
+    if etcd.exists() {
+        fs::remove_dir_all(&etcd).map_err(io("removing the older copy", &etcd))?;
+    }
+    if fs::remove_dir(&older).is_err() && older.exists() {
+        let secs = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        rename_durably(&older, &server.join(format!("db.demoted.kept-{secs}")))?;
+    }
+    sync_dir(&server)
+}
+
+fn create_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    // k3s keeps its datastore 0700: the copy is created so from the start.
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dir)
+        .map_err(io("creating", dir))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
-    fn store(paths: &HostPaths, at: std::path::PathBuf, marker: &str) {
-        let _ = paths;
-        fs::create_dir_all(at.join("etcd/member/wal")).unwrap();
-        fs::write(at.join("etcd/name"), marker).unwrap();
+    fn store(at: PathBuf, marker: &str) {
+        fs::create_dir_all(at.join("member/wal")).unwrap();
+        fs::write(at.join("name"), marker).unwrap();
     }
 
-    fn marker(at: std::path::PathBuf) -> String {
-        fs::read_to_string(at.join("etcd/name")).unwrap()
+    fn marker(at: PathBuf) -> String {
+        fs::read_to_string(at.join("name")).unwrap()
     }
 
     #[test]
     fn finishing_keeps_only_the_newest_datastore_copy() {
         let dir = tempfile::tempdir().unwrap();
         let p = HostPaths::new(dir.path());
-        store(&p, p.db_demoted(), "old");
-        store(&p, p.db(), "new");
+        store(p.db_demoted().join("etcd"), "old");
+        store(p.etcd_dir(), "new");
         assert_eq!(move_aside(&p).unwrap(), Moved::Moved);
-        assert!(!p.db().exists());
-        assert_eq!(marker(p.db_demoted()), "new");
+        assert!(!p.etcd_dir().exists());
+        assert_eq!(marker(p.db_demoted().join("etcd")), "new");
         assert!(!p.db_demoted_new().exists());
+        assert!(!p.db_demoted_old().exists());
         assert_eq!(move_aside(&p).unwrap(), Moved::NothingToMove);
-        assert_eq!(marker(p.db_demoted()), "new");
+        assert_eq!(marker(p.db_demoted().join("etcd")), "new");
     }
 
     #[test]
-    fn a_move_interrupted_between_its_renames_is_completed() {
+    fn a_snapshot_survives_two_demotions() {
         let dir = tempfile::tempdir().unwrap();
         let p = HostPaths::new(dir.path());
-        store(&p, p.db_demoted(), "old");
-        store(&p, p.db_demoted_new(), "new");
+        let snapshot = p.snapshots().join("swap-1-old-voter-1700000000");
+        fs::create_dir_all(p.snapshots()).unwrap();
+        fs::write(&snapshot, "etcd snapshot").unwrap();
+        store(p.etcd_dir(), "first life");
         assert_eq!(move_aside(&p).unwrap(), Moved::Moved);
-        assert_eq!(marker(p.db_demoted()), "new");
+        // Promoted again: k3s makes a new datastore beside the snapshots.
+        store(p.etcd_dir(), "second life");
+        assert_eq!(move_aside(&p).unwrap(), Moved::Moved);
+        assert_eq!(fs::read_to_string(&snapshot).unwrap(), "etcd snapshot");
+        assert_eq!(marker(p.db_demoted().join("etcd")), "second life");
+        assert!(!p.etcd_dir().exists());
+    }
+
+    #[test]
+    fn a_move_interrupted_at_any_step_is_completed_with_the_newest_copy() {
+        // After the first rename: the live store is in db.demoted.new.
+        let dir = tempfile::tempdir().unwrap();
+        let p = HostPaths::new(dir.path());
+        store(p.db_demoted().join("etcd"), "old");
+        store(p.db_demoted_new().join("etcd"), "new");
+        assert_eq!(move_aside(&p).unwrap(), Moved::Moved);
+        assert_eq!(marker(p.db_demoted().join("etcd")), "new");
+        // After the older copy was renamed away, before the newer took its place.
+        let dir = tempfile::tempdir().unwrap();
+        let p = HostPaths::new(dir.path());
+        store(p.db_demoted_old().join("etcd"), "old");
+        store(p.db_demoted_new().join("etcd"), "new");
+        assert_eq!(move_aside(&p).unwrap(), Moved::Moved);
+        assert_eq!(marker(p.db_demoted().join("etcd")), "new");
+        assert!(!p.db_demoted_old().exists());
+        // After the newer took its place, before the older was removed.
+        let dir = tempfile::tempdir().unwrap();
+        let p = HostPaths::new(dir.path());
+        store(p.db_demoted_old().join("etcd"), "old");
+        store(p.db_demoted().join("etcd"), "new");
+        assert_eq!(move_aside(&p).unwrap(), Moved::NothingToMove);
+        assert_eq!(marker(p.db_demoted().join("etcd")), "new");
+        assert!(!p.db_demoted_old().exists());
+    }
+
+    #[test]
+    fn an_older_copy_holding_more_than_a_datastore_is_kept_aside_not_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = HostPaths::new(dir.path());
+        // The layout of an earlier version: the whole server/db, snapshots too.
+        store(p.db_demoted().join("etcd"), "old");
+        fs::create_dir_all(p.db_demoted().join("snapshots")).unwrap();
+        fs::write(p.db_demoted().join("snapshots/s-1"), "snap").unwrap();
+        store(p.etcd_dir(), "new");
+        assert_eq!(move_aside(&p).unwrap(), Moved::Moved);
+        assert_eq!(marker(p.db_demoted().join("etcd")), "new");
+        let kept: Vec<_> = fs::read_dir(p.db().parent().unwrap())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|e| e.to_string_lossy().contains("db.demoted.kept-"))
+            .collect();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(
+            fs::read_to_string(kept[0].join("snapshots/s-1")).unwrap(),
+            "snap"
+        );
     }
 
     #[test]
     fn a_datastore_is_never_removed_when_its_move_fails() {
         let dir = tempfile::tempdir().unwrap();
         let p = HostPaths::new(dir.path());
-        store(&p, p.db_demoted(), "old");
-        store(&p, p.db(), "new");
-        // A file where the new copy must go makes the first rename fail.
-        fs::create_dir_all(p.db_demoted_new().join("x")).unwrap();
-        fs::write(p.db_demoted_new().join("x/blocker"), "").unwrap();
+        store(p.db_demoted().join("etcd"), "old");
+        store(p.etcd_dir(), "new");
         use std::os::unix::fs::PermissionsExt;
         let server = p.db().parent().unwrap().to_path_buf();
         fs::set_permissions(&server, fs::Permissions::from_mode(0o555)).unwrap();
@@ -97,11 +215,11 @@ mod tests {
         fs::set_permissions(&server, fs::Permissions::from_mode(0o755)).unwrap();
         if result.is_err() {
             // Either way, both stores are still somewhere.
-            assert_eq!(marker(p.db()), "new");
-            assert_eq!(marker(p.db_demoted()), "old");
+            assert_eq!(marker(p.etcd_dir()), "new");
+            assert_eq!(marker(p.db_demoted().join("etcd")), "old");
         } else {
             // Running as root, permissions do not stop the move: it completed.
-            assert_eq!(marker(p.db_demoted()), "new");
+            assert_eq!(marker(p.db_demoted().join("etcd")), "new");
         }
     }
 }

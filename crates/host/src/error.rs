@@ -33,8 +33,18 @@ pub enum Error {
         /// Exit status and the last line it printed.
         detail: String,
     },
+    /// `systemctl` or `k3s` did not finish within its deadline and was killed.
+    #[error("{command} timed out after {}s and was killed; {left}", after.as_secs())]
+    Timeout {
+        /// The command line.
+        command: String,
+        /// Its deadline.
+        after: Duration,
+        /// What the kill leaves on the host.
+        left: String,
+    },
     /// The role file holds something other than `server` or `agent`.
-    #[error("the role file {} holds no valid role", path.display())]
+    #[error("the role file {} holds no valid role (it must say server or agent); no switch is made while it does not", path.display())]
     BadRoleFile {
         /// The role file.
         path: PathBuf,
@@ -56,6 +66,40 @@ pub enum Error {
         action: &'static str,
         /// What systemctl says now.
         state: String,
+    },
+    /// A unit did not reach the state waited for within its bound.
+    #[error("{unit} is {state} {waited_for} (waited {}s); {left}", waited.as_secs())]
+    UnitWait {
+        /// The unit.
+        unit: String,
+        /// What was waited for ("after its start was queued").
+        waited_for: &'static str,
+        /// Its state when the wait ended.
+        state: String,
+        /// How long it waited.
+        waited: Duration,
+        /// What that leaves on the host.
+        left: &'static str,
+    },
+    /// The step was cancelled: a newer step (a rollback) takes over.
+    #[error("cancelled while {doing}; the step that replaced it takes over from this state")]
+    Cancelled {
+        /// What was under way.
+        doing: String,
+    },
+    /// The step ran out of its bound.
+    #[error("the step's bound ran out while {doing}")]
+    StepDeadline {
+        /// What was under way.
+        doing: String,
+    },
+    /// A k3s config file k3s would read is not valid for a key fleet-role reads.
+    #[error("k3s's config {}: {why}", path.display())]
+    K3sConfig {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (never a value of another key: the token is there).
+        why: String,
     },
     /// The snapshot command succeeded but left no file.
     #[error("k3s etcd-snapshot save reported success but no snapshot named {name}-* is in {}", dir.display())]

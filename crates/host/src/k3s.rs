@@ -1,18 +1,133 @@
-//! k3s, driven through the `k3s` found on `PATH`.
+//! k3s, driven through the `k3s` found on `PATH`, and the parts of its
+//! configuration the actuator reads.
 
-use std::{ffi::OsString, fs, path::PathBuf};
+use std::{
+    ffi::OsString,
+    fs,
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use protocol::SwapId;
 
 use crate::{
     HostPaths,
     error::{Error, Result},
+    process::Bounded,
     systemd::{command, describe},
 };
 
+/// How long `k3s etcd-snapshot save` may take by default: k3s's own client
+/// waits on the supervisor's `/db/snapshot`, which answers once etcd has
+/// written the whole snapshot.
+pub const DEFAULT_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Where k3s writes its snapshots and whether it compresses them, as its
+/// own configuration says: `etcd-snapshot-dir` and `etcd-snapshot-compress`
+/// in `/etc/rancher/k3s/config.yaml`, then `config.yaml.d/*.yaml|*.yml` in
+/// name order, a later file winning (k3s's `configfilearg` rules).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotConfig {
+    /// The snapshot directory, under the host root.
+    pub dir: PathBuf,
+    /// Whether snapshots are `.zip` files.
+    pub compress: bool,
+}
+
+/// A k3s config value of a boolean flag: YAML's `true`, or a string k3s
+/// would pass on as the flag's value.
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+enum Flag {
+    Bool(bool),
+    Text(String),
+}
+
+/// The two keys read from each config file; every other key is k3s's own.
+#[derive(Debug, Default, serde::Deserialize)]
+struct SnapshotKeys {
+    #[serde(rename = "etcd-snapshot-dir")]
+    dir: Option<String>,
+    #[serde(rename = "etcd-snapshot-compress")]
+    compress: Option<Flag>,
+}
+
+impl SnapshotConfig {
+    /// Reads k3s's configuration under the host root. A file k3s would
+    /// read but that is not valid YAML, or a value of these keys that k3s
+    /// would not take, is an error (k3s itself would not start with it).
+    pub fn read(paths: &HostPaths) -> Result<SnapshotConfig> {
+        let mut files = vec![paths.k3s_config()];
+        if let Ok(entries) = fs::read_dir(paths.k3s_dropins()) {
+            let mut more: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                .collect();
+            more.sort();
+            files.extend(more);
+        }
+        let mut config = SnapshotConfig {
+            dir: paths.snapshots(),
+            compress: false,
+        };
+        for file in files {
+            let text = match fs::read_to_string(&file) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(crate::error::io("reading k3s's config", &file)(e)),
+            };
+            if text.trim().is_empty() {
+                continue;
+            }
+            let bad = |why: String| Error::K3sConfig {
+                path: file.clone(),
+                why,
+            };
+            // Only where the parser stopped, never its message: a snippet of
+            // the file could show the join token written in it.
+            let keys: SnapshotKeys = serde_saphyr::from_str(&text).map_err(|e| {
+                bad(e.location().map_or_else(
+                    || "not valid YAML for k3s".to_string(),
+                    |l| {
+                        format!(
+                            "not valid YAML for k3s (line {}, column {})",
+                            l.line(),
+                            l.column()
+                        )
+                    },
+                ))
+            })?;
+            if let Some(dir) = keys.dir {
+                if !dir.starts_with('/') || dir.chars().any(char::is_control) {
+                    return Err(bad(format!(
+                        "etcd-snapshot-dir must be an absolute path, not {dir:?}"
+                    )));
+                }
+                config.dir = paths.at(&dir);
+            }
+            match keys.compress {
+                None => {}
+                Some(Flag::Bool(b)) => config.compress = b,
+                Some(Flag::Text(t)) => {
+                    config.compress = match t.to_ascii_lowercase().as_str() {
+                        "true" | "1" | "t" => true,
+                        "false" | "0" | "f" => false,
+                        _ => {
+                            return Err(bad(format!(
+                                "etcd-snapshot-compress must be true or false, not {t:?}"
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(config)
+    }
+}
+
 /// Takes an on-demand etcd snapshot named `name` and returns its file.
 ///
-/// k3s names the file `<name>-<node>-<unix time>` in `server/db/snapshots`
+/// k3s names the file `<name>-<node>-<unix time>` in its snapshot directory
 /// (`.zip` when compressed) and prints no path we can rely on, so the newest
 /// file with that prefix is the one. The name is a checked [`SwapId`], so it
 /// is a safe argument and file name.
@@ -21,36 +136,126 @@ pub fn snapshot_save(
     node: &str,
     name: &SwapId,
     search_path: Option<&OsString>,
+    timeout: Duration,
+    budget: &crate::Budget,
 ) -> Result<PathBuf> {
     let line = format!("k3s etcd-snapshot save --name {name}");
-    let out = command("k3s", search_path)
-        .args(["etcd-snapshot", "save", "--name", name.as_str()])
-        .env("FLEET_ROLE_ROOT", paths.root())
-        .output()
-        .map_err(|e| Error::Command {
-            command: line.clone(),
-            detail: e.to_string(),
-        })?;
+    let mut c = command("k3s", search_path);
+    c.args(["etcd-snapshot", "save", "--name", name.as_str()])
+        .env("FLEET_ROLE_ROOT", paths.root());
+    let out = Bounded {
+        command: c,
+        line: &line,
+        timeout,
+        left: "the server may still write the snapshot, but none is reported: the step can be asked again",
+        budget,
+    }
+    .run()?;
     if !out.status.success() {
         return Err(Error::Command {
             command: line,
             detail: describe(&out),
         });
     }
-    find_snapshot(paths, node, name).ok_or_else(|| Error::SnapshotMissing {
+    let config = SnapshotConfig::read(paths)?;
+    find_snapshot(&config, node, name).ok_or_else(|| Error::SnapshotMissing {
         name: name.to_string(),
-        dir: paths.snapshots(),
+        dir: config.dir.clone(),
     })
 }
 
-/// The newest snapshot file of `name` taken on `node`, if any.
-pub fn find_snapshot(paths: &HostPaths, node: &str, name: &SwapId) -> Option<PathBuf> {
+/// The newest snapshot file of `name` taken on `node`, if any, where
+/// `config` says k3s writes them.
+pub fn find_snapshot(config: &SnapshotConfig, node: &str, name: &SwapId) -> Option<PathBuf> {
     let prefix = format!("{name}-{node}-");
-    fs::read_dir(paths.snapshots())
+    let wanted = |file: &Path| {
+        let zip = file.extension().is_some_and(|x| x == "zip");
+        zip == config.compress
+    };
+    fs::read_dir(&config.dir)
         .ok()?
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix) && wanted(&e.path()))
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .max()
         .map(|(_, p)| p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(p: &Path, text: &str) {
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn snapshots_are_looked_for_where_k3s_config_puts_them_a_later_file_winning() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = HostPaths::new(dir.path());
+        assert_eq!(
+            SnapshotConfig::read(&p).unwrap(),
+            SnapshotConfig {
+                dir: p.snapshots(),
+                compress: false
+            }
+        );
+        write(
+            &p.k3s_config(),
+            "token: \"secret\"\netcd-snapshot-dir: /srv/first\nnode-label:\n  - a=b\n",
+        );
+        write(
+            &p.k3s_dropins().join("20-snap.yaml"),
+            "etcd-snapshot-dir: /srv/snaps\netcd-snapshot-compress: true\n",
+        );
+        write(
+            &p.k3s_dropins().join("10-other.yml"),
+            "etcd-snapshot-dir: /srv/early\n",
+        );
+        write(
+            &p.k3s_dropins().join("30-notes.txt"),
+            "etcd-snapshot-dir: /ignored\n",
+        );
+        let c = SnapshotConfig::read(&p).unwrap();
+        assert_eq!(c.dir, p.at("srv/snaps"));
+        assert!(c.compress);
+        let id = SwapId::parse("swap-1").unwrap();
+        write(
+            &c.dir.join("swap-1-n1-100"),
+            "plain, not what k3s writes here",
+        );
+        assert_eq!(find_snapshot(&c, "n1", &id), None);
+        write(&c.dir.join("swap-1-n1-101.zip"), "zip");
+        assert_eq!(
+            find_snapshot(&c, "n1", &id),
+            Some(c.dir.join("swap-1-n1-101.zip"))
+        );
+    }
+
+    #[test]
+    fn a_k3s_config_k3s_would_not_take_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = HostPaths::new(dir.path());
+        write(
+            &p.k3s_dropins().join("50.yaml"),
+            "etcd-snapshot-dir: relative/dir\n",
+        );
+        let err = SnapshotConfig::read(&p).unwrap_err().to_string();
+        assert!(err.contains("50.yaml") && err.contains("absolute"), "{err}");
+        write(
+            &p.k3s_dropins().join("50.yaml"),
+            "etcd-snapshot-compress: maybe\n",
+        );
+        assert!(SnapshotConfig::read(&p).is_err());
+        write(
+            &p.k3s_dropins().join("50.yaml"),
+            "token: K10secretmark::server:pw\n[not: a mapping\n",
+        );
+        let err = SnapshotConfig::read(&p).unwrap_err().to_string();
+        assert!(
+            err.contains("not valid YAML") && !err.contains("secretmark"),
+            "{err}"
+        );
+    }
 }

@@ -6,6 +6,7 @@
 //! stand-ins first. Nothing here talks to the Kubernetes API.
 #![forbid(unsafe_code)]
 
+pub mod budget;
 pub mod datastore;
 pub mod error;
 pub mod etcd;
@@ -13,11 +14,13 @@ pub mod fsutil;
 pub mod k3s;
 pub mod lock;
 pub mod paths;
+pub mod process;
 pub mod role;
 pub mod shims;
 pub mod switch;
 pub mod systemd;
 
+pub use budget::Budget;
 pub use error::{Error, Result};
 pub use paths::HostPaths;
 pub use switch::{Change, Host};

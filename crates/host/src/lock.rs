@@ -9,7 +9,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::error::{Error, Result, io};
+use crate::{
+    budget::Budget,
+    error::{Error, Result, io},
+};
 
 /// A held host lock; dropping it releases the lock.
 #[derive(Debug)]
@@ -21,6 +24,12 @@ pub struct HostLock {
 impl HostLock {
     /// Takes the lock at `path`, waiting up to `timeout` for another holder.
     pub fn acquire(path: &Path, timeout: Duration) -> Result<HostLock> {
+        HostLock::acquire_within(path, timeout, &Budget::unbounded())
+    }
+
+    /// Takes the lock like [`HostLock::acquire`], giving up when `budget` is
+    /// cancelled or spent: a cancelled step must not keep waiting for it.
+    pub fn acquire_within(path: &Path, timeout: Duration, budget: &Budget) -> Result<HostLock> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io("creating", dir))?;
         }
@@ -35,6 +44,7 @@ impl HostLock {
             match file.try_lock() {
                 Ok(()) => return Ok(HostLock { _file: file }),
                 Err(TryLockError::WouldBlock) if start.elapsed() < timeout => {
+                    budget.check("waiting for the host lock")?;
                     thread::sleep(Duration::from_millis(100));
                 }
                 Err(TryLockError::WouldBlock) => {

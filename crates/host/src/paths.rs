@@ -40,15 +40,22 @@ impl HostPaths {
     pub fn lock_file(&self) -> PathBuf {
         self.at("var/lib/rancher/k3s/fleet-role.lock")
     }
-    /// The datastore.
+    /// k3s's `server/db`: the etcd datastore, and beside it the snapshots
+    /// and their metadata, which stay there whatever the host's role.
     pub fn db(&self) -> PathBuf {
         self.at("var/lib/rancher/k3s/server/db")
+    }
+    /// The etcd datastore itself (`server/db/etcd`): the only part a
+    /// demotion moves, as k3s's own `backupDirWithRetention` does.
+    pub fn etcd_dir(&self) -> PathBuf {
+        self.at("var/lib/rancher/k3s/server/db/etcd")
     }
     /// k3s's tombstone, written when the member was removed.
     pub fn tombstone(&self) -> PathBuf {
         self.at("var/lib/rancher/k3s/server/db/etcd/tombstone")
     }
-    /// Where a demoted host's datastore is kept (the newest copy only).
+    /// Where a demoted host's etcd datastore is kept, as `db.demoted/etcd`
+    /// (the newest copy only).
     pub fn db_demoted(&self) -> PathBuf {
         self.at("var/lib/rancher/k3s/server/db.demoted")
     }
@@ -56,7 +63,12 @@ impl HostPaths {
     pub fn db_demoted_new(&self) -> PathBuf {
         self.at("var/lib/rancher/k3s/server/db.demoted.new")
     }
-    /// k3s's snapshot directory.
+    /// The older copy between the newer one taking its place and its removal.
+    pub fn db_demoted_old(&self) -> PathBuf {
+        self.at("var/lib/rancher/k3s/server/db.demoted.old")
+    }
+    /// k3s's default snapshot directory (`etcd-snapshot-dir` may name
+    /// another: see [`crate::k3s::SnapshotConfig`]).
     pub fn snapshots(&self) -> PathBuf {
         self.at("var/lib/rancher/k3s/server/db/snapshots")
     }

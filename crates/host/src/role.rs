@@ -24,12 +24,6 @@ pub fn read(paths: &HostPaths) -> Result<Option<Role>> {
     }
 }
 
-/// Reads the role file, treating an unreadable or invalid one as missing
-/// (the decision then refuses what needs a role).
-pub fn read_lenient(paths: &HostPaths) -> Option<Role> {
-    read(paths).ok().flatten()
-}
-
 /// Names `role` in the role file (atomically) and checks it reads back.
 pub fn write(paths: &HostPaths, role: Role) -> Result<()> {
     let path = paths.role_file();
@@ -55,6 +49,8 @@ mod tests {
         assert_eq!(read(&paths).unwrap(), Some(Role::Agent));
         fs::write(paths.role_file(), "voter\n").unwrap();
         assert!(matches!(read(&paths), Err(Error::BadRoleFile { .. })));
-        assert_eq!(read_lenient(&paths), None);
+        fs::remove_file(paths.role_file()).unwrap();
+        fs::create_dir(paths.role_file()).unwrap();
+        assert!(read(&paths).is_err(), "an unreadable role file is no role");
     }
 }

@@ -4,7 +4,7 @@
 
 use std::{fs, path::Path, process::Command, thread, time::Duration};
 
-use crate::HostPaths;
+use crate::{HostPaths, process::Bounded};
 
 /// Process ids whose command line starts with a shim under this host's
 /// `<data-dir>/data/<id>/bin/containerd-shim*`.
@@ -70,7 +70,18 @@ pub fn kill_all(paths: &HostPaths, timeout: Duration) -> usize {
             i += 1;
         }
         let ids: Vec<String> = tree.iter().map(u32::to_string).collect();
-        let _ = Command::new("kill").arg("-9").args(&ids).output();
+        let mut kill = Command::new("kill");
+        kill.arg("-9").args(&ids);
+        // kill(1) returns at once; the bound is for a machine too loaded to
+        // run it. A shim it missed is found again below.
+        let _ = Bounded {
+            command: kill,
+            line: "kill -9 (pod shims)",
+            timeout: Duration::from_secs(10),
+            left: "some shims may still run",
+            budget: &crate::Budget::unbounded(),
+        }
+        .run();
     }
     let start = std::time::Instant::now();
     while !find(paths).is_empty() && start.elapsed() < timeout {

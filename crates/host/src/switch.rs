@@ -10,7 +10,7 @@ use std::{ffi::OsString, fmt, path::PathBuf, time::Duration};
 use protocol::{JoinUrl, Role, SwapId};
 
 use crate::{
-    HostPaths, datastore,
+    Budget, HostPaths, datastore,
     error::{Error, Result},
     etcd,
     fsutil::{holds, remove_if_present, write_atomic},
@@ -18,8 +18,18 @@ use crate::{
     lock::HostLock,
     paths::{ETCD_ONLY_DROPIN, JOIN_DROPIN, JOIN_UNIT_DROPIN},
     role, shims,
-    systemd::Systemctl,
+    systemd::{ActiveState, Systemctl},
 };
+
+/// How long a start waits for its unit to be active by default. A joining
+/// server's k3s sends `READY=1` only once its etcd member serves a
+/// linearizable read, that is once it has been promoted from learner to
+/// voter, which k3s's leader does every 15 s once the learner caught up.
+pub const DEFAULT_START_WAIT: Duration = Duration::from_secs(600);
+
+/// How long a stop waits for its unit to be stopped by default: systemd's
+/// own stop timeout (90 s, k3s's units set none) and a margin.
+pub const DEFAULT_STOP_WAIT: Duration = Duration::from_secs(120);
 
 /// One change to the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +58,7 @@ pub enum Change {
     EnableNow(&'static str),
     /// Restart a unit.
     Restart(&'static str),
-    /// Move `server/db` aside to `server/db.demoted`.
+    /// Move `server/db/etcd` aside to `server/db.demoted/etcd`.
     MoveDatastoreAside,
     /// Kill every pod's shim.
     KillShims,
@@ -68,15 +78,17 @@ impl fmt::Display for Shown<'_> {
             Change::Remove { path } => write!(f, "remove {}", on_host(path)),
             Change::DaemonReload => f.write_str("systemctl daemon-reload"),
             Change::Role(r) => write!(f, "name {r} in {}", on_host(&self.1.role_file())),
-            Change::Stop(u) => write!(f, "systemctl stop {u}"),
+            Change::Stop(u) => write!(f, "systemctl stop {u} (queued, then confirmed)"),
             Change::Disable(u) => write!(f, "systemctl disable {u}"),
-            Change::EnableNow(u) => write!(f, "systemctl enable --now {u}"),
-            Change::Restart(u) => write!(f, "systemctl restart {u}"),
+            Change::EnableNow(u) => {
+                write!(f, "systemctl enable --now {u} (queued, then waited for)")
+            }
+            Change::Restart(u) => write!(f, "systemctl restart {u} (queued, then waited for)"),
             Change::MoveDatastoreAside => write!(
                 f,
                 "move {} to {}",
-                on_host(&self.1.db()),
-                on_host(&self.1.db_demoted())
+                on_host(&self.1.etcd_dir()),
+                on_host(&self.1.db_demoted().join("etcd"))
             ),
             Change::KillShims => f.write_str("kill every pod's shim"),
             Change::WaitEtcd => f.write_str("wait for etcd to serve again"),
@@ -95,6 +107,13 @@ pub struct Host {
     pub etcd_health_url: String,
     /// How long a step-down waits for etcd to serve again.
     pub etcd_wait: Duration,
+    /// How long `k3s etcd-snapshot save` may take before it is killed.
+    pub snapshot_timeout: Duration,
+    /// How long a queued start waits for its unit to be active.
+    pub start_wait: Duration,
+    /// How long a queued stop waits for its unit to be stopped.
+    pub stop_wait: Duration,
+    budget: Budget,
     systemctl: Systemctl,
     search_path: Option<OsString>,
 }
@@ -115,6 +134,10 @@ impl Host {
             node: node.into(),
             etcd_health_url: etcd::DEFAULT_HEALTH_URL.to_string(),
             etcd_wait: Duration::from_secs(120),
+            snapshot_timeout: k3s::DEFAULT_SNAPSHOT_TIMEOUT,
+            start_wait: DEFAULT_START_WAIT,
+            stop_wait: DEFAULT_STOP_WAIT,
+            budget: Budget::unbounded(),
             systemctl: Systemctl::new(root),
             search_path: None,
         }
@@ -129,6 +152,20 @@ impl Host {
         self
     }
 
+    /// Bounds every `systemctl` call to `timeout`.
+    pub fn with_systemctl_timeout(mut self, timeout: Duration) -> Self {
+        self.systemctl = self.systemctl.with_timeout(timeout);
+        self
+    }
+
+    /// The same host, with every call and wait under `budget`: its deadline
+    /// cuts them short and its cancellation ends them at once.
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.systemctl = self.systemctl.with_budget(budget.clone());
+        self.budget = budget;
+        self
+    }
+
     /// The host's `systemctl`.
     pub fn systemctl(&self) -> &Systemctl {
         &self.systemctl
@@ -136,7 +173,7 @@ impl Host {
 
     /// Takes the host lock, waiting up to `timeout`.
     pub fn lock(&self, timeout: Duration) -> Result<HostLock> {
-        HostLock::acquire(&self.paths.lock_file(), timeout)
+        HostLock::acquire_within(&self.paths.lock_file(), timeout, &self.budget)
     }
 
     /// A change as one line for a person.
@@ -144,7 +181,9 @@ impl Host {
         Shown(c, &self.paths)
     }
 
-    /// The current role file (missing → `None`).
+    /// The current role file (missing → `None`). An unreadable or invalid
+    /// one is an error, and every plan refuses on it: such a host may be a
+    /// server or an agent, and a guess could move a live datastore aside.
     pub fn role(&self) -> Result<Option<Role>> {
         role::read(&self.paths)
     }
@@ -166,7 +205,10 @@ impl Host {
     }
 
     fn stop_and_disable(&self, plan: &mut Vec<Change>, unit: &'static str) -> Result<()> {
-        if self.systemctl.is_active(unit)? {
+        // Anything but inactive or failed may be running, or about to be:
+        // activating (a start, its condition, an auto-restart's wait) and
+        // deactivating included.
+        if !self.systemctl.state(unit)?.is_stopped() {
             plan.push(Change::Stop(unit));
         }
         if self.systemctl.is_enabled(unit)? {
@@ -176,7 +218,9 @@ impl Host {
     }
 
     fn enable_now(&self, plan: &mut Vec<Change>, unit: &'static str) -> Result<()> {
-        if !self.systemctl.is_active(unit)? || !self.systemctl.is_enabled(unit)? {
+        if self.systemctl.state(unit)?.active != ActiveState::Active
+            || !self.systemctl.is_enabled(unit)?
+        {
             plan.push(Change::EnableNow(unit));
         }
         Ok(())
@@ -188,12 +232,16 @@ impl Host {
     /// before the server starts, so the two are never active together.
     pub fn plan_promote(&self, join: &JoinUrl) -> Result<Vec<Change>> {
         let mut plan = vec![];
-        let role = self.role().ok().flatten();
+        let role = self.role()?;
         if role != Some(Role::Server)
-            && (self.paths.db().exists() || self.paths.db_demoted_new().exists())
+            && (self.paths.etcd_dir().exists() || self.paths.db_demoted_new().exists())
         {
             // A datastore left from an earlier life would make k3s start a
-            // removed member or a new cluster: k3s's own advice is to move it.
+            // removed member or a new cluster: k3s's own advice is to move it,
+            // with the server confirmed stopped first.
+            if !self.systemctl.state(SERVER)?.is_stopped() {
+                plan.push(Change::Stop(SERVER));
+            }
             plan.push(Change::MoveDatastoreAside);
         }
         let config = format!(
@@ -232,7 +280,7 @@ impl Host {
     pub fn plan_demote(&self) -> Result<Vec<Change>> {
         let mut plan = vec![];
         self.stop_and_disable(&mut plan, SERVER)?;
-        if self.paths.db().exists() || self.paths.db_demoted_new().exists() {
+        if self.paths.etcd_dir().exists() || self.paths.db_demoted_new().exists() {
             plan.push(Change::MoveDatastoreAside);
         }
         self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(JOIN_DROPIN));
@@ -243,7 +291,7 @@ impl Host {
         ) {
             plan.push(Change::DaemonReload);
         }
-        if self.role().ok().flatten() != Some(Role::Agent) {
+        if self.role()? != Some(Role::Agent) {
             plan.push(Change::Role(Role::Agent));
         }
         self.enable_now(&mut plan, AGENT)?;
@@ -258,7 +306,7 @@ impl Host {
         let mut plan = vec![];
         let dropin = self.paths.k3s_dropins().join(ETCD_ONLY_DROPIN);
         self.write_if_differs(&mut plan, dropin, ETCD_ONLY_CONFIG.to_string());
-        let role = self.role().ok().flatten();
+        let role = self.role()?;
         if role != Some(Role::Agent) {
             // Restart even when the drop-in was already written: a crash may
             // have come between the write and the restart.
@@ -282,50 +330,78 @@ impl Host {
 
     fn apply_one(&self, change: &Change) -> Result<()> {
         let sc = &self.systemctl;
+        self.budget
+            .check(&format!("about to {}", self.show(change)))?;
         match change {
             Change::Write { path, contents } => write_atomic(path, contents.as_bytes(), 0o644),
             Change::Remove { path } => remove_if_present(path).map(drop),
             Change::DaemonReload => sc.daemon_reload(),
             Change::Role(r) => role::write(&self.paths, *r),
-            Change::Stop(u) => {
-                sc.stop(u)?;
-                expect_state(sc, u, false, "stop")
-            }
+            Change::Stop(u) => self.stop_confirmed(u),
             Change::Disable(u) => sc.disable(u),
             Change::EnableNow(u) => {
-                sc.enable_now(u)?;
-                expect_state(sc, u, true, "enable --now")
+                self.stop_confirmed(other(u))?;
+                let before = sc.state(u)?;
+                sc.queue_enable_now(u)?;
+                sc.wait_active(u, &before, false, self.start_wait)
             }
             Change::Restart(u) => {
-                sc.restart(u)?;
-                expect_state(sc, u, true, "restart")
+                self.stop_confirmed(other(u))?;
+                let before = sc.state(u)?;
+                sc.queue_restart(u)?;
+                sc.wait_active(u, &before, true, self.start_wait)
             }
-            Change::MoveDatastoreAside => datastore::move_aside(&self.paths).map(drop),
+            Change::MoveDatastoreAside => {
+                // Never under a running server: k3s would write into the
+                // directory being moved, or start over an empty one.
+                self.stop_confirmed(SERVER)?;
+                datastore::move_aside(&self.paths).map(drop)
+            }
             Change::KillShims => {
                 shims::kill_all(&self.paths, Duration::from_secs(10));
                 Ok(())
             }
-            Change::WaitEtcd => {
-                if etcd::wait_healthy(
-                    &self.etcd_health_url,
-                    self.etcd_wait,
-                    Duration::from_millis(500),
-                ) {
-                    Ok(())
-                } else {
-                    Err(Error::EtcdNotBack {
-                        url: self.etcd_health_url.clone(),
-                        waited: self.etcd_wait,
-                    })
-                }
+            Change::WaitEtcd => self.wait_etcd(),
+        }
+    }
+
+    /// Issues a stop of `unit` and confirms it (`inactive` or `failed`).
+    /// A stop of a stopped unit changes nothing, and issuing it also
+    /// cancels a start systemd may have queued meanwhile.
+    fn stop_confirmed(&self, unit: &str) -> Result<()> {
+        self.systemctl.queue_stop(unit)?;
+        self.systemctl.wait_stopped(unit, self.stop_wait).map(drop)
+    }
+
+    fn wait_etcd(&self) -> Result<()> {
+        let start = std::time::Instant::now();
+        let every = Duration::from_millis(500);
+        loop {
+            if etcd::is_healthy(&self.etcd_health_url, every.max(Duration::from_millis(200))) {
+                return Ok(());
             }
+            if start.elapsed() >= self.etcd_wait {
+                return Err(Error::EtcdNotBack {
+                    url: self.etcd_health_url.clone(),
+                    waited: self.etcd_wait,
+                });
+            }
+            self.budget.check("waiting for etcd to serve again")?;
+            self.budget.sleep(every);
         }
     }
 
     /// Takes the on-demand snapshot named for `swap`; returns its file as a
     /// path on the host.
     pub fn snapshot(&self, swap: &SwapId) -> Result<String> {
-        let file = k3s::snapshot_save(&self.paths, &self.node, swap, self.search_path.as_ref())?;
+        let file = k3s::snapshot_save(
+            &self.paths,
+            &self.node,
+            swap,
+            self.search_path.as_ref(),
+            self.snapshot_timeout,
+            &self.budget,
+        )?;
         Ok(format!(
             "/{}",
             file.strip_prefix(self.paths.root())
@@ -341,27 +417,20 @@ impl Host {
 
     /// The host's etcd member name (k3s keeps it in `server/db/etcd/name`).
     pub fn member_name(&self) -> Option<String> {
-        std::fs::read_to_string(self.paths.db().join("etcd/name"))
+        std::fs::read_to_string(self.paths.etcd_dir().join("name"))
             .ok()
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty())
     }
 
-    /// Whether the host holds a datastore.
+    /// Whether the host holds an etcd datastore (`server/db/etcd`; the
+    /// snapshots beside it are no datastore).
     pub fn has_datastore(&self) -> bool {
-        self.paths.db().exists()
+        self.paths.etcd_dir().exists()
     }
 }
 
-fn expect_state(sc: &Systemctl, unit: &str, active: bool, action: &'static str) -> Result<()> {
-    if sc.is_active(unit)? == active {
-        Ok(())
-    } else {
-        let state = if active { "inactive" } else { "still active" };
-        Err(Error::UnitState {
-            unit: unit.to_string(),
-            action,
-            state: state.to_string(),
-        })
-    }
+/// The other k3s unit: the one that must be stopped before `unit` starts.
+fn other(unit: &str) -> &'static str {
+    if unit == SERVER { AGENT } else { SERVER }
 }

@@ -1,8 +1,20 @@
 //! systemd, driven through the `systemctl` found on `PATH`.
 
-use std::{ffi::OsString, path::PathBuf, process::Command};
+use std::{ffi::OsString, path::PathBuf, process::Command, time::Duration};
 
-use crate::error::{Error, Result};
+use crate::{
+    budget::Budget,
+    error::{Error, Result},
+    process::Bounded,
+};
+
+/// How often a queued start or stop is checked.
+const POLL: Duration = Duration::from_millis(250);
+
+/// How long one `systemctl` call may take by default. Every call that
+/// changes a unit only queues a job (or edits a link), so it returns at once
+/// on a healthy systemd; this bound is for a systemd that does not answer.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs `systemctl` (or a stand-in named so, first on `PATH` in tests) with
 /// `FLEET_ROLE_ROOT` passed through, so a stand-in keeps its state per host.
@@ -10,6 +22,8 @@ use crate::error::{Error, Result};
 pub struct Systemctl {
     root: PathBuf,
     search_path: Option<OsString>,
+    timeout: Duration,
+    budget: Budget,
 }
 
 impl Systemctl {
@@ -18,7 +32,26 @@ impl Systemctl {
         Self {
             root: root.into(),
             search_path: None,
+            timeout: DEFAULT_TIMEOUT,
+            budget: Budget::unbounded(),
         }
+    }
+
+    /// Runs every call and wait under `budget` (a step's bound and cancel).
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Bounds every call to `timeout`; past it the call is killed.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The bound of one call.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// Looks programs up on `path` instead of this process's `PATH`.
@@ -29,14 +62,24 @@ impl Systemctl {
 
     fn run(&self, args: &[&str]) -> Result<std::process::Output> {
         let line = format!("systemctl {}", args.join(" "));
-        command("systemctl", self.search_path.as_ref())
-            .args(args)
-            .env("FLEET_ROLE_ROOT", &self.root)
-            .output()
-            .map_err(|e| Error::Command {
-                command: line,
-                detail: e.to_string(),
-            })
+        let mut c = command("systemctl", self.search_path.as_ref());
+        c.args(args).env("FLEET_ROLE_ROOT", &self.root);
+        let query = args
+            .first()
+            .is_some_and(|v| v.starts_with("is-") || *v == "show");
+        let left = if query {
+            "it was a query: nothing was changed"
+        } else {
+            "systemd may still carry out the job: the unit's state is whatever `systemctl status` shows now"
+        };
+        Bounded {
+            command: c,
+            line: &line,
+            timeout: self.timeout,
+            left,
+            budget: &self.budget,
+        }
+        .run()
     }
 
     fn ok(&self, args: &[&str]) -> Result<()> {
@@ -51,9 +94,27 @@ impl Systemctl {
         }
     }
 
-    /// Whether `unit` is active (`systemctl is-active --quiet`).
-    pub fn is_active(&self, unit: &str) -> Result<bool> {
-        Ok(self.run(&["is-active", "--quiet", unit])?.status.success())
+    /// The unit's state as systemd reports it (`systemctl show -p
+    /// ActiveState,SubState,Result,InactiveExitTimestampMonotonic`).
+    pub fn state(&self, unit: &str) -> Result<UnitState> {
+        let args = [
+            "show",
+            "-p",
+            "ActiveState,SubState,Result,InactiveExitTimestampMonotonic",
+            unit,
+        ];
+        let out = self.run(&args)?;
+        let line = format!("systemctl {}", args.join(" "));
+        if !out.status.success() {
+            return Err(Error::Command {
+                command: line,
+                detail: describe(&out),
+            });
+        }
+        UnitState::parse(&String::from_utf8_lossy(&out.stdout)).map_err(|why| Error::Command {
+            command: line,
+            detail: why,
+        })
     }
 
     /// Whether `unit` is enabled (`systemctl is-enabled --quiet`).
@@ -61,9 +122,10 @@ impl Systemctl {
         Ok(self.run(&["is-enabled", "--quiet", unit])?.status.success())
     }
 
-    /// Stops `unit`.
-    pub fn stop(&self, unit: &str) -> Result<()> {
-        self.ok(&["stop", unit])
+    /// Queues a stop of `unit` (`systemctl stop --no-block`); see
+    /// [`Systemctl::wait`] to confirm it.
+    pub fn queue_stop(&self, unit: &str) -> Result<()> {
+        self.ok(&["stop", "--no-block", unit])
     }
 
     /// Disables `unit`.
@@ -71,19 +133,210 @@ impl Systemctl {
         self.ok(&["disable", unit])
     }
 
-    /// Enables and starts `unit` in one call, as the installer does.
-    pub fn enable_now(&self, unit: &str) -> Result<()> {
-        self.ok(&["enable", "--now", unit])
+    /// Enables `unit` and queues its start in one call, as the installer does
+    /// (`systemctl enable --now --no-block`). A blocking start of k3s's
+    /// `Type=notify` units with `TimeoutStartSec=0` would not return until
+    /// k3s sends `READY=1`, and never if it does not.
+    pub fn queue_enable_now(&self, unit: &str) -> Result<()> {
+        self.ok(&["enable", "--now", "--no-block", unit])
     }
 
-    /// Restarts `unit`.
-    pub fn restart(&self, unit: &str) -> Result<()> {
-        self.ok(&["restart", unit])
+    /// Queues a restart of `unit` (`systemctl restart --no-block`).
+    pub fn queue_restart(&self, unit: &str) -> Result<()> {
+        self.ok(&["restart", "--no-block", unit])
+    }
+
+    /// Waits up to `bound` for a queued stop: `Ok` once `unit` is `inactive`
+    /// or `failed`. Anything else (`deactivating`, `activating` of an
+    /// auto-restart) is still running.
+    pub fn wait_stopped(&self, unit: &str, bound: Duration) -> Result<UnitState> {
+        let start = std::time::Instant::now();
+        loop {
+            let s = self.state(unit)?;
+            if s.is_stopped() {
+                return Ok(s);
+            }
+            if start.elapsed() >= bound {
+                return Err(Error::UnitWait {
+                    unit: unit.to_string(),
+                    waited_for: "after its stop was queued",
+                    state: s.to_string(),
+                    waited: bound,
+                    left: "systemd may still stop it; nothing that needs it stopped was done",
+                });
+            }
+            self.budget
+                .check(&format!("waiting for {unit} to stop (it is {s})"))?;
+            self.budget.sleep(POLL);
+        }
+    }
+
+    /// Waits up to `bound` for a queued start (or restart) of `unit`: `Ok`
+    /// once it is `active` and has left `inactive` since `before` (when
+    /// `restarted`, so that the old run still active before the job ran is
+    /// not taken for the new one). A start that ran and ended (`inactive` or
+    /// `failed` with a newer start stamp) is an error at once; one not run
+    /// yet, or `activating` (a notify unit not yet ready, an auto-restart's
+    /// wait), is waited for.
+    pub fn wait_active(
+        &self,
+        unit: &str,
+        before: &UnitState,
+        restarted: bool,
+        bound: Duration,
+    ) -> Result<()> {
+        let start = std::time::Instant::now();
+        loop {
+            let s = self.state(unit)?;
+            let ran = s.inactive_exit != before.inactive_exit;
+            if s.active == ActiveState::Active && (ran || !restarted) {
+                return Ok(());
+            }
+            if s.is_stopped() && ran {
+                return Err(Error::UnitState {
+                    unit: unit.to_string(),
+                    action: "its start ran",
+                    state: format!("{s}, result {}", s.result),
+                });
+            }
+            if start.elapsed() >= bound {
+                return Err(Error::UnitWait {
+                    unit: unit.to_string(),
+                    waited_for: "after its start was queued",
+                    state: s.to_string(),
+                    waited: bound,
+                    left: "it is left starting (systemd keeps trying); a rollback or demote-local stops it",
+                });
+            }
+            self.budget
+                .check(&format!("waiting for {unit} to be active (it is {s})"))?;
+            self.budget.sleep(POLL);
+        }
     }
 
     /// Reloads unit files after a drop-in changed.
     pub fn daemon_reload(&self) -> Result<()> {
         self.ok(&["daemon-reload"])
+    }
+}
+
+/// systemd's `ActiveState` of a unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActiveState {
+    /// Started (for a `Type=notify` unit: its process has sent `READY=1`).
+    Active,
+    /// Reloading its configuration; its process runs.
+    Reloading,
+    /// Stopped.
+    Inactive,
+    /// Stopped after a failure.
+    Failed,
+    /// Starting: its `ExecCondition=`, its start until ready, or the wait
+    /// of `Restart=` before the next try (`auto-restart`).
+    Activating,
+    /// Stopping.
+    Deactivating,
+    /// Being cleaned or otherwise maintained by systemd; not stopped.
+    Maintenance,
+    /// Refreshing its mounts; its process runs.
+    Refreshing,
+}
+
+impl ActiveState {
+    /// Parses systemd's word.
+    pub fn parse(word: &str) -> Option<ActiveState> {
+        Some(match word {
+            "active" => ActiveState::Active,
+            "reloading" => ActiveState::Reloading,
+            "inactive" => ActiveState::Inactive,
+            "failed" => ActiveState::Failed,
+            "activating" => ActiveState::Activating,
+            "deactivating" => ActiveState::Deactivating,
+            "maintenance" => ActiveState::Maintenance,
+            "refreshing" => ActiveState::Refreshing,
+            _ => return None,
+        })
+    }
+
+    /// systemd's word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActiveState::Active => "active",
+            ActiveState::Reloading => "reloading",
+            ActiveState::Inactive => "inactive",
+            ActiveState::Failed => "failed",
+            ActiveState::Activating => "activating",
+            ActiveState::Deactivating => "deactivating",
+            ActiveState::Maintenance => "maintenance",
+            ActiveState::Refreshing => "refreshing",
+        }
+    }
+}
+
+/// A unit's state as `systemctl show` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitState {
+    /// `ActiveState`.
+    pub active: ActiveState,
+    /// `SubState` (`running`, `start`, `condition`, `auto-restart`, …).
+    pub sub: String,
+    /// `Result` of the last run (`success`, `exec-condition`, `exit-code`, …).
+    pub result: String,
+    /// `InactiveExitTimestampMonotonic`: when it last left `inactive` or
+    /// `failed`. A start that has run changes it, so a queued start that has
+    /// not run yet can be told from one that ran and ended.
+    pub inactive_exit: u64,
+}
+
+impl UnitState {
+    /// Parses `Key=value` lines; `ActiveState` is required and must be one of
+    /// systemd's words (an unknown one is an error, never a guess).
+    pub fn parse(text: &str) -> std::result::Result<UnitState, String> {
+        let mut active = None;
+        let mut sub = String::new();
+        let mut result = String::new();
+        let mut inactive_exit = 0;
+        for line in text.lines() {
+            let Some((k, v)) = line.split_once('=') else {
+                continue;
+            };
+            let v = v.trim();
+            match k.trim() {
+                "ActiveState" => {
+                    active = Some(
+                        ActiveState::parse(v)
+                            .ok_or_else(|| format!("unknown ActiveState {:?}", v))?,
+                    )
+                }
+                "SubState" => sub = v.to_string(),
+                "Result" => result = v.to_string(),
+                "InactiveExitTimestampMonotonic" => inactive_exit = v.parse().unwrap_or(0),
+                _ => {}
+            }
+        }
+        Ok(UnitState {
+            active: active.ok_or("no ActiveState in its answer")?,
+            sub,
+            result,
+            inactive_exit,
+        })
+    }
+
+    /// Whether the unit is stopped: `inactive` or `failed`, nothing else.
+    /// `activating` (a start, its condition, an auto-restart's wait) and
+    /// `deactivating` count as running: k3s may be up, or about to be.
+    pub fn is_stopped(&self) -> bool {
+        matches!(self.active, ActiveState::Inactive | ActiveState::Failed)
+    }
+}
+
+impl std::fmt::Display for UnitState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.sub.is_empty() {
+            f.write_str(self.active.as_str())
+        } else {
+            write!(f, "{} ({})", self.active.as_str(), self.sub)
+        }
     }
 }
 
@@ -111,4 +364,60 @@ pub(crate) fn describe(out: &std::process::Output) -> String {
         .or_else(|| pick(&out.stdout))
         .unwrap_or_default();
     format!("{}: {}", out.status, last.escape_debug())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::{fs, os::unix::fs::PermissionsExt};
+
+    #[test]
+    fn a_systemctl_that_never_answers_is_killed_and_the_error_names_the_call_and_its_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        fs::create_dir_all(&bin).unwrap();
+        let prog = bin.join("systemctl");
+        fs::write(&prog, "#!/bin/sh\nexec sleep 1000\n").unwrap();
+        fs::set_permissions(&prog, fs::Permissions::from_mode(0o755)).unwrap();
+        let sc = Systemctl::new(dir.path())
+            .with_search_path(Some(format!("{}:/usr/bin:/bin", bin.display()).into()))
+            .with_timeout(Duration::from_secs(1));
+        let err = sc.queue_stop("k3s").unwrap_err().to_string();
+        assert!(
+            err.contains("systemctl stop --no-block k3s timed out after 1s and was killed")
+                && err.contains("systemd may still carry out the job"),
+            "{err}"
+        );
+        let err = sc.state("k3s").unwrap_err().to_string();
+        assert!(err.contains("nothing was changed"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod state_tests {
+    use super::*;
+
+    #[test]
+    fn only_inactive_and_failed_count_as_stopped() {
+        let st = |a: &str, sub: &str| {
+            UnitState::parse(&format!(
+                "ActiveState={a}\nSubState={sub}\nResult=success\nInactiveExitTimestampMonotonic=7\n"
+            ))
+            .unwrap()
+        };
+        assert!(st("inactive", "dead").is_stopped());
+        assert!(st("failed", "failed").is_stopped());
+        assert!(!st("activating", "auto-restart").is_stopped());
+        assert!(!st("activating", "condition").is_stopped());
+        assert!(!st("activating", "start").is_stopped());
+        assert!(!st("deactivating", "stop-sigterm").is_stopped());
+        assert!(!st("active", "running").is_stopped());
+        assert_eq!(st("active", "running").inactive_exit, 7);
+        assert_eq!(
+            st("activating", "auto-restart").to_string(),
+            "activating (auto-restart)"
+        );
+        assert!(UnitState::parse("ActiveState=sleeping\n").is_err());
+        assert!(UnitState::parse("SubState=running\n").is_err());
+    }
 }

@@ -208,7 +208,7 @@ async fn a_host_rebooted_mid_promotion_converges_without_repeating_a_settled_ste
     assert_eq!(snaps, 1, "the settled snapshot was taken again");
     let enables = systemd_log(&lab.spec, "agent-1")
         .iter()
-        .filter(|l| *l == "enable --now k3s")
+        .filter(|l| *l == "enable --now --no-block k3s")
         .count();
     assert_eq!(enables, 1, "the promotion's switch was repeated");
     let members = scenario::members(&lab.spec).await.unwrap();

@@ -326,6 +326,28 @@ pub fn decide(o: &Observation<'_>) -> Decision {
     }
 }
 
+/// Applies the role file's state to a decision: a step that would switch
+/// the host is refused (or, once started, waits) while the role file exists
+/// but cannot be read or names no valid role. [`HostState::role`] reads such a
+/// file as `None`, which must never be taken for "no role": a host whose
+/// file was damaged may be either, and every switch reads and writes it.
+/// `problem` says what is wrong with the file, `None` when it is fine or
+/// missing.
+pub fn with_role_file(decision: Decision, problem: Option<&str>) -> Decision {
+    let Some(problem) = problem else {
+        return decision;
+    };
+    match decision {
+        Decision::Take { swap, step, resume } if !matches!(step, Step::Snapshot) => {
+            let why = format!(
+                "{problem}: the host's role is unknown, so no switch is made until it names server or agent"
+            );
+            refuse_or_wait(resume, swap, step.report_step(), why)
+        }
+        other => other,
+    }
+}
+
 fn step_or_unknown(raw: &str) -> ReportStep {
     StepKind::parse(raw).map_or(ReportStep::Unknown, ReportStep::from)
 }

@@ -863,3 +863,36 @@ fn a_forged_finish_started_report_under_a_voter_changes_nothing() {
         c.decide()
     );
 }
+
+#[test]
+fn a_step_on_a_host_whose_role_file_is_invalid_is_refused_and_never_taken_as_no_role() {
+    let unreadable = HostState {
+        role: None,
+        ..agent_host()
+    };
+    let problem = Some("the role file /var/lib/rancher/k3s/fleet-role holds no valid role");
+    for (step, desired) in [
+        ("promote", "server"),
+        ("rollback", "agent"),
+        ("step-down", "agent"),
+    ] {
+        let c = Case::new(node_asking(step, desired), unreadable.clone());
+        let d = decide::with_role_file(c.decide(), problem);
+        assert!(
+            matches!(d, Decision::Refuse { .. } | Decision::Nothing)
+                && !matches!(d, Decision::Take { .. }),
+            "{step}: {d:?}"
+        );
+    }
+    let c = Case::new(node_asking("promote", "server"), unreadable.clone());
+    let d = decide::with_role_file(c.decide(), problem);
+    assert!(is_refusal(&d, "holds no valid role"), "{d:?}");
+    // Started before the file went bad: it waits rather than settle.
+    let mut c = Case::new(node_asking("promote", "server"), unreadable);
+    c.report = Some(reported(ReportStep::Promote, Phase::Started));
+    let d = decide::with_role_file(c.decide(), problem);
+    assert!(matches!(d, Decision::Wait { .. }), "{d:?}");
+    // A missing file (no problem) changes nothing in the decision.
+    let c = Case::new(node_asking("promote", "server"), agent_host());
+    assert_eq!(decide::with_role_file(c.decide(), None), c.decide());
+}

@@ -72,9 +72,96 @@ pub mod units {
         root.join("var/log/fleet-role-standin/systemd")
     }
 
-    /// Whether `unit` is active on the host under `root`.
+    /// Whether `unit` is running on the host under `root`, in systemd's
+    /// sense: `active`, `activating` (a start, its `ExecCondition=`, an
+    /// auto-restart's wait) or `deactivating`. Only `inactive` and `failed`
+    /// are stopped.
     pub fn is_active(root: &Path, unit: &str) -> bool {
         active_marker(root, unit).exists()
+    }
+
+    /// A unit's state as `systemctl show` gives it.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct State {
+        /// `ActiveState`: `active`, `activating`, `deactivating`, `inactive`, `failed`.
+        pub active: String,
+        /// `SubState`: `running`, `start`, `condition`, `auto-restart`, `stop-sigterm`, `dead`, `failed`.
+        pub sub: String,
+        /// `Result` of the last run: `success`, `exec-condition`, `exit-code`.
+        pub result: String,
+    }
+
+    impl State {
+        /// Whether this state is stopped (`inactive` or `failed`).
+        pub fn is_stopped(&self) -> bool {
+            self.active == "inactive" || self.active == "failed"
+        }
+    }
+
+    fn state_file(root: &Path, unit: &str) -> PathBuf {
+        state_dir(root, "systemd").join(format!("{}.state", unit_name(unit)))
+    }
+
+    fn stamp_file(root: &Path, unit: &str) -> PathBuf {
+        state_dir(root, "systemd").join(format!("{}.inactive-exit", unit_name(unit)))
+    }
+
+    /// The unit's state (`inactive dead success` when never started, or
+    /// after a reboot emptied `run/`).
+    pub fn state(root: &Path, unit: &str) -> State {
+        let text = fs::read_to_string(state_file(root, unit)).unwrap_or_default();
+        let mut words = text.split_whitespace();
+        State {
+            active: words.next().unwrap_or("inactive").to_string(),
+            sub: words.next().unwrap_or("dead").to_string(),
+            result: words.next().unwrap_or("success").to_string(),
+        }
+    }
+
+    /// `InactiveExitTimestampMonotonic`: when the unit last left `inactive`
+    /// or `failed`, in microseconds (0 if never). It changes with every start,
+    /// so a caller can tell a start that has run from one still queued.
+    pub fn inactive_exit(root: &Path, unit: &str) -> u64 {
+        fs::read_to_string(stamp_file(root, unit))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn uptime_micros() -> u64 {
+        fs::read_to_string("/proc/uptime")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+            .map_or(0, |s| (s * 1e6) as u64)
+    }
+
+    /// Sets a unit's state, keeps the running marker and the start stamp in
+    /// step with it, and updates the record of k3s units running at once.
+    pub fn set_state(root: &Path, unit: &str, active: &str, sub: &str, result: &str) {
+        let before = state(root, unit);
+        let dir = state_dir(root, "systemd");
+        fs::create_dir_all(&dir).expect("the state dir");
+        let now = State {
+            active: active.to_string(),
+            sub: sub.to_string(),
+            result: result.to_string(),
+        };
+        if before.is_stopped() && !now.is_stopped() {
+            // Strictly increasing, even for two starts within one tick.
+            let stamp = uptime_micros().max(inactive_exit(root, unit) + 1);
+            let _ = fs::write(stamp_file(root, unit), stamp.to_string());
+        }
+        // Written whole and renamed, so a reader never sees half a state.
+        let tmp = dir.join(format!(".{}.state.{}", unit_name(unit), std::process::id()));
+        let _ = fs::write(&tmp, format!("{active} {sub} {result}\n"));
+        let _ = fs::rename(&tmp, state_file(root, unit));
+        let marker = active_marker(root, unit);
+        if now.is_stopped() {
+            let _ = fs::remove_file(&marker);
+        } else {
+            let _ = fs::write(&marker, "");
+        }
+        record_active(root);
     }
 
     /// Whether `unit` is enabled on the host under `root`.
@@ -101,7 +188,8 @@ pub mod units {
         out
     }
 
-    /// The most k3s units ever active at once on the host (0 if never).
+    /// The most k3s units ever running at once on the host (0 if never);
+    /// see [`record_active`] for what counts.
     pub fn max_active_k3s(root: &Path) -> usize {
         fs::read_to_string(records(root).join("max-active-k3s"))
             .ok()
@@ -120,16 +208,13 @@ pub mod units {
         }
     }
 
-    /// Marks a unit active or not, and updates the record.
+    /// Marks a unit `active (running)` or `inactive (dead)`, and updates the record.
     pub fn set_active(root: &Path, unit: &str, active: bool) {
-        let marker = active_marker(root, unit);
         if active {
-            fs::create_dir_all(marker.parent().expect("a parent")).expect("the state dir");
-            fs::write(&marker, "").expect("the active marker");
+            set_state(root, unit, "active", "running", "success");
         } else {
-            let _ = fs::remove_file(&marker);
+            set_state(root, unit, "inactive", "dead", "success");
         }
-        record_active(root);
     }
 
     /// Sets a unit's state directly (test set-up: a host as installed).
@@ -139,8 +224,18 @@ pub mod units {
     }
 
     /// Updates the record of the most k3s units active at once.
+    ///
+    /// A unit counts from its start to the end of its stop, auto-restart
+    /// waits included, except while only its `ExecCondition=` runs: no k3s
+    /// process runs then, and the condition is what keeps the two apart.
     pub fn record_active(root: &Path) {
-        let now = K3S_UNITS.iter().filter(|u| is_active(root, u)).count();
+        let now = K3S_UNITS
+            .iter()
+            .filter(|u| {
+                let s = state(root, u);
+                !s.is_stopped() && s.sub != "condition"
+            })
+            .count();
         if now > max_active_k3s(root) {
             let dir = records(root);
             let _ = fs::create_dir_all(&dir);

@@ -1,6 +1,9 @@
 //! A `k3s` CLI stand-in: `k3s etcd-snapshot save --name NAME` writes a file
-//! named as k3s names it (`<name>-<node>-<unix>` in `server/db/snapshots`),
-//! and fails as k3s would when the server is not running.
+//! named as k3s names it (`<name>-<node>-<unix>`, `.zip` with
+//! `etcd-snapshot-compress`) in `etcd-snapshot-dir` (default
+//! `server/db/snapshots`), read from `config.yaml` then `config.yaml.d/*.yaml`
+//! as k3s reads them (top-level `key: value` lines only, a later file
+//! winning), and fails as k3s would when the server is not up.
 
 use std::{
     fs,
@@ -22,6 +25,28 @@ fn node_name(root: &std::path::Path) -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
+/// The last value of a top-level `key:` across k3s's config files.
+fn config_value(root: &std::path::Path, key: &str) -> Option<String> {
+    let mut files = vec![root.join("etc/rancher/k3s/config.yaml")];
+    if let Ok(es) = fs::read_dir(root.join("etc/rancher/k3s/config.yaml.d")) {
+        let mut more: Vec<_> = es
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        more.sort();
+        files.extend(more);
+    }
+    let mut found = None;
+    for text in files.iter().filter_map(|f| fs::read_to_string(f).ok()) {
+        for line in text.lines() {
+            if let Some(v) = line.strip_prefix(key).and_then(|r| r.strip_prefix(':')) {
+                found = Some(v.trim().trim_matches('"').to_string());
+            }
+        }
+    }
+    found
+}
+
 fn main() -> ExitCode {
     let root = match root() {
         Ok(r) => r,
@@ -39,7 +64,9 @@ fn main() -> ExitCode {
         .as_slice()
     {
         ["etcd-snapshot", "save", "--name", name] => {
-            if !units::is_active(&root, "k3s") {
+            // The server answers only once it is up (a learner's k3s is
+            // still activating: it refuses, as k3s's learner does).
+            if units::state(&root, "k3s").active != "active" {
                 eprintln!(
                     "level=fatal msg=\"etcd-snapshot error: dial tcp 127.0.0.1:6443: connect: connection refused\""
                 );
@@ -49,12 +76,20 @@ fn main() -> ExitCode {
                 eprintln!("level=fatal msg=\"etcd-snapshot error: snapshot failed (injected)\"");
                 return ExitCode::from(1);
             }
-            let dir = root.join("var/lib/rancher/k3s/server/db/snapshots");
+            let dir = config_value(&root, "etcd-snapshot-dir").map_or_else(
+                || root.join("var/lib/rancher/k3s/server/db/snapshots"),
+                |d| root.join(d.trim_start_matches('/')),
+            );
+            let zip = if config_value(&root, "etcd-snapshot-compress").as_deref() == Some("true") {
+                ".zip"
+            } else {
+                ""
+            };
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs())
                 .unwrap_or(0);
-            let file = dir.join(format!("{name}-{}-{now}", node_name(&root)));
+            let file = dir.join(format!("{name}-{}-{now}{zip}", node_name(&root)));
             if let Err(e) =
                 fs::create_dir_all(&dir).and_then(|_| fs::write(&file, b"stand-in etcd snapshot\n"))
             {
@@ -62,7 +97,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(1);
             }
             eprintln!(
-                "level=info msg=\"Snapshot {name}-{}-{now} saved.\"",
+                "level=info msg=\"Snapshot {name}-{}-{now}{zip} saved.\"",
                 node_name(&root)
             );
             ExitCode::SUCCESS

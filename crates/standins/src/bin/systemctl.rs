@@ -2,16 +2,37 @@
 //!
 //! - Unit files and drop-ins are read from `$FLEET_ROLE_ROOT/etc/systemd/system`
 //!   (drop-ins in name order; a later assignment wins, an empty one resets a list).
+//! - Unit states are systemd's: `inactive (dead)`, `activating (condition)`
+//!   while `ExecCondition=` runs, `activating (start)` until a `Type=notify`
+//!   unit is ready, `active (running)`, `activating (auto-restart)` during
+//!   `RestartSec=` after the process of a `Restart=always` unit exited,
+//!   `deactivating (stop-sigterm)` while a stop waits, `failed (failed)`.
+//!   `show -p ActiveState,SubState,Result,InactiveExitTimestampMonotonic`
+//!   prints them; `is-active` prints the state word and exits 0 only for
+//!   `active` (3 otherwise), as systemd does.
 //! - `ExecCondition=` runs as systemd runs it: exit 0 starts the unit, 1 to 254
-//!   skips the start quietly, 255 or a signal fails it.
+//!   skips the start quietly (`inactive`, `Result=exec-condition`), 255 or a
+//!   signal fails it.
+//! - Readiness of a `Type=notify` unit: its process is given
+//!   `FLEET_ROLE_NOTIFY_FILE=<path>` and is ready once it creates that file
+//!   (the stand-in's `READY=1`; a process that never creates it stays
+//!   `activating` for ever, as under k3s's `TimeoutStartSec=0`). A process
+//!   that exits first fails the start.
+//! - A plain `start` (or `restart`, `enable --now`) blocks until the unit has
+//!   started or failed, as systemd does: for a notify unit that never becomes
+//!   ready, for ever. `--no-block` queues the job (a detached `__job`) and
+//!   returns at once, leaving the unit `inactive` until the job runs and then
+//!   `activating`. `stop --no-block` likewise.
+//! - `Conflicts=` (either unit naming the other) stops the other unit before
+//!   a start.
 //! - A unit with `ExecStart=` runs a real process under a small supervisor
-//!   (this same program, `__supervise UNIT`), which restarts it after
-//!   `RestartSec=` when `Restart=always` (checking `ExecCondition=` again, as
-//!   systemd does), with `Environment=` set. `stop` kills the main process only
-//!   (`KillMode=process`, as k3s's units have): children such as pod shims live on.
-//! - A unit without `ExecStart=` is state only.
+//!   (this same program, `__supervise UNIT`), with `Environment=` set. `stop`
+//!   kills the main process only (`KillMode=process`, as k3s's units have):
+//!   children such as pod shims live on.
+//! - A unit without `ExecStart=` is state only: a start makes it active at
+//!   once (a notify unit counts as ready).
 //! - `__boot` starts every enabled unit (after a simulated reboot has emptied `run/`).
-//! - The most k3s units ever active at once is recorded, to check "never both".
+//! - The most k3s units ever running at once is recorded, to check "never both".
 
 use std::{
     fs,
@@ -32,64 +53,95 @@ fn main() -> ExitCode {
         }
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
-    // Queries leave no trace, so a --check run leaves the host tree as it was.
+    // Queries and internal jobs leave no trace, so a --check run leaves the
+    // host tree as it was and the log shows each command once.
     if !args
         .iter()
-        .any(|a| a.starts_with("is-") || a == "__supervise")
+        .any(|a| a.starts_with("is-") || a == "show" || a.starts_with("__"))
     {
         log(&root, "systemd", &args.join(" "));
     }
-    let quiet = args.iter().any(|a| a == "--quiet" || a == "-q");
-    let now = args.iter().any(|a| a == "--now");
-    let rest: Vec<&str> = args
-        .iter()
-        .filter(|a| !a.starts_with('-'))
-        .map(String::as_str)
-        .collect();
+    let flag = |f: &str| args.iter().any(|a| a == f);
+    let quiet = flag("--quiet") || flag("-q");
+    let now = flag("--now");
+    let no_block = flag("--no-block");
+    let value_only = flag("--value");
+    let mut props: Vec<String> = vec![];
+    let mut rest: Vec<&str> = vec![];
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "-p" || a == "--property" {
+            if let Some(p) = it.next() {
+                props.extend(p.split(',').map(str::to_string));
+            }
+        } else if let Some(p) = a.strip_prefix("--property=") {
+            props.extend(p.split(',').map(str::to_string));
+        } else if !a.starts_with('-') {
+            rest.push(a);
+        }
+    }
     let Some((&verb, unit_args)) = rest.split_first() else {
         eprintln!("systemctl (stand-in): no command");
         return ExitCode::from(1);
     };
-    let unit = unit_args
-        .first()
-        .map(|u| u.strip_suffix(".service").unwrap_or(u).to_string());
+    let unit_at = |i: usize| {
+        unit_args
+            .get(i)
+            .map(|u| u.strip_suffix(".service").unwrap_or(u).to_string())
+    };
+    let unit = unit_at(0);
     let need = |what: &str| unit.clone().ok_or_else(|| format!("{what} needs a unit"));
+    // A job either runs here (systemctl waits for it) or is queued and runs
+    // detached (--no-block), as systemd's job queue does.
+    let job = |verb: &str, u: &str| -> Result<u8, String> {
+        if no_block {
+            queue(&root, verb, u)
+        } else {
+            run_job(&root, verb, u)
+        }
+    };
     let result: Result<u8, String> = match verb {
         "daemon-reload" => Ok(0),
         "is-active" => Ok(need("is-active").map_or(4, |u| {
-            answer(quiet, units::is_active(&root, &u), "active", "inactive", 3)
+            let s = units::state(&root, &u);
+            if !quiet {
+                println!("{}", s.active);
+            }
+            // systemctl is-active: 0 for active (or reloading), 3 otherwise,
+            // activating and deactivating included.
+            if s.active == "active" || s.active == "reloading" {
+                0
+            } else {
+                3
+            }
         })),
         "is-enabled" => Ok(need("is-enabled").map_or(4, |u| {
-            answer(
-                quiet,
-                units::is_enabled(&root, &u),
-                "enabled",
-                "disabled",
-                1,
-            )
+            let yes = units::is_enabled(&root, &u);
+            if !quiet {
+                println!("{}", if yes { "enabled" } else { "disabled" });
+            }
+            if yes { 0 } else { 1 }
         })),
-        "start" => need("start").and_then(|u| start(&root, &u)),
-        "stop" => need("stop").map(|u| stop(&root, &u)),
-        "restart" => need("restart").and_then(|u| {
-            stop(&root, &u);
-            start(&root, &u)
-        }),
+        "show" => need("show").map(|u| show(&root, &u, &props, value_only)),
+        "start" | "stop" | "restart" => need(verb).and_then(|u| job(verb, &u)),
         "enable" => need("enable").and_then(|u| {
             Unit::read(&root, &u)?;
             units::set_enabled(&root, &u, true);
-            if now { start(&root, &u) } else { Ok(0) }
+            if now { job("start", &u) } else { Ok(0) }
         }),
-        "disable" => need("disable").map(|u| {
-            if now {
-                stop(&root, &u);
-            }
+        "disable" => need("disable").and_then(|u| {
+            let code = if now { job("stop", &u)? } else { 0 };
             units::set_enabled(&root, &u, false);
-            0
+            Ok(code)
         }),
+        "__job" => match (unit.as_deref(), unit_at(1)) {
+            (Some(v), Some(u)) => run_job(&root, v, &u),
+            _ => Err("__job needs a verb and a unit".into()),
+        },
         "__supervise" => need("__supervise").map(|u| supervise(&root, &u)),
         "__boot" => {
             for u in units::enabled(&root) {
-                if let Err(e) = start(&root, &u) {
+                if let Err(e) = run_job(&root, "start", &u) {
                     eprintln!("systemctl (stand-in): {e}");
                 }
             }
@@ -106,11 +158,75 @@ fn main() -> ExitCode {
     }
 }
 
-fn answer(quiet: bool, yes: bool, on: &str, off: &str, no_code: u8) -> u8 {
-    if !quiet {
-        println!("{}", if yes { on } else { off });
+/// `systemctl show -p …`: `Key=value` lines in the order asked (the value
+/// alone with `--value`); with no `-p`, every property the stand-in knows.
+fn show(root: &Path, unit: &str, props: &[String], value_only: bool) -> u8 {
+    let s = units::state(root, unit);
+    let known = [
+        "ActiveState",
+        "SubState",
+        "Result",
+        "InactiveExitTimestampMonotonic",
+    ];
+    let asked: Vec<&str> = if props.is_empty() {
+        known.to_vec()
+    } else {
+        props.iter().map(String::as_str).collect()
+    };
+    for p in asked {
+        let v = match p {
+            "ActiveState" => s.active.clone(),
+            "SubState" => s.sub.clone(),
+            "Result" => s.result.clone(),
+            "InactiveExitTimestampMonotonic" => units::inactive_exit(root, unit).to_string(),
+            _ => continue,
+        };
+        if value_only {
+            println!("{v}");
+        } else {
+            println!("{p}={v}");
+        }
     }
-    if yes { 0 } else { no_code }
+    0
+}
+
+/// Queues a job: a detached `__job VERB UNIT` that runs it after this
+/// program has returned.
+fn queue(root: &Path, verb: &str, unit: &str) -> Result<u8, String> {
+    Unit::read(root, unit)?;
+    let out = unit_log(root, unit)?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    Command::new(exe)
+        .args(["__job", verb, unit])
+        .env("FLEET_ROLE_ROOT", root)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().map_err(|e| e.to_string())?)
+        .stderr(out)
+        .spawn()
+        .map_err(|e| format!("cannot queue {verb} {unit}: {e}"))?;
+    Ok(0)
+}
+
+fn run_job(root: &Path, verb: &str, unit: &str) -> Result<u8, String> {
+    match verb {
+        "start" => start(root, unit),
+        "stop" => Ok(stop(root, unit)),
+        "restart" => {
+            stop(root, unit);
+            start(root, unit)
+        }
+        other => Err(format!("unknown job {other}")),
+    }
+}
+
+fn unit_log(root: &Path, unit: &str) -> Result<fs::File, String> {
+    let dir = state_dir(root, "systemd");
+    fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{unit}.log")))
+        .map_err(|e| format!("the unit's log: {e}"))
 }
 
 /// A unit file with its drop-ins, as far as the stand-in reads it.
@@ -121,24 +237,29 @@ struct Unit {
     environment: Vec<(String, String)>,
     restart_always: bool,
     restart_sec: Duration,
+    notify: bool,
+    conflicts: Vec<String>,
+}
+
+fn unit_files(root: &Path, unit: &str) -> Vec<PathBuf> {
+    let mut files = vec![root.join(format!("etc/systemd/system/{unit}.service"))];
+    if let Ok(entries) = fs::read_dir(root.join(format!("etc/systemd/system/{unit}.service.d"))) {
+        let mut confs: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "conf"))
+            .collect();
+        confs.sort();
+        files.extend(confs);
+    }
+    files
 }
 
 impl Unit {
     fn read(root: &Path, unit: &str) -> Result<Unit, String> {
-        let file = root.join(format!("etc/systemd/system/{unit}.service"));
-        if !file.exists() {
+        let files = unit_files(root, unit);
+        if !files[0].exists() {
             return Err(format!("Unit {unit}.service not found."));
-        }
-        let mut files = vec![file];
-        if let Ok(entries) = fs::read_dir(root.join(format!("etc/systemd/system/{unit}.service.d")))
-        {
-            let mut confs: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "conf"))
-                .collect();
-            confs.sort();
-            files.extend(confs);
         }
         let mut u = Unit {
             restart_sec: Duration::from_millis(100),
@@ -146,6 +267,9 @@ impl Unit {
         };
         for text in files.iter().filter_map(|f| fs::read_to_string(f).ok()) {
             for line in text.lines().map(str::trim) {
+                if line.starts_with('#') {
+                    continue;
+                }
                 let Some((key, value)) = line.split_once('=') else {
                     continue;
                 };
@@ -154,6 +278,7 @@ impl Unit {
                     "ExecCondition" if value.is_empty() => u.conditions.clear(),
                     "ExecCondition" => u.conditions.push(value.to_string()),
                     "ExecStart" => u.exec_start = (!value.is_empty()).then(|| value.to_string()),
+                    "Type" => u.notify = value == "notify",
                     "Restart" => u.restart_always = value == "always",
                     "RestartSec" => {
                         u.restart_sec = value
@@ -161,6 +286,12 @@ impl Unit {
                             .parse::<f64>()
                             .map_or(u.restart_sec, Duration::from_secs_f64)
                     }
+                    "Conflicts" if value.is_empty() => u.conflicts.clear(),
+                    "Conflicts" => u.conflicts.extend(
+                        value
+                            .split_whitespace()
+                            .map(|c| c.strip_suffix(".service").unwrap_or(c).to_string()),
+                    ),
                     "Environment" => {
                         let v = value.trim_matches('"');
                         if let Some((k, val)) = v.split_once('=') {
@@ -220,6 +351,28 @@ impl Unit {
     }
 }
 
+/// The units that must stop before `unit` starts: those it names in
+/// `Conflicts=`, and those naming it (systemd applies the dependency both ways).
+fn conflicting(root: &Path, unit: &str, u: &Unit) -> Vec<String> {
+    let mut out = u.conflicts.clone();
+    if let Ok(entries) = fs::read_dir(root.join("etc/systemd/system")) {
+        for e in entries.filter_map(|e| e.ok()) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(other) = name.strip_suffix(".service") else {
+                continue;
+            };
+            if other != unit
+                && !out.iter().any(|o| o == other)
+                && Unit::read(root, other).is_ok_and(|o| o.conflicts.iter().any(|c| c == unit))
+            {
+                out.push(other.to_string());
+            }
+        }
+    }
+    out.retain(|o| o != unit);
+    out
+}
+
 fn pid_file(root: &Path, unit: &str, what: &str) -> PathBuf {
     state_dir(root, "systemd").join(format!("{unit}.{what}"))
 }
@@ -250,43 +403,87 @@ fn signal(pid: u32, sig: &str) {
         .status();
 }
 
+fn set(root: &Path, unit: &str, active: &str, sub: &str, result: &str) {
+    units::set_state(root, unit, active, sub, result);
+}
+
+/// The start job: conflicting units stopped, then the unit started; returns
+/// once it is `active`, skipped by its condition, or failed (a notify unit
+/// that never becomes ready keeps it waiting).
 fn start(root: &Path, unit: &str) -> Result<u8, String> {
     let u = Unit::read(root, unit)?;
     if units::is_active(root, unit) {
         return Ok(0);
     }
-    if !u.conditions_pass(root, unit)? {
-        return Ok(0);
+    for other in conflicting(root, unit, &u) {
+        if units::is_active(root, &other) {
+            log(
+                root,
+                "systemd",
+                &format!("stopping {other} (conflicts with {unit})"),
+            );
+            stop(root, &other);
+        }
     }
-    units::set_active(root, unit, true);
-    log(root, "systemd", &format!("started {unit}"));
-    if u.exec_start.is_some() {
-        let _ = fs::remove_file(pid_file(root, unit, "stopping"));
-        let out = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(state_dir(root, "systemd").join(format!("{unit}.log")))
-            .map_err(|e| format!("the unit's log: {e}"))?;
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let child = Command::new(exe)
-            .args(["__supervise", unit])
-            .env("FLEET_ROLE_ROOT", root)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().map_err(|e| e.to_string())?)
-            .stderr(out)
-            .spawn()
-            .map_err(|e| format!("cannot start {unit}: {e}"))?;
-        fs::write(pid_file(root, unit, "supervisor"), child.id().to_string())
-            .map_err(|e| e.to_string())?;
+    if u.exec_start.is_none() {
+        // State only: the condition decides, and a start is at once complete.
+        set(root, unit, "activating", "condition", "success");
+        return match u.conditions_pass(root, unit) {
+            Ok(true) => {
+                set(root, unit, "active", "running", "success");
+                log(root, "systemd", &format!("started {unit}"));
+                Ok(0)
+            }
+            Ok(false) => {
+                set(root, unit, "inactive", "dead", "exec-condition");
+                Ok(0)
+            }
+            Err(e) => {
+                set(root, unit, "failed", "failed", "exec-condition");
+                Err(e)
+            }
+        };
     }
-    Ok(0)
+    let _ = fs::remove_file(pid_file(root, unit, "stopping"));
+    set(root, unit, "activating", "condition", "success");
+    let out = unit_log(root, unit)?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let child = Command::new(exe)
+        .args(["__supervise", unit])
+        .env("FLEET_ROLE_ROOT", root)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().map_err(|e| e.to_string())?)
+        .stderr(out)
+        .spawn()
+        .map_err(|e| format!("cannot start {unit}: {e}"))?;
+    fs::write(pid_file(root, unit, "supervisor"), child.id().to_string())
+        .map_err(|e| e.to_string())?;
+    // The job ends when the start does: systemctl start returns then.
+    loop {
+        let s = units::state(root, unit);
+        match (s.active.as_str(), s.sub.as_str()) {
+            // Skipped by its condition, or a simple unit whose process
+            // already ended cleanly: the start itself succeeded.
+            ("active", _) | ("inactive", _) => return Ok(0),
+            ("activating", "auto-restart") | ("failed", _) => {
+                return Err(format!(
+                    "Job for {unit}.service failed because the control process exited with error code."
+                ));
+            }
+            _ => thread::sleep(Duration::from_millis(20)),
+        }
+    }
 }
 
+/// The stop job: `deactivating` while the main process gets SIGTERM (then
+/// SIGKILL), then `inactive`. A unit in its auto-restart wait or its
+/// condition is stopped too.
 fn stop(root: &Path, unit: &str) -> u8 {
     if !units::is_active(root, unit) {
         return 0;
     }
     let _ = fs::write(pid_file(root, unit, "stopping"), "");
+    set(root, unit, "deactivating", "stop-sigterm", "success");
     if let Some(sup) = read_pid(root, unit, "supervisor") {
         signal(sup, "-KILL");
     }
@@ -302,17 +499,38 @@ fn stop(root: &Path, unit: &str) -> u8 {
             signal(main, "-KILL");
         }
     }
-    for what in ["supervisor", "main-pid"] {
+    for what in ["supervisor", "main-pid", "ready"] {
         let _ = fs::remove_file(pid_file(root, unit, what));
     }
-    units::set_active(root, unit, false);
+    set(root, unit, "inactive", "dead", "success");
     log(root, "systemd", &format!("stopped {unit}"));
     0
 }
 
-/// The supervisor of one unit's main process (`Restart=`, `RestartSec=`).
+fn stopping(root: &Path, unit: &str) -> bool {
+    pid_file(root, unit, "stopping").exists()
+}
+
+/// The supervisor of one unit's main process: its condition, its readiness,
+/// and `Restart=`/`RestartSec=`.
 fn supervise(root: &Path, unit: &str) -> u8 {
+    let mut first = true;
     while let Ok(u) = Unit::read(root, unit) {
+        if !first {
+            set(root, unit, "activating", "condition", "success");
+        }
+        first = false;
+        match u.conditions_pass(root, unit) {
+            Ok(true) => {}
+            Ok(false) => return end(root, unit, "inactive", "dead", "exec-condition"),
+            Err(e) => {
+                eprintln!("systemctl (stand-in): {e}");
+                return end(root, unit, "failed", "failed", "exec-condition");
+            }
+        }
+        if stopping(root, unit) {
+            return 0;
+        }
         let Some(mut cmd) = u
             .exec_start
             .as_deref()
@@ -320,33 +538,75 @@ fn supervise(root: &Path, unit: &str) -> u8 {
         else {
             break;
         };
+        let ready = pid_file(root, unit, "ready");
+        let _ = fs::remove_file(&ready);
+        if u.notify {
+            cmd.env("FLEET_ROLE_NOTIFY_FILE", &ready);
+        }
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("systemctl (stand-in): {unit}: {e}");
-                break;
+                return end(root, unit, "failed", "failed", "exit-code");
             }
         };
         let _ = fs::write(pid_file(root, unit, "main-pid"), child.id().to_string());
-        let status = child.wait();
-        if pid_file(root, unit, "stopping").exists() {
+        if u.notify {
+            set(root, unit, "activating", "start", "success");
+        } else {
+            set(root, unit, "active", "running", "success");
+            log(root, "systemd", &format!("started {unit}"));
+        }
+        let mut announced = !u.notify;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) => {}
+                Err(_) => break None,
+            }
+            if !announced && ready.exists() && !stopping(root, unit) {
+                set(root, unit, "active", "running", "success");
+                log(root, "systemd", &format!("started {unit}"));
+                announced = true;
+            }
+            thread::sleep(Duration::from_millis(20));
+        };
+        if stopping(root, unit) {
             return 0;
         }
         log(root, "systemd", &format!("{unit} exited ({status:?})"));
+        let clean = status.is_some_and(|s| s.success());
         if !u.restart_always {
-            break;
+            let (a, sub, r) = if clean {
+                ("inactive", "dead", "success")
+            } else {
+                ("failed", "failed", "exit-code")
+            };
+            return end(root, unit, a, sub, r);
         }
-        thread::sleep(u.restart_sec);
-        if pid_file(root, unit, "stopping").exists() {
+        // Restart=always: systemd shows the wait as activating (auto-restart).
+        set(root, unit, "activating", "auto-restart", "exit-code");
+        let start = Instant::now();
+        while start.elapsed() < u.restart_sec {
+            if stopping(root, unit) {
+                return 0;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        if stopping(root, unit) {
             return 0;
         }
-        match u.conditions_pass(root, unit) {
-            Ok(true) => log(root, "systemd", &format!("restarting {unit}")),
-            _ => break,
-        }
+        log(root, "systemd", &format!("restarting {unit}"));
     }
-    let _ = fs::remove_file(pid_file(root, unit, "main-pid"));
-    let _ = fs::remove_file(pid_file(root, unit, "supervisor"));
-    units::set_active(root, unit, false);
+    end(root, unit, "inactive", "dead", "success")
+}
+
+fn end(root: &Path, unit: &str, active: &str, sub: &str, result: &str) -> u8 {
+    for what in ["main-pid", "supervisor", "ready"] {
+        let _ = fs::remove_file(pid_file(root, unit, what));
+    }
+    if !stopping(root, unit) {
+        set(root, unit, active, sub, result);
+    }
     0
 }
