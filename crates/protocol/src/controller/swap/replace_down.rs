@@ -5,12 +5,9 @@ use super::{
     promote::{Order, promote_request, promote_wait},
     step::{enter, overdue, paused, resume_hint, stop, wait},
 };
-use crate::{
-    controller::{
-        Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, StopKind, StopNote, SwapStep,
-        Write, all_pass, failures, gates::down_removal_gates,
-    },
-    validate::StepKind,
+use crate::controller::{
+    Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, StopKind, StopNote, SwapStep, Write,
+    all_pass, failures, gates::down_removal_gates,
 };
 
 /// Replacing a down voter. etcd (with k3s's strict reconfiguration check)
@@ -103,10 +100,10 @@ pub(super) fn replace_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Act
         };
     }
     // The down voter's member is gone: promote the standby.
+    // (A standby not asked yet is asked by `promote_wait` itself: its marks
+    // do not name this swap.)
     match i {
-        Some(i) if i.marks.step_kind() == Some(StepKind::Promote) => {
-            promote_wait(v, l, rec, i, Order::AfterDownRemoval)
-        }
-        _ => promote_request(v, l, rec, Order::AfterDownRemoval),
+        Some(i) => promote_wait(v, l, rec, i, Order::AfterDownRemoval),
+        None => promote_request(v, l, rec, Order::AfterDownRemoval),
     }
 }

@@ -364,6 +364,29 @@ fn a_down_outgoing_voter_is_not_removed_when_that_would_cost_quorum() {
         panic!("{:?}", note.reason)
     };
     assert!(failures.contains("quorum-after-removal: "), "{failures}");
+    // Once the down voter is cordoned (or the standby asked), the swap has
+    // touched the fleet: it waits for the gates instead of winding down.
+    for cordoned in [true, false] {
+        let mut v = v.clone();
+        node_mut(&mut v, "n1").cordoned = cordoned;
+        if !cordoned {
+            node_mut(&mut v, "n4").marks.step = Some("promote".into());
+        }
+        assert!(
+            matches!(
+                next_action(&v, &taken()),
+                Action::Wait {
+                    reason: Awaiting::Gates {
+                        before: Write::Removal,
+                        ..
+                    },
+                    ..
+                }
+            ),
+            "cordoned {cordoned}: {:?}",
+            next_action(&v, &taken())
+        );
+    }
 }
 
 #[test]
