@@ -1028,3 +1028,22 @@ fn a_node_lease_renewed_in_the_very_second_the_finish_began_is_not_yet_a_fresh_h
     n.lease_renewed_at = Some(NOW - 2);
     assert!(finished(&n));
 }
+
+#[test]
+fn the_snapshot_falls_back_to_the_outgoing_voter_only_when_it_is_the_one_healthy_voter() {
+    let mut v = fleet();
+    v.nodes.retain(|n| n.name == "n1" || n.name == "n4");
+    assert_eq!(snapshot_voter(&v, "n1"), Some(name("n1")));
+    // A stepped-down member is healthy but not asked: the outgoing voter is.
+    let mut n2 = voter("n2", 2);
+    n2.report = Some(report(
+        "swap-0",
+        ReportStep::StepDown,
+        Phase::Done,
+        Some(Detail::EtcdOnly),
+    ));
+    v.nodes.push(n2);
+    assert_eq!(snapshot_voter(&v, "n1"), Some(name("n1")));
+    node_mut(&mut v, "n1").ready = false;
+    assert_eq!(snapshot_voter(&v, "n1"), None);
+}
