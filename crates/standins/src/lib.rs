@@ -89,6 +89,8 @@ pub mod units {
         pub sub: String,
         /// `Result` of the last run: `success`, `exec-condition`, `exit-code`.
         pub result: String,
+        /// `InactiveExitTimestampMonotonic` (see [`inactive_exit`]).
+        pub inactive_exit: u64,
     }
 
     impl State {
@@ -102,10 +104,6 @@ pub mod units {
         state_dir(root, "systemd").join(format!("{}.state", unit_name(unit)))
     }
 
-    fn stamp_file(root: &Path, unit: &str) -> PathBuf {
-        state_dir(root, "systemd").join(format!("{}.inactive-exit", unit_name(unit)))
-    }
-
     /// The unit's state (`inactive dead success` when never started, or
     /// after a reboot emptied `run/`).
     pub fn state(root: &Path, unit: &str) -> State {
@@ -115,17 +113,17 @@ pub mod units {
             active: words.next().unwrap_or("inactive").to_string(),
             sub: words.next().unwrap_or("dead").to_string(),
             result: words.next().unwrap_or("success").to_string(),
+            inactive_exit: words.next().and_then(|w| w.parse().ok()).unwrap_or(0),
         }
     }
 
     /// `InactiveExitTimestampMonotonic`: when the unit last left `inactive`
     /// or `failed`, in microseconds (0 if never). It changes with every start,
-    /// so a caller can tell a start that has run from one still queued.
+    /// so a caller can tell a start that has run from one still queued. It
+    /// is kept in the state file itself, so a reader never sees a new stamp
+    /// beside an old state (a start that looks as if it ran and ended).
     pub fn inactive_exit(root: &Path, unit: &str) -> u64 {
-        fs::read_to_string(stamp_file(root, unit))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0)
+        state(root, unit).inactive_exit
     }
 
     fn uptime_micros() -> u64 {
@@ -141,19 +139,20 @@ pub mod units {
         let before = state(root, unit);
         let dir = state_dir(root, "systemd");
         fs::create_dir_all(&dir).expect("the state dir");
+        let mut stamp = before.inactive_exit;
         let now = State {
             active: active.to_string(),
             sub: sub.to_string(),
             result: result.to_string(),
+            inactive_exit: stamp,
         };
         if before.is_stopped() && !now.is_stopped() {
             // Strictly increasing, even for two starts within one tick.
-            let stamp = uptime_micros().max(inactive_exit(root, unit) + 1);
-            let _ = fs::write(stamp_file(root, unit), stamp.to_string());
+            stamp = uptime_micros().max(stamp + 1);
         }
         // Written whole and renamed, so a reader never sees half a state.
         let tmp = dir.join(format!(".{}.state.{}", unit_name(unit), std::process::id()));
-        let _ = fs::write(&tmp, format!("{active} {sub} {result}\n"));
+        let _ = fs::write(&tmp, format!("{active} {sub} {result} {stamp}\n"));
         let _ = fs::rename(&tmp, state_file(root, unit));
         let marker = active_marker(root, unit);
         if now.is_stopped() {

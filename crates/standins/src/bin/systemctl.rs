@@ -178,7 +178,7 @@ fn show(root: &Path, unit: &str, props: &[String], value_only: bool) -> u8 {
             "ActiveState" => s.active.clone(),
             "SubState" => s.sub.clone(),
             "Result" => s.result.clone(),
-            "InactiveExitTimestampMonotonic" => units::inactive_exit(root, unit).to_string(),
+            "InactiveExitTimestampMonotonic" => s.inactive_exit.to_string(),
             _ => continue,
         };
         if value_only {
