@@ -2,12 +2,19 @@
 //! next action, carry it out, read again. And `run`, which picks swaps by
 //! policy and drives them one at a time.
 //!
+//! `swap` and `run` read the cluster from watches ([`crate::watch`]) and
+//! decide again when something that matters changed or at the next moment
+//! the clock could change an answer ([`crate::wake`]); there is no poll.
+//!
 //! The only state kept here is which swap this process took the Lease for
 //! ([`SwapState::taken`]): a controller killed anywhere in this loop and
 //! started again finds the swap's progress on the Lease, the Nodes and the
 //! hosts' reports, and goes on (or cleans up) from there.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context, bail};
 use kube::Client;
@@ -24,7 +31,18 @@ use crate::{
     config::Settings,
     observe,
     output::Printer,
+    wake,
+    watch::FleetWatch,
 };
+
+/// The longest the loop sleeps with nothing changed and no time-based edge
+/// ahead: it then decides again on what the watches hold (no request), so
+/// that no wait is unbounded even if a watch stalled silently.
+const LONGEST_SLEEP: Duration = Duration::from_secs(300);
+
+/// After a change, how long to gather more before deciding: a write of
+/// ours or a host's report often comes with a second change right behind.
+const COALESCE: Duration = Duration::from_millis(50);
 
 /// How long the API may fail in a row before the controller gives up (it
 /// keeps its Lease while it retries; a swap given up on resumes when the
@@ -55,8 +73,16 @@ pub enum Ending {
     },
     /// The Lease was taken by someone else; nothing more was written.
     Lost(String),
-    /// Interrupted by a signal; the Lease lapses and a new run resumes.
-    Interrupted,
+    /// Interrupted by a signal (or `run` losing its leadership) between two
+    /// actions, which is a safe point; the Lease lapses and a new run resumes.
+    Interrupted {
+        /// The swap's outgoing Node.
+        out: NodeName,
+        /// Its incoming Node.
+        incoming: NodeName,
+        /// Whether this process held the regrade Lease for it.
+        taken: bool,
+    },
 }
 
 impl Ending {
@@ -91,9 +117,19 @@ impl Ending {
                 "lost",
                 format!("{why}; this controller wrote nothing more (see `fleet-role status`)"),
             ),
-            Ending::Interrupted => (
+            Ending::Interrupted {
+                out,
+                incoming,
+                taken: true,
+            } => (
                 "interrupted",
-                "the swap is left as it stands; its Lease lapses and running the same swap again resumes it".into(),
+                format!(
+                    "the swap is left at a safe point (between two steps); its Lease lapses within its duration. To resume it: `fleet-role swap --out {out} --in {incoming}` (or `fleet-role run`); to wind it down instead: `fleet-role abort`"
+                ),
+            ),
+            Ending::Interrupted { taken: false, .. } => (
+                "interrupted",
+                "nothing was written: the swap had not started".into(),
             ),
         }
     }
@@ -106,6 +142,7 @@ pub struct Driver {
     actor: Actor,
     instance: String,
     shutdown: watch::Receiver<bool>,
+    fleet: Option<Arc<FleetWatch>>,
 }
 
 /// A new swap id: `swap-YYYYMMDD-HHMMSS-XXXX` (a DNS label, and a safe
@@ -149,7 +186,25 @@ impl Driver {
             settings,
             instance,
             shutdown,
+            fleet: None,
         }
+    }
+
+    /// Reads the cluster from `fleet`'s watches instead of lists.
+    pub fn with_watch(mut self, fleet: Arc<FleetWatch>) -> Self {
+        self.fleet = Some(fleet);
+        self
+    }
+
+    /// This process's instance id (recorded on the Lease it takes).
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// Replaces what stops the loop at its next safe point (`run` stops
+    /// on a signal and on losing its leadership).
+    pub fn set_stop(&mut self, stop: watch::Receiver<bool>) {
+        self.shutdown = stop;
     }
 
     /// The actor (for `pause` and `resume`).
@@ -157,8 +212,12 @@ impl Driver {
         &self.actor
     }
 
-    /// Reads the cluster.
+    /// Reads the cluster: from the watches' stores if it has them, else by
+    /// listing once.
     pub async fn observe(&self) -> anyhow::Result<observe::Observed> {
+        if let Some(f) = &self.fleet {
+            return Ok(f.snapshot(&self.settings));
+        }
         observe::observe(&self.client, &self.settings)
             .await
             .context("reading the cluster")
@@ -168,10 +227,44 @@ impl Driver {
         *self.shutdown.borrow()
     }
 
-    /// Sleeps one poll interval, or less if a signal arrives.
+    /// Sleeps one poll interval, or less if a signal arrives: after an API
+    /// error, before trying again.
     async fn pause_a_moment(&mut self) {
         let poll = self.settings.poll;
         let _ = tokio::time::timeout(poll, self.shutdown.changed()).await;
+    }
+
+    /// Waits for a change the watches report, the unix second `edge`, a
+    /// signal, or [`LONGEST_SLEEP`], whichever comes first. Without watches
+    /// (never in `swap` or `run`), one poll interval.
+    async fn wait_for_change(&mut self, edge: Option<i64>) {
+        let Some(fleet) = self.fleet.clone() else {
+            self.pause_a_moment().await;
+            return;
+        };
+        let mut changed = fleet.changed();
+        changed.borrow_and_update();
+        let sleep = edge
+            .map(|e| {
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis());
+                let at_ms = u128::try_from(e.max(0)).unwrap_or(0).saturating_mul(1000);
+                Duration::from_millis(
+                    u64::try_from(at_ms.saturating_sub(now_ms)).unwrap_or(u64::MAX),
+                )
+            })
+            .unwrap_or(LONGEST_SLEEP)
+            .min(LONGEST_SLEEP);
+        tokio::select! {
+            r = changed.changed() => {
+                if r.is_ok() {
+                    tokio::time::sleep(COALESCE).await;
+                }
+            }
+            _ = self.shutdown.changed() => {}
+            _ = tokio::time::sleep(sleep) => {}
+        }
     }
 
     /// Drives the swap of `out` for `incoming` to its end.
@@ -182,8 +275,8 @@ impl Driver {
         printer: &mut Printer,
     ) -> anyhow::Result<Ending> {
         let mut state = SwapState {
-            out,
-            incoming,
+            out: out.clone(),
+            incoming: incoming.clone(),
             candidate: new_swap_id(),
             instance: self.instance.clone(),
             taken: None,
@@ -200,7 +293,11 @@ impl Driver {
         );
         loop {
             if self.stopping() {
-                return Ok(Ending::Interrupted);
+                return Ok(Ending::Interrupted {
+                    out,
+                    incoming,
+                    taken: state.taken.is_some(),
+                });
             }
             let obs = match self.observe().await {
                 Ok(o) => o,
@@ -216,12 +313,19 @@ impl Driver {
             }
             printer.action(&action);
             match &action {
-                Action::Wait { .. } | Action::Paused { .. } => {
+                Action::Wait { deadline, .. } => {
                     failing_since = None;
-                    self.pause_a_moment().await;
+                    let edge = wake::next_edge(&obs.view, *deadline);
+                    self.wait_for_change(edge).await;
                     continue;
                 }
-                Action::WaitForLease { .. } => {
+                Action::Paused { .. } => {
+                    failing_since = None;
+                    let edge = wake::next_edge(&obs.view, None);
+                    self.wait_for_change(edge).await;
+                    continue;
+                }
+                Action::WaitForLease { until, .. } => {
                     let since = *waiting_for_lease.get_or_insert_with(Instant::now);
                     if since.elapsed() > lease_patience {
                         bail!(
@@ -229,7 +333,8 @@ impl Driver {
                             lease_patience.as_secs()
                         );
                     }
-                    self.pause_a_moment().await;
+                    let edge = wake::next_edge(&obs.view, Some(*until));
+                    self.wait_for_change(edge).await;
                     continue;
                 }
                 Action::Refuse { gates } => {
@@ -249,6 +354,18 @@ impl Driver {
                 }
                 Err(ActError::Conflict) => {
                     info!("the regrade Lease changed since it was read; reading again");
+                    match self.actor.read_lease().await {
+                        Ok(Some(l)) => {
+                            if let Some(f) = &self.fleet {
+                                f.apply_lease(&self.settings, &l);
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            self.api_trouble(&mut failing_since, anyhow::Error::new(e))?;
+                            self.pause_a_moment().await;
+                        }
+                    }
                     continue;
                 }
                 Err(e) => {
@@ -288,12 +405,25 @@ impl Driver {
         action: &Action,
         state: &mut SwapState,
     ) -> Result<(), ActError> {
+        // What each write returns goes into the watches' store, so the next
+        // decision reads its own writes.
         if action.node().is_some() {
-            self.actor.recheck_lease(state).await?;
-            self.actor.node_write(obs, action).await
+            let lease = self.actor.recheck_lease(state).await?;
+            if let Some(f) = &self.fleet {
+                f.apply_lease(&self.settings, &lease);
+            }
+            if let Some(node) = self.actor.node_write(obs, action).await?
+                && let Some(f) = &self.fleet
+            {
+                f.apply_node(&self.settings, &node);
+            }
         } else {
-            self.actor.lease_write(obs, action, state).await
+            let lease = self.actor.lease_write(obs, action, state).await?;
+            if let Some(f) = &self.fleet {
+                f.apply_lease(&self.settings, &lease);
+            }
         }
+        Ok(())
     }
 
     fn api_trouble(
@@ -339,7 +469,8 @@ impl Driver {
                         printer.line(&format!("idle: {why}"), json!({"idle": why}));
                         last_idle = Some(why);
                     }
-                    self.pause_a_moment().await;
+                    let edge = wake::next_edge(&obs.view, None);
+                    self.wait_for_change(edge).await;
                 }
                 RunDecision::Swap { out, incoming, why } => {
                     last_idle = None;
@@ -350,7 +481,7 @@ impl Driver {
                     let ending = self.swap(out, incoming, printer).await?;
                     let (word, message) = ending.summary();
                     printer.result(word, ending.exit_code(), &message);
-                    if ending == Ending::Interrupted {
+                    if matches!(ending, Ending::Interrupted { .. }) {
                         return Ok(());
                     }
                     if !matches!(ending, Ending::Done { .. }) {

@@ -18,3 +18,5 @@ pub mod drive;
 pub mod observe;
 pub mod output;
 pub mod status;
+pub mod wake;
+pub mod watch;

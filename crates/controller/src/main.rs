@@ -5,7 +5,7 @@
 //! failed swap (the message says what state it left and what to do next).
 #![forbid(unsafe_code)]
 
-use std::process::ExitCode;
+use std::{process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use clap::Parser;
@@ -16,7 +16,11 @@ use controller::{
     drive::Driver,
     output::{Printer, print_error},
     status,
+    watch::FleetWatch,
 };
+
+/// How long the watches may take to list everything once at start.
+const SYNC_BOUND: Duration = Duration::from_secs(60);
 use protocol::{NodeName, controller::plan};
 use tokio::sync::watch;
 
@@ -102,8 +106,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             if let Some(t) = timeout {
                 settings = settings.with_step_timeout(parse_duration(t)?);
             }
-            let client = cluster::client(cli.kubeconfig.as_deref()).await?;
-            let mut driver = Driver::new(client, settings, shutdown_signal());
+            let (client, watching) = cluster::clients(cli.kubeconfig.as_deref()).await?;
+            let driver = Driver::new(client, settings.clone(), shutdown_signal());
             let mut printer = Printer::new(*output);
             if *dry_run {
                 // Reads only: nothing below writes.
@@ -116,6 +120,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                     1
                 });
             }
+            let fleet = Arc::new(FleetWatch::start(&watching, &settings));
+            fleet.wait_synced(SYNC_BOUND).await?;
+            let mut driver = driver.with_watch(fleet);
             let ending = driver.swap(out, incoming, &mut printer).await?;
             let (word, message) = ending.summary();
             printer.result(word, ending.exit_code(), &message);
@@ -132,8 +139,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(0)
         }
         Command::Run => {
-            let client = cluster::client(cli.kubeconfig.as_deref()).await?;
-            let mut driver = Driver::new(client, settings, shutdown_signal());
+            let (client, watching) = cluster::clients(cli.kubeconfig.as_deref()).await?;
+            let fleet = Arc::new(FleetWatch::start(&watching, &settings));
+            fleet.wait_synced(SYNC_BOUND).await?;
+            let mut driver = Driver::new(client, settings, shutdown_signal()).with_watch(fleet);
             let mut printer = Printer::new(Format::Text);
             driver.run(&mut printer).await?;
             Ok(0)
