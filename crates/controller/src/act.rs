@@ -283,6 +283,39 @@ impl Actor {
         }
     }
 
+    /// Writes an abort's wind-down note on the Lease `read` (a merge patch
+    /// with `read`'s resourceVersion as its precondition: if the swap moved
+    /// on since it was judged, the patch meets a 409 and nothing is
+    /// written). The controller holding the swap meets a 409 on its next
+    /// Lease write, reads again and winds the swap down.
+    pub async fn set_stopping(
+        &self,
+        read: &Lease,
+        note: &controller::StopNote,
+    ) -> Result<(), ActError> {
+        let names = self.names();
+        let patch = json!({"metadata": {
+            "resourceVersion": read.metadata.resource_version,
+            "annotations": {names.lease_stopping(): serde_json::to_string(note).expect("a note serializes")},
+        }});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        match self
+            .leases()
+            .patch(&names.lease_name, &params, &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_conflict(&e) => Err(ActError::Conflict),
+            Err(source) => Err(ActError::Api {
+                context: format!("patching the regrade Lease {}", self.settings.lease_ref()),
+                source,
+            }),
+        }
+    }
+
     /// Sets or lifts the pause flag on the Lease (a merge patch of one
     /// annotation: a running controller's next Lease write meets a 409,
     /// reads again and sees the flag).

@@ -29,9 +29,10 @@ use tracing::{info, warn};
 use crate::{
     act::{ActError, Actor},
     config::Settings,
+    metrics::Metrics,
     observe,
     output::Printer,
-    wake,
+    policy, wake,
     watch::FleetWatch,
 };
 
@@ -143,6 +144,10 @@ pub struct Driver {
     instance: String,
     shutdown: watch::Receiver<bool>,
     fleet: Option<Arc<FleetWatch>>,
+    metrics: Arc<Metrics>,
+    /// Abort: wind the swap down (or let it finish past the point of no
+    /// return) instead of driving it on.
+    abort: bool,
 }
 
 /// A new swap id: `swap-YYYYMMDD-HHMMSS-XXXX` (a DNS label, and a safe
@@ -187,7 +192,20 @@ impl Driver {
             instance,
             shutdown,
             fleet: None,
+            metrics: Arc::new(Metrics::new()),
+            abort: false,
         }
+    }
+
+    /// Counts into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The metrics counted into.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// Reads the cluster from `fleet`'s watches instead of lists.
@@ -274,6 +292,36 @@ impl Driver {
         incoming: NodeName,
         printer: &mut Printer,
     ) -> anyhow::Result<Ending> {
+        let mut step: Option<(String, Instant)> = None;
+        let ending = self.drive_swap(out, incoming, printer, &mut step).await?;
+        if let Some((s, since)) = step
+            && !matches!(ending, Ending::Interrupted { .. } | Ending::Lost(_))
+        {
+            self.metrics.step_took(&s, since.elapsed());
+        }
+        self.metrics.swap_ended(ending.summary().0);
+        Ok(ending)
+    }
+
+    /// Winds the swap of `out` for `incoming` down, or lets it finish when
+    /// it is past the point of no return (`fleet-role abort`).
+    pub async fn abort(
+        &mut self,
+        out: NodeName,
+        incoming: NodeName,
+        printer: &mut Printer,
+    ) -> anyhow::Result<Ending> {
+        self.abort = true;
+        self.swap(out, incoming, printer).await
+    }
+
+    async fn drive_swap(
+        &mut self,
+        out: NodeName,
+        incoming: NodeName,
+        printer: &mut Printer,
+        step: &mut Option<(String, Instant)>,
+    ) -> anyhow::Result<Ending> {
         let mut state = SwapState {
             out: out.clone(),
             incoming: incoming.clone(),
@@ -307,7 +355,13 @@ impl Driver {
                     continue;
                 }
             };
-            let action = controller::next_action(&obs.view, &state);
+            self.metrics.observed(&obs.view, &self.instance);
+            let mut action = controller::next_action(&obs.view, &state);
+            if self.abort
+                && let Some(a) = controller::abort_action(&obs.view, &state, &action)
+            {
+                action = a;
+            }
             if let Some(m) = milestone(&obs, &action) {
                 printer.line(&m, json!({"milestone": m}));
             }
@@ -338,13 +392,33 @@ impl Driver {
                     continue;
                 }
                 Action::Refuse { gates } => {
+                    for g in gates.iter().filter(|g| !g.passed) {
+                        self.metrics.refused_by(g.name.as_str());
+                    }
                     return Ok(Ending::Refused(controller::failures(gates)));
                 }
                 Action::Lost { reason } => return Ok(Ending::Lost(reason.clone())),
                 _ => {}
             }
+            if self.stopping() {
+                // The signal came while deciding: nothing of this action
+                // was written, which is a safe point too.
+                return Ok(Ending::Interrupted {
+                    out,
+                    incoming,
+                    taken: state.taken.is_some(),
+                });
+            }
             match self.write(&obs, &action, &mut state).await {
-                Ok(()) => failing_since = None,
+                Ok(()) => {
+                    failing_since = None;
+                    if let Action::MarkStep { step: s } = &action {
+                        if let Some((prev, since)) = step.take() {
+                            self.metrics.step_took(&prev, since.elapsed());
+                        }
+                        *step = Some((s.as_str().to_string(), Instant::now()));
+                    }
+                }
                 Err(ActError::Lost(why)) => {
                     printer.line(
                         &format!("lost the regrade Lease: {why}; writing nothing more"),
@@ -442,14 +516,28 @@ impl Driver {
         Ok(())
     }
 
-    /// `run`: swaps by policy, one at a time, until a signal.
-    pub async fn run(&mut self, printer: &mut Printer) -> anyhow::Result<()> {
+    /// Refuses to start `run` over a fleet whose labels would have it
+    /// churn (see [`policy::eligibility_shortfall`]).
+    pub async fn check_eligibility(&self) -> anyhow::Result<()> {
+        let obs = self.observe().await?;
+        if let Some(why) =
+            policy::eligibility_shortfall(&obs.view, self.settings.replace_ineligible)
+        {
+            bail!("run will not start: {why}");
+        }
+        Ok(())
+    }
+
+    /// `run`: swaps by policy, one at a time, until a signal (or, under
+    /// leader election, the loss of the leadership). With `dry_run`, only
+    /// prints each decision and why, and writes nothing.
+    pub async fn run(&mut self, printer: &mut Printer, dry_run: bool) -> anyhow::Result<()> {
         let mut last_idle: Option<String> = None;
         let mut failing_since: Option<Instant> = None;
         let backoff = Duration::from_secs(self.settings.core.settle.max(1).unsigned_abs());
         loop {
             if self.stopping() {
-                printer.line("stopping on a signal", json!({}));
+                printer.line("stopping at a safe point", json!({}));
                 return Ok(());
             }
             let obs = match self.observe().await {
@@ -463,7 +551,33 @@ impl Driver {
                     continue;
                 }
             };
-            match controller::run_decision(&obs.view) {
+            self.metrics.observed(&obs.view, &self.instance);
+            let decided = controller::run_decision(&policy::run_view(
+                &obs.view,
+                self.settings.replace_ineligible,
+            ));
+            if dry_run {
+                let line = match &decided {
+                    RunDecision::Idle { why } => format!("dry run: would stay idle: {why}"),
+                    RunDecision::Swap { out, incoming, why } => {
+                        let p = controller::plan(&obs.view, out.as_str(), incoming.as_str());
+                        let verdict = if controller::all_pass(&p.gates) {
+                            "every gate passes".to_string()
+                        } else {
+                            format!("it would be refused: {}", controller::failures(&p.gates))
+                        };
+                        format!("dry run: would swap out {out}, in {incoming}: {why}; {verdict}")
+                    }
+                };
+                if last_idle.as_deref() != Some(line.as_str()) {
+                    printer.line(&line, json!({"dryRun": true, "decision": decided}));
+                    last_idle = Some(line);
+                }
+                let edge = wake::next_edge(&obs.view, None);
+                self.wait_for_change(edge).await;
+                continue;
+            }
+            match decided {
                 RunDecision::Idle { why } => {
                     if last_idle.as_deref() != Some(why.as_str()) {
                         printer.line(&format!("idle: {why}"), json!({"idle": why}));
