@@ -58,7 +58,7 @@ impl Default for Names {
 }
 
 impl Names {
-    fn key(&self, name: &str) -> String {
+    pub(crate) fn key(&self, name: &str) -> String {
         format!("{}/{}", self.prefix, name)
     }
     /// Label: the role the host should end as.

@@ -5,49 +5,46 @@ use crate::names::Names;
 // === Names of the controller's own Lease annotations ===
 
 impl Names {
-    fn controller_key(&self, name: &str) -> String {
-        format!("{}/{}", self.prefix, name)
-    }
     /// Lease annotation: the outgoing Node of the swap the Lease is held for.
     pub fn lease_swap_out(&self) -> String {
-        self.controller_key("swap-out")
+        self.key("swap-out")
     }
     /// Lease annotation: the incoming Node of the swap.
     pub fn lease_swap_in(&self) -> String {
-        self.controller_key("swap-in")
+        self.key("swap-in")
     }
     /// Lease annotation: the controller process holding the Lease (the holder
     /// identity is shared, since the actuators check it; this tells two
     /// controller processes apart).
     pub fn lease_instance(&self) -> String {
-        self.controller_key("swap-instance")
+        self.key("swap-instance")
     }
     /// Lease annotation: the step the swap is in ([`SwapStep`]).
     pub fn lease_step(&self) -> String {
-        self.controller_key("swap-step")
+        self.key("swap-step")
     }
     /// Lease annotation: when the step began (unix seconds); its timeout
     /// runs from here, across controller restarts.
     pub fn lease_step_since(&self) -> String {
-        self.controller_key("swap-step-since")
+        self.key("swap-step-since")
     }
     /// Lease annotation: the swap is winding down to the cluster as it was
     /// ([`StopNote`] as JSON).
     pub fn lease_stopping(&self) -> String {
-        self.controller_key("swap-stopping")
+        self.key("swap-stopping")
     }
     /// Lease annotation: the swap stopped part-way, and why; running it again
     /// resumes it.
     pub fn lease_stopped(&self) -> String {
-        self.controller_key("swap-stopped")
+        self.key("swap-stopped")
     }
     /// Lease annotation: `"true"` while the controller is paused.
     pub fn lease_paused(&self) -> String {
-        self.controller_key("paused")
+        self.key("paused")
     }
     /// Lease annotation: the last swap's outcome ([`LastSwap`] as JSON).
     pub fn lease_last_swap(&self) -> String {
-        self.controller_key("last-swap")
+        self.key("last-swap")
     }
 }
 
