@@ -239,6 +239,15 @@ impl MachineSpec {
         a.push(format!("--hostname={}", self.hostname));
         a.push(format!("--uuid={}", self.uuid()));
         a.push(format!("--network-namespace-path={}", self.netns.display()));
+        // A machine id from the start: without one systemd takes the boot
+        // for a first boot and applies the presets ("enable *" on Debian),
+        // enabling every unit with an [Install] section, k3s's both, into
+        // the host's bound `etc/systemd/system`. A real host's k3s units are
+        // enabled by install.sh (`systemctl enable`), one at a time.
+        a.push(format!(
+            "--bind-ro={}:/etc/machine-id",
+            self.machine_id_file().display()
+        ));
         for b in &self.binds {
             let flag = if b.read_only { "--bind-ro" } else { "--bind" };
             a.push(format!(
@@ -261,6 +270,10 @@ impl MachineSpec {
             .map(String::from),
         );
         a
+    }
+
+    fn machine_id_file(&self) -> PathBuf {
+        self.root.join("machine-id")
     }
 
     fn console_log(&self) -> PathBuf {
@@ -368,6 +381,23 @@ impl Machine {
         {
             fs::write(&jconf, JOURNALD_CONF).map_err(|e| prep(&jconf, e))?;
         }
+        // A machine of this name left by a crash would share its cgroups
+        // with the new one (and confuse its systemd): it goes first.
+        kill_cgroup(&spec.name);
+        let start = Instant::now();
+        while let left @ [_, ..] = remove_cgroups(&spec.name).as_slice() {
+            if start.elapsed() > Duration::from_secs(15) {
+                return Err(Error::Leftovers(
+                    left.iter()
+                        .map(|p| format!("cgroup {}", p.display()))
+                        .collect(),
+                ));
+            }
+            kill_cgroup(&spec.name);
+            thread::sleep(Duration::from_millis(100));
+        }
+        let id = spec.machine_id_file();
+        fs::write(&id, format!("{}\n", spec.uuid().replace('-', ""))).map_err(|e| prep(&id, e))?;
         let log = spec.console_log();
         let console = fs::File::create(&log).map_err(|e| prep(&log, e))?;
         let console2 = console.try_clone().map_err(|e| prep(&log, e))?;
@@ -595,9 +625,12 @@ impl Machine {
         }
     }
 
-    /// Kills nspawn (and with it the container: its PID 1 dies, so does
-    /// every process of its pid namespace) and removes its cgroups.
+    /// Kills the machine: every process in its cgroups (the container's
+    /// systemd among them: when it dies, so does all of its pid namespace;
+    /// killing nspawn alone would leave the container running, orphaned),
+    /// then nspawn, and removes its cgroups.
     pub fn kill(&mut self) {
+        kill_cgroup(&self.spec.name);
         if let Some(mut child) = self.nspawn.take() {
             let pid = rustix::process::Pid::from_child(&child);
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
@@ -605,9 +638,10 @@ impl Machine {
             let _ = child.wait();
         }
         // The container's processes die with its pid namespace, a moment
-        // after nspawn; their cgroups can be removed only then.
+        // after its PID 1; their cgroups can be removed only then.
         let start = Instant::now();
-        while !self.remove_cgroups() && start.elapsed() < Duration::from_secs(10) {
+        while !self.remove_cgroups() && start.elapsed() < Duration::from_secs(15) {
+            kill_cgroup(&self.spec.name);
             thread::sleep(Duration::from_millis(100));
         }
     }
@@ -625,6 +659,36 @@ impl Drop for Machine {
                 let _ = self.poweroff(Duration::from_secs(20));
             }
             self.kill();
+        }
+    }
+}
+
+/// The processes in cgroup `name` (and below it) of every hierarchy.
+fn cgroup_pids(name: &str) -> Vec<u32> {
+    fn walk(dir: &Path, out: &mut Vec<u32>) {
+        if let Ok(procs) = fs::read_to_string(dir.join("cgroup.procs")) {
+            out.extend(procs.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+        }
+        for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                walk(&e.path(), out);
+            }
+        }
+    }
+    let mut v = Vec::new();
+    for root in cgroup_roots() {
+        walk(&root.join(name), &mut v);
+    }
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// SIGKILLs every process in cgroup `name`.
+fn kill_cgroup(name: &str) {
+    for pid in cgroup_pids(name) {
+        if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
         }
     }
 }
@@ -663,10 +727,15 @@ pub fn cgroups_of(k: u8) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The nspawn processes of lab `k`'s machines (`--machine=frlK-…`).
+/// The processes of lab `k`'s machines: its nspawns (`--machine=frlK-…`) and
+/// everything in its machines' cgroups (their containers).
 pub fn processes_of(k: u8) -> Vec<u32> {
     let flag = format!("--machine={}{k}-", net::PREFIX);
-    let mut v = Vec::new();
+    let mut v: Vec<u32> = cgroups_of(k)
+        .iter()
+        .filter_map(|g| g.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .flat_map(|n| cgroup_pids(&n))
+        .collect();
     for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
@@ -681,6 +750,8 @@ pub fn processes_of(k: u8) -> Vec<u32> {
             v.push(pid);
         }
     }
+    v.sort();
+    v.dedup();
     v
 }
 
@@ -694,6 +765,11 @@ pub fn sweep_lab(k: u8) -> Result<()> {
     }
     let start = Instant::now();
     loop {
+        for pid in processes_of(k) {
+            if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            }
+        }
         let procs = processes_of(k);
         let groups: Vec<PathBuf> = cgroups_of(k)
             .into_iter()

@@ -4,8 +4,8 @@
 //!
 //! ```text
 //!  root namespace              frlK-br namespace             frlK-<host> namespace
-//!  frlK 198.18.K.254/24 ──veth── up ─┐
-//!                                    br0 ── pN ──veth── eth0 198.18.K.N/24, lo 127.0.0.1
+//!  frlK 198.18.K.254/24 ──veth── uplink ─┐
+//!                                         br0 ── pN ──veth── eth0 198.18.K.N/24, lo 127.0.0.1
 //! ```
 //!
 //! Addresses come from 198.18.0.0/15 (RFC 2544, set aside for benchmark
@@ -141,12 +141,14 @@ impl LabNet {
         // Made in the root namespace with its peer placed straight into the
         // bridge's, so the only root-namespace name is the lab's prefix.
         ip(&[
-            "link", "add", &up, "type", "veth", "peer", "name", "up", "netns", &br,
+            "link", "add", &up, "type", "veth", "peer", "name", "uplink", "netns", &br,
         ])?;
-        ip(&["-n", &br, "link", "set", "up", "master", "br0", "up"])?;
+        ip(&[
+            "-n", &br, "link", "set", "dev", "uplink", "master", "br0", "up",
+        ])?;
         let gw = format!("{}/24", self.gateway());
         ip(&["addr", "add", &gw, "dev", &up])?;
-        ip(&["link", "set", &up, "up"])?;
+        ip(&["link", "set", "dev", &up, "up"])?;
         Ok(())
     }
 
@@ -248,7 +250,7 @@ impl LabNet {
         ])?;
         let cidr = format!("{}/24", h.addr);
         ip(&["-n", &h.netns, "addr", "add", &cidr, "dev", "eth0"])?;
-        ip(&["-n", &h.netns, "link", "set", "eth0", "up"])?;
+        ip(&["-n", &h.netns, "link", "set", "dev", "eth0", "up"])?;
         Ok(h)
     }
 
