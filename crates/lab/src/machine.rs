@@ -74,7 +74,7 @@ pub enum Error {
         /// The end of its console log.
         console: String,
     },
-    /// The machine did not reach `running`/`degraded` in time; it was killed.
+    /// The machine was not up ([`UpWhen`]) in time; it was killed.
     #[error("machine {name} was not up within {}s (last state: {last}); it was killed; console:\n{console}", after.as_secs())]
     NotUp {
         /// The machine.
@@ -150,6 +150,22 @@ pub struct MachineSpec {
     pub binds: Vec<Bind>,
     /// `fleet-role-lab`, which starts nspawn in the machine's own cgroup.
     pub launcher: PathBuf,
+    /// When a boot counts as done.
+    pub up_when: UpWhen,
+}
+
+/// When a boot counts as done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpWhen {
+    /// `systemctl is-system-running` says `running` or `degraded`: every
+    /// start job of the boot has ended.
+    #[default]
+    Running,
+    /// `basic.target` is active (systemd answers, sockets and mounts are up)
+    /// while start jobs may still wait: an enabled `Type=notify` k3s that is
+    /// not ready holds `multi-user.target` (and `running`) back for as long
+    /// as it is not, which for a learner that cannot catch up is for ever.
+    BasicTarget,
 }
 
 /// The directories of a host's root that a lab host binds in, and where.
@@ -201,6 +217,7 @@ impl MachineSpec {
             netns: net.netns_path(),
             binds,
             launcher: launcher.to_path_buf(),
+            up_when: UpWhen::default(),
         }
     }
 
@@ -357,8 +374,8 @@ fn children_named(parent: u32, comm: &str) -> Vec<u32> {
 }
 
 impl Machine {
-    /// Boots a host and waits (at most `bound`) until its systemd says
-    /// `running` or `degraded`. On any error nothing of it is left running.
+    /// Boots a host and waits (at most `bound`) until it is up as
+    /// [`MachineSpec::up_when`] says. On any error nothing of it is left running.
     pub fn boot(spec: MachineSpec, bound: Duration) -> Result<Machine> {
         if !Path::new("/usr/bin/systemd-nspawn").exists()
             && !Path::new("/bin/systemd-nspawn").exists()
@@ -441,10 +458,14 @@ impl Machine {
                 }
             }
             if self.leader != 0 {
-                match self.exec(&["systemctl", "is-system-running"], POLL_DEADLINE) {
+                let probe: &[&str] = match self.spec.up_when {
+                    UpWhen::Running => &["systemctl", "is-system-running"],
+                    UpWhen::BasicTarget => &["systemctl", "is-active", "basic.target"],
+                };
+                match self.exec(probe, POLL_DEADLINE) {
                     Ok(o) => {
                         last = o.text().to_string();
-                        if last == "running" || last == "degraded" {
+                        if matches!(last.as_str(), "running" | "degraded" | "active") {
                             return Ok(());
                         }
                     }

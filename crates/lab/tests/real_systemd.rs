@@ -375,3 +375,99 @@ fn what_a_crashed_lab_left_is_swept_away_by_its_prefix() {
     assert_nothing_left(k);
     drop(dir);
 }
+
+#[test]
+fn a_host_whose_enabled_k3s_never_sends_ready_boots_but_stays_starting_until_k3s_is_stopped() {
+    let mut lab = Lab::new();
+    let h = lab.net.add_host("server-1", 1).unwrap();
+    let root = lab.root("server-1");
+    let mut spec = MachineSpec::lab_host(
+        &h,
+        &root,
+        &bin_dir(),
+        Path::new(env!("CARGO_BIN_EXE_fleet-role-lab")),
+    );
+    for b in &spec.binds {
+        fs::create_dir_all(&b.outside).unwrap();
+    }
+    k3s_probe_host(&root, false);
+    // Enabled as install.sh enables it (`systemctl enable k3s`).
+    let wants = root.join("etc/systemd/system/multi-user.target.wants");
+    fs::create_dir_all(&wants).unwrap();
+    std::os::unix::fs::symlink("/etc/systemd/system/k3s.service", wants.join("k3s.service"))
+        .unwrap();
+    // A real host in this state never reaches `running`: wait for less.
+    spec.up_when = machine::UpWhen::BasicTarget;
+    lab.machines
+        .push(Machine::boot(spec, BOOT).expect("the host boots to basic.target"));
+    let m = &lab.machines[0];
+    wait_until("k3s is activating at boot", QUICK, || {
+        m.active_state("k3s").unwrap() == "activating"
+    });
+    let state = m.systemctl(&["is-system-running"], QUICK).unwrap();
+    assert_eq!(state.text(), "starting", "the boot waits for k3s");
+    m.systemctl(&["stop", "k3s"], QUICK).unwrap();
+    wait_until("the boot ends once k3s is stopped", QUICK, || {
+        let s = m.systemctl(&["is-system-running"], QUICK).unwrap();
+        matches!(s.text(), "running" | "degraded")
+    });
+}
+
+#[test]
+fn fleet_role_drop_ins_start_only_the_unit_the_role_file_names_on_real_systemd() {
+    let actuator = bin_dir().join("fleet-role-actuator");
+    assert!(
+        actuator.is_file(),
+        "{} is missing: build the workspace's binaries (cargo build --workspace --bins)",
+        actuator.display()
+    );
+    let mut lab = Lab::new();
+    let role_file = lab.root("server-1").join("var/lib/rancher/k3s/fleet-role");
+    let i = lab.boot("server-1", 1, |root| {
+        k3s_probe_host(root, true);
+        units::write_fleet_role_units(&units::deploy_dir(), &root.join("etc/systemd/system"))
+            .unwrap();
+        std::os::unix::fs::symlink(&actuator, root.join("usr/local/bin/fleet-role-actuator"))
+            .unwrap();
+        fs::create_dir_all(role_file.parent().unwrap()).unwrap();
+        fs::write(&role_file, "server\n").unwrap();
+    });
+    let m = &lab.machines[i];
+    let long = Duration::from_secs(60);
+    let start = |unit: &str| {
+        let o = m.systemctl(&["start", unit], long).unwrap();
+        assert!(o.status.success(), "a skipped start is no failure: {o:?}");
+    };
+    // The drop-ins are in place, as deploy/ has them.
+    let cond = m
+        .exec_ok(
+            &["systemctl", "show", "-p", "ExecCondition", "k3s-agent"],
+            QUICK,
+        )
+        .unwrap();
+    assert!(
+        cond.stdout
+            .contains("fleet-role-actuator ; argv[]=/usr/local/bin/fleet-role-actuator is agent"),
+        "{}",
+        cond.stdout
+    );
+
+    start("k3s-agent");
+    assert_eq!(
+        m.active_state("k3s-agent").unwrap(),
+        "inactive",
+        "role: server"
+    );
+    start("k3s");
+    assert_eq!(m.active_state("k3s").unwrap(), "active");
+    m.systemctl(&["stop", "k3s"], long).unwrap();
+
+    fs::write(&role_file, "agent\n").unwrap();
+    start("k3s");
+    assert_eq!(m.active_state("k3s").unwrap(), "inactive", "role: agent");
+    start("k3s-agent");
+    assert_eq!(m.active_state("k3s-agent").unwrap(), "active");
+    // The skipped starts ran only their condition, each while the other unit
+    // was stopped: never both at once.
+    assert_eq!(overlap::of_k3s_units(m, long).unwrap(), vec![]);
+}
