@@ -499,7 +499,8 @@ impl Machine {
         };
         if let Ok(Some(status)) = child.try_wait() {
             self.nspawn = None;
-            self.remove_cgroups();
+            // nspawn gone does not mean the container is: kill what is left.
+            self.kill();
             return Err(Error::Exited {
                 name: self.spec.name.clone(),
                 status,
@@ -631,7 +632,8 @@ impl Machine {
                 && let Ok(Some(status)) = child.try_wait()
             {
                 self.nspawn = None;
-                self.remove_cgroups();
+                // Stragglers (none after a clean power-off) and the cgroups.
+                self.kill();
                 return Ok(status);
             }
             if start.elapsed() > bound {

@@ -48,7 +48,7 @@ struct Lab {
     machines: Vec<Machine>,
     net: LabNet,
     dir: tempfile::TempDir,
-    _serial: std::sync::MutexGuard<'static, ()>,
+    serial: Option<std::sync::MutexGuard<'static, ()>>,
 }
 
 impl Lab {
@@ -58,8 +58,14 @@ impl Lab {
             machines: Vec::new(),
             net: LabNet::create().expect("the lab network (needs root and ip(8))"),
             dir: tempfile::tempdir().expect("a temporary directory"),
-            _serial: serial,
+            serial: Some(serial),
         }
+    }
+
+    /// The turn of this test, kept past the lab's teardown (so that no
+    /// other test's lab takes the same number before it is checked).
+    fn keep_turn(&mut self) -> std::sync::MutexGuard<'static, ()> {
+        self.serial.take().expect("the turn is held")
     }
 
     fn root(&self, name: &str) -> PathBuf {
@@ -358,7 +364,8 @@ fn busy_lab() -> (Lab, u8) {
 
 #[test]
 fn teardown_leaves_no_namespace_link_mount_cgroup_or_process_behind() {
-    let (lab, k) = busy_lab();
+    let (mut lab, k) = busy_lab();
+    let _turn = lab.keep_turn();
     drop(lab);
     assert_nothing_left(k);
 }
@@ -366,6 +373,7 @@ fn teardown_leaves_no_namespace_link_mount_cgroup_or_process_behind() {
 #[test]
 fn what_a_crashed_lab_left_is_swept_away_by_its_prefix() {
     let (mut lab, k) = busy_lab();
+    let _turn = lab.keep_turn();
     // A crash: nothing of the lab's own teardown runs.
     std::mem::forget(lab.machines.pop());
     let Lab { net, dir, .. } = lab;
