@@ -210,6 +210,14 @@ impl MachineSpec {
             inside: bin_dir.to_path_buf(),
             read_only: true,
         });
+        // The machine's CA store: the volatile /etc has none, and rustls'
+        // native roots refuse to build a client without any (the lab's own
+        // CA is configured on top; no traffic leaves the lab either way).
+        binds.push(Bind {
+            outside: "/etc/ssl".into(),
+            inside: "/etc/ssl".into(),
+            read_only: true,
+        });
         MachineSpec {
             name: net.netns.clone(),
             hostname: net.name.clone(),
@@ -841,6 +849,7 @@ mod tests {
             "--bind=/lab/hosts/server-1/etc/systemd/system:/etc/systemd/system",
             "--bind=/lab/hosts/server-1/usr/local/bin:/usr/local/bin",
             "--bind-ro=/src/target/debug:/src/target/debug",
+            "--bind-ro=/etc/ssl:/etc/ssl",
             "--network-namespace-path=/run/netns/frl7-server-1",
             "--machine=frl7-server-1",
             "--hostname=server-1",
