@@ -271,8 +271,17 @@ impl SystemdLab {
                 return Ok(());
             }
             if start.elapsed() > bound {
+                // What systemd says about it, for whoever reads the failure.
+                let status = block(|| {
+                    m.exec(
+                        &["systemctl", "status", "--no-pager", "-n", "30", unit],
+                        QUICK,
+                    )
+                })
+                .map(|o| o.stdout)
+                .unwrap_or_else(|e| e.to_string());
                 bail!(
-                    "{unit} on {host} is {state} after {}s (not active)",
+                    "{unit} on {host} is {state} after {}s (not active):\n{status}",
                     bound.as_secs()
                 );
             }
@@ -331,11 +340,17 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec) -> anyhow::Resul
         .iter()
         .map(|u| format!("\"{u}\""))
         .collect();
+    // The CA beside the settings, as an operator installs it: the unit has
+    // PrivateTmp=yes, so a lab directory under /tmp is not visible to it.
+    fs::create_dir_all(root.join("etc/fleet-role"))?;
+    fs::copy(
+        spec.pki_dir().join("ca.crt"),
+        root.join("etc/fleet-role/ca.crt"),
+    )?;
     let actuator = format!(
-        "node = \"{}\"\napi = [{}]\nca_file = \"{}\"\ntoken_file = \"/etc/fleet-role/token\"\netcd_health_url = \"http://{}:{}/health\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
+        "node = \"{}\"\napi = [{}]\nca_file = \"/etc/fleet-role/ca.crt\"\ntoken_file = \"/etc/fleet-role/token\"\netcd_health_url = \"http://{}:{}/health\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
         h.name,
         api.join(", "),
-        spec.pki_dir().join("ca.crt").display(),
         h.ip,
         crate::spec::ETCD_METRICS_PORT,
     );
