@@ -7,7 +7,14 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-command -v flock >/dev/null || { apt-get update -qq && apt-get install -y -qq util-linux >/dev/null; }
+need=()
+command -v flock >/dev/null || need+=(util-linux)
+command -v systemd-nspawn >/dev/null || need+=(systemd-container)
+command -v ip >/dev/null || need+=(iproute2)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]}" >&2
+  apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
+fi
 FLEET_ROLE_KUBE_APISERVER=$(scripts/build-kube-apiserver.sh)
 export FLEET_ROLE_KUBE_APISERVER
 cargo build --workspace --bins --quiet

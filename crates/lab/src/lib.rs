@@ -6,13 +6,26 @@
 //! learners, promoted by the leader's loop, removed through k3s's annotation)
 //! and a **real** kube-apiserver per server host over its local member. The
 //! actuator runs on each host as a unit, as it would in production.
+//!
+//! The move to real systemd: [`net`] (a network namespace per host, joined by
+//! a bridge), [`machine`] (a host as a container booting this machine's
+//! systemd), [`units`] (k3s's units as its install.sh writes them, and
+//! fleet-role's drop-ins) and [`overlap`] (whether the two k3s units were ever
+//! active together, read from systemd's journal).
 #![forbid(unsafe_code)]
 
 pub mod api;
 pub mod bench;
+pub mod bounded;
 pub mod clock;
 pub mod etcd_gw;
 pub mod k3s;
+pub mod lab_pki;
+pub mod machine;
+pub mod net;
+pub mod overlap;
 pub mod scenario;
 pub mod spec;
+pub mod systemd_lab;
+pub mod units;
 pub mod world;

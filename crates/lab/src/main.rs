@@ -61,10 +61,26 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Runs PROGRAM in the cgroup NAME (made if missing) of each hierarchy:
+    /// how a real-systemd lab host's nspawn starts in a cgroup of its own.
+    #[command(hide = true)]
+    InCgroup {
+        /// The cgroup (the machine's name).
+        name: String,
+        /// The program and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        program: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before any runtime thread exists: this process becomes the program.
+    if let Cmd::InCgroup { name, program } = &cli.command {
+        let e = lab::machine::exec_in_cgroup(name, &program[0], &program[1..]);
+        eprintln!("fleet-role-lab in-cgroup {name}: {}: {e}", program[0]);
+        return ExitCode::from(2);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -94,6 +110,7 @@ fn say(line: &str) {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Cmd::InCgroup { .. } => unreachable!("handled in main before the runtime"),
         Cmd::K3s { args } => {
             tracing_subscriber::fmt()
                 .with_ansi(false)

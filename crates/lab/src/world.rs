@@ -73,7 +73,7 @@ pub struct UpOptions {
 
 /// The lab's kube-apiservers log the actuators' requests (and nothing else),
 /// so the benchmark can count what an idle actuator asks.
-const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [\"RequestReceived\"]\nrules:\n- level: Metadata\n  users: [\"system:serviceaccount:platform:fleet-role-actuator\"]\n- level: None\n";
+pub(crate) const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [\"RequestReceived\"]\nrules:\n- level: Metadata\n  users: [\"system:serviceaccount:platform:fleet-role-actuator\"]\n- level: None\n";
 
 /// A k3s server token for the lab (fake, but shaped as k3s's: the tests check
 /// it never appears in anything fleet-role prints).
@@ -100,7 +100,7 @@ fn pick_block(hosts: usize) -> anyhow::Result<u8> {
     bail!("no free block of loopback addresses under 127.77.0.0/16")
 }
 
-fn write(path: &Path, text: &str, mode: u32) -> anyhow::Result<()> {
+pub(crate) fn write(path: &Path, text: &str, mode: u32) -> anyhow::Result<()> {
     fs::create_dir_all(path.parent().expect("a parent"))?;
     fs::write(path, text).with_context(|| path.display().to_string())?;
     fs::set_permissions(path, fs::Permissions::from_mode(mode))?;
@@ -378,7 +378,7 @@ pub fn kubeconfig(spec: &LabSpec) -> PathBuf {
     spec.dir.join("kubeconfig")
 }
 
-fn write_kubeconfig(spec: &LabSpec) -> anyhow::Result<()> {
+pub(crate) fn write_kubeconfig(spec: &LabSpec) -> anyhow::Result<()> {
     let tokens = TokenAuthFile::load(&spec.tokens_file())?;
     let text = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    token: {}\ncontexts:\n- name: lab\n  context:\n    cluster: lab\n    user: admin\ncurrent-context: lab\n",
@@ -390,7 +390,7 @@ fn write_kubeconfig(spec: &LabSpec) -> anyhow::Result<()> {
 }
 
 /// Server-side applies a manifest of this checkout's `deploy/` folder.
-async fn apply_deploy(apis: &Apis, rel: &str) -> anyhow::Result<()> {
+pub(crate) async fn apply_deploy(apis: &Apis, rel: &str) -> anyhow::Result<()> {
     let manifest = fs::read_to_string(standins::fixture::workspace().join(rel))
         .with_context(|| rel.to_string())?;
     apis.any(|c| {
@@ -406,7 +406,7 @@ async fn apply_deploy(apis: &Apis, rel: &str) -> anyhow::Result<()> {
     .map(drop)
 }
 
-async fn actuator_token(apis: &Apis) -> anyhow::Result<secrecy::SecretString> {
+pub(crate) async fn actuator_token(apis: &Apis) -> anyhow::Result<secrecy::SecretString> {
     let req: TokenRequest = serde_json::from_value(
         serde_json::json!({"spec": {"audiences": [], "expirationSeconds": 86400}}),
     )?;

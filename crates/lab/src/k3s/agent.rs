@@ -56,6 +56,9 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             Err(e) => return Err(e),
         }
     }
+    // k3s's agent sends READY=1 once it has reached a supervisor with a valid
+    // token; here, once its Node is registered through one.
+    super::notify_ready("agent");
     let mut tick = tokio::time::interval(spec.heartbeat());
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {

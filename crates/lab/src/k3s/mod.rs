@@ -60,6 +60,16 @@ impl Ctx {
     }
 }
 
+/// Tells systemd the service is ready (`READY=1` to `$NOTIFY_SOCKET`), as
+/// k3s does for its `Type=notify` units. Without a notify socket (under the
+/// `systemctl` stand-in) it does nothing.
+pub fn notify_ready(what: &str) {
+    match sd_notify::notify(&[sd_notify::NotifyState::Ready]) {
+        Ok(()) => tracing::info!("k3s {what} is ready (READY=1 sent if systemd asked for it)"),
+        Err(e) => tracing::warn!("k3s {what}: READY=1: {e}"),
+    }
+}
+
 /// `k3s etcd-snapshot save --name NAME`: a real snapshot of the local member,
 /// written as k3s names it: `server/db/snapshots/<name>-<node>-<unix>`.
 /// A learner takes none, as in k3s.

@@ -151,6 +151,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     };
     let mut apiserver: Option<ApiServer> = None;
     let mut registered = false;
+    let mut ready = false;
     let heartbeat = spec.heartbeat();
     let promote_every = Duration::from_millis(spec.timings.promote_every_ms);
     let mut last_promote = std::time::Instant::now() - promote_every;
@@ -218,6 +219,20 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 }
                 Err(e) => warn!("kube-apiserver: {e:#}"),
             }
+        }
+        // k3s (pkg/cli/server/server.go) sends READY=1 once its API server is
+        // ready (unless disabled) and its etcd passes ETCD.Test, which a
+        // learner does not. Until then `systemctl start k3s` does not return.
+        if !ready
+            && voter
+            && (apiserver.is_some() || !with_api)
+            && etcd
+                .wait_healthy(Probe::Linearizable, Duration::from_secs(2))
+                .await
+                .is_ok()
+        {
+            ready = true;
+            super::notify_ready("server");
         }
         if last_promote.elapsed() >= promote_every {
             last_promote = std::time::Instant::now();

@@ -1,0 +1,365 @@
+//! A lab on real systemd: every host a [`Machine`] in the [`LabNet`], its
+//! k3s units as install.sh writes them with fleet-role's drop-ins and the
+//! actuator unit from `deploy/`, the k3s stand-in as `/usr/local/bin/k3s`
+//! (sending `READY=1` when k3s would), the actuator as the real unit.
+//!
+//! It lives in the process that brought it up (a test); dropping it powers
+//! the hosts off and removes the network. `fleet-role-lab up` still brings up
+//! the stand-in lab of [`crate::world`].
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use protocol::Role;
+use secrecy::ExposeSecret;
+use testcp::TokenAuthFile;
+
+use crate::{
+    api::Apis,
+    lab_pki,
+    machine::{Bind, Machine, MachineSpec, UpWhen},
+    net::LabNet,
+    spec::{HostSpec, LabSpec, Timings},
+    units,
+    world::{self, Bins, K3S_TOKEN},
+};
+
+/// How long a host may take to boot (about 2 s here when idle).
+const BOOT: Duration = Duration::from_secs(180);
+/// The bound of a quick `systemctl` call inside a host.
+const QUICK: Duration = Duration::from_secs(30);
+
+/// How to bring a real-systemd lab up.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The lab's directory (emptied first).
+    pub dir: PathBuf,
+    /// How many servers (etcd voters).
+    pub servers: usize,
+    /// How many agents.
+    pub agents: usize,
+    /// The lab's k3s timings.
+    pub timings: Timings,
+    /// The programs (`fleet-role-lab`, `fleet-role-actuator`), built.
+    pub bins: Bins,
+}
+
+/// A running lab on real systemd. Fields drop in order: the hosts are
+/// powered off before their network goes.
+pub struct SystemdLab {
+    machines: BTreeMap<String, Machine>,
+    net: LabNet,
+    /// The lab's description (hosts at `198.18.K.N`).
+    pub spec: LabSpec,
+}
+
+fn block<T>(f: impl FnOnce() -> T) -> T {
+    // Machines are driven by blocking calls, each bounded; the runtime's
+    // other tasks keep running on its other threads meanwhile.
+    tokio::task::block_in_place(f)
+}
+
+/// The directory of `path` after links are followed, bound read-only at its
+/// own path so the same path works inside a host.
+fn ro_dir_of(path: &Path) -> anyhow::Result<Bind> {
+    let real = fs::canonicalize(path).with_context(|| path.display().to_string())?;
+    let dir = real
+        .parent()
+        .context("a binary in a directory")?
+        .to_path_buf();
+    Ok(Bind {
+        outside: dir.clone(),
+        inside: dir,
+        read_only: true,
+    })
+}
+
+impl SystemdLab {
+    /// Brings a lab up: the network, every host booted with nothing enabled,
+    /// then the first server (`cluster-init`), the joining servers one at a
+    /// time (each a learner, then a voter), the agents, and the actuators.
+    pub async fn up(o: Options, say: &dyn Fn(&str)) -> anyhow::Result<SystemdLab> {
+        if o.servers == 0 {
+            bail!("a lab needs at least one server");
+        }
+        let _ = fs::remove_dir_all(&o.dir);
+        fs::create_dir_all(&o.dir)?;
+        let dir = fs::canonicalize(&o.dir)?;
+        let mut net = block(LabNet::create)?;
+        let mut hosts = vec![];
+        for i in 0..o.servers + o.agents {
+            let (name, role) = if i < o.servers {
+                (format!("server-{}", i + 1), Role::Server)
+            } else {
+                (format!("agent-{}", i - o.servers + 1), Role::Agent)
+            };
+            let h = block(|| net.add_host(&name, (i + 1) as u8))?;
+            hosts.push(HostSpec {
+                name,
+                ip: h.addr,
+                role,
+            });
+        }
+        let spec = LabSpec {
+            dir: dir.clone(),
+            hosts,
+            kube_apiserver: testcp::binaries::kube_apiserver()?,
+            etcd: testcp::binaries::etcd()?,
+            actuator: o.bins.actuator.clone(),
+            standin_dir: o.bins.standin_dir.clone(),
+            lab_bin: o.bins.lab.clone(),
+            timings: o.timings,
+        };
+        lab_pki::generate(&spec.pki_dir(), &spec.ips())?;
+        TokenAuthFile::generate(&spec.pki_dir())?;
+        world::write(
+            &spec.pki_dir().join("audit-policy.yaml"),
+            world::AUDIT_POLICY,
+            0o644,
+        )?;
+        spec.save()?;
+        let first = spec.hosts[0].clone();
+        for h in &spec.hosts {
+            lay_out_host(&spec, h, &first)?;
+        }
+        let mut lab = SystemdLab {
+            machines: BTreeMap::new(),
+            net,
+            spec,
+        };
+        // On an error from here `lab` is dropped: hosts off, network gone.
+        let bin_dir = o.bins.lab.parent().context("a bin dir")?.to_path_buf();
+        let mut extra = vec![
+            // The lab's description, PKI and tokens, where the k3s stand-in
+            // and the actuator's settings name them.
+            Bind {
+                outside: dir.clone(),
+                inside: dir.clone(),
+                read_only: false,
+            },
+        ];
+        for bin in [&lab.spec.kube_apiserver, &lab.spec.etcd] {
+            let b = ro_dir_of(bin)?;
+            // etcd is unpacked under cargo's target dir, bound already.
+            if !b.outside.starts_with(&bin_dir) {
+                extra.push(b);
+            }
+        }
+        for h in lab.spec.hosts.clone() {
+            let root = lab.spec.root(&h.name);
+            let hn = lab.net.host(&h.name)?.clone();
+            let mut ms = MachineSpec::lab_host(&hn, &root, &bin_dir, &o.bins.lab);
+            ms.binds.push(Bind {
+                outside: root.join("var/log/k3s"),
+                inside: "/var/log/k3s".into(),
+                read_only: false,
+            });
+            ms.binds.extend(extra.iter().cloned());
+            ms.up_when = UpWhen::Running;
+            let start = Instant::now();
+            let m = block(|| Machine::boot(ms, BOOT))?;
+            say(&format!(
+                "{} booted at {} ({:.1}s)",
+                h.name,
+                h.ip,
+                start.elapsed().as_secs_f32()
+            ));
+            lab.machines.insert(h.name.clone(), m);
+        }
+        lab.bring_up_k3s(say).await?;
+        Ok(lab)
+    }
+
+    async fn bring_up_k3s(&self, say: &dyn Fn(&str)) -> anyhow::Result<()> {
+        let spec = &self.spec;
+        let apis = Apis::for_lab(spec)?;
+        let first = spec.hosts[0].clone();
+        say(&format!(
+            "starting {} (etcd cluster-init, kube-apiserver)",
+            first.name
+        ));
+        self.enable_now(&first.name, "k3s")?;
+        world::wait_condition(&apis, &first.name, "Ready", Duration::from_secs(180)).await?;
+        self.wait_active(&first.name, "k3s", Duration::from_secs(120))
+            .await?;
+        world::apply_deploy(&apis, "deploy/rbac/actuator.yaml").await?;
+        world::apply_deploy(&apis, "deploy/rbac/controller.yaml").await?;
+        let token = world::actuator_token(&apis).await?;
+        for h in &spec.hosts {
+            world::write(
+                &spec.root(&h.name).join("etc/fleet-role/token"),
+                token.expose_secret(),
+                0o600,
+            )?;
+        }
+        for h in spec.hosts.iter().skip(1) {
+            match h.role {
+                Role::Server => {
+                    say(&format!("joining {} (a learner, then a voter)", h.name));
+                    self.enable_now(&h.name, "k3s")?;
+                    world::wait_condition(
+                        &apis,
+                        &h.name,
+                        protocol::names::K3S_ETCD_IS_VOTER,
+                        Duration::from_secs(180),
+                    )
+                    .await?;
+                    self.wait_active(&h.name, "k3s", Duration::from_secs(120))
+                        .await?;
+                }
+                Role::Agent => {
+                    say(&format!("starting agent {}", h.name));
+                    self.enable_now(&h.name, "k3s-agent")?;
+                }
+            }
+        }
+        for h in spec.hosts.iter().filter(|h| h.role == Role::Agent) {
+            world::wait_condition(&apis, &h.name, "Ready", Duration::from_secs(180)).await?;
+            self.wait_active(&h.name, "k3s-agent", Duration::from_secs(120))
+                .await?;
+        }
+        let eligible = protocol::Names::default().eligible();
+        for h in &spec.hosts {
+            let patch = serde_json::json!({"metadata": {"labels": { eligible.clone(): "true" }}});
+            apis.any(|c| {
+                let (n, p) = (h.name.clone(), patch.clone());
+                async move {
+                    Api::<Node>::all(c)
+                        .patch(
+                            &n,
+                            &kube::api::PatchParams::default(),
+                            &kube::api::Patch::Merge(&p),
+                        )
+                        .await
+                }
+            })
+            .await?;
+            self.enable_now(&h.name, "fleet-role-actuator")?;
+        }
+        world::write_kubeconfig(spec)?;
+        say(&format!(
+            "lab up on real systemd in {}: hosts at 198.18.{}.0/24",
+            spec.dir.display(),
+            self.net.number()
+        ));
+        Ok(())
+    }
+
+    /// `systemctl enable --now --no-block UNIT` on a host: queued, never
+    /// waited for here (a `Type=notify` k3s returns only once ready).
+    fn enable_now(&self, host: &str, unit: &str) -> anyhow::Result<()> {
+        let m = self.machine(host)?;
+        block(|| m.exec_ok(&["systemctl", "enable", "--now", "--no-block", unit], QUICK))?;
+        Ok(())
+    }
+
+    /// Waits until a unit on a host is `active` as systemd reports it (for
+    /// k3s: its process sent READY=1).
+    pub async fn wait_active(&self, host: &str, unit: &str, bound: Duration) -> anyhow::Result<()> {
+        let m = self.machine(host)?;
+        let start = Instant::now();
+        loop {
+            let state = block(|| m.active_state(unit))?;
+            if state == "active" {
+                return Ok(());
+            }
+            if start.elapsed() > bound {
+                // What systemd says about it, for whoever reads the failure.
+                let status = block(|| {
+                    m.exec(
+                        &["systemctl", "status", "--no-pager", "-n", "30", unit],
+                        QUICK,
+                    )
+                })
+                .map(|o| o.stdout)
+                .unwrap_or_else(|e| e.to_string());
+                bail!(
+                    "{unit} on {host} is {state} after {}s (not active):\n{status}",
+                    bound.as_secs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// A host's machine.
+    pub fn machine(&self, host: &str) -> anyhow::Result<&Machine> {
+        self.machines
+            .get(host)
+            .with_context(|| format!("no host {host} in this lab"))
+    }
+
+    /// The lab's network.
+    pub fn net(&self) -> &LabNet {
+        &self.net
+    }
+}
+
+/// A host's root: the units, the k3s stand-in as `/usr/local/bin/k3s`, the
+/// actuator, k3s's config, the actuator's settings and the role file.
+fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec) -> anyhow::Result<()> {
+    let root = spec.root(&h.name);
+    let sys = root.join("etc/systemd/system");
+    units::write_k3s_units(&sys)?;
+    units::write_fleet_role_units(&units::deploy_dir(), &sys)?;
+    // exec keeps the pid: the stand-in is the unit's main process, so its
+    // READY=1 counts (NotifyAccess=main). The same environment for the
+    // actuator's `k3s etcd-snapshot save`.
+    world::write(
+        &root.join("usr/local/bin/k3s"),
+        &format!(
+            "#!/bin/sh\nexport FLEET_ROLE_ROOT=/ FLEET_ROLE_LAB=\"{}\" FLEET_ROLE_KUBE_APISERVER=\"{}\"\nexec \"{}\" k3s \"$@\"\n",
+            spec.dir.display(),
+            fs::canonicalize(&spec.kube_apiserver)?.display(),
+            spec.lab_bin.display()
+        ),
+        0o755,
+    )?;
+    let link = root.join("usr/local/bin/fleet-role-actuator");
+    let _ = fs::remove_file(&link);
+    std::os::unix::fs::symlink(&spec.actuator, &link)?;
+    let mut config = format!(
+        "node-name: {}\nnode-ip: {}\ntoken: \"{K3S_TOKEN}\"\n",
+        h.name, h.ip
+    );
+    if h.name == first.name {
+        config.push_str("cluster-init: true\n");
+    } else {
+        config.push_str(&format!("server: \"{}\"\n", LabSpec::api_url(first.ip)));
+    }
+    world::write(&root.join("etc/rancher/k3s/config.yaml"), &config, 0o600)?;
+    let api: Vec<String> = spec
+        .all_api_urls()
+        .iter()
+        .map(|u| format!("\"{u}\""))
+        .collect();
+    // The CA beside the settings, as an operator installs it: the unit has
+    // PrivateTmp=yes, so a lab directory under /tmp is not visible to it.
+    fs::create_dir_all(root.join("etc/fleet-role"))?;
+    fs::copy(
+        spec.pki_dir().join("ca.crt"),
+        root.join("etc/fleet-role/ca.crt"),
+    )?;
+    let actuator = format!(
+        "node = \"{}\"\napi = [{}]\nca_file = \"/etc/fleet-role/ca.crt\"\ntoken_file = \"/etc/fleet-role/token\"\netcd_health_url = \"http://{}:{}/health\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
+        h.name,
+        api.join(", "),
+        h.ip,
+        crate::spec::ETCD_METRICS_PORT,
+    );
+    world::write(&root.join("etc/fleet-role/actuator.toml"), &actuator, 0o644)?;
+    world::write(
+        &root.join("var/lib/rancher/k3s/fleet-role"),
+        &format!("{}\n", h.role),
+        0o644,
+    )?;
+    fs::create_dir_all(root.join("var/log/k3s"))?;
+    Ok(())
+}

@@ -1,0 +1,173 @@
+//! A whole lab on real systemd: servers whose k3s units become active only
+//! once the k3s stand-in sends READY=1, an agent, the actuators as the real
+//! unit, every host's API and etcd reached from outside over the lab's bridge.
+//! Fails (never skips) when containers cannot run here.
+
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use lab::{
+    api::Apis,
+    bounded, etcd_gw, machine, overlap,
+    spec::LabSpec,
+    systemd_lab::{Options, SystemdLab},
+    world::{self, Bins},
+};
+use tokio::sync::Mutex;
+
+/// One lab at a time (at most three hosts up): the machine has 2 cores.
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+async fn lab_of(servers: usize, agents: usize, dir: &Path) -> SystemdLab {
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_fleet-role-lab"))
+        .parent()
+        .unwrap();
+    let bins = Bins::beside(bin_dir).expect("the workspace's binaries are built");
+    let start = Instant::now();
+    // FLEET_ROLE_LAB_KEEP=DIR: the lab in DIR, left for a look after the test
+    // (each host's journal: journalctl -D DIR/hosts/HOST/var/log/journal).
+    let keep = std::env::var_os("FLEET_ROLE_LAB_KEEP").map(std::path::PathBuf::from);
+    let lab = SystemdLab::up(
+        Options {
+            dir: keep.unwrap_or_else(|| dir.join("lab")),
+            servers,
+            agents,
+            timings: Default::default(),
+            bins,
+        },
+        &|l| eprintln!("{l}"),
+    )
+    .await
+    .expect("the lab comes up on real systemd (systemd-nspawn must run here, as root)");
+    eprintln!(
+        "{servers} servers and {agents} agents up in {:.0}s",
+        start.elapsed().as_secs_f32()
+    );
+    lab
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lab_on_real_systemd_comes_up_with_ready_k3s_units_voters_and_running_actuators() {
+    let _turn = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let lab = lab_of(2, 1, dir.path()).await;
+    let spec = &lab.spec;
+    assert!(spec.hosts.iter().all(|h| h.ip.octets()[..2] == [198, 18]));
+
+    // Both members vote, as seen from outside through the bridge.
+    let (_, members) = etcd_gw::member_list(&LabSpec::etcd_url(spec.hosts[0].ip))
+        .await
+        .unwrap();
+    assert_eq!(members.len(), 2, "{members:?}");
+    assert!(members.iter().all(|m| !m.is_learner), "{members:?}");
+
+    let apis = Apis::for_lab(spec).unwrap();
+    for h in &spec.hosts {
+        let n = apis
+            .any(|c| {
+                let n = h.name.clone();
+                async move { Api::<Node>::all(c).get(&n).await }
+            })
+            .await
+            .unwrap();
+        assert!(world::condition(&n, "Ready"), "{} Ready", h.name);
+        let m = lab.machine(&h.name).unwrap();
+        let unit = if h.name.starts_with("server") {
+            "k3s"
+        } else {
+            "k3s-agent"
+        };
+        // Active, not activating: READY=1 reached systemd.
+        assert_eq!(
+            m.active_state(unit).unwrap(),
+            "active",
+            "{unit} on {}",
+            h.name
+        );
+        lab.wait_active(&h.name, "fleet-role-actuator", Duration::from_secs(60))
+            .await
+            .unwrap();
+        // Running, not crash-looping through brief activations.
+        let restarts = m
+            .exec_ok(
+                &[
+                    "systemctl",
+                    "show",
+                    "-p",
+                    "NRestarts",
+                    "--value",
+                    "fleet-role-actuator",
+                ],
+                Duration::from_secs(30),
+            )
+            .unwrap();
+        assert_eq!(restarts.text(), "0", "the actuator on {} restarted", h.name);
+        assert_eq!(
+            overlap::of_k3s_units(m, Duration::from_secs(60)).unwrap(),
+            vec![],
+            "{}",
+            h.name
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_join_keeps_a_plain_start_blocked_and_becomes_active_once_it_votes() {
+    let _turn = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let lab = lab_of(1, 1, dir.path()).await;
+    let quick = Duration::from_secs(30);
+    let m = lab.machine("agent-1").unwrap();
+    // The server's part of a promotion, by hand and with nothing else acting:
+    // the actuator is stopped, the agent stopped (confirmed), the role file
+    // names the server.
+    for unit in ["fleet-role-actuator", "k3s-agent"] {
+        let o = m.systemctl(&["stop", unit], quick).unwrap();
+        assert!(o.status.success(), "stop {unit}: {o:?}");
+    }
+    assert_eq!(m.active_state("k3s-agent").unwrap(), "inactive");
+    std::fs::write(
+        lab.spec
+            .root("agent-1")
+            .join("var/lib/rancher/k3s/fleet-role"),
+        "server\n",
+    )
+    .unwrap();
+
+    // Cut off, it cannot reach the server it joins: k3s never sends READY=1,
+    // and a plain start (what hung the actuator) does not return.
+    lab.net().cut_off("agent-1").unwrap();
+    let started = m.systemctl(&["start", "k3s"], Duration::from_secs(30));
+    assert!(
+        matches!(
+            &started,
+            Err(machine::Error::Exec {
+                source: bounded::Error::Timeout { .. },
+                ..
+            })
+        ),
+        "a plain start of a server that cannot join must still wait: {started:?}"
+    );
+    assert_eq!(m.active_state("k3s").unwrap(), "activating");
+
+    // Back on the network it joins as a learner, is promoted, and only then
+    // is its unit active.
+    lab.net().restore("agent-1").unwrap();
+    lab.wait_active("agent-1", "k3s", Duration::from_secs(300))
+        .await
+        .unwrap();
+    let (_, members) = etcd_gw::member_list(&LabSpec::etcd_url(lab.spec.hosts[0].ip))
+        .await
+        .unwrap();
+    assert_eq!(members.len(), 2, "{members:?}");
+    assert!(members.iter().all(|mb| !mb.is_learner), "{members:?}");
+    assert_eq!(
+        overlap::of_k3s_units(m, Duration::from_secs(60)).unwrap(),
+        vec![],
+        "the agent was stopped before the server started"
+    );
+}
