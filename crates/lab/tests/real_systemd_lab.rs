@@ -15,7 +15,7 @@ use lab::{
     bounded, etcd_gw, machine, overlap,
     spec::LabSpec,
     systemd_lab::{Options, SystemdLab},
-    world::{self, Bins},
+    world::Bins,
 };
 use tokio::sync::Mutex;
 
@@ -74,7 +74,7 @@ async fn a_lab_on_real_systemd_comes_up_with_ready_k3s_units_voters_and_running_
             })
             .await
             .unwrap();
-        assert!(world::condition(&n, "Ready"), "{} Ready", h.name);
+        assert!(kubeview::condition_true(&n, "Ready"), "{} Ready", h.name);
         let m = lab.machine(&h.name).unwrap();
         let unit = if h.name.starts_with("server") {
             "k3s"
