@@ -63,6 +63,8 @@ pub struct Watcher {
     unsent: bool,
     last_wait: Option<String>,
     last_view: Option<protocol::NodeFacts>,
+    /// When the credential's lapse was last warned about (once an hour).
+    expiry_warned: Option<std::time::Instant>,
     /// The step whose host part runs now, in its own task.
     running: Option<Running>,
 }
@@ -123,6 +125,7 @@ impl Watcher {
             unsent: false,
             last_wait: None,
             last_view: None,
+            expiry_warned: None,
             running: None,
         }
     }
@@ -188,6 +191,7 @@ impl Watcher {
     pub async fn session(&mut self, client: Client) -> SessionEnd {
         // A new session decides on its first Node event whatever it shows.
         self.last_view = None;
+        self.warn_expiry();
         if !self.report_loaded {
             match report::read(&client, &self.settings.names, self.settings.node.as_str()).await {
                 Ok(r) => {
@@ -236,6 +240,7 @@ impl Watcher {
                     None => return SessionEnd::ApiTrouble,
                 },
                 _ = tick.tick() => {
+                    self.warn_expiry();
                     if self.node.is_some() && self.evaluate(&client).await.is_err() {
                         return SessionEnd::ApiTrouble;
                     }
@@ -247,6 +252,28 @@ impl Watcher {
                     }
                 }
             }
+        }
+    }
+
+    /// Warns (at most once an hour) while the credential is within
+    /// [`crate::cluster::EXPIRY_WARNING_SECS`] of lapsing: a lapsed token
+    /// fails every request, and the host would stop taking steps.
+    fn warn_expiry(&mut self) {
+        let hour = Duration::from_secs(3600);
+        if self.expiry_warned.is_some_and(|t| t.elapsed() < hour) {
+            return;
+        }
+        let Some(exp) = self
+            .settings
+            .token_file
+            .as_deref()
+            .and_then(crate::cluster::token_expiry)
+        else {
+            return;
+        };
+        if let Some(w) = crate::cluster::expiry_warning(exp, now()) {
+            warn!(expires = exp, "{w}");
+            self.expiry_warned = Some(std::time::Instant::now());
         }
     }
 

@@ -14,6 +14,7 @@ use controller::{
     cluster,
     config::{FileConfig, Settings, parse_duration},
     drive::Driver,
+    enroll,
     output::{Printer, print_error},
     status,
 };
@@ -137,6 +138,14 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             let mut printer = Printer::new(Format::Text);
             driver.run(&mut printer).await?;
             Ok(0)
+        }
+        Command::Enroll(args) => {
+            let client = || async { Ok(cluster::client(cli.kubeconfig.as_deref()).await?) };
+            enroll::command::enroll(settings.names(), args, client).await
+        }
+        Command::Unenroll(args) => {
+            let client = || async { Ok(cluster::client(cli.kubeconfig.as_deref()).await?) };
+            enroll::command::unenroll(settings.names(), args, client).await
         }
         Command::Pause | Command::Resume => {
             let paused = matches!(cli.command, Command::Pause);
