@@ -170,6 +170,9 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec) -> anyhow::Resul
     let deploy = standins::fixture::workspace().join("deploy/systemd");
     for u in ["k3s", "k3s-agent"] {
         let text = fs::read_to_string(deploy.join(format!("{u}.service.d/50-fleet-role.conf")))?;
+        // The drop-in pins the condition's root to `/`; a lab host's root is
+        // its directory, pinned the same way.
+        let text = text.replace("--root / ", &format!("--root {} ", root.display()));
         write(
             &sys.join(format!("{u}.service.d/50-fleet-role.conf")),
             &text,
