@@ -171,6 +171,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Watch(api) => {
             let s = settings(&cli, Some(api), None)?;
+            // A templated actuator.toml naming one Node on every host would
+            // make each host carry out that Node's steps: refuse to start
+            // unless the host itself says it is the configured Node.
+            let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
+            host::identity::check(&s.host().paths, s.node.as_str(), hostname.as_deref())?;
             init_logging();
             let candidates =
                 Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())?;

@@ -328,6 +328,41 @@ fn is_answers_from_the_role_file_and_any_doubt_is_no() {
 }
 
 #[test]
+fn a_mistyped_node_name_is_refused_at_start_saying_which_is_which_and_changes_nothing() {
+    // A server: its k3s config names runner-3, its member runner-3-0a1b2c3d.
+    let h = server("runner-3");
+    let before = h.role();
+    // Not through `h.actuator`, which names the host's own node.
+    let out = Command::new(bin_dir().join("fleet-role-actuator"))
+        .args([
+            "--root",
+            &h.root().display().to_string(),
+            "--node",
+            "runner-4",
+        ])
+        .args(["watch", "--api", "https://127.0.0.1:9"])
+        .env("PATH", h.path_env())
+        .env_remove("FLEET_ROLE_CONFIG")
+        .env_remove("FLEET_ROLE_ROOT")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("\"runner-4\" is not this host"), "{err}");
+    assert!(
+        err.contains("node-name in") && err.contains("\"runner-3\""),
+        "{err}"
+    );
+    assert!(
+        err.contains("etcd member") && err.contains("runner-3-0a1b2c3d"),
+        "{err}"
+    );
+    assert_eq!(h.role(), before);
+    assert!(!h.at("var/lib/rancher/k3s/fleet-role.lock").exists());
+    assert!(h.active("k3s"));
+}
+
+#[test]
 fn the_drop_ins_pin_the_conditions_root_so_no_environment_file_can_move_it() {
     // Every condition in deploy/systemd names its root on the command line,
     // where a flag wins over FLEET_ROLE_ROOT (which an EnvironmentFile= of
