@@ -44,6 +44,48 @@ pub fn check_token_file(path: &std::path::Path) -> Result<(), ClusterError> {
     Ok(())
 }
 
+/// How long before its credential lapses the actuator starts to say so:
+/// time enough for an operator to run `fleet-role enroll NODE` again.
+pub const EXPIRY_WARNING_SECS: i64 = 30 * 86_400;
+
+/// When the token in `path` lapses, in seconds since the epoch, if it says.
+///
+/// A ServiceAccount token is a JWT whose middle part is plain base64url
+/// JSON: its `exp` can be read without any key. Only `exp` is taken; the
+/// token itself is dropped at once and never shown.
+pub fn token_expiry(path: &std::path::Path) -> Option<i64> {
+    use base64::Engine;
+    let bytes = std::fs::read(path).ok()?;
+    let text = std::str::from_utf8(&bytes).ok()?;
+    let payload = text.split('.').nth(1)?;
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&json).ok()?;
+    claims.get("exp")?.as_i64()
+}
+
+/// What to say about a credential lapsing at `expiry`, seen at `now`:
+/// nothing while it has more than [`EXPIRY_WARNING_SECS`] left.
+pub fn expiry_warning(expiry: i64, now: i64) -> Option<String> {
+    let left = expiry - now;
+    if left > EXPIRY_WARNING_SECS {
+        return None;
+    }
+    Some(if left <= 0 {
+        format!(
+            "the credential lapsed {} h ago: every request fails; enroll the host again (fleet-role enroll NODE)",
+            -left / 3600
+        )
+    } else {
+        format!(
+            "the credential lapses in {} days {} h: enroll the host again before then (fleet-role enroll NODE)",
+            left / 86_400,
+            left % 86_400 / 3600
+        )
+    })
+}
+
 /// Why a client could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -140,5 +182,42 @@ impl Candidates {
         // connection went idle.
         config.reset_reader_on_write = true;
         Client::try_from(config).map_err(|source| ClusterError::Client { url, source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jwt(claims: &str) -> String {
+        use base64::Engine;
+        let e = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        format!(
+            "{}.{}.c2lnbmF0dXJl",
+            e.encode(r#"{"alg":"RS256"}"#),
+            e.encode(claims)
+        )
+    }
+
+    #[test]
+    fn a_token_says_when_it_lapses_and_a_token_that_does_not_say_is_no_expiry() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("token");
+        std::fs::write(&f, jwt(r#"{"exp":1900000000,"sub":"x"}"#)).unwrap();
+        assert_eq!(token_expiry(&f), Some(1_900_000_000));
+        std::fs::write(&f, "not-a-jwt").unwrap();
+        assert_eq!(token_expiry(&f), None);
+        std::fs::write(&f, jwt(r#"{"sub":"x"}"#)).unwrap();
+        assert_eq!(token_expiry(&f), None);
+    }
+
+    #[test]
+    fn a_credential_about_to_lapse_is_warned_about_from_thirty_days_before() {
+        let now = 1_000_000_000;
+        assert_eq!(expiry_warning(now + EXPIRY_WARNING_SECS + 1, now), None);
+        let soon = expiry_warning(now + 2 * 86_400 + 3 * 3600, now).unwrap();
+        assert!(soon.contains("lapses in 2 days 3 h"), "{soon}");
+        let gone = expiry_warning(now - 7200, now).unwrap();
+        assert!(gone.contains("lapsed 2 h ago"), "{gone}");
     }
 }

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use actuator::{
     cli::{ApiArgs, Cli, Command},
-    cluster::Candidates,
+    cluster::{self, Candidates},
     config::{FileConfig, Overrides, Settings},
     local::{self, Switch},
     output::{Format, print, print_error},
@@ -17,7 +17,7 @@ use actuator::{
 };
 use anyhow::Context;
 use clap::Parser;
-use protocol::{JoinUrl, Role, SwapId};
+use protocol::{JoinUrl, Role, SwapId, controller::one_line};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -129,10 +129,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         .await
                         .context("reading the report")
                 })?;
+                // The report came from the API: whatever it holds is shown
+                // escaped on one line, so a reason carrying a newline or a
+                // terminal escape can neither forge a line nor drive the
+                // terminal.
                 lines.push(format!(
                     "report:       {}",
                     r.as_ref().map_or("none".into(), |r| {
-                        format!(
+                        one_line(&format!(
                             "swap {} step {} {:?}{}",
                             r.swap.as_ref().map_or("-", |s| s.as_str()),
                             r.step.as_str(),
@@ -141,20 +145,37 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                                 .as_deref()
                                 .map(|x| format!(": {x}"))
                                 .unwrap_or_default()
-                        )
+                        ))
                     })
                 ));
                 remote = serde_json::to_value(&r)?;
             }
+            let expiry = s.token_file.as_deref().and_then(cluster::token_expiry);
+            if let Some(exp) = expiry {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64);
+                lines.push(format!(
+                    "credential:   lapses at {exp} (unix time){}",
+                    cluster::expiry_warning(exp, now)
+                        .map(|w| format!("; WARNING: {w}"))
+                        .unwrap_or_default()
+                ));
+            }
             print(
                 format,
                 &lines,
-                &serde_json::json!({ "ok": true, "host": local, "report": remote }),
+                &serde_json::json!({ "ok": true, "host": local, "report": remote, "credential_expires": expiry }),
             );
             Ok(ExitCode::SUCCESS)
         }
         Command::Watch(api) => {
             let s = settings(&cli, Some(api), None)?;
+            // A templated actuator.toml naming one Node on every host would
+            // make each host carry out that Node's steps: refuse to start
+            // unless the host itself says it is the configured Node.
+            let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
+            host::identity::check(&s.host().paths, s.node.as_str(), hostname.as_deref())?;
             init_logging();
             let candidates =
                 Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())?;

@@ -63,6 +63,8 @@ pub struct Watcher {
     unsent: bool,
     last_wait: Option<String>,
     last_view: Option<protocol::NodeFacts>,
+    /// When the credential's lapse was last warned about (once an hour).
+    expiry_warned: Option<std::time::Instant>,
     /// The step whose host part runs now, in its own task.
     running: Option<Running>,
 }
@@ -76,7 +78,54 @@ struct Running {
     /// The report's milestone when the host part started.
     detail: Option<Detail>,
     budget: host::Budget,
-    task: tokio::task::JoinHandle<Result<Option<String>, String>>,
+    task: tokio::task::JoinHandle<Result<Option<String>, StepEnd>>,
+}
+
+/// How a step's host part ended short of its end.
+#[derive(Debug)]
+enum StepEnd {
+    /// It failed part-way; the reason says what state the host was left in.
+    Failed(String),
+    /// It stopped before changing anything (its Lease lapsed while it
+    /// waited for the host lock). The report still says `started`, so the
+    /// step resumes when the Lease is back for its swap, or the controller
+    /// asks for another.
+    Stopped(String),
+}
+
+/// The Lease, read again once a step holds the host lock: the wait for the
+/// lock (up to `lock_timeout`, 60 s) can outlast the Lease that let the step
+/// start, and a step taken without its Lease could cost quorum.
+struct LeaseGate {
+    handle: tokio::runtime::Handle,
+    leases: Api<Lease>,
+    names: protocol::Names,
+    swap: SwapId,
+    skew_margin: i64,
+}
+
+impl LeaseGate {
+    /// Whether the Lease is still held for the step's swap. Called on the
+    /// step's blocking thread, so it may block on the request.
+    fn check(&self) -> Result<(), String> {
+        let lease = self
+            .handle
+            .block_on(self.leases.get_opt(&self.names.lease_name))
+            .map_err(|e| {
+                format!(
+                    "the regrade Lease could not be read again once the host lock was taken: {}",
+                    chain(&e)
+                )
+            })?;
+        let facts = lease.map(|l| kubeview::lease_facts(&self.names, &l));
+        protocol::decide::lease_holds(
+            facts.as_ref(),
+            &self.names.controller_identity,
+            &self.swap,
+            now(),
+            self.skew_margin,
+        )
+    }
 }
 
 impl Running {
@@ -123,6 +172,7 @@ impl Watcher {
             unsent: false,
             last_wait: None,
             last_view: None,
+            expiry_warned: None,
             running: None,
         }
     }
@@ -188,6 +238,7 @@ impl Watcher {
     pub async fn session(&mut self, client: Client) -> SessionEnd {
         // A new session decides on its first Node event whatever it shows.
         self.last_view = None;
+        self.warn_expiry();
         if !self.report_loaded {
             match report::read(&client, &self.settings.names, self.settings.node.as_str()).await {
                 Ok(r) => {
@@ -236,6 +287,7 @@ impl Watcher {
                     None => return SessionEnd::ApiTrouble,
                 },
                 _ = tick.tick() => {
+                    self.warn_expiry();
                     if self.node.is_some() && self.evaluate(&client).await.is_err() {
                         return SessionEnd::ApiTrouble;
                     }
@@ -247,6 +299,28 @@ impl Watcher {
                     }
                 }
             }
+        }
+    }
+
+    /// Warns (at most once an hour) while the credential is within
+    /// [`crate::cluster::EXPIRY_WARNING_SECS`] of lapsing: a lapsed token
+    /// fails every request, and the host would stop taking steps.
+    fn warn_expiry(&mut self) {
+        let hour = Duration::from_secs(3600);
+        if self.expiry_warned.is_some_and(|t| t.elapsed() < hour) {
+            return;
+        }
+        let Some(exp) = self
+            .settings
+            .token_file
+            .as_deref()
+            .and_then(crate::cluster::token_expiry)
+        else {
+            return;
+        };
+        if let Some(w) = crate::cluster::expiry_warning(exp, now()) {
+            warn!(expires = exp, "{w}");
+            self.expiry_warned = Some(std::time::Instant::now());
         }
     }
 
@@ -407,10 +481,22 @@ impl Watcher {
         let host = self.host.clone().with_budget(budget.clone());
         let lock_timeout = self.settings.lock_timeout;
         let detail = self.report.as_ref().and_then(|r| r.detail);
+        // Every step but a finish needs the Lease (a finish needs none once
+        // the member is gone, which its decision checked on the disk).
+        let gate = match (&step, &swap) {
+            (Step::Finish, _) | (_, None) => None,
+            (_, Some(swap)) => Some(LeaseGate {
+                handle: tokio::runtime::Handle::current(),
+                leases: Api::namespaced(client.clone(), LEASE_NAMESPACE),
+                names: self.settings.names.clone(),
+                swap: swap.clone(),
+                skew_margin: self.settings.skew_margin.as_secs() as i64,
+            }),
+        };
         let task = tokio::task::spawn_blocking({
             let step = step.clone();
             let swap = swap.clone();
-            move || run_host_step(&host, &step, swap.as_ref(), lock_timeout)
+            move || run_host_step(&host, &step, swap.as_ref(), lock_timeout, gate.as_ref())
         });
         self.running = Some(Running {
             swap,
@@ -428,7 +514,7 @@ impl Watcher {
         &mut self,
         client: &Client,
         running: Running,
-        outcome: Result<Option<String>, String>,
+        outcome: Result<Option<String>, StepEnd>,
     ) -> Result<(), kube::Error> {
         let Running {
             swap, step, detail, ..
@@ -436,7 +522,16 @@ impl Watcher {
         let rstep = step.report_step();
         let host_outcome = match outcome {
             Ok(o) => o,
-            Err(reason) => {
+            Err(StepEnd::Stopped(reason)) => {
+                // Nothing changed and nothing is reported: the report still
+                // says `started`, and the next decision waits for the Lease.
+                warn!(
+                    step = rstep.as_str(),
+                    "step stopped, nothing changed: {reason}"
+                );
+                return Ok(());
+            }
+            Err(StepEnd::Failed(reason)) => {
                 warn!(step = rstep.as_str(), "step failed: {reason}");
                 let r = Report::next(self.report.as_ref(), swap, rstep, Phase::Failed, now())
                     .with_reason(reason);
@@ -489,11 +584,11 @@ pub const WATCH_TIMEOUT_SECS: u32 = 20;
 
 /// The end of the running step's task (pending for ever when none runs;
 /// the loop only polls it when one does).
-async fn step_end(running: &mut Option<Running>) -> Result<Option<String>, String> {
+async fn step_end(running: &mut Option<Running>) -> Result<Option<String>, StepEnd> {
     match running {
         Some(r) => (&mut r.task)
             .await
-            .unwrap_or_else(|e| Err(format!("the step's task failed: {e}"))),
+            .unwrap_or_else(|e| Err(StepEnd::Failed(format!("the step's task failed: {e}")))),
         None => std::future::pending().await,
     }
 }
@@ -538,16 +633,25 @@ fn run_host_step(
     step: &Step,
     swap: Option<&SwapId>,
     lock_timeout: Duration,
-) -> Result<Option<String>, String> {
+    gate: Option<&LeaseGate>,
+) -> Result<Option<String>, StepEnd> {
     let lock = match host.lock(lock_timeout) {
         Ok(l) => l,
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(StepEnd::Failed(e.to_string())),
     };
+    // The Lease again, now that nothing else can act on the host: it let
+    // the step start, but may have lapsed while the step waited.
+    if let Some(Err(why)) = gate.map(LeaseGate::check) {
+        drop(lock);
+        return Err(StepEnd::Stopped(format!(
+            "{why} (checked again once the host lock was taken)"
+        )));
+    }
     let outcome = host_step(host, step, swap);
     // The lock goes before the state is read, so a step that replaces this
     // one (a rollback) is not kept waiting by that read.
     drop(lock);
-    outcome.map_err(|reason| format!("{reason}; {}", left_state(host)))
+    outcome.map_err(|reason| StepEnd::Failed(format!("{reason}; {}", left_state(host))))
 }
 
 /// What the host was left as, for a failure's report. Read without the

@@ -328,6 +328,78 @@ fn is_answers_from_the_role_file_and_any_doubt_is_no() {
 }
 
 #[test]
+fn a_mistyped_node_name_is_refused_at_start_saying_which_is_which_and_changes_nothing() {
+    // A server: its k3s config names runner-3, its member runner-3-0a1b2c3d.
+    let h = server("runner-3");
+    let before = h.role();
+    // Not through `h.actuator`, which names the host's own node.
+    let out = Command::new(bin_dir().join("fleet-role-actuator"))
+        .args([
+            "--root",
+            &h.root().display().to_string(),
+            "--node",
+            "runner-4",
+        ])
+        .args(["watch", "--api", "https://127.0.0.1:9"])
+        .env("PATH", h.path_env())
+        .env_remove("FLEET_ROLE_CONFIG")
+        .env_remove("FLEET_ROLE_ROOT")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("\"runner-4\" is not this host"), "{err}");
+    assert!(
+        err.contains("node-name in") && err.contains("\"runner-3\""),
+        "{err}"
+    );
+    assert!(
+        err.contains("etcd member") && err.contains("runner-3-0a1b2c3d"),
+        "{err}"
+    );
+    assert_eq!(h.role(), before);
+    assert!(!h.at("var/lib/rancher/k3s/fleet-role.lock").exists());
+    assert!(h.active("k3s"));
+}
+
+#[test]
+fn the_drop_ins_pin_the_conditions_root_so_no_environment_file_can_move_it() {
+    // Every condition in deploy/systemd names its root on the command line,
+    // where a flag wins over FLEET_ROLE_ROOT (which an EnvironmentFile= of
+    // the k3s unit could set).
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/systemd");
+    for unit in ["k3s", "k3s-agent", "fleet-regrade"] {
+        let text = fs::read_to_string(deploy.join(format!("{unit}.service.d/50-fleet-role.conf")))
+            .unwrap();
+        let conditions: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("ExecCondition="))
+            .collect();
+        assert!(!conditions.is_empty(), "{unit}");
+        for c in conditions {
+            assert!(
+                c.starts_with("ExecCondition=/usr/local/bin/fleet-role-actuator --root / is "),
+                "{unit}: {c}"
+            );
+        }
+    }
+    // And the flag wins: an agent's condition, with the environment naming a
+    // server's root, still answers for the agent.
+    let a = agent("a");
+    let s = server("s");
+    let out = a
+        .actuator(&["is", "server"])
+        .env("FLEET_ROLE_ROOT", s.root())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "the environment moved the root");
+    // The pinned drop-in, as installed on the test host, keeps the server
+    // from starting on the agent whatever the environment says.
+    assert!(a.systemctl(&["start", "k3s"]).success());
+    assert!(!a.active("k3s"));
+}
+
+#[test]
 fn the_units_condition_keeps_the_other_role_from_starting() {
     let h = agent("a");
     assert!(

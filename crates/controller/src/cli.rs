@@ -89,4 +89,9 @@ pub enum Command {
     Pause,
     /// Lift a pause.
     Resume,
+    /// Give host NODE its own identity and write its credential (see
+    /// docs/security.md); again to rotate the credential.
+    Enroll(crate::enroll::EnrollArgs),
+    /// Remove host NODE's identity, revoking its credential.
+    Unenroll(crate::enroll::UnenrollArgs),
 }

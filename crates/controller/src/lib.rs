@@ -15,6 +15,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod drive;
+pub mod enroll;
 pub mod leader;
 pub mod metrics;
 pub mod observe;

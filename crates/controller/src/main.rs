@@ -14,6 +14,7 @@ use controller::{
     cluster,
     config::{FileConfig, Settings, parse_duration},
     drive::Driver,
+    enroll,
     metrics::Metrics,
     output::{Printer, print_error},
     service, status,
@@ -254,6 +255,14 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             };
             printer.result(word, code, &message);
             Ok(code)
+        }
+        Command::Enroll(args) => {
+            let client = || async { Ok(cluster::client(cli.kubeconfig.as_deref()).await?) };
+            enroll::command::enroll(settings.names(), args, client).await
+        }
+        Command::Unenroll(args) => {
+            let client = || async { Ok(cluster::client(cli.kubeconfig.as_deref()).await?) };
+            enroll::command::unenroll(settings.names(), args, client).await
         }
         Command::Pause | Command::Resume => {
             let paused = matches!(cli.command, Command::Pause);

@@ -57,15 +57,7 @@ impl SnapshotConfig {
     /// read but that is not valid YAML, or a value of these keys that k3s
     /// would not take, is an error (k3s itself would not start with it).
     pub fn read(paths: &HostPaths) -> Result<SnapshotConfig> {
-        let mut files = vec![paths.k3s_config()];
-        if let Ok(entries) = fs::read_dir(paths.k3s_dropins()) {
-            let mut more: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-                .collect();
-            more.sort();
-            files.extend(more);
-        }
+        let files = crate::identity::k3s_config_files(paths);
         let mut config = SnapshotConfig {
             dir: paths.snapshots(),
             compress: false,

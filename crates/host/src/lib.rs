@@ -11,6 +11,7 @@ pub mod datastore;
 pub mod error;
 pub mod etcd;
 pub mod fsutil;
+pub mod identity;
 pub mod k3s;
 pub mod lock;
 pub mod paths;

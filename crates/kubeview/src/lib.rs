@@ -12,9 +12,11 @@
 //! No IO here: functions from objects to values and back.
 #![forbid(unsafe_code)]
 
+pub mod identity;
 mod lease;
 mod node;
 
+pub use identity::Identity;
 pub use lease::{lease_facts, lease_object};
 pub use node::{
     condition, condition_true, internal_ip, join_target, node_facts, node_patch,

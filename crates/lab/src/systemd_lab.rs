@@ -191,8 +191,9 @@ impl SystemdLab {
             .await?;
         world::apply_deploy(&apis, "deploy/rbac/actuator.yaml").await?;
         world::apply_deploy(&apis, "deploy/rbac/controller.yaml").await?;
-        let token = world::actuator_token(&apis).await?;
+        // Each host its own identity, as `fleet-role enroll` makes it.
         for h in &spec.hosts {
+            let token = world::actuator_token(&apis, &h.name).await?;
             world::write(
                 &spec.root(&h.name).join("etc/fleet-role/token"),
                 token.expose_secret(),

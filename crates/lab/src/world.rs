@@ -170,6 +170,9 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec) -> anyhow::Resul
     let deploy = standins::fixture::workspace().join("deploy/systemd");
     for u in ["k3s", "k3s-agent"] {
         let text = fs::read_to_string(deploy.join(format!("{u}.service.d/50-fleet-role.conf")))?;
+        // The drop-in pins the condition's root to `/`; a lab host's root is
+        // its directory, pinned the same way.
+        let text = text.replace("--root / ", &format!("--root {} ", root.display()));
         write(
             &sys.join(format!("{u}.service.d/50-fleet-role.conf")),
             &text,
@@ -311,8 +314,9 @@ pub async fn up(o: UpOptions, say: &dyn Fn(&str)) -> anyhow::Result<LabSpec> {
     // as an operator installs them.
     apply_deploy(&apis, "deploy/rbac/actuator.yaml").await?;
     apply_deploy(&apis, "deploy/rbac/controller.yaml").await?;
-    let token = actuator_token(&apis).await?;
+    // Each host its own identity, as `fleet-role enroll` makes it.
     for h in &spec.hosts {
+        let token = actuator_token(&apis, &h.name).await?;
         write(
             &spec.root(&h.name).join("etc/fleet-role/token"),
             token.expose_secret(),
@@ -406,19 +410,41 @@ pub(crate) async fn apply_deploy(apis: &Apis, rel: &str) -> anyhow::Result<()> {
     .map(drop)
 }
 
-pub(crate) async fn actuator_token(apis: &Apis) -> anyhow::Result<secrecy::SecretString> {
+/// Makes host `node`'s identity (the objects `fleet-role enroll` makes) and
+/// returns a token of it.
+pub(crate) async fn actuator_token(
+    apis: &Apis,
+    node: &str,
+) -> anyhow::Result<secrecy::SecretString> {
     let req: TokenRequest = serde_json::from_value(
         serde_json::json!({"spec": {"audiences": [], "expirationSeconds": 86400}}),
     )?;
     let _ = apis
         .any(|c| async move { Api::<Namespace>::all(c).get("platform").await })
         .await?;
+    let id = kubeview::Identity::of(&protocol::NodeName::parse(node)?)?;
+    let objects = id.objects(&protocol::Names::default());
+    for object in &objects {
+        let manifest = object.to_string();
+        apis.any(|c| {
+            let m = manifest.clone();
+            async move {
+                testcp::apply_manifest(&c, &m).await.map_err(|e| {
+                    kube::Error::Service(Box::new(std::io::Error::other(e.to_string())))
+                })
+            }
+        })
+        .await
+        .with_context(|| format!("applying the identity of {node}"))?;
+    }
+    let account = id.name().to_string();
     let t = apis
         .any(|c| {
             let req = req.clone();
+            let account = account.clone();
             async move {
                 Api::<ServiceAccount>::namespaced(c, "platform")
-                    .create_token_request("fleet-role-actuator", &PostParams::default(), &req)
+                    .create_token_request(&account, &PostParams::default(), &req)
                     .await
             }
         })

@@ -394,16 +394,29 @@ fn refuse_or_wait(
 /// has not expired, with `skew_margin` taken off its validity so that a host
 /// whose clock runs behind the controller's still sees it expire in time.
 pub fn lease_gate(o: &Observation<'_>, swap: &SwapId) -> Result<(), String> {
-    let Some(lease) = o.lease else {
+    lease_holds(o.lease, o.identity, swap, o.now, o.skew_margin)
+}
+
+/// [`lease_gate`] on its own: whether `lease` is held by `identity` for
+/// `swap` at `now`. The actuator asks it again once a step has the host
+/// lock, since the wait for the lock may have outlasted the Lease.
+pub fn lease_holds(
+    lease: Option<&LeaseFacts>,
+    identity: &str,
+    swap: &SwapId,
+    now: i64,
+    skew_margin: i64,
+) -> Result<(), String> {
+    let Some(lease) = lease else {
         return Err("the regrade Lease does not exist".into());
     };
     match lease.holder.as_deref() {
-        Some(h) if h == o.identity => {}
+        Some(h) if h == identity => {}
         Some(h) => {
             return Err(format!(
                 "the regrade Lease is held by {}, not {}",
                 shown(h),
-                o.identity
+                identity
             ));
         }
         None => return Err("the regrade Lease has no holder".into()),
@@ -421,7 +434,7 @@ pub fn lease_gate(o: &Observation<'_>, swap: &SwapId) -> Result<(), String> {
     if lease.expiry().is_none() {
         return Err("the regrade Lease has no renew time or duration".into());
     }
-    if !lease.valid_at(o.now, o.skew_margin) {
+    if !lease.valid_at(now, skew_margin) {
         return Err(format!("the regrade Lease for swap {swap} has expired"));
     }
     Ok(())

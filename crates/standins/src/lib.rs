@@ -345,6 +345,9 @@ pub mod fixture {
                 ));
                 let text =
                     fs::read_to_string(&from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+                // The drop-in pins the condition's root to `/`; a test
+                // host's root is its directory, pinned the same way.
+                let text = text.replace("--root / ", &format!("--root {} ", root.display()));
                 write(
                     &sys.join(format!("{unit}.service.d/50-fleet-role.conf")),
                     &text,

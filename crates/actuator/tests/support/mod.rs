@@ -67,6 +67,86 @@ pub async fn apply_rbac(plane: &ControlPlane) {
         .expect("the actuator's RBAC applies");
 }
 
+/// Gives `node` its own identity, as `fleet-role enroll` does (the same
+/// objects, from `kubeview::Identity`), and returns a token of it.
+pub async fn enroll(plane: &ControlPlane, node: &str) -> SecretString {
+    let id = identity(node);
+    for object in id.objects(&protocol::Names::default()) {
+        plane
+            .apply_yaml(&object.to_string())
+            .await
+            .unwrap_or_else(|e| panic!("the identity of {node} applies: {e}"));
+    }
+    plane
+        .service_account_token("platform", id.name())
+        .await
+        .unwrap_or_else(|e| panic!("a token of {node}'s identity: {e}"))
+}
+
+/// `node`'s identity.
+pub fn identity(node: &str) -> kubeview::Identity {
+    kubeview::Identity::of(&protocol::NodeName::parse(node).unwrap()).unwrap()
+}
+
+/// A token of `node`'s identity (which must be enrolled) bound to a Secret
+/// `anchor` made for it: deleting the anchor ([`revoke_anchor`]) revokes
+/// this token alone, as rotating a host's credential would.
+pub async fn anchored_token(plane: &ControlPlane, node: &str, anchor: &str) -> SecretString {
+    use k8s_openapi::api::{
+        authentication::v1::TokenRequest,
+        core::v1::{Secret, ServiceAccount},
+    };
+    let admin = plane.admin_client().unwrap();
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), "platform");
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": anchor},
+    }))
+    .unwrap();
+    let secret = secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let request: TokenRequest = serde_json::from_value(json!({"spec": {
+        "audiences": [],
+        "boundObjectRef": {"apiVersion": "v1", "kind": "Secret", "name": anchor, "uid": secret.metadata.uid},
+    }}))
+    .unwrap();
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin, "platform");
+    let answer = accounts
+        .create_token_request(identity(node).name(), &PostParams::default(), &request)
+        .await
+        .unwrap();
+    SecretString::from(answer.status.unwrap().token)
+}
+
+/// Deletes the anchor of a token from [`anchored_token`], and waits until
+/// the API refuses the token.
+pub async fn revoke_anchor(plane: &ControlPlane, anchor: &str, token: &SecretString) {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(plane.admin_client().unwrap(), "platform");
+    secrets.delete(anchor, &Default::default()).await.unwrap();
+    wait_refused(plane, anchor, token).await;
+}
+
+/// Waits until the API answers 401 to `token`.
+pub async fn wait_refused(plane: &ControlPlane, what: &str, token: &SecretString) {
+    let client = plane.client_for_token(token).unwrap();
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client, "kube-system");
+    let started = Instant::now();
+    loop {
+        match leases.get("fleet-regrade").await {
+            Err(kube::Error::Api(s)) if s.code == 401 => return,
+            other => assert!(
+                started.elapsed() < DEADLINE,
+                "the token of {what} still works: {:?}",
+                other.map(|_| ())
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Writes `token` to a new mode-0600 file, as the installer would, with no
 /// trailing newline (an HTTP header cannot carry one).
 pub fn write_token(path: &Path, token: &SecretString) {

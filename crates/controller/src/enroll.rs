@@ -1,0 +1,412 @@
+//! `fleet-role enroll NODE` and `fleet-role unenroll NODE`: one identity per
+//! host.
+//!
+//! Enrolling makes the host's ServiceAccount and its three bindings to the
+//! shared roles of `deploy/rbac/actuator.yaml` (the objects are
+//! [`kubeview::Identity::objects`], the same the lab and the tests make),
+//! then asks the TokenRequest API for a token valid `--valid-days` and writes
+//! it to a file of mode 0600 named for the host. The token is printed only
+//! when asked (`--credential -`). Running it again rotates the credential:
+//! the objects are applied again unchanged and a new token is written; the
+//! old one stays valid until it expires, or until `unenroll` revokes them
+//! all (deleting the ServiceAccount invalidates every token issued for it).
+//!
+//! It needs a cluster admin's kubeconfig: the controller's own credential
+//! can create none of these objects.
+
+use std::{
+    io::Write,
+    os::unix::fs::{OpenOptionsExt, PermissionsExt},
+    path::{Path, PathBuf},
+};
+
+use clap::{Args, ValueEnum};
+use k8s_openapi::api::{
+    authentication::v1::TokenRequest,
+    core::v1::ServiceAccount,
+    rbac::v1::{ClusterRoleBinding, RoleBinding},
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+};
+use kubeview::{
+    Identity,
+    identity::{ENROLL_FIELD_MANAGER, IdentityError},
+};
+use protocol::{Names, NodeName, controller::one_line};
+use serde_json::Value;
+
+/// What `enroll` prints or does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum EnrollOutput {
+    /// Create the objects and write the credential; print a summary.
+    #[default]
+    Text,
+    /// Print the objects as YAML and change nothing (no credential: a token
+    /// can only be issued for a ServiceAccount that exists).
+    Yaml,
+}
+
+/// `fleet-role enroll NODE`.
+#[derive(Debug, Args)]
+pub struct EnrollArgs {
+    /// The host's Node name.
+    pub node: String,
+    /// Where the credential goes (mode 0600, replaced atomically); `-` prints
+    /// it on stdout. Default: `NODE.token` in the current directory.
+    #[arg(long, value_name = "FILE")]
+    pub credential: Option<PathBuf>,
+    /// How many days the credential is valid (the actuator warns from 30
+    /// days before it lapses); enroll again before then to rotate it.
+    #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=3650))]
+    pub valid_days: u32,
+    /// `text`: create and write; `yaml`: print the objects, change nothing.
+    #[arg(long, value_enum, default_value_t)]
+    pub output: EnrollOutput,
+}
+
+/// `fleet-role unenroll NODE`.
+#[derive(Debug, Args)]
+pub struct UnenrollArgs {
+    /// The host's Node name.
+    pub node: String,
+}
+
+/// Why enrolling or unenrolling failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EnrollError {
+    /// The Node name is not one.
+    #[error(transparent)]
+    Node(#[from] protocol::InvalidValue),
+    /// The Node name cannot make a ServiceAccount name.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    /// An object could not be written or deleted (403: the kubeconfig is
+    /// not a cluster admin's).
+    #[error("{what}: {source}")]
+    Api {
+        /// The object and the write.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The TokenRequest API answered without a token.
+    #[error("the TokenRequest for {0} answered without a token")]
+    NoToken(String),
+    /// The credential file could not be written.
+    #[error("cannot write the credential to {}: {source}", path.display())]
+    Credential {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The objects could not be shown as YAML.
+    #[error("cannot show the objects as YAML: {0}")]
+    Yaml(String),
+}
+
+fn identity(raw: &str) -> Result<Identity, EnrollError> {
+    Ok(Identity::of(&NodeName::parse(raw)?)?)
+}
+
+/// The host's objects as YAML documents, for `--output yaml` (an operator's
+/// review, or Ansible's `k8s` module).
+pub fn yaml(names: &Names, id: &Identity) -> Result<String, EnrollError> {
+    let objects = id.objects(names);
+    serde_saphyr::to_string_multiple(&objects).map_err(|e| EnrollError::Yaml(e.to_string()))
+}
+
+/// What `enroll` made.
+#[derive(Debug)]
+pub struct Enrolled {
+    /// The identity.
+    pub identity: Identity,
+    /// Where the credential was written (`None`: printed on stdout).
+    pub credential: Option<PathBuf>,
+    /// When the credential lapses (RFC 3339, as the API answered).
+    pub expires: Option<String>,
+}
+
+/// Applies `objects` in order, server-side, as [`ENROLL_FIELD_MANAGER`]
+/// (forced: enroll owns these objects, and a second run must converge).
+async fn apply(client: &Client, objects: &[Value]) -> Result<(), EnrollError> {
+    let params = PatchParams::apply(ENROLL_FIELD_MANAGER).force();
+    for o in objects {
+        let kind = o["kind"].as_str().unwrap_or_default();
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        let ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
+        let what = format!("applying {kind} {ns}/{name}");
+        let result = match kind {
+            "ServiceAccount" => Api::<ServiceAccount>::namespaced(client.clone(), ns)
+                .patch(name, &params, &Patch::Apply(o))
+                .await
+                .map(drop),
+            "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(client.clone())
+                .patch(name, &params, &Patch::Apply(o))
+                .await
+                .map(drop),
+            _ => Api::<RoleBinding>::namespaced(client.clone(), ns)
+                .patch(name, &params, &Patch::Apply(o))
+                .await
+                .map(drop),
+        };
+        result.map_err(|source| EnrollError::Api { what, source })?;
+    }
+    Ok(())
+}
+
+/// Enrolls `args.node`: its identity made, a token issued and written.
+/// Returns what was made and, for `--credential -`, the token to print.
+pub async fn enroll(
+    client: &Client,
+    names: &Names,
+    args: &EnrollArgs,
+) -> Result<(Enrolled, Option<String>), EnrollError> {
+    let id = identity(&args.node)?;
+    apply(client, &id.objects(names)).await?;
+    let request: TokenRequest = serde_json::from_value(serde_json::json!({
+        "spec": {"audiences": [], "expirationSeconds": i64::from(args.valid_days) * 86_400},
+    }))
+    .expect("a TokenRequest");
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &names.report_namespace);
+    let answer = accounts
+        .create_token_request(id.name(), &PostParams::default(), &request)
+        .await
+        .map_err(|source| EnrollError::Api {
+            what: format!("requesting a token for {}", id.name()),
+            source,
+        })?;
+    let status = answer
+        .status
+        .filter(|s| !s.token.is_empty())
+        .ok_or_else(|| EnrollError::NoToken(id.name().to_string()))?;
+    let expires = Some(status.expiration_timestamp.0.to_string());
+    let (credential, shown) = match &args.credential {
+        Some(p) if p.as_os_str() == "-" => (None, Some(status.token)),
+        other => {
+            let path = other
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(format!("{}.token", id.node().as_str())));
+            write_credential(&path, &status.token).map_err(|source| EnrollError::Credential {
+                path: path.clone(),
+                source,
+            })?;
+            (Some(path), None)
+        }
+    };
+    Ok((
+        Enrolled {
+            identity: id,
+            credential,
+            expires,
+        },
+        shown,
+    ))
+}
+
+/// Writes `token` to `path` with mode 0600, atomically: a new file beside it
+/// (created with its final mode, so the token is never readable by others
+/// even for a moment), synced, then renamed over. The token alone, no
+/// newline: the actuator sends the file as it is.
+pub fn write_credential(path: &Path, token: &str) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("the credential's path names no file"))?;
+    let tmp = dir.join(format!(".{}.new", name.to_string_lossy()));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    // A umask cannot widen it, but an odd filesystem could: say so rather
+    // than leave a token readable.
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(token.as_bytes())?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(&dir)?.sync_all()
+}
+
+/// Removes `node`'s identity: its ServiceAccount (which revokes every token
+/// issued for it) and its bindings. One already gone is no error. Returns
+/// what was deleted. The host's key of the report is kept: it is the host's
+/// history, and the controller reads it.
+pub async fn unenroll(
+    client: &Client,
+    names: &Names,
+    node: &str,
+) -> Result<Vec<String>, EnrollError> {
+    let id = identity(node)?;
+    let dp = DeleteParams::default();
+    let mut removed = Vec::new();
+    // The ServiceAccount first: from then on no token of it works, whatever
+    // happens to the rest.
+    for o in id.objects(names) {
+        let kind = o["kind"].as_str().unwrap_or_default().to_string();
+        let ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = id.name();
+        let result = match kind.as_str() {
+            "ServiceAccount" => Api::<ServiceAccount>::namespaced(client.clone(), ns)
+                .delete(name, &dp)
+                .await
+                .map(drop),
+            "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(client.clone())
+                .delete(name, &dp)
+                .await
+                .map(drop),
+            _ => Api::<RoleBinding>::namespaced(client.clone(), ns)
+                .delete(name, &dp)
+                .await
+                .map(drop),
+        };
+        let shown = if ns.is_empty() {
+            format!("{kind} {name}")
+        } else {
+            format!("{kind} {ns}/{name}")
+        };
+        match result {
+            Ok(()) => removed.push(shown),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(source) => {
+                return Err(EnrollError::Api {
+                    what: format!("deleting {shown}"),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(removed)
+}
+
+/// What `enroll` prints (never the token, unless it was asked for).
+pub fn summary(names: &Names, e: &Enrolled) -> String {
+    let id = &e.identity;
+    let mut out = format!(
+        "enrolled {}: ServiceAccount {}/{} bound to ClusterRole {}, Role kube-system/{} and Role {}/{}\n",
+        one_line(id.node().as_str()),
+        names.report_namespace,
+        id.name(),
+        kubeview::identity::NODES_CLUSTER_ROLE,
+        kubeview::identity::LEASE_ROLE,
+        names.report_namespace,
+        kubeview::identity::REPORT_ROLE,
+    );
+    if let Some(p) = &e.credential {
+        out.push_str(&format!(
+            "credential written to {} (mode 0600); copy it to the host's token_file\n",
+            one_line(&p.display().to_string())
+        ));
+    }
+    if let Some(x) = &e.expires {
+        out.push_str(&format!(
+            "valid until {}; run `fleet-role enroll {}` again before then to rotate it",
+            one_line(x),
+            one_line(id.node().as_str())
+        ));
+    }
+    out
+}
+
+/// `fleet-role enroll` and `unenroll`, from their arguments to an exit code.
+pub mod command {
+    use super::*;
+
+    /// Runs `enroll`; `client` is made only when the API is needed.
+    pub async fn enroll<F, Fut>(names: &Names, args: &EnrollArgs, client: F) -> anyhow::Result<u8>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<Client>>,
+    {
+        if args.output == EnrollOutput::Yaml {
+            print!("{}", yaml(names, &identity(&args.node)?)?);
+            return Ok(0);
+        }
+        let (made, token) = super::enroll(&client().await?, names, args).await?;
+        match token {
+            // Asked for: the token alone on stdout, the summary on stderr.
+            Some(t) => {
+                println!("{t}");
+                eprintln!("{}", summary(names, &made));
+            }
+            None => println!("{}", summary(names, &made)),
+        }
+        Ok(0)
+    }
+
+    /// Runs `unenroll`.
+    pub async fn unenroll<F, Fut>(
+        names: &Names,
+        args: &UnenrollArgs,
+        client: F,
+    ) -> anyhow::Result<u8>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<Client>>,
+    {
+        identity(&args.node)?;
+        let removed = super::unenroll(&client().await?, names, &args.node).await?;
+        if removed.is_empty() {
+            println!(
+                "{} was not enrolled: nothing to remove",
+                one_line(&args.node)
+            );
+        } else {
+            println!(
+                "unenrolled {}: removed {} (every token of it is revoked)",
+                one_line(&args.node),
+                removed.join(", ")
+            );
+        }
+        Ok(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_yaml_holds_the_service_account_and_its_three_bindings_and_no_token() {
+        let id = identity("runner-3").unwrap();
+        let y = yaml(&Names::default(), &id).unwrap();
+        let top_level = y.lines().filter(|l| l.starts_with("kind: ")).count();
+        assert_eq!(top_level, 4, "{y}");
+        for kind in [
+            "kind: ServiceAccount",
+            "kind: ClusterRoleBinding",
+            "kind: RoleBinding",
+        ] {
+            assert!(y.contains(kind), "{y}");
+        }
+        assert!(y.contains("name: fleet-role-actuator-runner-3"), "{y}");
+        assert!(!y.to_lowercase().contains("token"), "{y}");
+    }
+
+    #[test]
+    fn a_bad_node_name_is_refused_before_anything_is_made() {
+        assert!(matches!(identity("Runner_3"), Err(EnrollError::Node(_))));
+    }
+
+    #[test]
+    fn the_credential_is_written_with_mode_0600_and_replaces_the_old_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runner-3.token");
+        write_credential(&path, "first").unwrap();
+        write_credential(&path, "second").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "second");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary file is left");
+    }
+}

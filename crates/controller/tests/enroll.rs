@@ -1,0 +1,310 @@
+//! `fleet-role enroll NODE` and `fleet-role unenroll NODE` against a real
+//! kube-apiserver: the credential written where it should be (mode 0600,
+//! never on stdout unless asked), working for its own host's report only,
+//! and revoked by `unenroll`.
+
+use std::{
+    os::unix::fs::PermissionsExt,
+    path::{Path, PathBuf},
+    process::Output,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use kube::{
+    Api,
+    api::{Patch, PatchParams},
+};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::json;
+use testcp::ControlPlane;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A plane with deploy/rbac applied, and kubeconfigs for the admin and for
+/// the controller's own ServiceAccount.
+struct World {
+    plane: ControlPlane,
+    dir: tempfile::TempDir,
+    admin_kubeconfig: PathBuf,
+    controller_kubeconfig: PathBuf,
+    controller_token: SecretString,
+}
+
+fn kubeconfig(plane: &ControlPlane, path: &Path, token: &SecretString) {
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {}\ncontexts:\n- name: t\n  context: {{cluster: t, user: u}}\ncurrent-context: t\n",
+        plane.urls()[0],
+        plane.ca_file().display(),
+        token.expose_secret()
+    );
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+impl World {
+    async fn start() -> World {
+        let plane = ControlPlane::start().await.expect("a control plane starts");
+        for f in ["deploy/rbac/actuator.yaml", "deploy/rbac/controller.yaml"] {
+            plane
+                .apply_yaml_file(&workspace().join(f))
+                .await
+                .unwrap_or_else(|e| panic!("{f} applies: {e}"));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let admin_kubeconfig = dir.path().join("admin.kubeconfig");
+        kubeconfig(&plane, &admin_kubeconfig, plane.admin_token());
+        let controller_token = plane
+            .service_account_token("platform", "fleet-role")
+            .await
+            .unwrap();
+        let controller_kubeconfig = dir.path().join("controller.kubeconfig");
+        kubeconfig(&plane, &controller_kubeconfig, &controller_token);
+        World {
+            plane,
+            dir,
+            admin_kubeconfig,
+            controller_kubeconfig,
+            controller_token,
+        }
+    }
+
+    /// Runs `fleet-role` in the world's directory with `kubeconfig`.
+    fn run(&self, kubeconfig: &Path, args: &[&str]) -> Output {
+        std::process::Command::new(env!("CARGO_BIN_EXE_fleet-role"))
+            .current_dir(self.dir.path())
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .env_remove("FLEET_ROLE_CONFIG")
+            .output()
+            .expect("fleet-role runs")
+    }
+
+    fn admin(&self, args: &[&str]) -> Output {
+        self.run(&self.admin_kubeconfig, args)
+    }
+
+    /// `node`'s key of the report written with `token` (a value never
+    /// written before, so the write is a change): the answer's code.
+    async fn write_key(&self, token: &SecretString, node: &str) -> u16 {
+        static WRITES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let client = self.plane.client_for_token(token).unwrap();
+        let cms: Api<ConfigMap> = Api::namespaced(client, "platform");
+        let patch = json!({"data": {node: format!("{{\"write\":{n}}}")}});
+        match cms
+            .patch(
+                "fleet-role-actuators",
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+        {
+            Ok(_) => 200,
+            Err(kube::Error::Api(s)) => s.code,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Waits until the report's admission policy is in force (a dry run,
+    /// which changes nothing, by `token` on another host's key is denied).
+    async fn wait_policy(&self, token: &SecretString) {
+        let client = self.plane.client_for_token(token).unwrap();
+        let cms: Api<ConfigMap> = Api::namespaced(client, "platform");
+        let started = Instant::now();
+        let params = PatchParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        loop {
+            let r = cms
+                .patch(
+                    "fleet-role-actuators",
+                    &params,
+                    &Patch::Merge(json!({"data": {"someone-else": "{}"}})),
+                )
+                .await;
+            if matches!(r, Err(kube::Error::Api(ref s)) if s.code == 403) {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the policy never came into force"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn enroll_writes_a_private_credential_that_writes_its_own_report_only_and_unenroll_revokes_it()
+ {
+    let w = World::start().await;
+    let out = w.admin(&["enroll", "node-a"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    // The credential, in a file named for the host alone, mode 0600.
+    let file = w.dir.path().join("node-a.token");
+    let meta = std::fs::metadata(&file).expect("the credential file");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let token = SecretString::from(std::fs::read_to_string(&file).unwrap());
+    assert!(!token.expose_secret().is_empty() && !token.expose_secret().contains('\n'));
+    // Never printed, nor the admin's token.
+    for secret in [token.expose_secret(), w.plane.admin_token().expose_secret()] {
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "a token was printed"
+        );
+    }
+    assert!(stdout.contains("enrolled node-a"), "{stdout}");
+    assert!(stdout.contains("valid until"), "{stdout}");
+
+    // A second host, so that there is another key to protect.
+    let out = w.admin(&["enroll", "node-b", "--credential", "b/cred"]);
+    assert!(!out.status.success(), "a missing directory is an error");
+    std::fs::create_dir(w.dir.path().join("b")).unwrap();
+    let out = w.admin(&["enroll", "node-b", "--credential", "b/cred"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let token_b = SecretString::from(std::fs::read_to_string(w.dir.path().join("b/cred")).unwrap());
+
+    w.wait_policy(&token).await;
+    assert_eq!(w.write_key(&token, "node-a").await, 200, "its own key");
+    assert_eq!(w.write_key(&token, "node-b").await, 403, "another's key");
+    assert_eq!(w.write_key(&token_b, "node-b").await, 200);
+    assert_eq!(w.write_key(&token_b, "node-a").await, 403);
+
+    // Enrolling again rotates: a new token, and the objects unchanged.
+    let out = w.admin(&["enroll", "node-a"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let rotated = SecretString::from(std::fs::read_to_string(&file).unwrap());
+    assert_ne!(rotated.expose_secret(), token.expose_secret());
+    assert_eq!(w.write_key(&rotated, "node-a").await, 200);
+
+    // Unenrolled: every token of node-a is refused; node-b works on.
+    let out = w.admin(&["unenroll", "node-a"]);
+    let (stdout, _) = text(&out);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(stdout.contains("unenrolled node-a"), "{stdout}");
+    let accounts: Api<ServiceAccount> =
+        Api::namespaced(w.plane.admin_client().unwrap(), "platform");
+    assert!(
+        accounts
+            .get_opt("fleet-role-actuator-node-a")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let started = Instant::now();
+    for t in [&token, &rotated] {
+        while w.write_key(t, "node-a").await != 401 {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "a token of node-a still works"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    assert_eq!(w.write_key(&token_b, "node-b").await, 200);
+    // Again: nothing to remove, no error.
+    let out = w.admin(&["unenroll", "node-a"]);
+    assert!(out.status.success());
+    assert!(text(&out).0.contains("was not enrolled"));
+}
+
+#[tokio::test]
+async fn enroll_prints_its_objects_as_yaml_and_changes_nothing_and_prints_the_token_only_when_asked()
+ {
+    let w = World::start().await;
+    let out = w.admin(&["enroll", "node-a", "--output", "yaml"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&stdout).expect("YAML documents");
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "ServiceAccount",
+            "ClusterRoleBinding",
+            "RoleBinding",
+            "RoleBinding"
+        ]
+    );
+    assert!(!w.dir.path().join("node-a.token").exists());
+    let accounts: Api<ServiceAccount> =
+        Api::namespaced(w.plane.admin_client().unwrap(), "platform");
+    assert!(
+        accounts
+            .get_opt("fleet-role-actuator-node-a")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // The YAML applies as it is, and makes the identity.
+    w.plane.apply_yaml(&stdout).await.expect("the YAML applies");
+    assert!(
+        accounts
+            .get_opt("fleet-role-actuator-node-a")
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // Asked for on stdout: the token alone there, the summary on stderr,
+    // and no file.
+    let out = w.admin(&["enroll", "node-c", "--credential", "-"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let token = SecretString::from(stdout.trim_end().to_string());
+    assert_eq!(stdout.lines().count(), 1);
+    assert!(!stderr.contains(token.expose_secret()));
+    assert!(stderr.contains("enrolled node-c"), "{stderr}");
+    assert!(!w.dir.path().join("node-c.token").exists());
+    w.wait_policy(&token).await;
+    assert_eq!(w.write_key(&token, "node-c").await, 200);
+}
+
+#[tokio::test]
+async fn enroll_refuses_a_bad_node_name_and_a_credential_that_may_not_make_identities_and_changes_nothing()
+ {
+    let w = World::start().await;
+    for bad in ["Node_A", "a/../b", "x..y", ""] {
+        let out = w.admin(&["enroll", bad]);
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains("node name"), "{bad}: {stderr}");
+    }
+    // The controller's own credential cannot make an identity.
+    let out = w.run(&w.controller_kubeconfig, &["enroll", "node-a"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("403") || stderr.contains("forbidden"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(w.controller_token.expose_secret()));
+    assert!(!w.dir.path().join("node-a.token").exists());
+    let accounts: Api<ServiceAccount> =
+        Api::namespaced(w.plane.admin_client().unwrap(), "platform");
+    let list = accounts.list(&Default::default()).await.unwrap();
+    let names: Vec<String> = list
+        .items
+        .into_iter()
+        .filter_map(|a| a.metadata.name)
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.starts_with("fleet-role-actuator-")),
+        "{names:?}"
+    );
+}
