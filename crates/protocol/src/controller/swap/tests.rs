@@ -1047,3 +1047,148 @@ fn the_snapshot_falls_back_to_the_outgoing_voter_only_when_it_is_the_one_healthy
     node_mut(&mut v, "n1").ready = false;
     assert_eq!(snapshot_voter(&v, "n1"), None);
 }
+
+/// A swap winding down after a failed promotion; n4 asked to roll back.
+fn rolling_back(phase: Phase, detail: Option<Detail>) -> FleetView {
+    let mut v = ours(after_promotion(), Some(SwapStep::Rollback));
+    v.lease.as_mut().unwrap().stopping = Some(
+        serde_json::to_string(&StopNote {
+            kind: StopKind::Failed,
+            reason: Reason::GatesShut {
+                failures: "x".into(),
+            },
+        })
+        .unwrap(),
+    );
+    let n4 = node_mut(&mut v, "n4");
+    n4.marks.desired_role = Some("agent".into());
+    n4.marks.step = Some("rollback".into());
+    n4.marks.join_node = None;
+    n4.report = Some(report("swap-1", ReportStep::Rollback, phase, detail));
+    v
+}
+
+#[test]
+fn a_rollback_that_fails_stops_the_wind_down_naming_both_reasons() {
+    let mut v = rolling_back(Phase::Failed, None);
+    node_mut(&mut v, "n4").report.as_mut().unwrap().reason = Some("k3s-agent did not start".into());
+    let Action::Stop { step, reason, .. } = next_action(&v, &taken()) else {
+        panic!("{:?}", next_action(&v, &taken()))
+    };
+    assert_eq!(step, SwapStep::Rollback);
+    let Reason::Then { first, then } = reason else {
+        panic!("{reason:?}")
+    };
+    assert!(matches!(*first, Reason::GatesShut { .. }));
+    assert_eq!(
+        *then,
+        Reason::HostReported {
+            node: "n4".into(),
+            step: ReportStep::Rollback,
+            phase: Phase::Failed,
+            reason: "k3s-agent did not start".into(),
+        }
+    );
+}
+
+#[test]
+fn a_rolled_back_host_loses_every_server_trace_before_its_marks_are_cleared() {
+    // Rolled back, its member gone from the Node: only one trace each time.
+    let traces: [fn(&mut NodeFacts); 3] = [
+        |n| n.etcd_is_voter = true,
+        |n| n.k3s.node_address = Some("10.0.0.4".into()),
+        |n| n.master_label = true,
+    ];
+    for trace in traces {
+        let mut v = rolling_back(Phase::Done, Some(Detail::AgentReady));
+        let n4 = node_mut(&mut v, "n4");
+        n4.etcd_label = false;
+        n4.control_plane_label = false;
+        n4.master_label = false;
+        n4.k3s = K3sEtcd::default();
+        n4.etcd_is_voter = false;
+        trace(n4);
+        assert_eq!(
+            next_action(&v, &taken()),
+            Action::CleanUpServer { node: name("n4") },
+            "{:?}",
+            v.node("n4")
+        );
+    }
+}
+
+#[test]
+fn a_step_down_never_reported_stops_the_swap_at_its_timeout() {
+    let mut v = stepping_down(None, Phase::Started);
+    assert!(matches!(
+        next_action(&v, &taken()),
+        Action::Wait {
+            reason: Awaiting::StepDown { .. },
+            ..
+        }
+    ));
+    v.lease.as_mut().unwrap().step_since = Some(NOW - 10_000);
+    let Action::Stop { reason, .. } = next_action(&v, &taken()) else {
+        panic!()
+    };
+    assert_eq!(
+        reason,
+        Reason::NotReported {
+            node: "n1".into(),
+            step: ReportStep::StepDown,
+            secs: v.settings.timeouts.step_down,
+        }
+    );
+}
+
+#[test]
+fn a_snapshot_reported_earlier_counts_once_the_host_has_moved_on_to_another_step() {
+    let with_history = |phase: Phase| {
+        let mut v = ours(fleet(), Some(SwapStep::Snapshot));
+        let n2 = node_mut(&mut v, "n2");
+        n2.marks.snapshot_request = Some("swap-1".into());
+        let snap = report("swap-1", ReportStep::Snapshot, phase, None);
+        // The host went on to refuse something else of another swap since.
+        n2.report = Some(Report::next(
+            Some(&snap),
+            Some(id("swap-0")),
+            ReportStep::Promote,
+            Phase::Refused,
+            NOW,
+        ));
+        v
+    };
+    assert_eq!(
+        next_action(&with_history(Phase::Done), &taken()),
+        Action::MarkStep {
+            step: SwapStep::Promote
+        }
+    );
+    let Action::BeginStop { note } = next_action(&with_history(Phase::Failed), &taken()) else {
+        panic!()
+    };
+    assert!(
+        matches!(&note.reason, Reason::HostReported { step: ReportStep::Snapshot, reason, .. } if reason == "reported earlier in this swap"),
+        "{:?}",
+        note.reason
+    );
+    // A settled step of another kind is no snapshot.
+    let mut v = ours(fleet(), Some(SwapStep::Snapshot));
+    let n2 = node_mut(&mut v, "n2");
+    n2.marks.snapshot_request = Some("swap-1".into());
+    let promoted = report("swap-1", ReportStep::Promote, Phase::Done, None);
+    n2.report = Some(Report::next(
+        Some(&promoted),
+        Some(id("swap-0")),
+        ReportStep::StepDown,
+        Phase::Refused,
+        NOW,
+    ));
+    assert!(matches!(
+        next_action(&v, &taken()),
+        Action::Wait {
+            reason: Awaiting::Snapshot { .. },
+            ..
+        }
+    ));
+}
