@@ -83,7 +83,8 @@ impl Actor {
     /// swap and valid for an irreversible write. Called right before every
     /// write to a Node: the Lease is not a fence, so it is checked as late
     /// as possible.
-    pub async fn recheck_lease(&self, state: &SwapState) -> Result<(), ActError> {
+    /// Returns the Lease read, for the watch's store.
+    pub async fn recheck_lease(&self, state: &SwapState) -> Result<Lease, ActError> {
         let lease = crate::observe::read_lease(&self.client, self.names())
             .await
             .map_err(|source| ActError::Api {
@@ -116,16 +117,28 @@ impl Actor {
             // decision asks for it).
             return Err(ActError::Conflict);
         }
-        Ok(())
+        Ok(lease)
     }
 
-    /// Carries out a write to the Lease.
+    /// Reads the regrade Lease (after a 409: the watch may not have brought
+    /// the other writer's change yet, and deciding again on the old one
+    /// would only meet the same 409).
+    pub async fn read_lease(&self) -> Result<Option<Lease>, ActError> {
+        crate::observe::read_lease(&self.client, self.names())
+            .await
+            .map_err(|source| ActError::Api {
+                context: "reading the regrade Lease".into(),
+                source,
+            })
+    }
+
+    /// Carries out a write to the Lease; returns the Lease written.
     pub async fn lease_write(
         &self,
         obs: &Observed,
         action: &Action,
         state: &mut SwapState,
-    ) -> Result<(), ActError> {
+    ) -> Result<Lease, ActError> {
         let names = self.names();
         let before = obs.view.lease.clone().unwrap_or_default();
         let writer = controller::Writer {
@@ -154,11 +167,11 @@ impl Actor {
                 .await
         };
         match result {
-            Ok(_) => {
+            Ok(written) => {
                 if let Action::TakeLease { swap, .. } = action {
                     state.taken = Some(swap.clone());
                 }
-                Ok(())
+                Ok(written)
             }
             Err(e) if is_conflict(&e) => Err(ActError::Conflict),
             Err(kube::Error::Api(s)) if creating && s.code == 403 => Err(ActError::Api {
@@ -175,8 +188,13 @@ impl Actor {
         }
     }
 
-    /// Carries out a write to a Node.
-    pub async fn node_write(&self, obs: &Observed, action: &Action) -> Result<(), ActError> {
+    /// Carries out a write to a Node; returns the Node as last written
+    /// (`None` when there was nothing to write).
+    pub async fn node_write(
+        &self,
+        obs: &Observed,
+        action: &Action,
+    ) -> Result<Option<Node>, ActError> {
         let node = action.node().expect("a Node write names its Node").as_str();
         let nodes: Api<Node> = Api::all(self.client.clone());
         let params = PatchParams {
@@ -197,11 +215,14 @@ impl Actor {
             });
         let after = controller::node_after(&before, action)
             .unwrap_or_else(|| unreachable!("not a Node write: {action:?}"));
+        let mut written = None;
         if let Some(patch) = kubeview::node_patch(self.names(), &before, &after) {
-            nodes
-                .patch(node, &params, &Patch::Merge(&patch))
-                .await
-                .map_err(api_err)?;
+            written = Some(
+                nodes
+                    .patch(node, &params, &Patch::Merge(&patch))
+                    .await
+                    .map_err(api_err)?,
+            );
         }
         if kubeview::voter_condition_cleared(&before, &after) {
             let status = json!({"status": {"conditions": [{
@@ -211,12 +232,14 @@ impl Actor {
                 "message": "the host runs as an agent; its etcd member was removed",
                 "lastTransitionTime": Time(Timestamp::now()),
             }]}});
-            nodes
-                .patch_status(node, &params, &Patch::Strategic(&status))
-                .await
-                .map_err(api_err)?;
+            written = Some(
+                nodes
+                    .patch_status(node, &params, &Patch::Strategic(&status))
+                    .await
+                    .map_err(api_err)?,
+            );
         }
-        Ok(())
+        Ok(written)
     }
 
     /// Records an Event on each Node named, best effort (a failed Event is
@@ -257,6 +280,39 @@ impl Actor {
             if let Err(e) = api.create(&PostParams::default(), &event).await {
                 warn!("could not record an Event on Node {node}: {e}");
             }
+        }
+    }
+
+    /// Writes an abort's wind-down note on the Lease `read` (a merge patch
+    /// with `read`'s resourceVersion as its precondition: if the swap moved
+    /// on since it was judged, the patch meets a 409 and nothing is
+    /// written). The controller holding the swap meets a 409 on its next
+    /// Lease write, reads again and winds the swap down.
+    pub async fn set_stopping(
+        &self,
+        read: &Lease,
+        note: &controller::StopNote,
+    ) -> Result<(), ActError> {
+        let names = self.names();
+        let patch = json!({"metadata": {
+            "resourceVersion": read.metadata.resource_version,
+            "annotations": {names.lease_stopping(): serde_json::to_string(note).expect("a note serializes")},
+        }});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        match self
+            .leases()
+            .patch(&names.lease_name, &params, &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_conflict(&e) => Err(ActError::Conflict),
+            Err(source) => Err(ActError::Api {
+                context: format!("patching the regrade Lease {}", self.settings.lease_ref()),
+                source,
+            }),
         }
     }
 

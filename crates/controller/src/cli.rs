@@ -66,8 +66,25 @@ pub enum Command {
         output: Format,
     },
     /// Keep the voters healthy by policy: replace a voter NotReady past the
-    /// grace period, or on a host not eligible, with a healthy eligible standby.
-    Run,
+    /// grace period (or, with `replace_ineligible`, on a host not eligible)
+    /// with a healthy eligible standby. Several instances elect a leader.
+    Run {
+        /// Observe only: print each decision it would take and why; write
+        /// nothing (no leader election either).
+        #[arg(long)]
+        dry_run: bool,
+        /// Serve /metrics, /healthz and /readyz on HOST:PORT (overrides the
+        /// file's `metrics_address`).
+        #[arg(long, value_name = "HOST:PORT")]
+        metrics_address: Option<String>,
+    },
+    /// Wind the running (or stopped) swap down to the cluster as it was, or,
+    /// past the point of no return, finish it; clears its marks.
+    Abort {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t)]
+        output: Format,
+    },
     /// Stop taking new steps: a running swap halts at its next safe point.
     Pause,
     /// Lift a pause.

@@ -32,8 +32,17 @@ pub enum ClusterError {
     Client(#[source] kube::Error),
 }
 
-/// A client for the cluster.
+/// A client for the cluster, for requests (each bounded).
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClusterError> {
+    Ok(clients(kubeconfig).await?.0)
+}
+
+/// Two clients: one for requests, each bounded by a short read timeout, and
+/// one for watches, whose read timeout outlasts the API server's own watch
+/// timeout (kube's watcher asks for 290 s and bookmarks arrive about once a
+/// minute): with the short one, every quiet watch would break and be
+/// restarted every 20 s, which is exactly the polling the watches replace.
+pub async fn clients(kubeconfig: Option<&Path>) -> Result<(Client, Client), ClusterError> {
     let mut config = match kubeconfig {
         Some(path) => {
             let err = |source| ClusterError::Kubeconfig {
@@ -52,5 +61,10 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClusterError> {
     config.connect_timeout = Some(Duration::from_secs(5));
     config.read_timeout = Some(Duration::from_secs(20));
     config.write_timeout = Some(Duration::from_secs(10));
-    Client::try_from(config).map_err(ClusterError::Client)
+    let mut watching = config.clone();
+    watching.read_timeout = Some(Duration::from_secs(330));
+    Ok((
+        Client::try_from(config).map_err(ClusterError::Client)?,
+        Client::try_from(watching).map_err(ClusterError::Client)?,
+    ))
 }

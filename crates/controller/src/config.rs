@@ -37,8 +37,9 @@ pub struct FileConfig {
     /// Seconds before the Lease lapses within which no irreversible write is
     /// made (default 5; less than half the duration).
     pub skew_margin_secs: Option<i64>,
-    /// How often the cluster is read while waiting, in milliseconds
-    /// (default 1000).
+    /// How long to wait before trying again after an API error, in
+    /// milliseconds (default 1000). (It was the poll interval; the
+    /// controller now watches, and the key is kept for existing files.)
     pub poll_millis: Option<u64>,
     /// `run`: seconds a voter may be NotReady before it is replaced
     /// (default 300).
@@ -49,6 +50,21 @@ pub struct FileConfig {
     /// counts as NotReady whatever its Ready condition says (default 40,
     /// the node lifecycle controller's default grace).
     pub heartbeat_grace_secs: Option<i64>,
+    /// `run`: the Lease its instances elect a leader with (default
+    /// `fleet-role-leader`; not the regrade Lease).
+    pub leader_lease_name: Option<String>,
+    /// `run`: the leader Lease's namespace (default `platform`).
+    pub leader_lease_namespace: Option<String>,
+    /// `run`: the leader Lease's duration in seconds (default 15): a
+    /// standby takes over within about this long after the leader died.
+    pub leader_lease_duration_secs: Option<u64>,
+    /// `run`: replace a voter for the only reason that its Node does not
+    /// carry `voter-eligible=true` (default false: such a voter is
+    /// reported, not replaced).
+    pub replace_ineligible: Option<bool>,
+    /// `run`: where to serve `/metrics`, `/healthz` and `/readyz`
+    /// (`HOST:PORT`; default: not served).
+    pub metrics_address: Option<String>,
     /// Each step's timeout in seconds.
     #[serde(default)]
     pub timeouts: FileTimeouts,
@@ -90,8 +106,36 @@ impl FileConfig {
 pub struct Settings {
     /// What the pure core needs.
     pub core: controller::Settings,
-    /// How often the cluster is read while waiting.
+    /// How long to wait before trying again after an API error (the
+    /// cluster is watched, not polled: see `crate::watch`).
     pub poll: Duration,
+    /// `run`'s leader election.
+    pub leader: LeaderSettings,
+    /// `run`: replace voters only because they are not eligible.
+    pub replace_ineligible: bool,
+    /// `run`: the address of the metrics and health endpoints, if any.
+    pub metrics_address: Option<std::net::SocketAddr>,
+}
+
+/// `run`'s leader election: its own Lease, not the regrade Lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderSettings {
+    /// The Lease's name.
+    pub name: String,
+    /// The Lease's namespace.
+    pub namespace: String,
+    /// Its duration in seconds (at least 3); renewed a third before it ends.
+    pub duration: u64,
+}
+
+impl Default for LeaderSettings {
+    fn default() -> Self {
+        Self {
+            name: "fleet-role-leader".into(),
+            namespace: "platform".into(),
+            duration: 15,
+        }
+    }
 }
 
 impl Settings {
@@ -182,7 +226,33 @@ impl Settings {
         if all.iter().any(|&s| s <= 0) {
             return Err(invalid("timeouts", "every step's timeout must be positive"));
         }
+        let mut leader = LeaderSettings::default();
+        if let Some(n) = file.leader_lease_name {
+            NodeName::parse(&n)
+                .map_err(|_| invalid("leader_lease_name", "must be a DNS subdomain"))?;
+            leader.name = n;
+        }
+        if let Some(n) = file.leader_lease_namespace {
+            protocol::SwapId::parse(&n)
+                .map_err(|_| invalid("leader_lease_namespace", "must be a DNS label"))?;
+            leader.namespace = n;
+        }
+        if let Some(d) = file.leader_lease_duration_secs {
+            if !(3..=3600).contains(&d) {
+                return Err(invalid("leader_lease_duration_secs", "must be 3 to 3600"));
+            }
+            leader.duration = d;
+        }
+        let metrics_address = match file.metrics_address {
+            None => None,
+            Some(a) => Some(a.parse().map_err(|_| {
+                invalid("metrics_address", "must be HOST:PORT, e.g. 127.0.0.1:9464")
+            })?),
+        };
         Ok(Self {
+            leader,
+            replace_ineligible: file.replace_ineligible.unwrap_or(false),
+            metrics_address,
             core: controller::Settings {
                 names,
                 voters,
@@ -254,6 +324,12 @@ mod tests {
         assert_eq!(s.core, controller::Settings::default());
         assert_eq!(s.poll, Duration::from_secs(1));
         assert_eq!(s.lease_ref(), "kube-system/fleet-regrade");
+        assert_eq!(s.leader, LeaderSettings::default());
+        assert!(
+            !s.replace_ineligible,
+            "replacing ineligible voters is asked for, never a default"
+        );
+        assert_eq!(s.metrics_address, None);
     }
 
     #[test]
@@ -271,6 +347,11 @@ poll_millis = 200
 grace_period_secs = 10
 settle_secs = 20
 heartbeat_grace_secs = 15
+leader_lease_name = "lead"
+leader_lease_namespace = "ops"
+leader_lease_duration_secs = 9
+replace_ineligible = true
+metrics_address = "127.0.0.1:9464"
 [timeouts]
 snapshot = 1
 promote = 2
@@ -298,6 +379,16 @@ finish = 7
             (5, 30, 2, 10, 20)
         );
         assert_eq!(s.poll, Duration::from_millis(200));
+        assert_eq!(
+            s.leader,
+            LeaderSettings {
+                name: "lead".into(),
+                namespace: "ops".into(),
+                duration: 9
+            }
+        );
+        assert!(s.replace_ineligible);
+        assert_eq!(s.metrics_address, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(
             c.timeouts,
             Timeouts {
@@ -331,6 +422,12 @@ finish = 7
             ("prefix = \"a b\"", "prefix"),
             ("identity = \"a\\nb\"", "identity"),
             ("[timeouts]\nfinish = 0", "timeouts"),
+            (
+                "leader_lease_duration_secs = 1",
+                "leader_lease_duration_secs",
+            ),
+            ("leader_lease_namespace = \"A_B\"", "leader_lease_namespace"),
+            ("metrics_address = \"nowhere\"", "metrics_address"),
         ] {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(key), "{text}: {err}");

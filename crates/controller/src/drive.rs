@@ -2,12 +2,19 @@
 //! next action, carry it out, read again. And `run`, which picks swaps by
 //! policy and drives them one at a time.
 //!
+//! `swap` and `run` read the cluster from watches ([`crate::watch`]) and
+//! decide again when something that matters changed or at the next moment
+//! the clock could change an answer ([`crate::wake`]); there is no poll.
+//!
 //! The only state kept here is which swap this process took the Lease for
 //! ([`SwapState::taken`]): a controller killed anywhere in this loop and
 //! started again finds the swap's progress on the Lease, the Nodes and the
 //! hosts' reports, and goes on (or cleans up) from there.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context, bail};
 use kube::Client;
@@ -22,9 +29,21 @@ use tracing::{info, warn};
 use crate::{
     act::{ActError, Actor},
     config::Settings,
+    metrics::Metrics,
     observe,
     output::Printer,
+    policy, wake,
+    watch::FleetWatch,
 };
+
+/// The longest the loop sleeps with nothing changed and no time-based edge
+/// ahead: it then decides again on what the watches hold (no request), so
+/// that no wait is unbounded even if a watch stalled silently.
+const LONGEST_SLEEP: Duration = Duration::from_secs(300);
+
+/// After a change, how long to gather more before deciding: a write of
+/// ours or a host's report often comes with a second change right behind.
+const COALESCE: Duration = Duration::from_millis(50);
 
 /// How long the API may fail in a row before the controller gives up (it
 /// keeps its Lease while it retries; a swap given up on resumes when the
@@ -55,8 +74,16 @@ pub enum Ending {
     },
     /// The Lease was taken by someone else; nothing more was written.
     Lost(String),
-    /// Interrupted by a signal; the Lease lapses and a new run resumes.
-    Interrupted,
+    /// Interrupted by a signal (or `run` losing its leadership) between two
+    /// actions, which is a safe point; the Lease lapses and a new run resumes.
+    Interrupted {
+        /// The swap's outgoing Node.
+        out: NodeName,
+        /// Its incoming Node.
+        incoming: NodeName,
+        /// Whether this process held the regrade Lease for it.
+        taken: bool,
+    },
 }
 
 impl Ending {
@@ -91,9 +118,19 @@ impl Ending {
                 "lost",
                 format!("{why}; this controller wrote nothing more (see `fleet-role status`)"),
             ),
-            Ending::Interrupted => (
+            Ending::Interrupted {
+                out,
+                incoming,
+                taken: true,
+            } => (
                 "interrupted",
-                "the swap is left as it stands; its Lease lapses and running the same swap again resumes it".into(),
+                format!(
+                    "the swap is left at a safe point (between two steps); its Lease lapses within its duration. To resume it: `fleet-role swap --out {out} --in {incoming}` (or `fleet-role run`); to wind it down instead: `fleet-role abort`"
+                ),
+            ),
+            Ending::Interrupted { taken: false, .. } => (
+                "interrupted",
+                "nothing was written: the swap had not started".into(),
             ),
         }
     }
@@ -106,6 +143,11 @@ pub struct Driver {
     actor: Actor,
     instance: String,
     shutdown: watch::Receiver<bool>,
+    fleet: Option<Arc<FleetWatch>>,
+    metrics: Arc<Metrics>,
+    /// Abort: wind the swap down (or let it finish past the point of no
+    /// return) instead of driving it on.
+    abort: bool,
 }
 
 /// A new swap id: `swap-YYYYMMDD-HHMMSS-XXXX` (a DNS label, and a safe
@@ -149,7 +191,38 @@ impl Driver {
             settings,
             instance,
             shutdown,
+            fleet: None,
+            metrics: Arc::new(Metrics::new()),
+            abort: false,
         }
+    }
+
+    /// Counts into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The metrics counted into.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Reads the cluster from `fleet`'s watches instead of lists.
+    pub fn with_watch(mut self, fleet: Arc<FleetWatch>) -> Self {
+        self.fleet = Some(fleet);
+        self
+    }
+
+    /// This process's instance id (recorded on the Lease it takes).
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// Replaces what stops the loop at its next safe point (`run` stops
+    /// on a signal and on losing its leadership).
+    pub fn set_stop(&mut self, stop: watch::Receiver<bool>) {
+        self.shutdown = stop;
     }
 
     /// The actor (for `pause` and `resume`).
@@ -157,8 +230,12 @@ impl Driver {
         &self.actor
     }
 
-    /// Reads the cluster.
+    /// Reads the cluster: from the watches' stores if it has them, else by
+    /// listing once.
     pub async fn observe(&self) -> anyhow::Result<observe::Observed> {
+        if let Some(f) = &self.fleet {
+            return Ok(f.snapshot(&self.settings));
+        }
         observe::observe(&self.client, &self.settings)
             .await
             .context("reading the cluster")
@@ -168,10 +245,44 @@ impl Driver {
         *self.shutdown.borrow()
     }
 
-    /// Sleeps one poll interval, or less if a signal arrives.
+    /// Sleeps one poll interval, or less if a signal arrives: after an API
+    /// error, before trying again.
     async fn pause_a_moment(&mut self) {
         let poll = self.settings.poll;
         let _ = tokio::time::timeout(poll, self.shutdown.changed()).await;
+    }
+
+    /// Waits for a change the watches report, the unix second `edge`, a
+    /// signal, or [`LONGEST_SLEEP`], whichever comes first. Without watches
+    /// (never in `swap` or `run`), one poll interval.
+    async fn wait_for_change(&mut self, edge: Option<i64>) {
+        let Some(fleet) = self.fleet.clone() else {
+            self.pause_a_moment().await;
+            return;
+        };
+        let mut changed = fleet.changed();
+        changed.borrow_and_update();
+        let sleep = edge
+            .map(|e| {
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis());
+                let at_ms = u128::try_from(e.max(0)).unwrap_or(0).saturating_mul(1000);
+                Duration::from_millis(
+                    u64::try_from(at_ms.saturating_sub(now_ms)).unwrap_or(u64::MAX),
+                )
+            })
+            .unwrap_or(LONGEST_SLEEP)
+            .min(LONGEST_SLEEP);
+        tokio::select! {
+            r = changed.changed() => {
+                if r.is_ok() {
+                    tokio::time::sleep(COALESCE).await;
+                }
+            }
+            _ = self.shutdown.changed() => {}
+            _ = tokio::time::sleep(sleep) => {}
+        }
     }
 
     /// Drives the swap of `out` for `incoming` to its end.
@@ -181,9 +292,39 @@ impl Driver {
         incoming: NodeName,
         printer: &mut Printer,
     ) -> anyhow::Result<Ending> {
+        let mut step: Option<(String, Instant)> = None;
+        let ending = self.drive_swap(out, incoming, printer, &mut step).await?;
+        if let Some((s, since)) = step
+            && !matches!(ending, Ending::Interrupted { .. } | Ending::Lost(_))
+        {
+            self.metrics.step_took(&s, since.elapsed());
+        }
+        self.metrics.swap_ended(ending.summary().0);
+        Ok(ending)
+    }
+
+    /// Winds the swap of `out` for `incoming` down, or lets it finish when
+    /// it is past the point of no return (`fleet-role abort`).
+    pub async fn abort(
+        &mut self,
+        out: NodeName,
+        incoming: NodeName,
+        printer: &mut Printer,
+    ) -> anyhow::Result<Ending> {
+        self.abort = true;
+        self.swap(out, incoming, printer).await
+    }
+
+    async fn drive_swap(
+        &mut self,
+        out: NodeName,
+        incoming: NodeName,
+        printer: &mut Printer,
+        step: &mut Option<(String, Instant)>,
+    ) -> anyhow::Result<Ending> {
         let mut state = SwapState {
-            out,
-            incoming,
+            out: out.clone(),
+            incoming: incoming.clone(),
             candidate: new_swap_id(),
             instance: self.instance.clone(),
             taken: None,
@@ -200,7 +341,11 @@ impl Driver {
         );
         loop {
             if self.stopping() {
-                return Ok(Ending::Interrupted);
+                return Ok(Ending::Interrupted {
+                    out,
+                    incoming,
+                    taken: state.taken.is_some(),
+                });
             }
             let obs = match self.observe().await {
                 Ok(o) => o,
@@ -210,18 +355,31 @@ impl Driver {
                     continue;
                 }
             };
-            let action = controller::next_action(&obs.view, &state);
+            self.metrics.observed(&obs.view, &self.instance);
+            let mut action = controller::next_action(&obs.view, &state);
+            if self.abort
+                && let Some(a) = controller::abort_action(&obs.view, &state, &action)
+            {
+                action = a;
+            }
             if let Some(m) = milestone(&obs, &action) {
                 printer.line(&m, json!({"milestone": m}));
             }
             printer.action(&action);
             match &action {
-                Action::Wait { .. } | Action::Paused { .. } => {
+                Action::Wait { deadline, .. } => {
                     failing_since = None;
-                    self.pause_a_moment().await;
+                    let edge = wake::next_edge(&obs.view, *deadline);
+                    self.wait_for_change(edge).await;
                     continue;
                 }
-                Action::WaitForLease { .. } => {
+                Action::Paused { .. } => {
+                    failing_since = None;
+                    let edge = wake::next_edge(&obs.view, None);
+                    self.wait_for_change(edge).await;
+                    continue;
+                }
+                Action::WaitForLease { until, .. } => {
                     let since = *waiting_for_lease.get_or_insert_with(Instant::now);
                     if since.elapsed() > lease_patience {
                         bail!(
@@ -229,17 +387,38 @@ impl Driver {
                             lease_patience.as_secs()
                         );
                     }
-                    self.pause_a_moment().await;
+                    let edge = wake::next_edge(&obs.view, Some(*until));
+                    self.wait_for_change(edge).await;
                     continue;
                 }
                 Action::Refuse { gates } => {
+                    for g in gates.iter().filter(|g| !g.passed) {
+                        self.metrics.refused_by(g.name.as_str());
+                    }
                     return Ok(Ending::Refused(controller::failures(gates)));
                 }
                 Action::Lost { reason } => return Ok(Ending::Lost(reason.clone())),
                 _ => {}
             }
+            if self.stopping() {
+                // The signal came while deciding: nothing of this action
+                // was written, which is a safe point too.
+                return Ok(Ending::Interrupted {
+                    out,
+                    incoming,
+                    taken: state.taken.is_some(),
+                });
+            }
             match self.write(&obs, &action, &mut state).await {
-                Ok(()) => failing_since = None,
+                Ok(()) => {
+                    failing_since = None;
+                    if let Action::MarkStep { step: s } = &action {
+                        if let Some((prev, since)) = step.take() {
+                            self.metrics.step_took(&prev, since.elapsed());
+                        }
+                        *step = Some((s.as_str().to_string(), Instant::now()));
+                    }
+                }
                 Err(ActError::Lost(why)) => {
                     printer.line(
                         &format!("lost the regrade Lease: {why}; writing nothing more"),
@@ -249,6 +428,18 @@ impl Driver {
                 }
                 Err(ActError::Conflict) => {
                     info!("the regrade Lease changed since it was read; reading again");
+                    match self.actor.read_lease().await {
+                        Ok(Some(l)) => {
+                            if let Some(f) = &self.fleet {
+                                f.apply_lease(&self.settings, &l);
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            self.api_trouble(&mut failing_since, anyhow::Error::new(e))?;
+                            self.pause_a_moment().await;
+                        }
+                    }
                     continue;
                 }
                 Err(e) => {
@@ -288,12 +479,25 @@ impl Driver {
         action: &Action,
         state: &mut SwapState,
     ) -> Result<(), ActError> {
+        // What each write returns goes into the watches' store, so the next
+        // decision reads its own writes.
         if action.node().is_some() {
-            self.actor.recheck_lease(state).await?;
-            self.actor.node_write(obs, action).await
+            let lease = self.actor.recheck_lease(state).await?;
+            if let Some(f) = &self.fleet {
+                f.apply_lease(&self.settings, &lease);
+            }
+            if let Some(node) = self.actor.node_write(obs, action).await?
+                && let Some(f) = &self.fleet
+            {
+                f.apply_node(&self.settings, &node);
+            }
         } else {
-            self.actor.lease_write(obs, action, state).await
+            let lease = self.actor.lease_write(obs, action, state).await?;
+            if let Some(f) = &self.fleet {
+                f.apply_lease(&self.settings, &lease);
+            }
         }
+        Ok(())
     }
 
     fn api_trouble(
@@ -312,14 +516,28 @@ impl Driver {
         Ok(())
     }
 
-    /// `run`: swaps by policy, one at a time, until a signal.
-    pub async fn run(&mut self, printer: &mut Printer) -> anyhow::Result<()> {
+    /// Refuses to start `run` over a fleet whose labels would have it
+    /// churn (see [`policy::eligibility_shortfall`]).
+    pub async fn check_eligibility(&self) -> anyhow::Result<()> {
+        let obs = self.observe().await?;
+        if let Some(why) =
+            policy::eligibility_shortfall(&obs.view, self.settings.replace_ineligible)
+        {
+            bail!("run will not start: {why}");
+        }
+        Ok(())
+    }
+
+    /// `run`: swaps by policy, one at a time, until a signal (or, under
+    /// leader election, the loss of the leadership). With `dry_run`, only
+    /// prints each decision and why, and writes nothing.
+    pub async fn run(&mut self, printer: &mut Printer, dry_run: bool) -> anyhow::Result<()> {
         let mut last_idle: Option<String> = None;
         let mut failing_since: Option<Instant> = None;
         let backoff = Duration::from_secs(self.settings.core.settle.max(1).unsigned_abs());
         loop {
             if self.stopping() {
-                printer.line("stopping on a signal", json!({}));
+                printer.line("stopping at a safe point", json!({}));
                 return Ok(());
             }
             let obs = match self.observe().await {
@@ -333,13 +551,40 @@ impl Driver {
                     continue;
                 }
             };
-            match controller::run_decision(&obs.view) {
+            self.metrics.observed(&obs.view, &self.instance);
+            let decided = controller::run_decision(&policy::run_view(
+                &obs.view,
+                self.settings.replace_ineligible,
+            ));
+            if dry_run {
+                let line = match &decided {
+                    RunDecision::Idle { why } => format!("dry run: would stay idle: {why}"),
+                    RunDecision::Swap { out, incoming, why } => {
+                        let p = controller::plan(&obs.view, out.as_str(), incoming.as_str());
+                        let verdict = if controller::all_pass(&p.gates) {
+                            "every gate passes".to_string()
+                        } else {
+                            format!("it would be refused: {}", controller::failures(&p.gates))
+                        };
+                        format!("dry run: would swap out {out}, in {incoming}: {why}; {verdict}")
+                    }
+                };
+                if last_idle.as_deref() != Some(line.as_str()) {
+                    printer.line(&line, json!({"dryRun": true, "decision": decided}));
+                    last_idle = Some(line);
+                }
+                let edge = wake::next_edge(&obs.view, None);
+                self.wait_for_change(edge).await;
+                continue;
+            }
+            match decided {
                 RunDecision::Idle { why } => {
                     if last_idle.as_deref() != Some(why.as_str()) {
                         printer.line(&format!("idle: {why}"), json!({"idle": why}));
                         last_idle = Some(why);
                     }
-                    self.pause_a_moment().await;
+                    let edge = wake::next_edge(&obs.view, None);
+                    self.wait_for_change(edge).await;
                 }
                 RunDecision::Swap { out, incoming, why } => {
                     last_idle = None;
@@ -350,7 +595,7 @@ impl Driver {
                     let ending = self.swap(out, incoming, printer).await?;
                     let (word, message) = ending.summary();
                     printer.result(word, ending.exit_code(), &message);
-                    if ending == Ending::Interrupted {
+                    if matches!(ending, Ending::Interrupted { .. }) {
                         return Ok(());
                     }
                     if !matches!(ending, Ending::Done { .. }) {

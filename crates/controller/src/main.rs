@@ -5,7 +5,7 @@
 //! failed swap (the message says what state it left and what to do next).
 #![forbid(unsafe_code)]
 
-use std::process::ExitCode;
+use std::{process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use clap::Parser;
@@ -14,16 +14,24 @@ use controller::{
     cluster,
     config::{FileConfig, Settings, parse_duration},
     drive::Driver,
+    metrics::Metrics,
     output::{Printer, print_error},
-    status,
+    service, status,
+    watch::FleetWatch,
 };
+use protocol::controller::{AbortPlan, abort_plan};
+
+/// How long the watches may take to list everything once at start.
+const SYNC_BOUND: Duration = Duration::from_secs(60);
 use protocol::{NodeName, controller::plan};
 use tokio::sync::watch;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let format = match &cli.command {
-        Command::Swap { output, .. } | Command::Status { output } => *output,
+        Command::Swap { output, .. } | Command::Status { output } | Command::Abort { output } => {
+            *output
+        }
         _ => Format::Text,
     };
     init_logging();
@@ -102,8 +110,8 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             if let Some(t) = timeout {
                 settings = settings.with_step_timeout(parse_duration(t)?);
             }
-            let client = cluster::client(cli.kubeconfig.as_deref()).await?;
-            let mut driver = Driver::new(client, settings, shutdown_signal());
+            let (client, watching) = cluster::clients(cli.kubeconfig.as_deref()).await?;
+            let driver = Driver::new(client, settings.clone(), shutdown_signal());
             let mut printer = Printer::new(*output);
             if *dry_run {
                 // Reads only: nothing below writes.
@@ -116,6 +124,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                     1
                 });
             }
+            let fleet = Arc::new(FleetWatch::start(&watching, &settings));
+            fleet.wait_synced(SYNC_BOUND).await?;
+            let mut driver = driver.with_watch(fleet);
             let ending = driver.swap(out, incoming, &mut printer).await?;
             let (word, message) = ending.summary();
             printer.result(word, ending.exit_code(), &message);
@@ -131,12 +142,118 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             }
             Ok(0)
         }
-        Command::Run => {
-            let client = cluster::client(cli.kubeconfig.as_deref()).await?;
-            let mut driver = Driver::new(client, settings, shutdown_signal());
+        Command::Run {
+            dry_run,
+            metrics_address,
+        } => {
+            if let Some(a) = metrics_address {
+                settings.metrics_address = Some(
+                    a.parse()
+                        .with_context(|| format!("--metrics-address {a}: not HOST:PORT"))?,
+                );
+            }
+            let (client, watching) = cluster::clients(cli.kubeconfig.as_deref()).await?;
             let mut printer = Printer::new(Format::Text);
-            driver.run(&mut printer).await?;
+            let metrics = Arc::new(Metrics::new());
+            if let Some(addr) = settings.metrics_address {
+                let bound = metrics.clone().serve(addr).await?;
+                printer.line(
+                    &format!("serving /metrics, /healthz and /readyz on {bound}"),
+                    serde_json::json!({"metrics": bound.to_string()}),
+                );
+            }
+            let fleet = Arc::new(FleetWatch::start(&watching, &settings));
+            fleet.wait_synced(SYNC_BOUND).await?;
+            metrics.set_ready(true);
+            let shutdown = shutdown_signal();
+            let mut driver = Driver::new(client.clone(), settings.clone(), shutdown.clone())
+                .with_watch(fleet)
+                .with_metrics(metrics);
+            if *dry_run {
+                if let Err(e) = driver.check_eligibility().await {
+                    printer.line(&format!("dry run: {e:#}"), serde_json::json!({}));
+                }
+                driver.run(&mut printer, true).await?;
+                return Ok(0);
+            }
+            driver.check_eligibility().await?;
+            service::lead(&mut driver, client, &settings, shutdown, &mut printer).await?;
             Ok(0)
+        }
+        Command::Abort { output } => {
+            let (client, watching) = cluster::clients(cli.kubeconfig.as_deref()).await?;
+            let driver = Driver::new(client.clone(), settings.clone(), shutdown_signal());
+            let mut printer = Printer::new(*output);
+            let obs = driver.observe().await?;
+            let plan = abort_plan(&obs.view);
+            let Some(rec) = obs.view.lease.as_ref().and_then(|l| l.recorded_swap()) else {
+                printer.result(
+                    "nothing",
+                    0,
+                    "no unfinished swap is recorded on the regrade Lease: nothing to abort",
+                );
+                return Ok(0);
+            };
+            let l = obs
+                .view
+                .lease
+                .as_ref()
+                .expect("a recorded swap is on a Lease");
+            let said = match &plan {
+                AbortPlan::Nothing => unreachable!("a swap is recorded"),
+                AbortPlan::WindDown => format!(
+                    "swap {} (out {}, in {}): winding it down to the cluster as it was",
+                    rec.id, rec.out, rec.incoming
+                ),
+                AbortPlan::WindingDown => format!(
+                    "swap {} is already winding down to the cluster as it was",
+                    rec.id
+                ),
+                AbortPlan::Finish { why } => format!(
+                    "swap {} is past the point of no return ({why}): the nearest safe point is its end, so it is finished, not undone",
+                    rec.id
+                ),
+            };
+            printer.line(&said, serde_json::json!({"plan": plan}));
+            if l.is_held(obs.view.now) {
+                // Another process drives it: it is told, not raced.
+                let holder = l.instance.clone().unwrap_or_default();
+                if plan == AbortPlan::WindDown {
+                    let read = obs.lease.as_ref().expect("a held Lease was read");
+                    driver
+                        .actor()
+                        .set_stopping(read, &protocol::controller::abort_note())
+                        .await
+                        .context(
+                            "the swap moved on while it was judged; run `fleet-role abort` again",
+                        )?;
+                }
+                printer.result(
+                    "asked",
+                    0,
+                    &format!(
+                        "the controller holding it (instance {}) {}; `fleet-role status` shows it",
+                        protocol::controller::one_line(&holder),
+                        match plan {
+                            AbortPlan::Finish { .. } => "goes on to its end",
+                            _ => "winds it down at its next decision",
+                        }
+                    ),
+                );
+                return Ok(0);
+            }
+            let fleet = Arc::new(FleetWatch::start(&watching, &settings));
+            fleet.wait_synced(SYNC_BOUND).await?;
+            let mut driver = driver.with_watch(fleet);
+            let ending = driver.abort(rec.out, rec.incoming, &mut printer).await?;
+            let (word, message) = ending.summary();
+            let code = match ending {
+                controller::drive::Ending::WoundDown { .. }
+                | controller::drive::Ending::Done { .. } => 0,
+                _ => ending.exit_code(),
+            };
+            printer.result(word, code, &message);
+            Ok(code)
         }
         Command::Pause | Command::Resume => {
             let paused = matches!(cli.command, Command::Pause);

@@ -1,7 +1,8 @@
 //! Reading the cluster into the plain [`FleetView`] the decisions read: every
 //! Node, every node Lease in `kube-node-lease`, the hosts' report ConfigMap
-//! and the regrade Lease. Nothing is cached between reads: each decision is
-//! taken on what the API shows now.
+//! and the regrade Lease. [`observe`] lists them once; `run` and `swap` keep
+//! them by watches instead ([`crate::watch`]), and both are put together
+//! into the view by [`assemble`].
 
 use std::collections::BTreeMap;
 
@@ -11,7 +12,7 @@ use k8s_openapi::api::{
 };
 use kube::{Api, Client, api::ListParams};
 use protocol::{
-    Names, Report,
+    Names, NodeFacts, Report,
     controller::FleetView,
     names::{LEASE_NAMESPACE, REPORT_CONFIGMAP},
 };
@@ -40,7 +41,8 @@ pub fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-/// Reads the cluster.
+/// Reads the cluster once, by lists (`status`, `swap --dry-run`: one
+/// reading, where starting watches would cost more than it saves).
 pub async fn observe(client: &Client, settings: &Settings) -> Result<Observed, kube::Error> {
     let names = settings.names();
     let nodes = Api::<Node>::all(client.clone())
@@ -63,18 +65,40 @@ pub async fn observe(client: &Client, settings: &Settings) -> Result<Observed, k
             Some((l.metadata.name.clone()?, t))
         })
         .collect();
+    let facts = nodes
+        .items
+        .iter()
+        .filter(|n| n.metadata.name.is_some())
+        .map(|n| (kubeview::node_facts(names, n), n.metadata.uid.clone()));
+    Ok(assemble(
+        settings,
+        facts,
+        |n| renewed.get(n).copied(),
+        &reports,
+        lease,
+    ))
+}
+
+/// Joins what was read into one [`Observed`]: each Node's facts with its
+/// node Lease's renew time and its host's report, the heartbeat rule
+/// applied. The one place the view is put together, from lists or from the
+/// watches' stores.
+pub fn assemble(
+    settings: &Settings,
+    nodes: impl Iterator<Item = (NodeFacts, Option<String>)>,
+    renewed: impl Fn(&str) -> Option<i64>,
+    reports: &BTreeMap<String, String>,
+    lease: Option<Lease>,
+) -> Observed {
+    let names = settings.names();
     let mut uids = BTreeMap::new();
     let mut facts = Vec::new();
-    for node in &nodes.items {
-        let Some(name) = node.metadata.name.clone() else {
-            continue;
-        };
-        if let Some(uid) = &node.metadata.uid {
-            uids.insert(name.clone(), uid.clone());
+    for (mut f, uid) in nodes {
+        if let Some(uid) = uid {
+            uids.insert(f.name.clone(), uid);
         }
-        let mut f = kubeview::node_facts(names, node);
-        f.lease_renewed_at = renewed.get(&name).copied();
-        f.report = reports.get(&name).and_then(|v| Report::from_json(v));
+        f.lease_renewed_at = renewed(&f.name);
+        f.report = reports.get(&f.name).and_then(|v| Report::from_json(v));
         facts.push(f);
     }
     let mut view = FleetView {
@@ -84,7 +108,7 @@ pub async fn observe(client: &Client, settings: &Settings) -> Result<Observed, k
         lease: lease.as_ref().map(|l| kubeview::lease_facts(names, l)),
     };
     protocol::controller::apply_heartbeats(&mut view);
-    Ok(Observed { view, lease, uids })
+    Observed { view, lease, uids }
 }
 
 /// Reads the regrade Lease.

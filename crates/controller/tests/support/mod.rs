@@ -140,6 +140,7 @@ skew_margin_secs = 2
 poll_millis = 200
 grace_period_secs = 3
 settle_secs = 2
+leader_lease_duration_secs = 6
 
 [timeouts]
 snapshot = 90

@@ -44,6 +44,7 @@
 //! place, and the [`Action::Stop`] says what state the cluster is in and what
 //! to do next. Running the same swap again resumes it under a new swap id.
 
+mod abort;
 mod action;
 mod class;
 mod effects;
@@ -64,6 +65,7 @@ mod fixtures;
 mod sim;
 
 pub use crate::view::{FleetMarks, K3sEtcd, LeaseFacts, NodeFacts};
+pub use abort::{AbortPlan, abort_action, abort_note, abort_plan};
 pub use action::{Action, LastSwap, Outcome, Start, StopKind, StopNote, SwapState, SwapStep};
 pub use class::{Class, classify, is_healthy_voter, is_voting};
 pub use effects::{Writer, lease_after, node_after, write_may_go};

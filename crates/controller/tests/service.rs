@@ -1,0 +1,432 @@
+//! `fleet-role` as a long-running service, against a real kube-apiserver
+//! with the scripted fleet: it watches instead of polling, elects a leader
+//! among its instances, and serves its metrics and health.
+
+mod support;
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use kube::Client;
+use support::{CONFIG, DEADLINE, Harness, three_voters};
+use tokio::{io::AsyncBufReadExt, process::Child};
+
+/// What a running child printed so far, gathered as it prints.
+#[derive(Clone, Default)]
+struct Printed(Arc<Mutex<String>>);
+
+impl Printed {
+    fn of(child: &mut Child) -> Self {
+        let p = Printed::default();
+        for stream in [
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let p = p.clone();
+            tokio::spawn(async move {
+                let mut lines = tokio::io::BufReader::new(stream).lines();
+                while let Ok(Some(l)) = lines.next_line().await {
+                    let mut s = p.0.lock().unwrap();
+                    s.push_str(&l);
+                    s.push('\n');
+                }
+            });
+        }
+        p
+    }
+
+    fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+
+    async fn wait_for(&self, what: &str) {
+        let started = Instant::now();
+        while !self.text().contains(what) {
+            assert!(
+                started.elapsed() < DEADLINE,
+                "timed out waiting for {what:?} in:\n{}",
+                self.text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// The reads of the objects the controller decides on, as the API server
+/// counts them (`apiserver_request_total`): every LIST, and every GET of a
+/// Node or a ConfigMap. A polling controller makes them every poll; a
+/// watching one only when its watches start.
+async fn reads(admin: &Client) -> u64 {
+    let text = admin
+        .request_text(http::Request::get("/metrics").body(Vec::new()).unwrap())
+        .await
+        .expect("the API server's metrics are readable");
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| {
+            let list = l.contains("verb=\"LIST\"");
+            let get = l.contains("verb=\"GET\"")
+                && (l.contains("resource=\"nodes\"") || l.contains("resource=\"configmaps\""));
+            (list || get)
+                && ["nodes", "leases", "configmaps"]
+                    .iter()
+                    .any(|r| l.contains(&format!("resource=\"{r}\"")))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+#[tokio::test]
+async fn an_idle_run_reads_nothing_from_the_api_once_its_watches_have_listed() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    // Nothing changes in the fleet while the controller is watched.
+    h.fleet.set(|f| f.frozen = true);
+    let mut run = h.spawn(&["run"]);
+    let out = Printed::of(&mut run);
+    out.wait_for("idle: every voter is healthy").await;
+    let before = reads(&h.admin).await;
+    // Five seconds are 25 polls at the tests' poll_millis of 200.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = reads(&h.admin).await;
+    assert_eq!(
+        after - before,
+        0,
+        "the idle controller read the API {} times in 5 s:\n{}",
+        after - before,
+        out.text()
+    );
+    assert!(run.try_wait().unwrap().is_none(), "run is still running");
+}
+
+/// The instance id a `run` printed when it joined the election.
+fn instance_of(printed: &str) -> String {
+    printed
+        .lines()
+        .find_map(|l| l.split("instance ").nth(1)?.split(" joins").next())
+        .expect("run prints its instance")
+        .to_string()
+}
+
+/// Every value the regrade Lease's instance annotation took, in order,
+/// sampled by a task until it is dropped.
+fn instance_history(h: &Harness) -> (Arc<Mutex<Vec<String>>>, tokio::task::JoinHandle<()>) {
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (s, admin) = (seen.clone(), h.admin.clone());
+    let task = tokio::spawn(async move {
+        let api = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+            admin,
+            "kube-system",
+        );
+        loop {
+            if let Ok(l) = api.get("fleet-regrade").await
+                && let Some(i) = l
+                    .metadata
+                    .annotations
+                    .and_then(|a| a.get(&format!("{}/swap-instance", support::P)).cloned())
+            {
+                let mut s = s.lock().unwrap();
+                if s.last() != Some(&i) {
+                    s.push(i);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    (seen, task)
+}
+
+#[tokio::test]
+async fn two_run_instances_elect_one_leader_and_the_standby_finishes_the_swap_when_the_leader_is_killed()
+ {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    // The swap will be caught in its promotion until the leader is dead.
+    h.fleet.set(|f| {
+        f.hold.insert("promote".into());
+    });
+    let mut a = h.spawn(&["run"]);
+    let a_out = Printed::of(&mut a);
+    a_out.wait_for("leading:").await;
+    let mut b = h.spawn(&["run"]);
+    let b_out = Printed::of(&mut b);
+    b_out.wait_for("joins the election").await;
+    let (ia, ib) = (instance_of(&a_out.text()), instance_of(&b_out.text()));
+    assert_ne!(ia, ib);
+    let (history, sampler) = instance_history(&h);
+    h.fleet.set(|f| {
+        f.down.insert("n2".into());
+    });
+    h.wait_for("the leader to be held in the promotion", || async {
+        h.lease_annotation("swap-step").await.as_deref() == Some("promote")
+            && h.fleet.has_held("promote")
+    })
+    .await;
+    assert!(
+        !b_out.text().contains("leading:"),
+        "the standby leads too:\n{}",
+        b_out.text()
+    );
+    let killed = Instant::now();
+    a.start_kill().unwrap();
+    a.wait().await.unwrap();
+    h.fleet.set(|f| f.hold.clear());
+    b_out.wait_for("leading:").await;
+    let failover = killed.elapsed();
+    h.wait_for("the standby to finish the swap", || async {
+        h.lease_annotation("role-swap").await.is_none()
+            && h.lease_annotation("last-swap").await.is_some()
+    })
+    .await;
+    sampler.abort();
+    eprintln!(
+        "leader killed; the standby led {:.1} s later (leader Lease 6 s) and finished the swap {:.1} s after the kill",
+        failover.as_secs_f64(),
+        killed.elapsed().as_secs_f64()
+    );
+    let history = history.lock().unwrap().clone();
+    // The swap's Lease named A, then B, and never A again: at no time did
+    // both write.
+    assert_eq!(history, vec![ia.clone(), ib.clone()], "{history:?}");
+    assert!(b_out.text().contains("take over"), "{}", b_out.text());
+    let last = h.lease_annotation("last-swap").await.unwrap();
+    assert!(last.contains("\"out\":\"n2\""), "{last}");
+    assert!(
+        h.fleet.violations().is_empty(),
+        "{:?}",
+        h.fleet.violations()
+    );
+    // SIGTERM: the new leader steps down, releasing the leader Lease.
+    let pid = b.id().unwrap().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), b.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{}", b_out.text());
+    let leader = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        h.admin.clone(),
+        "platform",
+    )
+    .get("fleet-role-leader")
+    .await
+    .unwrap();
+    let holder = leader
+        .spec
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default();
+    assert!(
+        holder.is_empty(),
+        "the leader Lease is still held by {holder}"
+    );
+}
+
+/// A GET of `path` on `addr`: the status line and the body.
+async fn get(addr: &str, path: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::net::TcpStream::connect(addr),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut text = String::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut text))
+        .await
+        .unwrap()
+        .unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+#[tokio::test]
+async fn run_serves_its_metrics_and_health_and_counts_the_swap_it_made() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    let mut run = h.spawn(&["run", "--metrics-address", "127.0.0.1:0"]);
+    let out = Printed::of(&mut run);
+    out.wait_for("leading:").await;
+    let addr = out
+        .text()
+        .lines()
+        .find_map(|l| l.split("/readyz on ").nth(1).map(str::to_string))
+        .expect("run says where it serves");
+    assert_eq!(get(&addr, "/healthz").await.0, "HTTP/1.1 200 OK");
+    assert_eq!(get(&addr, "/readyz").await.0, "HTTP/1.1 200 OK");
+    let (_, idle) = get(&addr, "/metrics").await;
+    for line in [
+        "fleet_role_leader 1",
+        "fleet_role_voters_healthy 3",
+        "fleet_role_learners 0",
+        "fleet_role_members 3",
+        "fleet_role_regrade_lease_held 0",
+        "fleet_role_seconds_since_last_swap -1",
+    ] {
+        assert!(idle.lines().any(|l| l == line), "no {line:?} in:\n{idle}");
+    }
+    h.fleet.set(|f| {
+        f.down.insert("n2".into());
+    });
+    h.wait_for("the swap to end", || async {
+        h.lease_annotation("last-swap").await.is_some()
+    })
+    .await;
+    let started = Instant::now();
+    loop {
+        let (_, m) = get(&addr, "/metrics").await;
+        if m.contains("fleet_role_swaps_total{outcome=\"done\"} 1") {
+            assert!(
+                m.contains("fleet_role_step_duration_seconds_count{step=\"promote\"} 1"),
+                "{m}"
+            );
+            assert!(!m.contains("fleet_role_seconds_since_last_swap -1"), "{m}");
+            break;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the swap was never counted:\n{m}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn run_dry_run_prints_the_swap_it_would_make_and_writes_nothing() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    h.fleet.set(|f| {
+        f.down.insert("n3".into());
+    });
+    let mut run = h.spawn(&["run", "--dry-run"]);
+    let out = Printed::of(&mut run);
+    out.wait_for("dry run: would swap out n3, in n4").await;
+    // Past its grace and more: a run that wrote would have taken the Lease.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        h.lease_annotation("role-swap").await,
+        None,
+        "{}",
+        out.text()
+    );
+    assert!(h.fleet.log().is_empty(), "{:?}", h.fleet.log());
+    let leader = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        h.admin.clone(),
+        "platform",
+    )
+    .get("fleet-role-leader")
+    .await
+    .unwrap();
+    assert!(leader.spec.and_then(|s| s.holder_identity).is_none());
+}
+
+#[tokio::test]
+async fn run_refuses_to_start_while_fewer_voters_are_eligible_than_configured_and_names_them() {
+    let mut hosts = three_voters();
+    for h in hosts.iter_mut().filter(|h| h.voter) {
+        h.eligible = false;
+    }
+    let h = Harness::start(&hosts, CONFIG).await;
+    let run = h.run(&["run"]).await;
+    run.expect(2);
+    assert!(
+        run.stderr.contains("label the voters n1, n2, n3"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(h.lease_annotation("role-swap").await, None);
+}
+
+#[tokio::test]
+async fn abort_winds_a_running_swap_down_through_the_controller_holding_it() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    h.fleet.set(|f| {
+        f.hold.insert("snapshot".into());
+    });
+    let mut swap = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
+    let out = Printed::of(&mut swap);
+    h.wait_for("the swap to be held in its snapshot", || async {
+        h.lease_annotation("swap-step").await.as_deref() == Some("snapshot")
+            && h.fleet.has_held("snapshot")
+    })
+    .await;
+    let abort = h.run(&["abort"]).await;
+    abort.expect(0);
+    assert!(
+        abort
+            .stdout
+            .contains("winding it down to the cluster as it was"),
+        "{}",
+        abort.stdout
+    );
+    let status = tokio::time::timeout(DEADLINE, swap.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{}", out.text());
+    assert!(out.text().contains("wound down"), "{}", out.text());
+    h.assert_lease_released().await;
+    let n2 = h.node("n2").await;
+    let a = n2.metadata.annotations.unwrap_or_default();
+    assert!(
+        !a.contains_key(&format!("{}/snapshot-request", support::P)),
+        "{a:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_swap_interrupted_by_ctrl_c_says_how_to_resume_or_abort_and_abort_then_winds_it_down() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    h.fleet.set(|f| {
+        f.hold.insert("snapshot".into());
+    });
+    let mut swap = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
+    let out = Printed::of(&mut swap);
+    h.wait_for("the swap to be held in its snapshot", || async {
+        h.lease_annotation("swap-step").await.as_deref() == Some("snapshot")
+            && h.fleet.has_held("snapshot")
+    })
+    .await;
+    let pid = swap.id().unwrap().to_string();
+    std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    let status = tokio::time::timeout(DEADLINE, swap.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(2), "{}", out.text());
+    out.wait_for("fleet-role abort").await;
+    assert!(
+        out.text().contains("fleet-role swap --out n1 --in n4"),
+        "{}",
+        out.text()
+    );
+    // Nobody holds it once its Lease lapses: abort drives the wind-down.
+    h.wait_for("the interrupted swap's Lease to lapse", || async {
+        let l = h.lease().await;
+        let spec = l.spec.unwrap_or_default();
+        let renewed = spec.renew_time.map(|t| t.0.as_second()).unwrap_or(0);
+        let secs = i64::from(spec.lease_duration_seconds.unwrap_or(0));
+        k8s_openapi::jiff::Timestamp::now().as_second() > renewed + secs + 1
+    })
+    .await;
+    let abort = h.run(&["abort"]).await;
+    abort.expect(0);
+    assert!(abort.stdout.contains("wound down"), "{}", abort.stdout);
+    h.assert_lease_released().await;
+}
