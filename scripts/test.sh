@@ -33,6 +33,14 @@ set +e
 cargo test --workspace --no-fail-fast 2>&1 | tee "$top/.cache/test.log"
 status=${PIPESTATUS[0]}
 set -e
+# The Debian packages are built too (release binaries, man pages,
+# completions), so a change that breaks packaging fails here.
+if [ "$status" -eq 0 ]; then
+  set +e
+  scripts/package.sh
+  status=$?
+  set -e
+fi
 passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed; [0-9]+ failed' "$top/.cache/test.log" | awk '{p+=$4; f+=$6} END {print p+0, f+0}')
 echo "fleet-role: $(echo "$passed" | awk '{print $1}') passed, $(echo "$passed" | awk '{print $2}') failed"
 exit "$status"

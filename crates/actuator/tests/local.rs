@@ -378,7 +378,7 @@ fn the_drop_ins_pin_the_conditions_root_so_no_environment_file_can_move_it() {
         assert!(!conditions.is_empty(), "{unit}");
         for c in conditions {
             assert!(
-                c.starts_with("ExecCondition=/usr/local/bin/fleet-role-actuator --root / is "),
+                c.starts_with("ExecCondition=/usr/bin/fleet-role-actuator --root / is "),
                 "{unit}: {c}"
             );
         }

@@ -273,6 +273,14 @@ impl MachineSpec {
             "--bind-ro={}:/etc/machine-id",
             self.machine_id_file().display()
         ));
+        // The host's own /usr/bin files (the actuator, where its package puts
+        // it and the units name it) over the machine's: /usr is read-only in
+        // a volatile machine, so a bind cannot make a new file there, but a
+        // read-only overlay of the two directories can.
+        a.push(format!(
+            "--overlay-ro=/usr/bin:{}:/usr/bin",
+            self.root.join("usr/bin").display()
+        ));
         for b in &self.binds {
             let flag = if b.read_only { "--bind-ro" } else { "--bind" };
             a.push(format!(
@@ -398,6 +406,8 @@ impl Machine {
         for b in &spec.binds {
             fs::create_dir_all(&b.outside).map_err(|e| prep(&b.outside, e))?;
         }
+        let usr_bin = spec.root.join("usr/bin");
+        fs::create_dir_all(&usr_bin).map_err(|e| prep(&usr_bin, e))?;
         let jconf = spec
             .root
             .join("etc/systemd/journald.conf.d/50-fleet-role-lab.conf");

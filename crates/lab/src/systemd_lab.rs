@@ -323,7 +323,8 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec) -> anyhow::Resul
         ),
         0o755,
     )?;
-    let link = root.join("usr/local/bin/fleet-role-actuator");
+    // Where the package puts it (the units and drop-ins name /usr/bin).
+    let link = root.join("usr/bin/fleet-role-actuator");
     let _ = fs::remove_file(&link);
     std::os::unix::fs::symlink(&spec.actuator, &link)?;
     let mut config = format!(

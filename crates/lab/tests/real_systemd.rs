@@ -435,8 +435,8 @@ fn fleet_role_drop_ins_start_only_the_unit_the_role_file_names_on_real_systemd()
         k3s_probe_host(root, true);
         units::write_fleet_role_units(&units::deploy_dir(), &root.join("etc/systemd/system"))
             .unwrap();
-        std::os::unix::fs::symlink(&actuator, root.join("usr/local/bin/fleet-role-actuator"))
-            .unwrap();
+        fs::create_dir_all(root.join("usr/bin")).unwrap();
+        std::os::unix::fs::symlink(&actuator, root.join("usr/bin/fleet-role-actuator")).unwrap();
         fs::create_dir_all(role_file.parent().unwrap()).unwrap();
         fs::write(&role_file, "server\n").unwrap();
     });
@@ -454,8 +454,9 @@ fn fleet_role_drop_ins_start_only_the_unit_the_role_file_names_on_real_systemd()
         )
         .unwrap();
     assert!(
-        cond.stdout
-            .contains("fleet-role-actuator ; argv[]=/usr/local/bin/fleet-role-actuator is agent"),
+        cond.stdout.contains(
+            "fleet-role-actuator ; argv[]=/usr/bin/fleet-role-actuator --root / is agent"
+        ),
         "{}",
         cond.stdout
     );
