@@ -194,4 +194,56 @@ mod tests {
             Some(report("swap-1", ReportStep::Snapshot, Phase::Failed, None));
         assert_eq!(abort_plan(&v), AbortPlan::WindDown);
     }
+
+    #[test]
+    fn a_cordon_counts_as_the_step_down_begun_only_when_this_swap_made_it() {
+        let mut v = ours(fleet(), Some(SwapStep::Snapshot));
+        node_mut(&mut v, "n1").cordoned = true;
+        assert_eq!(
+            abort_plan(&v),
+            AbortPlan::WindDown,
+            "cordoned by someone else"
+        );
+        node_mut(&mut v, "n1").marks.swap = Some("swap-0".into());
+        assert_eq!(abort_plan(&v), AbortPlan::WindDown, "marks of another swap");
+        node_mut(&mut v, "n1").marks.swap = Some("swap-1".into());
+        assert!(matches!(abort_plan(&v), AbortPlan::Finish { .. }));
+        node_mut(&mut v, "n1").cordoned = false;
+        assert_eq!(
+            abort_plan(&v),
+            AbortPlan::WindDown,
+            "this swap's marks, not cordoned"
+        );
+    }
+
+    #[test]
+    fn an_abort_winds_down_only_a_swap_this_process_took_and_still_drives() {
+        let v = ours(fleet(), Some(SwapStep::Snapshot));
+        let wait = Action::Wait {
+            step: SwapStep::Snapshot,
+            reason: crate::controller::Awaiting::NoNode { node: "n2".into() },
+            deadline: None,
+        };
+        let taken_state = taken();
+        assert!(matches!(
+            abort_action(&v, &taken_state, &wait),
+            Some(Action::BeginStop { .. })
+        ));
+        assert_eq!(
+            abort_action(&v, &request("n1", "n4"), &wait),
+            None,
+            "not taken"
+        );
+        let take = Action::TakeLease {
+            swap: id("swap-1"),
+            out: name("n1"),
+            incoming: name("n4"),
+            start: crate::controller::Start::Abandoned,
+        };
+        assert_eq!(
+            abort_action(&v, &taken_state, &take),
+            None,
+            "the Lease is not ours yet"
+        );
+    }
 }
