@@ -1,10 +1,26 @@
 #!/usr/bin/env bash
-# Prints the actuator's figures measured in a fresh lab: reaction time, idle
-# memory, CPU and API requests, and a swap's time. Not a test: no assertions.
+# Prints measured figures. Not a test: no assertions.
+#
+#   scripts/bench.sh [ARGS]        the actuator's figures in a fresh lab:
+#                                  reaction time, idle memory, CPU and API
+#                                  requests, and a swap's time
+#   scripts/bench.sh fleet [ARGS]  `fleet-role run` at fleet scale (50, 500
+#                                  and 5,000 Nodes over a real kube-apiserver):
+#                                  memory, quiet requests, failover to the
+#                                  first write, `status`, one decision, and
+#                                  an idle actuator's requests and memory
+#                                  (crates/controller/examples/bench_fleet.rs)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 FLEET_ROLE_KUBE_APISERVER=$(scripts/build-kube-apiserver.sh)
 export FLEET_ROLE_KUBE_APISERVER
+if [[ ${1:-} == fleet ]]; then
+  shift
+  cargo build --release --quiet -p controller -p actuator -p standins --bins
+  cargo build --release --quiet -p controller --example bench_fleet
+  exec "$top/target/release/examples/bench_fleet" \
+    --actuator-bin-dir "$top/target/release" "$@"
+fi
 cargo build --workspace --bins --release --quiet
 exec "$top/target/release/fleet-role-lab" --dir "$top/.cache/bench" bench "$@"

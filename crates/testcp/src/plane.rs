@@ -81,6 +81,8 @@ pub struct ControlPlane {
     etcd: Etcd,
     tokens: TokenAuthFile,
     pki: Pki,
+    /// Appended to every API server's flags ([`ControlPlane::start_with_apiserver_args`]).
+    apiserver_args: Vec<String>,
     dir: tempfile::TempDir,
 }
 
@@ -91,6 +93,16 @@ impl ControlPlane {
     /// If a binary is missing (the error says to run
     /// `scripts/build-kube-apiserver.sh`) or a server does not start.
     pub async fn start() -> Result<Self, Error> {
+        Self::start_with_apiserver_args(Vec::new()).await
+    }
+
+    /// As [`ControlPlane::start`], with `args` appended to the flags of
+    /// every kube-apiserver of the plane (e.g. an audit policy and log, for
+    /// a benchmark that counts a client's requests).
+    ///
+    /// # Errors
+    /// As for [`ControlPlane::start`].
+    pub async fn start_with_apiserver_args(args: Vec<String>) -> Result<Self, Error> {
         // Fail before starting anything when the binary has not been built.
         crate::binaries::kube_apiserver()?;
         let dir = tempfile::Builder::new().prefix("testcp-").tempdir()?;
@@ -111,6 +123,7 @@ impl ControlPlane {
             etcd,
             tokens,
             pki,
+            apiserver_args: args,
             dir,
         };
         plane.add_apiserver().await?;
@@ -148,13 +161,14 @@ impl ControlPlane {
     pub async fn add_apiserver(&mut self) -> Result<usize, Error> {
         let index = self.apiservers.len();
         let log = self.dir.path().join(format!("apiserver-{index}.log"));
-        let options = ApiServerOptions::new(
+        let mut options = ApiServerOptions::new(
             LOCALHOST,
             vec![self.etcd.client_url().to_owned()],
             &self.pki,
             &self.tokens,
             log,
         );
+        options.extra_args.clone_from(&self.apiserver_args);
         self.apiservers.push(ApiServer::start(options).await?);
         Ok(index)
     }
