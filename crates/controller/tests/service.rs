@@ -123,24 +123,28 @@ fn instance_of(printed: &str) -> String {
 fn instance_history(h: &Harness) -> (Arc<Mutex<Vec<String>>>, tokio::task::JoinHandle<()>) {
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
     let (s, admin) = (seen.clone(), h.admin.clone());
+    // A watch, not a poll: every write of the Lease is an event, so an
+    // instance that held it only for a moment (on a busy machine the
+    // standby may take over, finish and release between two polls) is seen.
     let task = tokio::spawn(async move {
+        use futures::StreamExt;
         let api = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
             admin,
             "kube-system",
         );
-        loop {
-            if let Ok(l) = api.get("fleet-regrade").await
-                && let Some(i) = l
-                    .metadata
-                    .annotations
-                    .and_then(|a| a.get(&format!("{}/swap-instance", support::P)).cloned())
+        let mut events = std::pin::pin!(kube::runtime::watcher::watch_object(api, "fleet-regrade"));
+        while let Some(event) = events.next().await {
+            let Ok(Some(l)) = event else { continue };
+            if let Some(i) = l
+                .metadata
+                .annotations
+                .and_then(|a| a.get(&format!("{}/swap-instance", support::P)).cloned())
             {
                 let mut s = s.lock().unwrap();
                 if s.last() != Some(&i) {
                     s.push(i);
                 }
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     });
     (seen, task)
