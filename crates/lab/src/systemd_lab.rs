@@ -325,6 +325,7 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec) -> anyhow::Resul
     )?;
     // Where the package puts it (the units and drop-ins name /usr/bin).
     let link = root.join("usr/bin/fleet-role-actuator");
+    fs::create_dir_all(root.join("usr/bin"))?;
     let _ = fs::remove_file(&link);
     std::os::unix::fs::symlink(&spec.actuator, &link)?;
     let mut config = format!(
