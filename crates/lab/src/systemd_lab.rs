@@ -15,8 +15,6 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use k8s_openapi::api::core::v1::Node;
-use kube::Api;
 use protocol::Role;
 use secrecy::ExposeSecret;
 use testcp::TokenAuthFile;
@@ -226,22 +224,8 @@ impl SystemdLab {
             self.wait_active(&h.name, "k3s-agent", Duration::from_secs(120))
                 .await?;
         }
-        let eligible = protocol::Names::default().eligible();
         for h in &spec.hosts {
-            let patch = serde_json::json!({"metadata": {"labels": { eligible.clone(): "true" }}});
-            apis.any(|c| {
-                let (n, p) = (h.name.clone(), patch.clone());
-                async move {
-                    Api::<Node>::all(c)
-                        .patch(
-                            &n,
-                            &kube::api::PatchParams::default(),
-                            &kube::api::Patch::Merge(&p),
-                        )
-                        .await
-                }
-            })
-            .await?;
+            world::mark_eligible(&apis, &h.name).await?;
             self.enable_now(&h.name, "fleet-role-actuator")?;
         }
         world::write_kubeconfig(spec)?;

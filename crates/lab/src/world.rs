@@ -348,22 +348,8 @@ pub async fn up(o: UpOptions, say: &dyn Fn(&str)) -> anyhow::Result<LabSpec> {
     for h in spec.hosts.iter().filter(|h| h.role == Role::Agent) {
         wait_condition(&apis, &h.name, "Ready", Duration::from_secs(120)).await?;
     }
-    let eligible = protocol::Names::default().eligible();
     for h in &spec.hosts {
-        let patch = serde_json::json!({"metadata": {"labels": { eligible.clone(): "true" }}});
-        apis.any(|c| {
-            let (n, p) = (h.name.clone(), patch.clone());
-            async move {
-                Api::<Node>::all(c)
-                    .patch(
-                        &n,
-                        &kube::api::PatchParams::default(),
-                        &kube::api::Patch::Merge(&p),
-                    )
-                    .await
-            }
-        })
-        .await?;
+        mark_eligible(&apis, &h.name).await?;
         systemctl(&spec, &h.name, &["enable", "--now", "fleet-role-actuator"])?;
     }
     write_kubeconfig(&spec)?;
@@ -408,6 +394,26 @@ pub(crate) async fn apply_deploy(apis: &Apis, rel: &str) -> anyhow::Result<()> {
     .await
     .with_context(|| format!("applying {rel}"))
     .map(drop)
+}
+
+/// Labels `node` eligible to vote (every lab host may be swapped in).
+pub(crate) async fn mark_eligible(apis: &Apis, node: &str) -> anyhow::Result<()> {
+    let eligible = protocol::Names::default().eligible();
+    let patch = serde_json::json!({"metadata": {"labels": { eligible: "true" }}});
+    apis.any(|c| {
+        let (n, p) = (node.to_string(), patch.clone());
+        async move {
+            Api::<Node>::all(c)
+                .patch(
+                    &n,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&p),
+                )
+                .await
+        }
+    })
+    .await?;
+    Ok(())
 }
 
 /// Makes host `node`'s identity (the objects `fleet-role enroll` makes) and
