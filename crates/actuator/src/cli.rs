@@ -56,6 +56,11 @@ pub enum Command {
         /// Print what would change, and change nothing.
         #[arg(long)]
         check: bool,
+        /// Demote even though this host's member may still vote (a datastore
+        /// with no tombstone): only once etcd's member list shows it gone, or
+        /// when losing this voter is known to keep quorum.
+        #[arg(long)]
+        force: bool,
         /// Seconds to wait for another switch's lock.
         #[arg(long)]
         lock_timeout: Option<u64>,

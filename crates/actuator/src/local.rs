@@ -30,8 +30,27 @@ struct SwitchOutput<'a> {
 pub enum Switch {
     /// `promote-local --join URL`.
     Promote(JoinUrl),
-    /// `demote-local`.
-    Demote,
+    /// `demote-local [--force]`.
+    Demote {
+        /// Go on though the member may still vote.
+        force: bool,
+    },
+}
+
+/// The refusal of a `demote-local` whose member may still vote: demoting a
+/// voter by hand takes a vote from etcd without the controller's quorum
+/// gates, and done to two voters of three it loses quorum.
+fn refuse_voting_member(host: &Host) -> anyhow::Result<()> {
+    if host.member_may_vote() {
+        anyhow::bail!(
+            "demote-local refused, nothing changed: this host's etcd member may still vote \
+             ({} exists and holds no tombstone, which k3s writes once the member is removed); \
+             let the controller swap it out, or check etcd's member list (docs/recovery.md) \
+             and run demote-local --force once the member is gone",
+            host.paths.etcd_dir().display()
+        );
+    }
+    Ok(())
 }
 
 /// Runs `promote-local` or `demote-local`: plans, then (without `check`)
@@ -46,15 +65,18 @@ pub fn switch(
 ) -> anyhow::Result<()> {
     let command = match which {
         Switch::Promote(_) => "promote-local",
-        Switch::Demote => "demote-local",
+        Switch::Demote { .. } => "demote-local",
     };
     let plan_of = |host: &Host| match which {
         Switch::Promote(join) => host.plan_promote(join),
-        Switch::Demote => host.plan_demote(),
+        Switch::Demote { .. } => host.plan_demote(),
     };
     // A damaged role file is refused before anything, even the lock file,
     // is touched: the host may be a server or an agent.
     host.role()?;
+    if let Switch::Demote { force: false } = which {
+        refuse_voting_member(host)?;
+    }
     let lines = |plan: &[Change], verb: &str| -> Vec<String> {
         if plan.is_empty() {
             vec![format!("{command}: nothing to change")]
@@ -80,7 +102,11 @@ pub fn switch(
         return Ok(());
     }
     let _lock = host.lock(lock_timeout)?;
-    // Plan under the lock: another switch may just have changed the host.
+    // Check and plan again under the lock: another switch may just have
+    // changed the host.
+    if let Switch::Demote { force: false } = which {
+        refuse_voting_member(host)?;
+    }
     let plan = plan_of(host)?;
     host.apply(&plan)
         .with_context(|| format!("{command} stopped part-way"))?;

@@ -100,10 +100,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::DemoteLocal {
             check,
+            force,
             lock_timeout,
         } => {
             let s = settings(&cli, None, *lock_timeout)?;
-            local::switch(&s.host(), &Switch::Demote, *check, s.lock_timeout, format)?;
+            local::switch(
+                &s.host(),
+                &Switch::Demote { force: *force },
+                *check,
+                s.lock_timeout,
+                format,
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Snapshot { name } => {

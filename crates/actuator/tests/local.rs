@@ -111,6 +111,8 @@ fn a_demotion_moves_the_datastore_aside_and_starts_the_agent_with_the_node_passw
     )
     .unwrap();
     let password = fs::read(h.at("etc/rancher/node/password")).unwrap();
+    // k3s has written its tombstone: the member is removed.
+    fs::write(h.at("var/lib/rancher/k3s/server/db/etcd/tombstone"), "").unwrap();
     let out = run(&h, &["demote-local"]);
     assert!(out.status.success(), "{}", stderr(&out));
     // Only the etcd datastore moves: server/db stays, for k3s's snapshots.
@@ -144,7 +146,7 @@ fn a_demotion_moves_the_datastore_aside_and_starts_the_agent_with_the_node_passw
 fn a_check_run_prints_the_plan_and_leaves_the_tree_byte_identical() {
     for (h, args) in [
         (agent("a"), vec!["promote-local", "--join", JOIN, "--check"]),
-        (server("s"), vec!["demote-local", "--check"]),
+        (server("s"), vec!["demote-local", "--check", "--force"]),
     ] {
         let before = h.tree();
         let out = run(&h, &args);
@@ -650,7 +652,7 @@ fn a_snapshot_survives_two_demotions() {
     assert!(out.status.success(), "{}", stderr(&out));
     let file = h.at(stdout(&out).trim().trim_start_matches("snapshot: /"));
     assert!(file.is_file());
-    assert!(run(&h, &["demote-local"]).status.success());
+    assert!(run(&h, &["demote-local", "--force"]).status.success());
     assert!(run(&h, &["promote-local", "--join", JOIN]).status.success());
     // The new member's datastore, as k3s makes it on joining.
     fs::create_dir_all(h.at("var/lib/rancher/k3s/server/db/etcd/member/wal")).unwrap();
@@ -659,7 +661,7 @@ fn a_snapshot_survives_two_demotions() {
         "twice-second",
     )
     .unwrap();
-    let out = run(&h, &["demote-local"]);
+    let out = run(&h, &["demote-local", "--force"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(file.is_file(), "the swap's snapshot went with a demotion");
     assert_eq!(
@@ -698,4 +700,31 @@ fn the_drop_ins_make_the_two_units_conflict_so_starting_one_stops_the_other() {
     assert!(h.active("k3s-agent"));
     assert!(!h.active("k3s"), "the server kept running beside the agent");
     assert_eq!(h.max_active_k3s(), 1);
+}
+
+#[test]
+fn demote_local_refuses_a_host_whose_member_may_still_vote_unless_forced() {
+    let h = server("voter");
+    let before = h.tree();
+    for args in [&["demote-local"][..], &["demote-local", "--check"][..]] {
+        let out = run(&h, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stdout(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("may still vote") && err.contains("--force") && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
+        assert_eq!(before, h.tree(), "{args:?} changed the host");
+    }
+    assert!(h.systemd_log().iter().all(|l| !l.contains("stop")));
+    // With the tombstone k3s writes once the member is removed, no force is needed.
+    fs::write(h.at("var/lib/rancher/k3s/server/db/etcd/tombstone"), "").unwrap();
+    let out = run(&h, &["demote-local", "--check"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    fs::remove_file(h.at("var/lib/rancher/k3s/server/db/etcd/tombstone")).unwrap();
+    // Forced, it demotes.
+    let out = run(&h, &["demote-local", "--force"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(h.role().as_deref(), Some("agent"));
+    assert!(!h.at("var/lib/rancher/k3s/server/db/etcd").exists());
 }

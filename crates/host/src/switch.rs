@@ -428,6 +428,15 @@ impl Host {
     pub fn has_datastore(&self) -> bool {
         self.paths.etcd_dir().exists()
     }
+
+    /// Whether this host's etcd member may still be in the cluster: it holds
+    /// a datastore and no tombstone. k3s writes the tombstone when it sees its
+    /// member removed, so only a tombstone proves the member gone from here;
+    /// a member removed while k3s was down leaves none, and only etcd's
+    /// member list can tell (`demote-local --force` is for that case).
+    pub fn member_may_vote(&self) -> bool {
+        self.has_datastore() && !self.has_tombstone()
+    }
 }
 
 /// The other k3s unit: the one that must be stopped before `unit` starts.

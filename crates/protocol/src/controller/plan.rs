@@ -54,7 +54,7 @@ pub fn plan(v: &FleetView, out: &str, incoming: &str) -> Plan {
             t.removal
         ));
         steps.push(format!(
-            "{out} cannot finish while down: its server labels and cordon stay; run `fleet-role-actuator demote-local` on it when it returns"
+            "{out} cannot finish while down: its server labels and cordon stay; run `fleet-role-actuator demote-local --force` on it when it returns"
         ));
     } else {
         steps.push(format!(

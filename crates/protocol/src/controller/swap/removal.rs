@@ -116,7 +116,7 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
                 },
                 left,
                 format!(
-                    "run `fleet-role-actuator demote-local` on {out} (idempotent; see docs/recovery.md); then {}",
+                    "run `fleet-role-actuator demote-local --force` on {out} (idempotent; see docs/recovery.md); then {}",
                     resume_hint(rec)
                 ),
             );
@@ -130,7 +130,7 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
                 },
                 left,
                 format!(
-                    "check {out} (`fleet-role-actuator status`, `journalctl -u k3s-agent`); `fleet-role-actuator demote-local` finishes it; then {}",
+                    "check {out} (`fleet-role-actuator status`, `journalctl -u k3s-agent`); `fleet-role-actuator demote-local --force` finishes it; then {}",
                     resume_hint(rec)
                 ),
             );

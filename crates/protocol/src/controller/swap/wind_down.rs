@@ -47,7 +47,7 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
                             rec.out
                         ),
                         format!(
-                            "run `fleet-role-actuator demote-local` on {inc} (idempotent); then {}",
+                            "run `fleet-role-actuator demote-local --force` on {inc} (idempotent); then {}",
                             resume_hint(rec)
                         ),
                     );
@@ -72,7 +72,7 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
                                 rec.out
                             ),
                             format!(
-                                "check fleet-role-actuator on {inc}; `fleet-role-actuator demote-local` there finishes the rollback; then {}",
+                                "check fleet-role-actuator on {inc}; `fleet-role-actuator demote-local --force` there finishes the rollback; then {}",
                                 resume_hint(rec)
                             ),
                         );
