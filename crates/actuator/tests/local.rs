@@ -416,6 +416,30 @@ fn the_units_condition_keeps_the_other_role_from_starting() {
 }
 
 #[test]
+fn the_server_unit_never_starts_over_a_tombstone_and_a_promotion_moves_it_aside() {
+    let s = server("removed");
+    assert!(s.systemctl(&["stop", "k3s"]).success());
+    // k3s wrote the tombstone when its member was removed; started over it,
+    // k3s would join again as a new member.
+    fs::write(s.at("var/lib/rancher/k3s/server/db/etcd/tombstone"), "").unwrap();
+    assert!(s.systemctl(&["start", "k3s"]).success());
+    assert!(!s.active("k3s"), "k3s started over a tombstone");
+    // A promotion of that host (its role file still naming the server) moves
+    // the removed member's datastore aside first, so k3s joins afresh.
+    let out = run(&s, &["promote-local", "--join", JOIN]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !s.at("var/lib/rancher/k3s/server/db/etcd/tombstone")
+            .exists()
+    );
+    assert!(
+        s.at("var/lib/rancher/k3s/server/db.demoted/etcd/tombstone")
+            .exists()
+    );
+    assert!(s.active("k3s"));
+}
+
+#[test]
 fn the_regrade_unit_starts_only_on_a_server_whose_datastore_holds_no_tombstone() {
     let s = server("s");
     s.systemctl(&["start", "fleet-regrade"]);

@@ -233,12 +233,13 @@ impl Host {
     pub fn plan_promote(&self, join: &JoinUrl) -> Result<Vec<Change>> {
         let mut plan = vec![];
         let role = self.role()?;
-        if role != Some(Role::Server)
+        if (role != Some(Role::Server) || self.has_tombstone())
             && (self.paths.etcd_dir().exists() || self.paths.db_demoted_new().exists())
         {
-            // A datastore left from an earlier life would make k3s start a
-            // removed member or a new cluster: k3s's own advice is to move it,
-            // with the server confirmed stopped first.
+            // A datastore left from an earlier life (or a removed member's,
+            // with its tombstone, which keeps the unit from starting) would
+            // make k3s start a removed member or a new cluster: k3s's own
+            // advice is to move it, with the server confirmed stopped first.
             if !self.systemctl.state(SERVER)?.is_stopped() {
                 plan.push(Change::Stop(SERVER));
             }

@@ -454,7 +454,11 @@ pub async fn swap_by_hand(
         say(&format!("   {out} serves etcd only; pod shims left: {shims}"));
         step_done("step-down (etcd-only)", &mut steps);
 
-        say(&format!("5. remove {out}'s member through k3s's annotation"));
+        say(&format!("5. remove {out}'s member through k3s's annotation (its actuator paused meanwhile)"));
+        // Paused so the finish meets k3s as it is once its member is gone:
+        // k3s does not exit on removal (pkg/etcd/etcd.go), it writes the
+        // tombstone and stays up until something stops it.
+        world::systemctl(spec, out, &["stop", "fleet-role-actuator"])?;
         hand.patch_node(out, json!({"metadata": {"annotations": { K3S_ETCD_REMOVE: "true" }}})).await?;
         let start = Instant::now();
         loop {
@@ -468,6 +472,21 @@ pub async fn swap_by_hand(
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         say("   k3s removed the member (removed-node-name set)");
+        let tombstone = host::HostPaths::new(&out_root).tombstone();
+        let start = Instant::now();
+        while !tombstone.exists() {
+            if start.elapsed() > Duration::from_secs(60) {
+                bail!("k3s on {out} wrote no tombstone after its removal");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // Two heartbeats later, k3s still runs: the finish must stop it.
+        tokio::time::sleep(spec.heartbeat() * 2).await;
+        if !standins::units::is_active(&out_root, "k3s") {
+            bail!("k3s on {out} exited on its removal; k3s keeps running");
+        }
+        say(&format!("   k3s on {out} wrote its tombstone and keeps running; its actuator resumes"));
+        world::systemctl(spec, out, &["start", "fleet-role-actuator"])?;
         step_done("member removal", &mut steps);
 
         say(&format!("6. {out} finishes as an agent by itself"));

@@ -62,6 +62,16 @@ async fn a_voter_is_swapped_for_a_standby_with_every_write_succeeding_and_every_
             .trim(),
         "agent"
     );
+    // k3s does not exit when its member is removed: the finish found it still
+    // running and stopped it.
+    let k3s = std::fs::read_to_string(standins::state_dir(&root, "systemd").join("k3s.log"))
+        .unwrap_or_default();
+    let removed = k3s.find("This node has been removed from the cluster");
+    let stopped = k3s.find("SIGTERM: stopping (this node's member was removed)");
+    assert!(
+        removed.is_some() && stopped > removed,
+        "the removed k3s was not running until the finish: {k3s}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

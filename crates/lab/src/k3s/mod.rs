@@ -71,8 +71,9 @@ pub fn notify_ready(what: &str) {
 }
 
 /// `k3s etcd-snapshot save --name NAME`: a real snapshot of the local member,
-/// written as k3s names it: `server/db/snapshots/<name>-<node>-<unix>`.
-/// A learner takes none, as in k3s.
+/// written as k3s names it: `<etcd-snapshot-dir>/<name>-<node>-<unix>`
+/// (default `server/db/snapshots`). A learner takes none, as in k3s.
+/// Compression (`etcd-snapshot-compress`) is not imitated.
 pub async fn snapshot_save(ctx: &Ctx, name: &str) -> anyhow::Result<PathBuf> {
     protocol::SwapId::parse(name)?;
     let ip = ctx.ip()?;
@@ -87,7 +88,11 @@ pub async fn snapshot_save(ctx: &Ctx, name: &str) -> anyhow::Result<PathBuf> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_secs();
-    let dir = ctx.at("var/lib/rancher/k3s/server/db/snapshots");
+    // k3s (pkg/etcd/snapshot.go) writes where `etcd-snapshot-dir` says.
+    let dir = match ctx.config.get("etcd-snapshot-dir") {
+        Some(d) => ctx.at(d.trim_start_matches('/')),
+        None => ctx.at("var/lib/rancher/k3s/server/db/snapshots"),
+    };
     std::fs::create_dir_all(&dir)?;
     let file = dir.join(format!("{name}-{}-{now}", ctx.node()?));
     std::fs::write(&file, data)?;

@@ -54,12 +54,18 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let etcd_dir = db.join("etcd");
     let tombstone = etcd_dir.join("tombstone");
     if tombstone.exists() {
-        // Newer k3s refuses here rather than starting a new cluster (the
-        // split-brain of k3s-io/k3s#13623): the operator must move the db aside.
-        bail!(
-            "tombstone file has been detected: this node was removed from the cluster; move {} aside to rejoin",
-            db.display()
+        // k3s (pkg/etcd/etcd.go, `Register`): "tombstone file has been
+        // detected, removing data dir to rejoin the cluster"; the datastore
+        // is backed up (`backupDirWithRetention`) and k3s starts afresh: it
+        // joins again as a new learner through `server:`, or, with none,
+        // starts a new cluster. A fleet-role host must never get here: its
+        // drop-in's condition keeps k3s from starting over a tombstone.
+        let backup = db.join(format!("etcd-old-{}", crate::clock::unix()));
+        info!(
+            "tombstone file has been detected, removing data dir to rejoin the cluster (backed up to {})",
+            backup.display()
         );
+        std::fs::rename(&etcd_dir, &backup).context("backing up the removed member's datastore")?;
     }
     let own_client = LabSpec::etcd_url(ip);
     let peer_url = format!("http://{ip}:{ETCD_PEER_PORT}");
@@ -173,23 +179,34 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 return Ok(());
             }
         }
-        if !etcd.is_running() {
-            return gone_or_failed(&ctx, me, ip, &tombstone).await;
-        }
-        let members = match etcd_gw::member_list(&own_client).await {
-            Ok((_, m)) => m,
-            Err(e) => {
+        // The member list while this host is a member; `None` once removed.
+        let listed = if !etcd.is_running() {
+            if !removed(&ctx, me, ip).await {
+                bail!("etcd exited");
+            }
+            None
+        } else {
+            match etcd_gw::member_list(&own_client).await {
+                Ok((_, m)) if m.iter().any(|m| m.id == me) => Some(m),
+                Ok(_) => None,
                 // A member cut off or removed answers nothing useful; ask the others.
-                if removed(&ctx, me, ip).await {
-                    return write_tombstone(&tombstone, &mut etcd);
+                Err(e) => {
+                    if !removed(&ctx, me, ip).await {
+                        warn!("member list: {e:#}");
+                        continue;
+                    }
+                    None
                 }
-                warn!("member list: {e:#}");
-                continue;
             }
         };
-        if !members.iter().any(|m| m.id == me) {
-            return write_tombstone(&tombstone, &mut etcd);
-        }
+        let Some(members) = listed else {
+            etcd.kill();
+            if let Some(mut a) = apiserver.take() {
+                a.kill();
+            }
+            write_tombstone(&tombstone)?;
+            return removed_but_running(&ctx, &kubelet, &member_name, ip, with_api, term).await;
+        };
         let voter = members.iter().any(|m| m.id == me && !m.is_learner);
         // The API server runs over the local member once it votes: a learner
         // serves no requests (k3s's ETCD.Test fails until it is promoted).
@@ -252,7 +269,11 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 with_api,
                 &member_name,
                 ip,
-                voter,
+                if voter {
+                    Membership::Voter
+                } else {
+                    Membership::Learner
+                },
             )
             .await
             {
@@ -288,7 +309,7 @@ async fn kubelet_beat(
     with_api: bool,
     member: &str,
     ip: Ipv4Addr,
-    voter: bool,
+    membership: Membership,
 ) -> anyhow::Result<()> {
     if !*registered {
         let pw = node::ensure_password(&ctx.root)?;
@@ -313,12 +334,8 @@ async fn kubelet_beat(
     kubelet
         .heartbeat(&[(
             protocol::names::K3S_ETCD_IS_VOTER,
-            voter,
-            if voter {
-                "MemberIsVoter"
-            } else {
-                "MemberIsLearner"
-            },
+            membership == Membership::Voter,
+            membership.reason(),
         )])
         .await?;
     if !current.as_ref().is_some_and(node::cordoned) {
@@ -423,25 +440,68 @@ async fn removed(ctx: &Ctx, me: u64, ip: Ipv4Addr) -> bool {
     false
 }
 
-async fn gone_or_failed(
-    ctx: &Ctx,
-    me: u64,
-    ip: Ipv4Addr,
-    tombstone: &PathBuf,
-) -> anyhow::Result<()> {
-    if removed(ctx, me, ip).await {
-        std::fs::write(tombstone, "")?;
-        bail!(
-            "This node has been removed from the cluster - please restart k3s to rejoin the cluster"
-        );
-    }
-    bail!("etcd exited")
+/// The host's member as `EtcdIsVoter` says it (pkg/etcd/etcd.go,
+/// `setEtcdStatusCondition`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Membership {
+    Voter,
+    Learner,
+    NotAMember,
 }
 
-fn write_tombstone(tombstone: &PathBuf, etcd: &mut Etcd) -> anyhow::Result<()> {
+impl Membership {
+    fn reason(self) -> &'static str {
+        match self {
+            Membership::Voter => "MemberNotLearner",
+            Membership::Learner => "MemberIsLearner",
+            Membership::NotAMember => "NotAMember",
+        }
+    }
+}
+
+/// k3s once its member is removed (pkg/etcd/etcd.go, on `ErrMemberRemoved`):
+/// the tombstone is written, etcd closed and k3s's message logged, and k3s
+/// stays up. Its kubelet keeps the Node Ready through the other servers, and
+/// the metadata controller puts `node-name`/`node-address` back beside
+/// `removed-node-name`. Only a stop (SIGTERM) ends it.
+async fn removed_but_running(
+    ctx: &Ctx,
+    kubelet: &node::Kubelet,
+    member: &str,
+    ip: Ipv4Addr,
+    with_api: bool,
+    mut term: tokio::signal::unix::Signal,
+) -> anyhow::Result<()> {
+    warn!("This node has been removed from the cluster - please restart k3s to rejoin the cluster");
+    let mut registered = false;
+    let mut tick = tokio::time::interval(ctx.spec.heartbeat());
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = term.recv() => {
+                info!("SIGTERM: stopping (this node's member was removed)");
+                return Ok(());
+            }
+        }
+        if let Err(e) = kubelet_beat(
+            ctx,
+            kubelet,
+            &mut registered,
+            with_api,
+            member,
+            ip,
+            Membership::NotAMember,
+        )
+        .await
+        {
+            warn!("kubelet: {e:#}");
+        }
+    }
+}
+
+fn write_tombstone(tombstone: &PathBuf) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    etcd.kill();
     std::fs::write(tombstone, "")?;
     std::fs::set_permissions(tombstone, std::fs::Permissions::from_mode(0o600))?;
-    bail!("This node has been removed from the cluster - please restart k3s to rejoin the cluster")
+    Ok(())
 }
