@@ -87,6 +87,17 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             .unwrap_or_default()
             .to_string();
         let join_etcd = format!("http://{host}:{ETCD_CLIENT_PORT}");
+        // k3s (pkg/etcd/etcd.go, `join`) refuses to join while any member
+        // carries this node's name, a learner left by a rolled-back
+        // promotion included: the unit fails and restarts until the member is
+        // gone.
+        if let Ok((_, members)) = etcd_gw::member_list(&join_etcd).await
+            && let Some(dup) = duplicate_member(&members, &name)
+        {
+            bail!(
+                "duplicate node name found, please use a unique name for this node (member {dup})"
+            );
+        }
         let n = format!("{name}-{}", random_hex8());
         info!("joining {join} as etcd learner {n}");
         let (id, members) = add_learner(&join_etcd, &peer_url).await?;
@@ -281,6 +292,22 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+/// A member already named for `node` (k3s's member names are
+/// `<node>-<8 hex>`; a learner that has not started yet has no name).
+fn duplicate_member(members: &[etcd_gw::Member], node: &str) -> Option<String> {
+    members
+        .iter()
+        .filter(|m| !m.name.is_empty())
+        .find(|m| {
+            let prefix = match m.name.rfind('-') {
+                Some(i) if i > 1 => &m.name[..i],
+                _ => m.name.as_str(),
+            };
+            prefix == node
+        })
+        .map(|m| m.name.clone())
 }
 
 async fn add_learner(
@@ -504,4 +531,32 @@ fn write_tombstone(tombstone: &PathBuf) -> anyhow::Result<()> {
     std::fs::write(tombstone, "")?;
     std::fs::set_permissions(tombstone, std::fs::Permissions::from_mode(0o600))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(name: &str) -> etcd_gw::Member {
+        etcd_gw::Member {
+            id: 1,
+            name: name.into(),
+            peer_urls: vec![],
+            is_learner: true,
+        }
+    }
+
+    #[test]
+    fn a_join_is_refused_while_a_member_carries_the_nodes_name() {
+        let left = [member("server-1-0a1b2c3d"), member("agent-1-deadbeef")];
+        assert_eq!(
+            duplicate_member(&left, "agent-1").as_deref(),
+            Some("agent-1-deadbeef")
+        );
+        // A name that only starts like the node's is another node.
+        assert_eq!(duplicate_member(&left, "agent"), None);
+        assert_eq!(duplicate_member(&[member("agent-10-deadbeef")], "agent-1"), None);
+        // A learner that has not started yet has no name.
+        assert_eq!(duplicate_member(&[member("")], "agent-1"), None);
+    }
 }
