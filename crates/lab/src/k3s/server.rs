@@ -555,7 +555,10 @@ mod tests {
         );
         // A name that only starts like the node's is another node.
         assert_eq!(duplicate_member(&left, "agent"), None);
-        assert_eq!(duplicate_member(&[member("agent-10-deadbeef")], "agent-1"), None);
+        assert_eq!(
+            duplicate_member(&[member("agent-10-deadbeef")], "agent-1"),
+            None
+        );
         // A learner that has not started yet has no name.
         assert_eq!(duplicate_member(&[member("")], "agent-1"), None);
     }
