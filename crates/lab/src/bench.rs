@@ -177,7 +177,13 @@ async fn measure(
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     say("swap: server-3 out, agent-1 in");
-    let r = scenario::swap_by_hand(spec, "server-3", "agent-1", &|_| {}).await?;
+    let r = scenario::swap_by_hand(
+        &crate::hosts::StandinHosts(spec),
+        "server-3",
+        "agent-1",
+        &|_| {},
+    )
+    .await?;
     for line in r.lines() {
         say(&line);
     }

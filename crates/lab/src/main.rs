@@ -5,7 +5,7 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
-use lab::{k3s, scenario, spec::LabSpec, world};
+use lab::{hosts::StandinHosts, k3s, scenario, spec::LabSpec, world};
 
 /// fleet-role-lab: several k3s hosts on one machine, with a real etcd quorum.
 #[derive(Debug, Parser)]
@@ -194,11 +194,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let fleet_role = std::env::current_exe()?.with_file_name("fleet-role");
             let report = if by_hand || !fleet_role.is_file() {
-                scenario::swap_by_hand(&spec, "server-3", "agent-1", &say).await?
+                scenario::swap_by_hand(&StandinHosts(&spec), "server-3", "agent-1", &say).await?
             } else {
                 say("fleet-role swap --out server-3 --in agent-1");
-                scenario::swap_with_controller(&spec, &fleet_role, "server-3", "agent-1", &say)
-                    .await?
+                scenario::swap_with_controller(
+                    &StandinHosts(&spec),
+                    &fleet_role,
+                    "server-3",
+                    "agent-1",
+                    &say,
+                )
+                .await?
             };
             for line in report.lines() {
                 say(&line);

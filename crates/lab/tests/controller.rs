@@ -11,6 +11,7 @@ use std::{
 };
 
 use lab::{
+    hosts::StandinHosts,
     scenario::{self, Hand},
     world::{self},
 };
@@ -30,9 +31,15 @@ fn fleet_role() -> PathBuf {
 async fn fleet_role_swaps_a_voter_for_a_standby_with_every_write_succeeding() {
     let _one = ONE_LAB_AT_A_TIME.lock().await;
     let lab = lab(3, 2).await;
-    let r = scenario::swap_with_controller(&lab.spec, &fleet_role(), "server-3", "agent-1", &say)
-        .await
-        .expect("the swap");
+    let r = scenario::swap_with_controller(
+        &StandinHosts(&lab.spec),
+        &fleet_role(),
+        "server-3",
+        "agent-1",
+        &say,
+    )
+    .await
+    .expect("the swap");
     support::assert_every_promise_kept(&r, "server-3", "agent-1");
     assert!(!r.snapshot.is_empty(), "no snapshot reported");
     // The old voter carries no server role label any more and is schedulable.

@@ -8,6 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use lab::{
+    hosts::StandinHosts,
     scenario::{self, Hand},
     spec::LabSpec,
     world,
@@ -46,7 +47,7 @@ fn systemd_log(spec: &LabSpec, host: &str) -> Vec<String> {
 async fn a_voter_is_swapped_for_a_standby_with_every_write_succeeding_and_every_promise_kept() {
     let _one = ONE_LAB_AT_A_TIME.lock().await;
     let lab = lab(3, 2).await;
-    let r = scenario::swap_by_hand(&lab.spec, "server-3", "agent-1", &say)
+    let r = scenario::swap_by_hand(&StandinHosts(&lab.spec), "server-3", "agent-1", &say)
         .await
         .expect("the swap");
     support::assert_every_promise_kept(&r, "server-3", "agent-1");

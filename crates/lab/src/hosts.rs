@@ -1,0 +1,108 @@
+//! The lab's hosts as a swap sees them, on either kind of lab: the stand-in
+//! lab (one `systemctl` stand-in per host root) or the lab on real systemd
+//! (one container booting systemd per host). A swap (`scenario.rs`) asks
+//! only these questions, so the same swap runs on both.
+
+use anyhow::Context;
+
+use crate::{overlap, spec::LabSpec, systemd_lab::SystemdLab, world};
+
+/// What a swap needs of a lab's hosts, beyond the API and etcd.
+pub trait Hosts: Send + Sync {
+    /// The lab's description (hosts, addresses, roots).
+    fn spec(&self) -> &LabSpec;
+
+    /// `systemctl ARGS` on a host; a failure status is an error.
+    fn systemctl(&self, host: &str, args: &[&str]) -> anyhow::Result<()>;
+
+    /// Whether a unit runs on a host (`active`, as systemd reports it).
+    fn is_active(&self, host: &str, unit: &str) -> anyhow::Result<bool>;
+
+    /// The most k3s units (server and agent) that ran at once on a host,
+    /// over the lab's life: 1 (or 0) is the promise kept, 2 broken.
+    fn most_k3s_at_once(&self, host: &str) -> anyhow::Result<usize>;
+
+    /// How many pod shims run on a host now.
+    fn shims(&self, host: &str) -> anyhow::Result<usize>;
+}
+
+/// The stand-in lab's hosts: the stand-in keeps each unit's state, and a
+/// counter of k3s units running at once, under the host's root.
+pub struct StandinHosts<'a>(pub &'a LabSpec);
+
+impl Hosts for StandinHosts<'_> {
+    fn spec(&self) -> &LabSpec {
+        self.0
+    }
+
+    fn systemctl(&self, host: &str, args: &[&str]) -> anyhow::Result<()> {
+        world::systemctl(self.0, host, args)
+    }
+
+    fn is_active(&self, host: &str, unit: &str) -> anyhow::Result<bool> {
+        Ok(standins::units::is_active(&self.0.root(host), unit))
+    }
+
+    fn most_k3s_at_once(&self, host: &str) -> anyhow::Result<usize> {
+        Ok(standins::units::max_active_k3s(&self.0.root(host)))
+    }
+
+    fn shims(&self, host: &str) -> anyhow::Result<usize> {
+        // The stand-in's shims run on this machine with the host's root in
+        // their command line, where k3s-killall (and the actuator) look.
+        Ok(host::shims::find(&host::HostPaths::new(self.0.root(host))).len())
+    }
+}
+
+/// How long one question to a real-systemd host may take.
+const ASK: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Hosts for SystemdLab {
+    fn spec(&self) -> &LabSpec {
+        &self.spec
+    }
+
+    fn systemctl(&self, host: &str, args: &[&str]) -> anyhow::Result<()> {
+        let m = self.machine(host)?;
+        let out = tokio::task::block_in_place(|| m.systemctl(args, ASK))?;
+        if !out.status.success() {
+            anyhow::bail!(
+                "systemctl {} on {host} failed ({}): {}",
+                args.join(" "),
+                out.status,
+                out.stderr.trim()
+            );
+        }
+        Ok(())
+    }
+
+    fn is_active(&self, host: &str, unit: &str) -> anyhow::Result<bool> {
+        let m = self.machine(host)?;
+        Ok(tokio::task::block_in_place(|| m.active_state(unit))? == "active")
+    }
+
+    fn most_k3s_at_once(&self, host: &str) -> anyhow::Result<usize> {
+        // From systemd's own records of each unit's state (its journal),
+        // never from a counter the lab keeps.
+        let m = self.machine(host)?;
+        let overlaps = tokio::task::block_in_place(|| overlap::of_k3s_units(m, ASK))
+            .with_context(|| format!("the k3s units' records on {host}"))?;
+        Ok(if overlaps.is_empty() { 1 } else { 2 })
+    }
+
+    fn shims(&self, host: &str) -> anyhow::Result<usize> {
+        // Inside the host the shims' command lines name its own root (`/`).
+        let m = self.machine(host)?;
+        let out = tokio::task::block_in_place(|| {
+            m.exec(
+                &[
+                    "pgrep",
+                    "-f",
+                    "^/var/lib/rancher/k3s/data/[^/]+/bin/containerd-shim",
+                ],
+                ASK,
+            )
+        })?;
+        Ok(out.stdout.lines().filter(|l| !l.trim().is_empty()).count())
+    }
+}
