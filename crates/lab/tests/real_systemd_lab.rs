@@ -198,3 +198,94 @@ async fn the_seeds_swap_on_real_systemd_keeps_every_promise_with_the_units_never
     assert_eq!(m.active_state("k3s-agent").unwrap(), "active");
     assert_eq!(m.active_state("k3s").unwrap(), "inactive");
 }
+
+fn fleet_role() -> std::path::PathBuf {
+    let p = Path::new(env!("CARGO_BIN_EXE_fleet-role-lab")).with_file_name("fleet-role");
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace's binaries first",
+        p.display()
+    );
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_role_swap_on_real_systemd_keeps_every_promise() {
+    let _turn = SERIAL.lock().await;
+    let dir = lab_dir();
+    let lab = lab_of(3, 1, dir.path()).await;
+    let r = scenario::swap_with_controller(&lab, &fleet_role(), "server-3", "agent-1", &|l| {
+        eprintln!("{l}")
+    })
+    .await
+    .expect("fleet-role swap on real systemd");
+    for line in r.lines() {
+        println!("{line}");
+    }
+    let broken = r.broken_promises("server-3", "agent-1");
+    assert!(broken.is_empty(), "promises broken: {broken:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_role_run_on_real_systemd_replaces_a_voter_whose_k3s_stopped() {
+    let _turn = SERIAL.lock().await;
+    let dir = lab_dir();
+    let lab = lab_of(3, 1, dir.path()).await;
+    let config = lab.spec.dir.join("fleet-role.toml");
+    std::fs::write(
+        &config,
+        "grace_period_secs = 5\nheartbeat_grace_secs = 10\nsettle_secs = 5\npoll_millis = 500\n",
+    )
+    .unwrap();
+    // server-2's k3s stops for good, as on a host that died; systemd's
+    // Restart=always does not bring back a unit stopped by systemctl.
+    use lab::hosts::Hosts;
+    lab.systemctl("server-2", &["stop", "k3s"]).unwrap();
+    let stopped = Instant::now();
+    let mut run = tokio::process::Command::new(fleet_role())
+        .args([
+            "--kubeconfig",
+            &lab::world::kubeconfig(&lab.spec).display().to_string(),
+            "--config",
+            &config.display().to_string(),
+            "run",
+        ])
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut replaced = false;
+    while stopped.elapsed() < Duration::from_secs(240) {
+        if let Ok(m) = lab::scenario::members(&lab.spec).await {
+            let voters: Vec<&str> = m
+                .iter()
+                .filter(|x| !x.is_learner)
+                .map(|x| x.name.as_str())
+                .collect();
+            if voters.len() == 3
+                && voters.iter().any(|v| v.starts_with("agent-1-"))
+                && !voters.iter().any(|v| v.starts_with("server-2-"))
+            {
+                replaced = true;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let _ = run.kill().await;
+    assert!(
+        replaced,
+        "run did not replace the stopped voter within 240 s"
+    );
+    println!(
+        "replaced {:.1}s after its k3s stopped",
+        stopped.elapsed().as_secs_f64()
+    );
+    for h in &lab.spec.hosts {
+        assert_eq!(
+            lab.most_k3s_at_once(&h.name).unwrap(),
+            1,
+            "k3s units together on {}",
+            h.name
+        );
+    }
+}
