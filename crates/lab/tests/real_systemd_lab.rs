@@ -12,11 +12,16 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use lab::{
     api::Apis,
-    bounded, etcd_gw, machine, overlap, scenario,
+    bounded, etcd_gw,
+    hosts::Hosts,
+    machine, overlap,
+    scenario::{self, Hand},
     spec::LabSpec,
     systemd_lab::{Options, SystemdLab},
     world::Bins,
 };
+use protocol::{Phase, report::ReportStep};
+use serde_json::json;
 use tokio::sync::Mutex;
 
 /// One lab at a time (at most three hosts up): the machine has 2 cores.
@@ -239,7 +244,6 @@ async fn fleet_role_run_on_real_systemd_replaces_a_voter_whose_k3s_stopped() {
     .unwrap();
     // server-2's k3s stops for good, as on a host that died; systemd's
     // Restart=always does not bring back a unit stopped by systemctl.
-    use lab::hosts::Hosts;
     lab.systemctl("server-2", &["stop", "k3s"]).unwrap();
     let stopped = Instant::now();
     let mut run = tokio::process::Command::new(fleet_role())
@@ -288,4 +292,115 @@ async fn fleet_role_run_on_real_systemd_replaces_a_voter_whose_k3s_stopped() {
             h.name
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promotion_on_real_systemd_whose_server_never_becomes_ready_is_rolled_back_at_once_and_the_lock_is_free()
+ {
+    let _turn = SERIAL.lock().await;
+    let dir = lab_dir();
+    let lab = lab_of(1, 2, dir.path()).await;
+    let hand = Hand::new(&lab.spec).unwrap();
+    let n = hand.names.clone();
+    let swap = format!("swap-{}", lab::clock::unix());
+    hand.hold_lease(&swap, &n.controller_identity)
+        .await
+        .unwrap();
+    // agent-2 runs no etcd: a join to it can never succeed.
+    hand.patch_node(
+        "agent-1",
+        json!({"metadata": {"labels": { n.desired_role(): "server" },
+            "annotations": { n.role_swap(): swap, n.role_step(): "promote", n.role_join_node(): "agent-2" }}}),
+    )
+    .await
+    .unwrap();
+    let start = Instant::now();
+    while !hand
+        .report("agent-1")
+        .await
+        .ok()
+        .flatten()
+        .is_some_and(|r| r.step == ReportStep::Promote)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the promotion did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // k3s.service is Type=notify with TimeoutStartSec=0: a learner that
+    // never joins never sends READY=1, so its start never ends by itself.
+    // The controller's part: no voter in time, so roll it back while the
+    // server unit is still starting.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(
+        lab.machine("agent-1").unwrap().active_state("k3s").unwrap(),
+        "activating",
+        "the server unit that cannot join is not still starting"
+    );
+    let r = hand.report("agent-1").await.unwrap().unwrap();
+    assert_ne!(
+        r.phase,
+        Phase::Done,
+        "a promotion to an unreachable voter finished: {r:?}"
+    );
+    hand.hold_lease(&swap, &n.controller_identity)
+        .await
+        .unwrap();
+    hand.patch_node("agent-1", json!({"metadata": {"labels": { n.desired_role(): "agent" }, "annotations": { n.role_step(): "rollback" }}}))
+        .await
+        .unwrap();
+    hand.wait_step(
+        "agent-1",
+        &swap,
+        ReportStep::Rollback,
+        Duration::from_secs(120),
+        &|r| println!("{r:?}"),
+    )
+    .await
+    .unwrap();
+    let root = lab.spec.root("agent-1");
+    let rolled_back = Instant::now();
+    assert_eq!(
+        std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role"))
+            .unwrap()
+            .trim(),
+        "agent"
+    );
+    assert!(
+        lab.is_active("agent-1", "k3s-agent").unwrap() && !lab.is_active("agent-1", "k3s").unwrap()
+    );
+    assert!(
+        !root
+            .join("etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml")
+            .exists()
+    );
+    assert_eq!(lab.most_k3s_at_once("agent-1").unwrap(), 1);
+    // The cluster is as it was: one voter, no learner.
+    let members = scenario::members(&lab.spec).await.unwrap();
+    assert_eq!(members.len(), 1, "{members:?}");
+    assert!(members[0].name.starts_with("server-1-"));
+    lab::world::wait_condition(&hand.apis, "agent-1", "Ready", Duration::from_secs(60))
+        .await
+        .unwrap();
+    // The host lock is free: a local switch takes it at once.
+    let out = lab
+        .machine("agent-1")
+        .unwrap()
+        .exec(
+            &[
+                "fleet-role-actuator",
+                "demote-local",
+                "--check",
+                "--lock-timeout",
+                "1",
+            ],
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    assert!(out.status.success(), "{} {}", out.stdout, out.stderr);
+    println!(
+        "rolled back and checked in {:.1}s",
+        rolled_back.elapsed().as_secs_f64()
+    );
 }

@@ -13,7 +13,7 @@ use lab::{
     spec::LabSpec,
     world,
 };
-use protocol::{Phase, report::ReportStep};
+use protocol::report::ReportStep;
 use serde_json::json;
 use support::{ONE_LAB_AT_A_TIME, lab, say};
 
@@ -73,80 +73,6 @@ async fn a_voter_is_swapped_for_a_standby_with_every_write_succeeding_and_every_
         removed.is_some() && stopped > removed,
         "the removed k3s was not running until the finish: {k3s}"
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_promotion_whose_join_target_is_unreachable_ends_in_a_clean_rollback() {
-    let _one = ONE_LAB_AT_A_TIME.lock().await;
-    let lab = lab(1, 2).await;
-    let hand = Hand::new(&lab.spec).unwrap();
-    let n = hand.names.clone();
-    let swap = format!("swap-{}", lab::clock::unix());
-    hand.hold_lease(&swap, &n.controller_identity)
-        .await
-        .unwrap();
-    // agent-2 runs no etcd: a join to it can never succeed.
-    hand.patch_node(
-        "agent-1",
-        json!({"metadata": {"labels": { n.desired_role(): "server" },
-            "annotations": { n.role_swap(): swap, n.role_step(): "promote", n.role_join_node(): "agent-2" }}}),
-    )
-    .await
-    .unwrap();
-    until("the promotion to start", 60, || async {
-        hand.report("agent-1")
-            .await
-            .ok()
-            .flatten()
-            .is_some_and(|r| r.step == ReportStep::Promote)
-    })
-    .await;
-    // The controller's part: no voter in time, so roll it back.
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    let r = hand.report("agent-1").await.unwrap().unwrap();
-    assert_ne!(
-        r.phase,
-        Phase::Done,
-        "a promotion to an unreachable voter finished: {r:?}"
-    );
-    hand.hold_lease(&swap, &n.controller_identity)
-        .await
-        .unwrap();
-    hand.patch_node("agent-1", json!({"metadata": {"labels": { n.desired_role(): "agent" }, "annotations": { n.role_step(): "rollback" }}}))
-        .await
-        .unwrap();
-    hand.wait_step(
-        "agent-1",
-        &swap,
-        ReportStep::Rollback,
-        Duration::from_secs(120),
-        &|r| println!("{r:?}"),
-    )
-    .await
-    .unwrap();
-    let root = lab.spec.root("agent-1");
-    assert_eq!(
-        std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role"))
-            .unwrap()
-            .trim(),
-        "agent"
-    );
-    assert!(
-        standins::units::is_active(&root, "k3s-agent") && !standins::units::is_active(&root, "k3s")
-    );
-    assert!(
-        !root
-            .join("etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml")
-            .exists()
-    );
-    assert!(standins::units::max_active_k3s(&root) <= 1);
-    // The cluster is as it was: one voter, no learner.
-    let members = scenario::members(&lab.spec).await.unwrap();
-    assert_eq!(members.len(), 1, "{members:?}");
-    assert!(members[0].name.starts_with("server-1-"));
-    world::wait_condition(&hand.apis, "agent-1", "Ready", Duration::from_secs(60))
-        .await
-        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
