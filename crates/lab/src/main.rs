@@ -5,7 +5,13 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
-use lab::{hosts::StandinHosts, k3s, scenario, spec::LabSpec, world};
+use lab::{
+    hosts::StandinHosts,
+    k3s, scenario,
+    spec::LabSpec,
+    systemd_lab::{self, SystemdLab},
+    world,
+};
 
 /// fleet-role-lab: several k3s hosts on one machine, with a real etcd quorum.
 #[derive(Debug, Parser)]
@@ -38,8 +44,9 @@ enum Cmd {
     Down,
     /// Show the hosts, their units and etcd's members.
     Status,
-    /// Bring a lab up (unless one runs) and swap a voter for a standby with
-    /// `fleet-role swap` (or by hand, the controller's part done by the lab).
+    /// A lab on real systemd (3 servers, 1 agent, one container each) that
+    /// swaps a voter for a standby with `fleet-role swap` (or by hand, the
+    /// controller's part done by the lab), then powers off.
     Demo {
         /// Do the controller's part by hand instead of running `fleet-role`.
         #[arg(long)]
@@ -157,7 +164,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Cmd::Status => {
             let spec = LabSpec::load(&cli.dir)?;
-            for line in scenario::status_lines(&spec).await {
+            for line in scenario::status_lines(&StandinHosts(&spec)).await {
                 println!("{line}");
             }
             Ok(ExitCode::SUCCESS)
@@ -176,40 +183,47 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Cmd::Demo { by_hand } => {
             let bins = world::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
-            let spec = match LabSpec::load(&cli.dir) {
-                Ok(s) if scenario::healthy(&s).await => s,
-                _ => {
-                    world::up(
-                        world::UpOptions {
-                            dir: cli.dir,
-                            servers: 3,
-                            agents: 2,
-                            timings: Default::default(),
-                            bins,
-                        },
-                        &say,
-                    )
-                    .await?
-                }
-            };
+            // Real systemd in each host; the lab lives as long as this
+            // process and its hosts are powered off when the demo ends.
+            let lab = SystemdLab::up(
+                systemd_lab::Options {
+                    dir: cli.dir.join("systemd"),
+                    servers: 3,
+                    agents: 1,
+                    timings: Default::default(),
+                    bins,
+                },
+                &say,
+            )
+            .await?;
+            for line in scenario::status_lines(&lab).await {
+                say(&line);
+            }
             let fleet_role = std::env::current_exe()?.with_file_name("fleet-role");
             let report = if by_hand || !fleet_role.is_file() {
-                scenario::swap_by_hand(&StandinHosts(&spec), "server-3", "agent-1", &say).await?
+                scenario::swap_by_hand(&lab, "server-3", "agent-1", &say).await?
             } else {
                 say("fleet-role swap --out server-3 --in agent-1");
-                scenario::swap_with_controller(
-                    &StandinHosts(&spec),
-                    &fleet_role,
-                    "server-3",
-                    "agent-1",
-                    &say,
-                )
-                .await?
+                scenario::swap_with_controller(&lab, &fleet_role, "server-3", "agent-1", &say)
+                    .await?
             };
             for line in report.lines() {
                 say(&line);
             }
-            Ok(ExitCode::SUCCESS)
+            for line in scenario::status_lines(&lab).await {
+                say(&line);
+            }
+            let broken = report.broken_promises("server-3", "agent-1");
+            for b in &broken {
+                say(&format!("promise broken: {b}"));
+            }
+            say("powering the hosts off");
+            drop(lab);
+            Ok(if broken.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
     }
 }

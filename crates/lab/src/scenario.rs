@@ -768,7 +768,8 @@ pub async fn swap_with_controller(
 }
 
 /// `status`: the hosts, their units and etcd's members.
-pub async fn status_lines(spec: &LabSpec) -> Vec<String> {
+pub async fn status_lines(hosts: &dyn Hosts) -> Vec<String> {
+    let spec = hosts.spec();
     let mut out = vec![format!("lab {}", spec.dir.display())];
     let hand = Hand::new(spec).ok();
     for h in &spec.hosts {
@@ -777,7 +778,7 @@ pub async fn status_lines(spec: &LabSpec) -> Vec<String> {
             .unwrap_or_default();
         let active: Vec<&str> = ["k3s", "k3s-agent", "fleet-role-actuator"]
             .into_iter()
-            .filter(|u| standins::units::is_active(&root, u))
+            .filter(|u| hosts.is_active(&h.name, u).unwrap_or(false))
             .collect();
         let mut line = format!(
             "{:<10} {:<15} role file {:<7} active: {}",

@@ -274,6 +274,17 @@ impl SystemdLab {
         }
     }
 
+    /// Reboots a host (`systemctl reboot` inside, then a new boot from the
+    /// same directories); its enabled units start again as at any boot.
+    pub fn reboot(&mut self, host: &str) -> anyhow::Result<()> {
+        let m = self
+            .machines
+            .get_mut(host)
+            .with_context(|| format!("no host {host} in this lab"))?;
+        block(|| m.reboot(BOOT))?;
+        Ok(())
+    }
+
     /// A host's machine.
     pub fn machine(&self, host: &str) -> anyhow::Result<&Machine> {
         self.machines

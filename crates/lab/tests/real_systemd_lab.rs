@@ -229,6 +229,22 @@ async fn fleet_role_swap_on_real_systemd_keeps_every_promise() {
     }
     let broken = r.broken_promises("server-3", "agent-1");
     assert!(broken.is_empty(), "promises broken: {broken:#?}");
+    assert!(!r.snapshot.is_empty(), "no snapshot reported");
+    // The old voter carries no server role label any more and is schedulable.
+    let node = Hand::new(&lab.spec)
+        .unwrap()
+        .node("server-3")
+        .await
+        .unwrap();
+    let labels = node.metadata.labels.unwrap_or_default();
+    assert!(
+        !labels.contains_key(protocol::names::K3S_ETCD_ROLE_LABEL),
+        "{labels:?}"
+    );
+    assert!(!node.spec.and_then(|s| s.unschedulable).unwrap_or(false));
+    let m = lab.machine("server-3").unwrap();
+    assert_eq!(m.active_state("k3s-agent").unwrap(), "active");
+    assert_eq!(m.active_state("k3s").unwrap(), "inactive");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -403,4 +419,155 @@ async fn a_promotion_on_real_systemd_whose_server_never_becomes_ready_is_rolled_
         "rolled back and checked in {:.1}s",
         rolled_back.elapsed().as_secs_f64()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_rebooted_mid_promotion_on_real_systemd_converges_without_repeating_a_settled_step()
+{
+    let _turn = SERIAL.lock().await;
+    let dir = lab_dir();
+    let mut lab = lab_of(1, 1, dir.path()).await;
+    let hand = Hand::new(&lab.spec).unwrap();
+    let n = hand.names.clone();
+    let swap = format!("swap-{}", lab::clock::unix());
+    hand.hold_lease(&swap, &n.controller_identity)
+        .await
+        .unwrap();
+    hand.patch_node(
+        "server-1",
+        json!({"metadata": {"annotations": { n.snapshot_request(): swap }}}),
+    )
+    .await
+    .unwrap();
+    hand.wait_step(
+        "server-1",
+        &swap,
+        ReportStep::Snapshot,
+        Duration::from_secs(60),
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    hand.patch_node(
+        "agent-1",
+        json!({"metadata": {"labels": { n.desired_role(): "server" },
+            "annotations": { n.role_swap(): swap, n.role_step(): "promote", n.role_join_node(): "server-1" }}}),
+    )
+    .await
+    .unwrap();
+    let start = Instant::now();
+    while !hand
+        .report("agent-1")
+        .await
+        .ok()
+        .flatten()
+        .is_some_and(|r| r.step == ReportStep::Promote && r.detail.is_some())
+    {
+        assert!(start.elapsed() < Duration::from_secs(60), "no learner");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let started = hand.report("agent-1").await.unwrap().unwrap().started_at;
+    println!("rebooting agent-1 mid-promotion");
+    lab.reboot("agent-1").unwrap();
+    // Rebooting server-1 too: its settled snapshot must not be taken again.
+    lab.reboot("server-1").unwrap();
+    let renew = async {
+        loop {
+            let _ = hand.hold_lease(&swap, &n.controller_identity).await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    };
+    let done = hand.wait_step(
+        "agent-1",
+        &swap,
+        ReportStep::Promote,
+        Duration::from_secs(180),
+        &|r| println!("{r:?}"),
+    );
+    let r = tokio::select! { r = done => r.unwrap(), _ = renew => unreachable!() };
+    assert_eq!(r.started_at, started, "the promotion was started again");
+    let snaps = std::fs::read_dir(
+        lab.spec
+            .root("server-1")
+            .join("var/lib/rancher/k3s/server/db/snapshots"),
+    )
+    .unwrap()
+    .count();
+    assert_eq!(snaps, 1, "the settled snapshot was taken again");
+    // The actuator logs "step started" once per step it takes (a resumed
+    // step is not started again); its journal spans both boots.
+    let starts = lab
+        .machine("agent-1")
+        .unwrap()
+        .journal(&["fleet-role-actuator.service"], Duration::from_secs(60))
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["MESSAGE"].as_str().map(str::to_string))
+        .filter(|m| m.contains("step started") && m.contains("promote"))
+        .count();
+    assert_eq!(starts, 1, "the promotion was started again");
+    let members = scenario::members(&lab.spec).await.unwrap();
+    assert_eq!(
+        members.iter().filter(|m| !m.is_learner).count(),
+        2,
+        "{members:?}"
+    );
+    assert_eq!(lab.most_k3s_at_once("agent-1").unwrap(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_down_on_real_systemd_whose_etcd_does_not_come_back_leaves_the_role_file_naming_the_server()
+ {
+    let _turn = SERIAL.lock().await;
+    let dir = lab_dir();
+    let lab = lab_of(3, 0, dir.path()).await;
+    let hand = Hand::new(&lab.spec).unwrap();
+    let n = hand.names.clone();
+    let root = lab.spec.root("server-3");
+    // A shorter wait for etcd on this host, and a k3s whose etcd will not start again.
+    let cfg = root.join("etc/fleet-role/actuator.toml");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("etcd_wait_secs = 60", "etcd_wait_secs = 8");
+    std::fs::write(&cfg, text).unwrap();
+    lab.systemctl("server-3", &["restart", "fleet-role-actuator"])
+        .unwrap();
+    std::fs::write(root.join("var/lib/rancher/fleet-role-lab-etcd-fails"), "").unwrap();
+    let swap = format!("swap-{}", lab::clock::unix());
+    hand.hold_lease(&swap, &n.controller_identity)
+        .await
+        .unwrap();
+    hand.patch_node(
+        "server-3",
+        json!({"spec": {"unschedulable": true}, "metadata": {"labels": { n.desired_role(): "agent" },
+            "annotations": { n.role_swap(): swap, n.role_step(): "step-down" }}}),
+    )
+    .await
+    .unwrap();
+    let err = hand
+        .wait_step(
+            "server-3",
+            &swap,
+            ReportStep::StepDown,
+            Duration::from_secs(120),
+            &|r| println!("{r:?}"),
+        )
+        .await
+        .unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("Failed") && msg.contains("the role file still names the server"),
+        "{msg}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role"))
+            .unwrap()
+            .trim(),
+        "server"
+    );
+    // The two voters left keep the cluster writable.
+    let url = LabSpec::etcd_url(lab.spec.host("server-1").unwrap().ip);
+    lab::etcd_gw::put(&url, "/lab/after-failed-step-down", "ok")
+        .await
+        .unwrap();
 }

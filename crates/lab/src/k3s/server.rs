@@ -138,8 +138,11 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         extra_args: vec!["--unsafe-no-fsync".into()],
     };
     // A fault the lab's tests inject: this host's etcd does not start.
-    if ctx.at("var/lib/fleet-role-lab/etcd-fails").exists() {
-        bail!("etcd failed to start (injected by the lab: var/lib/fleet-role-lab/etcd-fails)");
+    // (Under var/lib/rancher: a real-systemd host has that directory bound in.)
+    if ctx.at("var/lib/rancher/fleet-role-lab-etcd-fails").exists() {
+        bail!(
+            "etcd failed to start (injected by the lab: var/lib/rancher/fleet-role-lab-etcd-fails)"
+        );
     }
     let mut etcd = Etcd::spawn(opts).context("starting etcd")?;
     etcd.wait_healthy(Probe::Serializable, Duration::from_secs(60))
