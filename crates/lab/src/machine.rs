@@ -152,6 +152,9 @@ pub struct MachineSpec {
     pub launcher: PathBuf,
     /// When a boot counts as done.
     pub up_when: UpWhen,
+    /// `/usr` and dpkg's database writable, so that packages can be
+    /// installed inside (see [`MachineSpec::with_writable_usr`]).
+    pub writable_usr: bool,
 }
 
 /// When a boot counts as done.
@@ -226,7 +229,19 @@ impl MachineSpec {
             binds,
             launcher: launcher.to_path_buf(),
             up_when: UpWhen::default(),
+            writable_usr: false,
         }
+    }
+
+    /// Makes `/usr` and `/var/lib/dpkg` writable inside the host, each an
+    /// overlay whose upper directory is in the host's root (`ROOT/usr`,
+    /// `ROOT/var/lib/dpkg`) over this machine's own: `dpkg -i` inside then
+    /// installs into the host alone, and this machine's `/usr` and package
+    /// database are never written. The host starts knowing every package this
+    /// machine has (a package's `Depends` on systemd or libc are met).
+    pub fn with_writable_usr(mut self) -> MachineSpec {
+        self.writable_usr = true;
+        self
     }
 
     /// A stable machine id (so the persistent journal keeps one directory
@@ -277,10 +292,21 @@ impl MachineSpec {
         // it and the units name it) over the machine's: /usr is read-only in
         // a volatile machine, so a bind cannot make a new file there, but a
         // read-only overlay of the two directories can.
-        a.push(format!(
-            "--overlay-ro=/usr/bin:{}:/usr/bin",
-            self.root.join("usr/bin").display()
-        ));
+        if self.writable_usr {
+            // Writable overlays (nspawn makes each one's work directory
+            // beside its upper one); ROOT/usr/bin is the upper's bin.
+            for dir in ["usr", "var/lib/dpkg"] {
+                a.push(format!(
+                    "--overlay=/{dir}:{}:/{dir}",
+                    self.root.join(dir).display()
+                ));
+            }
+        } else {
+            a.push(format!(
+                "--overlay-ro=/usr/bin:{}:/usr/bin",
+                self.root.join("usr/bin").display()
+            ));
+        }
         for b in &self.binds {
             let flag = if b.read_only { "--bind-ro" } else { "--bind" };
             a.push(format!(
@@ -408,6 +434,10 @@ impl Machine {
         }
         let usr_bin = spec.root.join("usr/bin");
         fs::create_dir_all(&usr_bin).map_err(|e| prep(&usr_bin, e))?;
+        if spec.writable_usr {
+            let dpkg = spec.root.join("var/lib/dpkg");
+            fs::create_dir_all(&dpkg).map_err(|e| prep(&dpkg, e))?;
+        }
         let jconf = spec
             .root
             .join("etc/systemd/journald.conf.d/50-fleet-role-lab.conf");
@@ -872,6 +902,25 @@ mod tests {
         }
         let dashes = a.iter().position(|x| x == "--").unwrap();
         assert_eq!(a[dashes - 1], "-b", "systemd's arguments follow -b --");
+        assert!(
+            !a.iter().any(|x| x.starts_with("--overlay=")),
+            "nothing of this machine's is writable: {a:?}"
+        );
+    }
+
+    #[test]
+    fn a_host_for_packages_writes_usr_and_dpkgs_database_into_its_own_root_only() {
+        let a = spec().with_writable_usr().nspawn_args();
+        for want in [
+            "--overlay=/usr:/lab/hosts/server-1/usr:/usr",
+            "--overlay=/var/lib/dpkg:/lab/hosts/server-1/var/lib/dpkg:/var/lib/dpkg",
+        ] {
+            assert!(a.iter().any(|x| x == want), "{want} missing from {a:?}");
+        }
+        assert!(
+            !a.iter().any(|x| x.starts_with("--overlay-ro=/usr/bin")),
+            "the read-only /usr/bin overlay would hide the writable one: {a:?}"
+        );
     }
 
     #[test]
