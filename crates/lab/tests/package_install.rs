@@ -527,27 +527,40 @@ async fn the_ansible_role_installs_configures_and_runs_the_actuator_and_switches
 
     // The promotion and demotion entry points run the actuator's own
     // switches; in check mode with its --check: the plan, nothing changed.
-    for (name, plan) in [("promote", "promote-local"), ("demote", "demote-local")] {
+    for (name, command, planned) in [
+        (
+            "promote",
+            format!("fleet-role-actuator promote-local --join {join} --check"),
+            "write /etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml",
+        ),
+        (
+            "demote",
+            "fleet-role-actuator demote-local --check".to_string(),
+            "systemctl stop k3s (queued, then confirmed)",
+        ),
+    ] {
         let out = playbook(m, &ansible, &roles, &switch(name), true);
         assert!(
-            out.stdout.contains(&format!("fleet-role-actuator {plan}")),
-            "{name} runs {plan}:\n{}",
+            out.stdout.contains(&command),
+            "{name} runs `{command}`:\n{}",
             out.stdout
         );
         assert!(
-            out.stdout.contains("--check"),
-            "in check mode with --check:\n{}",
+            out.stdout.contains(&format!("\"{planned}\"")),
+            "{name} shows the actuator's plan ({planned}):\n{}",
             out.stdout
         );
-        eprintln!("{name} (check mode):\n{}", out.stdout);
+        assert_eq!(changed(&out), 1, "the plan is a change to come");
     }
-    let demote = playbook(m, &ansible, &roles, &switch("demote"), true);
     assert!(
-        demote.stdout.contains("stop k3s") || demote.stdout.contains("k3s"),
-        "the demotion's plan stops the server:\n{}",
-        demote.stdout
+        !root
+            .join("etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml")
+            .exists()
     );
-    assert_eq!(changed(&demote), 1, "the plan is a change to come");
+    assert!(
+        root.join("var/lib/rancher/k3s/server/db/etcd/member")
+            .is_dir()
+    );
     assert_eq!(
         fs::read_to_string(root.join(ROLE_FILE)).unwrap(),
         "server\n"
