@@ -194,7 +194,9 @@ async fn the_actuator_package_installs_on_a_running_k3s_server_and_upgrades_and_
     );
     let k3s_run = prop(m, "k3s", "InvocationID");
 
+    let t = Instant::now();
     let installed = inside(m, &["dpkg", "-i", deb.to_str().unwrap()], DPKG);
+    eprintln!("dpkg -i (install) took {:.1}s", t.elapsed().as_secs_f32());
     assert!(
         installed.stderr.contains("names the server"),
         "the install says which role it wrote: {installed:?}"
@@ -285,8 +287,10 @@ async fn the_actuator_package_installs_on_a_running_k3s_server_and_upgrades_and_
             }
             seen
         });
+        let t = Instant::now();
         let upgraded = m.exec(&["dpkg", "-i", newer.to_str().unwrap()], DPKG);
         done.store(true, Ordering::SeqCst);
+        eprintln!("dpkg -i (upgrade) took {:.1}s", t.elapsed().as_secs_f32());
         (upgraded, sampler.join().unwrap())
     });
     let upgraded = upgraded.unwrap();
