@@ -529,6 +529,27 @@ async fn the_ansible_role_installs_configures_and_runs_the_actuator_and_switches
         again.stdout
     );
 
+    // A changed setting is written and the watcher restarted onto it.
+    let watcher_run = prop(m, "fleet-role-actuator", "InvocationID");
+    let mut vars = vars;
+    vars["fleet_role_actuator_settings"]["resync_secs"] = 3.into();
+    fs::write(&vars_file, vars.to_string()).unwrap();
+    let third = playbook(m, &ansible, &roles, &site, false);
+    assert!(
+        third
+            .stdout
+            .contains("RUNNING HANDLER [fleet_role_actuator : Restart fleet-role-actuator]"),
+        "{}",
+        third.stdout
+    );
+    let got: toml::Table = fs::read_to_string(root.join("etc/fleet-role/actuator.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(got["resync_secs"].as_integer(), Some(3));
+    wait_active(m, "fleet-role-actuator", QUICK);
+    assert_ne!(prop(m, "fleet-role-actuator", "InvocationID"), watcher_run);
+
     // The promotion and demotion entry points run the actuator's own
     // switches; in check mode with its --check: the plan, nothing changed.
     for (name, command, planned) in [
