@@ -19,8 +19,9 @@ use std::{
 };
 
 use lab::{
-    bounded,
+    bounded, etcd_gw,
     machine::{Bind, Machine},
+    spec::LabSpec,
     systemd_lab::{FleetRole, Options, SystemdLab},
     world::Bins,
 };
@@ -34,7 +35,7 @@ const QUICK: Duration = Duration::from_secs(30);
 /// The bound of one `dpkg` run (a man-db trigger included) on a busy machine.
 const DPKG: Duration = Duration::from_secs(300);
 /// The bound of one `ansible-playbook` run.
-const PLAYBOOK: Duration = Duration::from_secs(600);
+const PLAYBOOK: Duration = Duration::from_secs(900);
 
 const ROLE_FILE: &str = "var/lib/rancher/k3s/fleet-role";
 
@@ -107,8 +108,9 @@ fn rebuilt(deb: &Path, dir: &Path) -> (PathBuf, String) {
     (out, new)
 }
 
-/// A one-server lab with nothing of fleet-role on it, `binds` seen inside.
-async fn k3s_server(dir: &Path, binds: Vec<Bind>) -> SystemdLab {
+/// A lab of one server and `agents` agents with nothing of fleet-role on
+/// it, `binds` seen inside every host.
+async fn k3s_lab(dir: &Path, agents: usize, binds: Vec<Bind>) -> SystemdLab {
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_fleet-role-lab"))
         .parent()
         .unwrap();
@@ -118,7 +120,7 @@ async fn k3s_server(dir: &Path, binds: Vec<Bind>) -> SystemdLab {
         Options {
             dir: dir.join("lab"),
             servers: 1,
-            agents: 0,
+            agents,
             timings: Default::default(),
             bins,
         },
@@ -127,7 +129,10 @@ async fn k3s_server(dir: &Path, binds: Vec<Bind>) -> SystemdLab {
     )
     .await
     .expect("the lab comes up on real systemd (systemd-nspawn must run here, as root)");
-    eprintln!("k3s server up in {:.0}s", start.elapsed().as_secs_f32());
+    eprintln!(
+        "k3s server and {agents} agents up in {:.0}s",
+        start.elapsed().as_secs_f32()
+    );
     lab
 }
 
@@ -182,7 +187,7 @@ async fn the_actuator_package_installs_on_a_running_k3s_server_and_upgrades_and_
     let dir = tempfile::tempdir().unwrap();
     let debs = dir.path().join("debs");
     fs::create_dir_all(&debs).unwrap();
-    let lab = k3s_server(dir.path(), vec![ro(&debs), ro(&deb_dir())]).await;
+    let lab = k3s_lab(dir.path(), 0, vec![ro(&debs), ro(&deb_dir())]).await;
     let root = lab.spec.root("server-1");
     let m = lab.machine("server-1").unwrap();
 
@@ -412,7 +417,7 @@ fn changed(out: &bounded::Output) -> u32 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_ansible_role_installs_configures_and_runs_the_actuator_and_switches_through_promote_local_and_demote_local()
+async fn the_ansible_role_installs_configures_and_runs_the_actuator_and_promotes_an_agent_through_promote_local()
  {
     let deb = actuator_deb();
     let ansible = ansible_playbook();
@@ -426,19 +431,22 @@ async fn the_ansible_role_installs_configures_and_runs_the_actuator_and_switches
         .and_then(Path::parent)
         .unwrap()
         .to_path_buf();
-    let lab = k3s_server(
+    let writable = Bind {
+        read_only: false,
+        ..ro(&work)
+    };
+    let lab = k3s_lab(
         dir.path(),
-        vec![ro(&deb_dir()), ro(&roles), ro(&venv), {
-            let mut b = ro(&work);
-            b.read_only = false;
-            b
-        }],
+        1,
+        vec![ro(&deb_dir()), ro(&roles), ro(&venv), writable],
     )
     .await;
-    let root = lab.spec.root("server-1");
-    let m = lab.machine("server-1").unwrap();
-    wait_active(m, "k3s", QUICK);
-    let k3s_run = prop(m, "k3s", "InvocationID");
+    // The agent: the role installs there, then promotes it to a server.
+    let host = "agent-1";
+    let root = lab.spec.root(host);
+    let m = lab.machine(host).unwrap();
+    wait_active(m, "k3s-agent", QUICK);
+    let agent_run = prop(m, "k3s-agent", "InvocationID");
     // What apt's own install makes on a real host; the lab's root starts empty.
     inside(
         m,
@@ -452,8 +460,8 @@ async fn the_ansible_role_installs_configures_and_runs_the_actuator_and_switches
     );
 
     // The role's variables, from the settings the lab's actuator runs with.
-    let want: toml::Table = lab.actuator_settings("server-1").unwrap().parse().unwrap();
-    let token = fs::read_to_string(lab.token_file("server-1")).unwrap();
+    let want: toml::Table = lab.actuator_settings(host).unwrap().parse().unwrap();
+    let token = fs::read_to_string(lab.token_file(host)).unwrap();
     let mut settings = want.clone();
     for k in ["node", "api", "ca_file", "token_file"] {
         settings.remove(k);
@@ -482,29 +490,33 @@ async fn the_ansible_role_installs_configures_and_runs_the_actuator_and_switches
         fs::write(
             &f,
             format!(
-                "- hosts: all\n  gather_facts: false\n  tasks:\n    - ansible.builtin.include_role:\n        name: fleet_role_actuator\n        tasks_from: {name}\n      vars:\n        fleet_role_actuator_join: \"{join}\"\n        fleet_role_actuator_lock_timeout_secs: 5\n"
+                "- hosts: all\n  gather_facts: false\n  tasks:\n    - ansible.builtin.include_role:\n        name: fleet_role_actuator\n        tasks_from: {name}\n      vars:\n        fleet_role_actuator_join: \"{join}\"\n        fleet_role_actuator_lock_timeout_secs: 5\n        fleet_role_actuator_switch_timeout_secs: 600\n"
             ),
         )
         .unwrap();
         f
     };
+    let role_file = || fs::read_to_string(root.join(ROLE_FILE)).unwrap();
 
-    // The install: the package (its preinst names the running server), the
+    // The install: the package (its preinst names the running agent), the
     // settings from the template, the token 0600, the watcher running.
     let first = playbook(m, &ansible, &roles, &site, false);
     assert!(
         !first.stdout.contains(token.trim()),
         "the token is never shown"
     );
+    assert_eq!(role_file(), "agent\n");
+    let read_settings = || -> toml::Table {
+        fs::read_to_string(root.join("etc/fleet-role/actuator.toml"))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
     assert_eq!(
-        fs::read_to_string(root.join(ROLE_FILE)).unwrap(),
-        "server\n"
+        read_settings(),
+        want,
+        "the template writes the settings given"
     );
-    let got: toml::Table = fs::read_to_string(root.join("etc/fleet-role/actuator.toml"))
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert_eq!(got, want, "the template writes the settings given");
     let mode = |p: &str| fs::metadata(root.join(p)).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode("etc/fleet-role/actuator.toml"), 0o640);
     assert_eq!(mode("etc/fleet-role/token"), 0o600);
@@ -515,9 +527,9 @@ async fn the_ansible_role_installs_configures_and_runs_the_actuator_and_switches
     wait_active(m, "fleet-role-actuator", QUICK);
     assert_eq!(prop(m, "fleet-role-actuator", "UnitFileState"), "enabled");
     assert_eq!(
-        prop(m, "k3s", "InvocationID"),
-        k3s_run,
-        "k3s was not restarted"
+        prop(m, "k3s-agent", "InvocationID"),
+        agent_run,
+        "the agent was not restarted"
     );
 
     // Run again, nothing changes.
@@ -542,58 +554,69 @@ async fn the_ansible_role_installs_configures_and_runs_the_actuator_and_switches
         "{}",
         third.stdout
     );
-    let got: toml::Table = fs::read_to_string(root.join("etc/fleet-role/actuator.toml"))
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert_eq!(got["resync_secs"].as_integer(), Some(3));
+    assert_eq!(read_settings()["resync_secs"].as_integer(), Some(3));
     wait_active(m, "fleet-role-actuator", QUICK);
     assert_ne!(prop(m, "fleet-role-actuator", "InvocationID"), watcher_run);
 
-    // The promotion and demotion entry points run the actuator's own
-    // switches; in check mode with its --check: the plan, nothing changed.
-    for (name, command, planned) in [
-        (
-            "promote",
-            format!("fleet-role-actuator promote-local --join {join} --check"),
-            "write /etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml",
-        ),
-        (
-            "demote",
-            "fleet-role-actuator demote-local --check".to_string(),
-            "systemctl stop k3s (queued, then confirmed)",
-        ),
+    // The promotion: in check mode, the actuator's --check shows the plan
+    // and nothing changes; then for real, the agent becomes a server that
+    // joins server-1 (a learner, then a voter: its k3s is active only then).
+    let check = playbook(m, &ansible, &roles, &switch("promote"), true);
+    let command = format!("fleet-role-actuator promote-local --join {join}");
+    for want in [
+        format!("{command} --check"),
+        "\"write /etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml\"".to_string(),
     ] {
-        let out = playbook(m, &ansible, &roles, &switch(name), true);
-        assert!(
-            out.stdout.contains(&command),
-            "{name} runs `{command}`:\n{}",
-            out.stdout
-        );
-        assert!(
-            out.stdout.contains(&format!("\"{planned}\"")),
-            "{name} shows the actuator's plan ({planned}):\n{}",
-            out.stdout
-        );
-        assert_eq!(changed(&out), 1, "the plan is a change to come");
+        assert!(check.stdout.contains(&want), "{want}:\n{}", check.stdout);
     }
+    assert_eq!(changed(&check), 1, "the plan is a change to come");
+    assert_eq!(role_file(), "agent\n");
+    assert_eq!(
+        prop(m, "k3s-agent", "InvocationID"),
+        agent_run,
+        "a check changes nothing"
+    );
+    let t = Instant::now();
+    let promoted = playbook(m, &ansible, &roles, &switch("promote"), false);
+    eprintln!(
+        "the promotion through the role took {:.0}s",
+        t.elapsed().as_secs_f32()
+    );
+    assert!(promoted.stdout.contains(&command), "{}", promoted.stdout);
+    assert!(!promoted.stdout.contains(&format!("{command} --check")));
+    assert_eq!(changed(&promoted), 1);
+    assert_eq!(role_file(), "server\n");
+    assert_eq!(m.active_state("k3s").unwrap(), "active");
+    assert_eq!(m.active_state("k3s-agent").unwrap(), "inactive");
+    assert_eq!(prop(m, "k3s-agent", "UnitFileState"), "disabled");
     assert!(
-        !root
-            .join("etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml")
+        root.join("etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml")
             .exists()
     );
+
+    let (_, members) = etcd_gw::member_list(&LabSpec::etcd_url(lab.spec.hosts[0].ip))
+        .await
+        .unwrap();
+    assert_eq!(members.len(), 2, "{members:?}");
     assert!(
-        root.join("var/lib/rancher/k3s/server/db/etcd/member")
-            .is_dir()
+        members.iter().all(|m| !m.is_learner),
+        "both vote: {members:?}"
     );
-    assert_eq!(
-        fs::read_to_string(root.join(ROLE_FILE)).unwrap(),
-        "server\n"
-    );
-    assert_eq!(m.active_state("k3s").unwrap(), "active");
+
+    // The demotion, in check mode: the plan stops the server it now is.
+    let k3s_run = prop(m, "k3s", "InvocationID");
+    let check = playbook(m, &ansible, &roles, &switch("demote"), true);
+    for want in [
+        "fleet-role-actuator demote-local --check",
+        "\"systemctl stop k3s (queued, then confirmed)\"",
+    ] {
+        assert!(check.stdout.contains(want), "{want}:\n{}", check.stdout);
+    }
+    assert_eq!(changed(&check), 1, "the plan is a change to come");
+    assert_eq!(role_file(), "server\n");
     assert_eq!(
         prop(m, "k3s", "InvocationID"),
         k3s_run,
-        "nothing was switched"
+        "a check changes nothing"
     );
 }
