@@ -179,6 +179,20 @@ fn wait_active(m: &Machine, unit: &str, bound: Duration) {
     }
 }
 
+/// Polls until `unit` runs again (active, in an invocation other than
+/// `before`), at most `bound`.
+fn wait_restarted(m: &Machine, unit: &str, before: &str, bound: Duration) {
+    let start = Instant::now();
+    while prop(m, unit, "InvocationID") == before {
+        assert!(
+            start.elapsed() < bound,
+            "{unit} was not restarted within {bound:?}"
+        );
+        thread::sleep(Duration::from_millis(300));
+    }
+    wait_active(m, unit, bound);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_actuator_package_installs_on_a_running_k3s_server_and_upgrades_and_purges_with_k3s_active_throughout()
  {
@@ -326,10 +340,10 @@ async fn the_actuator_package_installs_on_a_running_k3s_server_and_upgrades_and_
         .text(),
         version
     );
-    // The running watcher was restarted onto the new package, with the
-    // operator's settings kept (a conffile).
-    wait_active(m, "fleet-role-actuator", QUICK);
-    assert_ne!(prop(m, "fleet-role-actuator", "InvocationID"), watcher_run);
+    // The running watcher was restarted onto the new package (the restart
+    // is queued, so it may not have begun yet), with the operator's
+    // settings kept (a conffile).
+    wait_restarted(m, "fleet-role-actuator", &watcher_run, QUICK);
     assert_eq!(
         fs::read_to_string(root.join("etc/fleet-role/actuator.toml")).unwrap(),
         lab.actuator_settings("server-1").unwrap()
@@ -555,8 +569,7 @@ async fn the_ansible_role_installs_configures_and_runs_the_actuator_and_promotes
         third.stdout
     );
     assert_eq!(read_settings()["resync_secs"].as_integer(), Some(3));
-    wait_active(m, "fleet-role-actuator", QUICK);
-    assert_ne!(prop(m, "fleet-role-actuator", "InvocationID"), watcher_run);
+    wait_restarted(m, "fleet-role-actuator", &watcher_run, QUICK);
 
     // The promotion: in check mode, the actuator's --check shows the plan
     // and nothing changes; then for real, the agent becomes a server that
