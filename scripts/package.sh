@@ -19,6 +19,8 @@ rm -rf target/manpages
 target/debug/fleet-role-manpages target/manpages
 
 mkdir -p target/debian
+# Only what this run builds: the install test takes the package it finds here.
+rm -f target/debian/*.deb
 for crate in actuator controller; do
   cargo deb --no-build --quiet -p "$crate" --output target/debian/ >/dev/null
 done

@@ -152,6 +152,9 @@ pub struct MachineSpec {
     pub launcher: PathBuf,
     /// When a boot counts as done.
     pub up_when: UpWhen,
+    /// `/usr` and dpkg's database writable, so that packages can be
+    /// installed inside (see [`MachineSpec::with_writable_usr`]).
+    pub writable_usr: bool,
 }
 
 /// When a boot counts as done.
@@ -226,7 +229,20 @@ impl MachineSpec {
             binds,
             launcher: launcher.to_path_buf(),
             up_when: UpWhen::default(),
+            writable_usr: false,
         }
+    }
+
+    /// Makes `/usr` and `/var/lib/dpkg` writable inside the host: `/usr` an
+    /// overlay whose upper directory is `ROOT/usr` over this machine's own,
+    /// dpkg's database a copy of this machine's (`ROOT/var/lib/dpkg`, made
+    /// at the first boot). `dpkg -i` inside then installs into the host
+    /// alone; this machine's `/usr` and package database are never written.
+    /// The host starts knowing every package this machine has (a package's
+    /// `Depends` on systemd or libc are met).
+    pub fn with_writable_usr(mut self) -> MachineSpec {
+        self.writable_usr = true;
+        self
     }
 
     /// A stable machine id (so the persistent journal keeps one directory
@@ -277,10 +293,25 @@ impl MachineSpec {
         // it and the units name it) over the machine's: /usr is read-only in
         // a volatile machine, so a bind cannot make a new file there, but a
         // read-only overlay of the two directories can.
-        a.push(format!(
-            "--overlay-ro=/usr/bin:{}:/usr/bin",
-            self.root.join("usr/bin").display()
-        ));
+        if self.writable_usr {
+            // A writable overlay (nspawn makes its work directory beside the
+            // upper one); ROOT/usr/bin is the upper's bin. dpkg's database is
+            // a bind of the copy: nspawn cannot make an overlay's mount point
+            // under a /var/lib that does not exist yet, as it does a bind's.
+            a.push(format!(
+                "--overlay=/usr:{}:/usr",
+                self.root.join("usr").display()
+            ));
+            a.push(format!(
+                "--bind={}:/var/lib/dpkg",
+                self.root.join("var/lib/dpkg").display()
+            ));
+        } else {
+            a.push(format!(
+                "--overlay-ro=/usr/bin:{}:/usr/bin",
+                self.root.join("usr/bin").display()
+            ));
+        }
         for b in &self.binds {
             let flag = if b.read_only { "--bind-ro" } else { "--bind" };
             a.push(format!(
@@ -364,6 +395,44 @@ fn console_tail(path: &Path) -> String {
     String::from_utf8_lossy(&s).into_owned()
 }
 
+/// Copies this machine's dpkg database to the host's `ROOT/var/lib/dpkg`
+/// unless it is there (from an earlier boot of the host): `cp -a` (owners,
+/// modes and times as they are), into a temporary name first, so a copy cut
+/// short is made again at the next boot rather than taken for a database;
+/// without `statoverride`'s entries.
+fn copy_dpkg_database(spec: &MachineSpec) -> Result<()> {
+    let dest = spec.root.join("var/lib/dpkg");
+    if dest.join("status").exists() {
+        return Ok(());
+    }
+    let prep = |path: &Path, e: io::Error| Error::Prepare {
+        name: spec.name.clone(),
+        path: path.to_path_buf(),
+        source: e,
+    };
+    let tmp = spec.root.join("var/lib/dpkg.copying");
+    let _ = fs::remove_dir_all(&tmp);
+    if let Some(parent) = tmp.parent() {
+        fs::create_dir_all(parent).map_err(|e| prep(parent, e))?;
+    }
+    let _ = fs::remove_dir_all(&dest);
+    bounded::run_ok(
+        Command::new("cp").arg("-a").arg("/var/lib/dpkg").arg(&tmp),
+        Duration::from_secs(120),
+    )
+    .map_err(|source| Error::Exec {
+        name: spec.name.clone(),
+        source,
+    })?;
+    // The overrides name this machine's users and groups (ssl-cert), which
+    // the host's /etc (systemd-sysusers' at boot) may lack, and dpkg stops
+    // at an unknown one. They are for this machine's own files, which the
+    // host never unpacks again.
+    let overrides = tmp.join("statoverride");
+    fs::write(&overrides, "").map_err(|e| prep(&overrides, e))?;
+    fs::rename(&tmp, &dest).map_err(|e| prep(&dest, e))
+}
+
 /// The children of a process with the given command name.
 fn children_named(parent: u32, comm: &str) -> Vec<u32> {
     let mut v = Vec::new();
@@ -408,6 +477,9 @@ impl Machine {
         }
         let usr_bin = spec.root.join("usr/bin");
         fs::create_dir_all(&usr_bin).map_err(|e| prep(&usr_bin, e))?;
+        if spec.writable_usr {
+            copy_dpkg_database(&spec)?;
+        }
         let jconf = spec
             .root
             .join("etc/systemd/journald.conf.d/50-fleet-role-lab.conf");
@@ -872,6 +944,25 @@ mod tests {
         }
         let dashes = a.iter().position(|x| x == "--").unwrap();
         assert_eq!(a[dashes - 1], "-b", "systemd's arguments follow -b --");
+        assert!(
+            !a.iter().any(|x| x.starts_with("--overlay=")),
+            "nothing of this machine's is writable: {a:?}"
+        );
+    }
+
+    #[test]
+    fn a_host_for_packages_writes_usr_and_dpkgs_database_into_its_own_root_only() {
+        let a = spec().with_writable_usr().nspawn_args();
+        for want in [
+            "--overlay=/usr:/lab/hosts/server-1/usr:/usr",
+            "--bind=/lab/hosts/server-1/var/lib/dpkg:/var/lib/dpkg",
+        ] {
+            assert!(a.iter().any(|x| x == want), "{want} missing from {a:?}");
+        }
+        assert!(
+            !a.iter().any(|x| x.starts_with("--overlay-ro=/usr/bin")),
+            "the read-only /usr/bin overlay would hide the writable one: {a:?}"
+        );
     }
 
     #[test]

@@ -49,6 +49,24 @@ pub struct Options {
     pub bins: Bins,
 }
 
+/// How fleet-role gets onto a lab's hosts.
+#[derive(Debug, Clone, Default)]
+pub enum FleetRole {
+    /// Laid out from the checkout: its units and drop-ins from `deploy/`,
+    /// the built actuator where the package puts it, its settings and role
+    /// file, the actuator enabled. A lab to run swaps on.
+    #[default]
+    Laid,
+    /// Not at all: each host runs k3s only, with `/usr` and dpkg's database
+    /// writable ([`MachineSpec::with_writable_usr`]) and no role file, so a
+    /// test installs the package as an operator does. Each host's CA and
+    /// token are written ([`SystemdLab::token_file`]) but not put in place.
+    FromPackage {
+        /// More directories bound into every host (what the installer reads).
+        binds: Vec<Bind>,
+    },
+}
+
 /// A running lab on real systemd. Fields drop in order: the hosts are
 /// powered off before their network goes.
 pub struct SystemdLab {
@@ -56,6 +74,7 @@ pub struct SystemdLab {
     net: LabNet,
     /// The lab's description (hosts at `198.18.K.N`).
     pub spec: LabSpec,
+    fleet_role: FleetRole,
 }
 
 fn block<T>(f: impl FnOnce() -> T) -> T {
@@ -84,6 +103,15 @@ impl SystemdLab {
     /// then the first server (`cluster-init`), the joining servers one at a
     /// time (each a learner, then a voter), the agents, and the actuators.
     pub async fn up(o: Options, say: &dyn Fn(&str)) -> anyhow::Result<SystemdLab> {
+        SystemdLab::up_with(o, FleetRole::Laid, say).await
+    }
+
+    /// [`SystemdLab::up`], with fleet-role put on the hosts as `fleet_role` says.
+    pub async fn up_with(
+        o: Options,
+        fleet_role: FleetRole,
+        say: &dyn Fn(&str),
+    ) -> anyhow::Result<SystemdLab> {
         if o.servers == 0 {
             bail!("a lab needs at least one server");
         }
@@ -124,13 +152,15 @@ impl SystemdLab {
         )?;
         spec.save()?;
         let first = spec.hosts[0].clone();
+        let laid = matches!(fleet_role, FleetRole::Laid);
         for h in &spec.hosts {
-            lay_out_host(&spec, h, &first)?;
+            lay_out_host(&spec, h, &first, laid)?;
         }
         let mut lab = SystemdLab {
             machines: BTreeMap::new(),
             net,
             spec,
+            fleet_role,
         };
         // On an error from here `lab` is dropped: hosts off, network gone.
         let bin_dir = o.bins.lab.parent().context("a bin dir")?.to_path_buf();
@@ -160,6 +190,10 @@ impl SystemdLab {
                 read_only: false,
             });
             ms.binds.extend(extra.iter().cloned());
+            if let FleetRole::FromPackage { binds } = &lab.fleet_role {
+                ms.binds.extend(binds.iter().cloned());
+                ms = ms.with_writable_usr();
+            }
             ms.up_when = UpWhen::Running;
             let start = Instant::now();
             let m = block(|| Machine::boot(ms, BOOT))?;
@@ -192,11 +226,7 @@ impl SystemdLab {
         // Each host its own identity, as `fleet-role enroll` makes it.
         for h in &spec.hosts {
             let token = world::actuator_token(&apis, &h.name).await?;
-            world::write(
-                &spec.root(&h.name).join("etc/fleet-role/token"),
-                token.expose_secret(),
-                0o600,
-            )?;
+            world::write(&self.token_file(&h.name), token.expose_secret(), 0o600)?;
         }
         for h in spec.hosts.iter().skip(1) {
             match h.role {
@@ -226,7 +256,9 @@ impl SystemdLab {
         }
         for h in &spec.hosts {
             world::mark_eligible(&apis, &h.name).await?;
-            self.enable_now(&h.name, "fleet-role-actuator")?;
+            if matches!(self.fleet_role, FleetRole::Laid) {
+                self.enable_now(&h.name, "fleet-role-actuator")?;
+            }
         }
         world::write_kubeconfig(spec)?;
         say(&format!(
@@ -285,6 +317,31 @@ impl SystemdLab {
         Ok(())
     }
 
+    /// Where host `host`'s actuator token is, on this machine: its
+    /// `/etc/fleet-role/token` in a lab that lays fleet-role out; beside its
+    /// root (not seen inside) in one that leaves it to the package, as
+    /// `fleet-role enroll` leaves `NODE.token` on the admin's machine.
+    pub fn token_file(&self, host: &str) -> PathBuf {
+        let root = self.spec.root(host);
+        match self.fleet_role {
+            FleetRole::Laid => root.join("etc/fleet-role/token"),
+            FleetRole::FromPackage { .. } => root.join(format!("{host}.token")),
+        }
+    }
+
+    /// Host `host`'s `/etc/fleet-role/actuator.toml`: its Node, every
+    /// server's API, the lab's CA (`/etc/fleet-role/ca.crt`, written on
+    /// every host), its token file and the lab's short timings.
+    pub fn actuator_settings(&self, host: &str) -> anyhow::Result<String> {
+        let h = self
+            .spec
+            .hosts
+            .iter()
+            .find(|h| h.name == host)
+            .with_context(|| format!("no host {host} in this lab"))?;
+        Ok(actuator_settings(&self.spec, h))
+    }
+
     /// A host's machine.
     pub fn machine(&self, host: &str) -> anyhow::Result<&Machine> {
         self.machines
@@ -300,11 +357,15 @@ impl SystemdLab {
 
 /// A host's root: the units, the k3s stand-in as `/usr/local/bin/k3s`, the
 /// actuator, k3s's config, the actuator's settings and the role file.
-fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec) -> anyhow::Result<()> {
+/// Without `laid`, nothing of fleet-role's but the CA: no units, actuator,
+/// settings or role file.
+fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec, laid: bool) -> anyhow::Result<()> {
     let root = spec.root(&h.name);
     let sys = root.join("etc/systemd/system");
     units::write_k3s_units(&sys)?;
-    units::write_fleet_role_units(&units::deploy_dir(), &sys)?;
+    if laid {
+        units::write_fleet_role_units(&units::deploy_dir(), &sys)?;
+    }
     // exec keeps the pid: the stand-in is the unit's main process, so its
     // READY=1 counts (NotifyAccess=main). The same environment for the
     // actuator's `k3s etcd-snapshot save`.
@@ -318,11 +379,13 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec) -> anyhow::Resul
         ),
         0o755,
     )?;
-    // Where the package puts it (the units and drop-ins name /usr/bin).
-    let link = root.join("usr/bin/fleet-role-actuator");
-    fs::create_dir_all(root.join("usr/bin"))?;
-    let _ = fs::remove_file(&link);
-    std::os::unix::fs::symlink(&spec.actuator, &link)?;
+    if laid {
+        // Where the package puts it (the units and drop-ins name /usr/bin).
+        let link = root.join("usr/bin/fleet-role-actuator");
+        fs::create_dir_all(root.join("usr/bin"))?;
+        let _ = fs::remove_file(&link);
+        std::os::unix::fs::symlink(&spec.actuator, &link)?;
+    }
     let mut config = format!(
         "node-name: {}\nnode-ip: {}\ntoken: \"{K3S_TOKEN}\"\n",
         h.name, h.ip
@@ -333,11 +396,6 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec) -> anyhow::Resul
         config.push_str(&format!("server: \"{}\"\n", LabSpec::api_url(first.ip)));
     }
     world::write(&root.join("etc/rancher/k3s/config.yaml"), &config, 0o600)?;
-    let api: Vec<String> = spec
-        .all_api_urls()
-        .iter()
-        .map(|u| format!("\"{u}\""))
-        .collect();
     // The CA beside the settings, as an operator installs it: the unit has
     // PrivateTmp=yes, so a lab directory under /tmp is not visible to it.
     fs::create_dir_all(root.join("etc/fleet-role"))?;
@@ -345,19 +403,35 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec) -> anyhow::Resul
         spec.pki_dir().join("ca.crt"),
         root.join("etc/fleet-role/ca.crt"),
     )?;
-    let actuator = format!(
-        "node = \"{}\"\napi = [{}]\nca_file = \"/etc/fleet-role/ca.crt\"\ntoken_file = \"/etc/fleet-role/token\"\netcd_health_url = \"http://{}:{}/health\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
-        h.name,
-        api.join(", "),
-        h.ip,
-        crate::spec::ETCD_METRICS_PORT,
-    );
-    world::write(&root.join("etc/fleet-role/actuator.toml"), &actuator, 0o644)?;
+    fs::create_dir_all(root.join("var/log/k3s"))?;
+    if !laid {
+        return Ok(());
+    }
+    world::write(
+        &root.join("etc/fleet-role/actuator.toml"),
+        &actuator_settings(spec, h),
+        0o644,
+    )?;
     world::write(
         &root.join("var/lib/rancher/k3s/fleet-role"),
         &format!("{}\n", h.role),
         0o644,
     )?;
-    fs::create_dir_all(root.join("var/log/k3s"))?;
     Ok(())
+}
+
+/// A host's actuator settings in the lab (see [`SystemdLab::actuator_settings`]).
+fn actuator_settings(spec: &LabSpec, h: &HostSpec) -> String {
+    let api: Vec<String> = spec
+        .all_api_urls()
+        .iter()
+        .map(|u| format!("\"{u}\""))
+        .collect();
+    format!(
+        "node = \"{}\"\napi = [{}]\nca_file = \"/etc/fleet-role/ca.crt\"\ntoken_file = \"/etc/fleet-role/token\"\netcd_health_url = \"http://{}:{}/health\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
+        h.name,
+        api.join(", "),
+        h.ip,
+        crate::spec::ETCD_METRICS_PORT,
+    )
 }
