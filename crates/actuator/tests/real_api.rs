@@ -602,6 +602,31 @@ async fn a_promotion_reports_started_then_learner_and_finishes_as_a_voter_once_k
 }
 
 #[tokio::test]
+async fn an_idle_actuator_reads_the_lease_only_through_its_watch_by_name() {
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    // A swap of other hosts holds the Lease; nothing is asked of this one.
+    s.admin.take_lease("s9").await;
+    let watcher = s.watch("standby");
+    // Four decisions: the first once both watches have listed, then resyncs.
+    wait_decisions(&watcher, 0, 4).await;
+    assert_eq!(
+        watcher.count_requests("leases/fleet-regrade otel.name=\"get\""),
+        0,
+        "an idle actuator read the Lease by name:\n{}",
+        watcher.log_tail(15)
+    );
+    assert!(
+        watcher.count_requests(
+            "/namespaces/kube-system/leases?&fieldSelector=metadata.name%3Dfleet-regrade"
+        ) >= 1,
+        "it never listed the Lease by name:\n{}",
+        watcher.log_tail(15)
+    );
+    assert!(s.reports.phases("standby").is_empty());
+}
+
+#[tokio::test]
 async fn a_step_refused_for_a_lease_held_for_another_swap_is_not_retried_once_the_lease_is_right() {
     let plane = plane().await;
     let s = Standby::on(&plane, 0).await;
