@@ -288,6 +288,20 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_config_leaves_metrics_off_and_its_example_address_turns_them_on() {
+        let shipped = include_str!("../../../deploy/actuator.toml");
+        let s = Settings::resolve(toml::from_str(shipped).unwrap(), o("n")).unwrap();
+        assert_eq!(s.metrics_address, None);
+        let example = shipped
+            .lines()
+            .find_map(|l| l.strip_prefix("# metrics_address = "))
+            .expect("the shipped config shows metrics_address");
+        let file: FileConfig = toml::from_str(&format!("metrics_address = {example}")).unwrap();
+        let s = Settings::resolve(file, o("n")).unwrap();
+        assert!(s.metrics_address.is_some_and(|a| a.ip().is_loopback()));
+    }
+
+    #[test]
     fn a_metrics_address_turns_the_endpoints_on() {
         let file: FileConfig = toml::from_str("metrics_address = \"127.0.0.1:9465\"").unwrap();
         let s = Settings::resolve(file, o("n")).unwrap();

@@ -72,6 +72,11 @@ impl Metrics {
             "Watch errors after which a watch started again (after a backoff), by watch (node, lease)",
             restarts.clone(),
         );
+        // Both watches' series from the start, at 0, so a rate over them
+        // reads from the first scrape rather than from the first error.
+        for watch in ["node", "lease"] {
+            drop(restarts.get_or_create(&vec![("watch".into(), watch.into())]));
+        }
         Self {
             registry,
             steps,
@@ -153,6 +158,15 @@ mod tests {
             text.contains("fleet_role_actuator_watch_restarts_total{watch=\"lease\"} 1"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn both_watches_restarts_read_zero_from_the_start() {
+        let text = Metrics::new().render();
+        for watch in ["node", "lease"] {
+            let series = format!("fleet_role_actuator_watch_restarts_total{{watch=\"{watch}\"}} 0");
+            assert!(text.contains(&series), "{text}");
+        }
     }
 
     #[test]

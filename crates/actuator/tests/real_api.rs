@@ -626,6 +626,60 @@ async fn an_idle_actuator_reads_the_lease_only_through_its_watch_by_name() {
     assert!(s.reports.phases("standby").is_empty());
 }
 
+/// The log line `watch` prints once its metrics are served.
+const SERVING: &str = "serving /metrics and /healthz on ";
+
+#[tokio::test]
+async fn watch_serves_its_metrics_only_when_an_address_is_set() {
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    s.admin.take_lease("s9").await;
+    let mut off = s.watch("off");
+    wait_decisions(&off, 0, 1).await;
+    assert_eq!(off.count(SERVING), 0, "{}", off.log_tail(15));
+    off.kill();
+
+    let on = Actuator::watch_configured(
+        &s.host,
+        s.work.path(),
+        "on",
+        &s.access,
+        "debug",
+        "metrics_address = \"127.0.0.1:0\"\n",
+    );
+    wait_decisions(&on, 0, 1).await;
+    let log = on.log();
+    let addr: std::net::SocketAddr = log
+        .lines()
+        .find_map(|l| l.split_once(SERVING).map(|(_, a)| a.trim().to_string()))
+        .unwrap_or_else(|| panic!("it does not say where it serves:\n{}", on.log_tail(15)))
+        .parse()
+        .unwrap();
+    let get = |path: &'static str| async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut out = String::new();
+        tokio::time::timeout(Duration::from_secs(30), c.read_to_string(&mut out))
+            .await
+            .expect("an answer within 30 s")
+            .unwrap();
+        out
+    };
+    let metrics = get("/metrics").await;
+    assert!(metrics.starts_with("HTTP/1.1 200 OK\r\n"), "{metrics}");
+    // No step yet: the watches' restarts, at 0, are the series there are.
+    for series in [
+        "fleet_role_actuator_watch_restarts_total{watch=\"node\"} 0",
+        "fleet_role_actuator_watch_restarts_total{watch=\"lease\"} 0",
+    ] {
+        assert!(metrics.contains(series), "no {series} in\n{metrics}");
+    }
+    assert!(get("/healthz").await.starts_with("HTTP/1.1 200 OK\r\n"));
+}
+
 #[tokio::test]
 async fn a_step_refused_for_a_lease_held_for_another_swap_is_not_retried_once_the_lease_is_right() {
     let plane = plane().await;
