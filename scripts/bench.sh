@@ -10,11 +10,19 @@
 #                                  first write, `status`, one decision, and
 #                                  an idle actuator's requests and memory
 #                                  (crates/controller/examples/bench_fleet.rs)
+#   scripts/bench.sh actuator [ARGS]
+#                                  the same over 50 Nodes only, for the idle
+#                                  actuator's line: its requests a minute by
+#                                  verb and resource, and its resident memory
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 FLEET_ROLE_KUBE_APISERVER=$(scripts/build-kube-apiserver.sh)
 export FLEET_ROLE_KUBE_APISERVER
+if [[ ${1:-} == actuator ]]; then
+  shift
+  set -- fleet --sizes 50 "$@"
+fi
 if [[ ${1:-} == fleet ]]; then
   shift
   cargo build --release --quiet -p controller -p actuator -p standins --bins

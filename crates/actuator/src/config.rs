@@ -56,9 +56,10 @@ pub struct FileConfig {
     pub start_wait_secs: Option<u64>,
     /// How long a queued stop waits for its unit to be stopped.
     pub stop_wait_secs: Option<u64>,
-    /// How often the watcher re-reads the Lease and re-decides without a
-    /// Node change.
+    /// How often the watcher decides again without a change.
     pub resync_secs: Option<u64>,
+    /// Where `watch` serves `/metrics` and `/healthz` (off when unset).
+    pub metrics_address: Option<String>,
 }
 
 /// A settings error: one line that names the key or file.
@@ -107,6 +108,8 @@ pub struct Settings {
     pub stop_wait: Duration,
     /// The watcher's resync period.
     pub resync: Duration,
+    /// Where `watch` serves its metrics; `None`: not served.
+    pub metrics_address: Option<std::net::SocketAddr>,
 }
 
 /// Values given by flags or the environment, which win over the file.
@@ -209,6 +212,8 @@ impl Settings {
             file.stop_wait_secs,
             host::switch::DEFAULT_STOP_WAIT.as_secs(),
         )?;
+        let metrics_address =
+            settings::listen_address("metrics_address", file.metrics_address.as_deref())?;
         Ok(Settings {
             node,
             root: layer(o.root, file.root).unwrap_or_else(|| PathBuf::from("/")),
@@ -231,6 +236,7 @@ impl Settings {
             start_wait,
             stop_wait,
             resync: secs(file.resync_secs.unwrap_or(10).max(1)),
+            metrics_address,
         })
     }
 
@@ -278,6 +284,28 @@ mod tests {
         assert_eq!(s.root, PathBuf::from("/"));
         assert_eq!(s.names, Names::default());
         assert_eq!(s.join_port, 6443);
+        assert_eq!(s.metrics_address, None, "metrics are off by default");
+    }
+
+    #[test]
+    fn the_shipped_config_leaves_metrics_off_and_its_example_address_turns_them_on() {
+        let shipped = include_str!("../../../deploy/actuator.toml");
+        let s = Settings::resolve(toml::from_str(shipped).unwrap(), o("n")).unwrap();
+        assert_eq!(s.metrics_address, None);
+        let example = shipped
+            .lines()
+            .find_map(|l| l.strip_prefix("# metrics_address = "))
+            .expect("the shipped config shows metrics_address");
+        let file: FileConfig = toml::from_str(&format!("metrics_address = {example}")).unwrap();
+        let s = Settings::resolve(file, o("n")).unwrap();
+        assert!(s.metrics_address.is_some_and(|a| a.ip().is_loopback()));
+    }
+
+    #[test]
+    fn a_metrics_address_turns_the_endpoints_on() {
+        let file: FileConfig = toml::from_str("metrics_address = \"127.0.0.1:9465\"").unwrap();
+        let s = Settings::resolve(file, o("n")).unwrap();
+        assert_eq!(s.metrics_address, Some("127.0.0.1:9465".parse().unwrap()));
     }
 
     #[test]
@@ -299,6 +327,7 @@ mod tests {
         assert!(bad("snapshot_timeout_secs = 0", "n").contains("snapshot_timeout_secs"));
         assert!(bad("start_wait_secs = 0", "n").contains("start_wait_secs"));
         assert!(bad("stop_wait_secs = 0", "n").contains("stop_wait_secs"));
+        assert!(bad("metrics_address = \"nowhere\"", "n").contains("metrics_address"));
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod local;
+pub mod metrics;
 pub mod output;
 pub mod report;
 pub mod watch;

@@ -5,13 +5,14 @@
 //! unless the message says a switch stopped part-way).
 #![forbid(unsafe_code)]
 
-use std::process::ExitCode;
+use std::{process::ExitCode, sync::Arc};
 
 use actuator::{
     cli::{ApiArgs, Cli, Command},
     cluster::{self, Candidates},
     config::{FileConfig, Overrides, Settings},
     local::{self, Switch},
+    metrics::Metrics,
     output::{Format, print, print_error},
     report, watch,
 };
@@ -191,7 +192,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .enable_all()
                 .build()?;
             rt.block_on(async {
-                let mut w = watch::Watcher::new(s);
+                let metrics = Arc::new(Metrics::new());
+                // Off unless configured: most hosts need the report alone.
+                if let Some(addr) = s.metrics_address {
+                    let bound = metrics.clone().serve(addr).await?;
+                    tracing::info!("serving /metrics and /healthz on {bound}");
+                }
+                let mut w = watch::Watcher::new(s).with_metrics(metrics);
                 w.run(candidates, shutdown()).await
             })?;
             Ok(ExitCode::SUCCESS)

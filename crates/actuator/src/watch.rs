@@ -1,5 +1,7 @@
-//! The watcher: its own Node, watched (never polled), a decision on every
-//! change and every resync, and the step carried out and reported.
+//! The watcher: its own Node and the regrade Lease, each watched by name
+//! (never polled), a decision on every change of either and on every resync
+//! (from what the watches hold: a Lease lapses with time, not with an
+//! event), and the step carried out and reported.
 //!
 //! The report is the watcher's memory. It is read once per session, kept in
 //! memory after, and written before a step starts, at each milestone and at
@@ -7,22 +9,27 @@
 //! a settled one.
 
 use std::{
+    fmt::Debug,
     future::Future,
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    sync::Arc,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use futures::{StreamExt, pin_mut};
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
-use kube::{Api, Client, runtime::watcher};
+use kube::{
+    Api, Client, Resource,
+    runtime::{WatchStreamExt, utils::Backoff, watcher},
+};
 use protocol::{
-    Decision, HostState, NodeName, Observation, Phase, Report, Step, SwapId, decide,
+    Decision, HostState, LeaseFacts, NodeName, Observation, Phase, Report, Step, SwapId, decide,
     decide::JoinTarget,
     names::LEASE_NAMESPACE,
     report::{Detail, ReportStep},
 };
 use tracing::{debug, info, warn};
 
-use crate::{cluster::Candidates, config::Settings, report};
+use crate::{cluster::Candidates, config::Settings, metrics::Metrics, report};
 
 fn now() -> i64 {
     SystemTime::now()
@@ -57,6 +64,11 @@ pub struct Watcher {
     settings: Settings,
     host: host::Host,
     node: Option<Node>,
+    /// The regrade Lease as its watch last showed it (`None`: absent).
+    lease: Option<LeaseFacts>,
+    /// Whether this session's Lease watch has listed: no decision is made
+    /// before, as an absent Lease and an unknown one are not the same.
+    lease_listed: bool,
     report: Option<Report>,
     report_loaded: bool,
     /// A report that could not be written yet; retried first thing.
@@ -67,6 +79,7 @@ pub struct Watcher {
     expiry_warned: Option<std::time::Instant>,
     /// The step whose host part runs now, in its own task.
     running: Option<Running>,
+    metrics: Arc<Metrics>,
 }
 
 /// A step whose host part runs in a blocking task of its own, under a
@@ -77,6 +90,8 @@ struct Running {
     step: Step,
     /// The report's milestone when the host part started.
     detail: Option<Detail>,
+    /// When the host part started (its duration's metric).
+    started: Instant,
     budget: host::Budget,
     task: tokio::task::JoinHandle<Result<Option<String>, StepEnd>>,
 }
@@ -167,6 +182,8 @@ impl Watcher {
             settings,
             host,
             node: None,
+            lease: None,
+            lease_listed: false,
             report: None,
             report_loaded: false,
             unsent: false,
@@ -174,7 +191,14 @@ impl Watcher {
             last_view: None,
             expiry_warned: None,
             running: None,
+            metrics: Arc::new(Metrics::new()),
         }
+    }
+
+    /// Counts into `metrics` (the ones `/metrics` serves) from now on.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Whether a step's host part runs now.
@@ -233,11 +257,13 @@ impl Watcher {
         }
     }
 
-    /// One session against one API server: watch the Node, decide on each
-    /// change and on each resync tick.
+    /// One session against one API server: watch the Node and the Lease,
+    /// decide on each change and on each resync tick.
     pub async fn session(&mut self, client: Client) -> SessionEnd {
-        // A new session decides on its first Node event whatever it shows.
+        // A new session decides once both watches have listed, whatever
+        // they show.
         self.last_view = None;
+        self.lease_listed = false;
         self.warn_expiry();
         if !self.report_loaded {
             match report::read(&client, &self.settings.names, self.settings.node.as_str()).await {
@@ -251,55 +277,89 @@ impl Watcher {
                 }
             }
         }
-        let nodes: Api<Node> = Api::all(client.clone());
-        let stream = watch_own_node(nodes, self.settings.node.as_str());
-        pin_mut!(stream);
+        let nodes = watch_named(
+            Api::<Node>::all(client.clone()),
+            self.settings.node.as_str(),
+        );
+        let leases = watch_named(
+            Api::<Lease>::namespaced(client.clone(), LEASE_NAMESPACE),
+            &self.settings.names.lease_name,
+        );
+        pin_mut!(nodes, leases);
         let mut tick = tokio::time::interval(self.settings.resync);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut errors = 0u32;
+        // Errors in a row, by watch.
+        let (mut node_errors, mut lease_errors) = (0u32, 0u32);
         loop {
-            tokio::select! {
-                event = stream.next() => match event {
+            let changed = tokio::select! {
+                event = nodes.next() => match event {
                     Some(Ok(node)) => {
-                        errors = 0;
+                        node_errors = 0;
                         // A kubelet heartbeat changes the Node every few seconds
                         // without changing anything fleet-role reads: only a
-                        // change of the view is worth a decision (and its Lease
-                        // read); the resync tick covers the Lease's own changes.
+                        // change of the view is worth a decision.
                         let view = node.as_ref().map(|n| kubeview::node_facts(&self.settings.names, n));
                         let changed = view != self.last_view;
                         self.node = node;
                         self.last_view = view;
-                        if changed && self.evaluate(&client).await.is_err() {
-                            return SessionEnd::ApiTrouble;
-                        }
+                        changed
                     }
                     Some(Err(e)) => {
-                        errors += 1;
-                        warn!(error = %chain(&e), "watch error");
-                        // The watcher relists by itself after a 410 Gone; only
-                        // errors in a row mean the server itself is in trouble.
-                        if errors >= 3 {
+                        if self.watch_failed("node", &e, &mut node_errors) {
                             return SessionEnd::ApiTrouble;
                         }
-                        tokio::time::sleep(Duration::from_millis(300 * u64::from(errors))).await;
+                        false
+                    }
+                    None => return SessionEnd::ApiTrouble,
+                },
+                event = leases.next() => match event {
+                    Some(Ok(lease)) => {
+                        lease_errors = 0;
+                        let facts = lease.map(|l| kubeview::lease_facts(&self.settings.names, &l));
+                        let changed = !self.lease_listed || facts != self.lease;
+                        self.lease = facts;
+                        self.lease_listed = true;
+                        changed
+                    }
+                    Some(Err(e)) => {
+                        if self.watch_failed("lease", &e, &mut lease_errors) {
+                            return SessionEnd::ApiTrouble;
+                        }
+                        false
                     }
                     None => return SessionEnd::ApiTrouble,
                 },
                 _ = tick.tick() => {
                     self.warn_expiry();
-                    if self.node.is_some() && self.evaluate(&client).await.is_err() {
-                        return SessionEnd::ApiTrouble;
-                    }
+                    true
                 }
                 outcome = step_end(&mut self.running), if self.running.is_some() => {
                     let Some(running) = self.running.take() else { continue };
                     if self.conclude(&client, running, outcome).await.is_err() {
                         return SessionEnd::ApiTrouble;
                     }
+                    false
                 }
+            };
+            if changed
+                && self.node.is_some()
+                && self.lease_listed
+                && self.evaluate(&client).await.is_err()
+            {
+                return SessionEnd::ApiTrouble;
             }
         }
+    }
+
+    /// A watch failed: counted and logged; its stream starts it again after
+    /// a backoff ([`WatchBackoff`]). Returns whether the API server itself
+    /// is in trouble (errors in a row; the watcher relists by itself after a
+    /// 410 Gone).
+    fn watch_failed(&self, watch: &str, e: &watcher::Error, in_a_row: &mut u32) -> bool {
+        *in_a_row += 1;
+        self.metrics.watch_restarted(watch);
+        warn!(watch, error = %chain(e), "watch error");
+        *in_a_row >= 3
     }
 
     /// Warns (at most once an hour) while the credential is within
@@ -334,11 +394,6 @@ impl Watcher {
         };
         let names = self.settings.names.clone();
         let view = kubeview::node_facts(&names, &node);
-        let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
-        let lease = leases
-            .get_opt(&names.lease_name)
-            .await?
-            .map(|l| kubeview::lease_facts(&names, &l));
         let join = match (
             view.marks.step_kind(),
             view.marks.join_node.as_deref().map(NodeName::parse),
@@ -349,28 +404,30 @@ impl Watcher {
             }
             _ => JoinTarget::NotLooked,
         };
-        // A role file that exists but cannot be read, or names no valid role,
-        // is not "no role": every switch is refused until it is fixed.
-        let role_file = host::role::read(&self.host.paths);
-        let role_problem = role_file.as_ref().err().map(ToString::to_string);
-        let hs = HostState {
-            role: role_file.ok().flatten(),
-            datastore: self.host.has_datastore(),
-            tombstone: self.host.has_tombstone(),
-            member: self.host.member_name(),
-        };
-        let decision = decide(&Observation {
-            now: now(),
-            node: &view,
-            lease: lease.as_ref(),
-            report: self.report.as_ref(),
-            host: hs,
-            join: &join,
-            identity: &names.controller_identity,
-            skew_margin: self.settings.skew_margin.as_secs() as i64,
-            join_port: self.settings.join_port,
-        });
-        let decision = protocol::decide::with_role_file(decision, role_problem.as_deref());
+        let mut decision = self.decision(&view, &join);
+        if matches!(decision, Decision::Refuse { .. }) {
+            // A refusal is written once and stands, and the Lease's watch may
+            // not have shown yet the Lease the controller took before it
+            // asked for the step (the two watches deliver in no set order):
+            // a refusal is decided on the Lease as the API holds it now.
+            let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
+            self.lease = leases
+                .get_opt(&names.lease_name)
+                .await?
+                .map(|l| kubeview::lease_facts(&names, &l));
+            decision = self.decision(&view, &join);
+        }
+        // One line per decision at debug level: what a resync or a watch
+        // event led to (no request is made for it).
+        debug!(
+            decision = match &decision {
+                Decision::Nothing => "nothing",
+                Decision::Wait { .. } => "wait",
+                Decision::Refuse { .. } => "refuse",
+                Decision::Take { .. } => "take",
+            },
+            "decided"
+        );
         if let Some(running) = &self.running {
             match &decision {
                 Decision::Take { swap, step, .. } if running.is(swap, step) => return Ok(()),
@@ -386,6 +443,8 @@ impl Watcher {
                     );
                     if let Some(r) = self.running.take() {
                         r.budget.cancel();
+                        self.metrics
+                            .step_ended(r.step.report_step().as_str(), "cancelled");
                         if tokio::time::timeout(CANCEL_GRACE, r.task).await.is_err() {
                             warn!(
                                 "the cancelled step has not ended yet; the next one waits for the host lock"
@@ -416,12 +475,40 @@ impl Watcher {
                     step = step.as_str(),
                     "refused: {reason}"
                 );
+                self.metrics.step_ended(step.as_str(), "refused");
                 let r = Report::next(self.report.as_ref(), swap, step, Phase::Refused, now())
                     .with_reason(reason);
                 self.record(client, r).await
             }
             Decision::Take { swap, step, resume } => self.take(client, swap, step, resume).await,
         }
+    }
+
+    /// The decision on the Node's `view` and the Lease as held, with the
+    /// host as it is now.
+    fn decision(&self, view: &protocol::NodeFacts, join: &JoinTarget) -> Decision {
+        // A role file that exists but cannot be read, or names no valid role,
+        // is not "no role": every switch is refused until it is fixed.
+        let role_file = host::role::read(&self.host.paths);
+        let role_problem = role_file.as_ref().err().map(ToString::to_string);
+        let hs = HostState {
+            role: role_file.ok().flatten(),
+            datastore: self.host.has_datastore(),
+            tombstone: self.host.has_tombstone(),
+            member: self.host.member_name(),
+        };
+        let decision = decide(&Observation {
+            now: now(),
+            node: view,
+            lease: self.lease.as_ref(),
+            report: self.report.as_ref(),
+            host: hs,
+            join,
+            identity: &self.settings.names.controller_identity,
+            skew_margin: self.settings.skew_margin.as_secs() as i64,
+            join_port: self.settings.join_port,
+        });
+        protocol::decide::with_role_file(decision, role_problem.as_deref())
     }
 
     async fn send(&mut self, client: &Client) -> Result<(), kube::Error> {
@@ -502,6 +589,7 @@ impl Watcher {
             swap,
             step,
             detail,
+            started: Instant::now(),
             budget,
             task,
         });
@@ -517,9 +605,22 @@ impl Watcher {
         outcome: Result<Option<String>, StepEnd>,
     ) -> Result<(), kube::Error> {
         let Running {
-            swap, step, detail, ..
+            swap,
+            step,
+            detail,
+            started,
+            ..
         } = running;
         let rstep = step.report_step();
+        self.metrics.step_took(rstep.as_str(), started.elapsed());
+        self.metrics.step_ended(
+            rstep.as_str(),
+            match &outcome {
+                Ok(_) => "done",
+                Err(StepEnd::Stopped(_)) => "stopped",
+                Err(StepEnd::Failed(_)) => "failed",
+            },
+        );
         let host_outcome = match outcome {
             Ok(o) => o,
             Err(StepEnd::Stopped(reason)) => {
@@ -576,10 +677,11 @@ impl Watcher {
     }
 }
 
-/// The server ends each watch of the own Node after this many seconds, and
-/// the watcher resumes it from where it was. It must be shorter than the
-/// client's read timeout ([`crate::cluster::READ_TIMEOUT`]), or a healthy but
-/// quiet watch would fail as if its API server had hung.
+/// The server ends each watch (the own Node's, the Lease's) after this many
+/// seconds, and the watcher resumes it from where it was: an idle actuator's
+/// only requests. It must be shorter than the client's read timeout
+/// ([`crate::cluster::READ_TIMEOUT`]), or a healthy but quiet watch would
+/// fail as if its API server had hung.
 pub const WATCH_TIMEOUT_SECS: u32 = 20;
 
 /// The end of the running step's task (pending for ever when none runs;
@@ -593,36 +695,66 @@ async fn step_end(running: &mut Option<Running>) -> Result<Option<String>, StepE
     }
 }
 
-/// The own Node, watched by name: `Some` when it is listed, added or changed,
-/// `None` when it is deleted or missing from a (re)list. This is kube's
-/// `watch_object`, with the server-side timeout [`WATCH_TIMEOUT_SECS`], which
-/// `watch_object` does not let one set.
-fn watch_own_node(
-    nodes: Api<Node>,
+/// One object watched by name (a field selector on `metadata.name`, which
+/// the actuator's role allows for just that name): `Some` when it is listed,
+/// added or changed, `None` when it is deleted or missing from a (re)list.
+/// This is kube's `watch_object`, with the server-side timeout
+/// [`WATCH_TIMEOUT_SECS`], which `watch_object` does not let one set, and a
+/// [`WatchBackoff`] after each error.
+fn watch_named<K>(
+    api: Api<K>,
     name: &str,
-) -> impl futures::Stream<Item = Result<Option<Node>, watcher::Error>> + Send + use<> {
+) -> impl futures::Stream<Item = Result<Option<K>, watcher::Error>> + Send + use<K>
+where
+    K: Resource + Clone + Debug + serde::de::DeserializeOwned + Send + 'static,
+{
     let config = watcher::Config::default()
         .fields(&format!("metadata.name={name}"))
         .timeout(WATCH_TIMEOUT_SECS);
     let mut listed = false;
-    watcher::watcher(nodes, config).filter_map(move |event| {
-        let node = match event {
-            Ok(watcher::Event::Init) => {
-                listed = false;
-                None
-            }
-            Ok(watcher::Event::InitApply(node)) => {
-                listed = true;
-                Some(Ok(Some(node)))
-            }
-            Ok(watcher::Event::Apply(node)) => Some(Ok(Some(node))),
-            Ok(watcher::Event::Delete(_)) => Some(Ok(None)),
-            // A (re)list without the Node: it is gone.
-            Ok(watcher::Event::InitDone) => (!listed).then_some(Ok(None)),
-            Err(e) => Some(Err(e)),
-        };
-        futures::future::ready(node)
-    })
+    watcher::watcher(api, config)
+        .backoff(WatchBackoff::default())
+        .filter_map(move |event| {
+            let object = match event {
+                Ok(watcher::Event::Init) => {
+                    listed = false;
+                    None
+                }
+                Ok(watcher::Event::InitApply(o)) => {
+                    listed = true;
+                    Some(Ok(Some(o)))
+                }
+                Ok(watcher::Event::Apply(o)) => Some(Ok(Some(o))),
+                Ok(watcher::Event::Delete(_)) => Some(Ok(None)),
+                // A (re)list without the object: it is gone.
+                Ok(watcher::Event::InitDone) => (!listed).then_some(Ok(None)),
+                Err(e) => Some(Err(e)),
+            };
+            futures::future::ready(object)
+        })
+}
+
+/// The wait before a failed watch starts again: 300 ms more after each
+/// error in a row, up to 6 s; reset by any event. The loop goes on (steps,
+/// the other watch, resyncs, shutdown) while a watch waits.
+#[derive(Debug, Default)]
+struct WatchBackoff {
+    errors: u32,
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        self.errors = (self.errors + 1).min(20);
+        Some(Duration::from_millis(300 * u64::from(self.errors)))
+    }
+}
+
+impl Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.errors = 0;
+    }
 }
 
 /// The host-local part of a step, under the host lock. Returns the snapshot

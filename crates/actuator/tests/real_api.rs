@@ -111,6 +111,10 @@ fn the_matrix() -> Vec<Row> {
         row("watch its own Node by name, as the watcher does", Method::GET,
             &format!("{NODES}?fieldSelector=metadata.name%3Dnode-a&watch=true&timeoutSeconds=1"), true),
         row("get the regrade Lease", Method::GET, &format!("{LEASES}/fleet-regrade"), true),
+        row("list the regrade Lease by name, as the watcher does", Method::GET,
+            &format!("{LEASES}?fieldSelector=metadata.name%3Dfleet-regrade"), true),
+        row("watch the regrade Lease by name, as the watcher does", Method::GET,
+            &format!("{LEASES}?fieldSelector=metadata.name%3Dfleet-regrade&watch=true&timeoutSeconds=1"), true),
         row("get the report ConfigMap", Method::GET, REPORT, true),
         row("server-side apply its own key of the report", Method::PATCH, &own_apply, true)
             .with(APPLY, report_apply("platform", "node-a")),
@@ -132,7 +136,7 @@ fn the_matrix() -> Vec<Row> {
         row("get a Secret in kube-system", Method::GET, "/api/v1/namespaces/kube-system/secrets/a-secret", false),
         row("create a Secret", Method::POST, "/api/v1/namespaces/platform/secrets", false)
             .with(JSON, secret),
-        // Leases: get the regrade Lease by name, nothing else.
+        // Leases: get, list and watch the regrade Lease by name, nothing else.
         row("update the regrade Lease", Method::PUT, &format!("{LEASES}/fleet-regrade"), false)
             .with(JSON, lease.clone()),
         row("merge-patch the regrade Lease", Method::PATCH, &format!("{LEASES}/fleet-regrade"), false)
@@ -144,8 +148,13 @@ fn the_matrix() -> Vec<Row> {
         row("create a Lease", Method::POST, LEASES, false).with(JSON, lease),
         row("get another Lease", Method::GET, &format!("{LEASES}/other-lease"), false),
         row("list Leases in kube-system", Method::GET, LEASES, false),
-        row("watch the regrade Lease", Method::GET,
-            &format!("{LEASES}?fieldSelector=metadata.name%3Dfleet-regrade&watch=true&timeoutSeconds=1"), false),
+        row("watch Leases in kube-system", Method::GET,
+            &format!("{LEASES}?watch=true&timeoutSeconds=1"), false),
+        row("watch another Lease by name", Method::GET,
+            &format!("{LEASES}?fieldSelector=metadata.name%3Dother-lease&watch=true&timeoutSeconds=1"), false),
+        row("list Leases everywhere", Method::GET, "/apis/coordination.k8s.io/v1/leases", false),
+        row("watch the regrade Lease's name in every namespace", Method::GET,
+            "/apis/coordination.k8s.io/v1/leases?fieldSelector=metadata.name%3Dfleet-regrade&watch=true&timeoutSeconds=1", false),
         // ConfigMaps: get and patch the report by name, nothing else.
         row("get another ConfigMap", Method::GET, "/api/v1/namespaces/platform/configmaps/other-config", false),
         row("merge-patch another ConfigMap", Method::PATCH, "/api/v1/namespaces/platform/configmaps/other-config", false)
@@ -372,7 +381,7 @@ async fn the_credential_reads_nodes_and_the_lease_and_patches_its_report_and_not
         wrong.len()
     );
     // The counts pin the table itself: a row dropped or flipped fails here.
-    assert_eq!((allowed, denied), (8, 56), "the matrix's rows changed");
+    assert_eq!((allowed, denied), (10, 59), "the matrix's rows changed");
 
     // Host B's key and the report's metadata are as they were.
     let now = configmaps.get("fleet-role-actuators").await.unwrap();
@@ -548,18 +557,17 @@ impl Standby {
     }
 }
 
-/// A log line of the actuator reading the regrade Lease (kube logs every
-/// request at debug level, with its URL).
-const LEASE_READ: &str = "leases/fleet-regrade otel.name=\"get\"";
+/// The log line of each decision (at debug level).
+const DECIDED: &str = "decided decision=";
 
-/// Waits until the actuator has read the Lease `n` more times than `before`:
-/// it has then decided again, each time on what the API holds now.
-async fn wait_lease_reads(watcher: &Actuator, before: usize, n: usize) {
+/// Waits until the actuator has decided `n` more times than `before`: it
+/// has then decided again, each time on what its watches hold now.
+async fn wait_decisions(watcher: &Actuator, before: usize, n: usize) {
     let started = Instant::now();
-    while watcher.count_requests(LEASE_READ) < before + n {
+    while watcher.count(DECIDED) < before + n {
         assert!(
             started.elapsed() < DEADLINE,
-            "the actuator stopped reading the Lease; log:\n{}",
+            "the actuator stopped deciding; log:\n{}",
             watcher.log_tail(15)
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -594,6 +602,85 @@ async fn a_promotion_reports_started_then_learner_and_finishes_as_a_voter_once_k
 }
 
 #[tokio::test]
+async fn an_idle_actuator_reads_the_lease_only_through_its_watch_by_name() {
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    // A swap of other hosts holds the Lease; nothing is asked of this one.
+    s.admin.take_lease("s9").await;
+    let watcher = s.watch("standby");
+    // Four decisions: the first once both watches have listed, then resyncs.
+    wait_decisions(&watcher, 0, 4).await;
+    assert_eq!(
+        watcher.count_requests("leases/fleet-regrade otel.name=\"get\""),
+        0,
+        "an idle actuator read the Lease by name:\n{}",
+        watcher.log_tail(15)
+    );
+    assert!(
+        watcher.count_requests(
+            "/namespaces/kube-system/leases?&fieldSelector=metadata.name%3Dfleet-regrade"
+        ) >= 1,
+        "it never listed the Lease by name:\n{}",
+        watcher.log_tail(15)
+    );
+    assert!(s.reports.phases("standby").is_empty());
+}
+
+/// The log line `watch` prints once its metrics are served.
+const SERVING: &str = "serving /metrics and /healthz on ";
+
+#[tokio::test]
+async fn watch_serves_its_metrics_only_when_an_address_is_set() {
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    s.admin.take_lease("s9").await;
+    let mut off = s.watch("off");
+    wait_decisions(&off, 0, 1).await;
+    assert_eq!(off.count(SERVING), 0, "{}", off.log_tail(15));
+    off.kill();
+
+    let on = Actuator::watch_configured(
+        &s.host,
+        s.work.path(),
+        "on",
+        &s.access,
+        "debug",
+        "metrics_address = \"127.0.0.1:0\"\n",
+    );
+    wait_decisions(&on, 0, 1).await;
+    let log = on.log();
+    let addr: std::net::SocketAddr = log
+        .lines()
+        .find_map(|l| l.split_once(SERVING).map(|(_, a)| a.trim().to_string()))
+        .unwrap_or_else(|| panic!("it does not say where it serves:\n{}", on.log_tail(15)))
+        .parse()
+        .unwrap();
+    let get = |path: &'static str| async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut out = String::new();
+        tokio::time::timeout(Duration::from_secs(30), c.read_to_string(&mut out))
+            .await
+            .expect("an answer within 30 s")
+            .unwrap();
+        out
+    };
+    let metrics = get("/metrics").await;
+    assert!(metrics.starts_with("HTTP/1.1 200 OK\r\n"), "{metrics}");
+    // No step yet: the watches' restarts, at 0, are the series there are.
+    for series in [
+        "fleet_role_actuator_watch_restarts_total{watch=\"node\"} 0",
+        "fleet_role_actuator_watch_restarts_total{watch=\"lease\"} 0",
+    ] {
+        assert!(metrics.contains(series), "no {series} in\n{metrics}");
+    }
+    assert!(get("/healthz").await.starts_with("HTTP/1.1 200 OK\r\n"));
+}
+
+#[tokio::test]
 async fn a_step_refused_for_a_lease_held_for_another_swap_is_not_retried_once_the_lease_is_right() {
     let plane = plane().await;
     let s = Standby::on(&plane, 0).await;
@@ -615,7 +702,7 @@ async fn a_step_refused_for_a_lease_held_for_another_swap_is_not_retried_once_th
     // The controller now takes the Lease for s1. The refusal stands: what
     // follows is the controller's to decide, with a new swap or step.
     s.admin.take_lease("s1").await;
-    wait_lease_reads(&watcher, watcher.count_requests(LEASE_READ), 3).await;
+    wait_decisions(&watcher, watcher.count(DECIDED), 3).await;
     assert_eq!(s.admin.report("standby").await, Some(refused));
     assert_eq!(s.reports.phases("standby"), [(Phase::Refused, None)]);
     assert!(
@@ -659,7 +746,7 @@ async fn a_step_whose_desired_role_does_not_go_with_it_is_refused_and_changes_no
         refused.reason.as_deref(),
         Some("step-down needs desired-role agent, and the Node asks for server")
     );
-    wait_lease_reads(&watcher, watcher.count_requests(LEASE_READ), 2).await;
+    wait_decisions(&watcher, watcher.count(DECIDED), 2).await;
     let twice = [(Phase::Refused, None), (Phase::Refused, None)];
     assert_eq!(s.reports.phases("standby"), twice);
     assert!(
@@ -753,8 +840,8 @@ async fn the_report_carries_a_step_across_an_actuator_restart_without_repeating_
     first.kill();
 
     let second = s.watch("second");
-    // It reads its report and the Node, and decides (the Lease read shows it).
-    wait_lease_reads(&second, 0, 1).await;
+    // It reads its report, lists the Node and the Lease, and decides.
+    wait_decisions(&second, 0, 1).await;
     let done = s.become_voter(&second).await;
     s.assert_promoted_once(&learner, &done);
     assert_eq!(second.count("step started"), 0, "{}", second.log_tail(15));
@@ -872,10 +959,11 @@ async fn the_watcher_moves_on_from_an_api_server_that_stops_answering() {
     // The controller renews its Lease all along: moving on may take a while.
     let _renewing = s.admin.keep_lease("s1");
     let learner = s.promote_to_learner(&watcher).await;
-    // Two more decisions, so the actuator holds an idle connection to the
-    // first API server beside its watch, as it does most of the time; a
-    // request on it is what would wait forever without a read timeout.
-    wait_lease_reads(&watcher, watcher.count_requests(LEASE_READ), 2).await;
+    // Two more decisions: the actuator holds an idle connection to the
+    // first API server beside its watches (the report's writes left it), as
+    // it does most of the time; a request on it is what would wait forever
+    // without a read timeout.
+    wait_decisions(&watcher, watcher.count(DECIDED), 2).await;
 
     let _frozen = Frozen::apiserver(&plane, 0);
     let done = s.become_voter(&watcher).await;

@@ -1,6 +1,7 @@
 //! The watcher's API traffic against kube's mock service: it watches its own
-//! Node only, gets the regrade Lease by name, and applies its own report key
-//! (server-side apply, its own field manager) and nothing else.
+//! Node and the regrade Lease by name only, and applies its own report key
+//! (server-side apply, its own field manager) and nothing else; idle, it
+//! sends nothing but its watches.
 
 use std::{
     collections::BTreeMap,
@@ -11,6 +12,7 @@ use std::{
 
 use actuator::{
     config::{FileConfig, Overrides, Settings},
+    metrics::Metrics,
     watch::Watcher,
 };
 use http::{Method, Request, Response, StatusCode};
@@ -39,7 +41,30 @@ struct World {
     seen: Vec<(Method, String, String)>,
     /// Watches left open (answering them would end the stream).
     parked: Vec<tower_test::mock::SendResponse<Response<Body>>>,
+    /// Events to send on the next watch of the Lease.
+    lease_events: Vec<Value>,
+    /// Lease watches left open.
+    lease_parked: Vec<tower_test::mock::SendResponse<Response<Body>>>,
 }
+
+/// The lines of a watch's answer: each object `MODIFIED`.
+fn watch_lines(objects: Vec<Value>) -> Response<Body> {
+    let lines: Vec<u8> = objects
+        .into_iter()
+        .flat_map(|o| {
+            let mut l = serde_json::to_vec(&json!({"type":"MODIFIED","object":o})).unwrap();
+            l.push(b'\n');
+            l
+        })
+        .collect();
+    Response::builder()
+        .status(200)
+        .body(Body::from(lines))
+        .unwrap()
+}
+
+/// The Lease's path, as the watcher's lists and watches of it name it.
+const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
 
 type Shared = Arc<Mutex<World>>;
 
@@ -108,20 +133,25 @@ async fn serve(mut handle: tower_test::mock::Handle<Request<Body>, Response<Body
                     w.parked.push(send);
                     continue;
                 }
-                let lines: Vec<u8> = w
-                    .events
-                    .drain(..)
-                    .flat_map(|n| {
-                        let mut l =
-                            serde_json::to_vec(&json!({"type":"MODIFIED","object":n})).unwrap();
-                        l.push(b'\n');
-                        l
-                    })
-                    .collect();
-                Response::builder()
-                    .status(200)
-                    .body(Body::from(lines))
-                    .unwrap()
+                watch_lines(w.events.drain(..).collect())
+            }
+            (Method::GET, LEASES)
+                if query.contains("watch=true")
+                    && query.contains("fieldSelector=metadata.name%3Dfleet-regrade") =>
+            {
+                if w.lease_events.is_empty() {
+                    w.lease_parked.push(send);
+                    continue;
+                }
+                watch_lines(w.lease_events.drain(..).collect())
+            }
+            (Method::GET, LEASES)
+                if query.contains("fieldSelector=metadata.name%3Dfleet-regrade") =>
+            {
+                let items: Vec<Value> = w.lease.clone().into_iter().collect();
+                ok(
+                    &json!({"apiVersion":"coordination.k8s.io/v1","kind":"LeaseList","metadata":{"resourceVersion":"10"},"items":items}),
+                )
             }
             (Method::GET, "/api/v1/nodes") => {
                 let name = query
@@ -173,7 +203,7 @@ fn lease(swap: &str) -> Value {
     let now = jiff_now();
     json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "fleet-regrade", "namespace": "kube-system", "annotations": { format!("{P}/role-swap"): swap }},
+        "metadata": {"name": "fleet-regrade", "namespace": "kube-system", "resourceVersion": "11", "annotations": { format!("{P}/role-swap"): swap }},
         "spec": {"holderIdentity": "fleet-role", "leaseDurationSeconds": 60, "renewTime": now}
     })
 }
@@ -196,16 +226,20 @@ struct Rig {
 }
 
 impl Rig {
+    /// A one-second resync, so a test sees the watcher decide again
+    /// without a change.
     fn new(host: TestHost, world: World) -> Rig {
+        Rig::with(host, world, 1, Arc::new(Metrics::new()))
+    }
+
+    fn with(host: TestHost, world: World, resync_secs: u64, metrics: Arc<Metrics>) -> Rig {
         let world = Arc::new(Mutex::new(world));
         let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(svc, "default");
         tokio::spawn(serve(handle, world.clone()));
-        // A one-second resync, so a test sees the watcher decide again
-        // without a Node change.
         let settings = Settings::resolve(
             FileConfig {
-                resync_secs: Some(1),
+                resync_secs: Some(resync_secs),
                 ..FileConfig::default()
             },
             Overrides {
@@ -216,7 +250,7 @@ impl Rig {
         )
         .unwrap();
         let h = settings.host().with_search_path(host.path_env());
-        let mut watcher = Watcher::with_host(settings, h);
+        let mut watcher = Watcher::with_host(settings, h).with_metrics(metrics);
         let task = tokio::spawn(async move {
             watcher.session(client).await;
         });
@@ -257,6 +291,39 @@ impl Rig {
         }
     }
 
+    /// The controller writes the Lease: the open Lease watch (or the next)
+    /// carries it.
+    fn set_lease(&self, lease: Value) {
+        let mut w = self.world.lock().unwrap();
+        w.lease = Some(lease.clone());
+        match w.lease_parked.pop() {
+            Some(send) => send.send_response(watch_lines(vec![lease])),
+            None => w.lease_events.push(lease),
+        }
+    }
+
+    /// The watches opened whose path and query start with `prefix`.
+    fn watches(&self, prefix: &str) -> usize {
+        self.world
+            .lock()
+            .unwrap()
+            .seen
+            .iter()
+            .filter(|(_, pq, _)| pq.starts_with(prefix) && pq.contains("watch=true"))
+            .count()
+    }
+
+    /// GETs of the Lease by name (the watch lists and watches it instead).
+    fn lease_gets(&self) -> usize {
+        self.world
+            .lock()
+            .unwrap()
+            .seen
+            .iter()
+            .filter(|(m, pq, _)| *m == Method::GET && *pq == format!("{LEASES}/fleet-regrade"))
+            .count()
+    }
+
     async fn settle(&self) {
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
@@ -285,8 +352,7 @@ fn world_with(own: Value) -> World {
 }
 
 #[tokio::test]
-async fn the_watcher_watches_only_its_own_node_reads_the_lease_and_applies_only_its_own_report_key()
-{
+async fn the_watcher_watches_only_its_own_node_and_the_lease_and_applies_only_its_own_report_key() {
     let rig = Rig::new(
         TestHost::new("standby", bin_dir()).as_agent(),
         world_with(promote_node(false)),
@@ -305,8 +371,14 @@ async fn the_watcher_watches_only_its_own_node_reads_the_lease_and_applies_only_
                     "a watch or list beyond its own Node: {pq}"
                 )
             }
+            Method::GET if pq.starts_with(&format!("{LEASES}?")) => {
+                assert!(
+                    pq.contains("fieldSelector=metadata.name%3Dfleet-regrade"),
+                    "a watch or list beyond the regrade Lease: {pq}"
+                )
+            }
             Method::GET => assert!(
-                pq == "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/fleet-regrade"
+                *pq == format!("{LEASES}/fleet-regrade")
                     || pq == "/api/v1/namespaces/platform/configmaps/fleet-role-actuators"
                     || pq == "/api/v1/nodes/voter-a",
                 "unexpected read {pq}"
@@ -332,8 +404,16 @@ async fn the_watcher_watches_only_its_own_node_reads_the_lease_and_applies_only_
         }
     }
     assert!(
-        w.seen.iter().any(|(_, pq, _)| pq.contains("watch=true")),
-        "it never watched"
+        w.seen
+            .iter()
+            .any(|(_, pq, _)| pq.starts_with("/api/v1/nodes?") && pq.contains("watch=true")),
+        "it never watched its Node"
+    );
+    assert!(
+        w.seen
+            .iter()
+            .any(|(_, pq, _)| pq.starts_with(LEASES) && pq.contains("watch=true")),
+        "it never watched the Lease"
     );
     let r = Report::from_json(&w.report["standby"]).unwrap();
     assert!(r.reason.unwrap().contains("does not exist"));
@@ -455,33 +535,18 @@ async fn the_watcher_leaves_a_refused_step_to_the_controller_once_its_reason_is_
     })
     .await;
     // The controller now takes the Lease for the swap; the Node changes too.
-    rig.world.lock().unwrap().lease = Some(lease("s1"));
+    rig.set_lease(lease("s1"));
     rig.world.lock().unwrap().events.push(promote_node(false));
     drop(std::mem::take(&mut rig.world.lock().unwrap().parked));
-    rig.until("the next watch", |r| {
-        r.world
-            .lock()
-            .unwrap()
-            .seen
-            .iter()
-            .filter(|(_, pq, _)| pq.contains("watch=true"))
-            .count()
-            >= 2
+    // Both changes arrive: the Lease's watch ends with its event and starts
+    // again, the Node's starts again and carries the Node.
+    rig.until("the next watches", |r| {
+        r.watches("/api/v1/nodes?") >= 2 && r.watches(&format!("{LEASES}?")) >= 2
     })
     .await;
-    // Two resyncs read the Lease, now held for the swap, and decide again.
-    let leases = |r: &Rig| {
-        r.world
-            .lock()
-            .unwrap()
-            .seen
-            .iter()
-            .filter(|(_, pq, _)| pq.contains("leases"))
-            .count()
-    };
-    let before = leases(&rig);
-    rig.until("two more decisions", |r| leases(r) >= before + 2)
-        .await;
+    // Then resyncs decide again on what the watches hold.
+    rig.settle().await;
+    rig.settle().await;
     assert_eq!(rig.phases().len(), 1, "{:?}", rig.phases());
     assert_eq!(rig.host.role().as_deref(), Some("agent"));
 }
@@ -626,4 +691,165 @@ async fn a_rollback_asked_while_a_promotion_waits_for_a_server_that_never_become
         Duration::ZERO,
     )
     .expect("the host lock is free");
+}
+
+/// A healthy agent's Node: no step asked of it.
+fn idle_node() -> Value {
+    node("standby", json!({}), json!({}), false)
+}
+
+#[tokio::test]
+async fn an_idle_watcher_sends_nothing_but_its_watches_over_several_resyncs() {
+    // The Lease is held for a swap of other hosts.
+    let mut world = world_with(idle_node());
+    world.lease = Some(lease("s9"));
+    let rig = Rig::new(TestHost::new("standby", bin_dir()).as_agent(), world);
+    rig.until("both watches open", |r| {
+        r.world.lock().unwrap().parked.len() == 1 && r.world.lock().unwrap().lease_parked.len() == 1
+    })
+    .await;
+    let before = rig.world.lock().unwrap().seen.len();
+    // Three resyncs (one a second), each a decision.
+    for _ in 0..5 {
+        rig.settle().await;
+    }
+    let w = rig.world.lock().unwrap();
+    assert_eq!(
+        w.seen.len(),
+        before,
+        "an idle watcher sent requests beyond its watches: {:?}",
+        &w.seen[before..]
+    );
+    drop(w);
+    assert_eq!(rig.lease_gets(), 0, "it read the Lease by name");
+    assert!(rig.phases().is_empty(), "{:?}", rig.phases());
+}
+
+#[tokio::test]
+async fn a_lease_back_for_a_started_step_resumes_it_without_waiting_for_a_resync() {
+    // The promotion had started when its Lease lapsed: it waits for the Lease.
+    let mut world = world_with(promote_node(false));
+    let started = Report::next(
+        None,
+        Some(protocol::SwapId::parse("s1").unwrap()),
+        protocol::report::ReportStep::Promote,
+        Phase::Started,
+        1,
+    );
+    world.report.insert("standby".into(), started.to_json());
+    // An hour's resync: only the Lease's watch can bring the change.
+    let rig = Rig::with(
+        TestHost::new("standby", bin_dir()).as_agent(),
+        world,
+        3600,
+        Arc::new(Metrics::new()),
+    );
+    rig.until("the Lease's watch open", |r| {
+        r.world.lock().unwrap().lease_parked.len() == 1
+    })
+    .await;
+    rig.settle().await;
+    assert!(rig.phases().is_empty(), "{:?}", rig.phases());
+    assert_eq!(rig.host.role().as_deref(), Some("agent"));
+    rig.set_lease(lease("s1"));
+    rig.until("the learner", |r| {
+        r.report()
+            .is_some_and(|r| r.detail == Some(Detail::Learner))
+    })
+    .await;
+    assert_eq!(rig.host.role().as_deref(), Some("server"));
+    assert_eq!(
+        rig.lease_gets(),
+        1,
+        "one read, once the host lock was taken"
+    );
+}
+
+#[tokio::test]
+async fn a_step_asked_before_the_lease_watch_shows_its_lease_is_decided_on_the_lease_as_it_is() {
+    let rig = Rig::new(
+        TestHost::new("standby", bin_dir()).as_agent(),
+        world_with(idle_node()),
+    );
+    rig.until("both watches open", |r| {
+        r.world.lock().unwrap().parked.len() == 1 && r.world.lock().unwrap().lease_parked.len() == 1
+    })
+    .await;
+    // The controller takes the Lease, then asks for the step; the Node's
+    // watch brings the step while the Lease's has not shown the Lease yet.
+    rig.world.lock().unwrap().lease = Some(lease("s1"));
+    rig.world.lock().unwrap().events.push(promote_node(false));
+    drop(std::mem::take(&mut rig.world.lock().unwrap().parked));
+    rig.until("the learner", |r| {
+        r.report()
+            .is_some_and(|r| r.detail == Some(Detail::Learner))
+    })
+    .await;
+    assert_eq!(
+        rig.phases()[0],
+        (Phase::Started, None),
+        "refused on the Lease the watch held"
+    );
+}
+
+/// `GET path` on `addr`: the status line and the body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_string(&mut out))
+        .await
+        .expect("an answer within 30 s")
+        .unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+#[tokio::test]
+async fn the_metrics_when_served_count_the_steps_by_outcome_their_durations_and_the_watch_restarts()
+{
+    let metrics = Arc::new(Metrics::new());
+    let addr = metrics
+        .clone()
+        .serve("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let mut world = world_with(promote_node(false));
+    world.lease = Some(lease("s1"));
+    let rig = Rig::with(
+        TestHost::new("standby", bin_dir()).as_agent(),
+        world,
+        1,
+        metrics,
+    );
+    rig.until("learner", |r| {
+        r.report()
+            .is_some_and(|r| r.detail == Some(Detail::Learner))
+    })
+    .await;
+    // The Node's watch fails (its connection dropped) and starts again with
+    // the learner promoted.
+    rig.world.lock().unwrap().events.push(promote_node(true));
+    drop(std::mem::take(&mut rig.world.lock().unwrap().parked));
+    rig.until("done", |r| {
+        r.report().is_some_and(|r| r.phase == Phase::Done)
+    })
+    .await;
+    let (status, text) = http_get(addr, "/metrics").await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    for series in [
+        "fleet_role_actuator_steps_total{step=\"promote\",outcome=\"done\"} ",
+        "fleet_role_actuator_step_duration_seconds_count{step=\"promote\"} ",
+        "fleet_role_actuator_watch_restarts_total{watch=\"node\"} ",
+    ] {
+        assert!(text.contains(series), "no {series} in\n{text}");
+    }
+    assert!(
+        !text.contains("outcome=\"failed\""),
+        "a failure counted:\n{text}"
+    );
+    assert_eq!(http_get(addr, "/healthz").await.0, "HTTP/1.1 200 OK");
 }

@@ -20,8 +20,9 @@
 //! - with `--actuator-bin-dir` (where `fleet-role-actuator` and the
 //!   `systemctl` and `k3s` stand-ins are), over the first size only and in
 //!   the same quiet window: one idle `fleet-role-actuator watch` (resync
-//!   every 2 s, as in the lab) for an agent Node of its own, under the
-//!   actuators' ServiceAccount: its requests and resident memory.
+//!   every 2 s, as in the lab) for an agent Node of its own, under that
+//!   host's own identity (as `fleet-role enroll` makes it): its requests by
+//!   verb and resource, and its resident memory.
 //!
 //! Every wait is bounded; every process started is killed when its guard is
 //! dropped (the plane's servers by [`ControlPlane`]'s own guards).
@@ -69,8 +70,9 @@ use tokio::process::{Child, Command};
 /// The controller's ServiceAccount, as the audit log names it.
 const CONTROLLER_USER: &str = "system:serviceaccount:platform:fleet-role";
 
-/// The actuators' ServiceAccount.
-const ACTUATOR_USER: &str = "system:serviceaccount:platform:fleet-role-actuator";
+/// The measured actuator's ServiceAccount: its host's own identity, as
+/// `fleet-role enroll bench-actuator` makes it.
+const ACTUATOR_USER: &str = "system:serviceaccount:platform:fleet-role-actuator-bench-actuator";
 /// The Node of the measured actuator (an agent, not eligible).
 const ACTUATOR_NODE: &str = "bench-actuator";
 
@@ -80,7 +82,7 @@ kind: Policy
 omitStages: [\"RequestReceived\"]
 rules:
 - level: Metadata
-  users: [\"system:serviceaccount:platform:fleet-role\", \"system:serviceaccount:platform:fleet-role-actuator\"]
+  users: [\"system:serviceaccount:platform:fleet-role\", \"system:serviceaccount:platform:fleet-role-actuator-bench-actuator\"]
 - level: None
 ";
 
@@ -829,8 +831,8 @@ async fn measure(
                 f.watches += 1;
             } else {
                 f.others += 1;
-                *f.kinds.entry(e.what.clone()).or_default() += 1;
             }
+            *f.kinds.entry(e.what.clone()).or_default() += 1;
         }
         say(&format!("actuator: {f:?}"));
         row.actuator = Some(f);
@@ -940,9 +942,14 @@ impl Actuator {
             .create(&PostParams::default(), &node)
             .await?;
         let host = standins::fixture::TestHost::new(ACTUATOR_NODE, bins).as_agent();
+        // The host's own identity, as `fleet-role enroll` makes it.
+        let id = kubeview::Identity::of(&protocol::NodeName::parse(ACTUATOR_NODE)?)?;
+        for object in id.objects(&Names::default()) {
+            world.plane.apply_yaml(&object.to_string()).await?;
+        }
         let token = world
             .plane
-            .service_account_token("platform", "fleet-role-actuator")
+            .service_account_token("platform", id.name())
             .await?;
         let token_file = world.dir.path().join("actuator.token");
         write_private(&token_file, token.expose_secret())?;

@@ -243,12 +243,8 @@ impl Settings {
             }
             leader.duration = d;
         }
-        let metrics_address = match file.metrics_address {
-            None => None,
-            Some(a) => Some(a.parse().map_err(|_| {
-                invalid("metrics_address", "must be HOST:PORT, e.g. 127.0.0.1:9464")
-            })?),
-        };
+        let metrics_address =
+            settings::listen_address("metrics_address", file.metrics_address.as_deref())?;
         Ok(Self {
             leader,
             replace_ineligible: file.replace_ineligible.unwrap_or(false),

@@ -8,9 +8,8 @@
 //! - `/readyz`: 200 once the watches have listed the cluster, 503 before
 //!   (a readiness probe; a standby is ready too: it is ready to lead).
 //!
-//! The server is a few lines over a `TcpListener` rather than an HTTP
-//! framework: three GET paths, no body, one response per connection, every
-//! read bounded. It needs no new dependency beyond `prometheus-client`.
+//! The HTTP side (the request read, the answer written, every wait bounded)
+//! is the `endpoints` crate's, shared with the actuator.
 
 use std::{
     net::SocketAddr,
@@ -21,6 +20,7 @@ use std::{
     time::Duration,
 };
 
+use endpoints::{Answer, Route};
 use prometheus_client::{
     encoding::text::encode,
     metrics::{
@@ -32,31 +32,12 @@ use prometheus_client::{
     registry::Registry,
 };
 use protocol::controller::{Class, FleetView, classify, count_voters, is_healthy_voter};
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::{TcpListener, TcpStream},
-};
-use tracing::{debug, warn};
 
 /// Labels of one series.
 type Labels = Vec<(String, String)>;
 
-/// The longest a client may take to send its request.
-const READ_BOUND: Duration = Duration::from_secs(5);
-
 /// Why the endpoints could not be served.
-#[derive(Debug, thiserror::Error)]
-pub enum MetricsError {
-    /// The address could not be bound.
-    #[error("cannot serve metrics on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-}
+pub use endpoints::ServeError as MetricsError;
 
 /// The controller's metrics.
 pub struct Metrics {
@@ -232,96 +213,18 @@ impl Metrics {
     /// process ends. Returns once bound, with the address bound (a port 0
     /// is chosen by the kernel).
     pub async fn serve(self: Arc<Self>, addr: SocketAddr) -> Result<SocketAddr, MetricsError> {
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| MetricsError::Bind { addr, source })?;
-        let bound = listener
-            .local_addr()
-            .map_err(|source| MetricsError::Bind { addr, source })?;
-        tokio::spawn(async move {
-            loop {
-                match listener.accept().await {
-                    Ok((stream, _)) => {
-                        let me = self.clone();
-                        tokio::spawn(async move {
-                            if let Err(e) = me.answer(stream).await {
-                                debug!("a metrics request: {e}");
-                            }
-                        });
-                    }
-                    Err(e) => {
-                        warn!("accepting a metrics connection: {e}");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                }
-            }
-        });
-        Ok(bound)
+        endpoints::serve(addr, self).await
     }
+}
 
-    async fn answer(&self, mut stream: TcpStream) -> std::io::Result<()> {
-        let mut buf = vec![0u8; 4096];
-        let mut len = 0;
-        // The request line is all that is read; a client too slow or too
-        // long is cut off.
-        let read = tokio::time::timeout(READ_BOUND, async {
-            while len < buf.len() {
-                let n = stream.read(&mut buf[len..]).await?;
-                if n == 0 {
-                    break;
-                }
-                len += n;
-                if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
-                    break;
-                }
-            }
-            Ok::<_, std::io::Error>(())
-        })
-        .await;
-        if !matches!(read, Ok(Ok(()))) {
-            return Ok(());
-        }
-        let head = String::from_utf8_lossy(&buf[..len]);
-        let (status, kind, body) = self.route(head.lines().next().unwrap_or_default());
-        let response = format!(
-            "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        tokio::time::timeout(READ_BOUND, stream.write_all(response.as_bytes()))
-            .await
-            .map_err(|_| std::io::Error::other("write timed out"))??;
-        let _ = stream.shutdown().await;
-        Ok(())
-    }
-
-    /// The answer to a request line: status, content type, body.
-    fn route(&self, line: &str) -> (&'static str, &'static str, String) {
-        const PLAIN: &str = "text/plain; charset=utf-8";
-        let mut parts = line.split_whitespace();
-        let (method, path) = (parts.next(), parts.next());
-        if method != Some("GET") {
-            return ("405 Method Not Allowed", PLAIN, "GET only\n".into());
-        }
-        match path.map(|p| p.split('?').next().unwrap_or(p)) {
-            Some("/metrics") => (
-                "200 OK",
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                self.render(),
-            ),
-            Some("/healthz") => ("200 OK", PLAIN, "ok\n".into()),
-            Some("/readyz") if self.ready.load(Ordering::Relaxed) => {
-                ("200 OK", PLAIN, "ok\n".into())
-            }
-            Some("/readyz") => (
-                "503 Service Unavailable",
-                PLAIN,
-                "the watches have not listed the cluster yet\n".into(),
-            ),
-            _ => (
-                "404 Not Found",
-                PLAIN,
-                "try /metrics, /healthz or /readyz\n".into(),
-            ),
+impl Route for Metrics {
+    fn route(&self, path: &str) -> Answer {
+        match path {
+            "/metrics" => Answer::metrics(self.render()),
+            "/healthz" => Answer::ok("ok\n"),
+            "/readyz" if self.ready.load(Ordering::Relaxed) => Answer::ok("ok\n"),
+            "/readyz" => Answer::unavailable("the watches have not listed the cluster yet\n"),
+            _ => Answer::not_found("try /metrics, /healthz or /readyz\n"),
         }
     }
 }
@@ -345,12 +248,32 @@ mod tests {
     #[test]
     fn readyz_answers_503_until_the_watches_have_listed() {
         let m = Metrics::new();
-        assert!(m.route("GET /readyz HTTP/1.1").0.starts_with("503"));
+        assert!(
+            endpoints::answer("GET /readyz HTTP/1.1", &m)
+                .status
+                .starts_with("503")
+        );
         m.set_ready(true);
-        assert!(m.route("GET /readyz HTTP/1.1").0.starts_with("200"));
-        assert!(m.route("GET /healthz HTTP/1.1").0.starts_with("200"));
-        assert!(m.route("POST /metrics HTTP/1.1").0.starts_with("405"));
-        assert!(m.route("GET /nope HTTP/1.1").0.starts_with("404"));
+        assert!(
+            endpoints::answer("GET /readyz HTTP/1.1", &m)
+                .status
+                .starts_with("200")
+        );
+        assert!(
+            endpoints::answer("GET /healthz HTTP/1.1", &m)
+                .status
+                .starts_with("200")
+        );
+        assert!(
+            endpoints::answer("POST /metrics HTTP/1.1", &m)
+                .status
+                .starts_with("405")
+        );
+        assert!(
+            endpoints::answer("GET /nope HTTP/1.1", &m)
+                .status
+                .starts_with("404")
+        );
     }
 
     #[test]

@@ -105,6 +105,20 @@ pub fn layer<T>(over: Option<T>, file: Option<T>) -> Option<T> {
     over.or(file)
 }
 
+/// A listen address (`metrics_address`): `HOST:PORT`, the host an IP
+/// address (no name to resolve), or `None` when not set.
+pub fn listen_address(
+    key: &'static str,
+    value: Option<&str>,
+) -> Result<Option<std::net::SocketAddr>> {
+    value
+        .map(|a| {
+            a.parse()
+                .map_err(|_| Error::invalid(key, "must be HOST:PORT, e.g. 127.0.0.1:9464"))
+        })
+        .transpose()
+}
+
 #[cfg(test)]
 mod tests {
     use std::fs;
@@ -190,5 +204,16 @@ mod tests {
             Error::invalid("join_port", "must be 1-65535").to_string(),
             "invalid join_port: must be 1-65535"
         );
+    }
+
+    #[test]
+    fn a_listen_address_is_an_ip_and_port_or_a_clear_error() {
+        assert_eq!(listen_address("k", None).unwrap(), None);
+        assert_eq!(
+            listen_address("k", Some("127.0.0.1:9464")).unwrap(),
+            Some("127.0.0.1:9464".parse().unwrap())
+        );
+        let err = listen_address("k", Some("nowhere")).unwrap_err();
+        assert!(err.to_string().contains("k"), "{err}");
     }
 }

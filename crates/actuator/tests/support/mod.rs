@@ -527,8 +527,20 @@ impl Actuator {
         access: &Access,
         level: &str,
     ) -> Actuator {
+        Actuator::watch_configured(host, logs, tag, access, level, "")
+    }
+
+    /// [`Actuator::watch_logging`] with `more` added to its config file.
+    pub fn watch_configured(
+        host: &TestHost,
+        logs: &Path,
+        tag: &str,
+        access: &Access,
+        level: &str,
+        more: &str,
+    ) -> Actuator {
         let config = logs.join(format!("{tag}.toml"));
-        fs::write(&config, "resync_secs = 2\n").expect("a config file");
+        fs::write(&config, format!("resync_secs = 2\n{more}")).expect("a config file");
         let stdout = logs.join(format!("{tag}.stdout"));
         let stderr = logs.join(format!("{tag}.stderr"));
         let mut args = vec![

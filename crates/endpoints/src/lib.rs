@@ -1,0 +1,224 @@
+//! The HTTP side of fleet-role's metrics and health endpoints, shared by
+//! `fleet-role run` and `fleet-role-actuator watch`.
+//!
+//! A few lines over a `TcpListener` rather than an HTTP framework: GET
+//! paths, no body, one response per connection, every read and write
+//! bounded. What each path answers is the caller's [`Route`]; this crate
+//! only reads the request line and writes the answer.
+#![forbid(unsafe_code)]
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+};
+use tracing::{debug, warn};
+
+/// The longest a client may take to send its request, or to take the answer.
+const IO_BOUND: Duration = Duration::from_secs(5);
+
+/// The content type of plain answers.
+pub const PLAIN: &str = "text/plain; charset=utf-8";
+
+/// The content type of `prometheus-client`'s text encoding (OpenMetrics
+/// text, which Prometheus reads).
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Why the endpoints could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The address could not be bound.
+    #[error("cannot serve metrics on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One answer: status line, content type, body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The status, e.g. `200 OK`.
+    pub status: &'static str,
+    /// The `Content-Type`.
+    pub content_type: &'static str,
+    /// The body.
+    pub body: String,
+}
+
+impl Answer {
+    /// `200 OK` with a plain body.
+    pub fn ok(body: impl Into<String>) -> Self {
+        Self {
+            status: "200 OK",
+            content_type: PLAIN,
+            body: body.into(),
+        }
+    }
+
+    /// `200 OK` with exposition text.
+    pub fn metrics(body: String) -> Self {
+        Self {
+            status: "200 OK",
+            content_type: OPENMETRICS,
+            body,
+        }
+    }
+
+    /// `503 Service Unavailable` with a plain reason.
+    pub fn unavailable(body: impl Into<String>) -> Self {
+        Self {
+            status: "503 Service Unavailable",
+            content_type: PLAIN,
+            body: body.into(),
+        }
+    }
+
+    /// `404 Not Found`, with a hint of the paths there are.
+    pub fn not_found(hint: impl Into<String>) -> Self {
+        Self {
+            status: "404 Not Found",
+            content_type: PLAIN,
+            body: hint.into(),
+        }
+    }
+}
+
+/// What each path answers (the path without its query).
+pub trait Route: Send + Sync + 'static {
+    /// The answer to a GET of `path`.
+    fn route(&self, path: &str) -> Answer;
+}
+
+/// The answer to a request line (`GET /metrics HTTP/1.1`): anything but a
+/// GET is refused, the query is dropped, the rest is `route`'s.
+pub fn answer(line: &str, route: &dyn Route) -> Answer {
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next(), parts.next());
+    if method != Some("GET") {
+        return Answer {
+            status: "405 Method Not Allowed",
+            content_type: PLAIN,
+            body: "GET only\n".into(),
+        };
+    }
+    let path = path.unwrap_or_default();
+    route.route(path.split('?').next().unwrap_or(path))
+}
+
+/// Serves `route` on `addr` until the process ends. Returns once bound,
+/// with the address bound (a port 0 is chosen by the kernel).
+pub async fn serve(addr: SocketAddr, route: Arc<dyn Route>) -> Result<SocketAddr, ServeError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    tokio::spawn(async move {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    let route = route.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = respond(stream, route.as_ref()).await {
+                            debug!("a metrics request: {e}");
+                        }
+                    });
+                }
+                Err(e) => {
+                    // Out of descriptors, say: try again shortly rather than spin.
+                    warn!("accepting a metrics connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    });
+    Ok(bound)
+}
+
+async fn respond(mut stream: TcpStream, route: &dyn Route) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    // The request's head is all that is read; a client too slow or too
+    // long is cut off.
+    let read = tokio::time::timeout(IO_BOUND, async {
+        while len < buf.len() {
+            let n = stream.read(&mut buf[len..]).await?;
+            if n == 0 {
+                break;
+            }
+            len += n;
+            if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+                break;
+            }
+        }
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
+    if !matches!(read, Ok(Ok(()))) {
+        return Ok(());
+    }
+    let head = String::from_utf8_lossy(&buf[..len]);
+    let a = answer(head.lines().next().unwrap_or_default(), route);
+    let response = format!(
+        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        a.status,
+        a.content_type,
+        a.body.len(),
+        a.body
+    );
+    tokio::time::timeout(IO_BOUND, stream.write_all(response.as_bytes()))
+        .await
+        .map_err(|_| std::io::Error::other("write timed out"))??;
+    let _ = stream.shutdown().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Echo;
+    impl Route for Echo {
+        fn route(&self, path: &str) -> Answer {
+            Answer::ok(path.to_string())
+        }
+    }
+
+    #[test]
+    fn only_a_get_is_routed_and_its_query_is_dropped() {
+        assert_eq!(
+            answer("GET /metrics?x=1 HTTP/1.1", &Echo),
+            Answer::ok("/metrics")
+        );
+        assert!(
+            answer("POST /metrics HTTP/1.1", &Echo)
+                .status
+                .starts_with("405")
+        );
+        assert!(answer("", &Echo).status.starts_with("405"));
+    }
+
+    #[tokio::test]
+    async fn a_served_route_answers_over_tcp_and_the_connection_closes() {
+        let addr = serve("127.0.0.1:0".parse().unwrap(), Arc::new(Echo))
+            .await
+            .unwrap();
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = String::new();
+        tokio::time::timeout(Duration::from_secs(30), s.read_to_string(&mut out))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+        assert!(out.ends_with("\r\n\r\n/healthz"), "{out}");
+    }
+}
