@@ -175,7 +175,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             // make each host carry out that Node's steps: refuse to start
             // unless the host itself says it is the configured Node.
             let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
-            host::identity::check(&s.host().paths, s.node.as_str(), hostname.as_deref())?;
+            let addresses =
+                host::addresses::LocalAddresses::read(std::path::Path::new("/proc/net"))
+                    .context("reading this host's addresses")?;
+            host::identity::check(
+                &s.host().paths,
+                s.node.as_str(),
+                hostname.as_deref(),
+                &addresses,
+            )?;
             init_logging();
             let candidates =
                 Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())?;
@@ -184,7 +192,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .enable_all()
                 .build()?;
             rt.block_on(async {
-                let mut w = watch::Watcher::new(s);
+                let mut w = watch::Watcher::new(s).with_addresses(addresses);
                 w.run(candidates, shutdown()).await
             })?;
             Ok(ExitCode::SUCCESS)

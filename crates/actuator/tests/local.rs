@@ -363,6 +363,43 @@ fn a_mistyped_node_name_is_refused_at_start_saying_which_is_which_and_changes_no
 }
 
 #[test]
+fn a_node_ip_that_is_not_an_address_of_this_host_is_refused_at_start_and_changes_nothing() {
+    let h = server("runner-3");
+    let before = h.tree();
+    // 203.0.113.0/24 is for documentation: no machine has it.
+    let dropin = h.at("etc/rancher/k3s/config.yaml.d/40-ip.yaml");
+    fs::create_dir_all(dropin.parent().unwrap()).unwrap();
+    fs::write(&dropin, "node-ip: 127.0.0.1,203.0.113.77\n").unwrap();
+    let out = Command::new(bin_dir().join("fleet-role-actuator"))
+        .args([
+            "--root",
+            &h.root().display().to_string(),
+            "--node",
+            "runner-3",
+        ])
+        .args(["watch", "--api", "https://127.0.0.1:9"])
+        .env("PATH", h.path_env())
+        .env_remove("FLEET_ROLE_CONFIG")
+        .env_remove("FLEET_ROLE_ROOT")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("\"runner-3\" is not this host"), "{err}");
+    assert!(
+        err.contains("node-ip in")
+            && err.contains("(not an address of this host) says \"203.0.113.77\""),
+        "{err}"
+    );
+    assert!(
+        !err.contains("\"127.0.0.1\""),
+        "only the address that disagrees: {err}"
+    );
+    fs::remove_dir_all(dropin.parent().unwrap()).unwrap();
+    assert_eq!(before, h.tree());
+}
+
+#[test]
 fn the_drop_ins_pin_the_conditions_root_so_no_environment_file_can_move_it() {
     // Every condition in deploy/systemd names its root on the command line,
     // where a flag wins over FLEET_ROLE_ROOT (which an EnvironmentFile= of
