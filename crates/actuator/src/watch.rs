@@ -50,8 +50,8 @@ pub enum SessionEnd {
     Shutdown,
     /// The API server in use failed; try the next candidate.
     ApiTrouble,
-    /// The watcher must not act at all (a report that does not parse);
-    /// the reason says what to fix.
+    /// The watcher must not act at all (a report that does not parse, a
+    /// Node whose address is another machine's); the reason says what to fix.
     Refused(String),
 }
 
