@@ -135,10 +135,15 @@ fn a_switch_runs_in_the_actuators_sandbox_and_nothing_else_is_writable(lab: &Sys
     std::fs::write(&unit_join, "[Service]\nEnvironment=FLEET_ROLE_JOIN=x\n").unwrap();
     let dropin = root.join("etc/systemd/system/fleet-role-actuator.service.d/99-lab.conf");
     std::fs::create_dir_all(dropin.parent().unwrap()).unwrap();
+    // The command's output in a file systemd opens for it (the journal of a
+    // lab host, at debug level, may lag behind a unit that ends at once).
+    let out = root.join("var/lib/rancher/lab-unit.out");
     let run = |command: &str| {
         std::fs::write(
             &dropin,
-            format!("[Service]\nType=oneshot\nRestart=no\nExecStart=\nExecStart={command}\n"),
+            format!(
+                "[Service]\nType=oneshot\nRestart=no\nStandardOutput=truncate:/var/lib/rancher/lab-unit.out\nExecStart=\nExecStart={command}\n"
+            ),
         )
         .unwrap();
         let o = m.systemctl(&["daemon-reload"], quick).unwrap();
@@ -146,22 +151,11 @@ fn a_switch_runs_in_the_actuators_sandbox_and_nothing_else_is_writable(lab: &Sys
         let o = m
             .systemctl(&["start", "fleet-role-actuator"], quick)
             .unwrap();
-        // journald may lag behind the unit's end: give it its records.
-        let _ = m.exec(&["journalctl", "--sync"], quick);
-        let log = m
-            .exec(
-                &[
-                    "journalctl",
-                    "--no-pager",
-                    "-n",
-                    "30",
-                    "-u",
-                    "fleet-role-actuator",
-                ],
-                quick,
-            )
-            .map(|o| o.stdout)
-            .unwrap_or_default();
+        let log = format!(
+            "{}\n{}",
+            std::fs::read_to_string(&out).unwrap_or_default(),
+            o.stderr.trim()
+        );
         (o.status.success(), log)
     };
 
@@ -179,6 +173,19 @@ fn a_switch_runs_in_the_actuators_sandbox_and_nothing_else_is_writable(lab: &Sys
     assert!(!ok, "the unit wrote under /etc/fleet-role:\n{log}");
     assert!(!root.join("etc/fleet-role/written-by-the-actuator").exists());
     assert!(log.contains("Read-only file system"), "{log}");
+
+    // Another lab host's address as k3s's node-ip: in this host's network
+    // namespace it is no address of this host, and `watch` refuses to start.
+    let other = lab.spec.hosts[0].ip.to_string();
+    let ip = root.join("etc/rancher/k3s/config.yaml.d/95-lab-ip.yaml");
+    std::fs::write(&ip, format!("node-ip: {other}\n")).unwrap();
+    let (ok, log) = run("/usr/bin/fleet-role-actuator watch");
+    std::fs::remove_file(&ip).unwrap();
+    assert!(!ok, "watch started with another host's node-ip:\n{log}");
+    assert!(
+        log.contains(&format!("(not an address of this host) says \"{other}\"")),
+        "{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
