@@ -515,10 +515,53 @@ fn status_shows_the_hosts_state() {
         text.contains("role file:    server") && text.contains("k3s:          active"),
         "{text}"
     );
+    assert!(text.contains("kept report:  none"), "{text}");
     let out = run(&h, &["--output", "json", "status"]);
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_eq!(v["host"]["role"], "server");
     assert_eq!(v["host"]["datastore"], true);
+    assert_eq!(v["report_kept"], serde_json::Value::Null);
+}
+
+#[test]
+fn status_shows_the_report_kept_on_the_host_and_says_when_it_does_not_parse() {
+    let h = agent("a");
+    let kept = h.at("var/lib/rancher/k3s/fleet-role.report");
+    let r = protocol::Report::next(
+        None,
+        Some(protocol::SwapId::parse("s1").unwrap()),
+        protocol::report::ReportStep::Finish,
+        protocol::Phase::Done,
+        7,
+    );
+    fs::write(&kept, r.to_json()).unwrap();
+    let out = run(&h, &["status"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("kept report:  swap s1 step finish Done (seq 1)"),
+        "{text}"
+    );
+    let out = run(&h, &["--output", "json", "status"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(v["report_kept"]["phase"], "done");
+
+    fs::write(&kept, "{\"step\":").unwrap();
+    let out = run(&h, &["status"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("kept report:  the report kept on this host")
+            && text.contains("does not parse"),
+        "{text}"
+    );
+    let out = run(&h, &["--output", "json", "status"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert!(
+        v["report_kept_error"]
+            .as_str()
+            .unwrap()
+            .contains("does not parse")
+    );
 }
 
 #[test]
