@@ -141,23 +141,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 // escaped on one line, so a reason carrying a newline or a
                 // terminal escape can neither forge a line nor drive the
                 // terminal.
-                lines.push(format!(
-                    "report:       {}",
-                    r.as_ref().map_or("none".into(), |r| {
-                        one_line(&format!(
-                            "swap {} step {} {:?}{}",
-                            r.swap.as_ref().map_or("-", |s| s.as_str()),
-                            r.step.as_str(),
-                            r.phase,
-                            r.reason
-                                .as_deref()
-                                .map(|x| format!(": {x}"))
-                                .unwrap_or_default()
-                        ))
-                    })
-                ));
+                lines.push(format!("report:       {}", report_line(r.as_ref())));
                 remote = serde_json::to_value(&r)?;
             }
+            // The copy kept on the host, shown whatever it holds: a copy that
+            // does not parse is what makes `watch` refuse to start.
+            let (kept, kept_error) = match report::read_local(&s.host().paths) {
+                Ok(r) => {
+                    lines.push(format!("kept report:  {}", report_line(r.as_ref())));
+                    (serde_json::to_value(&r)?, None)
+                }
+                Err(e) => {
+                    lines.push(format!("kept report:  {}", one_line(&e.to_string())));
+                    (serde_json::Value::Null, Some(e.to_string()))
+                }
+            };
             let expiry = s.token_file.as_deref().and_then(cluster::token_expiry);
             if let Some(exp) = expiry {
                 let now = std::time::SystemTime::now()
@@ -173,7 +171,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print(
                 format,
                 &lines,
-                &serde_json::json!({ "ok": true, "host": local, "report": remote, "credential_expires": expiry }),
+                &serde_json::json!({
+                    "ok": true,
+                    "host": local,
+                    "report": remote,
+                    "report_kept": kept,
+                    "report_kept_error": kept_error,
+                    "credential_expires": expiry,
+                }),
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -183,7 +188,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             // make each host carry out that Node's steps: refuse to start
             // unless the host itself says it is the configured Node.
             let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
-            host::identity::check(&s.host().paths, s.node.as_str(), hostname.as_deref())?;
+            let addresses =
+                host::addresses::LocalAddresses::read(std::path::Path::new("/proc/net"))
+                    .context("reading this host's addresses")?;
+            host::identity::check(
+                &s.host().paths,
+                s.node.as_str(),
+                hostname.as_deref(),
+                &addresses,
+            )?;
             init_logging();
             let candidates =
                 Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())?;
@@ -198,12 +211,33 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     let bound = metrics.clone().serve(addr).await?;
                     tracing::info!("serving /metrics and /healthz on {bound}");
                 }
-                let mut w = watch::Watcher::new(s).with_metrics(metrics);
+                let mut w = watch::Watcher::new(s)
+                    .with_metrics(metrics)
+                    .with_addresses(addresses);
                 w.run(candidates, shutdown()).await
             })?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// A report on one line, escaped (it may have come from the API, where a
+/// reason carrying a newline or a terminal escape could forge a line or
+/// drive the terminal), with its `seq`.
+fn report_line(r: Option<&protocol::Report>) -> String {
+    r.map_or("none".into(), |r| {
+        one_line(&format!(
+            "swap {} step {} {:?}{} (seq {})",
+            r.swap.as_ref().map_or("-", |s| s.as_str()),
+            r.step.as_str(),
+            r.phase,
+            r.reason
+                .as_deref()
+                .map(|x| format!(": {x}"))
+                .unwrap_or_default(),
+            r.seq
+        ))
+    })
 }
 
 /// SIGTERM (systemd's stop) or SIGINT end the watcher between steps.

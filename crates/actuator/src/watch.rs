@@ -57,6 +57,9 @@ pub enum SessionEnd {
     Shutdown,
     /// The API server in use failed; try the next candidate.
     ApiTrouble,
+    /// The watcher must not act at all (a report that does not parse, a
+    /// Node whose address is another machine's); the reason says what to fix.
+    Refused(String),
 }
 
 /// The watcher's state, kept across sessions (API candidates).
@@ -80,6 +83,10 @@ pub struct Watcher {
     /// The step whose host part runs now, in its own task.
     running: Option<Running>,
     metrics: Arc<Metrics>,
+    /// This host's addresses, read at start.
+    addresses: host::addresses::LocalAddresses,
+    /// Whether the Node's InternalIP was found to be one of them.
+    address_checked: bool,
 }
 
 /// A step whose host part runs in a blocking task of its own, under a
@@ -192,6 +199,9 @@ impl Watcher {
             expiry_warned: None,
             running: None,
             metrics: Arc::new(Metrics::new()),
+            addresses: host::addresses::LocalAddresses::read(std::path::Path::new("/proc/net"))
+                .unwrap_or_default(),
+            address_checked: false,
         }
     }
 
@@ -199,6 +209,26 @@ impl Watcher {
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = metrics;
         self
+    }
+
+    /// The host's addresses the Node's InternalIP is checked against (by
+    /// default those under `/proc/net` when the watcher was made).
+    pub fn with_addresses(mut self, addresses: host::addresses::LocalAddresses) -> Self {
+        self.addresses = addresses;
+        self
+    }
+
+    /// Refuses a Node whose InternalIP is not an address of this host (the
+    /// first time the Node is seen with one): its steps are another
+    /// machine's.
+    fn check_address(&mut self, node: Option<&Node>) -> Result<(), String> {
+        let ip = node.and_then(kubeview::internal_ip);
+        if let (false, Some(ip)) = (self.address_checked, ip) {
+            host::identity::check_internal_ip(self.settings.node.as_str(), &ip, &self.addresses)
+                .map_err(|e| e.to_string())?;
+            self.address_checked = true;
+        }
+        Ok(())
     }
 
     /// Whether a step's host part runs now.
@@ -240,6 +270,7 @@ impl Watcher {
                     }
                     return Ok(());
                 }
+                SessionEnd::Refused(why) => anyhow::bail!(why),
                 SessionEnd::ApiTrouble => {
                     failures += 1;
                     let next = candidates.rotate().to_string();
@@ -266,15 +297,20 @@ impl Watcher {
         self.lease_listed = false;
         self.warn_expiry();
         if !self.report_loaded {
-            match report::read(&client, &self.settings.names, self.settings.node.as_str()).await {
-                Ok(r) => {
+            let node = self.settings.node.as_str();
+            match report::load(&client, &self.settings.names, node, &self.host.paths).await {
+                Ok((r, behind)) => {
                     self.report = r;
                     self.report_loaded = true;
+                    // The API's copy behind the host's (a write lost before
+                    // a crash) is brought up to it first thing.
+                    self.unsent = behind;
                 }
-                Err(e) => {
+                Err(report::LoadError::Api(e)) => {
                     warn!(error = %chain(&e), "cannot read the report");
                     return SessionEnd::ApiTrouble;
                 }
+                Err(e) => return SessionEnd::Refused(e.to_string()),
             }
         }
         let nodes = watch_named(
@@ -295,6 +331,9 @@ impl Watcher {
                 event = nodes.next() => match event {
                     Some(Ok(node)) => {
                         node_errors = 0;
+                        if let Err(why) = self.check_address(node.as_ref()) {
+                            return SessionEnd::Refused(why);
+                        }
                         // A kubelet heartbeat changes the Node every few seconds
                         // without changing anything fleet-role reads: only a
                         // change of the view is worth a decision.
@@ -513,6 +552,12 @@ impl Watcher {
 
     async fn send(&mut self, client: &Client) -> Result<(), kube::Error> {
         if let Some(r) = &self.report {
+            // The host's copy first: a report lost on its way to the API is
+            // still known at the next start. A copy that cannot be written
+            // is said loudly; the API's copy still stands behind it.
+            if let Err(e) = report::write_local(&self.host.paths, r) {
+                warn!(error = %e, "cannot keep the report on the host");
+            }
             report::write(client, &self.settings.names, self.settings.node.as_str(), r).await?;
         }
         self.unsent = false;
@@ -807,7 +852,8 @@ fn host_step(
     let plan = match step {
         Step::Promote { join, .. } => host.plan_promote(join),
         Step::StepDown => host.plan_step_down(),
-        Step::Rollback | Step::Finish => host.plan_demote(),
+        Step::Rollback => host.plan_demote(),
+        Step::Finish => host.plan_finish(),
         Step::Snapshot => {
             let swap = swap.ok_or("a snapshot needs a swap to name it")?;
             return host.snapshot(swap).map(Some).map_err(|e| e.to_string());

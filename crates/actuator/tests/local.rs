@@ -365,6 +365,43 @@ fn a_mistyped_node_name_is_refused_at_start_saying_which_is_which_and_changes_no
 }
 
 #[test]
+fn a_node_ip_that_is_not_an_address_of_this_host_is_refused_at_start_and_changes_nothing() {
+    let h = server("runner-3");
+    let before = h.tree();
+    // 203.0.113.0/24 is for documentation: no machine has it.
+    let dropin = h.at("etc/rancher/k3s/config.yaml.d/40-ip.yaml");
+    fs::create_dir_all(dropin.parent().unwrap()).unwrap();
+    fs::write(&dropin, "node-ip: 127.0.0.1,203.0.113.77\n").unwrap();
+    let out = Command::new(bin_dir().join("fleet-role-actuator"))
+        .args([
+            "--root",
+            &h.root().display().to_string(),
+            "--node",
+            "runner-3",
+        ])
+        .args(["watch", "--api", "https://127.0.0.1:9"])
+        .env("PATH", h.path_env())
+        .env_remove("FLEET_ROLE_CONFIG")
+        .env_remove("FLEET_ROLE_ROOT")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("\"runner-3\" is not this host"), "{err}");
+    assert!(
+        err.contains("node-ip in")
+            && err.contains("(not an address of this host) says \"203.0.113.77\""),
+        "{err}"
+    );
+    assert!(
+        !err.contains("\"127.0.0.1\""),
+        "only the address that disagrees: {err}"
+    );
+    fs::remove_dir_all(dropin.parent().unwrap()).unwrap();
+    assert_eq!(before, h.tree());
+}
+
+#[test]
 fn the_drop_ins_pin_the_conditions_root_so_no_environment_file_can_move_it() {
     // Every condition in deploy/systemd names its root on the command line,
     // where a flag wins over FLEET_ROLE_ROOT (which an EnvironmentFile= of
@@ -504,10 +541,53 @@ fn status_shows_the_hosts_state() {
         text.contains("role file:    server") && text.contains("k3s:          active"),
         "{text}"
     );
+    assert!(text.contains("kept report:  none"), "{text}");
     let out = run(&h, &["--output", "json", "status"]);
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_eq!(v["host"]["role"], "server");
     assert_eq!(v["host"]["datastore"], true);
+    assert_eq!(v["report_kept"], serde_json::Value::Null);
+}
+
+#[test]
+fn status_shows_the_report_kept_on_the_host_and_says_when_it_does_not_parse() {
+    let h = agent("a");
+    let kept = h.at("var/lib/rancher/k3s/fleet-role.report");
+    let r = protocol::Report::next(
+        None,
+        Some(protocol::SwapId::parse("s1").unwrap()),
+        protocol::report::ReportStep::Finish,
+        protocol::Phase::Done,
+        7,
+    );
+    fs::write(&kept, r.to_json()).unwrap();
+    let out = run(&h, &["status"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("kept report:  swap s1 step finish Done (seq 1)"),
+        "{text}"
+    );
+    let out = run(&h, &["--output", "json", "status"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(v["report_kept"]["phase"], "done");
+
+    fs::write(&kept, "{\"step\":").unwrap();
+    let out = run(&h, &["status"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("kept report:  the report kept on this host")
+            && text.contains("does not parse"),
+        "{text}"
+    );
+    let out = run(&h, &["--output", "json", "status"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert!(
+        v["report_kept_error"]
+            .as_str()
+            .unwrap()
+            .contains("does not parse")
+    );
 }
 
 #[test]

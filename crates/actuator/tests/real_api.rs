@@ -492,6 +492,9 @@ impl Standby {
         };
         let host = TestHost::new("standby", bin_dir()).as_agent();
         admin.create_standby_and_voter("standby").await;
+        // An address of this host (every test host is this machine), so the
+        // watcher's check of the Node's InternalIP lets it act.
+        admin.set_address("standby", "127.0.0.1").await;
         Standby {
             admin,
             reports,
@@ -710,7 +713,11 @@ async fn a_step_refused_for_a_lease_held_for_another_swap_is_not_retried_once_th
         "{:?}",
         s.host.systemd_log()
     );
-    assert_eq!(s.host.tree(), before, "a refused step changed the host");
+    // Only the report changed, the host's copy as the API's.
+    let mut after = s.host.tree();
+    after.remove(std::path::Path::new(HOST_REPORT));
+    assert_eq!(after, before, "a refused step changed the host");
+    assert_eq!(Some(s.kept_report()), s.admin.report("standby").await);
 }
 
 #[tokio::test]
@@ -754,7 +761,11 @@ async fn a_step_whose_desired_role_does_not_go_with_it_is_refused_and_changes_no
         "{:?}",
         s.host.systemd_log()
     );
-    assert_eq!(s.host.tree(), before, "a refused step changed the host");
+    // Only the report changed, the host's copy as the API's.
+    let mut after = s.host.tree();
+    after.remove(std::path::Path::new(HOST_REPORT));
+    assert_eq!(after, before, "a refused step changed the host");
+    assert_eq!(Some(s.kept_report()), s.admin.report("standby").await);
 }
 
 #[tokio::test]
@@ -845,6 +856,139 @@ async fn the_report_carries_a_step_across_an_actuator_restart_without_repeating_
     let done = s.become_voter(&second).await;
     s.assert_promoted_once(&learner, &done);
     assert_eq!(second.count("step started"), 0, "{}", second.log_tail(15));
+}
+
+/// The report kept on the host, beside the role file.
+const HOST_REPORT: &str = "var/lib/rancher/k3s/fleet-role.report";
+
+impl Standby {
+    /// The report kept on the host.
+    fn kept_report(&self) -> Report {
+        let raw = std::fs::read_to_string(self.host.at(HOST_REPORT)).expect("a report on the host");
+        Report::parse(&raw).unwrap_or_else(|e| panic!("{e}: {raw}"))
+    }
+}
+
+#[tokio::test]
+async fn a_report_write_lost_before_a_crash_does_not_make_a_settled_step_repeat() {
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    let _lease = s.admin.keep_lease("s1");
+    let mut first = s.watch("first");
+    let learner = s.promote_to_learner(&first).await;
+    let done = s.become_voter(&first).await;
+    first.kill();
+    assert_eq!(s.kept_report(), done, "the host keeps the report it sent");
+
+    // Every write of the step lost on its way to the API: the key is gone,
+    // while the Node still asks for the promotion and the Lease holds.
+    s.admin.put_report("standby", None).await;
+    let mut second = s.watch("second");
+    let back = s
+        .wait(&second, "the kept report, sent again", |r| {
+            r.seq == done.seq
+        })
+        .await;
+    assert_eq!(back, done);
+    wait_decisions(&second, 0, 2).await;
+    assert_eq!(second.count("step started"), 0, "{}", second.log_tail(15));
+    assert_eq!(s.server_starts(), 1, "{:?}", s.host.systemd_log());
+    second.kill();
+
+    // The other way round: the host's copy is behind (a write to it lost),
+    // the API's is newer and wins, and the host's is brought up to it.
+    std::fs::write(s.host.at(HOST_REPORT), learner.to_json()).unwrap();
+    let third = s.watch("third");
+    wait_decisions(&third, 0, 2).await;
+    let started = Instant::now();
+    while s.kept_report() != done {
+        assert!(started.elapsed() < DEADLINE, "{}", third.log_tail(15));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(s.admin.report("standby").await, Some(done));
+    assert_eq!(third.count("step started"), 0, "{}", third.log_tail(15));
+    assert_eq!(s.server_starts(), 1, "{:?}", s.host.systemd_log());
+}
+
+#[tokio::test]
+async fn a_report_that_does_not_parse_on_the_host_or_in_the_api_is_refused_loudly_and_changes_nothing()
+ {
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    let _lease = s.admin.keep_lease("s1");
+    let mut first = s.watch("first");
+    // A step under way: any actuator that took its report as no history
+    // could take it again.
+    let learner = s.promote_to_learner(&first).await;
+    first.kill();
+
+    // The host's copy damaged (the API's is fine).
+    std::fs::write(s.host.at(HOST_REPORT), r#"{"step":"promote","pha"#).unwrap();
+    let before = s.host.tree();
+    let mut second = s.watch("second");
+    let code = second.wait_exit().await;
+    let shown = second.log();
+    assert_eq!(code, Some(2), "{shown}");
+    assert!(
+        shown.contains("the report kept on this host")
+            && shown.contains("fleet-role.report) does not parse")
+            && shown.contains("refusing to act rather than take it as no history"),
+        "{shown}"
+    );
+    assert_eq!(s.host.tree(), before, "a refused start changed the host");
+    assert_eq!(s.admin.report("standby").await, Some(learner.clone()));
+
+    // The host's copy fine again, the API's damaged.
+    std::fs::write(s.host.at(HOST_REPORT), learner.to_json()).unwrap();
+    s.admin.put_report("standby", Some("not a report")).await;
+    let before = s.host.tree();
+    let mut third = s.watch("third");
+    let code = third.wait_exit().await;
+    let shown = third.log();
+    assert_eq!(code, Some(2), "{shown}");
+    assert!(
+        shown.contains(
+            "this host's report in the API (ConfigMap platform/fleet-role-actuators, key \"standby\") does not parse"
+        ) && shown.contains("refusing to act"),
+        "{shown}"
+    );
+    assert_eq!(s.host.tree(), before, "a refused start changed the host");
+    let raw = s
+        .admin
+        .report_configmap()
+        .await
+        .and_then(|c| c.data)
+        .unwrap()["standby"]
+        .clone();
+    assert_eq!(raw, "not a report", "a refused start wrote the report");
+    assert_eq!(s.server_starts(), 1, "{:?}", s.host.systemd_log());
+}
+
+#[tokio::test]
+async fn a_node_whose_internal_ip_is_not_an_address_of_this_host_is_refused_and_changes_nothing() {
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    // 203.0.113.0/24 is for documentation: no machine has it.
+    s.admin.set_address("standby", "203.0.113.77").await;
+    s.admin.take_lease("s1").await;
+    s.admin
+        .ask("standby", "s1", "promote", "server", Some("voter-a"))
+        .await;
+    let before = s.host.tree();
+    let mut w = s.watch("w");
+    let code = w.wait_exit().await;
+    let shown = w.log();
+    assert_eq!(code, Some(2), "{shown}");
+    assert!(
+        shown.contains("\"standby\" is not this host")
+            && shown.contains(
+                "InternalIP in the API (not an address of this host) says \"203.0.113.77\""
+            ),
+        "{shown}"
+    );
+    assert_eq!(s.host.tree(), before, "a refused start changed the host");
+    assert_eq!(s.admin.report("standby").await, None);
+    assert_eq!(s.server_starts(), 0, "{:?}", s.host.systemd_log());
 }
 
 #[tokio::test]

@@ -207,3 +207,58 @@ fn a_step_down_whose_etcd_does_not_come_back_fails_with_the_role_file_still_nami
     );
     assert_eq!(h.role().as_deref(), Some("server"));
 }
+
+#[test]
+fn a_finish_leaves_an_agent_without_the_servers_keys_but_with_its_token_datastore_and_snapshots() {
+    // A host stepped down (the role file names the agent) whose member is
+    // gone, with what a k3s server leaves on its disk.
+    let h = TestHost::new("old-voter", bin_dir()).as_server();
+    fs::write(h.at("var/lib/rancher/k3s/fleet-role"), "agent\n").unwrap();
+    fs::write(h.at("var/lib/rancher/k3s/server/db/etcd/tombstone"), "").unwrap();
+    let server = h.at("var/lib/rancher/k3s/server");
+    for f in [
+        "tls/server-ca.key",
+        "tls/client-ca.key",
+        "tls/client-admin.key",
+        "tls/etcd/server-ca.key",
+        "tls/etcd/peer-ca.key",
+        "cred/passwd",
+        "cred/encryption-config.json",
+        "token",
+        "db/snapshots/fleet-role-s1-old-voter",
+    ] {
+        fs::create_dir_all(server.join(f).parent().unwrap()).unwrap();
+        fs::write(server.join(f), "x").unwrap();
+    }
+    fs::write(h.at("etc/rancher/k3s/k3s.yaml"), "admin").unwrap();
+    let host = host(&h, "http://127.0.0.1:9/health", Duration::from_secs(2));
+
+    let plan = host.plan_finish().unwrap();
+    assert_eq!(
+        plan.last(),
+        Some(&host::Change::RemoveServerSecrets),
+        "{plan:?}"
+    );
+    host.apply(&plan).unwrap();
+    assert!(h.active("k3s-agent") && !h.active("k3s"));
+    for gone in ["tls", "cred"] {
+        assert!(!server.join(gone).exists(), "server/{gone} is left");
+    }
+    assert!(!h.at("etc/rancher/k3s/k3s.yaml").exists());
+    for kept in [
+        "token",
+        "db/snapshots/fleet-role-s1-old-voter",
+        "db.demoted/etcd/name",
+    ] {
+        assert!(server.join(kept).exists(), "server/{kept} is gone");
+    }
+    assert!(h.at("etc/rancher/k3s/config.yaml").exists());
+    assert!(h.at("etc/rancher/node/password").exists());
+    // Resumed after it finished: nothing left to do.
+    assert!(
+        !host
+            .plan_finish()
+            .unwrap()
+            .contains(&host::Change::RemoveServerSecrets)
+    );
+}

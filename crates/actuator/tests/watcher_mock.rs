@@ -250,7 +250,11 @@ impl Rig {
         )
         .unwrap();
         let h = settings.host().with_search_path(host.path_env());
-        let mut watcher = Watcher::with_host(settings, h).with_metrics(metrics);
+        // The Nodes say 10.0.0.9: this host's address, for the watcher.
+        let here = host::addresses::LocalAddresses::parse("|-- 10.0.0.9\n /32 host LOCAL\n", "");
+        let mut watcher = Watcher::with_host(settings, h)
+            .with_metrics(metrics)
+            .with_addresses(here);
         let task = tokio::spawn(async move {
             watcher.session(client).await;
         });
@@ -636,7 +640,16 @@ async fn a_promotion_on_a_host_whose_role_file_is_damaged_is_refused_and_nothing
     rig.settle().await;
     assert_eq!(rig.phases().len(), 1, "refused more than once");
     assert!(rig.host.systemd_log().is_empty());
-    assert_eq!(before, rig.host.tree(), "a refused step changed the host");
+    // Only the report changed: the copy kept on the host.
+    let mut after = rig.host.tree();
+    let kept = after.remove(std::path::Path::new(
+        "var/lib/rancher/k3s/fleet-role.report",
+    ));
+    assert_eq!(before, after, "a refused step changed the host");
+    assert_eq!(
+        kept.map(|(_, raw)| Report::parse(&String::from_utf8(raw).unwrap()).unwrap()),
+        rig.report()
+    );
 }
 
 fn rollback_node() -> Value {

@@ -10,11 +10,17 @@
 //!   `config.yaml.d/*.yaml` (a later file winning), else the hostname, as
 //!   k3s itself chooses it;
 //! - the etcd member's name (`server/db/etcd/name`), which k3s makes as the
-//!   node name, a dash and a random suffix.
+//!   node name, a dash and a random suffix;
+//! - k3s's `node-ip`, when set, and the Node's `InternalIP` in the API
+//!   ([`check_internal_ip`], once the watcher has read the Node): each must
+//!   be an address of this host ([`LocalAddresses`]).
 
-use std::fs;
+use std::{fs, net::IpAddr};
 
-use crate::HostPaths;
+use crate::{HostPaths, addresses::LocalAddresses};
+
+/// What is said of an address that is not this host's.
+const NOT_LOCAL: &str = "(not an address of this host)";
 
 /// What the host says it is, and where each says it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +63,72 @@ struct NodeNameKey {
     node_name: Option<String>,
 }
 
+/// `node-ip:` as k3s takes it: one string (commas between addresses) or a
+/// list.
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct NodeIpKey {
+    #[serde(rename = "node-ip")]
+    node_ip: Option<OneOrMany>,
+}
+
+/// k3s's `node-ip` as its configuration gives it (a later file winning),
+/// with the file, one entry per address.
+fn configured_node_ips(paths: &HostPaths) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for file in k3s_config_files(paths) {
+        let Ok(text) = fs::read_to_string(&file) else {
+            continue;
+        };
+        if let Ok(NodeIpKey { node_ip: Some(ips) }) = serde_saphyr::from_str(&text) {
+            let ips = match ips {
+                OneOrMany::One(s) => vec![s],
+                OneOrMany::Many(v) => v,
+            };
+            let what = format!("k3s's node-ip in {}", file.display());
+            found = ips
+                .iter()
+                .flat_map(|s| s.split(','))
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|ip| (what.clone(), ip.to_string()))
+                .collect();
+        }
+    }
+    found
+}
+
+/// Whether `ip` (as written) is an address of this host.
+fn is_local(ip: &str, addresses: &LocalAddresses) -> bool {
+    ip.parse::<IpAddr>().is_ok_and(|ip| addresses.contains(ip))
+}
+
+/// Checks the Node's `InternalIP` (as the API has it) against this host's
+/// addresses: a Node whose address is another machine's is not this host,
+/// whatever its name.
+pub fn check_internal_ip(
+    node: &str,
+    internal_ip: &str,
+    addresses: &LocalAddresses,
+) -> Result<(), NotThisHost> {
+    if is_local(internal_ip, addresses) {
+        return Ok(());
+    }
+    Err(NotThisHost {
+        node: node.to_string(),
+        disagree: vec![(
+            format!("the Node's InternalIP in the API {NOT_LOCAL}"),
+            internal_ip.to_string(),
+        )],
+    })
+}
+
 /// k3s's node name as its configuration gives it, with the file.
 fn configured_node_name(paths: &HostPaths) -> Option<(String, String)> {
     let mut found = None;
@@ -77,11 +149,13 @@ fn configured_node_name(paths: &HostPaths) -> Option<(String, String)> {
 }
 
 /// Checks `node` against the host: k3s's node name (its configuration, else
-/// `hostname`) and the etcd member's name, when there is one.
+/// `hostname`), the etcd member's name, when there is one, and k3s's
+/// `node-ip`, when set, against this host's `addresses`.
 pub fn check(
     paths: &HostPaths,
     node: &str,
     hostname: Option<&str>,
+    addresses: &LocalAddresses,
 ) -> Result<Evidence, NotThisHost> {
     let mut sources = Vec::new();
     let mut disagree = Vec::new();
@@ -115,6 +189,12 @@ pub fn check(
             sources.push((what, member));
         }
     }
+    for (what, ip) in configured_node_ips(paths) {
+        if !is_local(&ip, addresses) {
+            disagree.push((format!("{what} {NOT_LOCAL}"), ip.clone()));
+        }
+        sources.push((what, ip));
+    }
     if disagree.is_empty() {
         Ok(Evidence { sources })
     } else {
@@ -128,6 +208,17 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn here() -> LocalAddresses {
+        LocalAddresses::parse(
+            "|-- 192.0.2.2\n   /32 host LOCAL\n|-- 127.0.0.0\n   /8 host LOCAL\n",
+            "fd000000000000000000000000000002 04 40 00 82 eth0\n",
+        )
+    }
+
+    fn check(p: &HostPaths, node: &str, hostname: Option<&str>) -> Result<Evidence, NotThisHost> {
+        super::check(p, node, hostname, &here())
+    }
 
     fn host() -> (tempfile::TempDir, HostPaths) {
         let dir = tempfile::tempdir().unwrap();
@@ -181,5 +272,59 @@ mod tests {
         let (_d, p) = host();
         assert!(check(&p, "runner-3", Some("Runner-3\n")).is_ok());
         assert!(check(&p, "runner-4", Some("runner-3")).is_err());
+    }
+
+    #[test]
+    fn a_node_ip_that_is_not_an_address_of_this_host_is_refused_saying_which() {
+        let (_d, p) = host();
+        fs::write(p.k3s_config(), "node-name: runner-3\nnode-ip: 192.0.2.2\n").unwrap();
+        assert!(check(&p, "runner-3", None).is_ok());
+        fs::write(
+            p.k3s_dropins().join("50-ip.yaml"),
+            "node-ip: [192.0.2.2, \"fd00::9\"]\n",
+        )
+        .unwrap();
+        let e = check(&p, "runner-3", None).unwrap_err();
+        let shown = e.to_string();
+        assert!(
+            shown.contains("node-ip in") && shown.contains("50-ip.yaml"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("not an address of this host) says \"fd00::9\""),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains("192.0.2.2"),
+            "only the one that disagrees: {shown}"
+        );
+        // One string with commas, as k3s also takes it; and a value that is
+        // no address at all.
+        fs::write(
+            p.k3s_dropins().join("50-ip.yaml"),
+            "node-ip: \"192.0.2.2,fd00::2\"\n",
+        )
+        .unwrap();
+        assert!(check(&p, "runner-3", None).is_ok());
+        fs::write(
+            p.k3s_dropins().join("50-ip.yaml"),
+            "node-ip: runner-3.lan\n",
+        )
+        .unwrap();
+        assert!(check(&p, "runner-3", None).is_err());
+    }
+
+    #[test]
+    fn a_nodes_internal_ip_that_is_another_machines_is_refused() {
+        assert!(check_internal_ip("runner-3", "192.0.2.2", &here()).is_ok());
+        assert!(check_internal_ip("runner-3", "127.77.0.5", &here()).is_ok());
+        let e = check_internal_ip("runner-3", "192.0.2.9", &here()).unwrap_err();
+        let shown = e.to_string();
+        assert!(shown.contains("\"runner-3\" is not this host"), "{shown}");
+        assert!(
+            shown
+                .contains("InternalIP in the API (not an address of this host) says \"192.0.2.9\""),
+            "{shown}"
+        );
     }
 }

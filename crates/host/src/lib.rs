@@ -6,6 +6,7 @@
 //! stand-ins first. Nothing here talks to the Kubernetes API.
 #![forbid(unsafe_code)]
 
+pub mod addresses;
 pub mod budget;
 pub mod datastore;
 pub mod error;
@@ -17,6 +18,7 @@ pub mod lock;
 pub mod paths;
 pub mod process;
 pub mod role;
+pub mod secrets;
 pub mod shims;
 pub mod switch;
 pub mod systemd;

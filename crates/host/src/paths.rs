@@ -36,6 +36,12 @@ impl HostPaths {
     pub fn role_file(&self) -> PathBuf {
         self.at("var/lib/rancher/k3s/fleet-role")
     }
+    /// The report kept on the host: a copy of the host's own key of the
+    /// report ConfigMap, written before each write to the API, so a report
+    /// lost on its way to the API (a crash, an API down) is still known.
+    pub fn report(&self) -> PathBuf {
+        self.at("var/lib/rancher/k3s/fleet-role.report")
+    }
     /// The host lock.
     pub fn lock_file(&self) -> PathBuf {
         self.at("var/lib/rancher/k3s/fleet-role.lock")
@@ -83,6 +89,18 @@ impl HostPaths {
     /// A unit's drop-in directory.
     pub fn unit_dropins(&self, unit: &str) -> PathBuf {
         self.at(&format!("etc/systemd/system/{unit}.service.d"))
+    }
+    /// What a finished host removes of the server's secrets (see
+    /// [`crate::secrets`]): `server/tls` (the cluster's CAs and their keys,
+    /// the server's keys), `server/cred` (the Secrets' encryption key, the
+    /// node passwords) and the admin kubeconfig k3s wrote at the server's
+    /// start.
+    pub fn server_secrets(&self) -> [PathBuf; 3] {
+        [
+            self.at("var/lib/rancher/k3s/server/tls"),
+            self.at("var/lib/rancher/k3s/server/cred"),
+            self.at("etc/rancher/k3s/k3s.yaml"),
+        ]
     }
     /// The agent's node password (never touched; checked unchanged).
     pub fn node_password(&self) -> PathBuf {

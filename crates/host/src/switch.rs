@@ -64,6 +64,9 @@ pub enum Change {
     KillShims,
     /// Wait for the local etcd to serve again.
     WaitEtcd,
+    /// Remove the server's secrets an agent does not need
+    /// ([`HostPaths::server_secrets`]).
+    RemoveServerSecrets,
 }
 
 /// A change as one line, with paths shown as they are on the host.
@@ -92,6 +95,16 @@ impl fmt::Display for Shown<'_> {
             ),
             Change::KillShims => f.write_str("kill every pod's shim"),
             Change::WaitEtcd => f.write_str("wait for etcd to serve again"),
+            Change::RemoveServerSecrets => write!(
+                f,
+                "remove the server's secrets: {}",
+                self.1
+                    .server_secrets()
+                    .iter()
+                    .map(on_host)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
 }
@@ -274,7 +287,8 @@ impl Host {
         Ok(plan)
     }
 
-    /// The plan of `demote-local` (and of a rollback and a finish): the server
+    /// The plan of `demote-local` (and of a rollback; a finish adds to it, see
+    /// [`Host::plan_finish`]): the server
     /// stopped and disabled, the datastore moved aside, fleet-role's drop-ins
     /// removed, `agent` in the role file, the agent enabled and started. The
     /// node password is never touched.
@@ -296,6 +310,17 @@ impl Host {
             plan.push(Change::Role(Role::Agent));
         }
         self.enable_now(&mut plan, AGENT)?;
+        Ok(plan)
+    }
+
+    /// The plan of a finish: [`Host::plan_demote`]'s, then, once the agent
+    /// runs, the server's secrets an agent does not need removed (see
+    /// [`crate::secrets`] for what goes and what stays, and why).
+    pub fn plan_finish(&self) -> Result<Vec<Change>> {
+        let mut plan = self.plan_demote()?;
+        if !crate::secrets::present(&self.paths).is_empty() {
+            plan.push(Change::RemoveServerSecrets);
+        }
         Ok(plan)
     }
 
@@ -363,6 +388,11 @@ impl Host {
                 Ok(())
             }
             Change::WaitEtcd => self.wait_etcd(),
+            Change::RemoveServerSecrets => {
+                // Never under a running server, which would write them again.
+                self.stop_confirmed(SERVER)?;
+                crate::secrets::remove(&self.paths).map(drop)
+            }
         }
     }
 

@@ -228,3 +228,51 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod exposure {
+    use super::deploy_dir;
+
+    /// The overall exposure `systemd-analyze security` gives: its last line,
+    /// `→ Overall exposure level for NAME: 2.2 OK 🙂`.
+    fn overall(text: &str) -> Option<f64> {
+        let line = text
+            .lines()
+            .find(|l| l.contains("Overall exposure level for"))?;
+        let (_, rest) = line.rsplit_once(": ")?;
+        rest.split_whitespace().next()?.parse().ok()
+    }
+
+    #[test]
+    fn the_exposure_line_is_read_as_systemd_analyze_prints_it() {
+        let text = "✗ UMask= …  0.1\n\n→ Overall exposure level for a.service: 9.0 UNSAFE 😨\n";
+        assert_eq!(overall(text), Some(9.0));
+        assert_eq!(overall("no such line"), None);
+    }
+
+    /// The actuator runs as root on hosts that are often the least trusted of
+    /// a cluster: its unit must stay hardened. The rating is systemd's own
+    /// (`systemd-analyze security`, offline, on the file as shipped).
+    #[test]
+    fn the_actuators_unit_is_rated_an_exposure_of_4_or_less_by_systemd_analyze() {
+        let unit = deploy_dir().join("fleet-role-actuator.service");
+        let out = std::process::Command::new("systemd-analyze")
+            .args(["security", "--offline=yes", "--no-pager"])
+            .arg(&unit)
+            .output()
+            .expect("systemd-analyze (systemd 250 or later) must be installed for this test");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let score = overall(&text).unwrap_or_else(|| {
+            panic!(
+                "no exposure level in systemd-analyze's output ({}):\n{text}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        assert!(
+            score <= 4.0,
+            "{} is rated {score} (more than 4.0):\n{text}",
+            unit.display()
+        );
+    }
+}

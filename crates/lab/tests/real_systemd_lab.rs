@@ -125,6 +125,79 @@ async fn a_lab_on_real_systemd_comes_up_with_ready_k3s_units_voters_and_running_
             h.name
         );
     }
+    a_switch_runs_in_the_actuators_sandbox_and_nothing_else_is_writable(&lab);
+}
+
+/// The actuator's unit as shipped, its command replaced by a drop-in (the
+/// sandbox stays the unit's): `demote-local` on the agent takes the host
+/// lock, removes fleet-role's drop-ins, reloads systemd and starts the agent
+/// through `systemctl`; a write outside what the unit allows fails.
+fn a_switch_runs_in_the_actuators_sandbox_and_nothing_else_is_writable(lab: &SystemdLab) {
+    let quick = Duration::from_secs(60);
+    let m = lab.machine("agent-1").unwrap();
+    let root = lab.spec.root("agent-1");
+    let o = m
+        .systemctl(&["stop", "fleet-role-actuator"], quick)
+        .unwrap();
+    assert!(o.status.success(), "stop: {o:?}");
+    let join = root.join("etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml");
+    std::fs::create_dir_all(join.parent().unwrap()).unwrap();
+    std::fs::write(&join, "server: https://198.18.0.9:6443\n").unwrap();
+    let unit_join = root.join("etc/systemd/system/k3s.service.d/90-fleet-role-join.conf");
+    std::fs::write(&unit_join, "[Service]\nEnvironment=FLEET_ROLE_JOIN=x\n").unwrap();
+    let dropin = root.join("etc/systemd/system/fleet-role-actuator.service.d/99-lab.conf");
+    std::fs::create_dir_all(dropin.parent().unwrap()).unwrap();
+    // The command's output in a file systemd opens for it (the journal of a
+    // lab host, at debug level, may lag behind a unit that ends at once).
+    let out = root.join("var/lib/rancher/lab-unit.out");
+    let run = |command: &str| {
+        std::fs::write(
+            &dropin,
+            format!(
+                "[Service]\nType=oneshot\nRestart=no\nStandardOutput=truncate:/var/lib/rancher/lab-unit.out\nExecStart=\nExecStart={command}\n"
+            ),
+        )
+        .unwrap();
+        let o = m.systemctl(&["daemon-reload"], quick).unwrap();
+        assert!(o.status.success(), "daemon-reload: {o:?}");
+        let o = m
+            .systemctl(&["start", "fleet-role-actuator"], quick)
+            .unwrap();
+        let log = format!(
+            "{}\n{}",
+            std::fs::read_to_string(&out).unwrap_or_default(),
+            o.stderr.trim()
+        );
+        (o.status.success(), log)
+    };
+
+    let (ok, log) = run("/usr/bin/fleet-role-actuator demote-local");
+    assert!(ok, "demote-local failed in the unit's sandbox:\n{log}");
+    assert!(!join.exists() && !unit_join.exists(), "{log}");
+    assert!(root.join("var/lib/rancher/k3s/fleet-role.lock").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role")).unwrap(),
+        "agent\n"
+    );
+    assert_eq!(m.active_state("k3s-agent").unwrap(), "active");
+
+    let (ok, log) = run("/bin/sh -c \"touch /etc/fleet-role/written-by-the-actuator\"");
+    assert!(!ok, "the unit wrote under /etc/fleet-role:\n{log}");
+    assert!(!root.join("etc/fleet-role/written-by-the-actuator").exists());
+    assert!(log.contains("Read-only file system"), "{log}");
+
+    // Another lab host's address as k3s's node-ip: in this host's network
+    // namespace it is no address of this host, and `watch` refuses to start.
+    let other = lab.spec.hosts[0].ip.to_string();
+    let ip = root.join("etc/rancher/k3s/config.yaml.d/95-lab-ip.yaml");
+    std::fs::write(&ip, format!("node-ip: {other}\n")).unwrap();
+    let (ok, log) = run("/usr/bin/fleet-role-actuator watch");
+    std::fs::remove_file(&ip).unwrap();
+    assert!(!ok, "watch started with another host's node-ip:\n{log}");
+    assert!(
+        log.contains(&format!("(not an address of this host) says \"{other}\"")),
+        "{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -129,6 +129,13 @@ pub struct Report {
     pub started_at: i64,
     /// When this report was written (unix seconds).
     pub updated_at: i64,
+    /// How many reports this host has written before this one: each report
+    /// is its predecessor's `seq` plus one. Of two copies of a host's report
+    /// (the one kept on the host and the API's), the higher `seq` is the
+    /// newer; the times cannot say, several reports being written within a
+    /// second. A report from before this field reads as 0.
+    #[serde(default)]
+    pub seq: u64,
     /// The snapshot file a snapshot step wrote.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_file: Option<String>,
@@ -191,8 +198,19 @@ impl Report {
                 now
             },
             updated_at: now,
+            seq: prev.map_or(1, |p| p.seq + 1),
             snapshot_file: None,
             settled,
+        }
+    }
+
+    /// The newer of two copies of one host's report: the higher
+    /// [`Report::seq`], the first (`a`) when both are as new.
+    pub fn newer(a: Option<Report>, b: Option<Report>) -> Option<Report> {
+        match (a, b) {
+            (Some(a), Some(b)) if b.seq > a.seq => Some(b),
+            (Some(a), _) => Some(a),
+            (None, b) => b,
         }
     }
 
@@ -213,9 +231,16 @@ impl Report {
         serde_json::to_string(self).expect("a report always serializes")
     }
 
-    /// Reads a ConfigMap value; a value that does not parse is no report.
+    /// Reads a ConfigMap value; a value that does not parse is no report
+    /// (for a reader that only shows or weighs reports; the actuator, whose
+    /// memory the report is, uses [`Report::parse`] and refuses instead).
     pub fn from_json(raw: &str) -> Option<Report> {
-        serde_json::from_str(raw).ok()
+        Self::parse(raw).ok()
+    }
+
+    /// Reads a report, saying why one does not parse.
+    pub fn parse(raw: &str) -> Result<Report, serde_json::Error> {
+        serde_json::from_str(raw)
     }
 }
 
@@ -236,6 +261,23 @@ mod tests {
         assert!(r.to_json().contains("\"phase\":\"done\""));
         assert!(Report::from_json("not json").is_none());
         assert!(Report::from_json("{\"swap\":\"BAD ID\",\"step\":\"promote\",\"phase\":\"done\",\"startedAt\":1,\"updatedAt\":1}").is_none());
+    }
+
+    #[test]
+    fn each_report_counts_one_more_than_the_one_before_and_the_higher_count_is_newer() {
+        let a = Report::next(None, swap("s1"), ReportStep::Promote, Phase::Started, 5);
+        let b = Report::next(Some(&a), swap("s1"), ReportStep::Promote, Phase::Done, 5);
+        assert_eq!((a.seq, b.seq), (1, 2));
+        let newer = |x: &Report, y: &Report| Report::newer(Some(x.clone()), Some(y.clone()));
+        assert_eq!(newer(&a, &b), Some(b.clone()));
+        assert_eq!(newer(&b, &a), Some(b.clone()));
+        assert_eq!(Report::newer(None, Some(a.clone())), Some(a.clone()));
+        assert_eq!(Report::newer(Some(a.clone()), None), Some(a.clone()));
+        assert_eq!(Report::newer(None, None), None);
+        // A report written before the count existed reads as 0.
+        let old = r#"{"step":"promote","phase":"done","startedAt":1,"updatedAt":1}"#;
+        assert_eq!(Report::parse(old).unwrap().seq, 0);
+        assert!(Report::parse("{").is_err());
     }
 
     #[test]

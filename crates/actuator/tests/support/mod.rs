@@ -337,12 +337,36 @@ impl Controller {
             .unwrap_or_else(|e| panic!("setting EtcdIsVoter on {node}: {e}"));
     }
 
+    /// Sets `node`'s InternalIP, through the status subresource as its
+    /// kubelet does.
+    pub async fn set_address(&self, node: &str, ip: &str) {
+        let patch = json!({"status": {"addresses": [{"type": "InternalIP", "address": ip}]}});
+        self.nodes()
+            .patch_status(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("setting the address of {node}: {e}"));
+    }
+
     /// The report ConfigMap as stored.
     pub async fn report_configmap(&self) -> Option<ConfigMap> {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), "platform");
         api.get_opt("fleet-role-actuators")
             .await
             .expect("the report ConfigMap can be read")
+    }
+
+    /// Sets `node`'s key of the report to `raw` (`None` removes it), as an
+    /// admin can: a write the host made and the API lost, or a damaged one.
+    pub async fn put_report(&self, node: &str, raw: Option<&str>) {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), "platform");
+        let patch = json!({"data": { node: raw }});
+        api.patch(
+            "fleet-role-actuators",
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("setting {node}'s report: {e}"));
     }
 
     /// `node`'s report, if it wrote one.
@@ -605,6 +629,28 @@ impl Actuator {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+
+    /// Waits (polling, up to [`DEADLINE`]) until it exits, and returns its
+    /// exit code; fails showing its log if it does not.
+    pub async fn wait_exit(&mut self) -> Option<i32> {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                self.child = None;
+                return status.code();
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "the actuator did not stop; log:\n{}",
+                self.log_tail(15)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
