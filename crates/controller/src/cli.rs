@@ -15,11 +15,8 @@ pub enum Format {
 }
 
 /// fleet-role: swap etcd voters of a k3s fleet safely, through the Kubernetes API.
-///
-/// Exit codes: 0 done; 1 refused by a gate (nothing changed); 2 an error or a
-/// failed swap (the message says what state it left and what to do next).
 #[derive(Debug, Parser)]
-#[command(name = "fleet-role", version)]
+#[command(name = "fleet-role", version, after_help = protocol::exit::EXIT_CODES_HELP)]
 pub struct Cli {
     /// The kubeconfig file (else KUBECONFIG, ~/.kube/config, or the in-cluster
     /// ServiceAccount).

@@ -1,8 +1,8 @@
 //! `fleet-role`'s entry point: flags into settings, one command, errors
 //! printed once at the edge, an explicit exit code.
 //!
-//! Exit codes: 0 done; 1 refused by a gate (nothing changed); 2 an error or a
-//! failed swap (the message says what state it left and what to do next).
+//! Exit codes: [`protocol::exit::Exit`], shared with the actuator and listed
+//! in the help.
 #![forbid(unsafe_code)]
 
 use std::{process::ExitCode, sync::Arc, time::Duration};
@@ -20,7 +20,10 @@ use controller::{
     service, status,
     watch::FleetWatch,
 };
-use protocol::controller::{AbortPlan, abort_plan};
+use protocol::{
+    controller::{AbortPlan, abort_plan},
+    exit::{Exit, Marked},
+};
 
 /// How long the watches may take to list everything once at start.
 const SYNC_BOUND: Duration = Duration::from_secs(60);
@@ -43,20 +46,31 @@ fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            print_error(
-                format,
-                &anyhow::Error::new(e).context("starting the runtime"),
-            );
-            return ExitCode::from(2);
+            let e = anyhow::Error::new(e).context("starting the runtime");
+            print_error(format, &e, Exit::FailedSafe);
+            return ExitCode::from(Exit::FailedSafe.code());
         }
     };
     match runtime.block_on(run(cli)) {
-        Ok(code) => ExitCode::from(code),
+        Ok(exit) => ExitCode::from(exit.code()),
         Err(e) => {
-            print_error(format, &e);
-            ExitCode::from(2)
+            let exit = exit_of(&e);
+            print_error(format, &e, exit);
+            ExitCode::from(exit.code())
         }
     }
+}
+
+/// The outcome an error stands for: its mark, else a failure that left
+/// the cluster safe (every call out is bounded, and an unmarked error
+/// happens between two safe points).
+fn exit_of(e: &anyhow::Error) -> Exit {
+    e.downcast_ref::<Marked>().map_or(Exit::FailedSafe, |m| m.0)
+}
+
+/// Marks an error as the caller's: a flag, a value or a config file.
+fn usage(e: impl Into<anyhow::Error>) -> anyhow::Error {
+    e.into().context(Marked(Exit::Usage))
 }
 
 fn init_logging() {
@@ -89,12 +103,14 @@ fn shutdown_signal() -> watch::Receiver<bool> {
 }
 
 fn node(raw: &str, flag: &str) -> anyhow::Result<NodeName> {
-    NodeName::parse(raw).with_context(|| flag.to_string())
+    NodeName::parse(raw)
+        .with_context(|| flag.to_string())
+        .map_err(usage)
 }
 
-async fn run(cli: Cli) -> anyhow::Result<u8> {
-    let file = FileConfig::load(cli.config.as_deref())?;
-    let mut settings = Settings::resolve(file, cli.identity.clone())?;
+async fn run(cli: Cli) -> anyhow::Result<Exit> {
+    let file = FileConfig::load(cli.config.as_deref()).map_err(usage)?;
+    let mut settings = Settings::resolve(file, cli.identity.clone()).map_err(usage)?;
     match &cli.command {
         Command::Swap {
             out,
@@ -106,10 +122,15 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             let out = node(out, "--out")?;
             let incoming = node(incoming, "--in")?;
             if out == incoming {
-                anyhow::bail!("--out and --in name the same Node {out}");
+                return Err(usage(anyhow::anyhow!(
+                    "--out and --in name the same Node {out}"
+                )));
             }
             if let Some(t) = timeout {
-                settings = settings.with_step_timeout(parse_duration(t)?);
+                let t = parse_duration(t)
+                    .with_context(|| format!("--timeout {}", protocol::validate::shown(t)))
+                    .map_err(usage)?;
+                settings = settings.with_step_timeout(t);
             }
             let (client, watching) = cluster::clients(cli.kubeconfig.as_deref()).await?;
             let driver = Driver::new(client, settings.clone(), shutdown_signal());
@@ -120,9 +141,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 let p = plan(&obs.view, out.as_str(), incoming.as_str());
                 printer.plan(out.as_str(), incoming.as_str(), &p);
                 return Ok(if protocol::controller::all_pass(&p.gates) {
-                    0
+                    Exit::Done
                 } else {
-                    1
+                    Exit::Refused
                 });
             }
             let fleet = Arc::new(FleetWatch::start(&watching, &settings));
@@ -131,7 +152,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             let ending = driver.swap(out, incoming, &mut printer).await?;
             let (word, message) = ending.summary();
             printer.result(word, ending.exit_code(), &message);
-            Ok(ending.exit_code())
+            Ok(ending.exit())
         }
         Command::Status { output } => {
             let client = cluster::client(cli.kubeconfig.as_deref()).await?;
@@ -141,7 +162,11 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 Format::Text => println!("{}", status::text(&obs.view, &settings)),
                 Format::Json => println!("{}", status::json(&obs.view, &settings)),
             }
-            Ok(0)
+            Ok(if protocol::controller::degraded(&obs.view).is_empty() {
+                Exit::Done
+            } else {
+                Exit::Degraded
+            })
         }
         Command::Run {
             dry_run,
@@ -150,7 +175,13 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             if let Some(a) = metrics_address {
                 settings.metrics_address = Some(
                     a.parse()
-                        .with_context(|| format!("--metrics-address {a}: not HOST:PORT"))?,
+                        .with_context(|| {
+                            format!(
+                                "--metrics-address {}: not HOST:PORT",
+                                protocol::validate::shown(a)
+                            )
+                        })
+                        .map_err(usage)?,
                 );
             }
             let (client, watching) = cluster::clients(cli.kubeconfig.as_deref()).await?;
@@ -175,11 +206,11 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                     printer.line(&format!("dry run: {e:#}"), serde_json::json!({}));
                 }
                 driver.run(&mut printer, true).await?;
-                return Ok(0);
+                return Ok(Exit::Done);
             }
             driver.check_eligibility().await?;
             service::lead(&mut driver, client, &settings, shutdown, &mut printer).await?;
-            Ok(0)
+            Ok(Exit::Done)
         }
         Command::Abort { output } => {
             let (client, watching) = cluster::clients(cli.kubeconfig.as_deref()).await?;
@@ -190,10 +221,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             let Some(rec) = obs.view.lease.as_ref().and_then(|l| l.recorded_swap()) else {
                 printer.result(
                     "nothing",
-                    0,
+                    Exit::Done.code(),
                     "no unfinished swap is recorded on the regrade Lease: nothing to abort",
                 );
-                return Ok(0);
+                return Ok(Exit::Done);
             };
             let l = obs
                 .view
@@ -231,7 +262,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 }
                 printer.result(
                     "asked",
-                    0,
+                    Exit::Done.code(),
                     &format!(
                         "the controller holding it (instance {}) {}; `fleet-role status` shows it",
                         protocol::controller::one_line(&holder),
@@ -241,20 +272,21 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                         }
                     ),
                 );
-                return Ok(0);
+                return Ok(Exit::Done);
             }
             let fleet = Arc::new(FleetWatch::start(&watching, &settings));
             fleet.wait_synced(SYNC_BOUND).await?;
             let mut driver = driver.with_watch(fleet);
             let ending = driver.abort(rec.out, rec.incoming, &mut printer).await?;
             let (word, message) = ending.summary();
-            let code = match ending {
+            // Wound down is what an abort asks for.
+            let exit = match ending {
                 controller::drive::Ending::WoundDown { .. }
-                | controller::drive::Ending::Done { .. } => 0,
-                _ => ending.exit_code(),
+                | controller::drive::Ending::Done { .. } => Exit::Done,
+                _ => ending.exit(),
             };
-            printer.result(word, code, &message);
-            Ok(code)
+            printer.result(word, exit.code(), &message);
+            Ok(exit)
         }
         Command::Enroll(args) => {
             let client = || async { Ok(cluster::client(cli.kubeconfig.as_deref()).await?) };
@@ -280,7 +312,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                     "resumed: a halted swap goes on".to_string()
                 }
             );
-            Ok(0)
+            Ok(Exit::Done)
         }
     }
 }

@@ -38,11 +38,15 @@ impl Printer {
         self.format
     }
 
+    /// The clock (the time of day for a terminal, RFC 3339 for JSON) and
+    /// the seconds since the printer started.
     fn stamp(&self) -> (String, f64) {
-        (
-            Timestamp::now().strftime("%H:%M:%S").to_string(),
-            self.start.elapsed().as_secs_f64(),
-        )
+        let now = Timestamp::now();
+        let clock = match self.format {
+            Format::Text => now.strftime("%H:%M:%S").to_string(),
+            Format::Json => format!("{now:.0}"),
+        };
+        (clock, self.start.elapsed().as_secs_f64())
     }
 
     /// One line of progress (text) or one object (JSON).
@@ -89,7 +93,7 @@ impl Printer {
             return;
         }
         self.last = Some(text.clone());
-        let fields = json!({"action": action});
+        let fields = json!({"action": with_times(json!(action), &["deadline", "until"])});
         self.line(&text, fields);
         if let Action::Refuse { gates } = action {
             self.gates(gates);
@@ -157,13 +161,55 @@ impl Printer {
     }
 }
 
+/// A time for JSON: RFC 3339 in UTC (`2026-12-01T11:32:11Z`); `null` for
+/// none, or for seconds no calendar holds (a value anyone could write).
+pub fn rfc3339(secs: Option<i64>) -> Value {
+    secs.and_then(|s| Timestamp::from_second(s).ok())
+        .map_or(Value::Null, |t| json!(t.to_string()))
+}
+
+/// A JSON object with its unix-seconds fields `keys` rewritten as RFC 3339.
+pub fn with_times(mut v: Value, keys: &[&str]) -> Value {
+    if let Some(m) = v.as_object_mut() {
+        for k in keys {
+            if let Some(x) = m.get_mut(*k) {
+                *x = rfc3339(x.as_i64());
+            }
+        }
+    }
+    v
+}
+
 /// Prints an error once, at the edge, with its causes.
-pub fn print_error(format: Format, err: &anyhow::Error) {
+pub fn print_error(format: Format, err: &anyhow::Error, exit: protocol::exit::Exit) {
+    // One line: a value from the API or a file must not start a new one.
+    let mut message = format!("{err:#}").replace('\n', " ");
+    // A marked error starts with its outcome's word already.
+    if err.downcast_ref::<protocol::exit::Marked>().is_none() {
+        message = format!("{}: {message}", exit.label());
+    }
     match format {
-        Format::Text => eprintln!("fleet-role: error: {err:#}"),
+        Format::Text => eprintln!("fleet-role: {message}"),
         Format::Json => println!(
             "{}",
-            json!({"ok": false, "exit": 2, "error": format!("{err:#}")})
+            json!({"ok": false, "exit": exit.code(), "error": message})
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_time_in_json_is_rfc_3339_in_utc_or_null() {
+        assert_eq!(rfc3339(Some(0)), json!("1970-01-01T00:00:00Z"));
+        assert_eq!(rfc3339(Some(1_796_124_731)), json!("2026-12-01T11:32:11Z"));
+        assert_eq!(rfc3339(None), Value::Null);
+        assert_eq!(rfc3339(Some(i64::MAX)), Value::Null);
+        assert_eq!(
+            with_times(json!({"at": 0, "other": 1}), &["at", "missing"]),
+            json!({"at": "1970-01-01T00:00:00Z", "other": 1})
+        );
     }
 }

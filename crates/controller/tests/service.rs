@@ -349,7 +349,7 @@ async fn run_refuses_to_start_while_fewer_voters_are_eligible_than_configured_an
     }
     let h = Harness::start(&hosts, CONFIG).await;
     let run = h.run(&["run"]).await;
-    run.expect(2);
+    run.expect(1);
     assert!(
         run.stderr.contains("label the voters n1, n2, n3"),
         "{}",
@@ -417,7 +417,7 @@ async fn a_swap_interrupted_by_ctrl_c_says_how_to_resume_or_abort_and_abort_then
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(status.code(), Some(2), "{}", out.text());
+    assert_eq!(status.code(), Some(3), "{}", out.text());
     out.wait_for("fleet-role abort").await;
     assert!(
         out.text().contains("fleet-role swap --out n1 --in n4"),

@@ -288,7 +288,7 @@ async fn a_promotion_that_fails_midway_is_rolled_back_and_the_cluster_left_as_it
         f.stall_promotion.insert("n4".into());
     });
     let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
-    run.expect(2);
+    run.expect(3);
     assert!(
         run.stdout.contains("roll n4 back to an agent"),
         "{}",
@@ -369,7 +369,7 @@ async fn the_lease_taken_by_someone_else_mid_swap_stops_every_further_write() {
         .await
         .expect("the controller stops")
         .unwrap();
-    assert_eq!(status.code(), Some(2));
+    assert_eq!(status.code(), Some(3));
     let mut out = String::new();
     use tokio::io::AsyncReadExt;
     child

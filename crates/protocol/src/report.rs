@@ -111,6 +111,11 @@ pub struct Settled {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
+    /// The protocol version the report is written in
+    /// ([`crate::version::PROTOCOL_VERSION`]; a report without one was
+    /// written before versions were marked, and is version 1).
+    #[serde(default = "unmarked")]
+    pub protocol: u32,
     /// The swap of the current step (none for a refusal of an invalid id, or a
     /// finish with no swap to name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -135,6 +140,10 @@ pub struct Report {
     /// The steps that are over, newest last, at most [`SETTLED_MEMORY`].
     #[serde(default)]
     pub settled: Vec<Settled>,
+}
+
+fn unmarked() -> u32 {
+    crate::version::UNMARKED
 }
 
 impl Report {
@@ -176,6 +185,7 @@ impl Report {
             settled.drain(..excess);
         }
         Report {
+            protocol: crate::version::PROTOCOL_VERSION,
             swap,
             step,
             phase,
@@ -213,8 +223,12 @@ impl Report {
         serde_json::to_string(self).expect("a report always serializes")
     }
 
-    /// Reads a ConfigMap value; a value that does not parse is no report.
+    /// Reads a ConfigMap value; a value that does not parse is no report,
+    /// and neither is one of a protocol version this build does not know
+    /// (its fields may mean something else: the controller's
+    /// `known-protocol` gate refuses a swap involving such a host instead).
     pub fn from_json(raw: &str) -> Option<Report> {
+        crate::version::check(crate::version::of_report(raw).as_deref()).ok()?;
         serde_json::from_str(raw).ok()
     }
 }
@@ -235,7 +249,24 @@ mod tests {
         assert_eq!(back, r);
         assert!(r.to_json().contains("\"phase\":\"done\""));
         assert!(Report::from_json("not json").is_none());
+        assert!(
+            r.to_json().starts_with("{\"protocol\":1,"),
+            "{}",
+            r.to_json()
+        );
         assert!(Report::from_json("{\"swap\":\"BAD ID\",\"step\":\"promote\",\"phase\":\"done\",\"startedAt\":1,\"updatedAt\":1}").is_none());
+    }
+
+    #[test]
+    fn a_report_without_a_version_reads_as_version_one_and_one_of_an_unknown_version_is_no_report()
+    {
+        let old = "{\"swap\":\"s1\",\"step\":\"snapshot\",\"phase\":\"done\",\"startedAt\":1,\"updatedAt\":2}";
+        let r = Report::from_json(old).expect("a report before versions were marked");
+        assert_eq!((r.protocol, r.updated_at), (1, 2));
+        let newer = old.replacen('{', "{\"protocol\":2,", 1);
+        assert!(Report::from_json(&newer).is_none());
+        let same = old.replacen('{', "{\"protocol\":1,", 1);
+        assert_eq!(Report::from_json(&same), Some(r));
     }
 
     #[test]
