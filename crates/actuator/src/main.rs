@@ -1,8 +1,8 @@
 //! `fleet-role-actuator`'s entry point: flags into settings, one command,
 //! errors printed once at the edge, an explicit exit code.
 //!
-//! Exit codes: 0 success; 1 `is` answered no; 2 an error (nothing changed
-//! unless the message says a switch stopped part-way).
+//! Exit codes: [`protocol::exit::Exit`], shared with the controller and
+//! listed in the help; `is` answers 0 or 1 only.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -17,7 +17,11 @@ use actuator::{
 };
 use anyhow::Context;
 use clap::Parser;
-use protocol::{JoinUrl, Role, SwapId, controller::one_line};
+use protocol::{
+    JoinUrl, Role, SwapId,
+    controller::one_line,
+    exit::{Exit, Marked},
+};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -25,10 +29,30 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            print_error(format, &e);
-            ExitCode::from(2)
+            let exit = exit_of(&e);
+            print_error(format, &e, exit);
+            ExitCode::from(exit.code())
         }
     }
+}
+
+/// The outcome an error stands for: its mark; a damaged role file is a
+/// refusal (nothing is changed while it names no role); anything else a
+/// failure that left the host safe (every call out is bounded, and a
+/// switch that stops part-way is marked).
+fn exit_of(e: &anyhow::Error) -> Exit {
+    if let Some(m) = e.downcast_ref::<Marked>() {
+        return m.0;
+    }
+    match e.downcast_ref::<host::Error>() {
+        Some(host::Error::BadRoleFile { .. }) => Exit::Refused,
+        _ => Exit::FailedSafe,
+    }
+}
+
+/// Marks an error as the caller's: a flag, a value or a file it names.
+fn usage(e: impl Into<anyhow::Error>) -> anyhow::Error {
+    e.into().context(Marked(Exit::Usage))
 }
 
 fn init_logging() {
@@ -49,7 +73,7 @@ fn settings(
     api: Option<&ApiArgs>,
     lock_timeout: Option<u64>,
 ) -> anyhow::Result<Settings> {
-    let file = FileConfig::load(cli.config.as_deref())?;
+    let file = FileConfig::load(cli.config.as_deref()).map_err(usage)?;
     let o = Overrides {
         node: cli.node.clone(),
         root: cli.root.clone(),
@@ -58,7 +82,7 @@ fn settings(
         token_file: api.and_then(|a| a.token_file.clone()),
         lock_timeout_secs: lock_timeout,
     };
-    Ok(Settings::resolve(file, o)?)
+    Settings::resolve(file, o).map_err(usage)
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -87,7 +111,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             check,
             lock_timeout,
         } => {
-            let join = JoinUrl::parse(join)?;
+            let join = JoinUrl::parse(join).map_err(usage)?;
             let s = settings(&cli, None, *lock_timeout)?;
             local::switch(
                 &s.host(),
@@ -107,7 +131,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Snapshot { name } => {
-            let name = SwapId::parse(name)?;
+            let name = SwapId::parse(name).map_err(usage)?;
             let s = settings(&cli, None, None)?;
             local::snapshot(&s.host(), &name, s.lock_timeout, format)?;
             Ok(ExitCode::SUCCESS)
@@ -122,7 +146,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     .enable_all()
                     .build()?;
                 let candidates =
-                    Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())?;
+                    Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())
+                        .map_err(usage)?;
                 let r = rt.block_on(async {
                     let client = candidates.client()?;
                     report::read(&client, &s.names, s.node.as_str())
@@ -148,26 +173,42 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         ))
                     })
                 ));
-                remote = serde_json::to_value(&r)?;
+                remote = kubeview::time::with_times(
+                    serde_json::to_value(&r)?,
+                    &["startedAt", "updatedAt"],
+                );
             }
             let expiry = s.token_file.as_deref().and_then(cluster::token_expiry);
             if let Some(exp) = expiry {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs() as i64);
+                let at = kubeview::time::rfc3339(Some(exp));
                 lines.push(format!(
-                    "credential:   lapses at {exp} (unix time){}",
+                    "credential:   lapses at {}{}",
+                    at.as_str().map_or_else(|| exp.to_string(), String::from),
                     cluster::expiry_warning(exp, now)
                         .map(|w| format!("; WARNING: {w}"))
                         .unwrap_or_default()
                 ));
             }
+            let exit = if local.degraded.is_empty() {
+                Exit::Done
+            } else {
+                Exit::Degraded
+            };
             print(
                 format,
                 &lines,
-                &serde_json::json!({ "ok": true, "host": local, "report": remote, "credential_expires": expiry }),
+                &serde_json::json!({
+                    "ok": exit == Exit::Done,
+                    "exit": exit.code(),
+                    "host": local,
+                    "report": remote,
+                    "credential_expires": kubeview::time::rfc3339(expiry),
+                }),
             );
-            Ok(ExitCode::SUCCESS)
+            Ok(ExitCode::from(exit.code()))
         }
         Command::Watch(api) => {
             let s = settings(&cli, Some(api), None)?;
@@ -175,10 +216,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             // make each host carry out that Node's steps: refuse to start
             // unless the host itself says it is the configured Node.
             let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
-            host::identity::check(&s.host().paths, s.node.as_str(), hostname.as_deref())?;
+            // The configured node is at fault, not the host: a usage error.
+            host::identity::check(&s.host().paths, s.node.as_str(), hostname.as_deref())
+                .map_err(usage)?;
             init_logging();
             let candidates =
-                Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())?;
+                Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())
+                    .map_err(usage)?;
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .enable_all()

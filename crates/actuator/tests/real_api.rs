@@ -1096,20 +1096,22 @@ async fn no_token_appears_in_any_output_log_report_or_error_even_of_a_refused_re
         args.insert(0, "status".to_owned());
         args
     };
-    // (what, args, exit code, what the output must say)
+    // (what, args, exit code, what the output must say): a token file
+    // refused before any request is a usage error (2), an API that
+    // refuses the request a failure that changed nothing (3).
     let mut json = vec!["--output".to_owned(), "json".to_owned()];
     json.extend(status(api(&ca, &marked)));
     let cases = [
         (
             "status, a made-up token",
             status(api(&ca, &marked)),
-            2,
+            3,
             "401",
         ),
         (
             "status --output json, a made-up token",
             json,
-            2,
+            3,
             "\"ok\":false",
         ),
         (
@@ -1121,13 +1123,13 @@ async fn no_token_appears_in_any_output_log_report_or_error_even_of_a_refused_re
         (
             "status, the wrong CA",
             status(api(&other_ca, &marked)),
-            2,
+            3,
             "invalid peer certificate",
         ),
         (
             "status, a revoked token",
             status(api(&ca, &revoked)),
-            2,
+            3,
             "401",
         ),
         (

@@ -44,7 +44,7 @@ impl Printer {
         let now = Timestamp::now();
         let clock = match self.format {
             Format::Text => now.strftime("%H:%M:%S").to_string(),
-            Format::Json => format!("{now:.0}"),
+            Format::Json => kubeview::time::now(),
         };
         (clock, self.start.elapsed().as_secs_f64())
     }
@@ -93,7 +93,8 @@ impl Printer {
             return;
         }
         self.last = Some(text.clone());
-        let fields = json!({"action": with_times(json!(action), &["deadline", "until"])});
+        let fields =
+            json!({"action": kubeview::time::with_times(json!(action), &["deadline", "until"])});
         self.line(&text, fields);
         if let Action::Refuse { gates } = action {
             self.gates(gates);
@@ -161,25 +162,6 @@ impl Printer {
     }
 }
 
-/// A time for JSON: RFC 3339 in UTC (`2026-12-01T11:32:11Z`); `null` for
-/// none, or for seconds no calendar holds (a value anyone could write).
-pub fn rfc3339(secs: Option<i64>) -> Value {
-    secs.and_then(|s| Timestamp::from_second(s).ok())
-        .map_or(Value::Null, |t| json!(t.to_string()))
-}
-
-/// A JSON object with its unix-seconds fields `keys` rewritten as RFC 3339.
-pub fn with_times(mut v: Value, keys: &[&str]) -> Value {
-    if let Some(m) = v.as_object_mut() {
-        for k in keys {
-            if let Some(x) = m.get_mut(*k) {
-                *x = rfc3339(x.as_i64());
-            }
-        }
-    }
-    v
-}
-
 /// Prints an error once, at the edge, with its causes.
 pub fn print_error(format: Format, err: &anyhow::Error, exit: protocol::exit::Exit) {
     // One line: a value from the API or a file must not start a new one.
@@ -194,22 +176,5 @@ pub fn print_error(format: Format, err: &anyhow::Error, exit: protocol::exit::Ex
             "{}",
             json!({"ok": false, "exit": exit.code(), "error": message})
         ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_time_in_json_is_rfc_3339_in_utc_or_null() {
-        assert_eq!(rfc3339(Some(0)), json!("1970-01-01T00:00:00Z"));
-        assert_eq!(rfc3339(Some(1_796_124_731)), json!("2026-12-01T11:32:11Z"));
-        assert_eq!(rfc3339(None), Value::Null);
-        assert_eq!(rfc3339(Some(i64::MAX)), Value::Null);
-        assert_eq!(
-            with_times(json!({"at": 0, "other": 1}), &["at", "missing"]),
-            json!({"at": "1970-01-01T00:00:00Z", "other": 1})
-        );
     }
 }

@@ -10,10 +10,8 @@ use protocol::{
 };
 use serde_json::{Value, json};
 
-use crate::{
-    config::Settings,
-    output::{rfc3339, with_times},
-};
+use crate::config::Settings;
+use kubeview::time::{rfc3339, with_times};
 
 fn age(now: i64, t: i64) -> String {
     // `t` may come from a Lease annotation anyone with write access set.
