@@ -27,15 +27,34 @@ use protocol::{
 
 /// How long the watches may take to list everything once at start.
 const SYNC_BOUND: Duration = Duration::from_secs(60);
+/// How long one refresh of `status --watch` may take.
+const REFRESH_BOUND: Duration = Duration::from_secs(30);
+
+/// Prints the fleet's status; its exit says whether anything is degraded.
+fn show_status(
+    output: Format,
+    view: &protocol::controller::FleetView,
+    settings: &Settings,
+) -> Exit {
+    match output {
+        Format::Text => println!("{}", status::text(view, settings)),
+        Format::Json => println!("{}", status::json(view, settings)),
+    }
+    if protocol::controller::degraded(view).is_empty() {
+        Exit::Done
+    } else {
+        Exit::Degraded
+    }
+}
 use protocol::{NodeName, controller::plan};
 use tokio::sync::watch;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let format = match &cli.command {
-        Command::Swap { output, .. } | Command::Status { output } | Command::Abort { output } => {
-            *output
-        }
+        Command::Swap { output, .. }
+        | Command::Status { output, .. }
+        | Command::Abort { output } => *output,
         _ => Format::Text,
     };
     init_logging();
@@ -154,19 +173,55 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
             printer.result(word, ending.exit_code(), &message);
             Ok(ending.exit())
         }
-        Command::Status { output } => {
+        Command::Status {
+            output,
+            watch: keep_watching,
+            interval,
+        } => {
+            let interval = parse_duration(interval)
+                .with_context(|| format!("--interval {}", protocol::validate::shown(interval)))
+                .map_err(usage)?;
             let client = cluster::client(cli.kubeconfig.as_deref()).await?;
             let driver = Driver::new(client, settings.clone(), watch::channel(false).1);
-            let obs = driver.observe().await?;
-            match output {
-                Format::Text => println!("{}", status::text(&obs.view, &settings)),
-                Format::Json => println!("{}", status::json(&obs.view, &settings)),
+            if !*keep_watching {
+                let obs = driver.observe().await?;
+                return Ok(show_status(*output, &obs.view, &settings));
             }
-            Ok(if protocol::controller::degraded(&obs.view).is_empty() {
-                Exit::Done
-            } else {
-                Exit::Degraded
-            })
+            let mut stop = shutdown_signal();
+            // What the last refresh said, for the exit at Ctrl-C.
+            let mut last = Exit::Done;
+            loop {
+                // Bounded: a refresh that hangs on the API is said, and the
+                // next one tried; Ctrl-C ends it at once.
+                let refresh = tokio::select! {
+                    _ = stop.changed() => return Ok(last),
+                    r = tokio::time::timeout(REFRESH_BOUND, driver.observe()) => r,
+                };
+                last = match refresh {
+                    Ok(Ok(obs)) => {
+                        if *output == Format::Text {
+                            println!("── {}", kubeview::time::now());
+                        }
+                        show_status(*output, &obs.view, &settings)
+                    }
+                    Ok(Err(e)) => {
+                        print_error(*output, &e, exit_of(&e));
+                        exit_of(&e)
+                    }
+                    Err(_) => {
+                        let e = anyhow::anyhow!(
+                            "reading the cluster took over {} s; trying again",
+                            REFRESH_BOUND.as_secs()
+                        );
+                        print_error(*output, &e, Exit::FailedSafe);
+                        Exit::FailedSafe
+                    }
+                };
+                tokio::select! {
+                    _ = stop.changed() => return Ok(last),
+                    _ = tokio::time::sleep(interval) => {}
+                }
+            }
         }
         Command::Run {
             dry_run,
