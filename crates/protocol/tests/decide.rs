@@ -741,10 +741,11 @@ prop_compose! {
         etcd_label: bool,
         etcd_is_voter: bool,
         removed_member in prop_oneof![Just(None), Just(Some("n-0a1b2c3d".to_string())), Just(Some("other-1".to_string()))],
+        protocol in any_protocol(),
     ) -> NodeFacts {
         NodeFacts {
             name: "n".into(),
-            marks: FleetMarks { desired_role: desired, swap, step, join_node: join, snapshot_request: snap, protocol: None },
+            marks: FleetMarks { desired_role: desired, swap, step, join_node: join, snapshot_request: snap, protocol },
             etcd_label,
             etcd_is_voter,
             k3s: K3sEtcd { removed_node_name: removed_member, ..K3sEtcd::default() },
@@ -753,14 +754,20 @@ prop_compose! {
     }
 }
 
+/// A protocol mark: none (version 1), this build's, or one it does not know.
+fn any_protocol() -> impl Strategy<Value = Option<String>> {
+    prop_oneof![Just(None), Just(Some("1".into())), Just(Some("2".into()))]
+}
+
 prop_compose! {
     fn any_lease()(
         present: bool,
         holder in prop_oneof![Just(None), Just(Some(ME.to_string())), Just(Some("other".to_string()))],
         swap in opt_text(),
         age in 0i64..60,
+        protocol in any_protocol(),
     ) -> Option<LeaseFacts> {
-        present.then(|| LeaseFacts { holder, swap, renew_time: Some(NOW - age), duration_secs: Some(30), ..LeaseFacts::default() })
+        present.then(|| LeaseFacts { holder, swap, renew_time: Some(NOW - age), duration_secs: Some(30), protocol, ..LeaseFacts::default() })
     }
 }
 
@@ -835,8 +842,15 @@ proptest! {
                     // Finish: only when the member is gone, or resuming one.
                     prop_assert!(*resume || (host.role == Some(Role::Agent) && host.datastore && host.member_gone(&node)));
                 } else {
-                    // Every other step: only with the Lease for its swap.
+                    // Every other step: only with the Lease for its swap,
+                    // and never under marks of an unknown version (a
+                    // started one waits).
                     let s = swap.as_ref().expect("a step outside finish has a swap");
+                    let known = |p: &Option<String>| protocol::version::check(p.as_deref()).is_ok();
+                    prop_assert!(
+                        known(&node.marks.protocol) && lease.as_ref().is_none_or(|l| known(&l.protocol)),
+                        "a step under unknown marks: {:?}", d
+                    );
                     if !*resume || lease_gate(&o, s).is_err() {
                         prop_assert!(lease_gate(&o, s).is_ok(), "step without the lease: {:?}", d);
                     }
