@@ -671,6 +671,36 @@ async fn a_step_whose_desired_role_does_not_go_with_it_is_refused_and_changes_no
 }
 
 #[tokio::test]
+async fn a_step_asked_in_a_protocol_version_this_host_does_not_know_is_refused_and_changes_nothing()
+{
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    let before = s.host.tree();
+    let watcher = s.watch("standby");
+    s.admin.mark_protocol("standby", "2").await;
+    s.admin.take_lease("s1").await;
+    s.admin
+        .ask("standby", "s1", "promote", "server", Some("voter-a"))
+        .await;
+    let refused = s
+        .wait(&watcher, "a refusal", at(Phase::Refused, None))
+        .await;
+    assert_eq!(
+        refused.reason.as_deref(),
+        Some(
+            "the Node's marks: protocol version \"2\" is not one this build knows (1 to 1); upgrade this host's fleet-role-actuator before the controller (see docs/upgrade.md)"
+        )
+    );
+    assert_eq!(refused.protocol, protocol::PROTOCOL_VERSION);
+    assert!(
+        s.host.systemd_log().is_empty(),
+        "{:?}",
+        s.host.systemd_log()
+    );
+    assert_eq!(s.host.tree(), before, "a refused step changed the host");
+}
+
+#[tokio::test]
 async fn two_hosts_report_at_once_each_under_its_own_key_and_field_manager() {
     let plane = plane().await;
     let s = Standby::on(&plane, 0).await;
