@@ -250,12 +250,15 @@ async fn a_second_swap_is_refused_while_one_runs() {
         run.stdout
     );
     // The second swap wrote nothing: n2 and n6 carry no step (n2 carries the
-    // first swap's snapshot request, and nothing else of fleet-role's).
+    // first swap's snapshot request and the protocol version it is asked
+    // in, and nothing else of fleet-role's).
     for n in ["n2", "n6"] {
         let a = h.node(n).await.metadata.annotations.unwrap_or_default();
         let ours: Vec<&String> = a
             .keys()
-            .filter(|k| k.starts_with(P) && !k.ends_with("/snapshot-request"))
+            .filter(|k| {
+                k.starts_with(P) && !k.ends_with("/snapshot-request") && !k.ends_with("/protocol")
+            })
             .collect();
         assert!(ours.is_empty(), "{n}: {a:?}");
     }
