@@ -12,7 +12,7 @@ use clap::Parser;
 use controller::{
     cli::{Cli, Command, Format},
     cluster,
-    config::{FileConfig, Settings, parse_duration},
+    config::{FileConfig, Settings, parse_duration_of},
     drive::Driver,
     enroll,
     metrics::Metrics,
@@ -84,7 +84,16 @@ fn main() -> ExitCode {
 /// the cluster safe (every call out is bounded, and an unmarked error
 /// happens between two safe points).
 fn exit_of(e: &anyhow::Error) -> Exit {
-    e.downcast_ref::<Marked>().map_or(Exit::FailedSafe, |m| m.0)
+    if let Some(m) = e.downcast_ref::<Marked>() {
+        return m.0;
+    }
+    // The kubeconfig named or inferred is the caller's.
+    match e.downcast_ref::<cluster::ClusterError>() {
+        Some(cluster::ClusterError::Kubeconfig { .. } | cluster::ClusterError::Infer(_)) => {
+            Exit::Usage
+        }
+        _ => Exit::FailedSafe,
+    }
 }
 
 /// Marks an error as the caller's: a flag, a value or a config file.
@@ -146,9 +155,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
                 )));
             }
             if let Some(t) = timeout {
-                let t = parse_duration(t)
-                    .with_context(|| format!("--timeout {}", protocol::validate::shown(t)))
-                    .map_err(usage)?;
+                let t = parse_duration_of("--timeout", t).map_err(usage)?;
                 settings = settings.with_step_timeout(t);
             }
             let (client, watching) = cluster::clients(cli.kubeconfig.as_deref()).await?;
@@ -178,9 +185,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
             watch: keep_watching,
             interval,
         } => {
-            let interval = parse_duration(interval)
-                .with_context(|| format!("--interval {}", protocol::validate::shown(interval)))
-                .map_err(usage)?;
+            let interval = parse_duration_of("--interval", interval).map_err(usage)?;
             let client = cluster::client(cli.kubeconfig.as_deref()).await?;
             let driver = Driver::new(client, settings.clone(), watch::channel(false).1);
             if !*keep_watching {

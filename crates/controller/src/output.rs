@@ -165,7 +165,7 @@ impl Printer {
 /// Prints an error once, at the edge, with its causes.
 pub fn print_error(format: Format, err: &anyhow::Error, exit: protocol::exit::Exit) {
     // One line: a value from the API or a file must not start a new one.
-    let mut message = format!("{err:#}").replace('\n', " ");
+    let mut message = protocol::exit::said_once(err.chain());
     // A marked error starts with its outcome's word already.
     if err.downcast_ref::<protocol::exit::Marked>().is_none() {
         message = format!("{}: {message}", exit.label());

@@ -259,6 +259,22 @@ fn the_help_and_so_the_man_page_list_every_exit_code() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // A kubeconfig that is not there is the caller's, and said once.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-role"))
+        .args(["--kubeconfig", "/nonexistent/kubeconfig", "status"])
+        .env_remove("FLEET_ROLE_CONFIG")
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(
+            "fleet-role: usage error: cannot use the kubeconfig /nonexistent/kubeconfig: "
+        ),
+        "{err}"
+    );
+    assert_eq!(err.matches("No such file").count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
 }
 
 #[tokio::test]

@@ -86,6 +86,26 @@ impl Exit {
     }
 }
 
+/// An error's chain of causes as one line, each said once: a cause whose
+/// words its parent already carries (a library's error that prints its
+/// source as well as returning it) is left out, so nothing is said twice.
+pub fn said_once<I>(chain: I) -> String
+where
+    I: IntoIterator,
+    I::Item: std::fmt::Display,
+{
+    let mut out: Vec<String> = Vec::new();
+    let mut parent = String::new();
+    for cause in chain {
+        let text = cause.to_string().replace('\n', " ");
+        if !text.is_empty() && !parent.contains(&text) {
+            out.push(text.clone());
+        }
+        parent = text;
+    }
+    out.join(": ")
+}
+
 /// The exit codes as the help's closing section (clap's `after_help`, which
 /// the man pages carry too). Kept as one literal so that clap can take it as
 /// is; a test holds it to [`Exit::meaning`].
@@ -115,6 +135,25 @@ mod tests {
         assert_eq!(Marked(Exit::NeedsHuman).to_string(), "needs a human");
         let words: std::collections::HashSet<_> = Exit::ALL.iter().map(|e| e.label()).collect();
         assert_eq!(words.len(), Exit::ALL.len());
+    }
+
+    #[test]
+    fn a_cause_its_parent_already_says_is_said_once() {
+        let chain = [
+            "cannot use the kubeconfig /x: failed to read /x: No such file",
+            "failed to read /x: No such file",
+            "No such file",
+        ];
+        assert_eq!(
+            said_once(chain),
+            "cannot use the kubeconfig /x: failed to read /x: No such file"
+        );
+        assert_eq!(
+            said_once(["reading the cluster", "401 Unauthorized"]),
+            "reading the cluster: 401 Unauthorized"
+        );
+        assert_eq!(said_once(["a\nb"]), "a b");
+        assert_eq!(said_once(Vec::<String>::new()), "");
     }
 
     #[test]
