@@ -215,7 +215,7 @@ pub fn gate_known_protocol(v: &FleetView, out: &str, incoming: &str) -> Gate {
         Gate::pass(
             name,
             format!(
-                "{out}, {incoming} and the regrade Lease speak protocol version {} to {}",
+                "{out}, {incoming} and the regrade Lease are of protocol versions this build knows ({} to {})",
                 version::OLDEST_KNOWN,
                 version::PROTOCOL_VERSION
             ),
@@ -549,7 +549,7 @@ mod tests {
         assert!(g.passed, "{}", g.reason);
         assert_eq!(
             g.reason,
-            "n1, n4 and the regrade Lease speak protocol version 1 to 1"
+            "n1, n4 and the regrade Lease are of protocol versions this build knows (1 to 1)"
         );
     }
 
