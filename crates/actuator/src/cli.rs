@@ -9,7 +9,11 @@ use crate::output::Format;
 
 /// fleet-role-actuator: the host-side half of a k3s voter swap.
 #[derive(Debug, Parser)]
-#[command(name = "fleet-role-actuator", version)]
+#[command(
+    name = "fleet-role-actuator",
+    version,
+    after_help = protocol::exit::EXIT_CODES_HELP
+)]
 pub struct Cli {
     /// The root every host path is under.
     #[arg(long, env = "FLEET_ROLE_ROOT", global = true)]
@@ -31,7 +35,8 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Exit 0 when the role file names ROLE, 1 otherwise (systemd's ExecCondition).
+    /// Exit 0 when the role file names ROLE, 1 otherwise, any doubt included
+    /// (systemd's ExecCondition).
     Is {
         /// `server` or `agent`.
         role: String,
@@ -71,7 +76,8 @@ pub enum Command {
         #[arg(long)]
         name: String,
     },
-    /// Show the host's state, and with an API its Node, the Lease and its report.
+    /// Show the role file as read, fleet-role's drop-ins, each unit's state
+    /// and, with an API, the host's report; exit 5 when something is degraded.
     Status(ApiArgs),
     /// Watch this host's Node and carry out the steps it asks for.
     Watch(ApiArgs),

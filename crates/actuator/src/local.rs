@@ -4,7 +4,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use host::{Change, Host};
-use protocol::{JoinUrl, Role, SwapId};
+use protocol::{
+    JoinUrl, Role, SwapId,
+    controller::one_line,
+    exit::{Exit, Marked},
+};
 use serde::Serialize;
 
 use crate::output::{Format, print};
@@ -43,7 +47,7 @@ pub enum Switch {
 fn refuse_voting_member(host: &Host) -> anyhow::Result<()> {
     if host.member_may_vote() {
         anyhow::bail!(
-            "demote-local refused, nothing changed: this host's etcd member may still vote \
+            "nothing changed: this host's etcd member may still vote \
              ({} exists and holds no tombstone, which k3s writes once the member is removed); \
              let the controller swap it out, or check etcd's member list (docs/recovery.md) \
              and run demote-local --force once the member is gone",
@@ -73,9 +77,10 @@ pub fn switch(
     };
     // A damaged role file is refused before anything, even the lock file,
     // is touched: the host may be a server or an agent.
-    host.role()?;
+    host.role()
+        .map_err(|e| anyhow::Error::new(e).context(Marked(Exit::Refused)))?;
     if let Switch::Demote { force: false } = which {
-        refuse_voting_member(host)?;
+        refuse_voting_member(host).map_err(|e| e.context(Marked(Exit::Refused)))?;
     }
     let lines = |plan: &[Change], verb: &str| -> Vec<String> {
         if plan.is_empty() {
@@ -105,11 +110,12 @@ pub fn switch(
     // Check and plan again under the lock: another switch may just have
     // changed the host.
     if let Switch::Demote { force: false } = which {
-        refuse_voting_member(host)?;
+        refuse_voting_member(host).map_err(|e| e.context(Marked(Exit::Refused)))?;
     }
     let plan = plan_of(host)?;
     host.apply(&plan)
-        .with_context(|| format!("{command} stopped part-way"))?;
+        .with_context(|| format!("{command} stopped part-way"))
+        .context(Marked(Exit::NeedsHuman))?;
     let changes: Vec<String> = plan.iter().map(|c| host.show(c).to_string()).collect();
     print(
         format,
@@ -141,15 +147,120 @@ pub fn snapshot(
     Ok(())
 }
 
+/// The role file as read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum RoleFile {
+    /// It names a role.
+    Names {
+        /// The role.
+        role: Role,
+    },
+    /// There is none.
+    Missing,
+    /// It holds no valid role.
+    Invalid {
+        /// Its first bytes, escaped (`\n`, `\xNN`): safe on one line.
+        bytes: String,
+    },
+    /// It could not be read.
+    Unreadable {
+        /// Why.
+        error: String,
+    },
+}
+
+impl RoleFile {
+    /// Reads the role file as the host does ([`Host::role`]), keeping the
+    /// bytes of an invalid one to show.
+    pub fn read(host: &Host) -> RoleFile {
+        match host.role() {
+            Ok(Some(role)) => RoleFile::Names { role },
+            Ok(None) => RoleFile::Missing,
+            // Refused by the host, yet its bytes can be read (no valid
+            // role, or not text at all): invalid, shown as it is.
+            Err(e) => match std::fs::read(host.paths.role_file()) {
+                Ok(bytes) => RoleFile::Invalid {
+                    bytes: escaped(&bytes),
+                },
+                Err(_) => RoleFile::Unreadable {
+                    error: one_line(&e.to_string()),
+                },
+            },
+        }
+    }
+
+    /// The role it names, if it names one.
+    pub fn role(&self) -> Option<Role> {
+        match self {
+            RoleFile::Names { role } => Some(*role),
+            _ => None,
+        }
+    }
+}
+
+/// Bytes escaped for one line, at most 64 of them.
+fn escaped(bytes: &[u8]) -> String {
+    let mut out: String = bytes
+        .iter()
+        .take(64)
+        .flat_map(|b| std::ascii::escape_default(*b))
+        .map(char::from)
+        .collect();
+    if bytes.len() > 64 {
+        out.push('…');
+    }
+    format!("\"{out}\"")
+}
+
+/// The units fleet-role's drop-ins gate (the regrade watcher's only where
+/// the host runs one).
+pub const GATED_UNITS: [&str; 3] = ["k3s", "k3s-agent", "fleet-regrade"];
+
+/// Where systemd looks for a unit's drop-ins, in its order of precedence.
+const UNIT_DIRS: [&str; 4] = [
+    "etc/systemd/system",
+    "run/systemd/system",
+    "usr/lib/systemd/system",
+    "lib/systemd/system",
+];
+
+/// One of fleet-role's drop-ins, and where it was found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DropIn {
+    /// The unit it gates.
+    pub unit: &'static str,
+    /// The file found (`None`: in none of systemd's unit directories).
+    pub path: Option<String>,
+}
+
+fn drop_ins(host: &Host) -> Vec<DropIn> {
+    GATED_UNITS
+        .iter()
+        .map(|unit| DropIn {
+            unit,
+            path: UNIT_DIRS.iter().find_map(|dir| {
+                let rel = format!("{dir}/{unit}.service.d/50-fleet-role.conf");
+                host.paths.at(&rel).is_file().then(|| format!("/{rel}"))
+            }),
+        })
+        .collect()
+}
+
 /// The host's local state, for `status`.
 #[derive(Debug, Serialize)]
 pub struct LocalStatus {
     /// The Node name.
     pub node: String,
-    /// The role file (`null` when missing or invalid).
+    /// The role the role file names (`null` when missing or invalid).
     pub role: Option<Role>,
+    /// The role file as read.
+    pub role_file: RoleFile,
+    /// fleet-role's drop-ins.
+    pub drop_ins: Vec<DropIn>,
     /// `k3s`'s state as systemd reports it (`active (running)`,
-    /// `activating (auto-restart)`, …; `unknown: …` when systemctl failed).
+    /// `activating (auto-restart)`, …; `unknown: systemd could not be
+    /// asked: …` when systemctl failed).
     pub server: String,
     /// `k3s-agent`'s state, likewise.
     pub agent: String,
@@ -159,24 +270,122 @@ pub struct LocalStatus {
     pub tombstone: bool,
     /// Whether a demoted copy is kept.
     pub demoted_copy: bool,
+    /// The protocol version this actuator writes its report in.
+    pub protocol: u32,
+    /// What is degraded, one line each (empty: nothing).
+    pub degraded: Vec<String>,
 }
 
-fn unit_state(sc: &host::systemd::Systemctl, unit: &str) -> String {
-    sc.state(unit)
-        .map_or_else(|e| format!("unknown: {e}"), |s| s.to_string())
+type Unit = Result<host::systemd::UnitState, String>;
+
+fn unit_state(sc: &host::systemd::Systemctl, unit: &str) -> Unit {
+    sc.state(unit).map_err(|e| one_line(&e.to_string()))
+}
+
+fn shown_state(u: &Unit) -> String {
+    u.as_ref().map_or_else(
+        |e| format!("unknown: systemd could not be asked: {e}"),
+        |s| s.to_string(),
+    )
+}
+
+/// What is degraded on the host: the role file missing, invalid or
+/// unreadable; a drop-in of the two k3s units missing; systemd not
+/// answering; the unit the role file names not active, or the other one
+/// running as well; a tombstone under a role file that names the server.
+pub fn degraded(
+    role_file: &RoleFile,
+    drop_ins: &[DropIn],
+    server: &Unit,
+    agent: &Unit,
+    tombstone: bool,
+) -> Vec<String> {
+    use host::systemd::ActiveState;
+    let mut out = Vec::new();
+    match role_file {
+        RoleFile::Names { .. } => {}
+        RoleFile::Missing => out.push(
+            "the role file is missing: neither k3s unit may start (see docs/recovery.md)".into(),
+        ),
+        RoleFile::Invalid { bytes } => out.push(format!(
+            "the role file is invalid (it holds {bytes}; it must say server or agent)"
+        )),
+        RoleFile::Unreadable { error } => out.push(format!("the role file is unreadable: {error}")),
+    }
+    for d in drop_ins
+        .iter()
+        .filter(|d| d.path.is_none() && d.unit != "fleet-regrade")
+    {
+        out.push(format!(
+            "{}.service has no fleet-role drop-in: it may start whatever the role file says",
+            d.unit
+        ));
+    }
+    for (unit, u) in [("k3s", server), ("k3s-agent", agent)] {
+        if let Err(e) = u {
+            out.push(format!("systemd could not be asked about {unit}: {e}"));
+        }
+    }
+    if let Some(role) = role_file.role() {
+        let (named, other) = match role {
+            Role::Server => (server, agent),
+            Role::Agent => (agent, server),
+        };
+        if let Ok(s) = named
+            && !matches!(s.active, ActiveState::Active | ActiveState::Reloading)
+        {
+            out.push(format!(
+                "{} is {s}, and the role file names it",
+                role.unit()
+            ));
+        }
+        if let Ok(s) = other
+            && !s.is_stopped()
+        {
+            out.push(format!(
+                "{} is {s}, and the role file names {}",
+                role.other().unit(),
+                role.unit()
+            ));
+        }
+        if role == Role::Server && tombstone {
+            out.push(
+                "the datastore holds a tombstone (the member was removed) and the role file names the server"
+                    .into(),
+            );
+        }
+    }
+    out
 }
 
 /// Reads the host's local state.
 pub fn local_status(host: &Host) -> LocalStatus {
     let sc = host.systemctl();
+    let role_file = RoleFile::read(host);
+    let drop_ins = drop_ins(host);
+    let server = unit_state(sc, "k3s");
+    let agent = unit_state(sc, "k3s-agent");
+    let tombstone = host.has_tombstone();
+    let mut degraded = degraded(&role_file, &drop_ins, &server, &agent, tombstone);
+    // A kept report that cannot be used is what makes `watch` refuse to start.
+    if let Err(e) = crate::report::read_local(&host.paths) {
+        degraded.push(format!(
+            "`watch` refuses to start: {}",
+            protocol::controller::one_line(&e.to_string())
+        ));
+    }
     LocalStatus {
         node: host.node.clone(),
-        role: host.role().ok().flatten(),
-        server: unit_state(sc, "k3s"),
-        agent: unit_state(sc, "k3s-agent"),
+        role: role_file.role(),
+        degraded,
+        role_file,
+        drop_ins,
+        server: shown_state(&server),
+        agent: shown_state(&agent),
         datastore: host.has_datastore(),
-        tombstone: host.has_tombstone(),
+        tombstone,
         demoted_copy: host.paths.db_demoted().exists(),
+        protocol: protocol::PROTOCOL_VERSION,
     }
 }
 
@@ -184,12 +393,24 @@ impl LocalStatus {
     /// Lines for a person.
     pub fn lines(&self) -> Vec<String> {
         let yes = |b: bool| if b { "yes" } else { "no" };
-        vec![
+        let role_file = match &self.role_file {
+            RoleFile::Names { role } => role.as_str().to_string(),
+            RoleFile::Missing => "missing".into(),
+            RoleFile::Invalid { bytes } => format!("INVALID: {bytes}"),
+            RoleFile::Unreadable { error } => format!("UNREADABLE: {error}"),
+        };
+        let mut lines = vec![
             format!("node:         {}", self.node),
-            format!(
-                "role file:    {}",
-                self.role.map_or("missing", |r| r.as_str())
-            ),
+            format!("role file:    {role_file}"),
+        ];
+        for d in &self.drop_ins {
+            lines.push(format!(
+                "drop-in:      {:<14}{}",
+                d.unit,
+                d.path.as_deref().unwrap_or("missing")
+            ));
+        }
+        lines.extend([
             format!("k3s:          {}", self.server),
             format!("k3s-agent:    {}", self.agent),
             format!(
@@ -202,6 +423,12 @@ impl LocalStatus {
                 }
             ),
             format!("db.demoted:   {}", yes(self.demoted_copy)),
-        ]
+            format!("protocol:     {}", self.protocol),
+        ]);
+        if self.degraded.is_empty() {
+            lines.push("health:       nothing degraded".into());
+        }
+        lines.extend(self.degraded.iter().map(|d| format!("DEGRADED:     {d}")));
+        lines
     }
 }

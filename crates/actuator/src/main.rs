@@ -1,8 +1,8 @@
 //! `fleet-role-actuator`'s entry point: flags into settings, one command,
 //! errors printed once at the edge, an explicit exit code.
 //!
-//! Exit codes: 0 success; 1 `is` answered no; 2 an error (nothing changed
-//! unless the message says a switch stopped part-way).
+//! Exit codes: [`protocol::exit::Exit`], shared with the controller and
+//! listed in the help; `is` answers 0 or 1 only.
 #![forbid(unsafe_code)]
 
 use std::{process::ExitCode, sync::Arc};
@@ -18,7 +18,11 @@ use actuator::{
 };
 use anyhow::Context;
 use clap::Parser;
-use protocol::{JoinUrl, Role, SwapId, controller::one_line};
+use protocol::{
+    JoinUrl, Role, SwapId,
+    controller::one_line,
+    exit::{Exit, Marked},
+};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -26,10 +30,30 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            print_error(format, &e);
-            ExitCode::from(2)
+            let exit = exit_of(&e);
+            print_error(format, &e, exit);
+            ExitCode::from(exit.code())
         }
     }
+}
+
+/// The outcome an error stands for: its mark; a damaged role file is a
+/// refusal (nothing is changed while it names no role); anything else a
+/// failure that left the host safe (every call out is bounded, and a
+/// switch that stops part-way is marked).
+fn exit_of(e: &anyhow::Error) -> Exit {
+    if let Some(m) = e.downcast_ref::<Marked>() {
+        return m.0;
+    }
+    match e.downcast_ref::<host::Error>() {
+        Some(host::Error::BadRoleFile { .. }) => Exit::Refused,
+        _ => Exit::FailedSafe,
+    }
+}
+
+/// Marks an error as the caller's: a flag, a value or a file it names.
+fn usage(e: impl Into<anyhow::Error>) -> anyhow::Error {
+    e.into().context(Marked(Exit::Usage))
 }
 
 fn init_logging() {
@@ -50,7 +74,7 @@ fn settings(
     api: Option<&ApiArgs>,
     lock_timeout: Option<u64>,
 ) -> anyhow::Result<Settings> {
-    let file = FileConfig::load(cli.config.as_deref())?;
+    let file = FileConfig::load(cli.config.as_deref()).map_err(usage)?;
     let o = Overrides {
         node: cli.node.clone(),
         root: cli.root.clone(),
@@ -59,7 +83,7 @@ fn settings(
         token_file: api.and_then(|a| a.token_file.clone()),
         lock_timeout_secs: lock_timeout,
     };
-    Ok(Settings::resolve(file, o)?)
+    Settings::resolve(file, o).map_err(usage)
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -88,7 +112,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             check,
             lock_timeout,
         } => {
-            let join = JoinUrl::parse(join)?;
+            let join = JoinUrl::parse(join).map_err(usage)?;
             let s = settings(&cli, None, *lock_timeout)?;
             local::switch(
                 &s.host(),
@@ -115,7 +139,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Snapshot { name } => {
-            let name = SwapId::parse(name)?;
+            let name = SwapId::parse(name).map_err(usage)?;
             let s = settings(&cli, None, None)?;
             local::snapshot(&s.host(), &name, s.lock_timeout, format)?;
             Ok(ExitCode::SUCCESS)
@@ -130,7 +154,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     .enable_all()
                     .build()?;
                 let candidates =
-                    Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())?;
+                    Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())
+                        .map_err(usage)?;
                 let r = rt.block_on(async {
                     let client = candidates.client()?;
                     report::read(&client, &s.names, s.node.as_str())
@@ -142,7 +167,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 // terminal escape can neither forge a line nor drive the
                 // terminal.
                 lines.push(format!("report:       {}", report_line(r.as_ref())));
-                remote = serde_json::to_value(&r)?;
+                remote = kubeview::time::with_times(
+                    serde_json::to_value(&r)?,
+                    &["startedAt", "updatedAt"],
+                );
             }
             // The copy kept on the host, shown whatever it holds: a copy that
             // does not parse is what makes `watch` refuse to start.
@@ -152,6 +180,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     (serde_json::to_value(&r)?, None)
                 }
                 Err(e) => {
+                    // (`local` counts it as degraded.)
                     lines.push(format!("kept report:  {}", one_line(&e.to_string())));
                     (serde_json::Value::Null, Some(e.to_string()))
                 }
@@ -161,26 +190,34 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs() as i64);
+                let at = kubeview::time::rfc3339(Some(exp));
                 lines.push(format!(
-                    "credential:   lapses at {exp} (unix time){}",
+                    "credential:   lapses at {}{}",
+                    at.as_str().map_or_else(|| exp.to_string(), String::from),
                     cluster::expiry_warning(exp, now)
                         .map(|w| format!("; WARNING: {w}"))
                         .unwrap_or_default()
                 ));
             }
+            let exit = if local.degraded.is_empty() {
+                Exit::Done
+            } else {
+                Exit::Degraded
+            };
             print(
                 format,
                 &lines,
                 &serde_json::json!({
-                    "ok": true,
+                    "ok": exit == Exit::Done,
+                    "exit": exit.code(),
                     "host": local,
                     "report": remote,
                     "report_kept": kept,
                     "report_kept_error": kept_error,
-                    "credential_expires": expiry,
+                    "credential_expires": kubeview::time::rfc3339(expiry),
                 }),
             );
-            Ok(ExitCode::SUCCESS)
+            Ok(ExitCode::from(exit.code()))
         }
         Command::Watch(api) => {
             let s = settings(&cli, Some(api), None)?;
@@ -191,15 +228,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let addresses =
                 host::addresses::LocalAddresses::read(std::path::Path::new("/proc/net"))
                     .context("reading this host's addresses")?;
+            // The configured node is at fault, not the host: a usage error.
             host::identity::check(
                 &s.host().paths,
                 s.node.as_str(),
                 hostname.as_deref(),
                 &addresses,
-            )?;
+            )
+            .map_err(usage)?;
             init_logging();
             let candidates =
-                Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())?;
+                Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())
+                    .map_err(usage)?;
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .enable_all()

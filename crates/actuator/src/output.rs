@@ -30,10 +30,17 @@ pub fn print<T: Serialize>(format: Format, text: &[String], json: &T) {
 
 /// Prints an error once, at the edge: one line on stderr, or a JSON object
 /// on stdout with `--output json`.
-pub fn print_error(format: Format, err: &anyhow::Error) {
-    let message = format!("{err:#}").replace('\n', " ");
+pub fn print_error(format: Format, err: &anyhow::Error, exit: protocol::exit::Exit) {
+    let mut message = protocol::exit::said_once(err.chain());
+    // A marked error starts with its outcome's word already.
+    if err.downcast_ref::<protocol::exit::Marked>().is_none() {
+        message = format!("{}: {message}", exit.label());
+    }
     match format {
         Format::Text => eprintln!("fleet-role-actuator: {message}"),
-        Format::Json => println!("{}", serde_json::json!({ "ok": false, "error": message })),
+        Format::Json => println!(
+            "{}",
+            serde_json::json!({ "ok": false, "exit": exit.code(), "error": message })
+        ),
     }
 }

@@ -270,7 +270,11 @@ impl Watcher {
                     }
                     return Ok(());
                 }
-                SessionEnd::Refused(why) => anyhow::bail!(why),
+                // Nothing changed on the host: a refusal, for the exit code.
+                SessionEnd::Refused(why) => {
+                    return Err(anyhow::anyhow!(why)
+                        .context(protocol::exit::Marked(protocol::exit::Exit::Refused)));
+                }
                 SessionEnd::ApiTrouble => {
                     failures += 1;
                     let next = candidates.rotate().to_string();

@@ -222,7 +222,7 @@ fn a_switch_waits_for_the_hosts_lock_and_fails_when_another_holds_it_too_long() 
         &h,
         &["promote-local", "--join", JOIN, "--lock-timeout", "1"],
     );
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     let err = stderr(&out);
     assert!(
         err.contains("fleet-role.lock") && err.contains("another switch"),
@@ -297,7 +297,7 @@ fn a_bad_join_url_is_refused_with_one_line_and_changes_nothing() {
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
         let err = stderr(&out);
         assert!(
-            err.starts_with("fleet-role-actuator: invalid join URL"),
+            err.starts_with("fleet-role-actuator: usage error: invalid join URL"),
             "{err}"
         );
         assert_eq!(err.lines().count(), 1, "{err}");
@@ -507,7 +507,7 @@ fn a_voter_takes_the_snapshot_named_for_the_swap_and_reports_its_file() {
     assert!(stderr(&out).contains("invalid swap id"));
     h.systemctl(&["stop", "k3s"]);
     let out = run(&h, &["snapshot", "--name", "swap-2"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert!(
         stderr(&out).contains("k3s etcd-snapshot save --name swap-2 failed"),
         "{}",
@@ -532,21 +532,35 @@ fn a_bad_config_file_is_a_clear_error() {
 }
 
 #[test]
-fn status_shows_the_hosts_state() {
+fn status_shows_the_role_file_the_drop_ins_and_each_units_state_and_exits_0_when_nothing_is_degraded()
+ {
     let h = server("s");
     let out = run(&h, &["status"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     let text = stdout(&out);
-    assert!(
-        text.contains("role file:    server") && text.contains("k3s:          active"),
-        "{text}"
-    );
+    for line in [
+        "role file:    server",
+        "k3s:          active (running)",
+        "k3s-agent:    inactive",
+        "drop-in:      k3s           /etc/systemd/system/k3s.service.d/50-fleet-role.conf",
+        "drop-in:      k3s-agent     /etc/systemd/system/k3s-agent.service.d/50-fleet-role.conf",
+        "protocol:     1",
+        "health:       nothing degraded",
+    ] {
+        assert!(text.lines().any(|l| l.starts_with(line)), "{line}\n{text}");
+    }
     assert!(text.contains("kept report:  none"), "{text}");
     let out = run(&h, &["--output", "json", "status"]);
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_eq!(v["host"]["role"], "server");
+    assert_eq!(
+        v["host"]["role_file"],
+        serde_json::json!({"state": "names", "role": "server"})
+    );
     assert_eq!(v["host"]["datastore"], true);
     assert_eq!(v["report_kept"], serde_json::Value::Null);
+    assert_eq!(v["host"]["degraded"], serde_json::json!([]));
+    assert_eq!(v["exit"], 0);
 }
 
 #[test]
@@ -573,7 +587,8 @@ fn status_shows_the_report_kept_on_the_host_and_says_when_it_does_not_parse() {
 
     fs::write(&kept, "{\"step\":").unwrap();
     let out = run(&h, &["status"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    // `watch` would refuse to start over it: degraded.
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
         text.contains("kept report:  the report kept on this host")
@@ -588,6 +603,93 @@ fn status_shows_the_report_kept_on_the_host_and_says_when_it_does_not_parse() {
             .unwrap()
             .contains("does not parse")
     );
+}
+
+#[test]
+fn status_names_an_invalid_role_file_with_its_bytes_escaped_and_exits_5() {
+    let h = server("s");
+    let role = h.at("var/lib/rancher/k3s/fleet-role");
+    fs::write(&role, b"serv\x1b[2Jer\n\xff").unwrap();
+    let out = run(&h, &["status"]);
+    assert_eq!(out.status.code(), Some(5), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        !text.contains('\x1b'),
+        "an escape reached the terminal: {text:?}"
+    );
+    assert!(
+        text.contains("role file:    INVALID: \"serv\\x1b[2Jer\\n\\xff\""),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "DEGRADED:     the role file is invalid (it holds \"serv\\x1b[2Jer\\n\\xff\""
+        ),
+        "{text}"
+    );
+    fs::remove_file(&role).unwrap();
+    let out = run(&h, &["status"]);
+    assert_eq!(out.status.code(), Some(5));
+    assert!(
+        stdout(&out).contains("DEGRADED:     the role file is missing"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn status_says_so_when_systemd_cannot_be_asked_or_a_drop_in_is_missing_or_the_wrong_unit_runs() {
+    let h = server("s");
+    let out = h
+        .actuator(&["status"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    let text = stdout(&out);
+    assert!(
+        text.contains("k3s:          unknown: systemd could not be asked: "),
+        "{text}"
+    );
+    assert!(
+        text.contains("DEGRADED:     systemd could not be asked about k3s-agent: "),
+        "{text}"
+    );
+    fs::remove_file(h.at("etc/systemd/system/k3s-agent.service.d/50-fleet-role.conf")).unwrap();
+    let out = run(&h, &["status"]);
+    assert_eq!(out.status.code(), Some(5));
+    let text = stdout(&out);
+    assert!(
+        text.contains("drop-in:      k3s-agent     missing"),
+        "{text}"
+    );
+    assert!(
+        text.contains("DEGRADED:     k3s-agent.service has no fleet-role drop-in"),
+        "{text}"
+    );
+    h.systemctl(&["stop", "k3s"]);
+    let out = run(&h, &["status"]);
+    assert!(
+        stdout(&out).contains("DEGRADED:     k3s is inactive"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn the_help_and_so_the_man_page_list_every_exit_code() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fleet-role-actuator"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = stdout(&out);
+    assert!(help.contains(protocol::exit::EXIT_CODES_HELP), "{help}");
+    let out = Command::new(env!("CARGO_BIN_EXE_fleet-role-actuator"))
+        .arg("--no-such-flag")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "clap's usage errors are ours");
 }
 
 #[test]
@@ -667,7 +769,7 @@ fn a_promotion_whose_server_never_becomes_ready_fails_within_its_bound_and_leave
     unit_with_process(&h, "k3s", "sleep 300", 5);
     let cfg = config(&h, "start_wait_secs = 2\n");
     let out = run(&h, &["--config", &cfg, "promote-local", "--join", JOIN]);
-    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert_eq!(out.status.code(), Some(4), "{}", stdout(&out));
     let err = stderr(&out);
     assert!(
         err.contains("k3s is activating (start) after its start was queued (waited 2s)")
@@ -734,7 +836,7 @@ fn a_damaged_or_unreadable_role_file_makes_promote_and_demote_refuse_and_changes
             let out = run(&h, args);
             assert_eq!(
                 out.status.code(),
-                Some(2),
+                Some(1),
                 "{damage} {args:?}: {}",
                 stdout(&out)
             );
@@ -812,7 +914,8 @@ fn demote_local_refuses_a_host_whose_member_may_still_vote_unless_forced() {
     let before = h.tree();
     for args in [&["demote-local"][..], &["demote-local", "--check"][..]] {
         let out = run(&h, args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stdout(&out));
+        // Exit 1: refused, nothing changed.
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stdout(&out));
         let err = stderr(&out);
         assert!(
             err.contains("may still vote") && err.contains("--force") && err.lines().count() == 1,

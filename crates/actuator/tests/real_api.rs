@@ -769,6 +769,40 @@ async fn a_step_whose_desired_role_does_not_go_with_it_is_refused_and_changes_no
 }
 
 #[tokio::test]
+async fn a_step_asked_in_a_protocol_version_this_host_does_not_know_is_refused_and_changes_nothing()
+{
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    let before = s.host.tree();
+    let watcher = s.watch("standby");
+    s.admin.mark_protocol("standby", "2").await;
+    s.admin.take_lease("s1").await;
+    s.admin
+        .ask("standby", "s1", "promote", "server", Some("voter-a"))
+        .await;
+    let refused = s
+        .wait(&watcher, "a refusal", at(Phase::Refused, None))
+        .await;
+    assert_eq!(
+        refused.reason.as_deref(),
+        Some(
+            "the Node's marks: protocol version \"2\" is not one this build knows (1 to 1); upgrade this host's fleet-role-actuator before the controller (see docs/upgrade.md)"
+        )
+    );
+    assert_eq!(refused.protocol, protocol::PROTOCOL_VERSION);
+    assert!(
+        s.host.systemd_log().is_empty(),
+        "{:?}",
+        s.host.systemd_log()
+    );
+    // Only the report changed, the host's copy as the API's.
+    let mut after = s.host.tree();
+    after.remove(std::path::Path::new(HOST_REPORT));
+    assert_eq!(after, before, "a refused step changed the host");
+    assert_eq!(Some(s.kept_report()), s.admin.report("standby").await);
+}
+
+#[tokio::test]
 async fn two_hosts_report_at_once_each_under_its_own_key_and_field_manager() {
     let plane = plane().await;
     let s = Standby::on(&plane, 0).await;
@@ -928,7 +962,7 @@ async fn a_report_that_does_not_parse_on_the_host_or_in_the_api_is_refused_loudl
     let mut second = s.watch("second");
     let code = second.wait_exit().await;
     let shown = second.log();
-    assert_eq!(code, Some(2), "{shown}");
+    assert_eq!(code, Some(1), "{shown}");
     assert!(
         shown.contains("the report kept on this host")
             && shown.contains("fleet-role.report) does not parse")
@@ -945,7 +979,7 @@ async fn a_report_that_does_not_parse_on_the_host_or_in_the_api_is_refused_loudl
     let mut third = s.watch("third");
     let code = third.wait_exit().await;
     let shown = third.log();
-    assert_eq!(code, Some(2), "{shown}");
+    assert_eq!(code, Some(1), "{shown}");
     assert!(
         shown.contains(
             "this host's report in the API (ConfigMap platform/fleet-role-actuators, key \"standby\") does not parse"
@@ -978,7 +1012,7 @@ async fn a_node_whose_internal_ip_is_not_an_address_of_this_host_is_refused_and_
     let mut w = s.watch("w");
     let code = w.wait_exit().await;
     let shown = w.log();
-    assert_eq!(code, Some(2), "{shown}");
+    assert_eq!(code, Some(1), "{shown}");
     assert!(
         shown.contains("\"standby\" is not this host")
             && shown.contains(
@@ -1328,20 +1362,22 @@ async fn no_token_appears_in_any_output_log_report_or_error_even_of_a_refused_re
         args.insert(0, "status".to_owned());
         args
     };
-    // (what, args, exit code, what the output must say)
+    // (what, args, exit code, what the output must say): a token file
+    // refused before any request is a usage error (2), an API that
+    // refuses the request a failure that changed nothing (3).
     let mut json = vec!["--output".to_owned(), "json".to_owned()];
     json.extend(status(api(&ca, &marked)));
     let cases = [
         (
             "status, a made-up token",
             status(api(&ca, &marked)),
-            2,
+            3,
             "401",
         ),
         (
             "status --output json, a made-up token",
             json,
-            2,
+            3,
             "\"ok\":false",
         ),
         (
@@ -1353,13 +1389,13 @@ async fn no_token_appears_in_any_output_log_report_or_error_even_of_a_refused_re
         (
             "status, the wrong CA",
             status(api(&other_ca, &marked)),
-            2,
+            3,
             "invalid peer certificate",
         ),
         (
             "status, a revoked token",
             status(api(&ca, &revoked)),
-            2,
+            3,
             "401",
         ),
         (

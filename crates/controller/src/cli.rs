@@ -15,11 +15,8 @@ pub enum Format {
 }
 
 /// fleet-role: swap etcd voters of a k3s fleet safely, through the Kubernetes API.
-///
-/// Exit codes: 0 done; 1 refused by a gate (nothing changed); 2 an error or a
-/// failed swap (the message says what state it left and what to do next).
 #[derive(Debug, Parser)]
-#[command(name = "fleet-role", version)]
+#[command(name = "fleet-role", version, after_help = protocol::exit::EXIT_CODES_HELP)]
 pub struct Cli {
     /// The kubeconfig file (else KUBECONFIG, ~/.kube/config, or the in-cluster
     /// ServiceAccount).
@@ -59,11 +56,24 @@ pub enum Command {
         output: Format,
     },
     /// Show voters, learners, etcd-only and agent hosts, the Lease, each
-    /// host's last report and a running swap's step.
+    /// host's last report and a running swap's step, and what is degraded
+    /// (exit 5 when something is).
     Status {
         /// Output format.
         #[arg(long, value_enum, default_value_t)]
         output: Format,
+        /// Refresh until Ctrl-C (or SIGTERM); each refresh is bounded, and
+        /// one that fails is said and the next one tried.
+        #[arg(long)]
+        watch: bool,
+        /// The time between two refreshes with --watch (e.g. 2s, 1m).
+        #[arg(
+            long,
+            value_name = "DURATION",
+            default_value = "2s",
+            requires = "watch"
+        )]
+        interval: String,
     },
     /// Keep the voters healthy by policy: replace a voter NotReady past the
     /// grace period (or, with `replace_ineligible`, on a host not eligible)

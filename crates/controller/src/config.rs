@@ -281,8 +281,13 @@ impl Settings {
 /// Parses a duration: a number with an optional unit `s`, `m` or `h`
 /// (`90`, `90s`, `15m`, `1h`).
 pub fn parse_duration(raw: &str) -> Result<Duration, ConfigError> {
+    parse_duration_of("--timeout", raw)
+}
+
+/// [`parse_duration`] for the flag `key`, which its error names.
+pub fn parse_duration_of(key: &'static str, raw: &str) -> Result<Duration, ConfigError> {
     let bad = || ConfigError::Invalid {
-        key: "--timeout",
+        key,
         why: format!(
             "{} is not a duration like 90s, 15m or 1h",
             controller::one_line(raw)

@@ -18,6 +18,7 @@ use std::{
 
 use anyhow::{Context, bail};
 use kube::Client;
+use protocol::exit::{Exit, Marked};
 use protocol::{
     NodeName, SwapId,
     controller::{self, Action, Outcome, RunDecision, StopKind, SwapState},
@@ -87,17 +88,32 @@ pub enum Ending {
 }
 
 impl Ending {
-    /// The exit code: 0 done, 1 refused by a gate, 2 failed.
-    pub fn exit_code(&self) -> u8 {
+    /// The outcome, as the exit code tells it: a swap wound down after a
+    /// refusal changed nothing in the end; one wound down after a failure,
+    /// lost to another controller or interrupted left the cluster safe
+    /// (as it was, or at a safe point the same command resumes from); one
+    /// stopped part-way needs a human.
+    pub fn exit(&self) -> Exit {
         match self {
-            Ending::Done { .. } => 0,
+            Ending::Done { .. } => Exit::Done,
             Ending::Refused(_)
             | Ending::WoundDown {
                 kind: StopKind::Refused,
                 ..
-            } => 1,
-            _ => 2,
+            } => Exit::Refused,
+            Ending::WoundDown {
+                kind: StopKind::Failed,
+                ..
+            }
+            | Ending::Lost(_)
+            | Ending::Interrupted { .. } => Exit::FailedSafe,
+            Ending::Stopped { .. } => Exit::NeedsHuman,
         }
+    }
+
+    /// The exit code of [`Ending::exit`].
+    pub fn exit_code(&self) -> u8 {
+        self.exit().code()
     }
 
     /// The result word and message printed last.
@@ -523,7 +539,7 @@ impl Driver {
         if let Some(why) =
             policy::eligibility_shortfall(&obs.view, self.settings.replace_ineligible)
         {
-            bail!("run will not start: {why}");
+            return Err(anyhow::anyhow!("run will not start: {why}").context(Marked(Exit::Refused)));
         }
         Ok(())
     }

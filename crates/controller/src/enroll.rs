@@ -320,16 +320,23 @@ pub fn summary(names: &Names, e: &Enrolled) -> String {
 /// `fleet-role enroll` and `unenroll`, from their arguments to an exit code.
 pub mod command {
     use super::*;
+    use protocol::exit::{Exit, Marked};
+
+    /// The host's identity from the NODE argument; a bad one is a usage error.
+    fn node_identity(raw: &str) -> anyhow::Result<Identity> {
+        identity(raw).map_err(|e| anyhow::Error::new(e).context(Marked(Exit::Usage)))
+    }
 
     /// Runs `enroll`; `client` is made only when the API is needed.
-    pub async fn enroll<F, Fut>(names: &Names, args: &EnrollArgs, client: F) -> anyhow::Result<u8>
+    pub async fn enroll<F, Fut>(names: &Names, args: &EnrollArgs, client: F) -> anyhow::Result<Exit>
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = anyhow::Result<Client>>,
     {
+        let id = node_identity(&args.node)?;
         if args.output == EnrollOutput::Yaml {
-            print!("{}", yaml(names, &identity(&args.node)?)?);
-            return Ok(0);
+            print!("{}", yaml(names, &id)?);
+            return Ok(Exit::Done);
         }
         let (made, token) = super::enroll(&client().await?, names, args).await?;
         match token {
@@ -340,7 +347,7 @@ pub mod command {
             }
             None => println!("{}", summary(names, &made)),
         }
-        Ok(0)
+        Ok(Exit::Done)
     }
 
     /// Runs `unenroll`.
@@ -348,12 +355,12 @@ pub mod command {
         names: &Names,
         args: &UnenrollArgs,
         client: F,
-    ) -> anyhow::Result<u8>
+    ) -> anyhow::Result<Exit>
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = anyhow::Result<Client>>,
     {
-        identity(&args.node)?;
+        node_identity(&args.node)?;
         let removed = super::unenroll(&client().await?, names, &args.node).await?;
         if removed.is_empty() {
             println!(
@@ -367,7 +374,7 @@ pub mod command {
                 removed.join(", ")
             );
         }
-        Ok(0)
+        Ok(Exit::Done)
     }
 }
 

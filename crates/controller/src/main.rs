@@ -1,8 +1,8 @@
 //! `fleet-role`'s entry point: flags into settings, one command, errors
 //! printed once at the edge, an explicit exit code.
 //!
-//! Exit codes: 0 done; 1 refused by a gate (nothing changed); 2 an error or a
-//! failed swap (the message says what state it left and what to do next).
+//! Exit codes: [`protocol::exit::Exit`], shared with the actuator and listed
+//! in the help.
 #![forbid(unsafe_code)]
 
 use std::{process::ExitCode, sync::Arc, time::Duration};
@@ -12,7 +12,7 @@ use clap::Parser;
 use controller::{
     cli::{Cli, Command, Format},
     cluster,
-    config::{FileConfig, Settings, parse_duration},
+    config::{FileConfig, Settings, parse_duration_of},
     drive::Driver,
     enroll,
     metrics::Metrics,
@@ -20,19 +20,41 @@ use controller::{
     service, status,
     watch::FleetWatch,
 };
-use protocol::controller::{AbortPlan, abort_plan};
+use protocol::{
+    controller::{AbortPlan, abort_plan},
+    exit::{Exit, Marked},
+};
 
 /// How long the watches may take to list everything once at start.
 const SYNC_BOUND: Duration = Duration::from_secs(60);
+/// How long one refresh of `status --watch` may take.
+const REFRESH_BOUND: Duration = Duration::from_secs(30);
+
+/// Prints the fleet's status; its exit says whether anything is degraded.
+fn show_status(
+    output: Format,
+    view: &protocol::controller::FleetView,
+    settings: &Settings,
+) -> Exit {
+    match output {
+        Format::Text => println!("{}", status::text(view, settings)),
+        Format::Json => println!("{}", status::json(view, settings)),
+    }
+    if protocol::controller::degraded(view).is_empty() {
+        Exit::Done
+    } else {
+        Exit::Degraded
+    }
+}
 use protocol::{NodeName, controller::plan};
 use tokio::sync::watch;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let format = match &cli.command {
-        Command::Swap { output, .. } | Command::Status { output } | Command::Abort { output } => {
-            *output
-        }
+        Command::Swap { output, .. }
+        | Command::Status { output, .. }
+        | Command::Abort { output } => *output,
         _ => Format::Text,
     };
     init_logging();
@@ -43,20 +65,40 @@ fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            print_error(
-                format,
-                &anyhow::Error::new(e).context("starting the runtime"),
-            );
-            return ExitCode::from(2);
+            let e = anyhow::Error::new(e).context("starting the runtime");
+            print_error(format, &e, Exit::FailedSafe);
+            return ExitCode::from(Exit::FailedSafe.code());
         }
     };
     match runtime.block_on(run(cli)) {
-        Ok(code) => ExitCode::from(code),
+        Ok(exit) => ExitCode::from(exit.code()),
         Err(e) => {
-            print_error(format, &e);
-            ExitCode::from(2)
+            let exit = exit_of(&e);
+            print_error(format, &e, exit);
+            ExitCode::from(exit.code())
         }
     }
+}
+
+/// The outcome an error stands for: its mark, else a failure that left
+/// the cluster safe (every call out is bounded, and an unmarked error
+/// happens between two safe points).
+fn exit_of(e: &anyhow::Error) -> Exit {
+    if let Some(m) = e.downcast_ref::<Marked>() {
+        return m.0;
+    }
+    // The kubeconfig named or inferred is the caller's.
+    match e.downcast_ref::<cluster::ClusterError>() {
+        Some(cluster::ClusterError::Kubeconfig { .. } | cluster::ClusterError::Infer(_)) => {
+            Exit::Usage
+        }
+        _ => Exit::FailedSafe,
+    }
+}
+
+/// Marks an error as the caller's: a flag, a value or a config file.
+fn usage(e: impl Into<anyhow::Error>) -> anyhow::Error {
+    e.into().context(Marked(Exit::Usage))
 }
 
 fn init_logging() {
@@ -89,12 +131,14 @@ fn shutdown_signal() -> watch::Receiver<bool> {
 }
 
 fn node(raw: &str, flag: &str) -> anyhow::Result<NodeName> {
-    NodeName::parse(raw).with_context(|| flag.to_string())
+    NodeName::parse(raw)
+        .with_context(|| flag.to_string())
+        .map_err(usage)
 }
 
-async fn run(cli: Cli) -> anyhow::Result<u8> {
-    let file = FileConfig::load(cli.config.as_deref())?;
-    let mut settings = Settings::resolve(file, cli.identity.clone())?;
+async fn run(cli: Cli) -> anyhow::Result<Exit> {
+    let file = FileConfig::load(cli.config.as_deref()).map_err(usage)?;
+    let mut settings = Settings::resolve(file, cli.identity.clone()).map_err(usage)?;
     match &cli.command {
         Command::Swap {
             out,
@@ -106,10 +150,13 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             let out = node(out, "--out")?;
             let incoming = node(incoming, "--in")?;
             if out == incoming {
-                anyhow::bail!("--out and --in name the same Node {out}");
+                return Err(usage(anyhow::anyhow!(
+                    "--out and --in name the same Node {out}"
+                )));
             }
             if let Some(t) = timeout {
-                settings = settings.with_step_timeout(parse_duration(t)?);
+                let t = parse_duration_of("--timeout", t).map_err(usage)?;
+                settings = settings.with_step_timeout(t);
             }
             let (client, watching) = cluster::clients(cli.kubeconfig.as_deref()).await?;
             let driver = Driver::new(client, settings.clone(), shutdown_signal());
@@ -120,9 +167,9 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 let p = plan(&obs.view, out.as_str(), incoming.as_str());
                 printer.plan(out.as_str(), incoming.as_str(), &p);
                 return Ok(if protocol::controller::all_pass(&p.gates) {
-                    0
+                    Exit::Done
                 } else {
-                    1
+                    Exit::Refused
                 });
             }
             let fleet = Arc::new(FleetWatch::start(&watching, &settings));
@@ -131,17 +178,55 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             let ending = driver.swap(out, incoming, &mut printer).await?;
             let (word, message) = ending.summary();
             printer.result(word, ending.exit_code(), &message);
-            Ok(ending.exit_code())
+            Ok(ending.exit())
         }
-        Command::Status { output } => {
+        Command::Status {
+            output,
+            watch: keep_watching,
+            interval,
+        } => {
+            let interval = parse_duration_of("--interval", interval).map_err(usage)?;
             let client = cluster::client(cli.kubeconfig.as_deref()).await?;
             let driver = Driver::new(client, settings.clone(), watch::channel(false).1);
-            let obs = driver.observe().await?;
-            match output {
-                Format::Text => println!("{}", status::text(&obs.view, &settings)),
-                Format::Json => println!("{}", status::json(&obs.view, &settings)),
+            if !*keep_watching {
+                let obs = driver.observe().await?;
+                return Ok(show_status(*output, &obs.view, &settings));
             }
-            Ok(0)
+            let mut stop = shutdown_signal();
+            // What the last refresh said, for the exit at Ctrl-C.
+            let mut last = Exit::Done;
+            loop {
+                // Bounded: a refresh that hangs on the API is said, and the
+                // next one tried; Ctrl-C ends it at once.
+                let refresh = tokio::select! {
+                    _ = stop.changed() => return Ok(last),
+                    r = tokio::time::timeout(REFRESH_BOUND, driver.observe()) => r,
+                };
+                last = match refresh {
+                    Ok(Ok(obs)) => {
+                        if *output == Format::Text {
+                            println!("── {}", kubeview::time::now());
+                        }
+                        show_status(*output, &obs.view, &settings)
+                    }
+                    Ok(Err(e)) => {
+                        print_error(*output, &e, exit_of(&e));
+                        exit_of(&e)
+                    }
+                    Err(_) => {
+                        let e = anyhow::anyhow!(
+                            "reading the cluster took over {} s; trying again",
+                            REFRESH_BOUND.as_secs()
+                        );
+                        print_error(*output, &e, Exit::FailedSafe);
+                        Exit::FailedSafe
+                    }
+                };
+                tokio::select! {
+                    _ = stop.changed() => return Ok(last),
+                    _ = tokio::time::sleep(interval) => {}
+                }
+            }
         }
         Command::Run {
             dry_run,
@@ -150,7 +235,13 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             if let Some(a) = metrics_address {
                 settings.metrics_address = Some(
                     a.parse()
-                        .with_context(|| format!("--metrics-address {a}: not HOST:PORT"))?,
+                        .with_context(|| {
+                            format!(
+                                "--metrics-address {}: not HOST:PORT",
+                                protocol::validate::shown(a)
+                            )
+                        })
+                        .map_err(usage)?,
                 );
             }
             let (client, watching) = cluster::clients(cli.kubeconfig.as_deref()).await?;
@@ -175,11 +266,11 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                     printer.line(&format!("dry run: {e:#}"), serde_json::json!({}));
                 }
                 driver.run(&mut printer, true).await?;
-                return Ok(0);
+                return Ok(Exit::Done);
             }
             driver.check_eligibility().await?;
             service::lead(&mut driver, client, &settings, shutdown, &mut printer).await?;
-            Ok(0)
+            Ok(Exit::Done)
         }
         Command::Abort { output } => {
             let (client, watching) = cluster::clients(cli.kubeconfig.as_deref()).await?;
@@ -190,10 +281,10 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
             let Some(rec) = obs.view.lease.as_ref().and_then(|l| l.recorded_swap()) else {
                 printer.result(
                     "nothing",
-                    0,
+                    Exit::Done.code(),
                     "no unfinished swap is recorded on the regrade Lease: nothing to abort",
                 );
-                return Ok(0);
+                return Ok(Exit::Done);
             };
             let l = obs
                 .view
@@ -231,7 +322,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                 }
                 printer.result(
                     "asked",
-                    0,
+                    Exit::Done.code(),
                     &format!(
                         "the controller holding it (instance {}) {}; `fleet-role status` shows it",
                         protocol::controller::one_line(&holder),
@@ -241,20 +332,21 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                         }
                     ),
                 );
-                return Ok(0);
+                return Ok(Exit::Done);
             }
             let fleet = Arc::new(FleetWatch::start(&watching, &settings));
             fleet.wait_synced(SYNC_BOUND).await?;
             let mut driver = driver.with_watch(fleet);
             let ending = driver.abort(rec.out, rec.incoming, &mut printer).await?;
             let (word, message) = ending.summary();
-            let code = match ending {
+            // Wound down is what an abort asks for.
+            let exit = match ending {
                 controller::drive::Ending::WoundDown { .. }
-                | controller::drive::Ending::Done { .. } => 0,
-                _ => ending.exit_code(),
+                | controller::drive::Ending::Done { .. } => Exit::Done,
+                _ => ending.exit(),
             };
-            printer.result(word, code, &message);
-            Ok(code)
+            printer.result(word, exit.code(), &message);
+            Ok(exit)
         }
         Command::Enroll(args) => {
             let client = || async { Ok(cluster::client(cli.kubeconfig.as_deref()).await?) };
@@ -280,7 +372,7 @@ async fn run(cli: Cli) -> anyhow::Result<u8> {
                     "resumed: a halted swap goes on".to_string()
                 }
             );
-            Ok(0)
+            Ok(Exit::Done)
         }
     }
 }

@@ -98,7 +98,9 @@ pub fn assemble(
             uids.insert(f.name.clone(), uid);
         }
         f.lease_renewed_at = renewed(&f.name);
-        f.report = reports.get(&f.name).and_then(|v| Report::from_json(v));
+        let raw = reports.get(&f.name);
+        f.report = raw.and_then(|v| Report::from_json(v));
+        f.report_protocol = raw.and_then(|v| protocol::version::of_report(v));
         facts.push(f);
     }
     let mut view = FleetView {

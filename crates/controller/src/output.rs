@@ -38,11 +38,15 @@ impl Printer {
         self.format
     }
 
+    /// The clock (the time of day for a terminal, RFC 3339 for JSON) and
+    /// the seconds since the printer started.
     fn stamp(&self) -> (String, f64) {
-        (
-            Timestamp::now().strftime("%H:%M:%S").to_string(),
-            self.start.elapsed().as_secs_f64(),
-        )
+        let now = Timestamp::now();
+        let clock = match self.format {
+            Format::Text => now.strftime("%H:%M:%S").to_string(),
+            Format::Json => kubeview::time::now(),
+        };
+        (clock, self.start.elapsed().as_secs_f64())
     }
 
     /// One line of progress (text) or one object (JSON).
@@ -89,7 +93,8 @@ impl Printer {
             return;
         }
         self.last = Some(text.clone());
-        let fields = json!({"action": action});
+        let fields =
+            json!({"action": kubeview::time::with_times(json!(action), &["deadline", "until"])});
         self.line(&text, fields);
         if let Action::Refuse { gates } = action {
             self.gates(gates);
@@ -158,12 +163,18 @@ impl Printer {
 }
 
 /// Prints an error once, at the edge, with its causes.
-pub fn print_error(format: Format, err: &anyhow::Error) {
+pub fn print_error(format: Format, err: &anyhow::Error, exit: protocol::exit::Exit) {
+    // One line: a value from the API or a file must not start a new one.
+    let mut message = protocol::exit::said_once(err.chain());
+    // A marked error starts with its outcome's word already.
+    if err.downcast_ref::<protocol::exit::Marked>().is_none() {
+        message = format!("{}: {message}", exit.label());
+    }
     match format {
-        Format::Text => eprintln!("fleet-role: error: {err:#}"),
+        Format::Text => eprintln!("fleet-role: {message}"),
         Format::Json => println!(
             "{}",
-            json!({"ok": false, "exit": 2, "error": format!("{err:#}")})
+            json!({"ok": false, "exit": exit.code(), "error": message})
         ),
     }
 }

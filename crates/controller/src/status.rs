@@ -6,10 +6,12 @@ use protocol::{
         quorum,
     },
     report::{Phase, Report},
+    version,
 };
 use serde_json::{Value, json};
 
 use crate::config::Settings;
+use kubeview::time::{rfc3339, with_times};
 
 fn age(now: i64, t: i64) -> String {
     // `t` may come from a Lease annotation anyone with write access set.
@@ -19,6 +21,18 @@ fn age(now: i64, t: i64) -> String {
         d if d < 120 => format!("{d}s ago"),
         d if d < 7200 => format!("{}m ago", d / 60),
         d => format!("{}h ago", d / 3600),
+    }
+}
+
+/// The protocol version a host's report is in, for the table: `-` with no
+/// report, the version, or the raw value marked unknown.
+fn protocol_cell(n: &NodeFacts) -> String {
+    if n.report.is_none() && n.report_protocol.is_none() {
+        return "-".into();
+    }
+    match version::check(n.report_protocol.as_deref()) {
+        Ok(v) => v.to_string(),
+        Err(e) => format!("{} (unknown)", e.shown),
     }
 }
 
@@ -169,6 +183,18 @@ fn yes(b: bool) -> &'static str {
 /// The status as text lines.
 pub fn text(v: &FleetView, settings: &Settings) -> String {
     let mut lines = lease_lines(v, settings, v.lease.as_ref());
+    let degraded = controller::degraded(v);
+    if degraded.is_empty() {
+        lines.push("Health: nothing degraded".into());
+    } else {
+        lines.extend(degraded.iter().map(|d| format!("DEGRADED: {d}")));
+    }
+    lines.push(format!(
+        "Protocol: this controller writes version {} and reads {} to {}",
+        version::PROTOCOL_VERSION,
+        version::OLDEST_KNOWN,
+        version::PROTOCOL_VERSION
+    ));
     let count = count_voters(v, v.lease.as_ref().and_then(|l| l.swap_in.as_deref()));
     lines.push(format!(
         "Voters: {} seen ({} healthy) of {} configured{}; quorum {}",
@@ -202,7 +228,7 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
     }
     let mut nodes: Vec<&NodeFacts> = v.nodes.iter().collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
-    let rows: Vec<[String; 8]> = nodes
+    let rows: Vec<[String; 9]> = nodes
         .iter()
         .map(|n| {
             let step = match (&n.marks.step, &n.marks.snapshot_request) {
@@ -222,6 +248,7 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
                 yes(n.eligible).into(),
                 yes(n.cordoned).into(),
                 step,
+                protocol_cell(n),
                 n.report
                     .as_ref()
                     .map_or("-".into(), |r| report_line(v.now, r)),
@@ -236,6 +263,7 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
         "ELIGIBLE",
         "CORDONED",
         "STEP",
+        "PROTOCOL",
         "LAST REPORT",
     ];
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
@@ -278,7 +306,13 @@ pub fn json(v: &FleetView, settings: &Settings) -> Value {
                 "eligible": n.eligible,
                 "cordoned": n.cordoned,
                 "marks": n.marks,
-                "report": n.report,
+                // The report's version (1 for none written); the raw value
+                // where this build does not know it.
+                "protocol": match version::check(n.report_protocol.as_deref()) {
+                    Ok(v) => json!(v),
+                    Err(e) => json!(e.shown),
+                },
+                "report": n.report.as_ref().map(|r| with_times(json!(r), &["startedAt", "updatedAt"])),
             })
         })
         .collect();
@@ -288,15 +322,18 @@ pub fn json(v: &FleetView, settings: &Settings) -> Value {
             "holder": l.holder,
             "instance": l.instance,
             "held": l.is_held(v.now),
-            "expiresAt": l.expiry(),
+            "expiresAt": rfc3339(l.expiry()),
             "swap": l.recorded_swap(),
             "step": l.step,
-            "stepSince": l.step_since,
+            "stepSince": rfc3339(l.step_since),
             "stopped": l.stopped,
             "windingDown": l.stop_note(),
             "paused": l.paused,
-            "lastSwap": l.last(),
+            "lastSwap": l.last().map(|s| with_times(json!(s), &["at"])),
+            "protocol": l.protocol,
         })),
+        "degraded": controller::degraded(v),
+        "protocol": {"writes": version::PROTOCOL_VERSION, "reads": [version::OLDEST_KNOWN, version::PROTOCOL_VERSION]},
         "voters": {"seen": count.seen, "healthy": count.healthy, "missing": count.missing, "configured": settings.core.voters, "quorum": quorum(count.members())},
         "nodes": nodes,
     })

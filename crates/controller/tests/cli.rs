@@ -33,6 +33,11 @@ async fn status_shows_the_fleet_and_a_running_swap_at_a_glance() {
     assert!(has_line(out, "voters", "n1, n2, n3"), "{out}");
     assert!(has_line(out, "agents", "n4 (eligible), n5"), "{out}");
     assert!(out.contains("NODE") && out.contains("LAST REPORT"), "{out}");
+    assert!(out.contains("Health: nothing degraded"), "{out}");
+    assert!(
+        out.contains("Protocol: this controller writes version 1 and reads 1 to 1"),
+        "{out}"
+    );
 
     // While a swap waits for its promotion, status shows it and its step.
     h.fleet.set(|f| {
@@ -57,6 +62,12 @@ async fn status_shows_the_fleet_and_a_running_swap_at_a_glance() {
     assert_eq!(v["lease"]["swap"]["out"], "n1");
     assert_eq!(v["lease"]["step"], "promote");
     assert_eq!(v["voters"]["healthy"], 3);
+    assert_eq!(v["degraded"], serde_json::json!([]));
+    // Times are RFC 3339 with a zone.
+    for t in [&v["lease"]["expiresAt"], &v["lease"]["stepSince"]] {
+        let t = t.as_str().unwrap_or_else(|| panic!("{t}"));
+        assert!(t.ends_with('Z') && t.contains('T'), "{t}");
+    }
     let n4 = v["nodes"]
         .as_array()
         .unwrap()
@@ -64,6 +75,9 @@ async fn status_shows_the_fleet_and_a_running_swap_at_a_glance() {
         .find(|n| n["name"] == "n4")
         .unwrap();
     assert_eq!(n4["class"], "learner");
+    assert_eq!(n4["protocol"], 1);
+    let started = n4["report"]["startedAt"].as_str().unwrap();
+    assert!(started.ends_with('Z'), "{started}");
 }
 
 #[tokio::test]
@@ -129,7 +143,8 @@ async fn a_swap_stopped_by_a_failed_step_down_says_what_to_do_and_resumes_when_r
         f.fail_step_down.insert("n1".into());
     });
     let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
-    run.expect(2);
+    // Stopped part-way: a person must look.
+    run.expect(4);
     let out = &run.stdout;
     assert!(out.contains("stopped at step-down"), "{out}");
     assert!(out.contains("etcd did not serve again"), "{out}");
@@ -138,8 +153,15 @@ async fn a_swap_stopped_by_a_failed_step_down_says_what_to_do_and_resumes_when_r
         out.contains("`fleet-role swap --out n1 --in n4` resumes the swap"),
         "{out}"
     );
-    let status = h.run(&["status"]).await.stdout;
+    let status = h.run(&["status"]).await;
+    // A stopped swap is degraded.
+    status.expect(5);
+    let status = status.stdout;
     assert!(status.contains("STOPPED"), "{status}");
+    assert!(
+        status.contains("DEGRADED: a swap stopped part-way: "),
+        "{status}"
+    );
     // Another swap is refused while this one is unfinished.
     let other = h
         .run(&["swap", "--out", "n2", "--in", "n5", "--dry-run"])
@@ -222,8 +244,42 @@ async fn run_replaces_a_voter_that_stopped_within_its_grace_period_and_one_swap(
     assert_eq!(status.code(), Some(0));
 }
 
+#[test]
+fn the_help_and_so_the_man_page_list_every_exit_code() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-role"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains(protocol::exit::EXIT_CODES_HELP), "{help}");
+    // clap's own usage errors are exit 2, as ours are.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-role"))
+        .arg("--no-such-flag")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // A kubeconfig that is not there is the caller's, and said once.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-role"))
+        .args(["--kubeconfig", "/nonexistent/kubeconfig", "status"])
+        .env_remove("FLEET_ROLE_CONFIG")
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(
+            "fleet-role: usage error: cannot use the kubeconfig /nonexistent/kubeconfig: "
+        ),
+        "{err}"
+    );
+    assert_eq!(err.matches("No such file").count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
 #[tokio::test]
-async fn bad_input_is_an_error_with_exit_code_2_and_never_shows_the_token() {
+async fn bad_input_is_a_usage_error_2_a_refused_credential_a_safe_failure_3_and_the_token_is_never_shown()
+ {
     let h = Harness::start(&three_voters(), CONFIG).await;
     let same = h.run(&["swap", "--out", "n1", "--in", "n1"]).await;
     same.expect(2);
@@ -245,14 +301,34 @@ async fn bad_input_is_an_error_with_exit_code_2_and_never_shows_the_token() {
     json.expect(2);
     let v: serde_json::Value = serde_json::from_str(json.stdout.trim()).unwrap();
     assert_eq!(v["ok"], false);
+    assert_eq!(v["exit"], 2);
+    // Said once, with the value at fault.
+    let err = v["error"].as_str().unwrap();
+    assert_eq!(
+        err, "usage error: --out and --in name the same Node n1",
+        "{err}"
+    );
+
     // A credential that may not read Nodes: the API's refusal, no token.
     let token_file = h.kubeconfig.parent().unwrap().join("token");
     std::fs::write(&token_file, "not-a-token-but-long-enough-to-check").unwrap();
     let denied = h.run(&["status"]).await;
-    denied.expect(2);
+    denied.expect(3);
     assert!(
         denied.stderr.contains("reading the cluster"),
         "{}",
         denied.stderr
     );
+    // A config file that does not parse: a usage error naming the file, once.
+    std::fs::write(&h.config, "voters = \"three\"\n").unwrap();
+    let run = h.run(&["status"]).await;
+    run.expect(2);
+    let file = h.config.display().to_string();
+    assert!(
+        run.stderr.starts_with("fleet-role: usage error: "),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.stderr.matches(&file).count(), 1, "{}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
 }

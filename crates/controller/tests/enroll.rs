@@ -288,7 +288,7 @@ async fn enroll_refuses_a_bad_node_name_and_a_credential_that_may_not_make_ident
     // The controller's own credential cannot make an identity.
     let out = w.run(&w.controller_kubeconfig, &["enroll", "node-a"]);
     let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
     assert!(
         stderr.contains("403") || stderr.contains("forbidden"),
         "{stderr}"

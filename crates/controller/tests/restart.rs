@@ -148,7 +148,7 @@ async fn a_controller_killed_during_a_rollback_resumes_and_winds_the_swap_down()
         f.hold.clear();
     });
     let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
-    run.expect(2);
+    run.expect(3);
     assert!(
         run.stdout.contains("the cluster is as it was"),
         "{}",

@@ -349,7 +349,7 @@ async fn run_refuses_to_start_while_fewer_voters_are_eligible_than_configured_an
     }
     let h = Harness::start(&hosts, CONFIG).await;
     let run = h.run(&["run"]).await;
-    run.expect(2);
+    run.expect(1);
     assert!(
         run.stderr.contains("label the voters n1, n2, n3"),
         "{}",
@@ -396,6 +396,31 @@ async fn abort_winds_a_running_swap_down_through_the_controller_holding_it() {
 }
 
 #[tokio::test]
+async fn status_watch_refreshes_until_ctrl_c_and_then_stops_cleanly_with_the_last_verdict() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    let mut watching = h.spawn(&["status", "--watch", "--interval", "1s"]);
+    let out = Printed::of(&mut watching);
+    out.wait_for("Health: nothing degraded").await;
+    // A voter goes down: a later refresh says so, without a restart.
+    h.fleet.set(|f| {
+        f.down.insert("n2".into());
+    });
+    out.wait_for("DEGRADED: 2 healthy voter(s) of 3 configured")
+        .await;
+    assert!(out.text().matches("── ").count() >= 2, "{}", out.text());
+    let pid = watching.id().unwrap().to_string();
+    std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    let status = tokio::time::timeout(DEADLINE, watching.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(5), "{}", out.text());
+}
+
+#[tokio::test]
 async fn a_swap_interrupted_by_ctrl_c_says_how_to_resume_or_abort_and_abort_then_winds_it_down() {
     let h = Harness::start(&three_voters(), CONFIG).await;
     h.fleet.set(|f| {
@@ -417,7 +442,7 @@ async fn a_swap_interrupted_by_ctrl_c_says_how_to_resume_or_abort_and_abort_then
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(status.code(), Some(2), "{}", out.text());
+    assert_eq!(status.code(), Some(3), "{}", out.text());
     out.wait_for("fleet-role abort").await;
     assert!(
         out.text().contains("fleet-role swap --out n1 --in n4"),

@@ -250,12 +250,15 @@ async fn a_second_swap_is_refused_while_one_runs() {
         run.stdout
     );
     // The second swap wrote nothing: n2 and n6 carry no step (n2 carries the
-    // first swap's snapshot request, and nothing else of fleet-role's).
+    // first swap's snapshot request and the protocol version it is asked
+    // in, and nothing else of fleet-role's).
     for n in ["n2", "n6"] {
         let a = h.node(n).await.metadata.annotations.unwrap_or_default();
         let ours: Vec<&String> = a
             .keys()
-            .filter(|k| k.starts_with(P) && !k.ends_with("/snapshot-request"))
+            .filter(|k| {
+                k.starts_with(P) && !k.ends_with("/snapshot-request") && !k.ends_with("/protocol")
+            })
             .collect();
         assert!(ours.is_empty(), "{n}: {a:?}");
     }
@@ -288,7 +291,7 @@ async fn a_promotion_that_fails_midway_is_rolled_back_and_the_cluster_left_as_it
         f.stall_promotion.insert("n4".into());
     });
     let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
-    run.expect(2);
+    run.expect(3);
     assert!(
         run.stdout.contains("roll n4 back to an agent"),
         "{}",
@@ -369,7 +372,7 @@ async fn the_lease_taken_by_someone_else_mid_swap_stops_every_further_write() {
         .await
         .expect("the controller stops")
         .unwrap();
-    assert_eq!(status.code(), Some(2));
+    assert_eq!(status.code(), Some(3));
     let mut out = String::new();
     use tokio::io::AsyncReadExt;
     child

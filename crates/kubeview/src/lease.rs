@@ -32,6 +32,7 @@ pub fn lease_facts(names: &Names, lease: &Lease) -> LeaseFacts {
         stopped: annotation(names.lease_stopped()),
         paused: annotation(names.lease_paused()).as_deref() == Some("true"),
         last_swap: annotation(names.lease_last_swap()),
+        protocol: annotation(names.lease_protocol()),
     }
 }
 
@@ -75,6 +76,7 @@ pub fn lease_object(
             after.paused.then(|| "true".to_string()),
         ),
         (names.lease_last_swap(), text(&after.last_swap)),
+        (names.lease_protocol(), text(&after.protocol)),
     ] {
         match value {
             Some(v) => annotations.insert(key, v),
@@ -126,6 +128,7 @@ mod tests {
             step: Some("promote".into()),
             step_since: Some(990),
             paused: true,
+            protocol: Some("1".into()),
             ..LeaseFacts::default()
         }
     }

@@ -15,6 +15,7 @@
 pub mod identity;
 mod lease;
 mod node;
+pub mod time;
 
 pub use identity::Identity;
 pub use lease::{lease_facts, lease_object};

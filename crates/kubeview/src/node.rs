@@ -92,8 +92,10 @@ pub fn node_facts(names: &Names, node: &Node) -> NodeFacts {
             step: annotation(&names.role_step()),
             join_node: annotation(&names.role_join_node()),
             snapshot_request: annotation(&names.snapshot_request()),
+            protocol: annotation(&names.protocol()),
         },
         report: None,
+        report_protocol: None,
     }
 }
 
@@ -131,6 +133,12 @@ pub fn node_patch(names: &Names, before: &NodeFacts, after: &NodeFacts) -> Optio
         names.snapshot_request(),
         &bm.snapshot_request,
         &am.snapshot_request,
+    );
+    text(
+        &mut annotations,
+        names.protocol(),
+        &bm.protocol,
+        &am.protocol,
     );
     let (bk, ak) = (&before.k3s, &after.k3s);
     text(
@@ -230,6 +238,7 @@ mod tests {
                     (K3S_ETCD_NODE_NAME, "n1-0a1b2c3d"),
                     (K3S_ETCD_NODE_ADDRESS, "10.0.0.1"),
                     (&format!("{P}/role-step"), "promote"),
+                    (&format!("{P}/protocol"), "1"),
                 ])),
                 ..ObjectMeta::default()
             },
@@ -276,6 +285,7 @@ mod tests {
         assert_eq!(f.marks.desired_role.as_deref(), Some("server"));
         assert_eq!(f.marks.step.as_deref(), Some("promote"));
         assert_eq!(f.marks.swap, None);
+        assert_eq!(f.marks.protocol.as_deref(), Some("1"));
     }
 
     #[test]
@@ -310,6 +320,7 @@ mod tests {
         assert_eq!(node_patch(&names, &before, &before), None);
         let mut after = before.clone();
         after.marks.step = None;
+        after.marks.protocol = None;
         after.marks.swap = Some("s1".into());
         after.etcd_label = false;
         after.cordoned = false;
@@ -322,6 +333,7 @@ mod tests {
                     "labels": {K3S_ETCD_ROLE_LABEL: null},
                     "annotations": {
                         format!("{P}/role-step"): null,
+                        format!("{P}/protocol"): null,
                         format!("{P}/role-swap"): "s1",
                         K3S_ETCD_REMOVE: "true",
                     },

@@ -5,6 +5,7 @@
 use crate::{
     report::{Report, ReportStep},
     validate::{InvalidValue, JoinUrl, NodeName, Role, StepKind, SwapId, parse_address, shown},
+    version,
     view::{LeaseFacts, NodeFacts},
 };
 
@@ -150,6 +151,10 @@ pub enum Decision {
 /// 4. a role step is taken while the Lease is held for its swap, its
 ///    `desired-role` goes with it, and the host can take it.
 ///
+/// A snapshot request or role step whose marks (the Node's or the Lease's
+/// `protocol`) are of a version this build does not know is refused
+/// ([`marks_known`]): a newer controller may mean something else by them.
+///
 /// A step settled in the report (done, refused, failed) is never taken again:
 /// the controller decides what follows by writing a new swap or step.
 pub fn decide(o: &Observation<'_>) -> Decision {
@@ -216,6 +221,9 @@ pub fn decide(o: &Observation<'_>) -> Decision {
             Ok(swap) => {
                 let resume =
                     report.is_some_and(|r| r.is_running(Some(&swap), ReportStep::Snapshot));
+                if let Err(why) = marks_known(o) {
+                    return refuse_or_wait(resume, Some(swap), ReportStep::Snapshot, why);
+                }
                 if let Err(why) = lease_gate(o, &swap) {
                     return refuse_or_wait(resume, Some(swap), ReportStep::Snapshot, why);
                 }
@@ -269,6 +277,9 @@ pub fn decide(o: &Observation<'_>) -> Decision {
         return Decision::Nothing;
     }
     let resume = report.is_some_and(|r| r.is_running(Some(&swap), rstep));
+    if let Err(why) = marks_known(o) {
+        return refuse_or_wait(resume, Some(swap), rstep, why);
+    }
 
     let desired = o.node.marks.desired_role.as_deref().map(Role::parse);
     match desired {
@@ -388,6 +399,20 @@ fn refuse_or_wait(
     } else {
         Decision::Refuse { swap, step, reason }
     }
+}
+
+/// The gate on the controller's marks: the Node's `protocol` annotation and
+/// the regrade Lease's are of a version this build knows (none written is
+/// version 1, as every controller before versions were marked).
+pub fn marks_known(o: &Observation<'_>) -> Result<(), String> {
+    let fix = "upgrade this host's fleet-role-actuator before the controller (see docs/upgrade.md)";
+    version::check(o.node.marks.protocol.as_deref())
+        .map_err(|e| format!("the Node's marks: {e}; {fix}"))?;
+    if let Some(l) = o.lease {
+        version::check(l.protocol.as_deref())
+            .map_err(|e| format!("the regrade Lease: {e}; {fix}"))?;
+    }
+    Ok(())
 }
 
 /// The gate: the Lease is held by the controller's identity for this swap and

@@ -8,14 +8,17 @@
 
 pub mod controller;
 pub mod decide;
+pub mod exit;
 pub mod milestones;
 pub mod names;
 pub mod report;
 pub mod validate;
+pub mod version;
 pub mod view;
 
 pub use decide::{Decision, HostState, Observation, Step, decide};
 pub use names::Names;
 pub use report::{Phase, Report, Settled};
 pub use validate::{HolderIdentity, InvalidValue, JoinUrl, NodeName, Role, StepKind, SwapId};
+pub use version::PROTOCOL_VERSION;
 pub use view::{FleetMarks, K3sEtcd, LeaseFacts, NodeFacts};

@@ -81,6 +81,11 @@ impl Names {
     pub fn role_join_node(&self) -> String {
         self.key("role-join-node")
     }
+    /// Annotation: the protocol version the step or snapshot request is
+    /// asked in ([`crate::version`]; none reads as version 1).
+    pub fn protocol(&self) -> String {
+        self.key("protocol")
+    }
     /// Annotation: take a snapshot named for this swap.
     pub fn snapshot_request(&self) -> String {
         self.key("snapshot-request")
@@ -110,6 +115,7 @@ mod tests {
         assert_eq!(names.role_step(), "example.org/role-step");
         assert_eq!(names.role_join_node(), "example.org/role-join-node");
         assert_eq!(names.snapshot_request(), "example.org/snapshot-request");
+        assert_eq!(names.protocol(), "example.org/protocol");
         assert_eq!(names.lease_swap(), "example.org/role-swap");
         assert_eq!(names.eligible(), "example.org/voter-eligible");
         assert_eq!(names.report_field_manager("n1"), "fleet-role-actuator-n1");

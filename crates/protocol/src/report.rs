@@ -107,10 +107,26 @@ pub struct Settled {
     pub phase: Phase,
 }
 
+/// Why a report value is not a report.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// It is no report's JSON.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// It is of a protocol version this build does not know.
+    #[error(transparent)]
+    Version(#[from] crate::version::UnknownVersion),
+}
+
 /// One host's report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
+    /// The protocol version the report is written in
+    /// ([`crate::version::PROTOCOL_VERSION`]; a report without one was
+    /// written before versions were marked, and is version 1).
+    #[serde(default = "unmarked")]
+    pub protocol: u32,
     /// The swap of the current step (none for a refusal of an invalid id, or a
     /// finish with no swap to name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +158,10 @@ pub struct Report {
     /// The steps that are over, newest last, at most [`SETTLED_MEMORY`].
     #[serde(default)]
     pub settled: Vec<Settled>,
+}
+
+fn unmarked() -> u32 {
+    crate::version::UNMARKED
 }
 
 impl Report {
@@ -183,6 +203,7 @@ impl Report {
             settled.drain(..excess);
         }
         Report {
+            protocol: crate::version::PROTOCOL_VERSION,
             swap,
             step,
             phase,
@@ -233,14 +254,19 @@ impl Report {
 
     /// Reads a ConfigMap value; a value that does not parse is no report
     /// (for a reader that only shows or weighs reports; the actuator, whose
-    /// memory the report is, uses [`Report::parse`] and refuses instead).
+    /// memory the report is, uses [`Report::parse`] and refuses instead),
+    /// and neither is one of a protocol version this build does not know
+    /// (its fields may mean something else: the controller's
+    /// `known-protocol` gate refuses a swap involving such a host instead).
     pub fn from_json(raw: &str) -> Option<Report> {
         Self::parse(raw).ok()
     }
 
-    /// Reads a report, saying why one does not parse.
-    pub fn parse(raw: &str) -> Result<Report, serde_json::Error> {
-        serde_json::from_str(raw)
+    /// Reads a report, saying why a value is none: it does not parse, or it
+    /// is of a protocol version this build does not know.
+    pub fn parse(raw: &str) -> Result<Report, ParseError> {
+        crate::version::check(crate::version::of_report(raw).as_deref())?;
+        Ok(serde_json::from_str(raw)?)
     }
 }
 
@@ -260,6 +286,11 @@ mod tests {
         assert_eq!(back, r);
         assert!(r.to_json().contains("\"phase\":\"done\""));
         assert!(Report::from_json("not json").is_none());
+        assert!(
+            r.to_json().starts_with("{\"protocol\":1,"),
+            "{}",
+            r.to_json()
+        );
         assert!(Report::from_json("{\"swap\":\"BAD ID\",\"step\":\"promote\",\"phase\":\"done\",\"startedAt\":1,\"updatedAt\":1}").is_none());
     }
 
@@ -278,6 +309,20 @@ mod tests {
         let old = r#"{"step":"promote","phase":"done","startedAt":1,"updatedAt":1}"#;
         assert_eq!(Report::parse(old).unwrap().seq, 0);
         assert!(Report::parse("{").is_err());
+    }
+
+    #[test]
+    fn a_report_without_a_version_reads_as_version_one_and_one_of_an_unknown_version_is_no_report()
+    {
+        let old = "{\"swap\":\"s1\",\"step\":\"snapshot\",\"phase\":\"done\",\"startedAt\":1,\"updatedAt\":2}";
+        let r = Report::from_json(old).expect("a report before versions were marked");
+        assert_eq!((r.protocol, r.updated_at), (1, 2));
+        let newer = old.replacen('{', "{\"protocol\":2,", 1);
+        assert!(Report::from_json(&newer).is_none());
+        let same = old.replacen('{', "{\"protocol\":1,", 1);
+        assert_eq!(Report::from_json(&same), Some(r));
+        // The actuator is told why: a version it does not know.
+        assert!(matches!(Report::parse(&newer), Err(ParseError::Version(_))));
     }
 
     #[test]

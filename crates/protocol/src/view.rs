@@ -54,6 +54,8 @@ pub struct FleetMarks {
     pub join_node: Option<String>,
     /// `<prefix>/snapshot-request`.
     pub snapshot_request: Option<String>,
+    /// `<prefix>/protocol`: the version the marks are written in.
+    pub protocol: Option<String>,
 }
 
 impl FleetMarks {
@@ -69,6 +71,7 @@ impl FleetMarks {
             || self.step.is_some()
             || self.join_node.is_some()
             || self.snapshot_request.is_some()
+            || self.protocol.is_some()
     }
 }
 
@@ -100,8 +103,13 @@ pub struct NodeFacts {
     pub cordoned: bool,
     /// fleet-role's label and annotations.
     pub marks: FleetMarks,
-    /// The host's report (its key of the report ConfigMap), if it parses.
+    /// The host's report (its key of the report ConfigMap), if it parses
+    /// and is of a protocol version this build knows.
     pub report: Option<Report>,
+    /// The protocol version the host's report claims, raw
+    /// ([`crate::version::of_report`]; `None`: no report, or one written
+    /// before versions were marked).
+    pub report_protocol: Option<String>,
 }
 
 impl NodeFacts {
@@ -173,6 +181,8 @@ pub struct LeaseFacts {
     pub paused: bool,
     /// The last swap's outcome, raw JSON of a [`LastSwap`].
     pub last_swap: Option<String>,
+    /// The protocol version the swap is recorded in, raw.
+    pub protocol: Option<String>,
 }
 
 impl LeaseFacts {
@@ -235,6 +245,7 @@ mod tests {
             marks(|m| m.step = Some("s".into())),
             marks(|m| m.join_node = Some("s".into())),
             marks(|m| m.snapshot_request = Some("s".into())),
+            marks(|m| m.protocol = Some("1".into())),
         ] {
             assert!(m.any_annotation(), "{m:?}");
         }

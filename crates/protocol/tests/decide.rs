@@ -36,6 +36,7 @@ fn node_asking(step: &str, desired: &str) -> NodeFacts {
             step: Some(step.into()),
             join_node: Some("voter-a".into()),
             snapshot_request: None,
+            protocol: None,
         },
         ..NodeFacts::default()
     }
@@ -467,6 +468,119 @@ fn a_voter_takes_the_snapshot_named_for_the_swap() {
 }
 
 #[test]
+fn a_step_asked_in_a_protocol_version_this_host_does_not_know_is_refused_and_changes_nothing() {
+    for (step, desired, host) in [
+        ("promote", "server", agent_host()),
+        ("step-down", "agent", server_host()),
+        ("rollback", "agent", agent_host()),
+    ] {
+        let mut c = Case::new(node_asking(step, desired), host);
+        assert!(
+            matches!(c.decide(), Decision::Take { .. }),
+            "{step}: marks without a version are version 1"
+        );
+        c.node.marks.protocol = Some("1".into());
+        assert!(matches!(c.decide(), Decision::Take { .. }), "{step}");
+        c.node.marks.protocol = Some("2".into());
+        let d = c.decide();
+        let Decision::Refuse {
+            swap: Some(s),
+            step: rstep,
+            reason,
+        } = &d
+        else {
+            panic!("{step}: {d:?}")
+        };
+        assert_eq!((s.as_str(), rstep.as_str()), ("s1", step));
+        assert_eq!(
+            reason,
+            "the Node's marks: protocol version \"2\" is not one this build knows (1 to 1); upgrade this host's fleet-role-actuator before the controller (see docs/upgrade.md)"
+        );
+        c.node.marks.protocol = None;
+        c.lease.as_mut().unwrap().protocol = Some("2".into());
+        assert!(
+            is_refusal(&c.decide(), "the regrade Lease: protocol version \"2\""),
+            "{step}"
+        );
+        c.lease.as_mut().unwrap().protocol = Some("1".into());
+        assert!(matches!(c.decide(), Decision::Take { .. }), "{step}");
+    }
+}
+
+#[test]
+fn a_started_step_whose_marks_turn_to_an_unknown_protocol_version_waits() {
+    let mut c = Case::new(node_asking("promote", "server"), agent_host());
+    c.report = Some(reported(ReportStep::Promote, Phase::Started));
+    c.node.marks.protocol = Some("2".into());
+    assert!(
+        matches!(&c.decide(), Decision::Wait { reason } if reason.starts_with("promote resumes once: the Node's marks")),
+        "{:?}",
+        c.decide()
+    );
+}
+
+#[test]
+fn a_snapshot_asked_in_a_protocol_version_this_host_does_not_know_is_refused() {
+    let node = NodeFacts {
+        name: "voter-a".into(),
+        marks: FleetMarks {
+            snapshot_request: Some("s1".into()),
+            protocol: Some("9".into()),
+            ..FleetMarks::default()
+        },
+        etcd_label: true,
+        etcd_is_voter: true,
+        ..Default::default()
+    };
+    let mut c = Case::new(node, server_host());
+    let d = c.decide();
+    assert!(
+        matches!(&d, Decision::Refuse { step: ReportStep::Snapshot, reason, .. } if reason.starts_with("the Node's marks: protocol version \"9\"")),
+        "{d:?}"
+    );
+    c.report = Some(reported(ReportStep::Snapshot, Phase::Started));
+    assert!(matches!(c.decide(), Decision::Wait { .. }));
+    c.report = None;
+    c.node.marks.protocol = Some("1".into());
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Snapshot,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_finish_needs_no_marks_so_their_version_does_not_hold_it_back() {
+    let mut c = Case::new(
+        NodeFacts {
+            name: "old".into(),
+            etcd_label: false,
+            marks: FleetMarks {
+                protocol: Some("2".into()),
+                ..FleetMarks::default()
+            },
+            ..Default::default()
+        },
+        server_host(),
+    );
+    c.host = HostState {
+        role: Some(Role::Agent),
+        datastore: true,
+        tombstone: true,
+        member: None,
+    };
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Finish,
+            ..
+        }
+    ));
+}
+
+#[test]
 fn a_snapshot_request_comes_before_a_step_of_the_same_swap() {
     let mut node = node_asking("step-down", "agent");
     node.marks.snapshot_request = Some("s1".into());
@@ -627,10 +741,11 @@ prop_compose! {
         etcd_label: bool,
         etcd_is_voter: bool,
         removed_member in prop_oneof![Just(None), Just(Some("n-0a1b2c3d".to_string())), Just(Some("other-1".to_string()))],
+        protocol in any_protocol(),
     ) -> NodeFacts {
         NodeFacts {
             name: "n".into(),
-            marks: FleetMarks { desired_role: desired, swap, step, join_node: join, snapshot_request: snap },
+            marks: FleetMarks { desired_role: desired, swap, step, join_node: join, snapshot_request: snap, protocol },
             etcd_label,
             etcd_is_voter,
             k3s: K3sEtcd { removed_node_name: removed_member, ..K3sEtcd::default() },
@@ -639,14 +754,20 @@ prop_compose! {
     }
 }
 
+/// A protocol mark: none (version 1), this build's, or one it does not know.
+fn any_protocol() -> impl Strategy<Value = Option<String>> {
+    prop_oneof![Just(None), Just(Some("1".into())), Just(Some("2".into()))]
+}
+
 prop_compose! {
     fn any_lease()(
         present: bool,
         holder in prop_oneof![Just(None), Just(Some(ME.to_string())), Just(Some("other".to_string()))],
         swap in opt_text(),
         age in 0i64..60,
+        protocol in any_protocol(),
     ) -> Option<LeaseFacts> {
-        present.then(|| LeaseFacts { holder, swap, renew_time: Some(NOW - age), duration_secs: Some(30), ..LeaseFacts::default() })
+        present.then(|| LeaseFacts { holder, swap, renew_time: Some(NOW - age), duration_secs: Some(30), protocol, ..LeaseFacts::default() })
     }
 }
 
@@ -721,8 +842,15 @@ proptest! {
                     // Finish: only when the member is gone, or resuming one.
                     prop_assert!(*resume || (host.role == Some(Role::Agent) && host.datastore && host.member_gone(&node)));
                 } else {
-                    // Every other step: only with the Lease for its swap.
+                    // Every other step: only with the Lease for its swap,
+                    // and never under marks of an unknown version (a
+                    // started one waits).
                     let s = swap.as_ref().expect("a step outside finish has a swap");
+                    let known = |p: &Option<String>| protocol::version::check(p.as_deref()).is_ok();
+                    prop_assert!(
+                        known(&node.marks.protocol) && lease.as_ref().is_none_or(|l| known(&l.protocol)),
+                        "a step under unknown marks: {:?}", d
+                    );
                     if !*resume || lease_gate(&o, s).is_err() {
                         prop_assert!(lease_gate(&o, s).is_ok(), "step without the lease: {:?}", d);
                     }

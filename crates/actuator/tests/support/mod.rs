@@ -322,6 +322,15 @@ impl Controller {
             .unwrap_or_else(|e| panic!("writing the step on {node}: {e}"));
     }
 
+    /// Writes the protocol version the controller's marks on `node` claim.
+    pub async fn mark_protocol(&self, node: &str, version: &str) {
+        let patch = json!({"metadata": {"annotations": { format!("{P}/protocol"): version }}});
+        self.nodes()
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("writing the protocol mark on {node}: {e}"));
+    }
+
     /// Sets k3s's `EtcdIsVoter` condition on `node` to True, through the
     /// status subresource as k3s does once it promoted the learner.
     pub async fn set_voter(&self, node: &str) {

@@ -49,6 +49,7 @@ pub fn lease_after(
             l.swap = Some(swap.to_string());
             l.swap_out = Some(out.to_string());
             l.swap_in = Some(incoming.to_string());
+            l.protocol = Some(crate::version::mark());
             l.stopped = None;
             // A swap taken over from a controller that went away goes on
             // in its step, with its timer; any other starts afresh.
@@ -102,13 +103,17 @@ pub fn lease_after(
 pub fn node_after(before: &NodeFacts, action: &Action) -> Option<NodeFacts> {
     let mut n = before.clone();
     let ask = |n: &mut NodeFacts, step: StepKind, swap: &str, join: Option<String>| {
+        n.marks.protocol = Some(crate::version::mark());
         n.marks.desired_role = Some(step.desired_role().as_str().into());
         n.marks.swap = Some(swap.into());
         n.marks.step = Some(step.as_str().into());
         n.marks.join_node = join;
     };
     match action {
-        Action::RequestSnapshot { swap, .. } => n.marks.snapshot_request = Some(swap.to_string()),
+        Action::RequestSnapshot { swap, .. } => {
+            n.marks.protocol = Some(crate::version::mark());
+            n.marks.snapshot_request = Some(swap.to_string());
+        }
         Action::Promote { join, swap, .. } => {
             ask(
                 &mut n,
@@ -136,6 +141,7 @@ pub fn node_after(before: &NodeFacts, action: &Action) -> Option<NodeFacts> {
             n.marks.step = None;
             n.marks.join_node = None;
             n.marks.snapshot_request = None;
+            n.marks.protocol = None;
         }
         _ => return None,
     }
@@ -191,6 +197,7 @@ mod tests {
         assert_eq!(l.instance.as_deref(), Some(ME));
         assert_eq!((l.renew_time, l.duration_secs), (Some(NOW), Some(60)));
         assert_eq!(l.swap.as_deref(), Some("swap-2"));
+        assert_eq!(l.protocol.as_deref(), Some("1"));
         assert_eq!(
             (l.step, l.step_since, l.stopping, l.stopped),
             (None, None, None, None)
@@ -267,6 +274,7 @@ mod tests {
             ),
             (None, None, None, None, None, None)
         );
+        assert_eq!(l.protocol, None);
         let last: LastSwap = serde_json::from_str(l.last_swap.as_deref().unwrap()).unwrap();
         assert_eq!(
             (last.swap.as_str(), last.out.as_str(), last.at, last.outcome),
@@ -304,6 +312,7 @@ mod tests {
         assert_eq!(after.marks.desired_role.as_deref(), Some("server"));
         assert_eq!(after.marks.step_kind(), Some(StepKind::Promote));
         assert_eq!(after.marks.join_node.as_deref(), Some("n2"));
+        assert_eq!(after.marks.protocol.as_deref(), Some("1"));
         assert_eq!(
             NodeFacts {
                 marks: n1.marks.clone(),
@@ -321,8 +330,28 @@ mod tests {
         .unwrap();
         assert_eq!(down.marks.desired_role.as_deref(), Some("agent"));
         assert_eq!(down.marks.join_node, None);
+        let mut unmarked = n1.clone();
+        unmarked.marks.protocol = None;
+        for ask in [
+            Action::StepDown {
+                node: name("n1"),
+                swap: id("s1"),
+            },
+            Action::Rollback {
+                node: name("n1"),
+                swap: id("s1"),
+            },
+            Action::RequestSnapshot {
+                node: name("n1"),
+                swap: id("s1"),
+            },
+        ] {
+            let asked = node_after(&unmarked, &ask).unwrap();
+            assert_eq!(asked.marks.protocol.as_deref(), Some("1"), "{ask:?}");
+        }
         let cleared = node_after(&down, &Action::ClearSwapMarks { node: name("n1") }).unwrap();
         assert!(!cleared.marks.any_annotation());
+        assert_eq!(cleared.marks.protocol, None);
         assert_eq!(cleared.marks.desired_role.as_deref(), Some("agent"));
         let clean = node_after(n1, &Action::CleanUpServer { node: name("n1") }).unwrap();
         assert!(!clean.has_server_labels() && !clean.k3s.any() && !clean.etcd_is_voter);

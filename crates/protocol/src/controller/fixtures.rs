@@ -154,6 +154,7 @@ pub(crate) fn after_promotion() -> FleetView {
         step: Some("promote".into()),
         join_node: Some("n2".into()),
         snapshot_request: None,
+        protocol: Some("1".into()),
     };
     n4.report = Some(report(
         "swap-1",

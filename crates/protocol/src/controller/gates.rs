@@ -2,7 +2,7 @@
 //! a reason, for `swap --dry-run` and for the re-check before every
 //! irreversible write; and the sets of gates each write is guarded by.
 
-use crate::validate::StepKind;
+use crate::{validate::StepKind, version};
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -20,6 +20,9 @@ pub enum GateName {
     NotPaused,
     /// No other swap holds the Lease or is left unfinished.
     NoOtherSwap,
+    /// The swap's hosts and the regrade Lease speak a protocol version this
+    /// build knows.
+    KnownProtocol,
     /// The outgoing host is a voter.
     OutgoingVoter,
     /// The incoming host carries `<prefix>/voter-eligible=true`.
@@ -44,6 +47,7 @@ impl GateName {
         match self {
             GateName::NotPaused => "not-paused",
             GateName::NoOtherSwap => "no-other-swap",
+            GateName::KnownProtocol => "known-protocol",
             GateName::OutgoingVoter => "outgoing-voter",
             GateName::IncomingEligible => "incoming-eligible",
             GateName::IncomingReady => "incoming-ready",
@@ -183,6 +187,48 @@ pub fn gate_no_other_swap(v: &FleetView, out: &str, incoming: &str) -> Gate {
         );
     }
     Gate::pass(name, "the regrade Lease is free or ours")
+}
+
+/// Gate: the outgoing and incoming hosts' reports and the regrade Lease
+/// are of a protocol version this build knows ([`version::check`]; none
+/// written is version 1). A host of a newer version writes a report this
+/// build may misread, so no swap involving it is started or driven on; the
+/// fix is to upgrade the controller, as the upgrade order has it.
+pub fn gate_known_protocol(v: &FleetView, out: &str, incoming: &str) -> Gate {
+    let name = GateName::KnownProtocol;
+    let mut unknown: Vec<String> = [out, incoming]
+        .into_iter()
+        .filter_map(|host| {
+            let n = v.node(host)?;
+            let e = version::check(n.report_protocol.as_deref()).err()?;
+            Some(format!("{host}'s report: {e}"))
+        })
+        .collect();
+    if let Some(e) = v
+        .lease
+        .as_ref()
+        .and_then(|l| version::check(l.protocol.as_deref()).err())
+    {
+        unknown.push(format!("the regrade Lease: {e}"));
+    }
+    if unknown.is_empty() {
+        Gate::pass(
+            name,
+            format!(
+                "{out}, {incoming} and the regrade Lease are of protocol versions this build knows ({} to {})",
+                version::OLDEST_KNOWN,
+                version::PROTOCOL_VERSION
+            ),
+        )
+    } else {
+        Gate::fail(
+            name,
+            format!(
+                "{}; upgrade fleet-role to a version that knows it (see docs/upgrade.md)",
+                unknown.join("; ")
+            ),
+        )
+    }
 }
 
 /// What the outgoing host may be for [`gate_outgoing_voter`] to pass.
@@ -380,6 +426,7 @@ pub fn preflight(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
     vec![
         gate_not_paused(v),
         gate_no_other_swap(v, out, incoming),
+        gate_known_protocol(v, out, incoming),
         gate_outgoing_voter(v, out, Outgoing::Voting),
         gate_incoming_eligible(v, incoming),
         gate_incoming_ready(v, incoming),
@@ -393,6 +440,7 @@ pub fn preflight(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
 /// The gates re-checked right before the snapshot request and the promotion.
 pub(super) fn promote_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
     vec![
+        gate_known_protocol(v, out, incoming),
         gate_outgoing_voter(v, out, Outgoing::Voting),
         gate_incoming_eligible(v, incoming),
         gate_incoming_ready(v, incoming),
@@ -407,6 +455,7 @@ pub(super) fn promote_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gat
 /// removal of the outgoing host's member.
 pub(super) fn removal_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
     vec![
+        gate_known_protocol(v, out, incoming),
         gate_outgoing_voter(v, out, Outgoing::VotingOrSteppedDown),
         gate_incoming_voter(v, incoming),
         gate_voters_healthy(v, out),
@@ -417,8 +466,10 @@ pub(super) fn removal_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gat
 
 /// The gates before a down outgoing voter's member is removed ahead of the
 /// promotion: those of the promotion that still apply once it is gone, and
+/// `incoming-ready` until the incoming host is asked.
 pub(super) fn down_removal_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
     let mut gates = vec![
+        gate_known_protocol(v, out, incoming),
         gate_outgoing_voter(v, out, Outgoing::Voting),
         gate_incoming_eligible(v, incoming),
         gate_voters_healthy(v, out),
@@ -432,6 +483,7 @@ pub(super) fn down_removal_gates(v: &FleetView, out: &str, incoming: &str) -> Ve
 /// The gates of a promotion after the outgoing voter's member is gone.
 pub(super) fn late_promote_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
     let mut gates = vec![
+        gate_known_protocol(v, out, incoming),
         gate_incoming_eligible(v, incoming),
         gate_voters_healthy(v, out),
         gate_no_learner(v, Some(incoming)),
@@ -467,7 +519,75 @@ mod tests {
     fn every_preflight_gate_passes_on_a_healthy_fleet() {
         let gates = preflight(&fleet(), "n1", "n4");
         assert!(all_pass(&gates), "{}", failures(&gates));
-        assert_eq!(gates.len(), 9);
+        assert_eq!(gates.len(), 10);
+    }
+
+    #[test]
+    fn a_swap_is_refused_while_a_host_of_it_reports_a_protocol_version_this_build_does_not_know() {
+        for host in ["n1", "n4"] {
+            let mut v = fleet();
+            node_mut(&mut v, host).report_protocol = Some("2".into());
+            let a = next_action(&v, &request("n1", "n4"));
+            assert_eq!(refused_by(&a), vec![GateName::KnownProtocol], "{host}");
+            let g = gate_known_protocol(&v, "n1", "n4");
+            assert_eq!(
+                g.reason,
+                format!(
+                    "{host}'s report: protocol version \"2\" is not one this build knows (1 to 1); upgrade fleet-role to a version that knows it (see docs/upgrade.md)"
+                )
+            );
+        }
+        // A host outside the swap may be of any version.
+        let mut v = fleet();
+        node_mut(&mut v, "n2").report_protocol = Some("2".into());
+        assert!(gate_known_protocol(&v, "n1", "n4").passed);
+        // No version (a report before versions were marked) is version 1.
+        let mut v = fleet();
+        node_mut(&mut v, "n1").report_protocol = None;
+        node_mut(&mut v, "n4").report_protocol = Some("1".into());
+        let g = gate_known_protocol(&v, "n1", "n4");
+        assert!(g.passed, "{}", g.reason);
+        assert_eq!(
+            g.reason,
+            "n1, n4 and the regrade Lease are of protocol versions this build knows (1 to 1)"
+        );
+    }
+
+    #[test]
+    fn a_swap_is_refused_while_the_regrade_lease_records_a_protocol_version_this_build_does_not_know()
+     {
+        let mut v = fleet();
+        v.lease = Some(LeaseFacts {
+            protocol: Some("7".into()),
+            ..LeaseFacts::default()
+        });
+        assert_eq!(
+            refused_by(&next_action(&v, &request("n1", "n4"))),
+            vec![GateName::KnownProtocol]
+        );
+        let g = gate_known_protocol(&v, "n1", "n4");
+        assert!(
+            g.reason
+                .starts_with("the regrade Lease: protocol version \"7\""),
+            "{}",
+            g.reason
+        );
+        v.lease.as_mut().unwrap().protocol = Some("1".into());
+        assert!(gate_known_protocol(&v, "n1", "n4").passed);
+    }
+
+    #[test]
+    fn every_irreversible_write_rechecks_the_protocol_versions() {
+        let mut v = after_promotion();
+        node_mut(&mut v, "n4").report_protocol = Some("2".into());
+        for gates in [
+            promote_gates(&v, "n1", "n4"),
+            removal_gates(&v, "n1", "n4"),
+            down_removal_gates(&v, "n1", "n4"),
+            late_promote_gates(&v, "n1", "n4"),
+        ] {
+            assert!(!gate(&gates, GateName::KnownProtocol).passed);
+        }
     }
 
     #[test]

@@ -49,6 +49,7 @@ mod action;
 mod class;
 mod effects;
 mod gates;
+mod health;
 mod names;
 mod plan;
 mod quorum;
@@ -71,10 +72,11 @@ pub use class::{Class, classify, is_healthy_voter, is_voting};
 pub use effects::{Writer, lease_after, node_after, write_may_go};
 pub use gates::{
     Count, Gate, GateName, Outgoing, all_pass, failures, gate_incoming_agent,
-    gate_incoming_eligible, gate_incoming_ready, gate_incoming_voter, gate_no_learner,
-    gate_no_other_swap, gate_not_paused, gate_outgoing_voter, gate_quorum_after_removal,
-    gate_quorum_for, gate_voters_healthy, preflight,
+    gate_incoming_eligible, gate_incoming_ready, gate_incoming_voter, gate_known_protocol,
+    gate_no_learner, gate_no_other_swap, gate_not_paused, gate_outgoing_voter,
+    gate_quorum_after_removal, gate_quorum_for, gate_voters_healthy, preflight,
 };
+pub use health::degraded;
 pub use plan::{Plan, plan};
 pub use quorum::{Removing, VoterCount, count_voters, keeps_quorum, quorum, removing};
 pub use reasons::{Awaiting, Reached, Reason, VoterFor, Write};

@@ -38,6 +38,11 @@ impl Names {
     pub fn lease_stopped(&self) -> String {
         self.key("swap-stopped")
     }
+    /// Lease annotation: the protocol version of the swap the Lease is held
+    /// for ([`crate::version`]; none reads as version 1).
+    pub fn lease_protocol(&self) -> String {
+        self.key("protocol")
+    }
     /// Lease annotation: `"true"` while the controller is paused.
     pub fn lease_paused(&self) -> String {
         self.key("paused")
@@ -65,6 +70,7 @@ mod tests {
             (n.lease_stopping(), "swap-stopping"),
             (n.lease_stopped(), "swap-stopped"),
             (n.lease_paused(), "paused"),
+            (n.lease_protocol(), "protocol"),
             (n.lease_last_swap(), "last-swap"),
         ] {
             assert_eq!(got, format!("{p}/{key}"));

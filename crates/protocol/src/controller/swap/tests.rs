@@ -230,6 +230,30 @@ fn the_outgoing_voter_is_cordoned_then_asked_to_step_down() {
 }
 
 #[test]
+fn a_host_whose_report_turns_to_an_unknown_protocol_version_mid_swap_is_not_cordoned_or_asked() {
+    let mut v = ours(after_promotion(), Some(SwapStep::StepDown));
+    node_mut(&mut v, "n1").report_protocol = Some("2".into());
+    let a = next_action(&v, &taken());
+    let Action::Wait {
+        step: SwapStep::StepDown,
+        reason: Awaiting::Gates { failures, .. },
+        ..
+    } = &a
+    else {
+        panic!("{a:?}")
+    };
+    assert!(
+        failures.starts_with("known-protocol: n1's report"),
+        "{failures}"
+    );
+    node_mut(&mut v, "n1").report_protocol = Some("1".into());
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::Cordon { node: name("n1") }
+    );
+}
+
+#[test]
 fn a_down_outgoing_voter_is_removed_without_a_step_down() {
     let mut v = ours(after_promotion(), Some(SwapStep::StepDown));
     let n1 = node_mut(&mut v, "n1");
@@ -298,6 +322,7 @@ fn a_promotion_asked_before_the_outgoing_voter_went_down_waits_for_its_removal()
         step: Some("promote".into()),
         join_node: Some("n2".into()),
         snapshot_request: None,
+        protocol: Some("1".into()),
     };
     n4.report = Some(report("swap-1", ReportStep::Promote, Phase::Started, None));
     assert_eq!(

@@ -1,0 +1,148 @@
+//! Whether the fleet is degraded: what `fleet-role status` names and exits
+//! non-zero for, so that a cron job or an alert can ask it.
+
+use super::{Class, FleetView, classify, count_voters, one_line};
+use crate::version;
+
+/// What is degraded about the fleet, one line each; empty when nothing is.
+///
+/// - fewer healthy voters than configured (a missing voter Node counts as
+///   down);
+/// - the regrade Lease is missing (no swap can be run);
+/// - a swap stopped part-way, recorded on the Lease;
+/// - with no swap holding the Lease, a host left between roles (a learner,
+///   an etcd-only or a rolled-back host): nothing will move it on;
+/// - a host whose report is of a protocol version this build does not know
+///   (no swap involving it will run).
+///
+/// A swap under way is not degraded by itself: its learner and its
+/// etcd-only host are its steps.
+pub fn degraded(v: &FleetView) -> Vec<String> {
+    let mut out = Vec::new();
+    let incoming = v.lease.as_ref().and_then(|l| l.swap_in.as_deref());
+    let count = count_voters(v, incoming);
+    if count.healthy < v.settings.voters {
+        out.push(format!(
+            "{} healthy voter(s) of {} configured{}",
+            count.healthy,
+            v.settings.voters,
+            if count.missing > 0 {
+                format!(" ({} voter Node(s) missing)", count.missing)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    let held = v.lease.as_ref().is_some_and(|l| l.is_held(v.now));
+    match &v.lease {
+        None => out.push("the regrade Lease is missing: no swap can run".into()),
+        Some(l) => {
+            if let Some(s) = &l.stopped {
+                out.push(format!("a swap stopped part-way: {}", one_line(s)));
+            }
+        }
+    }
+    for n in v.sorted() {
+        let class = classify(n);
+        if !held && matches!(class, Class::Learner | Class::EtcdOnly | Class::RolledBack) {
+            out.push(format!(
+                "{} is {} and no swap is under way to move it on",
+                n.name,
+                class.as_str()
+            ));
+        }
+        if let Err(e) = version::check(n.report_protocol.as_deref()) {
+            out.push(format!("{}'s report: {e}", n.name));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        controller::{LeaseFacts, fixtures::*},
+        report::{Detail, Phase, ReportStep},
+    };
+
+    fn healthy() -> FleetView {
+        let mut v = fleet();
+        v.lease = Some(LeaseFacts::default());
+        v
+    }
+
+    #[test]
+    fn a_healthy_fleet_with_its_lease_is_not_degraded() {
+        assert_eq!(degraded(&healthy()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_voter_down_or_missing_degrades_the_fleet() {
+        let mut v = healthy();
+        node_mut(&mut v, "n2").ready = false;
+        assert_eq!(degraded(&v), vec!["2 healthy voter(s) of 3 configured"]);
+        let mut v = healthy();
+        v.nodes.retain(|n| n.name != "n3");
+        assert_eq!(
+            degraded(&v),
+            vec!["2 healthy voter(s) of 3 configured (1 voter Node(s) missing)"]
+        );
+        let mut v = healthy();
+        v.settings.voters = 2;
+        assert!(
+            degraded(&v).is_empty(),
+            "more healthy voters than configured"
+        );
+    }
+
+    #[test]
+    fn a_missing_lease_or_a_stopped_swap_degrades_the_fleet() {
+        let mut v = healthy();
+        v.lease = None;
+        assert_eq!(
+            degraded(&v),
+            vec!["the regrade Lease is missing: no swap can run"]
+        );
+        let mut v = healthy();
+        v.lease.as_mut().unwrap().stopped = Some("the step-down\nfailed".into());
+        assert_eq!(
+            degraded(&v),
+            vec!["a swap stopped part-way: the step-down\\nfailed"]
+        );
+    }
+
+    #[test]
+    fn a_host_left_between_roles_degrades_the_fleet_only_while_no_swap_holds_the_lease() {
+        let mut v = healthy();
+        let n4 = node_mut(&mut v, "n4");
+        n4.etcd_label = true;
+        assert_eq!(
+            degraded(&v),
+            vec!["n4 is learner and no swap is under way to move it on"]
+        );
+        v.lease = Some(lease_held_by("fleet-role", ME, "swap-1", "n1", "n4"));
+        assert!(degraded(&v).is_empty(), "{:?}", degraded(&v));
+        let mut v = healthy();
+        node_mut(&mut v, "n1").report = Some(report(
+            "swap-1",
+            ReportStep::StepDown,
+            Phase::Done,
+            Some(Detail::EtcdOnly),
+        ));
+        assert_eq!(
+            degraded(&v),
+            vec!["n1 is etcd-only and no swap is under way to move it on"]
+        );
+    }
+
+    #[test]
+    fn a_host_reporting_an_unknown_protocol_version_degrades_the_fleet() {
+        let mut v = healthy();
+        node_mut(&mut v, "n5").report_protocol = Some("2".into());
+        assert_eq!(
+            degraded(&v),
+            vec!["n5's report: protocol version \"2\" is not one this build knows (1 to 1)"]
+        );
+    }
+}
