@@ -303,6 +303,9 @@ pub struct SwapReport {
     pub db_demoted: bool,
     /// Shims left on the outgoing host right after the step-down.
     pub shims_after_step_down: usize,
+    /// Shims running on the outgoing host before the swap (some, or "none
+    /// after" proves nothing).
+    pub shims_before: usize,
 }
 
 impl SwapReport {
@@ -310,7 +313,8 @@ impl SwapReport {
     /// this one broke (none: all kept): every write succeeded (and more than
     /// 50 were made), three voters with `incoming` in and `out` out, no
     /// learner, the old voter's node password and address unchanged, its
-    /// datastore moved aside, no shim left after its step-down, and never two
+    /// datastore moved aside, no shim left after its step-down (and some
+    /// before), and never two
     /// k3s units running at once on any host.
     pub fn broken_promises(&self, out: &str, incoming: &str) -> Vec<String> {
         let mut broken = vec![];
@@ -352,6 +356,10 @@ impl SwapReport {
             format!("{out}'s datastore is not moved aside"),
         );
         check(
+            self.shims_before > 0,
+            format!("no pod shim ran on {out} before the swap: none after proves nothing"),
+        );
+        check(
             self.shims_after_step_down == 0,
             format!("{} shims after the step-down", self.shims_after_step_down),
         );
@@ -387,8 +395,8 @@ impl SwapReport {
             self.learners
         ));
         out.push(format!(
-            "old voter: node password unchanged: {}, address unchanged: {}, db.demoted in place: {}, shims after step-down: {}",
-            self.password_unchanged, self.address_unchanged, self.db_demoted, self.shims_after_step_down
+            "old voter: node password unchanged: {}, address unchanged: {}, db.demoted in place: {}, shims before: {}, after step-down: {}",
+            self.password_unchanged, self.address_unchanged, self.db_demoted, self.shims_before, self.shims_after_step_down
         ));
         let most: Vec<String> = self
             .max_active
@@ -426,7 +434,7 @@ pub async fn swap_by_hand(
         steps.push((name.to_string(), mark.elapsed()));
         mark = Instant::now();
     };
-    let before = Before::read(spec, &hand, out).await?;
+    let before = Before::read(hosts, &hand, out).await?;
     say(&format!(
         "writer: a put every 50 ms through {} (a voter that stays)",
         stay.name
@@ -600,14 +608,16 @@ pub async fn swap_by_hand(
 pub struct Before {
     password: Vec<u8>,
     address: Option<String>,
+    shims: usize,
 }
 
 impl Before {
     /// Reads it.
-    pub async fn read(spec: &LabSpec, hand: &Hand, out: &str) -> anyhow::Result<Before> {
+    pub async fn read(hosts: &dyn Hosts, hand: &Hand, out: &str) -> anyhow::Result<Before> {
         Ok(Before {
-            password: std::fs::read(spec.root(out).join("etc/rancher/node/password"))?,
+            password: std::fs::read(hosts.spec().root(out).join("etc/rancher/node/password"))?,
             address: kubeview::internal_ip(&hand.node(out).await?),
+            shims: hosts.shims(out)?,
         })
     }
 }
@@ -659,6 +669,7 @@ async fn conclude(
             .join("var/lib/rancher/k3s/server/db.demoted")
             .is_dir(),
         shims_after_step_down: shims,
+        shims_before: before.shims,
     })
 }
 
@@ -681,7 +692,7 @@ pub async fn swap_with_controller(
         .find(|h| h.role == protocol::Role::Server && h.name != out)
         .context("a voter that stays")?
         .clone();
-    let before = Before::read(spec, &hand, out).await?;
+    let before = Before::read(hosts, &hand, out).await?;
     say(&format!(
         "writer: a put every 50 ms through {} (a voter that stays)",
         stay.name
