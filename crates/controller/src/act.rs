@@ -298,15 +298,7 @@ impl Actor {
             "resourceVersion": read.metadata.resource_version,
             "annotations": {names.lease_stopping(): serde_json::to_string(note).expect("a note serializes")},
         }});
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..PatchParams::default()
-        };
-        match self
-            .leases()
-            .patch(&names.lease_name, &params, &Patch::Merge(&patch))
-            .await
-        {
+        match self.merge_patch_lease(&patch).await {
             Ok(_) => Ok(()),
             Err(e) if is_conflict(&e) => Err(ActError::Conflict),
             Err(source) => Err(ActError::Api {
@@ -316,6 +308,17 @@ impl Actor {
         }
     }
 
+    /// A merge patch of the regrade Lease under the controller's field manager.
+    async fn merge_patch_lease(&self, patch: &Value) -> Result<Lease, kube::Error> {
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        self.leases()
+            .patch(&self.names().lease_name, &params, &Patch::Merge(patch))
+            .await
+    }
+
     /// Sets or lifts the pause flag on the Lease (a merge patch of one
     /// annotation: a running controller's next Lease write meets a 409,
     /// reads again and sees the flag).
@@ -323,15 +326,7 @@ impl Actor {
         let names = self.names();
         let value = if paused { json!("true") } else { Value::Null };
         let patch = json!({"metadata": {"annotations": {names.lease_paused(): value}}});
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..PatchParams::default()
-        };
-        match self
-            .leases()
-            .patch(&names.lease_name, &params, &Patch::Merge(&patch))
-            .await
-        {
+        match self.merge_patch_lease(&patch).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 let lease = Lease {

@@ -72,21 +72,22 @@ impl SwapStep {
         }
     }
 
+    /// Every step, in a swap's order.
+    pub const ALL: [SwapStep; 9] = [
+        SwapStep::Snapshot,
+        SwapStep::Promote,
+        SwapStep::Rollback,
+        SwapStep::RemoveIncoming,
+        SwapStep::StepDown,
+        SwapStep::Removal,
+        SwapStep::Finish,
+        SwapStep::CleanUp,
+        SwapStep::Paused,
+    ];
+
     /// Reads a step name.
     pub fn parse(raw: &str) -> Option<Self> {
-        [
-            SwapStep::Snapshot,
-            SwapStep::Promote,
-            SwapStep::Rollback,
-            SwapStep::RemoveIncoming,
-            SwapStep::StepDown,
-            SwapStep::Removal,
-            SwapStep::Finish,
-            SwapStep::CleanUp,
-            SwapStep::Paused,
-        ]
-        .into_iter()
-        .find(|s| s.as_str() == raw)
+        Self::ALL.into_iter().find(|s| s.as_str() == raw)
     }
 }
 
@@ -480,17 +481,7 @@ mod tests {
 
     #[test]
     fn every_step_name_reads_back_as_the_same_step() {
-        for step in [
-            SwapStep::Snapshot,
-            SwapStep::Promote,
-            SwapStep::Rollback,
-            SwapStep::RemoveIncoming,
-            SwapStep::StepDown,
-            SwapStep::Removal,
-            SwapStep::Finish,
-            SwapStep::CleanUp,
-            SwapStep::Paused,
-        ] {
+        for step in SwapStep::ALL {
             assert_eq!(SwapStep::parse(step.as_str()), Some(step));
         }
         assert_eq!(SwapStep::parse("Promote"), None);
