@@ -3,10 +3,7 @@
 //! unit, every host's API and etcd reached from outside over the lab's bridge.
 //! Fails (never skips) when containers cannot run here.
 
-use std::{
-    path::Path,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -17,50 +14,13 @@ use lab::{
     machine, overlap,
     scenario::{self, Hand},
     spec::LabSpec,
-    systemd_lab::{Options, SystemdLab},
-    world::Bins,
+    systemd_lab::SystemdLab,
 };
 use protocol::{Phase, report::ReportStep};
 use serde_json::json;
-use tokio::sync::Mutex;
 
-/// One lab at a time (at most three hosts up): the machine has 2 cores.
-static SERIAL: Mutex<()> = Mutex::const_new(());
-
-/// A lab's directory, outside `/tmp`: the actuator's unit has
-/// `PrivateTmp=yes`, and the `k3s etcd-snapshot save` it runs (the lab's
-/// stand-in) must find the lab's files, so they cannot be under `/tmp`.
-fn lab_dir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
-
-async fn lab_of(servers: usize, agents: usize, dir: &Path) -> SystemdLab {
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_fleet-role-lab"))
-        .parent()
-        .unwrap();
-    let bins = Bins::beside(bin_dir).expect("the workspace's binaries are built");
-    let start = Instant::now();
-    // FLEET_ROLE_LAB_KEEP=DIR: the lab in DIR, left for a look after the test
-    // (each host's journal: journalctl -D DIR/hosts/HOST/var/log/journal).
-    let keep = std::env::var_os("FLEET_ROLE_LAB_KEEP").map(std::path::PathBuf::from);
-    let lab = SystemdLab::up(
-        Options {
-            dir: keep.unwrap_or_else(|| dir.join("lab")),
-            servers,
-            agents,
-            timings: Default::default(),
-            bins,
-        },
-        &|l| eprintln!("{l}"),
-    )
-    .await
-    .expect("the lab comes up on real systemd (systemd-nspawn must run here, as root)");
-    eprintln!(
-        "{servers} servers and {agents} agents up in {:.0}s",
-        start.elapsed().as_secs_f32()
-    );
-    lab
-}
+mod common;
+use common::{SERIAL, fleet_role, lab_dir, lab_of};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lab_on_real_systemd_comes_up_with_ready_k3s_units_voters_and_running_actuators() {
@@ -275,16 +235,6 @@ async fn the_seeds_swap_on_real_systemd_keeps_every_promise_with_the_units_never
     let m = lab.machine("server-3").unwrap();
     assert_eq!(m.active_state("k3s-agent").unwrap(), "active");
     assert_eq!(m.active_state("k3s").unwrap(), "inactive");
-}
-
-fn fleet_role() -> std::path::PathBuf {
-    let p = Path::new(env!("CARGO_BIN_EXE_fleet-role-lab")).with_file_name("fleet-role");
-    assert!(
-        p.is_file(),
-        "{} is missing: build the workspace's binaries first",
-        p.display()
-    );
-    p
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,61 @@
+//! What the lab tests on real systemd share: one lab at a time, a lab's
+//! directory outside `/tmp`, a lab brought up from the built binaries, and
+//! the path of the built `fleet-role`.
+#![allow(dead_code)] // each test binary uses its own part of this module
+
+use std::{path::Path, time::Instant};
+
+use lab::{
+    systemd_lab::{Options, SystemdLab},
+    world::Bins,
+};
+use tokio::sync::Mutex;
+
+/// One lab at a time (at most three hosts up): the machine has 2 cores.
+pub static SERIAL: Mutex<()> = Mutex::const_new(());
+
+/// A lab's directory, outside `/tmp`: the actuator's unit has
+/// `PrivateTmp=yes`, and the `k3s etcd-snapshot save` it runs (the lab's
+/// stand-in) must find the lab's files, so they cannot be under `/tmp`.
+pub fn lab_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+pub async fn lab_of(servers: usize, agents: usize, dir: &Path) -> SystemdLab {
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_fleet-role-lab"))
+        .parent()
+        .unwrap();
+    let bins = Bins::beside(bin_dir).expect("the workspace's binaries are built");
+    let start = Instant::now();
+    // FLEET_ROLE_LAB_KEEP=DIR: the lab in DIR, left for a look after the test
+    // (each host's journal: journalctl -D DIR/hosts/HOST/var/log/journal).
+    let keep = std::env::var_os("FLEET_ROLE_LAB_KEEP").map(std::path::PathBuf::from);
+    let lab = SystemdLab::up(
+        Options {
+            dir: keep.unwrap_or_else(|| dir.join("lab")),
+            servers,
+            agents,
+            timings: Default::default(),
+            bins,
+        },
+        &|l| eprintln!("{l}"),
+    )
+    .await
+    .expect("the lab comes up on real systemd (systemd-nspawn must run here, as root)");
+    eprintln!(
+        "{servers} servers and {agents} agents up in {:.0}s",
+        start.elapsed().as_secs_f32()
+    );
+    lab
+}
+
+/// The built `fleet-role` binary.
+pub fn fleet_role() -> std::path::PathBuf {
+    let p = Path::new(env!("CARGO_BIN_EXE_fleet-role-lab")).with_file_name("fleet-role");
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace's binaries first",
+        p.display()
+    );
+    p
+}
