@@ -181,6 +181,9 @@ impl Candidates {
         // Counted from when the request was sent, not from when its pooled
         // connection went idle.
         config.reset_reader_on_write = true;
+        // kube's own retry of 429, 503 and 504 backs off up to 1,000 s:
+        // unbounded for a step. The watcher's loop retries at its pace.
+        config.default_retry = false;
         Client::try_from(config).map_err(|source| ClusterError::Client { url, source })
     }
 }

@@ -100,6 +100,7 @@ impl Actor {
             settings: self.settings.core.clone(),
             nodes: Vec::new(),
             lease: Some(facts.clone()),
+            pods: vec![],
         };
         let ours = facts.instance.as_deref() == Some(state.instance.as_str())
             && facts.holder.as_deref() == Some(self.names().controller_identity.as_str())
@@ -384,6 +385,7 @@ fn event_of(action: &Action, obs: &Observed) -> Option<(&'static str, bool, Vec<
         Action::Promote { node, .. } => ("PromoteRequested", false, one(node)),
         Action::Rollback { node, .. } => ("RollbackRequested", true, one(node)),
         Action::Cordon { node } => ("Cordoned", false, one(node)),
+        Action::Evict { node, .. } => ("PodsEvicted", false, one(node)),
         Action::StepDown { node, .. } => ("StepDownRequested", false, one(node)),
         Action::RemoveMember { node } => ("MemberRemovalRequested", false, one(node)),
         Action::CleanUpServer { node } => ("ServerLabelsRemoved", false, one(node)),

@@ -61,6 +61,11 @@ pub async fn clients(kubeconfig: Option<&Path>) -> Result<(Client, Client), Clus
     config.connect_timeout = Some(Duration::from_secs(5));
     config.read_timeout = Some(Duration::from_secs(20));
     config.write_timeout = Some(Duration::from_secs(10));
+    // kube retries 429, 503 and 504 by itself (up to 15 times, backing off
+    // to 1,000 s): an eviction refused by a PodDisruptionBudget (429) would
+    // hang the loop, and no retry would be bounded by a step's timeout.
+    // The loop retries at its own pace instead.
+    config.default_retry = false;
     let mut watching = config.clone();
     watching.read_timeout = Some(Duration::from_secs(330));
     Ok((

@@ -65,6 +65,11 @@ pub struct FileConfig {
     /// `run`: where to serve `/metrics`, `/healthz` and `/readyz`
     /// (`HOST:PORT`; default: not served).
     pub metrics_address: Option<String>,
+    /// The termination grace, in seconds, that the drain's evictions give
+    /// each pod of the outgoing host (default: none set, so each pod gets
+    /// its own `terminationGracePeriodSeconds`). A bound set here cuts a
+    /// long-running job's grace short: set it only when that is acceptable.
+    pub drain_grace_secs: Option<i64>,
     /// Each step's timeout in seconds.
     #[serde(default)]
     pub timeouts: FileTimeouts,
@@ -82,6 +87,8 @@ pub struct FileTimeouts {
     pub rollback: Option<i64>,
     /// The removal of a rolled-back host's member (default 300).
     pub remove_incoming: Option<i64>,
+    /// The drain of the outgoing host's pods (default 900).
+    pub drain: Option<i64>,
     /// The step-down to etcd-only, with any wait for the gates (default 600).
     pub step_down: Option<i64>,
     /// k3s's removal of the outgoing member (default 300).
@@ -210,6 +217,7 @@ impl Settings {
             promote: f.promote.unwrap_or(t.promote),
             rollback: f.rollback.unwrap_or(t.rollback),
             remove_incoming: f.remove_incoming.unwrap_or(t.remove_incoming),
+            drain: f.drain.unwrap_or(t.drain),
             step_down: f.step_down.unwrap_or(t.step_down),
             removal: f.removal.unwrap_or(t.removal),
             finish: f.finish.unwrap_or(t.finish),
@@ -219,12 +227,17 @@ impl Settings {
             timeouts.promote,
             timeouts.rollback,
             timeouts.remove_incoming,
+            timeouts.drain,
             timeouts.step_down,
             timeouts.removal,
             timeouts.finish,
         ];
         if all.iter().any(|&s| s <= 0) {
             return Err(invalid("timeouts", "every step's timeout must be positive"));
+        }
+        let drain_grace = file.drain_grace_secs;
+        if drain_grace.is_some_and(|g| !(0..=86_400).contains(&g)) {
+            return Err(invalid("drain_grace_secs", "must be 0 to 86400"));
         }
         let mut leader = LeaderSettings::default();
         if let Some(n) = file.leader_lease_name {
@@ -258,6 +271,7 @@ impl Settings {
                 settle,
                 heartbeat_grace,
                 timeouts,
+                drain_grace,
             },
             poll,
         })
@@ -353,11 +367,13 @@ leader_lease_namespace = "ops"
 leader_lease_duration_secs = 9
 replace_ineligible = true
 metrics_address = "127.0.0.1:9464"
+drain_grace_secs = 45
 [timeouts]
 snapshot = 1
 promote = 2
 rollback = 3
 remove_incoming = 4
+drain = 8
 step_down = 5
 removal = 6
 finish = 7
@@ -397,11 +413,13 @@ finish = 7
                 promote: 2,
                 rollback: 3,
                 remove_incoming: 4,
+                drain: 8,
                 step_down: 5,
                 removal: 6,
                 finish: 7
             }
         );
+        assert_eq!(c.drain_grace, Some(45));
     }
 
     #[test]
@@ -420,6 +438,8 @@ finish = 7
             ("skew_margin_secs = 30", "skew_margin_secs"),
             ("poll_millis = 30000", "poll_millis"),
             ("heartbeat_grace_secs = 1", "heartbeat_grace_secs"),
+            ("drain_grace_secs = -1", "drain_grace_secs"),
+            ("drain_grace_secs = 86401", "drain_grace_secs"),
             ("prefix = \"a b\"", "prefix"),
             ("identity = \"a\\nb\"", "identity"),
             ("[timeouts]\nfinish = 0", "timeouts"),

@@ -30,6 +30,7 @@ use tracing::{info, warn};
 use crate::{
     act::{ActError, Actor},
     config::Settings,
+    drain,
     metrics::Metrics,
     observe,
     output::Printer,
@@ -50,6 +51,9 @@ const COALESCE: Duration = Duration::from_millis(50);
 /// keeps its Lease while it retries; a swap given up on resumes when the
 /// controller is run again).
 const API_PATIENCE: Duration = Duration::from_secs(300);
+
+/// The drain's retry pace, in the core's unix seconds.
+const EVICTION_RETRY: i64 = controller::drain::EVICTION_RETRY_SECS as i64;
 
 /// How a swap ended for this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -249,12 +253,25 @@ impl Driver {
     /// Reads the cluster: from the watches' stores if it has them, else by
     /// listing once.
     pub async fn observe(&self) -> anyhow::Result<observe::Observed> {
-        if let Some(f) = &self.fleet {
-            return Ok(f.snapshot(&self.settings));
+        let mut obs = match &self.fleet {
+            Some(f) => f.snapshot(&self.settings),
+            None => observe::observe(&self.client, &self.settings)
+                .await
+                .context("reading the cluster")?,
+        };
+        // The outgoing Node's pods, only while they matter: from the drain
+        // to the step-down's request (pods are not watched: one list per
+        // decision in those steps).
+        if let Some(l) = &obs.view.lease
+            && matches!(
+                l.current_step(),
+                Some(controller::SwapStep::Drain | controller::SwapStep::StepDown)
+            )
+            && let Some(rec) = l.recorded_swap()
+        {
+            obs.view.pods = drain::pods_on(&self.client, rec.out.as_str()).await?;
         }
-        observe::observe(&self.client, &self.settings)
-            .await
-            .context("reading the cluster")
+        Ok(obs)
     }
 
     fn stopping(&self) -> bool {
@@ -383,9 +400,16 @@ impl Driver {
             }
             printer.action(&action);
             match &action {
-                Action::Wait { deadline, .. } => {
+                Action::Wait {
+                    deadline, reason, ..
+                } => {
                     failing_since = None;
-                    let edge = wake::next_edge(&obs.view, *deadline);
+                    let mut edge = wake::next_edge(&obs.view, *deadline);
+                    if matches!(reason, controller::Awaiting::Drain { .. }) {
+                        // Pods are not watched: look again at the retry pace.
+                        let again = obs.view.now.saturating_add(EVICTION_RETRY);
+                        edge = Some(edge.map_or(again, |e| e.min(again)));
+                    }
                     self.wait_for_change(edge).await;
                     continue;
                 }
@@ -497,7 +521,20 @@ impl Driver {
     ) -> Result<(), ActError> {
         // What each write returns goes into the watches' store, so the next
         // decision reads its own writes.
-        if action.node().is_some() {
+        if let Action::Evict { pods, grace, .. } = action {
+            // Evictions end pods: as irreversible as a Node write, so the
+            // Lease is checked right before them too.
+            let lease = self.actor.recheck_lease(state).await?;
+            if let Some(f) = &self.fleet {
+                f.apply_lease(&self.settings, &lease);
+            }
+            drain::evict(&self.client, pods, *grace).await?;
+            // The next round no sooner than the retry pace: a budget's
+            // refusal is asked again, never in a tight loop.
+            let pace = Duration::from_secs(controller::drain::EVICTION_RETRY_SECS);
+            let mut stop = self.shutdown.clone();
+            let _ = tokio::time::timeout(pace, stop.changed()).await;
+        } else if action.node().is_some() {
             let lease = self.actor.recheck_lease(state).await?;
             if let Some(f) = &self.fleet {
                 f.apply_lease(&self.settings, &lease);

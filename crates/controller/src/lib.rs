@@ -14,6 +14,7 @@ pub mod act;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod drain;
 pub mod drive;
 pub mod enroll;
 pub mod leader;

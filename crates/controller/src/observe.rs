@@ -108,6 +108,7 @@ pub fn assemble(
         settings: settings.core.clone(),
         nodes: facts,
         lease: lease.as_ref().map(|l| kubeview::lease_facts(names, l)),
+        pods: vec![],
     };
     protocol::controller::apply_heartbeats(&mut view);
     Observed { view, lease, uids }

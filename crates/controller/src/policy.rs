@@ -122,6 +122,7 @@ mod tests {
                 agent("n5", true),
             ],
             lease: None,
+            pods: vec![],
         }
     }
 

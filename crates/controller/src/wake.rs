@@ -58,6 +58,7 @@ mod tests {
             settings: Settings::default(),
             nodes,
             lease,
+            pods: vec![],
         }
     }
 

@@ -15,6 +15,7 @@
 pub mod identity;
 mod lease;
 mod node;
+mod pod;
 pub mod time;
 
 pub use identity::Identity;
@@ -23,4 +24,5 @@ pub use node::{
     condition, condition_true, internal_ip, join_target, node_facts, node_patch,
     voter_condition_cleared,
 };
+pub use pod::pod_facts;
 pub use protocol::{LeaseFacts, NodeFacts};

@@ -56,7 +56,11 @@ pub fn abort_plan(v: &FleetView) -> AbortPlan {
     }
     let finish = |why: String| AbortPlan::Finish { why };
     if let Some(
-        step @ (SwapStep::StepDown | SwapStep::Removal | SwapStep::Finish | SwapStep::CleanUp),
+        step @ (SwapStep::Drain
+        | SwapStep::StepDown
+        | SwapStep::Removal
+        | SwapStep::Finish
+        | SwapStep::CleanUp),
     ) = l.current_step()
     {
         return finish(format!("the swap is in its {} step", step.as_str()));

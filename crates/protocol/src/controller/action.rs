@@ -44,6 +44,8 @@ pub enum SwapStep {
     Rollback,
     /// Removing a rolled-back host's member.
     RemoveIncoming,
+    /// Evicting the outgoing host's pods (after its cordon).
+    Drain,
     /// Stepping the outgoing host down.
     StepDown,
     /// Removing the outgoing host's member.
@@ -64,6 +66,7 @@ impl SwapStep {
             SwapStep::Promote => "promote",
             SwapStep::Rollback => "rollback",
             SwapStep::RemoveIncoming => "remove-incoming",
+            SwapStep::Drain => "drain",
             SwapStep::StepDown => "step-down",
             SwapStep::Removal => "removal",
             SwapStep::Finish => "finish",
@@ -73,11 +76,12 @@ impl SwapStep {
     }
 
     /// Every step, in a swap's order.
-    pub const ALL: [SwapStep; 9] = [
+    pub const ALL: [SwapStep; 10] = [
         SwapStep::Snapshot,
         SwapStep::Promote,
         SwapStep::Rollback,
         SwapStep::RemoveIncoming,
+        SwapStep::Drain,
         SwapStep::StepDown,
         SwapStep::Removal,
         SwapStep::Finish,
@@ -211,6 +215,17 @@ pub enum Action {
     Cordon {
         /// The outgoing host.
         node: NodeName,
+    },
+    /// Evict these pods of the outgoing host through the Eviction API (a
+    /// round: each is asked once; a PodDisruptionBudget's refusal is not an
+    /// error, the next round asks again).
+    Evict {
+        /// The outgoing host.
+        node: NodeName,
+        /// The pods.
+        pods: Vec<super::PodRef>,
+        /// The termination grace each gets, in seconds (`None`: its own).
+        grace: Option<i64>,
     },
     /// Ask the outgoing host to step down.
     StepDown {
@@ -370,6 +385,19 @@ impl Action {
             }
             Action::Rollback { node, .. } => format!("roll {node} back to an agent"),
             Action::Cordon { node } => format!("cordon {node}"),
+            Action::Evict { node, pods, grace } => format!(
+                "evict {} pod{} from {node} ({}){}",
+                pods.len(),
+                if pods.len() == 1 { "" } else { "s" },
+                super::one_line(
+                    &pods
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                grace.map(|g| format!(", grace {g} s")).unwrap_or_default()
+            ),
             Action::StepDown { node, .. } => format!("ask {node} to step down to etcd-only"),
             Action::RemoveMember { node } => {
                 format!("ask k3s to remove {node}'s etcd member ({K3S_ETCD_REMOVE}=true)")

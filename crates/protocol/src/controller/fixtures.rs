@@ -66,6 +66,7 @@ pub(crate) fn fleet() -> FleetView {
             agent("n5", false),
         ],
         lease: None,
+        pods: vec![],
     }
 }
 

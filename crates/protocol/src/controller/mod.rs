@@ -47,6 +47,7 @@
 mod abort;
 mod action;
 mod class;
+pub mod drain;
 mod effects;
 mod gates;
 mod health;
@@ -69,6 +70,7 @@ pub use crate::view::{FleetMarks, K3sEtcd, LeaseFacts, NodeFacts};
 pub use abort::{AbortPlan, abort_action, abort_note, abort_plan};
 pub use action::{Action, LastSwap, Outcome, Start, StopKind, StopNote, SwapState, SwapStep};
 pub use class::{Class, classify, is_healthy_voter, is_voting};
+pub use drain::{PodFacts, PodRef};
 pub use effects::{Writer, lease_after, node_after, write_may_go};
 pub use gates::{
     Count, Gate, GateName, Outgoing, all_pass, failures, gate_incoming_agent,

@@ -129,6 +129,15 @@ pub enum Reason {
         /// The timeout, in seconds.
         secs: i64,
     },
+    /// Pods stayed on the outgoing host past the drain's timeout.
+    NotDrained {
+        /// The outgoing host.
+        node: String,
+        /// The timeout, in seconds.
+        secs: i64,
+        /// The pods left, one line.
+        pods: String,
+    },
     /// The host that finished was not Ready as an agent within the timeout.
     AgentNotReady {
         /// The host.
@@ -219,6 +228,10 @@ impl fmt::Display for Reason {
             Reason::MemberNotRemoved { node, secs } => {
                 write!(f, "k3s did not remove {node}'s member within {secs} s")
             }
+            Reason::NotDrained { node, secs, pods } => write!(
+                f,
+                "pods stayed on {node} past the drain's {secs} s (a PodDisruptionBudget allows no eviction, or they did not terminate): {pods}"
+            ),
             Reason::AgentNotReady { node, secs } => {
                 write!(f, "{node}'s agent was not Ready within {secs} s")
             }
@@ -268,6 +281,13 @@ pub enum Awaiting {
         /// The down voter.
         node: String,
     },
+    /// The outgoing host's evicted pods terminate.
+    Drain {
+        /// The outgoing host.
+        node: String,
+        /// The pods left, one line.
+        pods: String,
+    },
     /// The outgoing host steps down to etcd-only.
     StepDown {
         /// The outgoing host.
@@ -304,6 +324,9 @@ impl fmt::Display for Awaiting {
             Awaiting::MemberRemoval { node } => write!(f, "k3s removes {node}'s etcd member"),
             Awaiting::DownVoterRemoval { node } => {
                 write!(f, "k3s removes the down voter {node}'s etcd member")
+            }
+            Awaiting::Drain { node, pods } => {
+                write!(f, "the pods evicted from {node} terminate: {pods}")
             }
             Awaiting::StepDown { node } => write!(f, "{node} steps down to etcd-only"),
             Awaiting::Finish { node } => {

@@ -20,6 +20,11 @@ pub struct Timeouts {
     pub rollback: i64,
     /// From asking k3s to remove a rolled-back host's member to its removal.
     pub remove_incoming: i64,
+    /// From the first eviction to no pod left on the outgoing host (the
+    /// Eviction API's PodDisruptionBudgets and the pods' own termination
+    /// grace decide how long that takes; a CI job may need long).
+    #[serde(default = "default_drain")]
+    pub drain: i64,
     /// From the promotion's end to the outgoing host's report of `etcd-only`
     /// (including any wait for the gates before the step-down).
     pub step_down: i64,
@@ -29,6 +34,10 @@ pub struct Timeouts {
     pub finish: i64,
 }
 
+fn default_drain() -> i64 {
+    Timeouts::default().drain
+}
+
 impl Default for Timeouts {
     fn default() -> Self {
         Self {
@@ -36,6 +45,7 @@ impl Default for Timeouts {
             promote: 900,
             rollback: 300,
             remove_incoming: 300,
+            drain: 900,
             step_down: 600,
             removal: 300,
             finish: 600,
@@ -51,6 +61,7 @@ impl Timeouts {
             promote: secs,
             rollback: secs,
             remove_incoming: secs,
+            drain: secs,
             step_down: secs,
             removal: secs,
             finish: secs,
@@ -64,6 +75,7 @@ impl Timeouts {
             SwapStep::Promote => Some(self.promote),
             SwapStep::Rollback => Some(self.rollback),
             SwapStep::RemoveIncoming => Some(self.remove_incoming),
+            SwapStep::Drain => Some(self.drain),
             SwapStep::StepDown => Some(self.step_down),
             SwapStep::Removal => Some(self.removal),
             SwapStep::Finish => Some(self.finish),
@@ -94,6 +106,10 @@ pub struct Settings {
     pub heartbeat_grace: i64,
     /// Each step's timeout.
     pub timeouts: Timeouts,
+    /// The termination grace an eviction gives each pod, in seconds; `None`
+    /// (the default): the pod's own `terminationGracePeriodSeconds`, so a
+    /// CI job is given the time its owner asked for.
+    pub drain_grace: Option<i64>,
 }
 
 impl Default for Settings {
@@ -107,6 +123,7 @@ impl Default for Settings {
             settle: 60,
             heartbeat_grace: 40,
             timeouts: Timeouts::default(),
+            drain_grace: None,
         }
     }
 }

@@ -63,6 +63,9 @@ pub struct FleetView {
     pub nodes: Vec<NodeFacts>,
     /// The regrade Lease, if it exists.
     pub lease: Option<LeaseFacts>,
+    /// The pods on the outgoing Node of the swap the Lease records, read
+    /// while it drains or steps down (empty otherwise).
+    pub pods: Vec<super::PodFacts>,
 }
 
 impl FleetView {

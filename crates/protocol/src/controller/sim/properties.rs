@@ -47,6 +47,7 @@ fn arb_fleet() -> impl Strategy<Value = (FleetView, usize, usize)> {
                     settings: s,
                     nodes,
                     lease: None,
+                    pods: vec![],
                 },
                 out,
                 inc,

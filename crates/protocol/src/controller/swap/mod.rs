@@ -3,6 +3,7 @@
 //! file of its own.
 
 mod clean_up;
+mod drain;
 mod promote;
 mod removal;
 mod replace_down;

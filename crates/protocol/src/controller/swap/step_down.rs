@@ -1,7 +1,8 @@
-//! The step-down of the outgoing voter: its gates, the cordon, the request
-//! and the wait for `etcd-only`.
+//! The step-down of the outgoing voter: its gates, the cordon, the drain
+//! (its own step, [`super::drain`]), the request and the wait for `etcd-only`.
 
 use super::{
+    drain::drain,
     removal::removal,
     step::{Progress, enter, overdue, paused, progress, resume_hint, stop, wait},
 };
@@ -14,15 +15,22 @@ use crate::{
 };
 
 pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
-    if let Some(a) = enter(v, l, SwapStep::StepDown) {
+    // The drain is a step of its own (its own timeout); the gates, the pause
+    // and the cordon are checked in it as before the step-down.
+    let step = if l.current_step() == Some(SwapStep::Drain) {
+        SwapStep::Drain
+    } else {
+        SwapStep::StepDown
+    };
+    if let Some(a) = enter(v, l, step) {
         return a;
     }
     let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
     let gates = removal_gates(v, out, inc);
     if !all_pass(&gates) {
-        if overdue(v, l, SwapStep::StepDown) {
+        if overdue(v, l, step) {
             return stop(
-                SwapStep::StepDown,
+                step,
                 Reason::GatesStayedShut {
                     before: Write::StepDown,
                     failures: failures(&gates),
@@ -39,7 +47,7 @@ pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) ->
         return wait(
             v,
             l,
-            SwapStep::StepDown,
+            step,
             Awaiting::Gates {
                 before: Write::StepDown,
                 failures: failures(&gates),
@@ -53,7 +61,7 @@ pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) ->
         return wait(
             v,
             l,
-            SwapStep::StepDown,
+            step,
             Awaiting::NoNode {
                 node: out.to_string(),
             },
@@ -69,6 +77,15 @@ pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) ->
         // quorum (it counts as down already) and the gates just said so.
         return Action::RemoveMember {
             node: rec.out.clone(),
+        };
+    }
+    if let Some(a) = drain(v, l, rec) {
+        return a;
+    }
+    if step == SwapStep::Drain {
+        // Drained: the step-down's own timeout runs from here.
+        return Action::MarkStep {
+            step: SwapStep::StepDown,
         };
     }
     Action::StepDown {

@@ -229,6 +229,184 @@ fn the_outgoing_voter_is_cordoned_then_asked_to_step_down() {
     );
 }
 
+fn pod_on_out(name: &str) -> PodFacts {
+    PodFacts {
+        namespace: "ci".into(),
+        name: name.into(),
+        ..PodFacts::default()
+    }
+}
+
+/// After the promotion, n1 cordoned, with pods on it.
+fn cordoned_with_pods(step: SwapStep, pods: Vec<PodFacts>) -> FleetView {
+    let mut v = ours(after_promotion(), Some(step));
+    node_mut(&mut v, "n1").cordoned = true;
+    v.pods = pods;
+    v
+}
+
+#[test]
+fn a_cordoned_outgoing_voter_with_pods_enters_the_drain_then_has_its_pods_evicted() {
+    let v = cordoned_with_pods(SwapStep::StepDown, vec![pod_on_out("job-1")]);
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::MarkStep {
+            step: SwapStep::Drain
+        }
+    );
+    let mut v = cordoned_with_pods(
+        SwapStep::Drain,
+        vec![
+            pod_on_out("job-2"),
+            pod_on_out("job-1"),
+            PodFacts {
+                daemon_set: true,
+                ..pod_on_out("ds")
+            },
+            PodFacts {
+                terminating: true,
+                ..pod_on_out("going")
+            },
+        ],
+    );
+    v.settings.drain_grace = Some(30);
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::Evict {
+            node: name("n1"),
+            pods: vec![
+                PodRef {
+                    namespace: "ci".into(),
+                    name: "job-1".into()
+                },
+                PodRef {
+                    namespace: "ci".into(),
+                    name: "job-2".into()
+                },
+            ],
+            grace: Some(30),
+        }
+    );
+}
+
+#[test]
+fn the_step_down_waits_while_evicted_pods_terminate_and_is_asked_once_none_is_left() {
+    let v = cordoned_with_pods(
+        SwapStep::Drain,
+        vec![PodFacts {
+            terminating: true,
+            ..pod_on_out("job-1")
+        }],
+    );
+    let Action::Wait {
+        step: SwapStep::Drain,
+        reason: Awaiting::Drain { node, pods },
+        deadline: Some(_),
+    } = next_action(&v, &taken())
+    else {
+        panic!("{:?}", next_action(&v, &taken()))
+    };
+    assert_eq!((node.as_str(), pods.as_str()), ("n1", "ci/job-1"));
+    // Drained (only a DaemonSet's pod and a finished one are left): the
+    // step-down's own timer starts, then the step-down is asked.
+    let left = vec![
+        PodFacts {
+            daemon_set: true,
+            ..pod_on_out("ds")
+        },
+        PodFacts {
+            finished: true,
+            ..pod_on_out("done")
+        },
+    ];
+    let v = cordoned_with_pods(SwapStep::Drain, left.clone());
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::MarkStep {
+            step: SwapStep::StepDown
+        }
+    );
+    let v = cordoned_with_pods(SwapStep::StepDown, left);
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::StepDown {
+            node: name("n1"),
+            swap: id("swap-1")
+        }
+    );
+}
+
+#[test]
+fn a_drain_past_its_timeout_stops_the_swap_naming_the_pods_left_and_asks_no_step_down() {
+    let mut v = cordoned_with_pods(SwapStep::Drain, vec![pod_on_out("job-1")]);
+    v.settings.timeouts.drain = 60;
+    v.lease.as_mut().unwrap().step_since = Some(NOW - 59);
+    assert!(matches!(next_action(&v, &taken()), Action::Evict { .. }));
+    v.lease.as_mut().unwrap().step_since = Some(NOW - 60);
+    let Action::Stop {
+        step: SwapStep::Drain,
+        reason,
+        left,
+        ..
+    } = next_action(&v, &taken())
+    else {
+        panic!("{:?}", next_action(&v, &taken()))
+    };
+    assert_eq!(
+        reason,
+        Reason::NotDrained {
+            node: "n1".into(),
+            secs: 60,
+            pods: "ci/job-1".into()
+        }
+    );
+    assert!(left.contains("n1 is still a voter, cordoned"), "{left}");
+}
+
+#[test]
+fn a_pod_whose_name_could_not_address_it_is_never_evicted_but_keeps_the_drain_open() {
+    let v = cordoned_with_pods(SwapStep::Drain, vec![pod_on_out("../../nodes/n2")]);
+    assert!(matches!(
+        next_action(&v, &taken()),
+        Action::Wait {
+            reason: Awaiting::Drain { .. },
+            ..
+        }
+    ));
+}
+
+#[test]
+fn the_gates_are_checked_during_the_drain_and_a_pause_halts_it() {
+    let mut v = cordoned_with_pods(SwapStep::Drain, vec![pod_on_out("job-1")]);
+    node_mut(&mut v, "n2").ready = false;
+    let Action::Wait {
+        step: SwapStep::Drain,
+        reason: Awaiting::Gates { .. },
+        ..
+    } = next_action(&v, &taken())
+    else {
+        panic!("{:?}", next_action(&v, &taken()))
+    };
+    let mut v = cordoned_with_pods(SwapStep::Drain, vec![pod_on_out("job-1")]);
+    v.lease.as_mut().unwrap().paused = true;
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::MarkStep {
+            step: SwapStep::Paused
+        }
+    );
+}
+
+#[test]
+fn a_down_outgoing_voter_is_not_drained() {
+    let mut v = cordoned_with_pods(SwapStep::StepDown, vec![pod_on_out("job-1")]);
+    node_mut(&mut v, "n1").ready = false;
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::RemoveMember { node: name("n1") }
+    );
+}
+
 #[test]
 fn a_host_whose_report_turns_to_an_unknown_protocol_version_mid_swap_is_not_cordoned_or_asked() {
     let mut v = ours(after_promotion(), Some(SwapStep::StepDown));

@@ -1,0 +1,230 @@
+//! The drain before a step-down, against a real kube-apiserver: the
+//! outgoing voter's pods are evicted through the Eviction API (its
+//! PodDisruptionBudgets checked by the API server itself) with the
+//! configured grace, DaemonSet pods stay, and a budget that allows no
+//! eviction stops the swap at its drain timeout with no step-down asked.
+//!
+//! There is no kubelet here: the test plays its part in pod deletion (a
+//! pod whose deletion began is deleted for good, as a kubelet does once
+//! its containers stopped).
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::{
+    apps::v1::DaemonSet,
+    core::v1::{Namespace, Pod, ServiceAccount},
+    policy::v1::PodDisruptionBudget,
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+use support::{CONFIG, Harness, P, three_voters};
+
+/// The test's config with a drain grace and a short drain timeout.
+fn config(drain_timeout: u64) -> String {
+    format!("{CONFIG}drain = {drain_timeout}\n").replace(
+        "leader_lease_duration_secs = 6\n",
+        "leader_lease_duration_secs = 6\ndrain_grace_secs = 7\n",
+    )
+}
+
+async fn create_pod(admin: &Client, name: &str, node: &str, labels: serde_json::Value) {
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ci");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "nodeName": node,
+            "automountServiceAccountToken": false,
+            "terminationGracePeriodSeconds": 3600,
+            "containers": [{"name": "job", "image": "runner"}]
+        }
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    running(admin, name).await;
+}
+
+/// Marks the pod Running, as its kubelet would: the API server lets a
+/// Pending pod be evicted whatever its budget says.
+async fn running(admin: &Client, name: &str) {
+    let status = json!({"status": {"phase": "Running"}});
+    Api::<Pod>::namespaced(admin.clone(), "ci")
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+}
+
+/// The `ci` namespace and its default ServiceAccount (no controller-manager
+/// makes it here, and the admission of a pod looks it up).
+async fn ci_namespace(admin: &Client) {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "ci"}})).unwrap();
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap();
+    Api::<ServiceAccount>::namespaced(admin.clone(), "ci")
+        .create(&PostParams::default(), &sa)
+        .await
+        .unwrap();
+}
+
+/// Plays the kubelet's part: a pod whose deletion began is deleted for
+/// good; records the grace each was given.
+fn kubelet(admin: Client) -> tokio::task::JoinHandle<Vec<(String, i64)>> {
+    tokio::spawn(async move {
+        let pods: Api<Pod> = Api::namespaced(admin, "ci");
+        let mut graces = Vec::new();
+        loop {
+            if let Ok(list) = pods.list(&ListParams::default()).await {
+                for p in list.items {
+                    let name = p.metadata.name.clone().unwrap_or_default();
+                    if p.metadata.deletion_timestamp.is_some() {
+                        graces.push((
+                            name.clone(),
+                            p.metadata.deletion_grace_period_seconds.unwrap_or(-1),
+                        ));
+                        let _ = pods
+                            .delete(&name, &DeleteParams::default().grace_period(0))
+                            .await;
+                    }
+                }
+            }
+            if !graces.is_empty() {
+                return graces;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
+
+#[tokio::test]
+async fn the_outgoing_voters_pods_are_evicted_with_the_set_grace_before_its_step_down_and_daemonset_pods_stay()
+ {
+    let h = Harness::start(&three_voters(), &config(90)).await;
+    ci_namespace(&h.admin).await;
+    create_pod(&h.admin, "job-1", "n1", json!({"app": "ci"})).await;
+    // A DaemonSet's pod (its controller reference is what marks it).
+    let ds: DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": "agent"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {"metadata": {"labels": {"app": "agent"}},
+                "spec": {"containers": [{"name": "a", "image": "a"}]}}
+        }
+    }))
+    .unwrap();
+    let ds = Api::<DaemonSet>::namespaced(h.admin.clone(), "ci")
+        .create(&PostParams::default(), &ds)
+        .await
+        .unwrap();
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "agent-n1", "labels": {"app": "agent"}, "ownerReferences": [{
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
+            "uid": ds.metadata.uid.clone().unwrap(), "controller": true
+        }]},
+        "spec": {"nodeName": "n1", "automountServiceAccountToken": false,
+            "containers": [{"name": "a", "image": "a"}]}
+    }))
+    .unwrap();
+    Api::<Pod>::namespaced(h.admin.clone(), "ci")
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap();
+    running(&h.admin, "agent-n1").await;
+    // A pod on another Node is nobody's business here.
+    create_pod(&h.admin, "job-2", "n2", json!({"app": "ci"})).await;
+    let kubelet = kubelet(h.admin.clone());
+
+    let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
+    run.expect(0);
+    h.assert_swapped("n1", "n4").await;
+    let graces = kubelet.await.unwrap();
+    assert_eq!(
+        graces,
+        [("job-1".to_string(), 7)],
+        "evicted with the configured grace"
+    );
+    let order = [
+        "cordon n1",
+        "── drain",
+        "evict 1 pod from n1 (ci/job-1), grace 7 s",
+        "ask n1 to step down",
+    ];
+    let mut at = 0;
+    for step in order {
+        let found = run.stdout[at..]
+            .find(step)
+            .unwrap_or_else(|| panic!("{step:?} missing or out of order in:\n{}", run.stdout));
+        at += found;
+    }
+    let pods: Api<Pod> = Api::namespaced(h.admin.clone(), "ci");
+    let left: Vec<String> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert_eq!(left, ["agent-n1", "job-2"]);
+    assert!(
+        h.events()
+            .await
+            .contains(&("n1".into(), "PodsEvicted".into()))
+    );
+}
+
+#[tokio::test]
+async fn a_budget_that_allows_no_eviction_stops_the_swap_at_its_drain_timeout_with_no_step_down_asked()
+ {
+    let h = Harness::start(&three_voters(), &config(8)).await;
+    ci_namespace(&h.admin).await;
+    create_pod(&h.admin, "runner-1", "n1", json!({"app": "runner"})).await;
+    // No controller-manager runs here to count the budget's healthy pods, so
+    // the API server, which checks the budget, allows no disruption: the
+    // answer a busy CI runner's budget gives.
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "runners"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "runner"}}}
+    }))
+    .unwrap();
+    Api::<PodDisruptionBudget>::namespaced(h.admin.clone(), "ci")
+        .create(&PostParams::default(), &pdb)
+        .await
+        .unwrap();
+
+    let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
+    run.expect(4);
+    assert!(
+        run.stdout
+            .contains("pods stayed on n1 past the drain's 8 s")
+            && run.stdout.contains("ci/runner-1"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr.contains("refused for now"),
+        "the budget's refusal is logged: {}",
+        run.stderr
+    );
+    // The runner was never ended, and n1 was never asked to step down.
+    let pod = Api::<Pod>::namespaced(h.admin.clone(), "ci")
+        .get("runner-1")
+        .await
+        .unwrap();
+    assert!(pod.metadata.deletion_timestamp.is_none());
+    let n1 = h.node("n1").await;
+    let ann = n1.metadata.annotations.unwrap_or_default();
+    assert_ne!(
+        ann.get(&format!("{P}/role-step")).map(String::as_str),
+        Some("step-down")
+    );
+    assert_eq!(n1.spec.and_then(|s| s.unschedulable), Some(true));
+}

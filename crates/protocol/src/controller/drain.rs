@@ -1,0 +1,169 @@
+//! The drain of the outgoing voter before its step-down: its pods are
+//! evicted through the Eviction API (so PodDisruptionBudgets hold, and each
+//! pod gets its own termination grace, or the operator's bound on it),
+//! within the drain step's timeout.
+//!
+//! Why before the step-down: at the etcd-only level the host runs no
+//! kubelet (fleet-role's step-down disables k3s's embedded agent), so a pod
+//! left on it would simply die with its shim, its PodDisruptionBudget
+//! unasked and a CI job killed mid-run. A drain that cannot finish (a
+//! budget that allows no disruption, a pod that does not terminate) stops
+//! the swap at a safe point: the incoming host votes, the outgoing one is
+//! cordoned and still votes, nothing of the step-down was asked.
+//!
+//! Left on the host, as `kubectl drain --ignore-daemonsets` leaves them:
+//! DaemonSet pods (their controller would put them back, and they belong to
+//! the host, not to a workload) and static (mirror) pods; pods that have
+//! finished need nothing.
+
+use serde::Serialize;
+
+/// How long the shell waits after a round of evictions before the next
+/// decision: a budget's refusal (HTTP 429) is retried at this pace, never
+/// in a tight loop.
+pub const EVICTION_RETRY_SECS: u64 = 5;
+
+/// A pod on the outgoing Node, as the controller reads it (untrusted).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodFacts {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Owned by a DaemonSet (left in place).
+    pub daemon_set: bool,
+    /// A static pod's mirror (`kubernetes.io/config.mirror`): the API cannot
+    /// evict it; it goes with the kubelet.
+    pub mirror: bool,
+    /// Its deletion has begun (an eviction or a delete was accepted): it is
+    /// within its termination grace.
+    pub terminating: bool,
+    /// It has finished (`Succeeded` or `Failed`): nothing runs.
+    pub finished: bool,
+}
+
+impl PodFacts {
+    /// `namespace/name`, as the output names it.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// Whether the drain must see it gone before the step-down.
+    pub fn blocks_drain(&self) -> bool {
+        !self.daemon_set && !self.mirror && !self.finished
+    }
+
+    /// Whether its namespace and name are names the API could hold
+    /// (DNS-1123: lower-case letters, digits, `-` and `.`, at most 253),
+    /// so an eviction request built from them addresses that pod only.
+    pub fn addressable(&self) -> bool {
+        let ok = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 253
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+                && !s.starts_with(['-', '.'])
+        };
+        ok(&self.namespace) && self.namespace.len() <= 63 && ok(&self.name)
+    }
+}
+
+/// A pod to evict, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PodRef {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl std::fmt::Display for PodRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The pods on the outgoing Node the drain waits for, sorted.
+pub fn blocking(pods: &[PodFacts]) -> Vec<&PodFacts> {
+    let mut left: Vec<&PodFacts> = pods.iter().filter(|p| p.blocks_drain()).collect();
+    left.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    left
+}
+
+/// At most this many pods are named in one line of output.
+const NAMED: usize = 5;
+
+/// The pods left, in one line (`a/x, b/y and 3 more`).
+pub fn named(pods: &[&PodFacts]) -> String {
+    let mut s: Vec<String> = pods
+        .iter()
+        .take(NAMED)
+        .map(|p| super::one_line(&p.key()))
+        .collect();
+    if pods.len() > NAMED {
+        s.push(format!("{} more", pods.len() - NAMED));
+    }
+    s.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(ns: &str, name: &str) -> PodFacts {
+        PodFacts {
+            namespace: ns.into(),
+            name: name.into(),
+            ..PodFacts::default()
+        }
+    }
+
+    #[test]
+    fn daemonset_mirror_and_finished_pods_do_not_hold_the_drain_open() {
+        let ds = PodFacts {
+            daemon_set: true,
+            ..pod("kube-system", "svclb")
+        };
+        let mirror = PodFacts {
+            mirror: true,
+            ..pod("kube-system", "static")
+        };
+        let done = PodFacts {
+            finished: true,
+            ..pod("ci", "job-1")
+        };
+        let terminating = PodFacts {
+            terminating: true,
+            ..pod("ci", "job-2")
+        };
+        let pods = [ds, mirror, done, terminating, pod("ci", "job-3")];
+        let left: Vec<String> = blocking(&pods).iter().map(|p| p.key()).collect();
+        assert_eq!(left, ["ci/job-2", "ci/job-3"]);
+    }
+
+    #[test]
+    fn a_pod_name_the_api_could_not_hold_is_not_addressable() {
+        assert!(pod("ci", "job-1.a").addressable());
+        for (ns, n) in [
+            ("ci", "../x"),
+            ("ci", "a/b"),
+            ("ci", "Job"),
+            ("", "x"),
+            ("ci", ""),
+            ("-ci", "x"),
+        ] {
+            assert!(!pod(ns, n).addressable(), "{ns}/{n}");
+        }
+        assert!(!pod(&"a".repeat(64), "x").addressable());
+        assert!(!pod("ci", &"a".repeat(254)).addressable());
+    }
+
+    #[test]
+    fn many_pods_left_are_named_five_then_counted() {
+        let pods: Vec<PodFacts> = (0..7).map(|i| pod("ci", &format!("p{i}"))).collect();
+        let refs: Vec<&PodFacts> = pods.iter().collect();
+        assert_eq!(named(&refs), "ci/p0, ci/p1, ci/p2, ci/p3, ci/p4, 2 more");
+        assert_eq!(named(&refs[..1]), "ci/p0");
+    }
+}

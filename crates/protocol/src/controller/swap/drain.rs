@@ -1,0 +1,66 @@
+//! The drain phase: after the cordon, before the step-down, the outgoing
+//! host's pods are evicted (see [`crate::controller::drain`] for which, and
+//! why), within the drain step's timeout.
+
+use super::step::{enter, overdue, wait};
+use crate::controller::{
+    Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, SwapStep,
+    drain::{PodRef, blocking, named},
+};
+
+/// The drain's next action for the outgoing Node, once it is cordoned and
+/// Ready. `None`: no pod is left that the drain waits for, so the step-down
+/// may be asked. A pod whose name could not address it (never written by
+/// the API) is never evicted: it keeps the drain open until the timeout
+/// stops the swap, and the stop names it.
+pub(super) fn drain(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Option<Action> {
+    let left = blocking(&v.pods);
+    if left.is_empty() {
+        return None;
+    }
+    if let Some(a) = enter(v, l, SwapStep::Drain) {
+        return Some(a);
+    }
+    if overdue(v, l, SwapStep::Drain) {
+        let out = rec.out.as_str();
+        let inc = rec.incoming.as_str();
+        return Some(Action::Stop {
+            step: SwapStep::Drain,
+            reason: Reason::NotDrained {
+                node: out.to_string(),
+                secs: v.settings.timeouts.drain,
+                pods: named(&left),
+            },
+            left: format!(
+                "{inc} is a voter (promoted by this swap) and {out} is still a voter, cordoned, with its pods partly evicted: the cluster has one voter more than configured"
+            ),
+            next: format!(
+                "see why the pods stay (`kubectl get pods -A --field-selector spec.nodeName={out}`, their PodDisruptionBudgets); once they are gone, or with a longer `timeouts.drain`, `fleet-role swap --out {out} --in {inc}` resumes the swap"
+            ),
+        });
+    }
+    let evict: Vec<PodRef> = left
+        .iter()
+        .filter(|p| !p.terminating && p.addressable())
+        .map(|p| PodRef {
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+        })
+        .collect();
+    if evict.is_empty() {
+        return Some(wait(
+            v,
+            l,
+            SwapStep::Drain,
+            Awaiting::Drain {
+                node: rec.out.to_string(),
+                pods: named(&left),
+            },
+        ));
+    }
+    Some(Action::Evict {
+        node: rec.out.clone(),
+        pods: evict,
+        grace: v.settings.drain_grace,
+    })
+}
