@@ -17,6 +17,7 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+source scripts/prereqs.sh
 FLEET_ROLE_KUBE_APISERVER=$(scripts/build-kube-apiserver.sh)
 export FLEET_ROLE_KUBE_APISERVER
 if [[ ${1:-} == actuator ]]; then

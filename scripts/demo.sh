@@ -9,14 +9,8 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-need=()
-command -v flock >/dev/null || need+=(util-linux)
-command -v systemd-nspawn >/dev/null || need+=(systemd-container)
-command -v ip >/dev/null || need+=(iproute2)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "installing ${need[*]}" >&2
-  apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+# The Debian packages the builds and tests need.
+source scripts/prereqs.sh
 FLEET_ROLE_KUBE_APISERVER=$(scripts/build-kube-apiserver.sh)
 export FLEET_ROLE_KUBE_APISERVER
 cargo build --workspace --bins --quiet

@@ -6,6 +6,7 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+source scripts/prereqs.sh
 
 if ! cargo deb --version >/dev/null 2>&1; then
   echo "installing cargo-deb 3.8.0 (first time only)" >&2

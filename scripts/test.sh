@@ -6,17 +6,8 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
-# Debian packages the tests use: flock(1) (util-linux) holds the host lock
-# from another process; systemd-nspawn (systemd-container) boots each
-# real-systemd lab host, ip(8) (iproute2) makes its network namespace.
-need=()
-command -v flock >/dev/null || need+=(util-linux)
-command -v systemd-nspawn >/dev/null || need+=(systemd-container)
-command -v ip >/dev/null || need+=(iproute2)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "installing ${need[*]}" >&2
-  apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+# The Debian packages the builds and tests need.
+source scripts/prereqs.sh
 command -v go >/dev/null || { echo "Go is needed to build kube-apiserver for the tests" >&2; exit 2; }
 command -v cargo >/dev/null || { echo "Rust (cargo) is needed" >&2; exit 2; }
 

@@ -8,6 +8,7 @@
 
 pub mod controller;
 pub mod decide;
+pub mod etcd;
 pub mod exit;
 pub mod milestones;
 pub mod names;

@@ -1,0 +1,156 @@
+//! The client against real etcd: a three-member cluster on loopback (plain
+//! HTTP here; the lab's hosts read theirs over TLS with k3s's files).
+
+use std::{net::Ipv4Addr, time::Duration};
+
+use etcdview::{Endpoint, Error};
+use protocol::etcd::MemberId;
+use testcp::{ClusterState, Etcd, EtcdOptions, Probe};
+
+/// Three members on `ip`. The ports are picked free, then bound by etcd: a
+/// port taken meanwhile by another test is tried again with new ports.
+async fn cluster(dir: &std::path::Path, ip: Ipv4Addr) -> Vec<Etcd> {
+    for attempt in 0.. {
+        let sub = dir.join(format!("try-{attempt}"));
+        let mut opts: Vec<EtcdOptions> = ["m1", "m2", "m3"]
+            .iter()
+            .map(|n| EtcdOptions::new(n, ip.into(), &sub).unwrap())
+            .collect();
+        let initial: Vec<String> = opts.iter().map(EtcdOptions::peer_entry).collect();
+        for o in &mut opts {
+            o.initial_cluster = initial.join(",");
+            o.initial_cluster_state = ClusterState::New;
+        }
+        let mut members: Vec<Etcd> = opts.into_iter().map(|o| Etcd::spawn(o).unwrap()).collect();
+        let mut up = true;
+        for m in &mut members {
+            match m
+                .wait_healthy(Probe::Linearizable, Duration::from_secs(120))
+                .await
+            {
+                Ok(()) => {}
+                Err(e) if e.is_address_in_use() && attempt < 3 => up = false,
+                Err(e) => panic!("etcd starts: {e}"),
+            }
+        }
+        if up {
+            return members;
+        }
+    }
+    unreachable!()
+}
+
+fn endpoint(e: &Etcd) -> Endpoint {
+    Endpoint {
+        url: e.client_url().to_string(),
+        tls: None,
+        timeout: Duration::from_secs(10),
+    }
+}
+
+#[tokio::test]
+async fn a_members_view_lists_every_member_the_leader_and_its_health_and_leadership_moves_on_request()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let members = cluster(dir.path(), Ipv4Addr::new(127, 0, 0, 21)).await;
+    let view = etcdview::read(&endpoint(&members[0]), 1000).await.unwrap();
+    assert_eq!(view.read_at, 1000);
+    assert_eq!(view.members.len(), 3);
+    assert!(view.healthy && view.alarms.is_empty(), "{view:?}");
+    assert!(view.members.iter().all(|m| !m.learner));
+    let mut names: Vec<&str> = view.members.iter().map(|m| m.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["m1", "m2", "m3"]);
+    let leader = view.leader.expect("a leader");
+    assert!(view.raft_term >= 2 && view.raft_index > 0 && view.db_size > 0);
+
+    // The leader hands its leadership to another voter (asked through
+    // itself, as etcd requires).
+    let mut on_leader = None;
+    for m in &members {
+        if etcdview::read(&endpoint(m), 0).await.unwrap().member == leader {
+            on_leader = Some(m);
+        }
+    }
+    let on_leader = on_leader.expect("one member is the leader");
+    let to = view.members.iter().find(|m| m.id != leader).unwrap().id;
+    etcdview::move_leader(&endpoint(on_leader), to)
+        .await
+        .unwrap();
+    let mut now = None;
+    for _ in 0..100 {
+        now = etcdview::read(&endpoint(&members[0]), 0)
+            .await
+            .unwrap()
+            .leader;
+        if now == Some(to) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(now, Some(to));
+}
+
+#[tokio::test]
+async fn a_learner_shows_in_the_view_and_only_a_learner_is_removed_by_remove_learner() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = cluster(dir.path(), Ipv4Addr::new(127, 0, 0, 22)).await;
+    let ep = endpoint(&members[0]);
+    // A learner added and never started: what a rolled-back promotion leaves.
+    let mut c = etcd_client::Client::connect([ep.url.as_str()], None)
+        .await
+        .unwrap();
+    // etcd adds no member until every voter has been connected a while
+    // ("unhealthy cluster"): asked again, as k3s asks.
+    let mut tries = 0;
+    let added = loop {
+        match c
+            .member_add(
+                ["http://127.0.0.1:1"],
+                Some(etcd_client::MemberAddOptions::new().with_is_learner()),
+            )
+            .await
+        {
+            Ok(a) => break a,
+            Err(e) if tries < 120 => {
+                tries += 1;
+                eprintln!("adding the learner: {e}; again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("the learner is added: {e}"),
+        }
+    };
+    let id = MemberId(added.member().unwrap().id());
+    let view = etcdview::read(&ep, 0).await.unwrap();
+    let learner = view.member(id).expect("the learner is listed");
+    assert!(learner.learner && learner.name.is_empty());
+    assert_eq!(view.learners().count(), 1);
+
+    let voter = view.voters().next().unwrap().id;
+    assert!(matches!(
+        etcdview::remove_learner(&ep, voter).await,
+        Err(Error::Refused(_))
+    ));
+    assert!(matches!(
+        etcdview::move_leader(&ep, id).await,
+        Err(Error::Refused(_))
+    ));
+    etcdview::remove_learner(&ep, id).await.unwrap();
+    let view = etcdview::read(&ep, 0).await.unwrap();
+    assert_eq!((view.members.len(), view.learners().count()), (3, 0));
+    // Gone already: nothing to do, no error.
+    etcdview::remove_learner(&ep, id).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_member_that_does_not_answer_is_an_error_within_the_bound() {
+    // A port that accepts nothing: the connection fails or times out, and
+    // the error names the endpoint.
+    let ep = Endpoint {
+        url: "http://127.0.0.1:1".into(),
+        tls: None,
+        timeout: Duration::from_secs(2),
+    };
+    let e = etcdview::read(&ep, 0).await.unwrap_err();
+    assert!(e.to_string().contains("127.0.0.1:1"), "{e}");
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages fleet-role's builds and tests need, when
+# missing (sourced by the other scripts, so each does its own set-up):
+# - flock(1) (util-linux): a test holds the host lock from another process;
+# - systemd-nspawn (systemd-container): boots each real-systemd lab host;
+# - ip(8) (iproute2): makes the lab's network namespaces;
+# - protoc (protobuf-compiler): the etcd client's build compiles etcd's
+#   protocol files with it.
+need=()
+command -v flock >/dev/null || need+=(util-linux)
+command -v systemd-nspawn >/dev/null || need+=(systemd-container)
+command -v ip >/dev/null || need+=(iproute2)
+command -v protoc >/dev/null || need+=(protobuf-compiler)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]}" >&2
+  apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
+fi
