@@ -5,7 +5,7 @@
 //! and makes every move idempotent: a plan computed on a host that is already
 //! where it should be is empty, so a resumed step only does what is left.
 
-use std::{ffi::OsString, fmt, path::PathBuf, time::Duration};
+use std::{ffi::OsString, fmt, path::PathBuf, sync::Arc, time::Duration};
 
 use protocol::{JoinUrl, Role, SwapId};
 
@@ -129,6 +129,18 @@ pub struct Host {
     budget: Budget,
     systemctl: Systemctl,
     search_path: Option<OsString>,
+    after_change: Option<AfterChange>,
+}
+
+/// What [`Host::apply`] calls after each change it applied (see
+/// [`Host::with_after_change`]).
+#[derive(Clone)]
+struct AfterChange(Arc<dyn Fn(&Host, &Change) + Send + Sync>);
+
+impl fmt::Debug for AfterChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AfterChange")
+    }
 }
 
 const SERVER: &str = "k3s";
@@ -153,7 +165,16 @@ impl Host {
             budget: Budget::unbounded(),
             systemctl: Systemctl::new(root),
             search_path: None,
+            after_change: None,
         }
+    }
+
+    /// Calls `f` after each change [`Host::apply`] applied, once it succeeded
+    /// and before the next. The actuator's failpoint (a testing aid, see
+    /// docs/testing.md) is the one caller: the host itself stays free of it.
+    pub fn with_after_change(mut self, f: impl Fn(&Host, &Change) + Send + Sync + 'static) -> Self {
+        self.after_change = Some(AfterChange(Arc::new(f)));
+        self
     }
 
     /// Looks `systemctl` and `k3s` up on `path` instead of this process's
@@ -350,6 +371,9 @@ impl Host {
     pub fn apply(&self, plan: &[Change]) -> Result<()> {
         for change in plan {
             self.apply_one(change)?;
+            if let Some(AfterChange(f)) = &self.after_change {
+                f(self, change);
+            }
         }
         Ok(())
     }
@@ -473,4 +497,51 @@ impl Host {
 /// The other k3s unit: the one that must be stopped before `unit` starts.
 fn other(unit: &str) -> &'static str {
     if unit == SERVER { AGENT } else { SERVER }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[test]
+    fn apply_calls_the_observer_after_each_change_it_applied_and_not_after_one_that_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let host = Host::new(dir.path(), "n1").with_after_change({
+            let seen = seen.clone();
+            move |host: &Host, c: &Change| {
+                // The change is already made when the observer is told.
+                if let Change::Write { path, .. } = c {
+                    assert!(path.exists());
+                }
+                seen.lock().unwrap().push(host.show(c).to_string());
+            }
+        });
+        let file = dir.path().join("etc/a.conf");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        // A file where a directory should be: the write under it fails.
+        let blocked = file.join("b.conf");
+        let plan = [
+            Change::Write {
+                path: file.clone(),
+                contents: "a\n".into(),
+            },
+            Change::Role(Role::Agent),
+            Change::Write {
+                path: blocked,
+                contents: "b\n".into(),
+            },
+            Change::Remove { path: file },
+        ];
+        assert!(host.apply(&plan).is_err());
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                "write /etc/a.conf".to_string(),
+                "name agent in /var/lib/rancher/k3s/fleet-role".to_string()
+            ]
+        );
+    }
 }
