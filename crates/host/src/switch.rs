@@ -238,6 +238,17 @@ impl Host {
         true
     }
 
+    /// A `daemon-reload` when this plan changes the server's unit drop-in,
+    /// or when systemd has not loaded it as it is on disk: a crash between
+    /// an earlier run's change and its reload leaves the file as planned,
+    /// so only systemd can tell the reload is still owed.
+    fn reload_if(&self, plan: &mut Vec<Change>, changed: bool) -> Result<()> {
+        if changed || self.systemctl.needs_daemon_reload(SERVER)? {
+            plan.push(Change::DaemonReload);
+        }
+        Ok(())
+    }
+
     fn stop_and_disable(&self, plan: &mut Vec<Change>, unit: &'static str) -> Result<()> {
         // Anything but inactive or failed may be running, or about to be:
         // activating (a start, its condition, an auto-restart's wait) and
@@ -293,13 +304,12 @@ impl Host {
         let unit = format!(
             "# Written by fleet-role-actuator.\n[Service]\nEnvironment=\"FLEET_ROLE_JOIN_URL={join}\"\n"
         );
-        if self.write_if_differs(
+        let wrote = self.write_if_differs(
             &mut plan,
             self.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN),
             unit,
-        ) {
-            plan.push(Change::DaemonReload);
-        }
+        );
+        self.reload_if(&mut plan, wrote)?;
         if role != Some(Role::Server) {
             plan.push(Change::Role(Role::Server));
         }
@@ -321,12 +331,11 @@ impl Host {
         }
         self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(JOIN_DROPIN));
         self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(ETCD_ONLY_DROPIN));
-        if self.remove_if_there(
+        let removed = self.remove_if_there(
             &mut plan,
             self.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN),
-        ) {
-            plan.push(Change::DaemonReload);
-        }
+        );
+        self.reload_if(&mut plan, removed)?;
         if self.role()? != Some(Role::Agent) {
             plan.push(Change::Role(Role::Agent));
         }
@@ -501,9 +510,86 @@ fn other(unit: &str) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use std::{os::unix::fs::PermissionsExt, sync::Mutex};
 
     use super::*;
+
+    /// A host whose `systemctl` (a script, shell built-ins only) shows every
+    /// unit stopped and disabled, and answers `NeedDaemonReload` with what
+    /// the returned file holds.
+    fn host_with_systemctl(dir: &std::path::Path) -> (Host, PathBuf) {
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let answer = dir.join("need-reload");
+        std::fs::write(&answer, "no\n").unwrap();
+        let script = format!(
+            "#!/bin/sh\ncase \"$*\" in\n*NeedDaemonReload*) read -r v < \"{}\"; echo \"$v\" ;;\nshow*) echo ActiveState=inactive; echo SubState=dead; echo Result=success ;;\nis-enabled*) exit 1 ;;\nesac\nexit 0\n",
+            answer.display()
+        );
+        let systemctl = bin.join("systemctl");
+        std::fs::write(&systemctl, script).unwrap();
+        std::fs::set_permissions(&systemctl, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let root = dir.join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        (Host::new(&root, "n1").with_search_path(&bin), answer)
+    }
+
+    fn unit_dropin_changes(plan: &[Change]) -> Vec<&Change> {
+        plan.iter()
+            .filter(|c| match c {
+                Change::Write { path, .. } | Change::Remove { path } => {
+                    path.ends_with(JOIN_UNIT_DROPIN)
+                }
+                _ => false,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_promotion_resumed_after_a_crash_between_its_unit_dropin_and_the_reload_still_reloads_systemd()
+     {
+        let dir = tempfile::tempdir().unwrap();
+        let (host, answer) = host_with_systemctl(dir.path());
+        let join = JoinUrl::parse("https://10.0.0.1:6443").unwrap();
+        let plan = host.plan_promote(&join).unwrap();
+        let write = unit_dropin_changes(&plan);
+        assert_eq!(write.len(), 1, "{plan:?}");
+        assert!(plan.contains(&Change::DaemonReload));
+        // The drop-in written, then the crash: systemd has not loaded it.
+        host.apply(&[write[0].clone()]).unwrap();
+        std::fs::write(&answer, "yes\n").unwrap();
+        let resumed = host.plan_promote(&join).unwrap();
+        assert!(unit_dropin_changes(&resumed).is_empty(), "{resumed:?}");
+        assert!(resumed.contains(&Change::DaemonReload), "{resumed:?}");
+        // Once systemd has it, no reload is planned again.
+        std::fs::write(&answer, "no\n").unwrap();
+        assert!(
+            !host
+                .plan_promote(&join)
+                .unwrap()
+                .contains(&Change::DaemonReload)
+        );
+    }
+
+    #[test]
+    fn a_demotion_resumed_after_a_crash_between_its_unit_dropin_removal_and_the_reload_still_reloads_systemd()
+     {
+        let dir = tempfile::tempdir().unwrap();
+        let (host, answer) = host_with_systemctl(dir.path());
+        let dropin = host.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN);
+        write_atomic(&dropin, b"[Service]\n", 0o644).unwrap();
+        let plan = host.plan_demote().unwrap();
+        let remove = unit_dropin_changes(&plan);
+        assert_eq!(remove.len(), 1, "{plan:?}");
+        assert!(plan.contains(&Change::DaemonReload));
+        host.apply(&[remove[0].clone()]).unwrap();
+        std::fs::write(&answer, "yes\n").unwrap();
+        let resumed = host.plan_demote().unwrap();
+        assert!(unit_dropin_changes(&resumed).is_empty(), "{resumed:?}");
+        assert!(resumed.contains(&Change::DaemonReload), "{resumed:?}");
+        std::fs::write(&answer, "no\n").unwrap();
+        assert!(!host.plan_demote().unwrap().contains(&Change::DaemonReload));
+    }
 
     #[test]
     fn apply_calls_the_observer_after_each_change_it_applied_and_not_after_one_that_failed() {
