@@ -135,7 +135,9 @@ pub struct Host {
 /// What [`Host::apply`] calls after each change it applied (see
 /// [`Host::with_after_change`]).
 #[derive(Clone)]
-struct AfterChange(Arc<dyn Fn(&Host, &Change) + Send + Sync>);
+struct AfterChange(Arc<AfterChangeFn>);
+
+type AfterChangeFn = dyn Fn(&Host, &Change) + Send + Sync;
 
 impl fmt::Debug for AfterChange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
