@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod failpoint;
 pub mod local;
 pub mod metrics;
 pub mod output;

@@ -179,7 +179,10 @@ pub fn step_bound(s: &Settings, step: &Step) -> Duration {
 impl Watcher {
     /// A watcher for the host the settings name.
     pub fn new(settings: Settings) -> Self {
-        let host = settings.host();
+        // The failpoint is off unless the host asks for it (a testing aid).
+        let host = settings
+            .host()
+            .with_after_change(crate::failpoint::after_change);
         Self::with_host(settings, host)
     }
 

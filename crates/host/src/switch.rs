@@ -5,7 +5,7 @@
 //! and makes every move idempotent: a plan computed on a host that is already
 //! where it should be is empty, so a resumed step only does what is left.
 
-use std::{ffi::OsString, fmt, path::PathBuf, time::Duration};
+use std::{ffi::OsString, fmt, path::PathBuf, sync::Arc, time::Duration};
 
 use protocol::{JoinUrl, Role, SwapId};
 
@@ -129,6 +129,20 @@ pub struct Host {
     budget: Budget,
     systemctl: Systemctl,
     search_path: Option<OsString>,
+    after_change: Option<AfterChange>,
+}
+
+/// What [`Host::apply`] calls after each change it applied (see
+/// [`Host::with_after_change`]).
+#[derive(Clone)]
+struct AfterChange(Arc<AfterChangeFn>);
+
+type AfterChangeFn = dyn Fn(&Host, &Change) + Send + Sync;
+
+impl fmt::Debug for AfterChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AfterChange")
+    }
 }
 
 const SERVER: &str = "k3s";
@@ -153,7 +167,16 @@ impl Host {
             budget: Budget::unbounded(),
             systemctl: Systemctl::new(root),
             search_path: None,
+            after_change: None,
         }
+    }
+
+    /// Calls `f` after each change [`Host::apply`] applied, once it succeeded
+    /// and before the next. The actuator's failpoint (a testing aid, see
+    /// docs/testing.md) is the one caller: the host itself stays free of it.
+    pub fn with_after_change(mut self, f: impl Fn(&Host, &Change) + Send + Sync + 'static) -> Self {
+        self.after_change = Some(AfterChange(Arc::new(f)));
+        self
     }
 
     /// Looks `systemctl` and `k3s` up on `path` instead of this process's
@@ -217,6 +240,17 @@ impl Host {
         true
     }
 
+    /// A `daemon-reload` when this plan changes the server's unit drop-in,
+    /// or when systemd has not loaded it as it is on disk: a crash between
+    /// an earlier run's change and its reload leaves the file as planned,
+    /// so only systemd can tell the reload is still owed.
+    fn reload_if(&self, plan: &mut Vec<Change>, changed: bool) -> Result<()> {
+        if changed || self.systemctl.needs_daemon_reload(SERVER)? {
+            plan.push(Change::DaemonReload);
+        }
+        Ok(())
+    }
+
     fn stop_and_disable(&self, plan: &mut Vec<Change>, unit: &'static str) -> Result<()> {
         // Anything but inactive or failed may be running, or about to be:
         // activating (a start, its condition, an auto-restart's wait) and
@@ -272,13 +306,12 @@ impl Host {
         let unit = format!(
             "# Written by fleet-role-actuator.\n[Service]\nEnvironment=\"FLEET_ROLE_JOIN_URL={join}\"\n"
         );
-        if self.write_if_differs(
+        let wrote = self.write_if_differs(
             &mut plan,
             self.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN),
             unit,
-        ) {
-            plan.push(Change::DaemonReload);
-        }
+        );
+        self.reload_if(&mut plan, wrote)?;
         if role != Some(Role::Server) {
             plan.push(Change::Role(Role::Server));
         }
@@ -300,12 +333,11 @@ impl Host {
         }
         self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(JOIN_DROPIN));
         self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(ETCD_ONLY_DROPIN));
-        if self.remove_if_there(
+        let removed = self.remove_if_there(
             &mut plan,
             self.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN),
-        ) {
-            plan.push(Change::DaemonReload);
-        }
+        );
+        self.reload_if(&mut plan, removed)?;
         if self.role()? != Some(Role::Agent) {
             plan.push(Change::Role(Role::Agent));
         }
@@ -350,6 +382,9 @@ impl Host {
     pub fn apply(&self, plan: &[Change]) -> Result<()> {
         for change in plan {
             self.apply_one(change)?;
+            if let Some(AfterChange(f)) = &self.after_change {
+                f(self, change);
+            }
         }
         Ok(())
     }
@@ -473,4 +508,128 @@ impl Host {
 /// The other k3s unit: the one that must be stopped before `unit` starts.
 fn other(unit: &str) -> &'static str {
     if unit == SERVER { AGENT } else { SERVER }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{os::unix::fs::PermissionsExt, sync::Mutex};
+
+    use super::*;
+
+    /// A host whose `systemctl` (a script, shell built-ins only) shows every
+    /// unit stopped and disabled, and answers `NeedDaemonReload` with what
+    /// the returned file holds.
+    fn host_with_systemctl(dir: &std::path::Path) -> (Host, PathBuf) {
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let answer = dir.join("need-reload");
+        std::fs::write(&answer, "no\n").unwrap();
+        let script = format!(
+            "#!/bin/sh\ncase \"$*\" in\n*NeedDaemonReload*) read -r v < \"{}\"; echo \"$v\" ;;\nshow*) echo ActiveState=inactive; echo SubState=dead; echo Result=success ;;\nis-enabled*) exit 1 ;;\nesac\nexit 0\n",
+            answer.display()
+        );
+        let systemctl = bin.join("systemctl");
+        std::fs::write(&systemctl, script).unwrap();
+        std::fs::set_permissions(&systemctl, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let root = dir.join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        (Host::new(&root, "n1").with_search_path(&bin), answer)
+    }
+
+    fn unit_dropin_changes(plan: &[Change]) -> Vec<&Change> {
+        plan.iter()
+            .filter(|c| match c {
+                Change::Write { path, .. } | Change::Remove { path } => {
+                    path.ends_with(JOIN_UNIT_DROPIN)
+                }
+                _ => false,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_promotion_resumed_after_a_crash_between_its_unit_dropin_and_the_reload_still_reloads_systemd()
+     {
+        let dir = tempfile::tempdir().unwrap();
+        let (host, answer) = host_with_systemctl(dir.path());
+        let join = JoinUrl::parse("https://10.0.0.1:6443").unwrap();
+        let plan = host.plan_promote(&join).unwrap();
+        let write = unit_dropin_changes(&plan);
+        assert_eq!(write.len(), 1, "{plan:?}");
+        assert!(plan.contains(&Change::DaemonReload));
+        // The drop-in written, then the crash: systemd has not loaded it.
+        host.apply(&[write[0].clone()]).unwrap();
+        std::fs::write(&answer, "yes\n").unwrap();
+        let resumed = host.plan_promote(&join).unwrap();
+        assert!(unit_dropin_changes(&resumed).is_empty(), "{resumed:?}");
+        assert!(resumed.contains(&Change::DaemonReload), "{resumed:?}");
+        // Once systemd has it, no reload is planned again.
+        std::fs::write(&answer, "no\n").unwrap();
+        assert!(
+            !host
+                .plan_promote(&join)
+                .unwrap()
+                .contains(&Change::DaemonReload)
+        );
+    }
+
+    #[test]
+    fn a_demotion_resumed_after_a_crash_between_its_unit_dropin_removal_and_the_reload_still_reloads_systemd()
+     {
+        let dir = tempfile::tempdir().unwrap();
+        let (host, answer) = host_with_systemctl(dir.path());
+        let dropin = host.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN);
+        write_atomic(&dropin, b"[Service]\n", 0o644).unwrap();
+        let plan = host.plan_demote().unwrap();
+        let remove = unit_dropin_changes(&plan);
+        assert_eq!(remove.len(), 1, "{plan:?}");
+        assert!(plan.contains(&Change::DaemonReload));
+        host.apply(&[remove[0].clone()]).unwrap();
+        std::fs::write(&answer, "yes\n").unwrap();
+        let resumed = host.plan_demote().unwrap();
+        assert!(unit_dropin_changes(&resumed).is_empty(), "{resumed:?}");
+        assert!(resumed.contains(&Change::DaemonReload), "{resumed:?}");
+        std::fs::write(&answer, "no\n").unwrap();
+        assert!(!host.plan_demote().unwrap().contains(&Change::DaemonReload));
+    }
+
+    #[test]
+    fn apply_calls_the_observer_after_each_change_it_applied_and_not_after_one_that_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let host = Host::new(dir.path(), "n1").with_after_change({
+            let seen = seen.clone();
+            move |host: &Host, c: &Change| {
+                // The change is already made when the observer is told.
+                if let Change::Write { path, .. } = c {
+                    assert!(path.exists());
+                }
+                seen.lock().unwrap().push(host.show(c).to_string());
+            }
+        });
+        let file = dir.path().join("etc/a.conf");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        // A file where a directory should be: the write under it fails.
+        let blocked = file.join("b.conf");
+        let plan = [
+            Change::Write {
+                path: file.clone(),
+                contents: "a\n".into(),
+            },
+            Change::Role(Role::Agent),
+            Change::Write {
+                path: blocked,
+                contents: "b\n".into(),
+            },
+            Change::Remove { path: file },
+        ];
+        assert!(host.apply(&plan).is_err());
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                "write /etc/a.conf".to_string(),
+                "name agent in /var/lib/rancher/k3s/fleet-role".to_string()
+            ]
+        );
+    }
 }

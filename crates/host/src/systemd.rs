@@ -214,6 +214,22 @@ impl Systemctl {
         }
     }
 
+    /// Whether systemd's view of `unit` is older than its files on disk
+    /// (`systemctl show -p NeedDaemonReload`): a drop-in written or removed
+    /// without a `daemon-reload` since. An answer without the property (an
+    /// older stand-in) is taken as no.
+    pub fn needs_daemon_reload(&self, unit: &str) -> Result<bool> {
+        let args = ["show", "-p", "NeedDaemonReload", "--value", unit];
+        let out = self.run(&args)?;
+        if !out.status.success() {
+            return Err(Error::Command {
+                command: format!("systemctl {}", args.join(" ")),
+                detail: describe(&out),
+            });
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim() == "yes")
+    }
+
     /// Reloads unit files after a drop-in changed.
     pub fn daemon_reload(&self) -> Result<()> {
         self.ok(&["daemon-reload"])
