@@ -51,6 +51,7 @@ pub mod drain;
 mod effects;
 mod gates;
 mod health;
+pub mod members;
 mod names;
 mod plan;
 mod quorum;
