@@ -125,11 +125,7 @@ mod tests {
     /// A shim of `root`: `sleep` with the shim's path as its argv[0].
     fn shim(root: &Path) -> std::process::Child {
         let exe = root.join("var/lib/rancher/k3s/data/abc/bin/containerd-shim-runc-v2");
-        Command::new("sleep")
-            .arg0(&exe)
-            .arg("600")
-            .spawn()
-            .unwrap()
+        Command::new("sleep").arg0(&exe).arg("600").spawn().unwrap()
     }
 
     #[test]

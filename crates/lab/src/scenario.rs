@@ -617,9 +617,7 @@ pub const SHIM_WATCH: Duration = Duration::from_secs(10);
 /// finish runs its pods again as an agent, rightly. A shim the kubelet
 /// brings back after the step-down killed it counts.
 pub async fn shims_at_etcd_only(hosts: &dyn Hosts, hand: &Hand, out: &str) -> usize {
-    let at_etcd_only = |r: anyhow::Result<Option<Report>>| {
-        matches!(r, Ok(Some(r)) if r.step == ReportStep::StepDown && r.phase == Phase::Done)
-    };
+    let at_etcd_only = |r: anyhow::Result<Option<Report>>| matches!(r, Ok(Some(r)) if r.step == ReportStep::StepDown && r.phase == Phase::Done);
     let start = Instant::now();
     let mut most = 0;
     while start.elapsed() < SHIM_WATCH {

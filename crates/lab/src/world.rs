@@ -428,9 +428,9 @@ pub async fn create_pods(apis: &Apis, spec: &LabSpec, timeout: Duration) -> anyh
                 .await;
             match created {
                 Ok(_) => {}
-                Err(e) if e.downcast_ref::<kube::Error>().is_some_and(
-                    |k| matches!(k, kube::Error::Api(s) if s.code == 409),
-                ) => {}
+                Err(e)
+                    if e.downcast_ref::<kube::Error>()
+                        .is_some_and(|k| matches!(k, kube::Error::Api(s) if s.code == 409)) => {}
                 Err(e) => return Err(e.context(format!("creating {}'s pods", h.name))),
             }
         }
@@ -439,15 +439,18 @@ pub async fn create_pods(apis: &Apis, spec: &LabSpec, timeout: Duration) -> anyh
         let list = apis
             .any(|c| async move {
                 Api::<Pod>::namespaced(c, "default")
-                    .list(&kube::api::ListParams::default().labels("app.kubernetes.io/name=lab-workload"))
+                    .list(
+                        &kube::api::ListParams::default()
+                            .labels("app.kubernetes.io/name=lab-workload"),
+                    )
                     .await
             })
             .await;
         list.is_ok_and(|l| {
             l.items.len() == spec.hosts.len() * PODS_PER_HOST
-                && l.items.iter().all(|p| {
-                    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                })
+                && l.items
+                    .iter()
+                    .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
         })
     })
     .await

@@ -66,11 +66,7 @@ async fn node_lease_renewed(apis: &Apis, node: &str) -> String {
     let l = apis
         .any(|c| {
             let n = node.to_string();
-            async move {
-                Api::<Lease>::namespaced(c, "kube-node-lease")
-                    .get(&n)
-                    .await
-            }
+            async move { Api::<Lease>::namespaced(c, "kube-node-lease").get(&n).await }
         })
         .await
         .unwrap();
@@ -98,7 +94,10 @@ async fn a_servers_kubelet_brings_back_a_killed_pod_while_cordoned_and_after_a_s
     let killed = before[0];
     let m = lab.machine("server-3").unwrap();
     tokio::task::block_in_place(|| {
-        m.exec_ok(&["kill", "-9", &killed.to_string()], Duration::from_secs(30))
+        m.exec_ok(
+            &["kill", "-9", &killed.to_string()],
+            Duration::from_secs(30),
+        )
     })
     .unwrap();
     let after = wait_shims(&lab, "server-3", "the killed pod's return", |s| {
@@ -109,9 +108,13 @@ async fn a_servers_kubelet_brings_back_a_killed_pod_while_cordoned_and_after_a_s
 
     // 2. An eviction is honoured: the shim is killed, then the pod deleted.
     let pods = |c| Api::<Pod>::namespaced(c, "default");
-    apis.any(|c| async move { pods(c).evict("server-1-pod-1", &EvictParams::default()).await })
-        .await
-        .unwrap();
+    apis.any(|c| async move {
+        pods(c)
+            .evict("server-1-pod-1", &EvictParams::default())
+            .await
+    })
+    .await
+    .unwrap();
     let start = Instant::now();
     loop {
         let gone = apis

@@ -117,8 +117,7 @@ pub fn running(root: &Path) -> BTreeMap<String, Vec<u32>> {
             .and_then(|env| {
                 env.split(|b| *b == 0).find_map(|kv| {
                     let kv = String::from_utf8_lossy(kv);
-                    kv.strip_prefix(&format!("{POD_ENV}="))
-                        .map(str::to_string)
+                    kv.strip_prefix(&format!("{POD_ENV}=")).map(str::to_string)
                 })
             })
             .unwrap_or_default();
@@ -205,7 +204,10 @@ impl Kubelet {
                 .await
             {
                 Ok(_) => info!("pod {}/{} terminated and deleted", p.namespace, p.name),
-                Err(e) => warn!("confirming pod {}/{}'s deletion: {e:#}", p.namespace, p.name),
+                Err(e) => warn!(
+                    "confirming pod {}/{}'s deletion: {e:#}",
+                    p.namespace, p.name
+                ),
             }
         }
         for p in &plan.start {
@@ -268,13 +270,15 @@ mod tests {
     #[test]
     fn a_pod_being_deleted_has_its_shim_killed_and_its_termination_confirmed() {
         let mut evicted = pod("a", "u1");
-        evicted.metadata.deletion_timestamp = Some(
-            serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap(),
-        );
+        evicted.metadata.deletion_timestamp =
+            Some(serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap());
         let p = plan(&[evicted], &running_of(&[("u1", 7)]));
         assert_eq!(p.kill, [7]);
         assert_eq!(p.confirm.len(), 1);
-        assert!(p.start.is_empty(), "a pod being deleted is not started again");
+        assert!(
+            p.start.is_empty(),
+            "a pod being deleted is not started again"
+        );
     }
 
     #[test]
