@@ -212,12 +212,14 @@ impl Kubelet {
         }
         for p in &plan.start {
             start_shim(root, &p.uid)?;
-            info!("pod {}/{} started", p.namespace, p.name);
-            let status = json!({"status": {
-                "phase": "Running",
-                "startTime": crate::clock::rfc3339(),
-                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": crate::clock::rfc3339()}],
-            }});
+            let pod = pods
+                .iter()
+                .find(|x| x.metadata.uid.as_deref() == Some(&p.uid));
+            let status = running_status(pod);
+            info!(
+                "pod {}/{} started (restarts: {})",
+                p.namespace, p.name, status["status"]["containerStatuses"][0]["restartCount"]
+            );
             if let Err(e) = self
                 .apis
                 .any(|c| {
@@ -235,6 +237,34 @@ impl Kubelet {
         }
         Ok(())
     }
+}
+
+/// A started pod's status: `Running` and Ready, its container's restart
+/// count one more than before if it ran before (a killed shim brought back
+/// shows in `kubectl get pods` as a restart, as a kubelet's does).
+fn running_status(pod: Option<&Pod>) -> serde_json::Value {
+    let now = crate::clock::rfc3339();
+    let status = pod.and_then(|p| p.status.as_ref());
+    let ran = status.and_then(|s| s.phase.as_deref()) == Some("Running");
+    let before = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.first())
+        .map_or(0, |c| c.restart_count);
+    let (name, image) = pod
+        .and_then(|p| p.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .map(|c| (c.name.clone(), c.image.clone().unwrap_or_default()))
+        .unwrap_or_default();
+    json!({"status": {
+        "phase": "Running",
+        "startTime": status.and_then(|s| s.start_time.clone()).map_or(json!(now), |t| json!(t)),
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
+        "containerStatuses": [{
+            "name": name, "image": image, "imageID": "", "ready": true, "started": true,
+            "restartCount": if ran { before + 1 } else { before },
+            "state": {"running": {"startedAt": now}},
+        }],
+    }})
 }
 
 #[cfg(test)]
@@ -278,6 +308,20 @@ mod tests {
         assert!(
             p.start.is_empty(),
             "a pod being deleted is not started again"
+        );
+    }
+
+    #[test]
+    fn a_pod_that_ran_before_is_started_again_as_a_restart() {
+        let mut p = pod("a", "u1");
+        assert_eq!(
+            running_status(Some(&p))["status"]["containerStatuses"][0]["restartCount"],
+            0
+        );
+        p.status = serde_json::from_value(running_status(Some(&p))["status"].clone()).unwrap();
+        assert_eq!(
+            running_status(Some(&p))["status"]["containerStatuses"][0]["restartCount"],
+            1
         );
     }
 
