@@ -93,6 +93,7 @@ async fn a_servers_kubelet_brings_back_a_killed_pod_while_cordoned_and_after_a_s
     .await;
     let killed = before[0];
     let m = lab.machine("server-3").unwrap();
+    let kill_at = Instant::now();
     tokio::task::block_in_place(|| {
         m.exec_ok(
             &["kill", "-9", &killed.to_string()],
@@ -104,7 +105,11 @@ async fn a_servers_kubelet_brings_back_a_killed_pod_while_cordoned_and_after_a_s
         s.len() == lab::world::PODS_PER_HOST && !s.contains(&killed)
     })
     .await;
-    println!("server-3 (cordoned): shim {killed} killed; shims now {after:?}");
+    // A figure, not asserted (the kubelet syncs every second).
+    println!(
+        "server-3 (cordoned): shim {killed} killed; shims now {after:?}, seen back after {:.1} s",
+        kill_at.elapsed().as_secs_f64()
+    );
 
     // 2. An eviction is honoured: the shim is killed, then the pod deleted.
     let pods = |c| Api::<Pod>::namespaced(c, "default");
@@ -159,7 +164,10 @@ async fn a_servers_kubelet_brings_back_a_killed_pod_while_cordoned_and_after_a_s
         )
         .await
         .expect("the step-down succeeds");
-    println!("step-down report: {report:?}");
+    println!(
+        "step-down report: {report:?} ({} s from started to done, 5 s of them watching for shims)",
+        report.updated_at - report.started_at
+    );
     // No shim runs, and none comes back, for well over a kubelet's sync.
     let renewed = node_lease_renewed(&apis, "server-3").await;
     let watch = Instant::now();
