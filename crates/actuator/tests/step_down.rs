@@ -181,6 +181,8 @@ fn a_step_down_goes_to_etcd_only_with_no_shim_left_and_then_names_the_agent() {
     assert!(
         dropin.contains("disable-apiserver: true") && dropin.contains("disable-scheduler: true")
     );
+    // No kubelet at etcd-only: nothing restarts the shims killed below.
+    assert!(dropin.contains("disable-agent: true"), "{dropin}");
     assert!(
         h.systemd_log()
             .contains(&"restart --no-block k3s".to_string())

@@ -57,6 +57,16 @@ pub enum Error {
         /// How long it waited.
         waited: Duration,
     },
+    /// Pod shims ran again after a step-down killed them all: something
+    /// (a kubelet k3s still runs) restarts them, so the host is not left
+    /// without pods.
+    #[error("pod shims run again after every shim was killed (pids {}, within {}s of the kill): something restarts them, such as a kubelet k3s still runs (is disable-agent set at the etcd-only level?); the role file still names the server", pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", "), settle.as_secs())]
+    ShimsRunAgain {
+        /// The shims found, by process id.
+        pids: Vec<u32>,
+        /// How long the shims were watched after the kill.
+        settle: Duration,
+    },
     /// A unit did not end up in the state asked for.
     #[error("{unit} is {state} after {action}")]
     UnitState {

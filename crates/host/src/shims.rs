@@ -1,6 +1,11 @@
 //! Stopping every pod's shim, as `k3s-killall.sh` does: a plain
 //! `systemctl stop` (or restart) of k3s leaves pods running, since the units
 //! use `KillMode=process`, and a host leaving the voters must run none.
+//!
+//! A kubelet restarts a pod whose shim was killed within seconds, and k3s
+//! runs one in every server unless its agent is disabled (`disable-agent`,
+//! which the etcd-only level sets). So killing is not enough: the shims must
+//! stay gone, which [`kill_and_settle`] checks.
 
 use std::{fs, path::Path, process::Command, thread, time::Duration};
 
@@ -90,9 +95,83 @@ pub fn kill_all(paths: &HostPaths, timeout: Duration) -> usize {
     shims.len()
 }
 
+/// [`kill_all`], then a watch for `settle`: shims that survive the kill or
+/// run again meanwhile (a kubelet restarting its pods) are returned as an
+/// error, by pid. `Ok`: how many shims were killed, none seen since.
+pub fn kill_and_settle(
+    paths: &HostPaths,
+    timeout: Duration,
+    settle: Duration,
+) -> Result<usize, Vec<u32>> {
+    let killed = kill_all(paths, timeout);
+    let start = std::time::Instant::now();
+    loop {
+        let left = find(paths);
+        if !left.is_empty() {
+            return Err(left);
+        }
+        if start.elapsed() >= settle {
+            return Ok(killed);
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::CommandExt;
+
+    /// A shim of `root`: `sleep` with the shim's path as its argv[0].
+    fn shim(root: &Path) -> std::process::Child {
+        let exe = root.join("var/lib/rancher/k3s/data/abc/bin/containerd-shim-runc-v2");
+        Command::new("sleep").arg0(&exe).arg("600").spawn().unwrap()
+    }
+
+    #[test]
+    fn shims_that_come_back_after_the_kill_are_named_and_none_that_stay_gone_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = HostPaths::new(dir.path());
+        // Killed and gone: settled.
+        let mut first = shim(dir.path());
+        while find(&paths).is_empty() {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(
+            kill_and_settle(&paths, Duration::from_secs(10), Duration::from_millis(300)),
+            Ok(1)
+        );
+        let _ = first.wait();
+        // A "kubelet" that starts the shim again once it is killed.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let kubelet = {
+            let (root, stop) = (dir.path().to_path_buf(), stop.clone());
+            thread::spawn(move || {
+                let paths = HostPaths::new(&root);
+                let mut children = vec![];
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    if find(&paths).is_empty() {
+                        children.push(shim(&root));
+                    }
+                    thread::sleep(Duration::from_millis(50));
+                    for c in &mut children {
+                        let _ = c.try_wait();
+                    }
+                }
+                for mut c in children {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+            })
+        };
+        while find(&paths).is_empty() {
+            thread::sleep(Duration::from_millis(10));
+        }
+        let back = kill_and_settle(&paths, Duration::from_secs(10), Duration::from_secs(5));
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        kubelet.join().unwrap();
+        assert!(matches!(&back, Err(pids) if !pids.is_empty()), "{back:?}");
+    }
 
     #[test]
     fn only_a_shim_under_this_hosts_data_dir_counts() {

@@ -60,7 +60,8 @@ pub enum Change {
     Restart(&'static str),
     /// Move `server/db/etcd` aside to `server/db.demoted/etcd`.
     MoveDatastoreAside,
-    /// Kill every pod's shim.
+    /// Kill every pod's shim, and check none runs again for
+    /// [`SHIM_SETTLE`] (an error naming them if one does).
     KillShims,
     /// Wait for the local etcd to serve again.
     WaitEtcd,
@@ -93,7 +94,11 @@ impl fmt::Display for Shown<'_> {
                 on_host(&self.1.etcd_dir()),
                 on_host(&self.1.db_demoted().join("etcd"))
             ),
-            Change::KillShims => f.write_str("kill every pod's shim"),
+            Change::KillShims => write!(
+                f,
+                "kill every pod's shim; none may run again within {} s",
+                SHIM_SETTLE.as_secs()
+            ),
             Change::WaitEtcd => f.write_str("wait for etcd to serve again"),
             Change::RemoveServerSecrets => write!(
                 f,
@@ -150,7 +155,17 @@ const AGENT: &str = "k3s-agent";
 
 /// The config drop-in that takes a server to the etcd-only level: k3s's own
 /// (experimental) component flags, the same level an operator's regrade uses.
-pub const ETCD_ONLY_CONFIG: &str = "# Written by fleet-role-actuator: this server is stepping down (etcd only).\ndisable-apiserver: true\ndisable-controller-manager: true\ndisable-scheduler: true\n";
+///
+/// `disable-agent` (a hidden server flag, `pkg/cli/cmds/server.go`) makes
+/// k3s run `agent.RunStandalone` instead of its embedded agent
+/// (`pkg/cli/server/server.go`): no containerd and no kubelet, so no pod
+/// runs on the host and none is restarted once its shim is killed. Its cost:
+/// the host's Node is not heartbeated while it serves etcd only.
+pub const ETCD_ONLY_CONFIG: &str = "# Written by fleet-role-actuator: this server is stepping down (etcd only).\ndisable-apiserver: true\ndisable-controller-manager: true\ndisable-scheduler: true\ndisable-agent: true\n";
+
+/// How long a step-down watches for shims after killing them: a kubelet
+/// restarts a killed pod within seconds (it relists every second).
+pub const SHIM_SETTLE: Duration = Duration::from_secs(5);
 
 impl Host {
     /// The host under `root`, known to the cluster as `node`.
@@ -419,8 +434,12 @@ impl Host {
                 datastore::move_aside(&self.paths).map(drop)
             }
             Change::KillShims => {
-                shims::kill_all(&self.paths, Duration::from_secs(10));
-                Ok(())
+                shims::kill_and_settle(&self.paths, Duration::from_secs(10), SHIM_SETTLE)
+                    .map(drop)
+                    .map_err(|pids| Error::ShimsRunAgain {
+                        pids,
+                        settle: SHIM_SETTLE,
+                    })
             }
             Change::WaitEtcd => self.wait_etcd(),
             Change::RemoveServerSecrets => {

@@ -254,6 +254,7 @@ impl SystemdLab {
             self.wait_active(&h.name, "k3s-agent", Duration::from_secs(120))
                 .await?;
         }
+        world::create_pods(&apis, spec, Duration::from_secs(120)).await?;
         for h in &spec.hosts {
             world::mark_eligible(&apis, &h.name).await?;
             if matches!(self.fleet_role, FleetRole::Laid) {

@@ -14,7 +14,7 @@ use std::{
 use anyhow::{Context, bail};
 use k8s_openapi::api::{
     authentication::v1::TokenRequest,
-    core::v1::{Namespace, Node, ServiceAccount},
+    core::v1::{Namespace, Node, Pod, ServiceAccount},
 };
 use kube::{Api, api::PostParams};
 use protocol::Role;
@@ -348,6 +348,7 @@ pub async fn up(o: UpOptions, say: &dyn Fn(&str)) -> anyhow::Result<LabSpec> {
     for h in spec.hosts.iter().filter(|h| h.role == Role::Agent) {
         wait_condition(&apis, &h.name, "Ready", Duration::from_secs(120)).await?;
     }
+    create_pods(&apis, &spec, Duration::from_secs(120)).await?;
     for h in &spec.hosts {
         mark_eligible(&apis, &h.name).await?;
         systemctl(&spec, &h.name, &["enable", "--now", "fleet-role-actuator"])?;
@@ -394,6 +395,65 @@ pub(crate) async fn apply_deploy(apis: &Apis, rel: &str) -> anyhow::Result<()> {
     .await
     .with_context(|| format!("applying {rel}"))
     .map(drop)
+}
+
+/// How many pods the lab binds to each host.
+pub const PODS_PER_HOST: usize = 2;
+
+/// The lab's workload: [`PODS_PER_HOST`] bare pods bound to each host by
+/// `spec.nodeName` (the lab runs no scheduler or controller-manager), in
+/// `default`, mounting no ServiceAccount token. Waits until each host's
+/// kubelet runs them (`Running`, which it sets once their shims start).
+pub async fn create_pods(apis: &Apis, spec: &LabSpec, timeout: Duration) -> anyhow::Result<()> {
+    for h in &spec.hosts {
+        for i in 1..=PODS_PER_HOST {
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("{}-pod-{i}", h.name), "namespace": "default",
+                             "labels": {"app.kubernetes.io/name": "lab-workload"}},
+                "spec": {
+                    "nodeName": h.name,
+                    "automountServiceAccountToken": false,
+                    "containers": [{"name": "sleep", "image": "lab.invalid/sleep:1"}],
+                },
+            }))?;
+            let created = apis
+                .any(|c| {
+                    let pod = pod.clone();
+                    async move {
+                        Api::<Pod>::namespaced(c, "default")
+                            .create(&PostParams::default(), &pod)
+                            .await
+                    }
+                })
+                .await;
+            match created {
+                Ok(_) => {}
+                Err(e)
+                    if e.downcast_ref::<kube::Error>()
+                        .is_some_and(|k| matches!(k, kube::Error::Api(s) if s.code == 409)) => {}
+                Err(e) => return Err(e.context(format!("creating {}'s pods", h.name))),
+            }
+        }
+    }
+    wait_for("every lab pod Running", timeout, || async {
+        let list = apis
+            .any(|c| async move {
+                Api::<Pod>::namespaced(c, "default")
+                    .list(
+                        &kube::api::ListParams::default()
+                            .labels("app.kubernetes.io/name=lab-workload"),
+                    )
+                    .await
+            })
+            .await;
+        list.is_ok_and(|l| {
+            l.items.len() == spec.hosts.len() * PODS_PER_HOST
+                && l.items
+                    .iter()
+                    .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        })
+    })
+    .await
 }
 
 /// Labels `node` eligible to vote (every lab host may be swapped in).

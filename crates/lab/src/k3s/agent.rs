@@ -1,6 +1,6 @@
 //! `k3s agent`: registers its Node with its node password (refused on a
 //! mismatch, as k3s refuses), keeps the Ready condition and the node Lease
-//! fresh, and runs the pods. It reaches the API through the server it was
+//! fresh, and runs the pods bound to its Node ([`super::pods`]). It reaches the API through the server it was
 //! given, then the others (k3s's agent load balancer).
 
 use std::time::Duration;
@@ -9,7 +9,7 @@ use anyhow::Context;
 use testcp::TokenAuthFile;
 use tracing::warn;
 
-use super::{Ctx, node};
+use super::{Ctx, node, pods};
 use crate::api::Apis;
 
 /// Runs `k3s agent` until it fails.
@@ -59,22 +59,28 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     // k3s's agent sends READY=1 once it has reached a supervisor with a valid
     // token; here, once its Node is registered through one.
     super::notify_ready("agent");
-    let mut tick = tokio::time::interval(spec.heartbeat());
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let heartbeat = spec.heartbeat();
+    let mut last_beat = std::time::Instant::now() - heartbeat;
+    let mut last_sync = std::time::Instant::now() - pods::SYNC_EVERY;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = term.recv() => return Ok(()),
         }
-        if let Err(e) = kubelet.heartbeat(&[]).await {
-            warn!("heartbeat: {e:#}");
-            continue;
-        }
-        match kubelet.get().await {
-            Ok(Some(n)) if !node::cordoned(&n) => {
-                let _ = node::ensure_pods(&ctx.root, 2);
+        if last_beat.elapsed() >= heartbeat {
+            last_beat = std::time::Instant::now();
+            if let Err(e) = kubelet.heartbeat(&[]).await {
+                warn!("heartbeat: {e:#}");
             }
-            _ => {}
+        }
+        // Cordoned or not: a cordon is the scheduler's, never the kubelet's.
+        if last_sync.elapsed() >= pods::SYNC_EVERY {
+            last_sync = std::time::Instant::now();
+            if let Err(e) = kubelet.sync_pods(&ctx.root).await {
+                warn!("pods: {e:#}");
+            }
         }
     }
 }

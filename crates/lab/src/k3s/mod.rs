@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod config;
 pub mod node;
+pub mod pods;
 pub mod server;
 
 use std::path::PathBuf;

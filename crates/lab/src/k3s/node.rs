@@ -1,14 +1,8 @@
 //! The kubelet's part, as k3s embeds it in both `server` and `agent`: the node
-//! password check, the Node's registration, its heartbeat (the Ready condition
-//! and the node Lease) and the pods, whose shims outlive a stopped k3s.
+//! password check, the Node's registration and its heartbeat (the Ready
+//! condition and the node Lease). Its pods are in [`super::pods`].
 
-use std::{
-    collections::BTreeMap,
-    fs,
-    os::unix::fs::PermissionsExt,
-    path::Path,
-    process::{Command, Stdio},
-};
+use std::{collections::BTreeMap, fs, os::unix::fs::PermissionsExt, path::Path};
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::{
@@ -162,32 +156,9 @@ impl Kubelet {
     /// One heartbeat: Ready (and `extra` conditions) in the Node's status,
     /// its address, and the node Lease renewed.
     pub async fn heartbeat(&self, extra: &[(&str, bool, &str)]) -> anyhow::Result<()> {
-        let now = crate::clock::rfc3339();
-        let mut conditions = vec![json!({
-            "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status (lab)",
-            "lastHeartbeatTime": now, "lastTransitionTime": now,
-        })];
-        for (kind, on, reason) in extra {
-            conditions.push(json!({
-                "type": kind, "status": if *on { "True" } else { "False" }, "reason": reason,
-                "lastHeartbeatTime": now, "lastTransitionTime": now,
-            }));
-        }
-        let status = json!({"status": {
-            "conditions": conditions,
-            "addresses": [{"type": "InternalIP", "address": self.ip}, {"type": "Hostname", "address": self.name}],
-        }});
-        self.apis
-            .any(|c| {
-                let (n, p) = (self.name.clone(), status.clone());
-                async move {
-                    Api::<Node>::all(c)
-                        .patch_status(&n, &PatchParams::default(), &Patch::Strategic(&p))
-                        .await
-                }
-            })
-            .await
-            .context("the Node's status")?;
+        let mut conditions = vec![("Ready", true, "KubeletReady")];
+        conditions.extend_from_slice(extra);
+        self.post_conditions(&conditions, true).await?;
         let lease = json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": self.name, "namespace": "kube-node-lease"},
@@ -210,42 +181,48 @@ impl Kubelet {
             .context("the node Lease")?;
         Ok(())
     }
-}
 
-/// Whether the Node is cordoned.
-pub fn cordoned(node: &Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false)
-}
-
-/// The pods' shims: processes whose command line starts with
-/// `<data-dir>/data/<id>/bin/containerd-shim-runc-v2`, where k3s-killall looks.
-/// They are started detached (their parent exits at once), so stopping k3s
-/// leaves them running, as `KillMode=process` does with real pods.
-pub fn ensure_pods(root: &Path, count: usize) -> anyhow::Result<usize> {
-    let paths = host::HostPaths::new(root);
-    let running = host::shims::find(&paths).len();
-    if running >= count {
-        return Ok(0);
+    /// Sets `conditions` in the Node's status (merged by type: the others
+    /// keep their last values), and its addresses with `addresses`.
+    pub async fn post_conditions(
+        &self,
+        conditions: &[(&str, bool, &str)],
+        addresses: bool,
+    ) -> anyhow::Result<()> {
+        let now = crate::clock::rfc3339();
+        let conditions: Vec<Value> = conditions
+            .iter()
+            .map(|(kind, on, reason)| {
+                let mut c = json!({
+                    "type": kind, "status": if *on { "True" } else { "False" }, "reason": reason,
+                    "lastHeartbeatTime": now, "lastTransitionTime": now,
+                });
+                if *kind == "Ready" {
+                    c["message"] = json!("kubelet is posting ready status (lab)");
+                }
+                c
+            })
+            .collect();
+        let mut status = json!({"status": {"conditions": conditions}});
+        if addresses {
+            status["status"]["addresses"] = json!([
+                {"type": "InternalIP", "address": self.ip},
+                {"type": "Hostname", "address": self.name},
+            ]);
+        }
+        self.apis
+            .any(|c| {
+                let (n, p) = (self.name.clone(), status.clone());
+                async move {
+                    Api::<Node>::all(c)
+                        .patch_status(&n, &PatchParams::default(), &Patch::Strategic(&p))
+                        .await
+                }
+            })
+            .await
+            .context("the Node's status")
+            .map(drop)
     }
-    let bin = root.join("var/lib/rancher/k3s/data/lab0001/bin");
-    let shim = bin.join("containerd-shim-runc-v2");
-    if !shim.exists() {
-        fs::create_dir_all(&bin)?;
-        fs::copy("/bin/sleep", &shim).context("a shim (a copy of sleep)")?;
-    }
-    for _ in running..count {
-        Command::new("sh")
-            .arg("-c")
-            .arg("\"$0\" infinity >/dev/null 2>&1 &")
-            .arg(&shim)
-            .stdin(Stdio::null())
-            .status()
-            .context("starting a pod")?;
-    }
-    Ok(count - running)
 }
 
 /// k3s's labels and etcd annotations for a server (empty values: none).

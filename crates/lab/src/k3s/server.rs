@@ -18,7 +18,7 @@ use testcp::{
 };
 use tracing::{info, warn};
 
-use super::{Ctx, node};
+use super::{Ctx, node, pods};
 use crate::{
     api::Apis,
     etcd_gw,
@@ -156,6 +156,13 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let pki = Pki::load(&spec.pki_dir(), &spec.ips());
     let own_api = LabSpec::api_url(ip);
     let with_api = !ctx.config.flag("disable-apiserver");
+    // k3s (pkg/cli/server/server.go) with `disable-agent` runs
+    // `agent.RunStandalone`: no containerd and no kubelet, so no Node
+    // heartbeat, no node Lease and no pods; READY=1 does not wait on it.
+    let agent = !ctx.config.flag("disable-agent");
+    if !agent {
+        info!("disable-agent: no kubelet or containerd runs on this server");
+    }
     // The kubelet reaches its own API server first, then the others (k3s's
     // agent load balancer does the same with the addresses it knows).
     let mut urls = vec![];
@@ -177,6 +184,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let mut last_promote = std::time::Instant::now() - promote_every;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     let mut last_beat = std::time::Instant::now() - heartbeat;
+    let mut last_sync = std::time::Instant::now() - pods::SYNC_EVERY;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         tokio::select! {
@@ -294,6 +302,14 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 warn!("kubelet: {e:#}");
             }
         }
+        // The embedded kubelet runs at every level, etcd-only included,
+        // unless the agent is disabled.
+        if agent && last_sync.elapsed() >= pods::SYNC_EVERY {
+            last_sync = std::time::Instant::now();
+            if let Err(e) = kubelet.sync_pods(&ctx.root).await {
+                warn!("pods: {e:#}");
+            }
+        }
     }
 }
 
@@ -341,13 +357,18 @@ async fn kubelet_beat(
     ip: Ipv4Addr,
     membership: Membership,
 ) -> anyhow::Result<()> {
-    if !*registered {
+    let agent = !ctx.config.flag("disable-agent");
+    if agent && !*registered {
         let pw = node::ensure_password(&ctx.root)?;
         kubelet.register().await?;
         kubelet.check_password(&pw).await?;
         *registered = true;
     }
     let current = kubelet.get().await?;
+    if !agent && current.is_none() {
+        // No kubelet registers the Node; k3s's metadata controller has none to patch.
+        return Ok(());
+    }
     // handleSelf: k3s's labels and the etcd annotations; a rejoined host (a
     // new member name) has its old removal annotations cleared.
     let (labels, mut annotations) = node::server_meta(with_api, member, &ip.to_string());
@@ -361,17 +382,18 @@ async fn kubelet_beat(
         annotations[K3S_ETCD_REMOVE] = serde_json::Value::Null;
     }
     kubelet.patch_meta(labels, annotations).await?;
-    kubelet
-        .heartbeat(&[(
-            protocol::names::K3S_ETCD_IS_VOTER,
-            membership == Membership::Voter,
-            membership.reason(),
-        )])
-        .await?;
-    if !current.as_ref().is_some_and(node::cordoned) {
-        node::ensure_pods(&ctx.root, 2)?;
+    let etcd_is_voter = (
+        protocol::names::K3S_ETCD_IS_VOTER,
+        membership == Membership::Voter,
+        membership.reason(),
+    );
+    if !agent {
+        // No kubelet: Ready and the node Lease go stale (the node lifecycle
+        // controller, where one runs, marks the Node NotReady); the etcd
+        // condition is k3s's server's, not the kubelet's.
+        return kubelet.post_conditions(&[etcd_is_voter], false).await;
     }
-    Ok(())
+    kubelet.heartbeat(&[etcd_is_voter]).await
 }
 
 /// The etcd leader's loop: promote every learner that has caught up.
@@ -504,6 +526,7 @@ async fn removed_but_running(
 ) -> anyhow::Result<()> {
     warn!("This node has been removed from the cluster - please restart k3s to rejoin the cluster");
     let mut registered = false;
+    let agent = !ctx.config.flag("disable-agent");
     let mut tick = tokio::time::interval(ctx.spec.heartbeat());
     loop {
         tokio::select! {
@@ -525,6 +548,9 @@ async fn removed_but_running(
         .await
         {
             warn!("kubelet: {e:#}");
+        }
+        if agent && let Err(e) = kubelet.sync_pods(&ctx.root).await {
+            warn!("pods: {e:#}");
         }
     }
 }
