@@ -52,8 +52,6 @@ const COALESCE: Duration = Duration::from_millis(50);
 /// controller is run again).
 const API_PATIENCE: Duration = Duration::from_secs(300);
 
-/// The drain's retry pace, in the core's unix seconds.
-const EVICTION_RETRY: i64 = controller::drain::EVICTION_RETRY_SECS as i64;
 
 /// How a swap ended for this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -406,8 +404,11 @@ impl Driver {
                     failing_since = None;
                     let mut edge = wake::next_edge(&obs.view, *deadline);
                     if matches!(reason, controller::Awaiting::Drain { .. }) {
-                        // Pods are not watched: look again at the retry pace.
-                        let again = obs.view.now.saturating_add(EVICTION_RETRY);
+                        // Pods are not watched: look again shortly.
+                        let again = obs
+                            .view
+                            .now
+                            .saturating_add(controller::drain::DRAIN_RECHECK_SECS);
                         edge = Some(edge.map_or(again, |e| e.min(again)));
                     }
                     self.wait_for_change(edge).await;
@@ -528,12 +529,17 @@ impl Driver {
             if let Some(f) = &self.fleet {
                 f.apply_lease(&self.settings, &lease);
             }
-            drain::evict(&self.client, pods, *grace).await?;
-            // The next round no sooner than the retry pace: a budget's
-            // refusal is asked again, never in a tight loop.
-            let pace = Duration::from_secs(controller::drain::EVICTION_RETRY_SECS);
-            let mut stop = self.shutdown.clone();
-            let _ = tokio::time::timeout(pace, stop.changed()).await;
+            let answers = drain::evict(&self.client, pods, *grace).await?;
+            // A budget's refusal is asked again at the retry pace, never in
+            // a tight loop; accepted evictions are watched terminate.
+            if answers
+                .iter()
+                .any(|(_, a)| matches!(a, drain::Evicted::Refused(_)))
+            {
+                let pace = Duration::from_secs(controller::drain::EVICTION_RETRY_SECS);
+                let mut stop = self.shutdown.clone();
+                let _ = tokio::time::timeout(pace, stop.changed()).await;
+            }
         } else if action.node().is_some() {
             let lease = self.actor.recheck_lease(state).await?;
             if let Some(f) = &self.fleet {

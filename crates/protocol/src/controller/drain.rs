@@ -18,10 +18,14 @@
 
 use serde::Serialize;
 
-/// How long the shell waits after a round of evictions before the next
-/// decision: a budget's refusal (HTTP 429) is retried at this pace, never
-/// in a tight loop.
+/// How long the shell waits after a round of evictions in which a budget
+/// refused one (HTTP 429) before the next decision: refusals are asked
+/// again at this pace, never in a tight loop.
 pub const EVICTION_RETRY_SECS: u64 = 5;
+
+/// How often the shell looks at the pods again while evicted ones
+/// terminate (pods are not watched; one list each time).
+pub const DRAIN_RECHECK_SECS: i64 = 1;
 
 /// A pod on the outgoing Node, as the controller reads it (untrusted).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
