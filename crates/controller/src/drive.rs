@@ -52,7 +52,6 @@ const COALESCE: Duration = Duration::from_millis(50);
 /// controller is run again).
 const API_PATIENCE: Duration = Duration::from_secs(300);
 
-
 /// How a swap ended for this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ending {

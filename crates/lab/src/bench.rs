@@ -1,6 +1,7 @@
 //! `fleet-role-lab bench`: figures, not assertions. The actuator's reaction
 //! time from a Node change to its report's `started`, its idle memory, CPU
-//! and API requests, and a whole swap's time beside the waits built into it.
+//! and API requests, and a whole swap's time beside the waits built into it,
+//! in a fresh lab on real systemd (the actuator runs as its hardened unit).
 
 use std::{
     collections::BTreeSet,
@@ -13,10 +14,15 @@ use protocol::report::ReportStep;
 use serde_json::json;
 
 use crate::{
+    hosts::Hosts,
     scenario::{self, Hand},
     spec::{LabSpec, Timings},
+    systemd_lab::{self, SystemdLab},
     world,
 };
+
+/// How long one look into a host may take.
+const LOOK: Duration = Duration::from_secs(30);
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -42,9 +48,32 @@ fn audited_requests(spec: &LabSpec) -> BTreeSet<String> {
     ids
 }
 
-/// (resident KiB, CPU ticks) of a process.
-fn usage(pid: u32) -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+/// (resident KiB, CPU ticks) of a unit's main process on a host, read
+/// inside the host (its pids are the container's own).
+fn usage(lab: &SystemdLab, host: &str, unit: &str) -> anyhow::Result<(u64, u64)> {
+    let m = lab.machine(host)?;
+    let pid = m
+        .exec_ok(
+            &["systemctl", "show", "-p", "MainPID", "--value", unit],
+            LOOK,
+        )?
+        .text()
+        .to_string();
+    anyhow::ensure!(
+        pid != "0" && !pid.is_empty(),
+        "{unit} is not running on {host}"
+    );
+    let read = |f: &str| -> anyhow::Result<String> {
+        Ok(m.exec_ok(&["cat", &format!("/proc/{pid}/{f}")], LOOK)?
+            .stdout
+            .clone())
+    };
+    let status = read("status")?;
+    let stat = read("stat")?;
+    parse_usage(&status, &stat).with_context(|| format!("reading /proc/{pid} on {host}"))
+}
+
+fn parse_usage(status: &str, stat: &str) -> Option<(u64, u64)> {
     let rss = status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))?
@@ -52,17 +81,11 @@ fn usage(pid: u32) -> Option<(u64, u64)> {
         .next()?
         .parse()
         .ok()?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     Some((
         rss,
         f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?,
     ))
-}
-
-fn main_pid(spec: &LabSpec, host: &str, unit: &str) -> Option<u32> {
-    let f = standins::state_dir(&spec.root(host), "systemd").join(format!("{unit}.main-pid"));
-    std::fs::read_to_string(f).ok()?.trim().parse().ok()
 }
 
 /// Runs the benchmark in a fresh lab under `dir`, printing its figures.
@@ -73,8 +96,8 @@ pub async fn run(
     idle: Duration,
     say: &dyn Fn(&str),
 ) -> anyhow::Result<()> {
-    let spec = world::up(
-        world::UpOptions {
+    let lab = SystemdLab::up(
+        systemd_lab::Options {
             dir: dir.to_path_buf(),
             servers: 3,
             agents: 1,
@@ -84,17 +107,18 @@ pub async fn run(
         say,
     )
     .await?;
-    let result = measure(&spec, steps, idle, say).await;
-    world::down(&spec);
+    let result = measure(&lab, steps, idle, say).await;
+    tokio::task::block_in_place(|| drop(lab));
     result
 }
 
 async fn measure(
-    spec: &LabSpec,
+    lab: &SystemdLab,
     steps: usize,
     idle: Duration,
     say: &dyn Fn(&str),
 ) -> anyhow::Result<()> {
+    let spec = &lab.spec;
     let hand = Hand::new(spec)?;
     let n = hand.names.clone();
 
@@ -151,16 +175,15 @@ async fn measure(
         idle.as_secs()
     ));
     for h in spec.hosts.iter().filter(|h| h.name != "agent-1") {
-        world::systemctl(spec, &h.name, &["stop", "fleet-role-actuator"])?;
+        lab.systemctl(&h.name, &["stop", "fleet-role-actuator"])?;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let pid = main_pid(spec, "agent-1", "fleet-role-actuator")
-        .context("agent-1's actuator is not running")?;
+    let actuator = "fleet-role-actuator";
     let before_req = audited_requests(spec);
-    let (rss0, cpu0) = usage(pid).context("reading the actuator's /proc")?;
+    let (rss0, cpu0) = tokio::task::block_in_place(|| usage(lab, "agent-1", actuator))?;
     let t0 = Instant::now();
     tokio::time::sleep(idle).await;
-    let (rss1, cpu1) = usage(pid).context("reading the actuator's /proc")?;
+    let (rss1, cpu1) = tokio::task::block_in_place(|| usage(lab, "agent-1", actuator))?;
     let secs = t0.elapsed().as_secs_f64();
     let after_req = audited_requests(spec);
     let new = after_req.difference(&before_req).count();
@@ -172,18 +195,12 @@ async fn measure(
         new as f64 * 60.0 / secs
     ));
     for h in spec.hosts.iter().filter(|h| h.name != "agent-1") {
-        world::systemctl(spec, &h.name, &["start", "fleet-role-actuator"])?;
+        lab.systemctl(&h.name, &["start", "fleet-role-actuator"])?;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     say("swap: server-3 out, agent-1 in");
-    let r = scenario::swap_by_hand(
-        &crate::hosts::StandinHosts(spec),
-        "server-3",
-        "agent-1",
-        &|_| {},
-    )
-    .await?;
+    let r = scenario::swap_by_hand(lab, "server-3", "agent-1", &|_| {}).await?;
     for line in r.lines() {
         say(&line);
     }

@@ -5,7 +5,7 @@
 
 use anyhow::Context;
 
-use crate::{overlap, spec::LabSpec, systemd_lab::SystemdLab, world};
+use crate::{overlap, spec::LabSpec, systemd_lab::SystemdLab};
 
 /// What a swap needs of a lab's hosts, beyond the API and etcd.
 pub trait Hosts: Send + Sync {
@@ -24,34 +24,6 @@ pub trait Hosts: Send + Sync {
 
     /// How many pod shims run on a host now.
     fn shims(&self, host: &str) -> anyhow::Result<usize>;
-}
-
-/// The stand-in lab's hosts: the stand-in keeps each unit's state, and a
-/// counter of k3s units running at once, under the host's root.
-pub struct StandinHosts<'a>(pub &'a LabSpec);
-
-impl Hosts for StandinHosts<'_> {
-    fn spec(&self) -> &LabSpec {
-        self.0
-    }
-
-    fn systemctl(&self, host: &str, args: &[&str]) -> anyhow::Result<()> {
-        world::systemctl(self.0, host, args)
-    }
-
-    fn is_active(&self, host: &str, unit: &str) -> anyhow::Result<bool> {
-        Ok(standins::units::is_active(&self.0.root(host), unit))
-    }
-
-    fn most_k3s_at_once(&self, host: &str) -> anyhow::Result<usize> {
-        Ok(standins::units::max_active_k3s(&self.0.root(host)))
-    }
-
-    fn shims(&self, host: &str) -> anyhow::Result<usize> {
-        // The stand-in's shims run on this machine with the host's root in
-        // their command line, where k3s-killall (and the actuator) look.
-        Ok(host::shims::find(&host::HostPaths::new(self.0.root(host))).len())
-    }
 }
 
 /// How long one question to a real-systemd host may take.

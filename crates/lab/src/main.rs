@@ -1,14 +1,13 @@
-//! `fleet-role-lab`: a k3s fleet on one machine (`up`, `down`, `status`,
-//! `demo`), and every lab host's `k3s` stand-in (`k3s server|agent|etcd-snapshot`).
+//! `fleet-role-lab`: a k3s fleet on one machine, each host a container
+//! booting real systemd (`up`, `down`, `status`, `demo`, `bench`), and every
+//! lab host's `k3s` stand-in (`k3s server|agent|etcd-snapshot`).
 #![forbid(unsafe_code)]
 
 use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
 use lab::{
-    hosts::StandinHosts,
-    k3s, scenario,
-    spec::LabSpec,
+    held, k3s, scenario,
     systemd_lab::{self, SystemdLab},
     world,
 };
@@ -31,7 +30,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    /// Start N servers and M agents, with an actuator on each.
+    /// Start N servers and M agents on real systemd, with an actuator on
+    /// each, and hold them in the foreground until `down` or Ctrl-C.
     Up {
         /// Servers (etcd voters).
         #[arg(long, default_value_t = 3)]
@@ -40,9 +40,9 @@ enum Cmd {
         #[arg(long, default_value_t = 2)]
         agents: usize,
     },
-    /// Stop everything.
+    /// Power the held lab's hosts off.
     Down,
-    /// Show the hosts, their units and etcd's members.
+    /// Show the held lab's hosts, their units and etcd's members.
     Status,
     /// A lab on real systemd (3 servers, 1 agent, one container each) that
     /// swaps a voter for a standby with `fleet-role swap` (or by hand, the
@@ -143,9 +143,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Cmd::Up { servers, agents } => {
             let bins = world::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
-            world::up(
-                world::UpOptions {
-                    dir: cli.dir,
+            let dir = cli.dir.join("systemd");
+            let lab = SystemdLab::up(
+                systemd_lab::Options {
+                    dir: dir.clone(),
                     servers,
                     agents,
                     timings: Default::default(),
@@ -154,19 +155,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 &say,
             )
             .await?;
+            for line in scenario::status_lines(&lab).await {
+                say(&line);
+            }
+            held::hold(lab, &dir, &say).await?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Down => {
-            let spec = LabSpec::load(&cli.dir)?;
-            world::down(&spec);
-            say("lab down");
+            print!("{}", held::ask(&cli.dir.join("systemd"), "down").await?);
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Status => {
-            let spec = LabSpec::load(&cli.dir)?;
-            for line in scenario::status_lines(&StandinHosts(&spec)).await {
-                println!("{line}");
-            }
+            print!("{}", held::ask(&cli.dir.join("systemd"), "status").await?);
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Bench { steps, idle_secs } => {

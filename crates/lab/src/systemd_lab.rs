@@ -3,9 +3,9 @@
 //! actuator unit from `deploy/`, the k3s stand-in as `/usr/local/bin/k3s`
 //! (sending `READY=1` when k3s would), the actuator as the real unit.
 //!
-//! It lives in the process that brought it up (a test); dropping it powers
-//! the hosts off and removes the network. `fleet-role-lab up` still brings up
-//! the stand-in lab of [`crate::world`].
+//! It lives in the process that brought it up (a test, the demo, or
+//! `fleet-role-lab up`, which holds it for other commands: [`crate::held`]);
+//! dropping it powers the hosts off and removes the network.
 
 use std::{
     collections::BTreeMap,

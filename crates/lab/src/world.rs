@@ -1,13 +1,13 @@
-//! Bringing a lab up and down: host roots, the shared PKI, the first server
-//! initialising the cluster, the others joining one at a time, the agents, the
-//! actuators' credentials and units; a host's reboot; the whole lab's end.
+//! What a lab is made of, whatever runs its hosts: the programs it runs, the
+//! k3s token, the audit policy, the admin kubeconfig, the manifests of
+//! `deploy/` applied, the pods bound to each host, the hosts' eligibility
+//! and the actuators' identities. A lab's hosts run on real systemd
+//! ([`crate::systemd_lab`]).
 
 use std::{
     fs,
-    net::{Ipv4Addr, SocketAddr, TcpListener},
     os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
-    process::Command,
     time::{Duration, Instant},
 };
 
@@ -17,14 +17,10 @@ use k8s_openapi::api::{
     core::v1::{Namespace, Node, Pod, ServiceAccount},
 };
 use kube::{Api, api::PostParams};
-use protocol::Role;
 use secrecy::ExposeSecret;
-use testcp::{Pki, TokenAuthFile};
+use testcp::TokenAuthFile;
 
-use crate::{
-    api::Apis,
-    spec::{HostSpec, LabSpec, Timings},
-};
+use crate::{api::Apis, spec::LabSpec};
 
 /// The programs a lab runs.
 #[derive(Debug, Clone)]
@@ -56,170 +52,21 @@ impl Bins {
     }
 }
 
-/// How to bring a lab up.
-#[derive(Debug, Clone)]
-pub struct UpOptions {
-    /// The lab's directory (emptied first).
-    pub dir: PathBuf,
-    /// How many servers (etcd voters).
-    pub servers: usize,
-    /// How many agents.
-    pub agents: usize,
-    /// The lab's k3s timings.
-    pub timings: Timings,
-    /// The programs.
-    pub bins: Bins,
-}
-
 /// The lab's kube-apiservers log the actuators' requests (and nothing else),
-/// so the benchmark can count what an idle actuator asks.
-pub(crate) const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [\"RequestReceived\"]\nrules:\n- level: Metadata\n  users: [\"system:serviceaccount:platform:fleet-role-actuator\"]\n- level: None\n";
+/// so the benchmark can count what an idle actuator asks. Each host has an
+/// identity of its own (`platform/fleet-role-actuator-<node>`, as `fleet-role
+/// enroll` makes them), so the rule names the ServiceAccounts' group, less
+/// the controller's own account in that namespace.
+pub(crate) const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [\"RequestReceived\"]\nrules:\n- level: None\n  users: [\"system:serviceaccount:platform:fleet-role\"]\n- level: Metadata\n  userGroups: [\"system:serviceaccounts:platform\"]\n- level: None\n";
 
 /// A k3s server token for the lab (fake, but shaped as k3s's: the tests check
 /// it never appears in anything fleet-role prints).
 pub const K3S_TOKEN: &str = "K10labca5e11b0a7::server:lab-k3s-token-SECRETMARK";
 
-fn free(ip: Ipv4Addr, port: u16) -> bool {
-    TcpListener::bind(SocketAddr::from((ip, port))).is_ok()
-}
-
-/// A block of loopback addresses no other lab on this machine uses now.
-fn pick_block(hosts: usize) -> anyhow::Result<u8> {
-    let seed = (std::process::id() as usize).wrapping_mul(7);
-    for i in 0..200 {
-        let k = ((seed + i) % 200 + 20) as u8;
-        if (1..=hosts as u8).all(|n| {
-            let ip = Ipv4Addr::new(127, 77, k, n);
-            free(ip, crate::spec::API_PORT)
-                && free(ip, crate::spec::ETCD_CLIENT_PORT)
-                && free(ip, crate::spec::ETCD_PEER_PORT)
-        }) {
-            return Ok(k);
-        }
-    }
-    bail!("no free block of loopback addresses under 127.77.0.0/16")
-}
-
 pub(crate) fn write(path: &Path, text: &str, mode: u32) -> anyhow::Result<()> {
     fs::create_dir_all(path.parent().expect("a parent"))?;
     fs::write(path, text).with_context(|| path.display().to_string())?;
     fs::set_permissions(path, fs::Permissions::from_mode(mode))?;
-    Ok(())
-}
-
-/// Runs the `systemctl` stand-in on a host.
-pub fn systemctl(spec: &LabSpec, host: &str, args: &[&str]) -> anyhow::Result<()> {
-    let root = spec.root(host);
-    let status = Command::new(spec.standin_dir.join("systemctl"))
-        .args(args)
-        .env("FLEET_ROLE_ROOT", &root)
-        .env("PATH", host_path(spec, &root))
-        .status()?;
-    if !status.success() {
-        bail!("systemctl {} on {host} failed: {status}", args.join(" "));
-    }
-    Ok(())
-}
-
-fn host_path(spec: &LabSpec, root: &Path) -> String {
-    format!(
-        "{}:{}:/usr/local/bin:/usr/bin:/bin",
-        root.join("usr/local/bin").display(),
-        spec.standin_dir.display()
-    )
-}
-
-fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec) -> anyhow::Result<()> {
-    let root = spec.root(&h.name);
-    let path = host_path(spec, &root);
-    let unit = |what: &str, exec: &str| {
-        format!(
-            "[Unit]\nDescription={what} (fleet-role lab)\n[Service]\nKillMode=process\nRestart=always\nRestartSec=1\n\
-             Environment=FLEET_ROLE_LAB={}\nEnvironment=PATH={path}\nEnvironment=FLEET_ROLE_LOG=info\nExecStart={exec}\n\
-             [Install]\nWantedBy=multi-user.target\n",
-            spec.dir.display()
-        )
-    };
-    let sys = root.join("etc/systemd/system");
-    write(
-        &sys.join("k3s.service"),
-        &unit("Lightweight Kubernetes", "/usr/local/bin/k3s server"),
-        0o644,
-    )?;
-    write(
-        &sys.join("k3s-agent.service"),
-        &unit("Lightweight Kubernetes agent", "/usr/local/bin/k3s agent"),
-        0o644,
-    )?;
-    let actuator_unit = unit(
-        "fleet-role actuator",
-        "/usr/local/bin/fleet-role-actuator watch",
-    )
-    .replace(
-        "[Install]",
-        &format!(
-            "Environment=FLEET_ROLE_CONFIG={}\n[Install]",
-            root.join("etc/fleet-role/actuator.toml").display()
-        ),
-    );
-    write(
-        &sys.join("fleet-role-actuator.service"),
-        &actuator_unit,
-        0o644,
-    )?;
-    let deploy = standins::fixture::workspace().join("deploy/systemd");
-    for u in ["k3s", "k3s-agent"] {
-        let text = fs::read_to_string(deploy.join(format!("{u}.service.d/50-fleet-role.conf")))?;
-        // The drop-in pins the condition's root to `/`; a lab host's root is
-        // its directory, pinned the same way.
-        let text = text.replace("--root / ", &format!("--root {} ", root.display()));
-        write(
-            &sys.join(format!("{u}.service.d/50-fleet-role.conf")),
-            &text,
-            0o644,
-        )?;
-    }
-    write(
-        &root.join("usr/local/bin/k3s"),
-        &format!(
-            "#!/bin/sh\nexec \"{}\" k3s \"$@\"\n",
-            spec.lab_bin.display()
-        ),
-        0o755,
-    )?;
-    let link = root.join("usr/local/bin/fleet-role-actuator");
-    let _ = fs::remove_file(&link);
-    std::os::unix::fs::symlink(&spec.actuator, &link)?;
-    let mut config = format!(
-        "node-name: {}\nnode-ip: {}\ntoken: \"{K3S_TOKEN}\"\n",
-        h.name, h.ip
-    );
-    if h.name == first.name {
-        config.push_str("cluster-init: true\n");
-    } else {
-        config.push_str(&format!("server: \"{}\"\n", LabSpec::api_url(first.ip)));
-    }
-    write(&root.join("etc/rancher/k3s/config.yaml"), &config, 0o600)?;
-    let api: Vec<String> = spec
-        .all_api_urls()
-        .iter()
-        .map(|u| format!("\"{u}\""))
-        .collect();
-    let actuator = format!(
-        "node = \"{}\"\napi = [{}]\nca_file = \"{}\"\ntoken_file = \"{}\"\netcd_health_url = \"http://{}:{}/health\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
-        h.name,
-        api.join(", "),
-        spec.pki_dir().join("ca.crt").display(),
-        root.join("etc/fleet-role/token").display(),
-        h.ip,
-        crate::spec::ETCD_METRICS_PORT,
-    );
-    write(&root.join("etc/fleet-role/actuator.toml"), &actuator, 0o644)?;
-    write(
-        &root.join("var/lib/rancher/k3s/fleet-role"),
-        &format!("{}\n", h.role),
-        0o644,
-    )?;
     Ok(())
 }
 
@@ -250,117 +97,6 @@ pub async fn wait_condition(
         matches!(apis.any(|c| { let n = n.clone(); async move { Api::<Node>::all(c).get_opt(&n).await } }).await, Ok(Some(ref x)) if kubeview::condition_true(x, kind))
     })
     .await
-}
-
-/// Brings a lab up and returns its spec (also saved as `<dir>/lab.json`).
-pub async fn up(o: UpOptions, say: &dyn Fn(&str)) -> anyhow::Result<LabSpec> {
-    if o.servers == 0 {
-        bail!("a lab needs at least one server");
-    }
-    if o.dir.join("lab.json").exists()
-        && let Ok(old) = LabSpec::load(&o.dir)
-    {
-        down(&old);
-    }
-    let _ = fs::remove_dir_all(&o.dir);
-    fs::create_dir_all(&o.dir)?;
-    let dir = fs::canonicalize(&o.dir)?;
-    let k = pick_block(o.servers + o.agents)?;
-    let mut hosts = vec![];
-    for i in 0..o.servers {
-        hosts.push(HostSpec {
-            name: format!("server-{}", i + 1),
-            ip: Ipv4Addr::new(127, 77, k, (i + 1) as u8),
-            role: Role::Server,
-        });
-    }
-    for i in 0..o.agents {
-        hosts.push(HostSpec {
-            name: format!("agent-{}", i + 1),
-            ip: Ipv4Addr::new(127, 77, k, (o.servers + i + 1) as u8),
-            role: Role::Agent,
-        });
-    }
-    let spec = LabSpec {
-        dir: dir.clone(),
-        hosts,
-        kube_apiserver: testcp::binaries::kube_apiserver()?,
-        etcd: testcp::binaries::etcd()?,
-        actuator: o.bins.actuator.clone(),
-        standin_dir: o.bins.standin_dir.clone(),
-        lab_bin: o.bins.lab.clone(),
-        timings: o.timings,
-    };
-    Pki::generate(&spec.pki_dir(), &spec.ips())?;
-    TokenAuthFile::generate(&spec.pki_dir())?;
-    write(
-        &spec.pki_dir().join("audit-policy.yaml"),
-        AUDIT_POLICY,
-        0o644,
-    )?;
-    spec.save()?;
-    let first = spec.hosts[0].clone();
-    for h in &spec.hosts {
-        lay_out_host(&spec, h, &first)?;
-    }
-    let apis = Apis::for_lab(&spec)?;
-    say(&format!(
-        "starting {} (etcd cluster-init, kube-apiserver) at {}",
-        first.name, first.ip
-    ));
-    systemctl(&spec, &first.name, &["enable", "--now", "k3s"])?;
-    wait_condition(&apis, &first.name, "Ready", Duration::from_secs(120)).await?;
-    // The actuators' and the controller's credentials, and the regrade Lease,
-    // as an operator installs them.
-    apply_deploy(&apis, "deploy/rbac/actuator.yaml").await?;
-    apply_deploy(&apis, "deploy/rbac/controller.yaml").await?;
-    // Each host its own identity, as `fleet-role enroll` makes it.
-    for h in &spec.hosts {
-        let token = actuator_token(&apis, &h.name).await?;
-        write(
-            &spec.root(&h.name).join("etc/fleet-role/token"),
-            token.expose_secret(),
-            0o600,
-        )?;
-    }
-    for h in spec.hosts.iter().skip(1) {
-        match h.role {
-            Role::Server => {
-                say(&format!(
-                    "joining {} at {} (a learner, then a voter)",
-                    h.name, h.ip
-                ));
-                systemctl(&spec, &h.name, &["enable", "--now", "k3s"])?;
-                wait_condition(
-                    &apis,
-                    &h.name,
-                    protocol::names::K3S_ETCD_IS_VOTER,
-                    Duration::from_secs(180),
-                )
-                .await?;
-            }
-            Role::Agent => {
-                say(&format!("starting agent {} at {}", h.name, h.ip));
-                systemctl(&spec, &h.name, &["enable", "--now", "k3s-agent"])?;
-            }
-        }
-    }
-    for h in spec.hosts.iter().filter(|h| h.role == Role::Agent) {
-        wait_condition(&apis, &h.name, "Ready", Duration::from_secs(120)).await?;
-    }
-    create_pods(&apis, &spec, Duration::from_secs(120)).await?;
-    for h in &spec.hosts {
-        mark_eligible(&apis, &h.name).await?;
-        systemctl(&spec, &h.name, &["enable", "--now", "fleet-role-actuator"])?;
-    }
-    write_kubeconfig(&spec)?;
-    say(&format!(
-        "lab up in {}: {} servers, {} agents, actuators watching",
-        dir.display(),
-        o.servers,
-        o.agents
-    ));
-    Ok(spec)
 }
 
 /// The lab's admin kubeconfig, `<dir>/kubeconfig` (mode 0600), naming the
@@ -520,77 +256,4 @@ pub(crate) async fn actuator_token(
         .map(|s| s.token)
         .context("no token in the TokenRequest's answer")?;
     Ok(token.into())
-}
-
-/// Processes that belong to `marker` (a lab or a host root): by their command
-/// line or their environment.
-fn processes_of(marker: &str) -> Vec<u32> {
-    let me = std::process::id();
-    let Ok(procs) = fs::read_dir("/proc") else {
-        return vec![];
-    };
-    procs
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| pid != me)
-        .filter(|pid| {
-            [
-                format!("/proc/{pid}/cmdline"),
-                format!("/proc/{pid}/environ"),
-            ]
-            .iter()
-            .any(|f| fs::read(f).is_ok_and(|b| String::from_utf8_lossy(&b).contains(marker)))
-        })
-        .collect()
-}
-
-fn kill_all(pids: &[u32]) {
-    if pids.is_empty() {
-        return;
-    }
-    let ids: Vec<String> = pids.iter().map(u32::to_string).collect();
-    let _ = Command::new("kill")
-        .arg("-9")
-        .args(&ids)
-        .stderr(std::process::Stdio::null())
-        .status();
-}
-
-/// Kills every process of one host (its units, their children, its pods, its
-/// actuator) and empties its `run/`, as a power cut would; then boots it:
-/// every enabled unit starts again, conditions checked.
-pub fn reboot(spec: &LabSpec, host: &str) -> anyhow::Result<()> {
-    let root = spec.root(host);
-    let marker = format!("{}/", root.display());
-    for _ in 0..3 {
-        kill_all(&processes_of(&marker));
-        kill_all(&processes_of(&format!(
-            "FLEET_ROLE_ROOT={}",
-            root.display()
-        )));
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let _ = fs::remove_dir_all(root.join("run"));
-    systemctl(spec, host, &["__boot"])
-}
-
-/// Stops everything of the lab.
-pub fn down(spec: &LabSpec) {
-    for h in &spec.hosts {
-        for u in ["fleet-role-actuator", "k3s", "k3s-agent"] {
-            let _ = systemctl(spec, &h.name, &["stop", u]);
-        }
-        host::shims::kill_all(
-            &host::HostPaths::new(spec.root(&h.name)),
-            Duration::from_secs(2),
-        );
-    }
-    let marker = spec.dir.display().to_string();
-    for _ in 0..3 {
-        let left = processes_of(&marker);
-        if left.is_empty() {
-            break;
-        }
-        kill_all(&left);
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }

@@ -86,6 +86,39 @@ async fn a_lab_on_real_systemd_comes_up_with_ready_k3s_units_voters_and_running_
         );
     }
     a_switch_runs_in_the_actuators_sandbox_and_nothing_else_is_writable(&lab);
+    a_held_lab_answers_status_and_powers_off_on_down(lab).await;
+}
+
+/// `fleet-role-lab up` holds its lab for `status` and `down` from other
+/// processes: the same exchange over the lab's socket.
+async fn a_held_lab_answers_status_and_powers_off_on_down(lab: SystemdLab) {
+    let dir = lab.spec.dir.clone();
+    let leader = lab.machine("server-1").unwrap().leader();
+    let holder = tokio::spawn({
+        let dir = dir.clone();
+        async move { lab::held::hold(lab, &dir, &|l| eprintln!("{l}")).await }
+    });
+    let mut status = Err(anyhow::anyhow!("not asked"));
+    for _ in 0..100 {
+        status = lab::held::ask(&dir, "status").await;
+        if status.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let status = status.expect("the holder answers");
+    assert!(
+        status.contains("server-1") && status.contains("active: k3s,fleet-role-actuator"),
+        "{status}"
+    );
+    let down = lab::held::ask(&dir, "down").await.unwrap();
+    assert!(down.ends_with("the lab is down\n"), "{down}");
+    holder.await.unwrap().unwrap();
+    assert!(
+        !std::path::Path::new(&format!("/proc/{leader}")).exists(),
+        "server-1's systemd is gone"
+    );
+    assert!(lab::held::ask(&dir, "status").await.is_err());
 }
 
 /// The actuator's unit as shipped, its command replaced by a drop-in (the
