@@ -15,6 +15,9 @@ use settings::layer;
 /// The default config file.
 pub const DEFAULT_CONFIG: &str = "/etc/fleet-role/actuator.toml";
 
+/// The bound of one request to the local etcd member (and of connecting).
+pub const ETCD_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The config file as written. Every key is optional; see
 /// `deploy/actuator.toml` for each key's meaning and default.
 #[derive(Debug, Default, Deserialize)]
@@ -44,6 +47,10 @@ pub struct FileConfig {
     pub join_port: Option<u16>,
     /// The local etcd's health URL.
     pub etcd_health_url: Option<String>,
+    /// The local etcd member's client URL (default k3s's
+    /// `https://127.0.0.1:2379`, read with k3s's client certificate under
+    /// `server/tls/etcd/`; an `http://` URL is read without TLS).
+    pub etcd_url: Option<String>,
     /// How long a step-down waits for etcd.
     pub etcd_wait_secs: Option<u64>,
     /// How long a switch waits for the host lock.
@@ -94,6 +101,8 @@ pub struct Settings {
     pub join_port: u16,
     /// etcd's health URL.
     pub etcd_health_url: String,
+    /// The local etcd member, as its client API reads it.
+    pub etcd: etcdview::Endpoint,
     /// How long a step-down waits for etcd.
     pub etcd_wait: Duration,
     /// How long a switch waits for the lock.
@@ -183,6 +192,23 @@ impl Settings {
                 "must be a plain http:// URL (etcd's metrics listener)",
             ));
         }
+        let root = layer(o.root, file.root).unwrap_or_else(|| PathBuf::from("/"));
+        let mut etcd = etcdview::Endpoint::k3s(&root.join("var/lib/rancher/k3s"), ETCD_TIMEOUT);
+        if let Some(url) = file.etcd_url {
+            let plain = url.starts_with("http://");
+            if !(plain || url.starts_with("https://"))
+                || url.chars().any(|c| c.is_control() || c == ' ')
+            {
+                return Err(invalid(
+                    "etcd_url",
+                    "must be an http:// or https:// URL (the local etcd member)",
+                ));
+            }
+            if plain {
+                etcd.tls = None;
+            }
+            etcd.url = url;
+        }
         let join_port = file.join_port.unwrap_or(6443);
         if join_port == 0 {
             return Err(invalid("join_port", "must be 1-65535"));
@@ -216,7 +242,7 @@ impl Settings {
             settings::listen_address("metrics_address", file.metrics_address.as_deref())?;
         Ok(Settings {
             node,
-            root: layer(o.root, file.root).unwrap_or_else(|| PathBuf::from("/")),
+            root,
             names: Names {
                 prefix,
                 lease_name,
@@ -229,6 +255,7 @@ impl Settings {
             skew_margin: secs(file.skew_margin_secs.unwrap_or(5)),
             join_port,
             etcd_health_url,
+            etcd,
             etcd_wait: secs(file.etcd_wait_secs.unwrap_or(120)),
             lock_timeout: secs(layer(o.lock_timeout_secs, file.lock_timeout_secs).unwrap_or(60)),
             systemctl_timeout,

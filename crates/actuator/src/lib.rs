@@ -10,6 +10,8 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod failpoint;
+pub mod leadership;
+pub mod learner;
 pub mod local;
 pub mod metrics;
 pub mod output;

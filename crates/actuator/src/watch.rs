@@ -126,6 +126,18 @@ struct LeaseGate {
     skew_margin: i64,
 }
 
+/// What a step reaches etcd with, from its blocking thread.
+struct EtcdAccess {
+    handle: tokio::runtime::Handle,
+    /// The local member.
+    local: etcdview::Endpoint,
+    /// This host's Node.
+    node: String,
+    /// This host's addresses (a learner never started has only its peer
+    /// address to be known by).
+    addresses: host::addresses::LocalAddresses,
+}
+
 impl LeaseGate {
     /// Whether the Lease is still held for the step's swap. Called on the
     /// step's blocking thread, so it may block on the request.
@@ -632,10 +644,27 @@ impl Watcher {
                 skew_margin: self.settings.skew_margin.as_secs() as i64,
             }),
         };
+        // A step-down first hands etcd's leadership over, through the
+        // local member; a rollback removes its own learner.
+        let etcd = matches!(step, Step::StepDown | Step::Rollback).then(|| EtcdAccess {
+            handle: tokio::runtime::Handle::current(),
+            local: self.settings.etcd.clone(),
+            node: self.settings.node.to_string(),
+            addresses: self.addresses.clone(),
+        });
         let task = tokio::task::spawn_blocking({
             let step = step.clone();
             let swap = swap.clone();
-            move || run_host_step(&host, &step, swap.as_ref(), lock_timeout, gate.as_ref())
+            move || {
+                run_host_step(
+                    &host,
+                    &step,
+                    swap.as_ref(),
+                    lock_timeout,
+                    gate.as_ref(),
+                    etcd.as_ref(),
+                )
+            }
         });
         self.running = Some(Running {
             swap,
@@ -818,6 +847,7 @@ fn run_host_step(
     swap: Option<&SwapId>,
     lock_timeout: Duration,
     gate: Option<&LeaseGate>,
+    etcd: Option<&EtcdAccess>,
 ) -> Result<Option<String>, StepEnd> {
     let lock = match host.lock(lock_timeout) {
         Ok(l) => l,
@@ -830,6 +860,30 @@ fn run_host_step(
         return Err(StepEnd::Stopped(format!(
             "{why} (checked again once the host lock was taken)"
         )));
+    }
+    // Under the lock and the Lease, before any change: a step-down hands
+    // leadership over (a failure changes nothing, and says so); a rollback
+    // removes this host's learner through the voter it joined (best effort:
+    // the rollback goes on).
+    if let Some(e) = etcd {
+        match step {
+            Step::StepDown if host.role().ok().flatten() == Some(protocol::Role::Server) => {
+                if let Err(why) = crate::leadership::hand_over(&e.handle, &e.local) {
+                    drop(lock);
+                    return Err(StepEnd::Failed(format!(
+                        "{why}; nothing was changed: {}",
+                        left_state(host)
+                    )));
+                }
+            }
+            Step::Rollback => {
+                if let Some(join) = host.join_server() {
+                    let ep = crate::learner::endpoint_of(&e.local, &join);
+                    crate::learner::remove_own(&e.handle, &ep, &e.node, &e.addresses);
+                }
+            }
+            _ => {}
+        }
     }
     let outcome = host_step(host, step, swap);
     // The lock goes before the state is read, so a step that replaces this

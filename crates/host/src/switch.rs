@@ -288,6 +288,20 @@ impl Host {
         Ok(())
     }
 
+    /// The server the host's join drop-in names (`server:` in
+    /// `config.yaml.d/90-fleet-role-join.yaml`), while there is one: the
+    /// voter a promotion joined. `None` without a drop-in, or with a value
+    /// that is not a join URL.
+    pub fn join_server(&self) -> Option<JoinUrl> {
+        let text = std::fs::read_to_string(self.paths.k3s_dropins().join(JOIN_DROPIN)).ok()?;
+        let value = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("server:"))?
+            .trim()
+            .trim_matches(['"', '\'']);
+        JoinUrl::parse(value).ok()
+    }
+
     /// The plan of `promote-local`: join drop-ins for the server's config and
     /// its unit naming `join`, `server` in the role file, the agent stopped
     /// and disabled, then the server enabled and started. The agent stops
@@ -564,6 +578,28 @@ mod tests {
                 _ => false,
             })
             .collect()
+    }
+
+    #[test]
+    fn the_server_a_promotion_joined_is_read_from_its_drop_in_until_the_drop_in_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (host, _) = host_with_systemctl(dir.path());
+        assert_eq!(host.join_server(), None);
+        let join = JoinUrl::parse("https://10.0.0.7:6443").unwrap();
+        let plan = host.plan_promote(&join).unwrap();
+        let writes: Vec<Change> = plan
+            .iter()
+            .filter(|c| matches!(c, Change::Write { .. }))
+            .cloned()
+            .collect();
+        host.apply(&writes).unwrap();
+        assert_eq!(host.join_server(), Some(join));
+        std::fs::write(
+            host.paths.k3s_dropins().join(JOIN_DROPIN),
+            "server: not-a-url\n",
+        )
+        .unwrap();
+        assert_eq!(host.join_server(), None);
     }
 
     #[test]

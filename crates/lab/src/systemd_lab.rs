@@ -429,10 +429,11 @@ fn actuator_settings(spec: &LabSpec, h: &HostSpec) -> String {
         .map(|u| format!("\"{u}\""))
         .collect();
     format!(
-        "node = \"{}\"\napi = [{}]\nca_file = \"/etc/fleet-role/ca.crt\"\ntoken_file = \"/etc/fleet-role/token\"\netcd_health_url = \"http://{}:{}/health\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
+        "node = \"{}\"\napi = [{}]\nca_file = \"/etc/fleet-role/ca.crt\"\ntoken_file = \"/etc/fleet-role/token\"\netcd_health_url = \"http://{}:{}/health\"\netcd_url = \"{}\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
         h.name,
         api.join(", "),
         h.ip,
         crate::spec::ETCD_METRICS_PORT,
+        LabSpec::etcd_url(h.ip),
     )
 }

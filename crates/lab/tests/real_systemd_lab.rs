@@ -271,36 +271,61 @@ async fn the_seeds_swap_on_real_systemd_keeps_every_promise_with_the_units_never
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fleet_role_swap_on_real_systemd_keeps_every_promise() {
+async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_first_and_keeps_every_promise()
+ {
     let _turn = SERIAL.lock().await;
     let dir = lab_dir();
     let lab = lab_of(3, 1, dir.path()).await;
-    let r = scenario::swap_with_controller(&lab, &fleet_role(), "server-3", "agent-1", &|l| {
-        eprintln!("{l}")
-    })
-    .await
-    .expect("fleet-role swap on real systemd");
+    // The voter to swap out is etcd's leader: its actuator must hand the
+    // leadership over before its step-down.
+    let (_, leader) = etcd_gw::status(&LabSpec::etcd_url(lab.spec.hosts[0].ip))
+        .await
+        .unwrap();
+    let mut out = None;
+    for h in lab
+        .spec
+        .hosts
+        .iter()
+        .filter(|h| h.name.starts_with("server"))
+    {
+        let (me, _) = etcd_gw::status(&LabSpec::etcd_url(h.ip)).await.unwrap();
+        if me == leader {
+            out = Some(h.name.clone());
+        }
+    }
+    let out = out.expect("one server leads etcd");
+    let r =
+        scenario::swap_with_controller(&lab, &fleet_role(), &out, "agent-1", &|l| eprintln!("{l}"))
+            .await
+            .expect("fleet-role swap on real systemd");
     for line in r.lines() {
         println!("{line}");
     }
-    let broken = r.broken_promises("server-3", "agent-1");
+    let broken = r.broken_promises(&out, "agent-1");
     assert!(broken.is_empty(), "promises broken: {broken:#?}");
     assert!(!r.snapshot.is_empty(), "no snapshot reported");
     // The old voter carries no server role label any more and is schedulable.
-    let node = Hand::new(&lab.spec)
-        .unwrap()
-        .node("server-3")
-        .await
-        .unwrap();
+    let node = Hand::new(&lab.spec).unwrap().node(&out).await.unwrap();
     let labels = node.metadata.labels.unwrap_or_default();
     assert!(
         !labels.contains_key(protocol::names::K3S_ETCD_ROLE_LABEL),
         "{labels:?}"
     );
     assert!(!node.spec.and_then(|s| s.unschedulable).unwrap_or(false));
-    let m = lab.machine("server-3").unwrap();
+    let m = lab.machine(&out).unwrap();
     assert_eq!(m.active_state("k3s-agent").unwrap(), "active");
     assert_eq!(m.active_state("k3s").unwrap(), "inactive");
+    // Its actuator moved the leadership, once, before its step-down.
+    let journal = m
+        .journal(&["fleet-role-actuator"], Duration::from_secs(60))
+        .unwrap();
+    let moved: Vec<&str> = journal
+        .iter()
+        .filter_map(|r| r["MESSAGE"].as_str())
+        .filter(|m| m.contains("etcd leadership moved from"))
+        .collect();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    eprintln!("{}", moved[0]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -475,6 +500,89 @@ async fn a_promotion_on_real_systemd_whose_server_never_becomes_ready_is_rolled_
         "rolled back and checked in {:.1}s",
         rolled_back.elapsed().as_secs_f64()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolled_back_promotion_removes_its_learner_and_the_same_host_is_promoted_again_at_once() {
+    let _turn = SERIAL.lock().await;
+    let dir = lab_dir();
+    let lab = lab_of(1, 1, dir.path()).await;
+    let hand = Hand::new(&lab.spec).unwrap();
+    let n = hand.names.clone();
+    // agent-1's etcd does not start: its join adds a learner that never
+    // catches up, as a host too slow or cut off would leave one.
+    let fails = lab
+        .spec
+        .root("agent-1")
+        .join("var/lib/rancher/fleet-role-lab-etcd-fails");
+    std::fs::write(&fails, "").unwrap();
+    let promote = |swap: String| {
+        let hand = &hand;
+        let n = &n;
+        async move {
+            hand.hold_lease(&swap, &n.controller_identity)
+                .await
+                .unwrap();
+            hand.patch_node(
+                "agent-1",
+                json!({"metadata": {"labels": { n.desired_role(): "server" },
+                    "annotations": { n.role_swap(): swap, n.role_step(): "promote", n.role_join_node(): "server-1" }}}),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let first = format!("swap-{}-a", lab::clock::unix());
+    promote(first.clone()).await;
+    let start = Instant::now();
+    loop {
+        let members = scenario::members(&lab.spec).await.unwrap();
+        if members.iter().any(|m| m.is_learner) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no learner joined: {members:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    hand.hold_lease(&first, &n.controller_identity)
+        .await
+        .unwrap();
+    hand.patch_node("agent-1", json!({"metadata": {"labels": { n.desired_role(): "agent" }, "annotations": { n.role_step(): "rollback" }}}))
+        .await
+        .unwrap();
+    hand.wait_step(
+        "agent-1",
+        &first,
+        ReportStep::Rollback,
+        Duration::from_secs(180),
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    // No learner is left behind (k3s would remove it only after 5 minutes).
+    let members = scenario::members(&lab.spec).await.unwrap();
+    assert_eq!(members.len(), 1, "{members:?}");
+    assert!(members[0].name.starts_with("server-1-"));
+
+    // The same host, promoted again right away, joins and votes.
+    std::fs::remove_file(&fails).unwrap();
+    let again = format!("swap-{}-b", lab::clock::unix());
+    promote(again.clone()).await;
+    hand.wait_step(
+        "agent-1",
+        &again,
+        ReportStep::Promote,
+        Duration::from_secs(240),
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    let members = scenario::members(&lab.spec).await.unwrap();
+    assert_eq!(members.len(), 2, "{members:?}");
+    assert!(members.iter().all(|m| !m.is_learner), "{members:?}");
+    hand.release_lease().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -323,6 +323,12 @@ impl JoinUrl {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// Its host, as a URL writes it (`10.0.0.1`, `[fd00::1]`, `server-1`).
+    pub fn host(&self) -> &str {
+        let rest = self.0.trim_start_matches("https://");
+        rest.rsplit_once(':').map_or(rest, |(h, _)| h)
+    }
 }
 text_newtype!(JoinUrl);
 
@@ -336,6 +342,17 @@ pub fn parse_address(raw: &str) -> Result<IpAddr, InvalidValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_join_urls_host_is_its_address_or_name_without_the_port() {
+        for (url, host) in [
+            ("https://10.0.0.1:6443", "10.0.0.1"),
+            ("https://[fd00::1]:6443", "[fd00::1]"),
+            ("https://server-1:6443/", "server-1"),
+        ] {
+            assert_eq!(JoinUrl::parse(url).unwrap().host(), host);
+        }
+    }
 
     #[test]
     fn a_holder_identity_is_1_to_128_characters_without_spaces_or_control_characters() {

@@ -1,0 +1,91 @@
+//! Before a voter steps down it hands etcd's leadership to a voter that
+//! stays, so the step-down's restart does not cost the cluster its leader
+//! (an election, writes stalled meanwhile). etcd moves leadership only from
+//! the leader itself, so this host does it, through its own member, at the
+//! start of its step-down, before any change. A member that does not lead
+//! has nothing to hand over.
+
+use std::time::{Duration, Instant};
+
+use etcdview::Endpoint;
+use protocol::etcd::MemberId;
+use tracing::{info, warn};
+
+/// How long the new leader may take to show as leader in the member's view.
+const SETTLE: Duration = Duration::from_secs(10);
+
+/// What the hand-over did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandOver {
+    /// The local member did not lead.
+    NotLeader,
+    /// Leadership moved to this member, in this long.
+    Moved {
+        /// The new leader.
+        to: MemberId,
+        /// From the request to its showing in the view.
+        took: Duration,
+    },
+}
+
+/// Hands leadership over if the local member leads, trying the other
+/// voters (started ones, in id order) until one takes it. Runs on the step's
+/// blocking thread: it blocks on `handle`. An error changes nothing: the
+/// step-down does not begin.
+pub fn hand_over(handle: &tokio::runtime::Handle, ep: &Endpoint) -> Result<HandOver, String> {
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+    };
+    let view = handle
+        .block_on(etcdview::read(ep, now()))
+        .map_err(|e| format!("could not tell whether this member leads etcd: {e}"))?;
+    if view.leader != Some(view.member) {
+        return Ok(HandOver::NotLeader);
+    }
+    let mut candidates: Vec<MemberId> = view
+        .voters()
+        .filter(|m| m.id != view.member && !m.client_urls.is_empty())
+        .map(|m| m.id)
+        .collect();
+    candidates.sort();
+    let mut tried = Vec::new();
+    for to in candidates {
+        let started = Instant::now();
+        match handle.block_on(etcdview::move_leader(ep, to)) {
+            Ok(()) => {}
+            Err(e) => {
+                warn!("etcd leadership not moved to {to}: {e}");
+                tried.push(format!("{to}: {e}"));
+                continue;
+            }
+        }
+        while started.elapsed() < SETTLE {
+            if let Ok(v) = handle.block_on(etcdview::read(ep, now()))
+                && v.leader == Some(to)
+            {
+                let took = started.elapsed();
+                info!(
+                    "etcd leadership moved from {} to {to} in {} ms",
+                    view.member,
+                    took.as_millis()
+                );
+                return Ok(HandOver::Moved { to, took });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        tried.push(format!(
+            "{to}: not leader {} s after the move",
+            SETTLE.as_secs()
+        ));
+    }
+    Err(if tried.is_empty() {
+        "this member leads etcd and no other started voter could take over".into()
+    } else {
+        format!(
+            "this member leads etcd and no other voter took over ({})",
+            tried.join("; ")
+        )
+    })
+}
