@@ -15,6 +15,8 @@ pub struct Member {
     pub name: String,
     /// Its peer URLs.
     pub peer_urls: Vec<String>,
+    /// Its client URLs (empty for a learner that has not started yet).
+    pub client_urls: Vec<String>,
     /// Whether it is a learner.
     pub is_learner: bool,
 }
@@ -46,6 +48,16 @@ async fn post(client_url: &str, path: &str, body: Value) -> anyhow::Result<Value
     Ok(v)
 }
 
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|u| u.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn members_of(v: &Value) -> Vec<Member> {
     v.get("members")
         .and_then(Value::as_array)
@@ -54,14 +66,8 @@ fn members_of(v: &Value) -> Vec<Member> {
                 .map(|m| Member {
                     id: id_of(&m["ID"]),
                     name: m["name"].as_str().unwrap_or_default().to_string(),
-                    peer_urls: m["peerURLs"]
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|u| u.as_str().map(str::to_string))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
+                    peer_urls: strings(&m["peerURLs"]),
+                    client_urls: strings(&m["clientURLs"]),
                     is_learner: m["isLearner"].as_bool().unwrap_or(false),
                 })
                 .collect()
@@ -116,10 +122,50 @@ pub async fn member_remove(client_url: &str, id: u64) -> anyhow::Result<()> {
     .map(drop)
 }
 
-/// The answering member's id and the leader's id.
-pub async fn status(client_url: &str) -> anyhow::Result<(u64, u64)> {
+/// A member's own view, as `maintenance/status` answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    /// The answering member's id.
+    pub member: u64,
+    /// The leader's id (0: none known).
+    pub leader: u64,
+    /// The raft index the member has applied (a learner's catch-up).
+    pub raft_applied_index: u64,
+}
+
+/// The answering member's id, the leader's id and its applied raft index.
+/// A member that reports errors (etcd's `errors` field, e.g. an alarm)
+/// is an error here, as k3s's `getETCDStatus` takes it.
+pub async fn status(client_url: &str) -> anyhow::Result<Status> {
     let v = post(client_url, "/v3/maintenance/status", json!({})).await?;
-    Ok((id_of(&v["header"]["member_id"]), id_of(&v["leader"])))
+    if let Some(errors) = v["errors"].as_array().filter(|e| !e.is_empty()) {
+        bail!("etcd member has status errors: {errors:?}");
+    }
+    Ok(Status {
+        member: id_of(&v["header"]["member_id"]),
+        leader: id_of(&v["leader"]),
+        raft_applied_index: id_of(&v["raftAppliedIndex"]),
+    })
+}
+
+/// A key's value, if it is set (a linearizable read).
+pub async fn get(client_url: &str, key: &str) -> anyhow::Result<Option<String>> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let v = post(
+        client_url,
+        "/v3/kv/range",
+        json!({ "key": b64.encode(key) }),
+    )
+    .await?;
+    let Some(value) = v["kvs"]
+        .as_array()
+        .and_then(|kvs| kvs.first())
+        .and_then(|kv| kv["value"].as_str())
+    else {
+        return Ok(None);
+    };
+    let bytes = b64.decode(value).context("a value's base64")?;
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// Puts a key (a quorum write).

@@ -30,6 +30,14 @@ pub struct Timings {
     /// How often a kubelet heartbeats its Node and renews its node Lease
     /// (kubelet: 10 s).
     pub heartbeat_ms: u64,
+    /// How long the etcd leader lets a learner go without raft progress
+    /// before removing it (k3s's `learnerMaxStallTime`, 5 min, the default).
+    #[serde(default = "default_learner_max_stall_ms")]
+    pub learner_max_stall_ms: u64,
+}
+
+fn default_learner_max_stall_ms() -> u64 {
+    crate::k3s::learners::LEARNER_MAX_STALL.as_millis() as u64
 }
 
 impl Default for Timings {
@@ -37,6 +45,7 @@ impl Default for Timings {
         Self {
             promote_every_ms: 2000,
             heartbeat_ms: 2000,
+            learner_max_stall_ms: default_learner_max_stall_ms(),
         }
     }
 }
@@ -138,6 +147,12 @@ impl LabSpec {
     /// Every host's API URL (any host may become a server), servers first.
     pub fn all_api_urls(&self) -> Vec<String> {
         self.hosts.iter().map(|h| Self::api_url(h.ip)).collect()
+    }
+
+    /// A file that, while it exists, holds every learner back: the etcd
+    /// leader's loop skips the promotion (a fault the lab's tests inject).
+    pub fn hold_promotions_file(&self) -> PathBuf {
+        self.dir.join("inject/hold-promotions")
     }
 
     /// The heartbeat period.

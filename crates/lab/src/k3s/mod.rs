@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod learners;
 pub mod node;
 pub mod server;
 

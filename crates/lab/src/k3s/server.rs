@@ -1,8 +1,10 @@
 //! `k3s server`: a real etcd member (a new cluster, a learner joining the
 //! named server, or the existing member restarted), a real kube-apiserver over
 //! the local member once it votes (none at the etcd-only level), the leader's
-//! learner promotion, k3s's member-removal controller, the tombstone, and the
-//! embedded kubelet with k3s's labels, annotations and `EtcdIsVoter`.
+//! learner promotion (`learners.rs`), k3s's member-removal controller, the
+//! tombstone, and the embedded kubelet with k3s's labels and annotations,
+//! which starts only once the local API server is up (a learner's Node shows
+//! nothing of etcd).
 
 use std::{net::Ipv4Addr, path::PathBuf, time::Duration};
 
@@ -18,7 +20,7 @@ use testcp::{
 };
 use tracing::{info, warn};
 
-use super::{Ctx, node};
+use super::{Ctx, learners, node};
 use crate::{
     api::Apis,
     etcd_gw,
@@ -149,7 +151,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         .await
         .context("etcd did not become healthy")?;
     info!("etcd member {member_name} is serving");
-    let (me, _) = etcd_gw::status(&own_client).await?;
+    let me = etcd_gw::status(&own_client).await?.member;
 
     let spec = &ctx.spec;
     let tokens = TokenAuthFile::load(&spec.tokens_file())?;
@@ -267,29 +269,29 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         }
         if last_promote.elapsed() >= promote_every {
             last_promote = std::time::Instant::now();
-            promote_learners(&own_client, me, &members).await;
+            learners::Loop {
+                own: &own_client,
+                me,
+                apis: &apis,
+                max_stall: Duration::from_millis(spec.timings.learner_max_stall_ms),
+                hold_promotions: &spec.hold_promotions_file(),
+            }
+            .run(&members)
+            .await;
             if apiserver.is_some()
                 && let Err(e) = removal_controller(&apis, &own_client, &members).await
             {
                 warn!("member removal: {e:#}");
             }
         }
-        if last_beat.elapsed() >= heartbeat {
+        // k3s's embedded agent waits for its local supervisor, which
+        // answers 503 until the local API server is ready (or, etcd-only,
+        // until its etcd is): a learner's kubelet does not run, and its Node
+        // (an agent's before) shows nothing of etcd until the promotion.
+        if ready && last_beat.elapsed() >= heartbeat {
             last_beat = std::time::Instant::now();
-            if let Err(e) = kubelet_beat(
-                &ctx,
-                &kubelet,
-                &mut registered,
-                with_api,
-                &member_name,
-                ip,
-                if voter {
-                    Membership::Voter
-                } else {
-                    Membership::Learner
-                },
-            )
-            .await
+            if let Err(e) =
+                kubelet_beat(&ctx, &kubelet, &mut registered, with_api, &member_name, ip).await
             {
                 warn!("kubelet: {e:#}");
             }
@@ -339,7 +341,6 @@ async fn kubelet_beat(
     with_api: bool,
     member: &str,
     ip: Ipv4Addr,
-    membership: Membership,
 ) -> anyhow::Result<()> {
     if !*registered {
         let pw = node::ensure_password(&ctx.root)?;
@@ -361,38 +362,21 @@ async fn kubelet_beat(
         annotations[K3S_ETCD_REMOVE] = serde_json::Value::Null;
     }
     kubelet.patch_meta(labels, annotations).await?;
-    kubelet
-        .heartbeat(&[(
-            protocol::names::K3S_ETCD_IS_VOTER,
-            membership == Membership::Voter,
-            membership.reason(),
-        )])
-        .await?;
+    // `EtcdIsVoter` is the etcd leader's to write (`learners.rs`), never the
+    // host's own kubelet's.
+    kubelet.heartbeat(&[]).await?;
     if !current.as_ref().is_some_and(node::cordoned) {
         node::ensure_pods(&ctx.root, 2)?;
     }
     Ok(())
 }
 
-/// The etcd leader's loop: promote every learner that has caught up.
-async fn promote_learners(own: &str, me: u64, members: &[etcd_gw::Member]) {
-    let Ok((_, leader)) = etcd_gw::status(own).await else {
-        return;
-    };
-    if leader != me {
-        return;
-    }
-    for m in members.iter().filter(|m| m.is_learner) {
-        match etcd_gw::member_promote(own, m.id).await {
-            Ok(()) => info!("promoted learner {} to voter", m.name),
-            Err(e) => info!("learner {} not promoted yet: {e:#}", m.name),
-        }
-    }
-}
-
 /// k3s's member-removal controller: a Node with the etcd label and
-/// `etcd.k3s.cattle.io/remove=true` has its member removed; on success
-/// `removed-node-name` is set and the node-name/address annotations deleted.
+/// `etcd.k3s.cattle.io/remove=true` has its member removed (`RemovePeer`: the
+/// member whose name and peer host match the Node's `node-name` and
+/// `node-address`; none matching is no error); then `removed-node-name` is
+/// set and the node-name/address annotations deleted, whether a member went
+/// or not. A Node already marked removed is left alone.
 async fn removal_controller(
     apis: &Apis,
     own: &str,
@@ -413,13 +397,22 @@ async fn removal_controller(
         {
             continue;
         }
-        // k3s-io/k3s#12920: with no node-name annotation the stored controller
-        // errors and requeues; here it is simply skipped.
-        let Some(member) = a.get(K3S_ETCD_NODE_NAME).cloned() else {
+        if a.contains_key(K3S_ETCD_REMOVED_NODE_NAME) {
+            // Already removed (a rejoined host's stale mark is cleared by its
+            // own metadata writes).
+            continue;
+        }
+        let node = n.metadata.name.clone().unwrap_or_default();
+        // k3s-io/k3s#12920: with no node-name (or node-address) annotation
+        // the stored controller errors and requeues; here it is skipped.
+        let (Some(member), Some(address)) = (
+            a.get(K3S_ETCD_NODE_NAME).cloned(),
+            a.get(K3S_ETCD_NODE_ADDRESS).cloned(),
+        ) else {
+            warn!("node {node}: remove requested without node-name/node-address annotations");
             continue;
         };
-        let node = n.metadata.name.clone().unwrap_or_default();
-        if let Some(m) = members.iter().find(|m| m.name == member) {
+        if let Some(m) = remove_peer_target(members, &member, &address) {
             if let Err(e) = etcd_gw::member_remove(own, m.id).await {
                 let msg = format!("{e:#}");
                 warn!("removing member {member} of {node}: {msg}");
@@ -430,7 +423,10 @@ async fn removal_controller(
                 }
                 continue;
             }
-            info!("removed etcd member {member} of node {node}");
+            info!(
+                "Removing name={member} id={} address={address} from etcd",
+                m.id
+            );
         }
         patch_annotations(
             apis,
@@ -440,6 +436,29 @@ async fn removal_controller(
         .await?;
     }
     Ok(())
+}
+
+/// k3s's `RemovePeer` match: the member named `name` with a peer URL whose
+/// host is `address`. With none, k3s returns no error and removes nothing.
+fn remove_peer_target<'a>(
+    members: &'a [etcd_gw::Member],
+    name: &str,
+    address: &str,
+) -> Option<&'a etcd_gw::Member> {
+    members
+        .iter()
+        .find(|m| m.name == name && m.peer_urls.iter().any(|u| url_host(u) == Some(address)))
+}
+
+/// The host of `scheme://host[:port][/path]` (brackets of an IPv6 host dropped).
+fn url_host(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split_once(']')?.0,
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    Some(host)
 }
 
 async fn patch_annotations(
@@ -470,30 +489,12 @@ async fn removed(ctx: &Ctx, me: u64, ip: Ipv4Addr) -> bool {
     false
 }
 
-/// The host's member as `EtcdIsVoter` says it (pkg/etcd/etcd.go,
-/// `setEtcdStatusCondition`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Membership {
-    Voter,
-    Learner,
-    NotAMember,
-}
-
-impl Membership {
-    fn reason(self) -> &'static str {
-        match self {
-            Membership::Voter => "MemberNotLearner",
-            Membership::Learner => "MemberIsLearner",
-            Membership::NotAMember => "NotAMember",
-        }
-    }
-}
-
 /// k3s once its member is removed (pkg/etcd/etcd.go, on `ErrMemberRemoved`):
 /// the tombstone is written, etcd closed and k3s's message logged, and k3s
 /// stays up. Its kubelet keeps the Node Ready through the other servers, and
 /// the metadata controller puts `node-name`/`node-address` back beside
-/// `removed-node-name`. Only a stop (SIGTERM) ends it.
+/// `removed-node-name` (the leader's loop then says `NotAMember`). Only a
+/// stop (SIGTERM) ends it.
 async fn removed_but_running(
     ctx: &Ctx,
     kubelet: &node::Kubelet,
@@ -513,17 +514,7 @@ async fn removed_but_running(
                 return Ok(());
             }
         }
-        if let Err(e) = kubelet_beat(
-            ctx,
-            kubelet,
-            &mut registered,
-            with_api,
-            member,
-            ip,
-            Membership::NotAMember,
-        )
-        .await
-        {
+        if let Err(e) = kubelet_beat(ctx, kubelet, &mut registered, with_api, member, ip).await {
             warn!("kubelet: {e:#}");
         }
     }
@@ -545,8 +536,34 @@ mod tests {
             id: 1,
             name: name.into(),
             peer_urls: vec![],
+            client_urls: vec![],
             is_learner: true,
         }
+    }
+
+    #[test]
+    fn remove_peer_takes_only_the_member_whose_name_and_peer_host_both_match() {
+        let m = etcd_gw::Member {
+            id: 9,
+            name: "server-2-0a1b2c3d".into(),
+            peer_urls: vec!["https://198.18.3.2:2380".into()],
+            client_urls: vec![],
+            is_learner: false,
+        };
+        let members = [m.clone()];
+        assert_eq!(
+            remove_peer_target(&members, "server-2-0a1b2c3d", "198.18.3.2"),
+            Some(&m)
+        );
+        // The right name at another address, or another name: nothing.
+        assert_eq!(
+            remove_peer_target(&members, "server-2-0a1b2c3d", "198.18.3.9"),
+            None
+        );
+        assert_eq!(
+            remove_peer_target(&members, "server-2-ffffffff", "198.18.3.2"),
+            None
+        );
     }
 
     #[test]
