@@ -30,3 +30,4 @@ pub mod spec;
 pub mod systemd_lab;
 pub mod units;
 pub mod world;
+pub mod zip;
