@@ -1,10 +1,13 @@
 //! etcd's v3 JSON gateway (`/v3/...` on the client URL): membership, status,
-//! puts and snapshots, through plain HTTP. It is how the k3s stand-in manages
-//! real members without a gRPC client (k3s itself links etcd's Go client).
+//! puts and snapshots, over the member's TLS with a client certificate
+//! ([`Endpoint`]). It is how the k3s stand-in manages real members without a
+//! gRPC client (k3s itself links etcd's Go client).
 
 use anyhow::{Context, bail};
 use base64::Engine;
 use serde_json::{Value, json};
+
+pub use crate::etcd_tls::Endpoint;
 
 /// One member, as etcd lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,11 +33,11 @@ fn id_of(v: &Value) -> u64 {
     }
 }
 
-async fn post(client_url: &str, path: &str, body: Value) -> anyhow::Result<Value> {
-    let url = format!("{client_url}{path}");
-    let r = testcp::plain_http::request(&url, Some(&body.to_string()))
+async fn post(ep: &Endpoint, path: &str, body: Value) -> anyhow::Result<Value> {
+    let r = ep
+        .request(path, Some(&body.to_string()))
         .await
-        .with_context(|| format!("POST {url}"))?;
+        .with_context(|| format!("POST {}{path}", ep.url()))?;
     let v: Value = serde_json::from_str(r.body.trim()).unwrap_or(Value::Null);
     if r.status != 200 {
         let msg = v
@@ -76,9 +79,9 @@ fn members_of(v: &Value) -> Vec<Member> {
 }
 
 /// The member list, and the id of the member that answered.
-pub async fn member_list(client_url: &str) -> anyhow::Result<(u64, Vec<Member>)> {
+pub async fn member_list(ep: &Endpoint) -> anyhow::Result<(u64, Vec<Member>)> {
     let v = post(
-        client_url,
+        ep,
         "/v3/cluster/member/list",
         json!({ "linearizable": true }),
     )
@@ -88,11 +91,11 @@ pub async fn member_list(client_url: &str) -> anyhow::Result<(u64, Vec<Member>)>
 
 /// Adds a learner with `peer_url`; returns its id and the new member list.
 pub async fn member_add_learner(
-    client_url: &str,
+    ep: &Endpoint,
     peer_url: &str,
 ) -> anyhow::Result<(u64, Vec<Member>)> {
     let v = post(
-        client_url,
+        ep,
         "/v3/cluster/member/add",
         json!({ "peerURLs": [peer_url], "isLearner": true }),
     )
@@ -101,9 +104,9 @@ pub async fn member_add_learner(
 }
 
 /// Promotes a learner (etcd refuses until it has caught up).
-pub async fn member_promote(client_url: &str, id: u64) -> anyhow::Result<()> {
+pub async fn member_promote(ep: &Endpoint, id: u64) -> anyhow::Result<()> {
     post(
-        client_url,
+        ep,
         "/v3/cluster/member/promote",
         json!({ "ID": id.to_string() }),
     )
@@ -112,9 +115,9 @@ pub async fn member_promote(client_url: &str, id: u64) -> anyhow::Result<()> {
 }
 
 /// Removes a member.
-pub async fn member_remove(client_url: &str, id: u64) -> anyhow::Result<()> {
+pub async fn member_remove(ep: &Endpoint, id: u64) -> anyhow::Result<()> {
     post(
-        client_url,
+        ep,
         "/v3/cluster/member/remove",
         json!({ "ID": id.to_string() }),
     )
@@ -136,8 +139,8 @@ pub struct Status {
 /// The answering member's id, the leader's id and its applied raft index.
 /// A member that reports errors (etcd's `errors` field, e.g. an alarm)
 /// is an error here, as k3s's `getETCDStatus` takes it.
-pub async fn status(client_url: &str) -> anyhow::Result<Status> {
-    let v = post(client_url, "/v3/maintenance/status", json!({})).await?;
+pub async fn status(ep: &Endpoint) -> anyhow::Result<Status> {
+    let v = post(ep, "/v3/maintenance/status", json!({})).await?;
     if let Some(errors) = v["errors"].as_array().filter(|e| !e.is_empty()) {
         bail!("etcd member has status errors: {errors:?}");
     }
@@ -149,14 +152,9 @@ pub async fn status(client_url: &str) -> anyhow::Result<Status> {
 }
 
 /// A key's value, if it is set (a linearizable read).
-pub async fn get(client_url: &str, key: &str) -> anyhow::Result<Option<String>> {
+pub async fn get(ep: &Endpoint, key: &str) -> anyhow::Result<Option<String>> {
     let b64 = base64::engine::general_purpose::STANDARD;
-    let v = post(
-        client_url,
-        "/v3/kv/range",
-        json!({ "key": b64.encode(key) }),
-    )
-    .await?;
+    let v = post(ep, "/v3/kv/range", json!({ "key": b64.encode(key) })).await?;
     let Some(value) = v["kvs"]
         .as_array()
         .and_then(|kvs| kvs.first())
@@ -169,10 +167,10 @@ pub async fn get(client_url: &str, key: &str) -> anyhow::Result<Option<String>> 
 }
 
 /// Puts a key (a quorum write).
-pub async fn put(client_url: &str, key: &str, value: &str) -> anyhow::Result<()> {
+pub async fn put(ep: &Endpoint, key: &str, value: &str) -> anyhow::Result<()> {
     let b64 = base64::engine::general_purpose::STANDARD;
     post(
-        client_url,
+        ep,
         "/v3/kv/put",
         json!({ "key": b64.encode(key), "value": b64.encode(value) }),
     )
@@ -182,11 +180,12 @@ pub async fn put(client_url: &str, key: &str, value: &str) -> anyhow::Result<()>
 
 /// A whole snapshot of the member's database (the gateway streams it as JSON
 /// chunks of base64).
-pub async fn snapshot(client_url: &str) -> anyhow::Result<Vec<u8>> {
-    let url = format!("{client_url}/v3/maintenance/snapshot");
-    let r = testcp::plain_http::request(&url, Some("{}"))
+pub async fn snapshot(ep: &Endpoint) -> anyhow::Result<Vec<u8>> {
+    let path = "/v3/maintenance/snapshot";
+    let r = ep
+        .request(path, Some("{}"))
         .await
-        .with_context(|| format!("POST {url}"))?;
+        .with_context(|| format!("POST {}{path}", ep.url()))?;
     if r.status != 200 {
         bail!(
             "snapshot: {} {}",

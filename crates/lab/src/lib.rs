@@ -19,6 +19,7 @@ pub mod bench;
 pub mod bounded;
 pub mod clock;
 pub mod etcd_gw;
+pub mod etcd_tls;
 pub mod hosts;
 pub mod k3s;
 pub mod lab_pki;

@@ -58,8 +58,8 @@ pub struct WriterStats {
 }
 
 impl Writer {
-    /// Puts a key every `every` through `client_url`.
-    pub fn start(client_url: String, every: Duration) -> Writer {
+    /// Puts a key every `every` through `member`.
+    pub fn start(member: etcd_gw::Endpoint, every: Duration) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let (s, o, f) = (stop.clone(), ok.clone(), failed.clone());
@@ -70,12 +70,8 @@ impl Writer {
             while !s.load(Ordering::Relaxed) {
                 tick.tick().await;
                 n += 1;
-                match etcd_gw::put(
-                    &client_url,
-                    &format!("/lab/writer/{}", n % 100),
-                    &n.to_string(),
-                )
-                .await
+                match etcd_gw::put(&member, &format!("/lab/writer/{}", n % 100), &n.to_string())
+                    .await
                 {
                     Ok(()) => {
                         o.fetch_add(1, Ordering::Relaxed);
@@ -262,7 +258,7 @@ impl Hand {
 /// The members as etcd lists them, through any live member.
 pub async fn members(spec: &LabSpec) -> anyhow::Result<Vec<etcd_gw::Member>> {
     for h in &spec.hosts {
-        if let Ok((_, m)) = etcd_gw::member_list(&LabSpec::etcd_url(h.ip)).await {
+        if let Ok((_, m)) = etcd_gw::member_list(&spec.etcd(h.ip)?).await {
             return Ok(m);
         }
     }
@@ -439,7 +435,7 @@ pub async fn swap_by_hand(
         "writer: a put every 50 ms through {} (a voter that stays)",
         stay.name
     ));
-    let writer = Writer::start(LabSpec::etcd_url(stay.ip), Duration::from_millis(50));
+    let writer = Writer::start(spec.etcd(stay.ip)?, Duration::from_millis(50));
 
     say(&format!("1. take the regrade Lease for {swap}"));
     hand.hold_lease(&swap, &n.controller_identity).await?;
@@ -697,7 +693,7 @@ pub async fn swap_with_controller(
         "writer: a put every 50 ms through {} (a voter that stays)",
         stay.name
     ));
-    let writer = Writer::start(LabSpec::etcd_url(stay.ip), Duration::from_millis(50));
+    let writer = Writer::start(spec.etcd(stay.ip)?, Duration::from_millis(50));
     // Count the outgoing host's pod shims as soon as it reports etcd-only.
     let watch_hand = Hand::new(spec)?;
     let watch = async {

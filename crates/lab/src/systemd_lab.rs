@@ -144,6 +144,14 @@ impl SystemdLab {
             timings: o.timings,
         };
         lab_pki::generate(&spec.pki_dir(), &spec.ips())?;
+        crate::lab_pki::generate_etcd(
+            &spec.pki_dir(),
+            &spec
+                .hosts
+                .iter()
+                .map(|h| (spec.root(&h.name), std::net::IpAddr::V4(h.ip)))
+                .collect::<Vec<_>>(),
+        )?;
         TokenAuthFile::generate(&spec.pki_dir())?;
         world::write(
             &spec.pki_dir().join("audit-policy.yaml"),
@@ -428,10 +436,9 @@ fn actuator_settings(spec: &LabSpec, h: &HostSpec) -> String {
         .map(|u| format!("\"{u}\""))
         .collect();
     format!(
-        "node = \"{}\"\napi = [{}]\nca_file = \"/etc/fleet-role/ca.crt\"\ntoken_file = \"/etc/fleet-role/token\"\netcd_health_url = \"http://{}:{}/health\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
+        "node = \"{}\"\napi = [{}]\nca_file = \"/etc/fleet-role/ca.crt\"\ntoken_file = \"/etc/fleet-role/token\"\netcd_health_url = \"{}/health\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
         h.name,
         api.join(", "),
-        h.ip,
-        crate::spec::ETCD_METRICS_PORT,
+        LabSpec::etcd_metrics_url(h.ip),
     )
 }

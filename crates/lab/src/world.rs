@@ -206,13 +206,12 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec) -> anyhow::Resul
         .map(|u| format!("\"{u}\""))
         .collect();
     let actuator = format!(
-        "node = \"{}\"\napi = [{}]\nca_file = \"{}\"\ntoken_file = \"{}\"\netcd_health_url = \"http://{}:{}/health\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
+        "node = \"{}\"\napi = [{}]\nca_file = \"{}\"\ntoken_file = \"{}\"\netcd_health_url = \"{}/health\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
         h.name,
         api.join(", "),
         spec.pki_dir().join("ca.crt").display(),
         root.join("etc/fleet-role/token").display(),
-        h.ip,
-        crate::spec::ETCD_METRICS_PORT,
+        LabSpec::etcd_metrics_url(h.ip),
     );
     write(&root.join("etc/fleet-role/actuator.toml"), &actuator, 0o644)?;
     write(
@@ -292,6 +291,14 @@ pub async fn up(o: UpOptions, say: &dyn Fn(&str)) -> anyhow::Result<LabSpec> {
         timings: o.timings,
     };
     Pki::generate(&spec.pki_dir(), &spec.ips())?;
+    crate::lab_pki::generate_etcd(
+        &spec.pki_dir(),
+        &spec
+            .hosts
+            .iter()
+            .map(|h| (spec.root(&h.name), std::net::IpAddr::V4(h.ip)))
+            .collect::<Vec<_>>(),
+    )?;
     TokenAuthFile::generate(&spec.pki_dir())?;
     write(
         &spec.pki_dir().join("audit-policy.yaml"),

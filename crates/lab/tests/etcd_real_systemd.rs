@@ -62,7 +62,7 @@ async fn members(spec: &LabSpec) -> Vec<Member> {
     let start = Instant::now();
     loop {
         for h in &spec.hosts {
-            if let Ok((_, m)) = etcd_gw::member_list(&LabSpec::etcd_url(h.ip)).await {
+            if let Ok((_, m)) = etcd_gw::member_list(&spec.etcd(h.ip).unwrap()).await {
                 return m;
             }
         }
@@ -324,4 +324,85 @@ async fn a_learner_is_invisible_on_its_node_etcd_is_voter_comes_from_the_leader_
         |n| etcd_is_voter(n) == Some(("False".into(), "NotAMember".into())),
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_refuses_a_client_without_the_certificate_and_serves_health_in_plain_http_on_loopback_only()
+ {
+    use std::sync::Arc;
+    use tokio_rustls::rustls::{ClientConfig, RootCertStore, crypto::ring};
+
+    let _turn = SERIAL.lock().await;
+    let dir = lab_dir();
+    let lab = common::lab_of(1, 0, dir.path()).await;
+    let spec = &lab.spec;
+    let s1 = spec.hosts[0].clone();
+
+    // The lab's tools, with the client certificate: answered.
+    let (_, listed) = etcd_gw::member_list(&spec.etcd(s1.ip).unwrap())
+        .await
+        .expect("the lab's client certificate is accepted");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(
+        listed[0]
+            .peer_urls
+            .iter()
+            .all(|u| u.starts_with("https://"))
+            && listed[0]
+                .client_urls
+                .iter()
+                .all(|u| u.starts_with("https://")),
+        "TLS on the client and peer URLs: {listed:?}"
+    );
+
+    // A client that trusts etcd's CA but presents no certificate: refused.
+    let mut roots = RootCertStore::empty();
+    use rustls_pki_types::{CertificateDer, pem::PemObject};
+    let ca = lab::lab_pki::etcd_client_dir(&spec.pki_dir()).join("server-ca.crt");
+    for c in CertificateDer::pem_file_iter(&ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let anonymous = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let url = LabSpec::etcd_url(s1.ip);
+    let refused = etcd_gw::member_list(&etcd_gw::Endpoint::tls(&url, Arc::new(anonymous))).await;
+    assert!(
+        refused.is_err(),
+        "etcd answered a client without a certificate: {refused:?}"
+    );
+    // Nor does it speak plain HTTP on its client port.
+    let plain = etcd_gw::member_list(&etcd_gw::Endpoint::plain(url.replace("https", "http"))).await;
+    assert!(
+        plain.is_err(),
+        "etcd answered plain HTTP on 2379: {plain:?}"
+    );
+
+    // /health in plain HTTP on the host's own loopback (the actuator's
+    // health URL), and not on its address.
+    let m = lab.machine(&s1.name).unwrap();
+    let health = m
+        .exec_ok(
+            &[
+                "curl",
+                "-sS",
+                "--max-time",
+                "5",
+                "http://127.0.0.1:2381/health",
+            ],
+            QUICK,
+        )
+        .unwrap();
+    assert!(
+        health.text().contains(r#""health":"true""#),
+        "{}",
+        health.text()
+    );
+    let outside = testcp::plain_http::request(&format!("http://{}:2381/health", s1.ip), None).await;
+    assert!(
+        outside.is_err(),
+        "the metrics port answers on the host's address: {outside:?}"
+    );
 }

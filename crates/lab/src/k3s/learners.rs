@@ -131,8 +131,8 @@ impl MemberStatus {
 
 /// What the leader's loop needs besides the member list.
 pub struct Loop<'a> {
-    /// The local member's client URL.
-    pub own: &'a str,
+    /// The local member.
+    pub own: &'a etcd_gw::Endpoint,
     /// The local member's id.
     pub me: u64,
     /// API access (k3s uses its supervisor's kubeconfig).
@@ -191,7 +191,7 @@ impl Loop<'_> {
             };
             matched[i] = true;
             let healthy = match m.client_urls.first() {
-                Some(url) => etcd_gw::status(url).await.is_ok(),
+                Some(url) => etcd_gw::status(&self.own.at(url.as_str())).await.is_ok(),
                 None => false,
             };
             if !healthy {
@@ -233,7 +233,7 @@ impl Loop<'_> {
         }
         let mut applied = None;
         for url in &m.client_urls {
-            if let Ok(s) = etcd_gw::status(url).await {
+            if let Ok(s) = etcd_gw::status(&self.own.at(url.as_str())).await {
                 applied = Some(s.raft_applied_index);
                 break;
             }

@@ -52,6 +52,13 @@ impl Ctx {
             .context("node-ip")
     }
 
+    /// The host's etcd as k3s's own clients reach it: TLS with the
+    /// host's `server/tls/etcd/` client certificate, at `url`.
+    pub fn etcd(&self, url: &str) -> anyhow::Result<crate::etcd_gw::Endpoint> {
+        let tls = crate::etcd_tls::client_config(&self.at(crate::lab_pki::HOST_ETCD_TLS))?;
+        Ok(crate::etcd_gw::Endpoint::tls(url, tls))
+    }
+
     /// The host's Node name.
     pub fn node(&self) -> anyhow::Result<String> {
         self.config
@@ -78,7 +85,7 @@ pub fn notify_ready(what: &str) {
 pub async fn snapshot_save(ctx: &Ctx, name: &str) -> anyhow::Result<PathBuf> {
     protocol::SwapId::parse(name)?;
     let ip = ctx.ip()?;
-    let url = LabSpec::etcd_url(ip);
+    let url = ctx.etcd(&LabSpec::etcd_url(ip))?;
     let (me, members) = crate::etcd_gw::member_list(&url)
         .await
         .context("etcd-snapshot error: cannot reach the local etcd (is k3s running?)")?;

@@ -16,15 +16,16 @@ use kube::{
 };
 use serde_json::json;
 use testcp::{
-    ApiServer, ApiServerOptions, ClusterState, Etcd, EtcdOptions, Pki, Probe, TokenAuthFile,
+    ApiServer, ApiServerOptions, ClusterState, Etcd, EtcdOptions, EtcdTls, Pki, Probe,
+    TokenAuthFile,
 };
 use tracing::{info, warn};
 
 use super::{Ctx, learners, node};
 use crate::{
     api::Apis,
-    etcd_gw,
-    spec::{API_PORT, ETCD_CLIENT_PORT, ETCD_METRICS_PORT, ETCD_PEER_PORT, LabSpec},
+    etcd_gw, lab_pki,
+    spec::{API_PORT, ETCD_CLIENT_PORT, LabSpec},
 };
 use protocol::names::{
     K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME, K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME,
@@ -37,14 +38,14 @@ fn random_hex8() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// The other servers' etcd client URLs, for asking about membership when the
-/// local member is gone.
-fn peers(ctx: &Ctx, me: Ipv4Addr) -> Vec<String> {
+/// The other servers' etcd members (reached with `own`'s identity), for
+/// asking about membership when the local member is gone.
+fn peers(ctx: &Ctx, own: &etcd_gw::Endpoint, me: Ipv4Addr) -> Vec<etcd_gw::Endpoint> {
     ctx.spec
         .hosts
         .iter()
         .filter(|h| h.ip != me)
-        .map(|h| LabSpec::etcd_url(h.ip))
+        .map(|h| own.at(LabSpec::etcd_url(h.ip)))
         .collect()
 }
 
@@ -70,7 +71,10 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         std::fs::rename(&etcd_dir, &backup).context("backing up the removed member's datastore")?;
     }
     let own_client = LabSpec::etcd_url(ip);
-    let peer_url = format!("http://{ip}:{ETCD_PEER_PORT}");
+    // k3s's clients of etcd (itself, kube-apiserver) use the host's
+    // server/tls/etcd/ certificates; etcd refuses a client without one.
+    let own = ctx.etcd(&own_client)?;
+    let peer_url = LabSpec::etcd_peer_url(ip);
     let name_file = etcd_dir.join("name");
     let (member_name, initial_cluster, state) = if etcd_dir.join("member/wal").exists() {
         let n = std::fs::read_to_string(&name_file)
@@ -88,7 +92,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             .map(|(h, _)| h)
             .unwrap_or_default()
             .to_string();
-        let join_etcd = format!("http://{host}:{ETCD_CLIENT_PORT}");
+        let join_etcd = own.at(format!("https://{host}:{ETCD_CLIENT_PORT}"));
         // k3s (pkg/etcd/etcd.go, `join`) refuses to join while any member
         // carries this node's name, a learner left by a rolled-back
         // promotion included: the unit fails and restarts until the member is
@@ -128,14 +132,24 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     };
     let logs = ctx.at("var/log/k3s");
     std::fs::create_dir_all(&logs)?;
+    let tls = ctx.at(lab_pki::HOST_ETCD_TLS);
     let opts = EtcdOptions {
         name: member_name.clone(),
         data_dir: etcd_dir.clone(),
         client_url: own_client.clone(),
         peer_url: peer_url.clone(),
-        metrics_url: format!("http://{ip}:{ETCD_METRICS_PORT}"),
+        // k3s: metrics and /health in plain HTTP on loopback:2381.
+        metrics_url: LabSpec::etcd_metrics_url(ip),
         initial_cluster,
         initial_cluster_state: state,
+        tls: Some(EtcdTls {
+            client_ca: tls.join("server-ca.crt"),
+            cert: tls.join("server-client.crt"),
+            key: tls.join("server-client.key"),
+            peer_ca: tls.join("peer-ca.crt"),
+            peer_cert: tls.join("peer-server-client.crt"),
+            peer_key: tls.join("peer-server-client.key"),
+        }),
         log_file: logs.join("etcd.log"),
         extra_args: vec!["--unsafe-no-fsync".into()],
     };
@@ -151,7 +165,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         .await
         .context("etcd did not become healthy")?;
     info!("etcd member {member_name} is serving");
-    let me = etcd_gw::status(&own_client).await?.member;
+    let me = etcd_gw::status(&own).await?.member;
 
     let spec = &ctx.spec;
     let tokens = TokenAuthFile::load(&spec.tokens_file())?;
@@ -197,17 +211,17 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         }
         // The member list while this host is a member; `None` once removed.
         let listed = if !etcd.is_running() {
-            if !removed(&ctx, me, ip).await {
+            if !removed(&ctx, &own, me, ip).await {
                 bail!("etcd exited");
             }
             None
         } else {
-            match etcd_gw::member_list(&own_client).await {
+            match etcd_gw::member_list(&own).await {
                 Ok((_, m)) if m.iter().any(|m| m.id == me) => Some(m),
                 Ok(_) => None,
                 // A member cut off or removed answers nothing useful; ask the others.
                 Err(e) => {
-                    if !removed(&ctx, me, ip).await {
+                    if !removed(&ctx, &own, me, ip).await {
                         warn!("member list: {e:#}");
                         continue;
                     }
@@ -235,6 +249,11 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 logs.join("kube-apiserver.log"),
             );
             o.port = Some(API_PORT);
+            o.extra_args.extend([
+                format!("--etcd-cafile={}", tls.join("server-ca.crt").display()),
+                format!("--etcd-certfile={}", tls.join("client.crt").display()),
+                format!("--etcd-keyfile={}", tls.join("client.key").display()),
+            ]);
             // An audit log of the actuators' requests, for the lab's benchmark.
             let policy = spec.pki_dir().join("audit-policy.yaml");
             if policy.exists() {
@@ -270,7 +289,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         if last_promote.elapsed() >= promote_every {
             last_promote = std::time::Instant::now();
             learners::Loop {
-                own: &own_client,
+                own: &own,
                 me,
                 apis: &apis,
                 max_stall: Duration::from_millis(spec.timings.learner_max_stall_ms),
@@ -279,7 +298,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             .run(&members)
             .await;
             if apiserver.is_some()
-                && let Err(e) = removal_controller(&apis, &own_client, &members).await
+                && let Err(e) = removal_controller(&apis, &own, &members).await
             {
                 warn!("member removal: {e:#}");
             }
@@ -316,7 +335,7 @@ fn duplicate_member(members: &[etcd_gw::Member], node: &str) -> Option<String> {
 }
 
 async fn add_learner(
-    join_etcd: &str,
+    join_etcd: &etcd_gw::Endpoint,
     peer_url: &str,
 ) -> anyhow::Result<(u64, Vec<etcd_gw::Member>)> {
     // etcd refuses a new member until every voter has been connected a while,
@@ -329,7 +348,9 @@ async fn add_learner(
                 warn!("adding the learner: {e:#}; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
-            Err(e) => return Err(e.context(format!("joining the etcd cluster at {join_etcd}"))),
+            Err(e) => {
+                return Err(e.context(format!("joining the etcd cluster at {}", join_etcd.url())));
+            }
         }
     }
 }
@@ -379,7 +400,7 @@ async fn kubelet_beat(
 /// or not. A Node already marked removed is left alone.
 async fn removal_controller(
     apis: &Apis,
-    own: &str,
+    own: &etcd_gw::Endpoint,
     members: &[etcd_gw::Member],
 ) -> anyhow::Result<()> {
     let nodes = apis
@@ -480,8 +501,8 @@ async fn patch_annotations(
 }
 
 /// Whether the other members no longer list this one.
-async fn removed(ctx: &Ctx, me: u64, ip: Ipv4Addr) -> bool {
-    for url in peers(ctx, ip) {
+async fn removed(ctx: &Ctx, own: &etcd_gw::Endpoint, me: u64, ip: Ipv4Addr) -> bool {
+    for url in peers(ctx, own, ip) {
         if let Ok((_, members)) = etcd_gw::member_list(&url).await {
             return !members.iter().any(|m| m.id == me);
         }
