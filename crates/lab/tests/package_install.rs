@@ -21,7 +21,6 @@ use std::{
 use lab::{
     bounded, etcd_gw,
     machine::{Bind, Machine},
-    spec::LabSpec,
     systemd_lab::{FleetRole, Options, SystemdLab},
     world::Bins,
 };

@@ -13,7 +13,6 @@ use lab::{
     hosts::Hosts,
     machine, overlap,
     scenario::{self, Hand},
-    spec::LabSpec,
     systemd_lab::SystemdLab,
 };
 use protocol::{Phase, report::ReportStep};

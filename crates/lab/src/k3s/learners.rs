@@ -390,14 +390,14 @@ mod tests {
 
     #[test]
     fn the_condition_says_what_k3s_says() {
-        assert_eq!(MemberStatus::Voter.condition().0, true);
+        assert!(MemberStatus::Voter.condition().0);
         assert_eq!(MemberStatus::Voter.condition().1, "MemberNotLearner");
         for (s, reason) in [
             (MemberStatus::Learner, "MemberIsLearner"),
             (MemberStatus::Unhealthy, "Unhealthy"),
             (MemberStatus::NotAMember, "NotAMember"),
         ] {
-            assert_eq!(s.condition().0, false);
+            assert!(!s.condition().0);
             assert_eq!(s.condition().1, reason);
         }
     }
