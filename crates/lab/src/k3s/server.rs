@@ -216,18 +216,20 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             }
             None
         } else {
-            match etcd_gw::member_list(&own).await {
-                Ok((_, m)) if m.iter().any(|m| m.id == me) => Some(m),
-                Ok(_) => None,
-                // A member cut off or removed answers nothing useful; ask the others.
-                Err(e) => {
-                    if !removed(&ctx, &own, me, ip).await {
+            let list = match etcd_gw::member_list(&own).await {
+                Ok((_, m)) => m,
+                // A learner serves no member list ("rpc not supported for
+                // learner"), and a member cut off or removed answers nothing
+                // useful: ask the others, as k3s's client would.
+                Err(e) => match others_list(&ctx, &own, ip).await {
+                    Some(m) => m,
+                    None => {
                         warn!("member list: {e:#}");
                         continue;
                     }
-                    None
-                }
-            }
+                },
+            };
+            Some(list).filter(|m| m.iter().any(|m| m.id == me))
         };
         let Some(members) = listed else {
             etcd.kill();
@@ -502,12 +504,23 @@ async fn patch_annotations(
 
 /// Whether the other members no longer list this one.
 async fn removed(ctx: &Ctx, own: &etcd_gw::Endpoint, me: u64, ip: Ipv4Addr) -> bool {
+    others_list(ctx, own, ip)
+        .await
+        .is_some_and(|members| !members.iter().any(|m| m.id == me))
+}
+
+/// The member list as the first other server that answers has it.
+async fn others_list(
+    ctx: &Ctx,
+    own: &etcd_gw::Endpoint,
+    ip: Ipv4Addr,
+) -> Option<Vec<etcd_gw::Member>> {
     for url in peers(ctx, own, ip) {
         if let Ok((_, members)) = etcd_gw::member_list(&url).await {
-            return !members.iter().any(|m| m.id == me);
+            return Some(members);
         }
     }
-    false
+    None
 }
 
 /// k3s once its member is removed (pkg/etcd/etcd.go, on `ErrMemberRemoved`):
