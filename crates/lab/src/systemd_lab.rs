@@ -227,6 +227,16 @@ impl SystemdLab {
         ));
         self.enable_now(&first.name, "k3s")?;
         world::wait_condition(&apis, &first.name, "Ready", Duration::from_secs(180)).await?;
+        // EtcdIsVoter comes from the etcd leader's loop a moment after the
+        // Node has the etcd label: an actuator asked for a snapshot before it
+        // refuses (the host is not yet known as a voter).
+        world::wait_condition(
+            &apis,
+            &first.name,
+            protocol::names::K3S_ETCD_IS_VOTER,
+            Duration::from_secs(120),
+        )
+        .await?;
         self.wait_active(&first.name, "k3s", Duration::from_secs(120))
             .await?;
         world::apply_deploy(&apis, "deploy/rbac/actuator.yaml").await?;

@@ -317,6 +317,16 @@ pub async fn up(o: UpOptions, say: &dyn Fn(&str)) -> anyhow::Result<LabSpec> {
     ));
     systemctl(&spec, &first.name, &["enable", "--now", "k3s"])?;
     wait_condition(&apis, &first.name, "Ready", Duration::from_secs(120)).await?;
+    // EtcdIsVoter comes from the etcd leader's loop a moment after the
+    // Node has the etcd label: an actuator asked for a snapshot before it
+    // refuses (the host is not yet known as a voter).
+    wait_condition(
+        &apis,
+        &first.name,
+        protocol::names::K3S_ETCD_IS_VOTER,
+        Duration::from_secs(120),
+    )
+    .await?;
     // The actuators' and the controller's credentials, and the regrade Lease,
     // as an operator installs them.
     apply_deploy(&apis, "deploy/rbac/actuator.yaml").await?;
