@@ -71,6 +71,8 @@ pub fn node_facts(names: &Names, node: &Node) -> NodeFacts {
             .map(|t| t.0.as_second()),
         lease_renewed_at: None,
         etcd_is_voter: condition_true(node, K3S_ETCD_IS_VOTER),
+        etcd_unhealthy: condition(node, K3S_ETCD_IS_VOTER)
+            .is_some_and(|c| c.status == "False" && c.reason.as_deref() == Some("Unhealthy")),
         etcd_label: label(K3S_ETCD_ROLE_LABEL).as_deref() == Some("true"),
         control_plane_label: label(K3S_CONTROL_PLANE_LABEL).is_some(),
         master_label: label(K3S_MASTER_LABEL).is_some(),

@@ -31,3 +31,10 @@ pub fn micro() -> String {
         })
         .unwrap_or_default()
 }
+
+/// Now, in unix milliseconds.
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,10 +1,13 @@
 //! etcd's v3 JSON gateway (`/v3/...` on the client URL): membership, status,
-//! puts and snapshots, through plain HTTP. It is how the k3s stand-in manages
-//! real members without a gRPC client (k3s itself links etcd's Go client).
+//! puts and snapshots, over the member's TLS with a client certificate
+//! ([`Endpoint`]). It is how the k3s stand-in manages real members without a
+//! gRPC client (k3s itself links etcd's Go client).
 
 use anyhow::{Context, bail};
 use base64::Engine;
 use serde_json::{Value, json};
+
+pub use crate::etcd_tls::Endpoint;
 
 /// One member, as etcd lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +18,8 @@ pub struct Member {
     pub name: String,
     /// Its peer URLs.
     pub peer_urls: Vec<String>,
+    /// Its client URLs (empty for a learner that has not started yet).
+    pub client_urls: Vec<String>,
     /// Whether it is a learner.
     pub is_learner: bool,
 }
@@ -28,11 +33,11 @@ fn id_of(v: &Value) -> u64 {
     }
 }
 
-async fn post(client_url: &str, path: &str, body: Value) -> anyhow::Result<Value> {
-    let url = format!("{client_url}{path}");
-    let r = testcp::plain_http::request(&url, Some(&body.to_string()))
+async fn post(ep: &Endpoint, path: &str, body: Value) -> anyhow::Result<Value> {
+    let r = ep
+        .request(path, Some(&body.to_string()))
         .await
-        .with_context(|| format!("POST {url}"))?;
+        .with_context(|| format!("POST {}{path}", ep.url()))?;
     let v: Value = serde_json::from_str(r.body.trim()).unwrap_or(Value::Null);
     if r.status != 200 {
         let msg = v
@@ -46,6 +51,16 @@ async fn post(client_url: &str, path: &str, body: Value) -> anyhow::Result<Value
     Ok(v)
 }
 
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|u| u.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn members_of(v: &Value) -> Vec<Member> {
     v.get("members")
         .and_then(Value::as_array)
@@ -54,14 +69,8 @@ fn members_of(v: &Value) -> Vec<Member> {
                 .map(|m| Member {
                     id: id_of(&m["ID"]),
                     name: m["name"].as_str().unwrap_or_default().to_string(),
-                    peer_urls: m["peerURLs"]
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|u| u.as_str().map(str::to_string))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
+                    peer_urls: strings(&m["peerURLs"]),
+                    client_urls: strings(&m["clientURLs"]),
                     is_learner: m["isLearner"].as_bool().unwrap_or(false),
                 })
                 .collect()
@@ -70,9 +79,9 @@ fn members_of(v: &Value) -> Vec<Member> {
 }
 
 /// The member list, and the id of the member that answered.
-pub async fn member_list(client_url: &str) -> anyhow::Result<(u64, Vec<Member>)> {
+pub async fn member_list(ep: &Endpoint) -> anyhow::Result<(u64, Vec<Member>)> {
     let v = post(
-        client_url,
+        ep,
         "/v3/cluster/member/list",
         json!({ "linearizable": true }),
     )
@@ -82,11 +91,11 @@ pub async fn member_list(client_url: &str) -> anyhow::Result<(u64, Vec<Member>)>
 
 /// Adds a learner with `peer_url`; returns its id and the new member list.
 pub async fn member_add_learner(
-    client_url: &str,
+    ep: &Endpoint,
     peer_url: &str,
 ) -> anyhow::Result<(u64, Vec<Member>)> {
     let v = post(
-        client_url,
+        ep,
         "/v3/cluster/member/add",
         json!({ "peerURLs": [peer_url], "isLearner": true }),
     )
@@ -95,9 +104,9 @@ pub async fn member_add_learner(
 }
 
 /// Promotes a learner (etcd refuses until it has caught up).
-pub async fn member_promote(client_url: &str, id: u64) -> anyhow::Result<()> {
+pub async fn member_promote(ep: &Endpoint, id: u64) -> anyhow::Result<()> {
     post(
-        client_url,
+        ep,
         "/v3/cluster/member/promote",
         json!({ "ID": id.to_string() }),
     )
@@ -106,9 +115,9 @@ pub async fn member_promote(client_url: &str, id: u64) -> anyhow::Result<()> {
 }
 
 /// Removes a member.
-pub async fn member_remove(client_url: &str, id: u64) -> anyhow::Result<()> {
+pub async fn member_remove(ep: &Endpoint, id: u64) -> anyhow::Result<()> {
     post(
-        client_url,
+        ep,
         "/v3/cluster/member/remove",
         json!({ "ID": id.to_string() }),
     )
@@ -116,17 +125,52 @@ pub async fn member_remove(client_url: &str, id: u64) -> anyhow::Result<()> {
     .map(drop)
 }
 
-/// The answering member's id and the leader's id.
-pub async fn status(client_url: &str) -> anyhow::Result<(u64, u64)> {
-    let v = post(client_url, "/v3/maintenance/status", json!({})).await?;
-    Ok((id_of(&v["header"]["member_id"]), id_of(&v["leader"])))
+/// A member's own view, as `maintenance/status` answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    /// The answering member's id.
+    pub member: u64,
+    /// The leader's id (0: none known).
+    pub leader: u64,
+    /// The raft index the member has applied (a learner's catch-up).
+    pub raft_applied_index: u64,
+}
+
+/// The answering member's id, the leader's id and its applied raft index.
+/// A member that reports errors (etcd's `errors` field, e.g. an alarm)
+/// is an error here, as k3s's `getETCDStatus` takes it.
+pub async fn status(ep: &Endpoint) -> anyhow::Result<Status> {
+    let v = post(ep, "/v3/maintenance/status", json!({})).await?;
+    if let Some(errors) = v["errors"].as_array().filter(|e| !e.is_empty()) {
+        bail!("etcd member has status errors: {errors:?}");
+    }
+    Ok(Status {
+        member: id_of(&v["header"]["member_id"]),
+        leader: id_of(&v["leader"]),
+        raft_applied_index: id_of(&v["raftAppliedIndex"]),
+    })
+}
+
+/// A key's value, if it is set (a linearizable read).
+pub async fn get(ep: &Endpoint, key: &str) -> anyhow::Result<Option<String>> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let v = post(ep, "/v3/kv/range", json!({ "key": b64.encode(key) })).await?;
+    let Some(value) = v["kvs"]
+        .as_array()
+        .and_then(|kvs| kvs.first())
+        .and_then(|kv| kv["value"].as_str())
+    else {
+        return Ok(None);
+    };
+    let bytes = b64.decode(value).context("a value's base64")?;
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// Puts a key (a quorum write).
-pub async fn put(client_url: &str, key: &str, value: &str) -> anyhow::Result<()> {
+pub async fn put(ep: &Endpoint, key: &str, value: &str) -> anyhow::Result<()> {
     let b64 = base64::engine::general_purpose::STANDARD;
     post(
-        client_url,
+        ep,
         "/v3/kv/put",
         json!({ "key": b64.encode(key), "value": b64.encode(value) }),
     )
@@ -136,11 +180,12 @@ pub async fn put(client_url: &str, key: &str, value: &str) -> anyhow::Result<()>
 
 /// A whole snapshot of the member's database (the gateway streams it as JSON
 /// chunks of base64).
-pub async fn snapshot(client_url: &str) -> anyhow::Result<Vec<u8>> {
-    let url = format!("{client_url}/v3/maintenance/snapshot");
-    let r = testcp::plain_http::request(&url, Some("{}"))
+pub async fn snapshot(ep: &Endpoint) -> anyhow::Result<Vec<u8>> {
+    let path = "/v3/maintenance/snapshot";
+    let r = ep
+        .request(path, Some("{}"))
         .await
-        .with_context(|| format!("POST {url}"))?;
+        .with_context(|| format!("POST {}{path}", ep.url()))?;
     if r.status != 200 {
         bail!(
             "snapshot: {} {}",

@@ -136,6 +136,124 @@ pub fn generate(dir: &Path, ips: &[IpAddr]) -> Result<Pki> {
     Ok(pki)
 }
 
+/// Where k3s keeps a server's etcd certificates, under the host's root
+/// (`pkg/daemons/control/deps/deps.go`, `CreateRuntimeCertFiles`).
+pub const HOST_ETCD_TLS: &str = "var/lib/rancher/k3s/server/tls/etcd";
+
+/// The etcd client identity of the lab's own tools (tests, scenarios,
+/// `status`): `server-ca.crt`, `client.crt`, `client.key` in this directory
+/// of the PKI, the same names as a host's [`HOST_ETCD_TLS`].
+pub fn etcd_client_dir(pki_dir: &Path) -> PathBuf {
+    pki_dir.join("etcd")
+}
+
+fn ca(name: &str) -> Result<(String, Issuer<'static, KeyPair>)> {
+    let key = KeyPair::generate()?;
+    let mut p = CertificateParams::default();
+    p.distinguished_name.push(DnType::CommonName, name);
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let cert = p.self_signed(&key)?;
+    Ok((cert.pem(), Issuer::new(p, key)))
+}
+
+/// A leaf certificate and its key, signed by `issuer`: for `ips` (and
+/// `localhost`) when it serves, for client authentication always (k3s's
+/// `server-client` and `peer-server-client` are both).
+fn leaf(
+    cn: &str,
+    ips: &[IpAddr],
+    serves: bool,
+    issuer: &Issuer<'_, KeyPair>,
+) -> Result<(String, String)> {
+    let key = KeyPair::generate()?;
+    let mut p = if serves {
+        CertificateParams::new(vec!["localhost".to_owned()])?
+    } else {
+        CertificateParams::default()
+    };
+    p.distinguished_name.push(DnType::CommonName, cn);
+    if serves {
+        p.subject_alt_names
+            .extend(ips.iter().map(|&ip| SanType::IpAddress(ip)));
+    }
+    p.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    if serves {
+        p.extended_key_usages
+            .push(ExtendedKeyUsagePurpose::ServerAuth);
+    }
+    let cert = p.signed_by(&key, issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+fn write_pair(dir: &Path, name: &str, (cert, key): &(String, String)) -> Result<()> {
+    write(&dir.join(format!("{name}.crt")), cert.as_bytes(), 0o644)?;
+    write(&dir.join(format!("{name}.key")), key.as_bytes(), 0o600)
+}
+
+fn mkdir(dir: &Path) -> Result<()> {
+    fs::create_dir_all(dir).map_err(|source| Error::Write {
+        path: dir.to_owned(),
+        source,
+    })
+}
+
+/// k3s's etcd certificates: two CAs (etcd's server CA, which also signs
+/// its clients, and the peer CA), and for each host (its root and address)
+/// under [`HOST_ETCD_TLS`]: `server-ca.crt`, `peer-ca.crt`, the local
+/// client `client.{crt,key}` (kube-apiserver's), the member's serving
+/// `server-client.{crt,key}` and `peer-server-client.{crt,key}`, for
+/// `localhost`, `127.0.0.1` and the host's address. The lab's own client
+/// goes in [`etcd_client_dir`]. The CA keys are not kept.
+pub fn generate_etcd(pki_dir: &Path, hosts: &[(PathBuf, IpAddr)]) -> Result<()> {
+    for (_, ip) in hosts {
+        if !is_lab_address(*ip) {
+            return Err(Error::NotLabAddress(*ip));
+        }
+    }
+    let (server_ca, server_issuer) = ca("etcd-server-ca")?;
+    let (peer_ca, peer_issuer) = ca("etcd-peer-ca")?;
+    let tools = etcd_client_dir(pki_dir);
+    mkdir(&tools)?;
+    write(&tools.join("server-ca.crt"), server_ca.as_bytes(), 0o644)?;
+    write_pair(
+        &tools,
+        "client",
+        &leaf("etcd-client", &[], false, &server_issuer)?,
+    )?;
+    for (root, ip) in hosts {
+        let dir = root.join(HOST_ETCD_TLS);
+        mkdir(&dir)?;
+        let ips = [IpAddr::V4(Ipv4Addr::LOCALHOST), *ip];
+        write(&dir.join("server-ca.crt"), server_ca.as_bytes(), 0o644)?;
+        write(&dir.join("peer-ca.crt"), peer_ca.as_bytes(), 0o644)?;
+        write_pair(
+            &dir,
+            "client",
+            &leaf("etcd-client", &[], false, &server_issuer)?,
+        )?;
+        write_pair(
+            &dir,
+            "server-client",
+            &leaf("etcd-server", &ips, true, &server_issuer)?,
+        )?;
+        write_pair(
+            &dir,
+            "peer-server-client",
+            &leaf("etcd-peer", &ips, true, &peer_issuer)?,
+        )?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -58,8 +58,8 @@ pub struct WriterStats {
 }
 
 impl Writer {
-    /// Puts a key every `every` through `client_url`.
-    pub fn start(client_url: String, every: Duration) -> Writer {
+    /// Puts a key every `every` through `member`.
+    pub fn start(member: etcd_gw::Endpoint, every: Duration) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let (s, o, f) = (stop.clone(), ok.clone(), failed.clone());
@@ -70,12 +70,8 @@ impl Writer {
             while !s.load(Ordering::Relaxed) {
                 tick.tick().await;
                 n += 1;
-                match etcd_gw::put(
-                    &client_url,
-                    &format!("/lab/writer/{}", n % 100),
-                    &n.to_string(),
-                )
-                .await
+                match etcd_gw::put(&member, &format!("/lab/writer/{}", n % 100), &n.to_string())
+                    .await
                 {
                     Ok(()) => {
                         o.fetch_add(1, Ordering::Relaxed);
@@ -262,7 +258,7 @@ impl Hand {
 /// The members as etcd lists them, through any live member.
 pub async fn members(spec: &LabSpec) -> anyhow::Result<Vec<etcd_gw::Member>> {
     for h in &spec.hosts {
-        if let Ok((_, m)) = etcd_gw::member_list(&LabSpec::etcd_url(h.ip)).await {
+        if let Ok((_, m)) = etcd_gw::member_list(&spec.etcd(h.ip)?).await {
             return Ok(m);
         }
     }
@@ -440,7 +436,7 @@ pub async fn swap_by_hand(
         "writer: a put every 50 ms through {} (a voter that stays)",
         stay.name
     ));
-    let writer = Writer::start(LabSpec::etcd_url(stay.ip), Duration::from_millis(50));
+    let writer = Writer::start(spec.etcd(stay.ip)?, Duration::from_millis(50));
 
     say(&format!("1. take the regrade Lease for {swap}"));
     hand.hold_lease(&swap, &n.controller_identity).await?;
@@ -729,7 +725,7 @@ pub async fn swap_with_controller(
         "writer: a put every 50 ms through {} (a voter that stays)",
         stay.name
     ));
-    let writer = Writer::start(LabSpec::etcd_url(stay.ip), Duration::from_millis(50));
+    let writer = Writer::start(spec.etcd(stay.ip)?, Duration::from_millis(50));
     // Count the outgoing host's pod shims as soon as it reports etcd-only,
     // and for as long as it stays there (within `SHIM_WATCH`).
     let watch_hand = Hand::new(spec)?;
@@ -745,10 +741,13 @@ pub async fn swap_with_controller(
         }
     };
     let t0 = Instant::now();
+    // The controller talks to a server that stays (the first server's API
+    // goes with it when it is the one swapped out).
+    let kubeconfig = world::kubeconfig_for(spec, &stay.name)?;
     let mut child = tokio::process::Command::new(fleet_role)
         .args([
             "--kubeconfig",
-            &world::kubeconfig(spec).display().to_string(),
+            &kubeconfig.display().to_string(),
             "swap",
             "--out",
             out,
@@ -762,6 +761,17 @@ pub async fn swap_with_controller(
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("running {}", fleet_role.display()))?;
+    // Its log is read as it comes: a pipe nobody reads fills (64 KiB of
+    // warnings on a bad day) and would block the controller on a write.
+    let errors = tokio::spawn({
+        let mut e = child.stderr.take().expect("piped");
+        async move {
+            use tokio::io::AsyncReadExt;
+            let mut err = String::new();
+            let _ = e.read_to_string(&mut err).await;
+            err
+        }
+    });
     let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
     let reading = async {
         while let Some(line) = lines.next_line().await? {
@@ -778,11 +788,7 @@ pub async fn swap_with_controller(
         }
     }
     let status = child.wait().await?;
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        use tokio::io::AsyncReadExt;
-        let _ = e.read_to_string(&mut err).await;
-    }
+    let err = errors.await.unwrap_or_default();
     let writer = writer.finish().await;
     if !status.success() {
         bail!("fleet-role swap failed ({status}): {}", err.trim());

@@ -30,6 +30,14 @@ pub struct Timings {
     /// How often a kubelet heartbeats its Node and renews its node Lease
     /// (kubelet: 10 s).
     pub heartbeat_ms: u64,
+    /// How long the etcd leader lets a learner go without raft progress
+    /// before removing it (k3s's `learnerMaxStallTime`, 5 min, the default).
+    #[serde(default = "default_learner_max_stall_ms")]
+    pub learner_max_stall_ms: u64,
+}
+
+fn default_learner_max_stall_ms() -> u64 {
+    crate::k3s::learners::LEARNER_MAX_STALL.as_millis() as u64
 }
 
 impl Default for Timings {
@@ -37,6 +45,7 @@ impl Default for Timings {
         Self {
             promote_every_ms: 2000,
             heartbeat_ms: 2000,
+            learner_max_stall_ms: default_learner_max_stall_ms(),
         }
     }
 }
@@ -68,7 +77,7 @@ pub const API_PORT: u16 = 6443;
 pub const ETCD_CLIENT_PORT: u16 = 2379;
 /// etcd's peer port.
 pub const ETCD_PEER_PORT: u16 = 2380;
-/// etcd's metrics port (where `/health` is served).
+/// etcd's metrics port (where `/health` is served, in plain HTTP).
 pub const ETCD_METRICS_PORT: u16 = 2381;
 
 impl LabSpec {
@@ -121,9 +130,35 @@ impl LabSpec {
         format!("https://{ip}:{API_PORT}")
     }
 
-    /// etcd's client URL on a host.
+    /// etcd's client URL on a host (TLS, as k3s serves it).
     pub fn etcd_url(ip: Ipv4Addr) -> String {
-        format!("http://{ip}:{ETCD_CLIENT_PORT}")
+        format!("https://{ip}:{ETCD_CLIENT_PORT}")
+    }
+
+    /// etcd's peer URL on a host (TLS).
+    pub fn etcd_peer_url(ip: Ipv4Addr) -> String {
+        format!("https://{ip}:{ETCD_PEER_PORT}")
+    }
+
+    /// etcd's metrics URL on a host, plain HTTP: `127.0.0.1:2381` as k3s
+    /// binds it, on a host with a network namespace of its own; on a host
+    /// whose address is itself loopback (the stand-in lab's, which share
+    /// this machine's loopback), its own address.
+    pub fn etcd_metrics_url(ip: Ipv4Addr) -> String {
+        let host = if ip.is_loopback() {
+            ip
+        } else {
+            Ipv4Addr::LOCALHOST
+        };
+        format!("http://{host}:{ETCD_METRICS_PORT}")
+    }
+
+    /// A host's etcd as the lab's own tools reach it: TLS with the lab's
+    /// etcd client certificate (`pki/etcd/`).
+    pub fn etcd(&self, ip: Ipv4Addr) -> anyhow::Result<crate::etcd_gw::Endpoint> {
+        let tls =
+            crate::etcd_tls::client_config(&crate::lab_pki::etcd_client_dir(&self.pki_dir()))?;
+        Ok(crate::etcd_gw::Endpoint::tls(Self::etcd_url(ip), tls))
     }
 
     /// The API URLs of every host installed as a server, in order.
@@ -138,6 +173,12 @@ impl LabSpec {
     /// Every host's API URL (any host may become a server), servers first.
     pub fn all_api_urls(&self) -> Vec<String> {
         self.hosts.iter().map(|h| Self::api_url(h.ip)).collect()
+    }
+
+    /// A file that, while it exists, holds every learner back: the etcd
+    /// leader's loop skips the promotion (a fault the lab's tests inject).
+    pub fn hold_promotions_file(&self) -> PathBuf {
+        self.dir.join("inject/hold-promotions")
     }
 
     /// The heartbeat period.

@@ -144,6 +144,14 @@ impl SystemdLab {
             timings: o.timings,
         };
         lab_pki::generate(&spec.pki_dir(), &spec.ips())?;
+        crate::lab_pki::generate_etcd(
+            &spec.pki_dir(),
+            &spec
+                .hosts
+                .iter()
+                .map(|h| (spec.root(&h.name), std::net::IpAddr::V4(h.ip)))
+                .collect::<Vec<_>>(),
+        )?;
         TokenAuthFile::generate(&spec.pki_dir())?;
         world::write(
             &spec.pki_dir().join("audit-policy.yaml"),
@@ -219,6 +227,16 @@ impl SystemdLab {
         ));
         self.enable_now(&first.name, "k3s")?;
         world::wait_condition(&apis, &first.name, "Ready", Duration::from_secs(180)).await?;
+        // EtcdIsVoter comes from the etcd leader's loop a moment after the
+        // Node has the etcd label: an actuator asked for a snapshot before it
+        // refuses (the host is not yet known as a voter).
+        world::wait_condition(
+            &apis,
+            &first.name,
+            protocol::names::K3S_ETCD_IS_VOTER,
+            Duration::from_secs(120),
+        )
+        .await?;
         self.wait_active(&first.name, "k3s", Duration::from_secs(120))
             .await?;
         world::apply_deploy(&apis, "deploy/rbac/actuator.yaml").await?;
@@ -429,11 +447,10 @@ fn actuator_settings(spec: &LabSpec, h: &HostSpec) -> String {
         .map(|u| format!("\"{u}\""))
         .collect();
     format!(
-        "node = \"{}\"\napi = [{}]\nca_file = \"/etc/fleet-role/ca.crt\"\ntoken_file = \"/etc/fleet-role/token\"\netcd_health_url = \"http://{}:{}/health\"\netcd_url = \"{}\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
+        "node = \"{}\"\napi = [{}]\nca_file = \"/etc/fleet-role/ca.crt\"\ntoken_file = \"/etc/fleet-role/token\"\netcd_health_url = \"{}/health\"\netcd_url = \"{}\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
         h.name,
         api.join(", "),
-        h.ip,
-        crate::spec::ETCD_METRICS_PORT,
+        LabSpec::etcd_metrics_url(h.ip),
         LabSpec::etcd_url(h.ip),
     )
 }

@@ -106,14 +106,33 @@ pub fn kubeconfig(spec: &LabSpec) -> PathBuf {
 }
 
 pub(crate) fn write_kubeconfig(spec: &LabSpec) -> anyhow::Result<()> {
+    write_kubeconfig_to(spec, spec.hosts[0].ip, &kubeconfig(spec))
+}
+
+/// An admin kubeconfig naming `host`'s API server, `<dir>/kubeconfig-<host>`
+/// (mode 0600): what a controller whose swap takes the first server's API
+/// away (a swap of that server) is given, as an operator would point it at
+/// a server that stays (or at a load balancer).
+pub fn kubeconfig_for(spec: &LabSpec, host: &str) -> anyhow::Result<PathBuf> {
+    let h = spec
+        .hosts
+        .iter()
+        .find(|h| h.name == host)
+        .with_context(|| format!("no host {host} in this lab"))?;
+    let path = spec.dir.join(format!("kubeconfig-{host}"));
+    write_kubeconfig_to(spec, h.ip, &path)?;
+    Ok(path)
+}
+
+fn write_kubeconfig_to(spec: &LabSpec, ip: std::net::Ipv4Addr, path: &Path) -> anyhow::Result<()> {
     let tokens = TokenAuthFile::load(&spec.tokens_file())?;
     let text = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    token: {}\ncontexts:\n- name: lab\n  context:\n    cluster: lab\n    user: admin\ncurrent-context: lab\n",
-        LabSpec::api_url(spec.hosts[0].ip),
+        LabSpec::api_url(ip),
         spec.pki_dir().join("ca.crt").display(),
         tokens.admin_token().expose_secret(),
     );
-    write(&kubeconfig(spec), &text, 0o600)
+    write(path, &text, 0o600)
 }
 
 /// Server-side applies a manifest of this checkout's `deploy/` folder.

@@ -21,7 +21,6 @@ use std::{
 use lab::{
     bounded, etcd_gw,
     machine::{Bind, Machine},
-    spec::LabSpec,
     systemd_lab::{FleetRole, Options, SystemdLab},
     world::Bins,
 };
@@ -630,7 +629,7 @@ async fn the_ansible_role_installs_configures_and_runs_the_actuator_and_promotes
             .exists()
     );
 
-    let (_, members) = etcd_gw::member_list(&LabSpec::etcd_url(lab.spec.hosts[0].ip))
+    let (_, members) = etcd_gw::member_list(&lab.spec.etcd(lab.spec.hosts[0].ip).unwrap())
         .await
         .unwrap();
     assert_eq!(members.len(), 2, "{members:?}");

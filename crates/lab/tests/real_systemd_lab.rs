@@ -13,7 +13,6 @@ use lab::{
     hosts::Hosts,
     machine, overlap,
     scenario::{self, Hand},
-    spec::LabSpec,
     systemd_lab::SystemdLab,
 };
 use protocol::{Phase, report::ReportStep};
@@ -31,7 +30,7 @@ async fn a_lab_on_real_systemd_comes_up_with_ready_k3s_units_voters_and_running_
     assert!(spec.hosts.iter().all(|h| h.ip.octets()[..2] == [198, 18]));
 
     // Both members vote, as seen from outside through the bridge.
-    let (_, members) = etcd_gw::member_list(&LabSpec::etcd_url(spec.hosts[0].ip))
+    let (_, members) = etcd_gw::member_list(&spec.etcd(spec.hosts[0].ip).unwrap())
         .await
         .unwrap();
     assert_eq!(members.len(), 2, "{members:?}");
@@ -238,7 +237,7 @@ async fn a_server_that_cannot_join_keeps_a_plain_start_blocked_and_becomes_activ
     lab.wait_active("agent-1", "k3s", Duration::from_secs(300))
         .await
         .unwrap();
-    let (_, members) = etcd_gw::member_list(&LabSpec::etcd_url(lab.spec.hosts[0].ip))
+    let (_, members) = etcd_gw::member_list(&lab.spec.etcd(lab.spec.hosts[0].ip).unwrap())
         .await
         .unwrap();
     assert_eq!(members.len(), 2, "{members:?}");
@@ -723,7 +722,10 @@ async fn a_step_down_on_real_systemd_whose_etcd_does_not_come_back_leaves_the_ro
         "server"
     );
     // The two voters left keep the cluster writable.
-    let url = LabSpec::etcd_url(lab.spec.host("server-1").unwrap().ip);
+    let url = lab
+        .spec
+        .etcd(lab.spec.host("server-1").unwrap().ip)
+        .unwrap();
     lab::etcd_gw::put(&url, "/lab/after-failed-step-down", "ok")
         .await
         .unwrap();

@@ -89,6 +89,11 @@ pub struct NodeFacts {
     pub lease_renewed_at: Option<i64>,
     /// k3s's `EtcdIsVoter` condition is `True`.
     pub etcd_is_voter: bool,
+    /// k3s's `EtcdIsVoter` is `False` with reason `Unhealthy`: the etcd
+    /// leader's loop could not reach the member, and writes this over a
+    /// voter's `True` (k3s `setEtcdStatusCondition`), so the member may still
+    /// vote.
+    pub etcd_unhealthy: bool,
     /// k3s's `node-role.kubernetes.io/etcd` label is `true`.
     pub etcd_label: bool,
     /// k3s's control-plane label is present.

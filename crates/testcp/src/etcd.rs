@@ -1,4 +1,7 @@
-//! One etcd member: the real binary from `etcd-bin-vendored`, plain HTTP on loopback.
+//! One etcd member: the real binary from `etcd-bin-vendored`, plain HTTP on
+//! loopback, or (with [`EtcdOptions::tls`]) TLS with client certificates on
+//! its client and peer URLs, as k3s runs it; `/health` is then asked of the
+//! plain-HTTP metrics URL, as k3s's own probes do.
 //!
 //! A single-member plane uses [`EtcdOptions::new`] as it is. A multi-member
 //! cluster gives every member the same `initial_cluster` (built from
@@ -97,6 +100,25 @@ pub enum Probe {
     Serializable,
 }
 
+/// TLS for a member's client and peer URLs (`https://` URLs then), every
+/// side required to present a certificate of the CA it trusts, as k3s sets
+/// etcd up (`--client-cert-auth`, `--peer-client-cert-auth`).
+#[derive(Debug, Clone)]
+pub struct EtcdTls {
+    /// `--trusted-ca-file`: the CA of clients' certificates.
+    pub client_ca: PathBuf,
+    /// `--cert-file` (serving clients).
+    pub cert: PathBuf,
+    /// `--key-file`.
+    pub key: PathBuf,
+    /// `--peer-trusted-ca-file`.
+    pub peer_ca: PathBuf,
+    /// `--peer-cert-file` (serving and dialling peers).
+    pub peer_cert: PathBuf,
+    /// `--peer-key-file`.
+    pub peer_key: PathBuf,
+}
+
 /// The settings of one member. Fields are public so a lab can assemble a cluster.
 #[derive(Debug, Clone)]
 pub struct EtcdOptions {
@@ -114,6 +136,8 @@ pub struct EtcdOptions {
     pub initial_cluster: String,
     /// `--initial-cluster-state`.
     pub initial_cluster_state: ClusterState,
+    /// TLS on the client and peer URLs; `None`: plain HTTP.
+    pub tls: Option<EtcdTls>,
     /// Where stdout and stderr go (appended across restarts).
     pub log_file: PathBuf,
     /// More flags. [`EtcdOptions::new`] puts `--unsafe-no-fsync` here: a test
@@ -139,6 +163,7 @@ impl EtcdOptions {
             peer_url,
             metrics_url: url(free_port(ip)?),
             initial_cluster_state: ClusterState::New,
+            tls: None,
             log_file: dir.join(format!("etcd-{name}.log")),
             extra_args: vec!["--unsafe-no-fsync".to_owned()],
         })
@@ -165,6 +190,18 @@ impl EtcdOptions {
             format!("--initial-cluster={}", self.initial_cluster),
             format!("--initial-cluster-state={state}"),
         ];
+        if let Some(t) = &self.tls {
+            args.extend([
+                "--client-cert-auth".to_owned(),
+                format!("--trusted-ca-file={}", t.client_ca.display()),
+                format!("--cert-file={}", t.cert.display()),
+                format!("--key-file={}", t.key.display()),
+                "--peer-client-cert-auth".to_owned(),
+                format!("--peer-trusted-ca-file={}", t.peer_ca.display()),
+                format!("--peer-cert-file={}", t.peer_cert.display()),
+                format!("--peer-key-file={}", t.peer_key.display()),
+            ]);
+        }
         args.extend(self.extra_args.iter().cloned());
         args
     }
@@ -230,9 +267,15 @@ impl Etcd {
     /// # Errors
     /// [`Error::Exited`] or [`Error::Timeout`], both with the log tail.
     pub async fn wait_healthy(&mut self, probe: Probe, timeout: Duration) -> Result<(), Error> {
+        // Over TLS the client URL wants a certificate; the metrics URL
+        // answers `/health` in plain HTTP.
+        let base = match self.options.tls {
+            Some(_) => &self.options.metrics_url,
+            None => &self.options.client_url,
+        };
         let url = match probe {
-            Probe::Linearizable => format!("{}/health", self.options.client_url),
-            Probe::Serializable => format!("{}/health?serializable=true", self.options.client_url),
+            Probe::Linearizable => format!("{base}/health"),
+            Probe::Serializable => format!("{base}/health?serializable=true"),
         };
         let name = &self.options.name;
         let started = Instant::now();

@@ -81,7 +81,7 @@ mod process;
 pub mod tokens;
 
 pub use apiserver::{ApiServer, ApiServerOptions};
-pub use etcd::{ClusterState, Etcd, EtcdOptions, Probe};
+pub use etcd::{ClusterState, Etcd, EtcdOptions, EtcdTls, Probe};
 pub use pki::Pki;
 pub use plane::{ControlPlane, apply_manifest};
 pub use process::free_port;

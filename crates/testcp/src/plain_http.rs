@@ -20,20 +20,11 @@ pub struct Response {
 /// # Errors
 /// Connection errors, a 5 s timeout, or a malformed URL or response.
 pub async fn request(url: &str, body: Option<&str>) -> io::Result<Response> {
-    let invalid =
-        |what: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("{what}: {url}"));
     let rest = url
         .strip_prefix("http://")
-        .ok_or_else(|| invalid("not an http:// URL"))?;
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let path = if path.is_empty() { "/" } else { path };
-    let request = match body {
-        Some(body) => format!(
-            "POST {path} HTTP/1.0\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        ),
-        None => format!("GET {path} HTTP/1.0\r\nHost: {authority}\r\n\r\n"),
-    };
+        .ok_or_else(|| invalid(url, "not an http:// URL"))?;
+    let (authority, path) = split(rest);
+    let request = request_text(authority, path, body);
     let exchange = async {
         let mut stream = tokio::net::TcpStream::connect(authority).await?;
         stream.write_all(request.as_bytes()).await?;
@@ -49,15 +40,45 @@ pub async fn request(url: &str, body: Option<&str>) -> io::Result<Response> {
                 format!("no response from {url} in 5 s"),
             )
         })??;
-    let text = String::from_utf8_lossy(&response);
+    parse_response(url, &response)
+}
+
+fn invalid(url: &str, what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, format!("{what}: {url}"))
+}
+
+/// `host:port/path` split into the authority and the path (`/` if none).
+pub fn split(rest: &str) -> (&str, &str) {
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    (authority, if path.is_empty() { "/" } else { path })
+}
+
+/// The HTTP/1.0 request for `path` on `authority`: a JSON POST of `body`,
+/// or a GET. (For a caller with a transport of its own, such as TLS.)
+pub fn request_text(authority: &str, path: &str, body: Option<&str>) -> String {
+    match body {
+        Some(body) => format!(
+            "POST {path} HTTP/1.0\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+        None => format!("GET {path} HTTP/1.0\r\nHost: {authority}\r\n\r\n"),
+    }
+}
+
+/// The status and body of a whole HTTP/1.0 response read from `url`.
+///
+/// # Errors
+/// A response without headers or a status code.
+pub fn parse_response(url: &str, response: &[u8]) -> io::Result<Response> {
+    let text = String::from_utf8_lossy(response);
     let (head, body) = text
         .split_once("\r\n\r\n")
-        .ok_or_else(|| invalid("a response without headers"))?;
+        .ok_or_else(|| invalid(url, "a response without headers"))?;
     let status = head
         .split_whitespace()
         .nth(1)
         .and_then(|code| code.parse().ok())
-        .ok_or_else(|| invalid("a response without a status code"))?;
+        .ok_or_else(|| invalid(url, "a response without a status code"))?;
     Ok(Response {
         status,
         body: body.to_owned(),

@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod learners;
 pub mod node;
 pub mod pods;
 pub mod server;
@@ -52,6 +53,13 @@ impl Ctx {
             .context("node-ip")
     }
 
+    /// The host's etcd as k3s's own clients reach it: TLS with the
+    /// host's `server/tls/etcd/` client certificate, at `url`.
+    pub fn etcd(&self, url: &str) -> anyhow::Result<crate::etcd_gw::Endpoint> {
+        let tls = crate::etcd_tls::client_config(&self.at(crate::lab_pki::HOST_ETCD_TLS))?;
+        Ok(crate::etcd_gw::Endpoint::tls(url, tls))
+    }
+
     /// The host's Node name.
     pub fn node(&self) -> anyhow::Result<String> {
         self.config
@@ -73,12 +81,12 @@ pub fn notify_ready(what: &str) {
 
 /// `k3s etcd-snapshot save --name NAME`: a real snapshot of the local member,
 /// written as k3s names it: `<etcd-snapshot-dir>/<name>-<node>-<unix>`
-/// (default `server/db/snapshots`). A learner takes none, as in k3s.
-/// Compression (`etcd-snapshot-compress`) is not imitated.
+/// (default `server/db/snapshots`), `.zip` with `etcd-snapshot-compress`.
+/// A learner takes none, as in k3s.
 pub async fn snapshot_save(ctx: &Ctx, name: &str) -> anyhow::Result<PathBuf> {
     protocol::SwapId::parse(name)?;
     let ip = ctx.ip()?;
-    let url = LabSpec::etcd_url(ip);
+    let url = ctx.etcd(&LabSpec::etcd_url(ip))?;
     let (me, members) = crate::etcd_gw::member_list(&url)
         .await
         .context("etcd-snapshot error: cannot reach the local etcd (is k3s running?)")?;
@@ -86,16 +94,100 @@ pub async fn snapshot_save(ctx: &Ctx, name: &str) -> anyhow::Result<PathBuf> {
         anyhow::bail!("etcd-snapshot error: this member is a learner; learners take no snapshots");
     }
     let data = crate::etcd_gw::snapshot(&url).await?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_secs();
-    // k3s (pkg/etcd/snapshot.go) writes where `etcd-snapshot-dir` says.
+    write_snapshot(ctx, name, &data, crate::clock::unix())
+}
+
+/// Writes a snapshot's `data` where and as k3s does (`pkg/etcd/snapshot.go`):
+/// in `etcd-snapshot-dir`, named `<name>-<node>-<unix>`; with
+/// `etcd-snapshot-compress`, only `<that>.zip`, one entry of that name
+/// (`compressSnapshot`; the uncompressed file is removed).
+pub fn write_snapshot(ctx: &Ctx, name: &str, data: &[u8], now: i64) -> anyhow::Result<PathBuf> {
     let dir = match ctx.config.get("etcd-snapshot-dir") {
         Some(d) => ctx.at(d.trim_start_matches('/')),
         None => ctx.at("var/lib/rancher/k3s/server/db/snapshots"),
     };
     std::fs::create_dir_all(&dir)?;
-    let file = dir.join(format!("{name}-{}-{now}", ctx.node()?));
-    std::fs::write(&file, data)?;
+    let base = format!("{name}-{}-{now}", ctx.node()?);
+    let (file, contents) = if ctx.config.flag("etcd-snapshot-compress") {
+        (
+            dir.join(format!("{base}.zip")),
+            crate::zip::one_entry(&base, data, now)?,
+        )
+    } else {
+        (dir.join(&base), data.to_vec())
+    };
+    std::fs::write(&file, contents)?;
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx_with(root: &std::path::Path, config: &str) -> Ctx {
+        let d = root.join("etc/rancher/k3s");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("config.yaml"), config).unwrap();
+        Ctx {
+            root: root.to_path_buf(),
+            config: config::K3sConfig::read(root).unwrap(),
+            spec: LabSpec {
+                dir: root.to_path_buf(),
+                hosts: vec![],
+                kube_apiserver: "kube-apiserver".into(),
+                etcd: "etcd".into(),
+                actuator: "actuator".into(),
+                standin_dir: root.to_path_buf(),
+                lab_bin: "lab".into(),
+                timings: Default::default(),
+            },
+        }
+    }
+
+    #[test]
+    fn the_actuator_finds_a_compressed_snapshot_the_stand_in_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_with(
+            dir.path(),
+            "node-name: n1\netcd-snapshot-dir: /srv/snaps\netcd-snapshot-compress: true\n",
+        );
+        let name = protocol::SwapId::parse("swap-7").unwrap();
+        let file = write_snapshot(&ctx, name.as_str(), b"etcd data", 1_796_136_054).unwrap();
+        assert_eq!(
+            file,
+            dir.path().join("srv/snaps/swap-7-n1-1796136054.zip"),
+            "named as k3s names it"
+        );
+        let paths = host::HostPaths::new(dir.path());
+        let config = host::k3s::SnapshotConfig::read(&paths).unwrap();
+        assert_eq!(
+            host::k3s::find_snapshot(&config, "n1", &name),
+            Some(file.clone())
+        );
+        // Only the archive is left, and it holds the snapshot under its name.
+        assert_eq!(
+            std::fs::read_dir(file.parent().unwrap()).unwrap().count(),
+            1
+        );
+        let out = std::process::Command::new("unzip")
+            .arg("-p")
+            .arg(&file)
+            .arg("swap-7-n1-1796136054")
+            .output()
+            .expect("unzip runs");
+        assert_eq!(out.stdout, b"etcd data");
+    }
+
+    #[test]
+    fn without_compression_the_snapshot_is_the_plain_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_with(dir.path(), "node-name: n1\n");
+        let file = write_snapshot(&ctx, "swap-7", b"etcd data", 100).unwrap();
+        assert_eq!(
+            file,
+            dir.path()
+                .join("var/lib/rancher/k3s/server/db/snapshots/swap-7-n1-100")
+        );
+        assert_eq!(std::fs::read(&file).unwrap(), b"etcd data");
+    }
 }

@@ -1,8 +1,10 @@
 //! `k3s server`: a real etcd member (a new cluster, a learner joining the
 //! named server, or the existing member restarted), a real kube-apiserver over
 //! the local member once it votes (none at the etcd-only level), the leader's
-//! learner promotion, k3s's member-removal controller, the tombstone, and the
-//! embedded kubelet with k3s's labels, annotations and `EtcdIsVoter`.
+//! learner promotion (`learners.rs`), k3s's member-removal controller, the
+//! tombstone, and the embedded kubelet with k3s's labels and annotations,
+//! which starts only once the local API server is up (a learner's Node shows
+//! nothing of etcd).
 
 use std::{net::Ipv4Addr, path::PathBuf, time::Duration};
 
@@ -14,15 +16,16 @@ use kube::{
 };
 use serde_json::json;
 use testcp::{
-    ApiServer, ApiServerOptions, ClusterState, Etcd, EtcdOptions, Pki, Probe, TokenAuthFile,
+    ApiServer, ApiServerOptions, ClusterState, Etcd, EtcdOptions, EtcdTls, Pki, Probe,
+    TokenAuthFile,
 };
 use tracing::{info, warn};
 
-use super::{Ctx, node, pods};
+use super::{Ctx, learners, node, pods};
 use crate::{
     api::Apis,
-    etcd_gw,
-    spec::{API_PORT, ETCD_CLIENT_PORT, ETCD_METRICS_PORT, ETCD_PEER_PORT, LabSpec},
+    etcd_gw, lab_pki,
+    spec::{API_PORT, ETCD_CLIENT_PORT, LabSpec},
 };
 use protocol::names::{
     K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME, K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME,
@@ -35,14 +38,14 @@ fn random_hex8() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// The other servers' etcd client URLs, for asking about membership when the
-/// local member is gone.
-fn peers(ctx: &Ctx, me: Ipv4Addr) -> Vec<String> {
+/// The other servers' etcd members (reached with `own`'s identity), for
+/// asking about membership when the local member is gone.
+fn peers(ctx: &Ctx, own: &etcd_gw::Endpoint, me: Ipv4Addr) -> Vec<etcd_gw::Endpoint> {
     ctx.spec
         .hosts
         .iter()
         .filter(|h| h.ip != me)
-        .map(|h| LabSpec::etcd_url(h.ip))
+        .map(|h| own.at(LabSpec::etcd_url(h.ip)))
         .collect()
 }
 
@@ -68,7 +71,10 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         std::fs::rename(&etcd_dir, &backup).context("backing up the removed member's datastore")?;
     }
     let own_client = LabSpec::etcd_url(ip);
-    let peer_url = format!("http://{ip}:{ETCD_PEER_PORT}");
+    // k3s's clients of etcd (itself, kube-apiserver) use the host's
+    // server/tls/etcd/ certificates; etcd refuses a client without one.
+    let own = ctx.etcd(&own_client)?;
+    let peer_url = LabSpec::etcd_peer_url(ip);
     let name_file = etcd_dir.join("name");
     let (member_name, initial_cluster, state) = if etcd_dir.join("member/wal").exists() {
         let n = std::fs::read_to_string(&name_file)
@@ -86,7 +92,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             .map(|(h, _)| h)
             .unwrap_or_default()
             .to_string();
-        let join_etcd = format!("http://{host}:{ETCD_CLIENT_PORT}");
+        let join_etcd = own.at(format!("https://{host}:{ETCD_CLIENT_PORT}"));
         // k3s (pkg/etcd/etcd.go, `join`) refuses to join while any member
         // carries this node's name, a learner left by a rolled-back
         // promotion included: the unit fails and restarts until the member is
@@ -126,14 +132,24 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     };
     let logs = ctx.at("var/log/k3s");
     std::fs::create_dir_all(&logs)?;
+    let tls = ctx.at(lab_pki::HOST_ETCD_TLS);
     let opts = EtcdOptions {
         name: member_name.clone(),
         data_dir: etcd_dir.clone(),
         client_url: own_client.clone(),
         peer_url: peer_url.clone(),
-        metrics_url: format!("http://{ip}:{ETCD_METRICS_PORT}"),
+        // k3s: metrics and /health in plain HTTP on loopback:2381.
+        metrics_url: LabSpec::etcd_metrics_url(ip),
         initial_cluster,
         initial_cluster_state: state,
+        tls: Some(EtcdTls {
+            client_ca: tls.join("server-ca.crt"),
+            cert: tls.join("server-client.crt"),
+            key: tls.join("server-client.key"),
+            peer_ca: tls.join("peer-ca.crt"),
+            peer_cert: tls.join("peer-server-client.crt"),
+            peer_key: tls.join("peer-server-client.key"),
+        }),
         log_file: logs.join("etcd.log"),
         extra_args: vec!["--unsafe-no-fsync".into()],
     };
@@ -149,7 +165,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         .await
         .context("etcd did not become healthy")?;
     info!("etcd member {member_name} is serving");
-    let (me, _) = etcd_gw::status(&own_client).await?;
+    let me = etcd_gw::status(&own).await?.member;
 
     let spec = &ctx.spec;
     let tokens = TokenAuthFile::load(&spec.tokens_file())?;
@@ -203,23 +219,25 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         }
         // The member list while this host is a member; `None` once removed.
         let listed = if !etcd.is_running() {
-            if !removed(&ctx, me, ip).await {
+            if !removed(&ctx, &own, me, ip).await {
                 bail!("etcd exited");
             }
             None
         } else {
-            match etcd_gw::member_list(&own_client).await {
-                Ok((_, m)) if m.iter().any(|m| m.id == me) => Some(m),
-                Ok(_) => None,
-                // A member cut off or removed answers nothing useful; ask the others.
-                Err(e) => {
-                    if !removed(&ctx, me, ip).await {
+            let list = match etcd_gw::member_list(&own).await {
+                Ok((_, m)) => m,
+                // A learner serves no member list ("rpc not supported for
+                // learner"), and a member cut off or removed answers nothing
+                // useful: ask the others, as k3s's client would.
+                Err(e) => match others_list(&ctx, &own, ip).await {
+                    Some(m) => m,
+                    None => {
                         warn!("member list: {e:#}");
                         continue;
                     }
-                    None
-                }
-            }
+                },
+            };
+            Some(list).filter(|m| m.iter().any(|m| m.id == me))
         };
         let Some(members) = listed else {
             etcd.kill();
@@ -241,6 +259,11 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 logs.join("kube-apiserver.log"),
             );
             o.port = Some(API_PORT);
+            o.extra_args.extend([
+                format!("--etcd-cafile={}", tls.join("server-ca.crt").display()),
+                format!("--etcd-certfile={}", tls.join("client.crt").display()),
+                format!("--etcd-keyfile={}", tls.join("client.key").display()),
+            ]);
             // An audit log of the actuators' requests, for the lab's benchmark.
             let policy = spec.pki_dir().join("audit-policy.yaml");
             if policy.exists() {
@@ -275,29 +298,29 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         }
         if last_promote.elapsed() >= promote_every {
             last_promote = std::time::Instant::now();
-            promote_learners(&own_client, me, &members).await;
+            learners::Loop {
+                own: &own,
+                me,
+                apis: &apis,
+                max_stall: Duration::from_millis(spec.timings.learner_max_stall_ms),
+                hold_promotions: &spec.hold_promotions_file(),
+            }
+            .run(&members)
+            .await;
             if apiserver.is_some()
-                && let Err(e) = removal_controller(&apis, &own_client, &members).await
+                && let Err(e) = removal_controller(&apis, &own, &members).await
             {
                 warn!("member removal: {e:#}");
             }
         }
-        if last_beat.elapsed() >= heartbeat {
+        // k3s's embedded agent waits for its local supervisor, which
+        // answers 503 until the local API server is ready (or, etcd-only,
+        // until its etcd is): a learner's kubelet does not run, and its Node
+        // (an agent's before) shows nothing of etcd until the promotion.
+        if ready && last_beat.elapsed() >= heartbeat {
             last_beat = std::time::Instant::now();
-            if let Err(e) = kubelet_beat(
-                &ctx,
-                &kubelet,
-                &mut registered,
-                with_api,
-                &member_name,
-                ip,
-                if voter {
-                    Membership::Voter
-                } else {
-                    Membership::Learner
-                },
-            )
-            .await
+            if let Err(e) =
+                kubelet_beat(&ctx, &kubelet, &mut registered, with_api, &member_name, ip).await
             {
                 warn!("kubelet: {e:#}");
             }
@@ -330,7 +353,7 @@ fn duplicate_member(members: &[etcd_gw::Member], node: &str) -> Option<String> {
 }
 
 async fn add_learner(
-    join_etcd: &str,
+    join_etcd: &etcd_gw::Endpoint,
     peer_url: &str,
 ) -> anyhow::Result<(u64, Vec<etcd_gw::Member>)> {
     // etcd refuses a new member until every voter has been connected a while,
@@ -343,7 +366,9 @@ async fn add_learner(
                 warn!("adding the learner: {e:#}; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
-            Err(e) => return Err(e.context(format!("joining the etcd cluster at {join_etcd}"))),
+            Err(e) => {
+                return Err(e.context(format!("joining the etcd cluster at {}", join_etcd.url())));
+            }
         }
     }
 }
@@ -355,7 +380,6 @@ async fn kubelet_beat(
     with_api: bool,
     member: &str,
     ip: Ipv4Addr,
-    membership: Membership,
 ) -> anyhow::Result<()> {
     let agent = !ctx.config.flag("disable-agent");
     if agent && !*registered {
@@ -382,42 +406,25 @@ async fn kubelet_beat(
         annotations[K3S_ETCD_REMOVE] = serde_json::Value::Null;
     }
     kubelet.patch_meta(labels, annotations).await?;
-    let etcd_is_voter = (
-        protocol::names::K3S_ETCD_IS_VOTER,
-        membership == Membership::Voter,
-        membership.reason(),
-    );
     if !agent {
         // No kubelet: Ready and the node Lease go stale (the node lifecycle
-        // controller, where one runs, marks the Node NotReady); the etcd
-        // condition is k3s's server's, not the kubelet's.
-        return kubelet.post_conditions(&[etcd_is_voter], false).await;
+        // controller, where one runs, marks the Node NotReady).
+        return Ok(());
     }
-    kubelet.heartbeat(&[etcd_is_voter]).await
-}
-
-/// The etcd leader's loop: promote every learner that has caught up.
-async fn promote_learners(own: &str, me: u64, members: &[etcd_gw::Member]) {
-    let Ok((_, leader)) = etcd_gw::status(own).await else {
-        return;
-    };
-    if leader != me {
-        return;
-    }
-    for m in members.iter().filter(|m| m.is_learner) {
-        match etcd_gw::member_promote(own, m.id).await {
-            Ok(()) => info!("promoted learner {} to voter", m.name),
-            Err(e) => info!("learner {} not promoted yet: {e:#}", m.name),
-        }
-    }
+    // `EtcdIsVoter` is the etcd leader's to write (`learners.rs`), never the
+    // host's own kubelet's.
+    kubelet.heartbeat(&[]).await
 }
 
 /// k3s's member-removal controller: a Node with the etcd label and
-/// `etcd.k3s.cattle.io/remove=true` has its member removed; on success
-/// `removed-node-name` is set and the node-name/address annotations deleted.
+/// `etcd.k3s.cattle.io/remove=true` has its member removed (`RemovePeer`: the
+/// member whose name and peer host match the Node's `node-name` and
+/// `node-address`; none matching is no error); then `removed-node-name` is
+/// set and the node-name/address annotations deleted, whether a member went
+/// or not. A Node already marked removed is left alone.
 async fn removal_controller(
     apis: &Apis,
-    own: &str,
+    own: &etcd_gw::Endpoint,
     members: &[etcd_gw::Member],
 ) -> anyhow::Result<()> {
     let nodes = apis
@@ -435,13 +442,22 @@ async fn removal_controller(
         {
             continue;
         }
-        // k3s-io/k3s#12920: with no node-name annotation the stored controller
-        // errors and requeues; here it is simply skipped.
-        let Some(member) = a.get(K3S_ETCD_NODE_NAME).cloned() else {
+        if a.contains_key(K3S_ETCD_REMOVED_NODE_NAME) {
+            // Already removed (a rejoined host's stale mark is cleared by its
+            // own metadata writes).
+            continue;
+        }
+        let node = n.metadata.name.clone().unwrap_or_default();
+        // k3s-io/k3s#12920: with no node-name (or node-address) annotation
+        // the stored controller errors and requeues; here it is skipped.
+        let (Some(member), Some(address)) = (
+            a.get(K3S_ETCD_NODE_NAME).cloned(),
+            a.get(K3S_ETCD_NODE_ADDRESS).cloned(),
+        ) else {
+            warn!("node {node}: remove requested without node-name/node-address annotations");
             continue;
         };
-        let node = n.metadata.name.clone().unwrap_or_default();
-        if let Some(m) = members.iter().find(|m| m.name == member) {
+        if let Some(m) = remove_peer_target(members, &member, &address) {
             if let Err(e) = etcd_gw::member_remove(own, m.id).await {
                 let msg = format!("{e:#}");
                 warn!("removing member {member} of {node}: {msg}");
@@ -452,7 +468,10 @@ async fn removal_controller(
                 }
                 continue;
             }
-            info!("removed etcd member {member} of node {node}");
+            info!(
+                "Removing name={member} id={} address={address} from etcd",
+                m.id
+            );
         }
         patch_annotations(
             apis,
@@ -462,6 +481,29 @@ async fn removal_controller(
         .await?;
     }
     Ok(())
+}
+
+/// k3s's `RemovePeer` match: the member named `name` with a peer URL whose
+/// host is `address`. With none, k3s returns no error and removes nothing.
+fn remove_peer_target<'a>(
+    members: &'a [etcd_gw::Member],
+    name: &str,
+    address: &str,
+) -> Option<&'a etcd_gw::Member> {
+    members
+        .iter()
+        .find(|m| m.name == name && m.peer_urls.iter().any(|u| url_host(u) == Some(address)))
+}
+
+/// The host of `scheme://host[:port][/path]` (brackets of an IPv6 host dropped).
+fn url_host(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split_once(']')?.0,
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    Some(host)
 }
 
 async fn patch_annotations(
@@ -483,39 +525,32 @@ async fn patch_annotations(
 }
 
 /// Whether the other members no longer list this one.
-async fn removed(ctx: &Ctx, me: u64, ip: Ipv4Addr) -> bool {
-    for url in peers(ctx, ip) {
+async fn removed(ctx: &Ctx, own: &etcd_gw::Endpoint, me: u64, ip: Ipv4Addr) -> bool {
+    others_list(ctx, own, ip)
+        .await
+        .is_some_and(|members| !members.iter().any(|m| m.id == me))
+}
+
+/// The member list as the first other server that answers has it.
+async fn others_list(
+    ctx: &Ctx,
+    own: &etcd_gw::Endpoint,
+    ip: Ipv4Addr,
+) -> Option<Vec<etcd_gw::Member>> {
+    for url in peers(ctx, own, ip) {
         if let Ok((_, members)) = etcd_gw::member_list(&url).await {
-            return !members.iter().any(|m| m.id == me);
+            return Some(members);
         }
     }
-    false
-}
-
-/// The host's member as `EtcdIsVoter` says it (pkg/etcd/etcd.go,
-/// `setEtcdStatusCondition`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Membership {
-    Voter,
-    Learner,
-    NotAMember,
-}
-
-impl Membership {
-    fn reason(self) -> &'static str {
-        match self {
-            Membership::Voter => "MemberNotLearner",
-            Membership::Learner => "MemberIsLearner",
-            Membership::NotAMember => "NotAMember",
-        }
-    }
+    None
 }
 
 /// k3s once its member is removed (pkg/etcd/etcd.go, on `ErrMemberRemoved`):
 /// the tombstone is written, etcd closed and k3s's message logged, and k3s
 /// stays up. Its kubelet keeps the Node Ready through the other servers, and
 /// the metadata controller puts `node-name`/`node-address` back beside
-/// `removed-node-name`. Only a stop (SIGTERM) ends it.
+/// `removed-node-name` (the leader's loop then says `NotAMember`). Only a
+/// stop (SIGTERM) ends it.
 async fn removed_but_running(
     ctx: &Ctx,
     kubelet: &node::Kubelet,
@@ -536,17 +571,7 @@ async fn removed_but_running(
                 return Ok(());
             }
         }
-        if let Err(e) = kubelet_beat(
-            ctx,
-            kubelet,
-            &mut registered,
-            with_api,
-            member,
-            ip,
-            Membership::NotAMember,
-        )
-        .await
-        {
+        if let Err(e) = kubelet_beat(ctx, kubelet, &mut registered, with_api, member, ip).await {
             warn!("kubelet: {e:#}");
         }
         if agent && let Err(e) = kubelet.sync_pods(&ctx.root).await {
@@ -571,8 +596,34 @@ mod tests {
             id: 1,
             name: name.into(),
             peer_urls: vec![],
+            client_urls: vec![],
             is_learner: true,
         }
+    }
+
+    #[test]
+    fn remove_peer_takes_only_the_member_whose_name_and_peer_host_both_match() {
+        let m = etcd_gw::Member {
+            id: 9,
+            name: "server-2-0a1b2c3d".into(),
+            peer_urls: vec!["https://198.18.3.2:2380".into()],
+            client_urls: vec![],
+            is_learner: false,
+        };
+        let members = [m.clone()];
+        assert_eq!(
+            remove_peer_target(&members, "server-2-0a1b2c3d", "198.18.3.2"),
+            Some(&m)
+        );
+        // The right name at another address, or another name: nothing.
+        assert_eq!(
+            remove_peer_target(&members, "server-2-0a1b2c3d", "198.18.3.9"),
+            None
+        );
+        assert_eq!(
+            remove_peer_target(&members, "server-2-ffffffff", "198.18.3.2"),
+            None
+        );
     }
 
     #[test]

@@ -54,7 +54,11 @@ pub fn classify(n: &NodeFacts) -> Class {
         Class::EtcdOnly
     } else if n.reports_agent() {
         Class::RolledBack
-    } else if n.etcd_is_voter {
+    } else if n.etcd_is_voter || n.etcd_unhealthy {
+        // k3s's leader writes `Unhealthy` over a voter's `EtcdIsVoter=True`
+        // once its etcd stops answering: still counted as a voter (never a
+        // healthy one), so a voter whose k3s stopped is replaced, not taken
+        // for a learner.
         Class::Voter
     } else {
         Class::Learner
@@ -89,6 +93,16 @@ mod tests {
     };
 
     // === Classification ===
+
+    #[test]
+    fn a_voter_the_etcd_leader_finds_unhealthy_is_a_voter_and_not_a_healthy_one() {
+        let mut down = voter("a", 1);
+        down.etcd_is_voter = false;
+        down.etcd_unhealthy = true;
+        assert_eq!(classify(&down), Class::Voter);
+        assert!(is_voting(&down));
+        assert!(!is_healthy_voter(&down));
+    }
 
     #[test]
     fn hosts_are_classified_from_their_node_and_report() {

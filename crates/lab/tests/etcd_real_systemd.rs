@@ -1,0 +1,408 @@
+//! The k3s stand-in's etcd on real systemd, as unkind as k3s's: a learner
+//! invisible on its Node, `EtcdIsVoter` written by the etcd leader's loop
+//! only, a stalled learner removed by the leader, and `RemovePeer` matching
+//! a member's name and peer host. Fails (never skips) when containers
+//! cannot run here.
+
+use std::{
+    net::Ipv4Addr,
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::{
+    Api,
+    api::{Patch, PatchParams},
+};
+use lab::{
+    api::Apis,
+    etcd_gw::{self, Member},
+    spec::{LabSpec, Timings},
+    systemd_lab::{Options, SystemdLab},
+    world::Bins,
+};
+use protocol::names::{
+    K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME, K3S_ETCD_REMOVE,
+    K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL,
+};
+use serde_json::json;
+
+mod common;
+use common::{SERIAL, lab_dir};
+
+const QUICK: Duration = Duration::from_secs(60);
+
+/// A lab whose etcd leader removes a learner stalled for 20 s (k3s: 5 min),
+/// so a stall is seen within a test.
+async fn lab_with_short_stall(servers: usize, agents: usize, dir: &Path) -> SystemdLab {
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_fleet-role-lab"))
+        .parent()
+        .unwrap();
+    let keep = std::env::var_os("FLEET_ROLE_LAB_KEEP").map(std::path::PathBuf::from);
+    SystemdLab::up(
+        Options {
+            dir: keep.unwrap_or_else(|| dir.join("lab")),
+            servers,
+            agents,
+            timings: Timings {
+                learner_max_stall_ms: 20_000,
+                ..Timings::default()
+            },
+            bins: Bins::beside(bin_dir).expect("the workspace's binaries are built"),
+        },
+        &|l| eprintln!("{l}"),
+    )
+    .await
+    .expect("the lab comes up on real systemd (systemd-nspawn must run here, as root)")
+}
+
+/// The member list as the first server that answers has it.
+async fn members(spec: &LabSpec) -> Vec<Member> {
+    let start = Instant::now();
+    loop {
+        for h in &spec.hosts {
+            if let Ok((_, m)) = etcd_gw::member_list(&spec.etcd(h.ip).unwrap()).await {
+                return m;
+            }
+        }
+        assert!(start.elapsed() < QUICK, "no etcd member answers");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The member whose peer URL is on `ip`.
+fn member_at(members: &[Member], ip: Ipv4Addr) -> Option<Member> {
+    let host = format!("//{ip}:");
+    members
+        .iter()
+        .find(|m| m.peer_urls.iter().any(|u| u.contains(&host)))
+        .cloned()
+}
+
+async fn node(apis: &Apis, name: &str) -> Node {
+    apis.any(|c| {
+        let n = name.to_string();
+        async move { Api::<Node>::all(c).get(&n).await }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("the Node {name}: {e:#}"))
+}
+
+fn annotation<'a>(n: &'a Node, key: &str) -> Option<&'a str> {
+    n.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// `EtcdIsVoter`'s status and reason, if the Node has the condition.
+fn etcd_is_voter(n: &Node) -> Option<(String, String)> {
+    n.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == K3S_ETCD_IS_VOTER)
+        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+}
+
+fn etcd_label(n: &Node) -> Option<&str> {
+    n.metadata
+        .labels
+        .as_ref()?
+        .get(K3S_ETCD_ROLE_LABEL)
+        .map(String::as_str)
+}
+
+/// Polls `what` on `name`'s Node until `ok`, within `bound`.
+async fn wait_node(
+    apis: &Apis,
+    name: &str,
+    what: &str,
+    bound: Duration,
+    ok: impl Fn(&Node) -> bool,
+) -> Node {
+    let start = Instant::now();
+    loop {
+        let n = node(apis, name).await;
+        if ok(&n) {
+            return n;
+        }
+        assert!(
+            start.elapsed() < bound,
+            "{name}: {what} not seen in {}s; the Node: labels {:?}, annotations {:?}, EtcdIsVoter {:?}",
+            bound.as_secs(),
+            n.metadata.labels,
+            n.metadata.annotations,
+            etcd_is_voter(&n)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// An agent turned into a joining server by hand, as a promotion's host
+/// part does: its role file names the server, and `k3s` is started (its
+/// `Conflicts=` stops the agent first). Its config's `server:` names
+/// server-1, so it joins as a learner.
+fn start_server_on(lab: &SystemdLab, host: &str) {
+    let root = lab.spec.root(host);
+    std::fs::write(root.join("var/lib/rancher/k3s/fleet-role"), "server\n").unwrap();
+    lab.machine(host)
+        .unwrap()
+        .exec_ok(&["systemctl", "start", "--no-block", "k3s"], QUICK)
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_is_invisible_on_its_node_etcd_is_voter_comes_from_the_leader_and_remove_peer_matches_name_and_address()
+ {
+    let _turn = SERIAL.lock().await;
+    let dir = lab_dir();
+    let lab = lab_with_short_stall(2, 1, dir.path()).await;
+    let spec = lab.spec.clone();
+    let apis = Apis::for_lab(&spec).unwrap();
+    let agent = spec.host("agent-1").unwrap().clone();
+    let root = spec.root(&agent.name);
+
+    // 1. A learner that never starts (its etcd fails, injected) makes no
+    // raft progress: the leader removes it once it has stalled (20 s here).
+    let fails = root.join("var/lib/rancher/fleet-role-lab-etcd-fails");
+    std::fs::write(&fails, "").unwrap();
+    start_server_on(&lab, &agent.name);
+    let start = Instant::now();
+    let stalled = loop {
+        if let Some(m) = member_at(&members(&spec).await, agent.ip) {
+            break m;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "agent-1 was never added as a learner"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(stalled.is_learner, "{stalled:?}");
+    let start = Instant::now();
+    while members(&spec).await.iter().any(|m| m.id == stalled.id) {
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "the stalled learner {} was never removed by the leader",
+            stalled.id
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    eprintln!(
+        "the stalled learner was removed after {:.0}s",
+        start.elapsed().as_secs_f32()
+    );
+
+    // 2. A learner that runs but is held back (the lab's injection makes
+    // the leader skip the promotion, as etcd refuses one not caught up):
+    // its Node, the agent's until now, shows nothing of etcd.
+    let hold = spec.hold_promotions_file();
+    std::fs::create_dir_all(hold.parent().unwrap()).unwrap();
+    std::fs::write(&hold, "").unwrap();
+    std::fs::remove_file(&fails).unwrap();
+    let start = Instant::now();
+    let learner = loop {
+        if let Some(m) = member_at(&members(&spec).await, agent.ip)
+            && m.name.starts_with("agent-1-")
+        {
+            break m;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(240),
+            "agent-1's learner never started"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    // Long enough for several rounds of the leader's loop (every 2 s here).
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(15) {
+        let n = node(&apis, &agent.name).await;
+        assert_eq!(etcd_label(&n), None, "a learner's Node has the etcd label");
+        assert_eq!(annotation(&n, K3S_ETCD_NODE_NAME), None, "node-name");
+        assert_eq!(annotation(&n, K3S_ETCD_NODE_ADDRESS), None, "node-address");
+        assert_eq!(etcd_is_voter(&n), None, "a learner's Node has EtcdIsVoter");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let now = member_at(&members(&spec).await, agent.ip).expect("the learner is still a member");
+    assert!(
+        now.is_learner && now.id == learner.id,
+        "the join was not held back: {now:?}"
+    );
+    assert_ne!(
+        lab.machine(&agent.name)
+            .unwrap()
+            .active_state("k3s")
+            .unwrap(),
+        "active",
+        "a learner sends no READY=1"
+    );
+
+    // 3. Promoted: the host's metadata (its own kubelet, once its API
+    // server is up) and EtcdIsVoter (the leader's loop).
+    std::fs::remove_file(&hold).unwrap();
+    let ip = agent.ip.to_string();
+    wait_node(
+        &apis,
+        &agent.name,
+        "the etcd label, annotations and EtcdIsVoter=True",
+        Duration::from_secs(180),
+        |n| {
+            etcd_label(n) == Some("true")
+                && annotation(n, K3S_ETCD_NODE_NAME) == Some(learner.name.as_str())
+                && annotation(n, K3S_ETCD_NODE_ADDRESS) == Some(ip.as_str())
+                && etcd_is_voter(n) == Some(("True".into(), "MemberNotLearner".into()))
+        },
+    )
+    .await;
+    lab.wait_active(&agent.name, "k3s", Duration::from_secs(120))
+        .await
+        .unwrap();
+
+    // 4. A voter whose k3s stopped writes nothing any more; the leader's loop
+    // finds its member unhealthy and says so on its Node.
+    let s2 = spec.host("server-2").unwrap().clone();
+    let s2_member = annotation(&node(&apis, &s2.name).await, K3S_ETCD_NODE_NAME)
+        .expect("server-2's node-name")
+        .to_string();
+    lab.machine(&s2.name)
+        .unwrap()
+        .exec_ok(&["systemctl", "stop", "k3s"], QUICK)
+        .unwrap();
+    wait_node(
+        &apis,
+        &s2.name,
+        "EtcdIsVoter=False (Unhealthy)",
+        Duration::from_secs(120),
+        |n| etcd_is_voter(n) == Some(("False".into(), "Unhealthy".into())),
+    )
+    .await;
+
+    // 5. RemovePeer matches the name and the peer host: with the address
+    // annotation wrong, no member goes, yet removed-node-name is written.
+    let o = spec.hosts[0].ip.octets();
+    let wrong = Ipv4Addr::new(o[0], o[1], o[2], 250).to_string();
+    let patch = json!({"metadata": {"annotations": {
+        K3S_ETCD_NODE_ADDRESS: wrong, K3S_ETCD_REMOVE: "true",
+    }}});
+    apis.any(|c| {
+        let p = patch.clone();
+        async move {
+            Api::<Node>::all(c)
+                .patch("server-2", &PatchParams::default(), &Patch::Merge(&p))
+                .await
+        }
+    })
+    .await
+    .unwrap();
+    wait_node(
+        &apis,
+        &s2.name,
+        "removed-node-name, without node-name/node-address",
+        Duration::from_secs(120),
+        |n| {
+            annotation(n, K3S_ETCD_REMOVED_NODE_NAME) == Some(s2_member.as_str())
+                && annotation(n, K3S_ETCD_NODE_NAME).is_none()
+                && annotation(n, K3S_ETCD_NODE_ADDRESS).is_none()
+        },
+    )
+    .await;
+    let left = members(&spec).await;
+    assert!(
+        left.iter().any(|m| m.name == s2_member),
+        "RemovePeer removed {s2_member} though its address did not match: {left:?}"
+    );
+    // With no node-name, the Node matches no member: the leader says so.
+    wait_node(
+        &apis,
+        &s2.name,
+        "EtcdIsVoter=False (NotAMember)",
+        Duration::from_secs(120),
+        |n| etcd_is_voter(n) == Some(("False".into(), "NotAMember".into())),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_refuses_a_client_without_the_certificate_and_serves_health_in_plain_http_on_loopback_only()
+ {
+    use std::sync::Arc;
+    use tokio_rustls::rustls::{ClientConfig, RootCertStore, crypto::ring};
+
+    let _turn = SERIAL.lock().await;
+    let dir = lab_dir();
+    let lab = common::lab_of(1, 0, dir.path()).await;
+    let spec = &lab.spec;
+    let s1 = spec.hosts[0].clone();
+
+    // The lab's tools, with the client certificate: answered.
+    let (_, listed) = etcd_gw::member_list(&spec.etcd(s1.ip).unwrap())
+        .await
+        .expect("the lab's client certificate is accepted");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(
+        listed[0]
+            .peer_urls
+            .iter()
+            .all(|u| u.starts_with("https://"))
+            && listed[0]
+                .client_urls
+                .iter()
+                .all(|u| u.starts_with("https://")),
+        "TLS on the client and peer URLs: {listed:?}"
+    );
+
+    // A client that trusts etcd's CA but presents no certificate: refused.
+    let mut roots = RootCertStore::empty();
+    use rustls_pki_types::{CertificateDer, pem::PemObject};
+    let ca = lab::lab_pki::etcd_client_dir(&spec.pki_dir()).join("server-ca.crt");
+    for c in CertificateDer::pem_file_iter(&ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let anonymous = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let url = LabSpec::etcd_url(s1.ip);
+    let refused = etcd_gw::member_list(&etcd_gw::Endpoint::tls(&url, Arc::new(anonymous))).await;
+    assert!(
+        refused.is_err(),
+        "etcd answered a client without a certificate: {refused:?}"
+    );
+    // Nor does it speak plain HTTP on its client port.
+    let plain = etcd_gw::member_list(&etcd_gw::Endpoint::plain(url.replace("https", "http"))).await;
+    assert!(
+        plain.is_err(),
+        "etcd answered plain HTTP on 2379: {plain:?}"
+    );
+
+    // /health in plain HTTP on the host's own loopback (the actuator's
+    // health URL), and not on its address.
+    let m = lab.machine(&s1.name).unwrap();
+    let health = m
+        .exec_ok(
+            &[
+                "curl",
+                "-sS",
+                "--max-time",
+                "5",
+                "http://127.0.0.1:2381/health",
+            ],
+            QUICK,
+        )
+        .unwrap();
+    assert!(
+        health.text().contains(r#""health":"true""#),
+        "{}",
+        health.text()
+    );
+    let outside = testcp::plain_http::request(&format!("http://{}:2381/health", s1.ip), None).await;
+    assert!(
+        outside.is_err(),
+        "the metrics port answers on the host's address: {outside:?}"
+    );
+}
