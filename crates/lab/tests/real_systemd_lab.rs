@@ -277,9 +277,10 @@ async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_fir
     let lab = lab_of(3, 1, dir.path()).await;
     // The voter to swap out is etcd's leader: its actuator must hand the
     // leadership over before its step-down.
-    let (_, leader) = etcd_gw::status(&LabSpec::etcd_url(lab.spec.hosts[0].ip))
+    let leader = etcd_gw::status(&lab.spec.etcd(lab.spec.hosts[0].ip).unwrap())
         .await
-        .unwrap();
+        .unwrap()
+        .leader;
     let mut out = None;
     for h in lab
         .spec
@@ -287,7 +288,10 @@ async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_fir
         .iter()
         .filter(|h| h.name.starts_with("server"))
     {
-        let (me, _) = etcd_gw::status(&LabSpec::etcd_url(h.ip)).await.unwrap();
+        let me = etcd_gw::status(&lab.spec.etcd(h.ip).unwrap())
+            .await
+            .unwrap()
+            .member;
         if me == leader {
             out = Some(h.name.clone());
         }
