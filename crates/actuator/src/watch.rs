@@ -460,6 +460,31 @@ impl Watcher {
                 .map(|l| kubeview::lease_facts(&names, &l));
             decision = self.decision(&view, &join);
         }
+        // A demotion whose agent could not start is refused before it
+        // changes anything (resumed steps have changed the host already and
+        // go on).
+        if let Decision::Take {
+            swap,
+            step: step @ (Step::StepDown | Step::Finish),
+            resume: false,
+        } = &decision
+        {
+            let reasons = self.ineligibility(client).await?;
+            if !reasons.is_empty() {
+                decision = Decision::Refuse {
+                    swap: swap.clone(),
+                    step: step.report_step(),
+                    // One line: control characters of the host's files escaped.
+                    reason: format!(
+                        "this host is not eligible for demotion, its agent could not start: {}",
+                        reasons.join("; ")
+                    )
+                    .chars()
+                    .flat_map(char::escape_debug)
+                    .collect(),
+                };
+            }
+        }
         // One line per decision at debug level: what a resync or a watch
         // event led to (no request is made for it).
         debug!(
@@ -525,6 +550,41 @@ impl Watcher {
             }
             Decision::Take { swap, step, resume } => self.take(client, swap, step, resume).await,
         }
+    }
+
+    /// Why this host's agent could not start were it demoted
+    /// ([`host::eligibility`]), with the server Nodes (k3s's control-plane
+    /// label) as the API shows them now. An `Err` means the API failed.
+    async fn ineligibility(&self, client: &Client) -> Result<Vec<String>, kube::Error> {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let selector = format!("{}=true", protocol::names::K3S_CONTROL_PLANE_LABEL);
+        let list = nodes
+            .list(&kube::api::ListParams::default().labels(&selector))
+            .await?;
+        let servers: Vec<host::eligibility::ServerNode> = list
+            .items
+            .iter()
+            .map(|n| host::eligibility::ServerNode {
+                name: n.metadata.name.clone().unwrap_or_default(),
+                ready: n
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+                addresses: n
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.addresses.as_ref())
+                    .map(|a| a.iter().map(|a| a.address.clone()).collect())
+                    .unwrap_or_default(),
+            })
+            .collect();
+        let config = host::eligibility::read(&self.host.paths);
+        Ok(host::eligibility::assess(
+            &config,
+            self.settings.node.as_str(),
+            Some(&servers),
+        ))
     }
 
     /// The decision on the Node's `view` and the Lease as held, with the

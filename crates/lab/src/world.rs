@@ -121,6 +121,43 @@ pub fn systemctl(spec: &LabSpec, host: &str, args: &[&str]) -> anyhow::Result<()
     Ok(())
 }
 
+/// A lab host's k3s configuration, laid out so that either role starts
+/// (k3s's `agent` fails on a server-only key in `config.yaml`): the keys both
+/// roles take in `config.yaml` (node name, address, token); what only the
+/// server reads in `k3s.service.env` (`K3S_CLUSTER_INIT` on the first
+/// server, `K3S_URL` naming it on the others); what only the agent reads in
+/// `k3s-agent.service.env` (`K3S_URL`: a server other than the host itself,
+/// so that a server's agent, once it is demoted, has a live server to
+/// bootstrap from). These are the files install.sh writes.
+pub(crate) fn write_k3s_config(
+    spec: &LabSpec,
+    h: &HostSpec,
+    first: &HostSpec,
+) -> anyhow::Result<()> {
+    let root = spec.root(&h.name);
+    let config = format!(
+        "node-name: {}\nnode-ip: {}\ntoken: \"{K3S_TOKEN}\"\n",
+        h.name, h.ip
+    );
+    write(&root.join("etc/rancher/k3s/config.yaml"), &config, 0o600)?;
+    let sys = root.join("etc/systemd/system");
+    let server_env = if h.name == first.name {
+        "K3S_CLUSTER_INIT=true\n".to_string()
+    } else {
+        format!("K3S_URL={}\n", LabSpec::api_url(first.ip))
+    };
+    write(&sys.join("k3s.service.env"), &server_env, 0o600)?;
+    let registration = spec
+        .hosts
+        .iter()
+        .find(|o| o.role == Role::Server && o.name != h.name);
+    let agent_env = registration.map_or_else(String::new, |o| {
+        format!("K3S_URL={}\n", LabSpec::api_url(o.ip))
+    });
+    write(&sys.join("k3s-agent.service.env"), &agent_env, 0o600)?;
+    Ok(())
+}
+
 fn host_path(spec: &LabSpec, root: &Path) -> String {
     format!(
         "{}:{}:/usr/local/bin:/usr/bin:/bin",
@@ -132,9 +169,10 @@ fn host_path(spec: &LabSpec, root: &Path) -> String {
 fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec) -> anyhow::Result<()> {
     let root = spec.root(&h.name);
     let path = host_path(spec, &root);
-    let unit = |what: &str, exec: &str| {
+    let unit = |what: &str, name: &str, exec: &str| {
         format!(
             "[Unit]\nDescription={what} (fleet-role lab)\n[Service]\nKillMode=process\nRestart=always\nRestartSec=1\n\
+             EnvironmentFile=-/etc/systemd/system/{name}.service.env\n\
              Environment=FLEET_ROLE_LAB={}\nEnvironment=PATH={path}\nEnvironment=FLEET_ROLE_LOG=info\nExecStart={exec}\n\
              [Install]\nWantedBy=multi-user.target\n",
             spec.dir.display()
@@ -143,16 +181,21 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec) -> anyhow::Resul
     let sys = root.join("etc/systemd/system");
     write(
         &sys.join("k3s.service"),
-        &unit("Lightweight Kubernetes", "/usr/local/bin/k3s server"),
+        &unit("Lightweight Kubernetes", "k3s", "/usr/local/bin/k3s server"),
         0o644,
     )?;
     write(
         &sys.join("k3s-agent.service"),
-        &unit("Lightweight Kubernetes agent", "/usr/local/bin/k3s agent"),
+        &unit(
+            "Lightweight Kubernetes agent",
+            "k3s-agent",
+            "/usr/local/bin/k3s agent",
+        ),
         0o644,
     )?;
     let actuator_unit = unit(
         "fleet-role actuator",
+        "fleet-role-actuator",
         "/usr/local/bin/fleet-role-actuator watch",
     )
     .replace(
@@ -190,16 +233,7 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec) -> anyhow::Resul
     let link = root.join("usr/local/bin/fleet-role-actuator");
     let _ = fs::remove_file(&link);
     std::os::unix::fs::symlink(&spec.actuator, &link)?;
-    let mut config = format!(
-        "node-name: {}\nnode-ip: {}\ntoken: \"{K3S_TOKEN}\"\n",
-        h.name, h.ip
-    );
-    if h.name == first.name {
-        config.push_str("cluster-init: true\n");
-    } else {
-        config.push_str(&format!("server: \"{}\"\n", LabSpec::api_url(first.ip)));
-    }
-    write(&root.join("etc/rancher/k3s/config.yaml"), &config, 0o600)?;
+    write_k3s_config(spec, h, first)?;
     let api: Vec<String> = spec
         .all_api_urls()
         .iter()

@@ -24,15 +24,19 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// Reads the context from `FLEET_ROLE_ROOT` and `FLEET_ROLE_LAB`.
-    pub fn load() -> anyhow::Result<Ctx> {
+    /// Reads the context from `FLEET_ROLE_ROOT` and `FLEET_ROLE_LAB`; the
+    /// config from the host's files, `args` (the flags after the subcommand,
+    /// as the unit's `ExecStart` gives them) and the `K3S_*` environment
+    /// (the unit's `EnvironmentFile=`s), with k3s's precedence
+    /// ([`config::K3sConfig::load`]).
+    pub fn load(args: &[String]) -> anyhow::Result<Ctx> {
         let root = PathBuf::from(
             std::env::var_os("FLEET_ROLE_ROOT").context("k3s (stand-in) needs FLEET_ROLE_ROOT")?,
         );
         let lab = PathBuf::from(
             std::env::var_os("FLEET_ROLE_LAB").context("k3s (stand-in) needs FLEET_ROLE_LAB")?,
         );
-        let config = config::K3sConfig::read(&root)?;
+        let config = config::K3sConfig::load(&root, args, |v| std::env::var(v).ok())?;
         let spec = LabSpec::load(&lab)?;
         Ok(Ctx { root, config, spec })
     }
