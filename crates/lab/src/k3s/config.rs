@@ -168,6 +168,39 @@ impl K3sConfig {
     }
 }
 
+/// The flags the server unit's `ExecStart` gives `k3s server`
+/// (`etc/systemd/system/k3s.service`, then its drop-ins, a later
+/// `ExecStart=` replacing it): what the server process itself runs with.
+pub fn server_unit_args(root: &Path) -> Vec<String> {
+    let sys = root.join("etc/systemd/system");
+    let mut files = vec![sys.join("k3s.service")];
+    if let Ok(entries) = fs::read_dir(sys.join("k3s.service.d")) {
+        let mut more: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        more.sort();
+        files.extend(more);
+    }
+    let mut exec = String::new();
+    for f in files {
+        let text = fs::read_to_string(&f)
+            .unwrap_or_default()
+            .replace("\\\n", " ");
+        for line in text.lines() {
+            if let Some(v) = line.trim().strip_prefix("ExecStart=") {
+                exec = v.to_string();
+            }
+        }
+    }
+    let words: Vec<String> = exec
+        .split_whitespace()
+        .map(|w| w.trim_matches(['\'', '"']).to_string())
+        .collect();
+    words
+        .iter()
+        .position(|w| w == "server")
+        .map(|i| words[i + 1..].to_vec())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -92,8 +92,12 @@ pub async fn snapshot_save(ctx: &Ctx, name: &str) -> anyhow::Result<PathBuf> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_secs();
-    // k3s (pkg/etcd/snapshot.go) writes where `etcd-snapshot-dir` says.
-    let dir = match ctx.config.get("etcd-snapshot-dir") {
+    // k3s (pkg/etcd/snapshot.go) writes where `etcd-snapshot-dir` says, as
+    // the server process has it (`save` asks the server's supervisor):
+    // its config files, then its unit's command line.
+    let server =
+        config::K3sConfig::load(&ctx.root, &config::server_unit_args(&ctx.root), |_| None)?;
+    let dir = match server.get("etcd-snapshot-dir") {
         Some(d) => ctx.at(d.trim_start_matches('/')),
         None => ctx.at("var/lib/rancher/k3s/server/db/snapshots"),
     };
