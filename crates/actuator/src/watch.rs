@@ -22,10 +22,11 @@ use kube::{
     runtime::{WatchStreamExt, utils::Backoff, watcher},
 };
 use protocol::{
-    Decision, HostState, LeaseFacts, NodeName, Observation, Phase, Report, Step, SwapId, decide,
+    Decision, HostState, LeaseFacts, NodeName, Observation, Phase, Report, Role, Step, SwapId,
+    decide,
     decide::JoinTarget,
     names::LEASE_NAMESPACE,
-    report::{Detail, ReportStep},
+    report::{Detail, Eligibility, HostPart, ReportStep},
 };
 use tracing::{debug, info, warn};
 
@@ -87,6 +88,11 @@ pub struct Watcher {
     addresses: host::addresses::LocalAddresses,
     /// Whether the Node's InternalIP was found to be one of them.
     address_checked: bool,
+    /// When the host part was last written (`None`: not yet this run).
+    last_beat: Option<Instant>,
+    /// The server Nodes as last listed, for the demotion verdict between
+    /// two heartbeats.
+    servers: Option<Vec<host::eligibility::ServerNode>>,
 }
 
 /// A step whose host part runs in a blocking task of its own, under a
@@ -202,6 +208,8 @@ impl Watcher {
             addresses: host::addresses::LocalAddresses::read(std::path::Path::new("/proc/net"))
                 .unwrap_or_default(),
             address_checked: false,
+            last_beat: None,
+            servers: None,
         }
     }
 
@@ -427,11 +435,54 @@ impl Watcher {
         }
     }
 
+    /// Writes the report's host part when a heartbeat is due (once per
+    /// [`Settings::heartbeat`]) or the demotion verdict changed: the config
+    /// files are read each time (no request), the server Nodes are listed
+    /// once a period. Only a server host has a verdict.
+    async fn beat(&mut self, client: &Client) -> Result<(), kube::Error> {
+        let due = self
+            .last_beat
+            .is_none_or(|t| t.elapsed() >= self.settings.heartbeat);
+        let server = matches!(host::role::read(&self.host.paths), Ok(Some(Role::Server)));
+        let demotion = if server {
+            if due || self.servers.is_none() {
+                self.servers = Some(self.server_nodes(client).await?);
+            }
+            let config = host::eligibility::read(&self.host.paths);
+            Some(Eligibility::of(&host::eligibility::assess(
+                &config,
+                self.settings.node.as_str(),
+                self.servers.as_deref(),
+            )))
+        } else {
+            None
+        };
+        let reported = self.report.as_ref().and_then(|r| r.host.as_ref());
+        let changed = reported.is_none_or(|h| h.demotion != demotion);
+        if !due && !changed {
+            return Ok(());
+        }
+        if changed && let Some(Eligibility::Ineligible { reasons }) = &demotion {
+            // Said once, on the change; the verdict is in the report and in
+            // `fleet-role status`, where the operator looks.
+            info!("this host may not be demoted: {}", reasons.join("; "));
+        }
+        let t = now();
+        let part = HostPart {
+            heartbeat_at: t,
+            demotion,
+        };
+        self.last_beat = Some(Instant::now());
+        let r = Report::with_host_part(self.report.as_ref(), part, t);
+        self.record(client, r).await
+    }
+
     /// One decision and what follows from it. An `Err` means the API failed.
     pub async fn evaluate(&mut self, client: &Client) -> Result<(), kube::Error> {
         if self.unsent {
             self.send(client).await?;
         }
+        self.beat(client).await?;
         let Some(node) = self.node.clone() else {
             return Ok(());
         };
@@ -553,9 +604,22 @@ impl Watcher {
     }
 
     /// Why this host's agent could not start were it demoted
-    /// ([`host::eligibility`]), with the server Nodes (k3s's control-plane
-    /// label) as the API shows them now. An `Err` means the API failed.
-    async fn ineligibility(&self, client: &Client) -> Result<Vec<String>, kube::Error> {
+    /// ([`host::eligibility`]), with the server Nodes as the API shows them
+    /// now. An `Err` means the API failed.
+    async fn ineligibility(&mut self, client: &Client) -> Result<Vec<String>, kube::Error> {
+        let servers = self.server_nodes(client).await?;
+        let config = host::eligibility::read(&self.host.paths);
+        let reasons =
+            host::eligibility::assess(&config, self.settings.node.as_str(), Some(&servers));
+        self.servers = Some(servers);
+        Ok(reasons)
+    }
+
+    /// The Nodes with k3s's control-plane label, as the API shows them now.
+    async fn server_nodes(
+        &self,
+        client: &Client,
+    ) -> Result<Vec<host::eligibility::ServerNode>, kube::Error> {
         let nodes: Api<Node> = Api::all(client.clone());
         let selector = format!("{}=true", protocol::names::K3S_CONTROL_PLANE_LABEL);
         let list = nodes
@@ -579,12 +643,7 @@ impl Watcher {
                     .unwrap_or_default(),
             })
             .collect();
-        let config = host::eligibility::read(&self.host.paths);
-        Ok(host::eligibility::assess(
-            &config,
-            self.settings.node.as_str(),
-            Some(&servers),
-        ))
+        Ok(servers)
     }
 
     /// The decision on the Node's `view` and the Lease as held, with the

@@ -50,6 +50,8 @@ pub struct FileConfig {
     /// counts as NotReady whatever its Ready condition says (default 40,
     /// the node lifecycle controller's default grace).
     pub heartbeat_grace_secs: Option<i64>,
+    /// The oldest actuator heartbeat a swap's host may show.
+    pub actuator_heartbeat_max_age_secs: Option<i64>,
     /// `run`: the Lease its instances elect a leader with (default
     /// `fleet-role-leader`; not the regrade Lease).
     pub leader_lease_name: Option<String>,
@@ -203,6 +205,15 @@ impl Settings {
         if heartbeat_grace < 5 {
             return Err(invalid("heartbeat_grace_secs", "must be at least 5"));
         }
+        let actuator_heartbeat_max_age = file
+            .actuator_heartbeat_max_age_secs
+            .unwrap_or(d.actuator_heartbeat_max_age);
+        if actuator_heartbeat_max_age < 5 {
+            return Err(invalid(
+                "actuator_heartbeat_max_age_secs",
+                "must be at least 5",
+            ));
+        }
         let t = Timeouts::default();
         let f = file.timeouts;
         let timeouts = Timeouts {
@@ -257,6 +268,7 @@ impl Settings {
                 grace_period,
                 settle,
                 heartbeat_grace,
+                actuator_heartbeat_max_age,
                 timeouts,
             },
             poll,

@@ -260,6 +260,9 @@ impl SystemdLab {
                 self.enable_now(&h.name, "fleet-role-actuator")?;
             }
         }
+        if matches!(self.fleet_role, FleetRole::Laid) {
+            world::wait_heartbeats(&apis, spec, Duration::from_secs(180)).await?;
+        }
         world::write_kubeconfig(spec)?;
         say(&format!(
             "lab up on real systemd in {}: hosts at 198.18.{}.0/24",

@@ -286,6 +286,47 @@ pub async fn wait_condition(
     .await
 }
 
+/// Waits until every actuator of the lab has written its heartbeat (the
+/// report's host part): a swap asked before would be refused by the
+/// controller's `actuators-alive` gate, a server's by `outgoing-demotable`
+/// too until its verdict is in.
+pub(crate) async fn wait_heartbeats(
+    apis: &Apis,
+    spec: &LabSpec,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let names = protocol::Names::default();
+    let hosts: Vec<(String, bool)> = spec
+        .hosts
+        .iter()
+        .map(|h| (h.name.clone(), h.role == Role::Server))
+        .collect();
+    wait_for("every actuator's heartbeat", timeout, || async {
+        let ns = names.report_namespace.clone();
+        let Ok(cm) = apis
+            .any(|c| {
+                let ns = ns.clone();
+                async move {
+                    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(c, &ns)
+                        .get(protocol::names::REPORT_CONFIGMAP)
+                        .await
+                }
+            })
+            .await
+        else {
+            return false;
+        };
+        let data = cm.data.unwrap_or_default();
+        hosts.iter().all(|(h, server)| {
+            data.get(h)
+                .and_then(|v| protocol::Report::from_json(v))
+                .and_then(|r| r.host)
+                .is_some_and(|p| !server || p.demotion.is_some())
+        })
+    })
+    .await
+}
+
 /// Brings a lab up and returns its spec (also saved as `<dir>/lab.json`).
 pub async fn up(o: UpOptions, say: &dyn Fn(&str)) -> anyhow::Result<LabSpec> {
     if o.servers == 0 {
@@ -386,6 +427,7 @@ pub async fn up(o: UpOptions, say: &dyn Fn(&str)) -> anyhow::Result<LabSpec> {
         mark_eligible(&apis, &h.name).await?;
         systemctl(&spec, &h.name, &["enable", "--now", "fleet-role-actuator"])?;
     }
+    wait_heartbeats(&apis, &spec, Duration::from_secs(120)).await?;
     write_kubeconfig(&spec)?;
     say(&format!(
         "lab up in {}: {} servers, {} agents, actuators watching",

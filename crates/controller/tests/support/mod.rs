@@ -933,12 +933,29 @@ async fn actuator(
     if faults.down.contains(&name) {
         return Ok(());
     }
+    // The heartbeat: the report's host part, every few seconds, with the
+    // verdict a server whose agent could start gives.
+    let now = Timestamp::now().as_second();
+    let mut report = report;
+    if report
+        .as_ref()
+        .and_then(|r| r.host.as_ref())
+        .is_none_or(|h| now - h.heartbeat_at >= 5)
+    {
+        let part = protocol::report::HostPart {
+            heartbeat_at: now,
+            demotion: (host.role == Some(protocol::Role::Server))
+                .then_some(protocol::report::Eligibility::Ok),
+        };
+        let r = Report::with_host_part(report.as_ref(), part, now);
+        write_report(admin, &name, &r).await?;
+        report = Some(r);
+    }
     let view = kubeview::node_facts(names, node);
     let join = match (view.marks.step_kind(), view.marks.join_node.as_deref()) {
         (Some(StepKind::Promote), Some(j)) => kubeview::join_target(nodes.get(j)),
         _ => JoinTarget::NotLooked,
     };
-    let now = Timestamp::now().as_second();
     let decision = decide(&Observation {
         now,
         node: &view,
