@@ -438,12 +438,15 @@ impl Watcher {
     /// Writes the report's host part when a heartbeat is due (once per
     /// [`Settings::heartbeat`]) or the demotion verdict changed: the config
     /// files are read each time (no request), the server Nodes are listed
-    /// once a period. Only a server host has a verdict.
+    /// once a period. Only a server host has a verdict: one the role file
+    /// names, or one that still holds its datastore (a stepped-down server
+    /// names the agent already, and its removal and finish are still ahead).
     async fn beat(&mut self, client: &Client) -> Result<(), kube::Error> {
         let due = self
             .last_beat
             .is_none_or(|t| t.elapsed() >= self.settings.heartbeat);
-        let server = matches!(host::role::read(&self.host.paths), Ok(Some(Role::Server)));
+        let server = matches!(host::role::read(&self.host.paths), Ok(Some(Role::Server)))
+            || self.host.has_datastore();
         let demotion = if server {
             if due || self.servers.is_none() {
                 self.servers = Some(self.server_nodes(client).await?);

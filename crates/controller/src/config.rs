@@ -432,6 +432,10 @@ finish = 7
             ("skew_margin_secs = 30", "skew_margin_secs"),
             ("poll_millis = 30000", "poll_millis"),
             ("heartbeat_grace_secs = 1", "heartbeat_grace_secs"),
+            (
+                "actuator_heartbeat_max_age_secs = 4",
+                "actuator_heartbeat_max_age_secs",
+            ),
             ("prefix = \"a b\"", "prefix"),
             ("identity = \"a\\nb\"", "identity"),
             ("[timeouts]\nfinish = 0", "timeouts"),
