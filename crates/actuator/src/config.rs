@@ -65,6 +65,8 @@ pub struct FileConfig {
     pub stop_wait_secs: Option<u64>,
     /// How often the watcher decides again without a change.
     pub resync_secs: Option<u64>,
+    /// How often the watcher writes its heartbeat (the report's host part).
+    pub heartbeat_secs: Option<u64>,
     /// Where `watch` serves `/metrics` and `/healthz` (off when unset).
     pub metrics_address: Option<String>,
 }
@@ -117,6 +119,9 @@ pub struct Settings {
     pub stop_wait: Duration,
     /// The watcher's resync period.
     pub resync: Duration,
+    /// The heartbeat period: the report's host part is written at most once
+    /// a period, and at once on a change of the demotion verdict.
+    pub heartbeat: Duration,
     /// Where `watch` serves its metrics; `None`: not served.
     pub metrics_address: Option<std::net::SocketAddr>,
 }
@@ -263,6 +268,7 @@ impl Settings {
             start_wait,
             stop_wait,
             resync: secs(file.resync_secs.unwrap_or(10).max(1)),
+            heartbeat: secs(file.heartbeat_secs.unwrap_or(60).max(1)),
             metrics_address,
         })
     }

@@ -57,6 +57,21 @@ fn refuse_voting_member(host: &Host) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The refusal of a demotion whose agent could not start
+/// ([`host::eligibility`]): judged on what the host holds, as `demote-local`
+/// reads no API (the watcher, which does, also checks that the agent's
+/// `server:` is a live server other than this host).
+pub fn refuse_ineligible(host: &Host, node: &str) -> anyhow::Result<()> {
+    let reasons = host::eligibility::assess(&host::eligibility::read(&host.paths), node, None);
+    if !reasons.is_empty() {
+        anyhow::bail!(
+            "nothing changed: this host is not eligible for demotion, its agent could not start: {}",
+            reasons.join("; ")
+        );
+    }
+    Ok(())
+}
+
 /// Runs `promote-local` or `demote-local`: plans, then (without `check`)
 /// applies under the host lock. With `check` nothing at all is changed, not
 /// even the lock file.
@@ -81,6 +96,9 @@ pub fn switch(
         .map_err(|e| anyhow::Error::new(e).context(Marked(Exit::Refused)))?;
     if let Switch::Demote { force: false } = which {
         refuse_voting_member(host).map_err(|e| e.context(Marked(Exit::Refused)))?;
+    }
+    if let Switch::Demote { .. } = which {
+        refuse_ineligible(host, &host.node).map_err(|e| e.context(Marked(Exit::Refused)))?;
     }
     let lines = |plan: &[Change], verb: &str| -> Vec<String> {
         if plan.is_empty() {

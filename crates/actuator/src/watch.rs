@@ -22,10 +22,11 @@ use kube::{
     runtime::{WatchStreamExt, utils::Backoff, watcher},
 };
 use protocol::{
-    Decision, HostState, LeaseFacts, NodeName, Observation, Phase, Report, Step, SwapId, decide,
+    Decision, HostState, LeaseFacts, NodeName, Observation, Phase, Report, Role, Step, SwapId,
+    decide,
     decide::JoinTarget,
     names::LEASE_NAMESPACE,
-    report::{Detail, ReportStep},
+    report::{Detail, Eligibility, HostPart, ReportStep},
 };
 use tracing::{debug, info, warn};
 
@@ -87,6 +88,11 @@ pub struct Watcher {
     addresses: host::addresses::LocalAddresses,
     /// Whether the Node's InternalIP was found to be one of them.
     address_checked: bool,
+    /// When the host part was last written (`None`: not yet this run).
+    last_beat: Option<Instant>,
+    /// The server Nodes as last listed, for the demotion verdict between
+    /// two heartbeats.
+    servers: Option<Vec<host::eligibility::ServerNode>>,
 }
 
 /// A step whose host part runs in a blocking task of its own, under a
@@ -217,6 +223,8 @@ impl Watcher {
             addresses: host::addresses::LocalAddresses::read(std::path::Path::new("/proc/net"))
                 .unwrap_or_default(),
             address_checked: false,
+            last_beat: None,
+            servers: None,
         }
     }
 
@@ -442,11 +450,57 @@ impl Watcher {
         }
     }
 
+    /// Writes the report's host part when a heartbeat is due (once per
+    /// [`Settings::heartbeat`]) or the demotion verdict changed: the config
+    /// files are read each time (no request), the server Nodes are listed
+    /// once a period. Only a server host has a verdict: one the role file
+    /// names, or one that still holds its datastore (a stepped-down server
+    /// names the agent already, and its removal and finish are still ahead).
+    async fn beat(&mut self, client: &Client) -> Result<(), kube::Error> {
+        let due = self
+            .last_beat
+            .is_none_or(|t| t.elapsed() >= self.settings.heartbeat);
+        let server = matches!(host::role::read(&self.host.paths), Ok(Some(Role::Server)))
+            || self.host.has_datastore();
+        let demotion = if server {
+            if due || self.servers.is_none() {
+                self.servers = Some(self.server_nodes(client).await?);
+            }
+            let config = host::eligibility::read(&self.host.paths);
+            Some(Eligibility::of(&host::eligibility::assess(
+                &config,
+                self.settings.node.as_str(),
+                self.servers.as_deref(),
+            )))
+        } else {
+            None
+        };
+        let reported = self.report.as_ref().and_then(|r| r.host.as_ref());
+        let changed = reported.is_none_or(|h| h.demotion != demotion);
+        if !due && !changed {
+            return Ok(());
+        }
+        if changed && let Some(Eligibility::Ineligible { reasons }) = &demotion {
+            // Said once, on the change; the verdict is in the report and in
+            // `fleet-role status`, where the operator looks.
+            info!("this host may not be demoted: {}", reasons.join("; "));
+        }
+        let t = now();
+        let part = HostPart {
+            heartbeat_at: t,
+            demotion,
+        };
+        self.last_beat = Some(Instant::now());
+        let r = Report::with_host_part(self.report.as_ref(), part, t);
+        self.record(client, r).await
+    }
+
     /// One decision and what follows from it. An `Err` means the API failed.
     pub async fn evaluate(&mut self, client: &Client) -> Result<(), kube::Error> {
         if self.unsent {
             self.send(client).await?;
         }
+        self.beat(client).await?;
         let Some(node) = self.node.clone() else {
             return Ok(());
         };
@@ -474,6 +528,31 @@ impl Watcher {
                 .await?
                 .map(|l| kubeview::lease_facts(&names, &l));
             decision = self.decision(&view, &join);
+        }
+        // A demotion whose agent could not start is refused before it
+        // changes anything (resumed steps have changed the host already and
+        // go on).
+        if let Decision::Take {
+            swap,
+            step: step @ (Step::StepDown | Step::Finish),
+            resume: false,
+        } = &decision
+        {
+            let reasons = self.ineligibility(client).await?;
+            if !reasons.is_empty() {
+                decision = Decision::Refuse {
+                    swap: swap.clone(),
+                    step: step.report_step(),
+                    // One line: control characters of the host's files escaped.
+                    reason: format!(
+                        "this host is not eligible for demotion, its agent could not start: {}",
+                        reasons.join("; ")
+                    )
+                    .chars()
+                    .flat_map(char::escape_debug)
+                    .collect(),
+                };
+            }
         }
         // One line per decision at debug level: what a resync or a watch
         // event led to (no request is made for it).
@@ -540,6 +619,49 @@ impl Watcher {
             }
             Decision::Take { swap, step, resume } => self.take(client, swap, step, resume).await,
         }
+    }
+
+    /// Why this host's agent could not start were it demoted
+    /// ([`host::eligibility`]), with the server Nodes as the API shows them
+    /// now. An `Err` means the API failed.
+    async fn ineligibility(&mut self, client: &Client) -> Result<Vec<String>, kube::Error> {
+        let servers = self.server_nodes(client).await?;
+        let config = host::eligibility::read(&self.host.paths);
+        let reasons =
+            host::eligibility::assess(&config, self.settings.node.as_str(), Some(&servers));
+        self.servers = Some(servers);
+        Ok(reasons)
+    }
+
+    /// The Nodes with k3s's control-plane label, as the API shows them now.
+    async fn server_nodes(
+        &self,
+        client: &Client,
+    ) -> Result<Vec<host::eligibility::ServerNode>, kube::Error> {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let selector = format!("{}=true", protocol::names::K3S_CONTROL_PLANE_LABEL);
+        let list = nodes
+            .list(&kube::api::ListParams::default().labels(&selector))
+            .await?;
+        let servers: Vec<host::eligibility::ServerNode> = list
+            .items
+            .iter()
+            .map(|n| host::eligibility::ServerNode {
+                name: n.metadata.name.clone().unwrap_or_default(),
+                ready: n
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+                addresses: n
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.addresses.as_ref())
+                    .map(|a| a.iter().map(|a| a.address.clone()).collect())
+                    .unwrap_or_default(),
+            })
+            .collect();
+        Ok(servers)
     }
 
     /// The decision on the Node's `view` and the Lease as held, with the

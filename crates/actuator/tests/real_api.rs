@@ -903,6 +903,16 @@ impl Standby {
     }
 }
 
+/// A report's step, its host part (heartbeat) and count left out.
+fn step_of(r: &Report) -> Report {
+    Report {
+        host: None,
+        seq: 0,
+        updated_at: 0,
+        ..r.clone()
+    }
+}
+
 #[tokio::test]
 async fn a_report_write_lost_before_a_crash_does_not_make_a_settled_step_repeat() {
     let plane = plane().await;
@@ -918,12 +928,14 @@ async fn a_report_write_lost_before_a_crash_does_not_make_a_settled_step_repeat(
     // while the Node still asks for the promotion and the Lease holds.
     s.admin.put_report("standby", None).await;
     let mut second = s.watch("second");
+    // (A heartbeat may follow it at once: it moves the host part and the
+    // count on, never the step.)
     let back = s
         .wait(&second, "the kept report, sent again", |r| {
-            r.seq == done.seq
+            r.seq >= done.seq
         })
         .await;
-    assert_eq!(back, done);
+    assert_eq!(step_of(&back), step_of(&done));
     wait_decisions(&second, 0, 2).await;
     assert_eq!(second.count("step started"), 0, "{}", second.log_tail(15));
     assert_eq!(s.server_starts(), 1, "{:?}", s.host.systemd_log());
@@ -935,11 +947,14 @@ async fn a_report_write_lost_before_a_crash_does_not_make_a_settled_step_repeat(
     let third = s.watch("third");
     wait_decisions(&third, 0, 2).await;
     let started = Instant::now();
-    while s.kept_report() != done {
+    while step_of(&s.kept_report()) != step_of(&done) {
         assert!(started.elapsed() < DEADLINE, "{}", third.log_tail(15));
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(s.admin.report("standby").await, Some(done));
+    assert_eq!(
+        s.admin.report("standby").await.as_ref().map(step_of),
+        Some(step_of(&done))
+    );
     assert_eq!(third.count("step started"), 0, "{}", third.log_tail(15));
     assert_eq!(s.server_starts(), 1, "{:?}", s.host.systemd_log());
 }

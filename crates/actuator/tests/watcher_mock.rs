@@ -21,6 +21,19 @@ use protocol::{Phase, Report, report::Detail};
 use serde_json::{Value, json};
 use standins::fixture::TestHost;
 
+/// Whether `r` is a heartbeat write after `prev` (see the real-API tests'
+/// `support::is_heartbeat`, the same rule).
+fn heartbeat(prev: Option<&Report>, r: &Report) -> bool {
+    if r.step == protocol::report::ReportStep::None {
+        return true;
+    }
+    prev.is_some_and(|p| {
+        p.host != r.host
+            && (&p.swap, p.step, p.phase, p.detail, &p.reason, p.started_at)
+                == (&r.swap, r.step, r.phase, r.detail, &r.reason, r.started_at)
+    })
+}
+
 fn bin_dir() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_fleet-role-actuator"))
         .parent()
@@ -153,6 +166,22 @@ async fn serve(mut handle: tower_test::mock::Handle<Request<Body>, Response<Body
                     &json!({"apiVersion":"coordination.k8s.io/v1","kind":"LeaseList","metadata":{"resourceVersion":"10"},"items":items}),
                 )
             }
+            (Method::GET, "/api/v1/nodes")
+                if query
+                    .contains("labelSelector=node-role.kubernetes.io%2Fcontrol-plane%3Dtrue") =>
+            {
+                let items: Vec<Value> = w
+                    .nodes
+                    .values()
+                    .filter(|n| {
+                        n["metadata"]["labels"]["node-role.kubernetes.io/control-plane"] == "true"
+                    })
+                    .cloned()
+                    .collect();
+                ok(
+                    &json!({"apiVersion":"v1","kind":"NodeList","metadata":{"resourceVersion":"10"},"items":items}),
+                )
+            }
             (Method::GET, "/api/v1/nodes") => {
                 let name = query
                     .split('&')
@@ -220,6 +249,8 @@ fn jiff_now() -> String {
 }
 
 struct Rig {
+    /// The report the test put in the API before the watcher started.
+    seeded: Option<Report>,
     world: Shared,
     host: TestHost,
     task: tokio::task::JoinHandle<()>,
@@ -233,6 +264,10 @@ impl Rig {
     }
 
     fn with(host: TestHost, world: World, resync_secs: u64, metrics: Arc<Metrics>) -> Rig {
+        let seeded = world
+            .report
+            .get(&host.node)
+            .and_then(|v| Report::from_json(v));
         let world = Arc::new(Mutex::new(world));
         let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(svc, "default");
@@ -258,7 +293,12 @@ impl Rig {
         let task = tokio::spawn(async move {
             watcher.session(client).await;
         });
-        Rig { world, host, task }
+        Rig {
+            seeded,
+            world,
+            host,
+            task,
+        }
     }
 
     fn report(&self) -> Option<Report> {
@@ -270,17 +310,20 @@ impl Rig {
             .and_then(|v| Report::from_json(v))
     }
 
+    /// The phases written, heartbeats left out.
     fn phases(&self) -> Vec<(Phase, Option<Detail>)> {
         let w = self.world.lock().unwrap();
-        w.seen
-            .iter()
-            .filter(|(m, _, _)| *m == Method::PATCH)
-            .map(|(_, _, b)| {
-                let v: Value = serde_json::from_str(b).unwrap();
-                let r = Report::from_json(v["data"][&self.host.node].as_str().unwrap()).unwrap();
-                (r.phase, r.detail)
-            })
-            .collect()
+        let mut prev: Option<Report> = self.seeded.clone();
+        let mut out = Vec::new();
+        for (_, _, b) in w.seen.iter().filter(|(m, _, _)| *m == Method::PATCH) {
+            let v: Value = serde_json::from_str(b).unwrap();
+            let r = Report::from_json(v["data"][&self.host.node].as_str().unwrap()).unwrap();
+            if !heartbeat(prev.as_ref(), &r) {
+                out.push((r.phase, r.detail));
+            }
+            prev = Some(r);
+        }
+        out
     }
 
     async fn until(&self, what: &str, f: impl Fn(&Rig) -> bool) {
@@ -339,10 +382,25 @@ impl Drop for Rig {
     }
 }
 
+/// A Ready server Node at the address test hosts' agents bootstrap from
+/// (`server:` in the test host's config.yaml).
+fn registration_server() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "server-z", "resourceVersion": "10",
+            "labels": {"node-role.kubernetes.io/control-plane": "true"}},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "addresses": [{"type": "InternalIP", "address": "192.0.2.1"}]
+        }
+    })
+}
+
 fn world_with(own: Value) -> World {
     let mut w = World::default();
     let name = own["metadata"]["name"].as_str().unwrap().to_string();
     w.nodes.insert(name, own);
+    w.nodes.insert("server-z".into(), registration_server());
     w.nodes.insert(
         "voter-a".into(),
         node(
@@ -556,6 +614,87 @@ async fn the_watcher_leaves_a_refused_step_to_the_controller_once_its_reason_is_
 }
 
 #[tokio::test]
+async fn a_step_down_on_a_server_whose_agent_could_not_start_is_refused_and_nothing_changes() {
+    let own = node(
+        "old",
+        json!({"node-role.kubernetes.io/etcd": "true", format!("{P}/desired-role"): "agent"}),
+        json!({format!("{P}/role-swap"): "s1", format!("{P}/role-step"): "step-down"}),
+        true,
+    );
+    let h = TestHost::new("old", bin_dir()).as_server();
+    let config = h.at("etc/rancher/k3s/config.yaml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("cluster-init: true\n");
+    std::fs::write(&config, text).unwrap();
+    let mut world = world_with(own);
+    world.lease = Some(lease("s1"));
+    let rig = Rig::new(h, world);
+    rig.until("a refusal", |r| {
+        r.report().is_some_and(|r| r.phase == Phase::Refused)
+    })
+    .await;
+    let r = rig.report().unwrap();
+    assert_eq!(r.step, protocol::report::ReportStep::StepDown);
+    let reason = r.reason.unwrap();
+    assert!(
+        reason.contains("not eligible for demotion")
+            && reason.contains("flag provided but not defined: -cluster-init"),
+        "{reason}"
+    );
+    // The verdict is in the host part too, for the controller's gate.
+    let Some(protocol::report::HostPart {
+        demotion: Some(protocol::report::Eligibility::Ineligible { reasons }),
+        ..
+    }) = r.host
+    else {
+        panic!("{:?}", r.host)
+    };
+    assert!(reasons[0].contains("cluster-init"), "{reasons:?}");
+    assert_eq!(rig.host.role().as_deref(), Some("server"));
+    assert!(
+        rig.host.systemd_log().is_empty(),
+        "{:?}",
+        rig.host.systemd_log()
+    );
+    assert!(
+        !rig.host
+            .at("etc/rancher/k3s/config.yaml.d/90-fleet-role-etcd-only.yaml")
+            .exists()
+    );
+}
+
+#[tokio::test]
+async fn a_server_reports_its_demotion_verdict_at_once_when_it_changes() {
+    let h = TestHost::new("old", bin_dir()).as_server();
+    let own = node(
+        "old",
+        json!({"node-role.kubernetes.io/etcd": "true"}),
+        json!({}),
+        true,
+    );
+    let rig = Rig::new(h, world_with(own));
+    let verdict = |r: &Rig| r.report().and_then(|r| r.host).and_then(|h| h.demotion);
+    rig.until("a verdict of ok", |r| {
+        verdict(r) == Some(protocol::report::Eligibility::Ok)
+    })
+    .await;
+    let dropin = rig
+        .host
+        .at("etc/rancher/k3s/config.yaml.d/50-operator.yaml");
+    std::fs::create_dir_all(dropin.parent().unwrap()).unwrap();
+    std::fs::write(&dropin, "tls-san: [a.example]\n").unwrap();
+    // Within a resync or two, long before the next heartbeat (60 s).
+    rig.until("a verdict of ineligible", |r| {
+        matches!(
+            verdict(r),
+            Some(protocol::report::Eligibility::Ineligible { .. })
+        )
+    })
+    .await;
+    assert!(rig.phases().is_empty(), "{:?}", rig.phases());
+}
+
+#[tokio::test]
 async fn a_demotion_finishes_without_a_lease_once_the_tombstone_is_there() {
     let own = node(
         "old",
@@ -717,8 +856,10 @@ async fn an_idle_watcher_sends_nothing_but_its_watches_over_several_resyncs() {
     let mut world = world_with(idle_node());
     world.lease = Some(lease("s9"));
     let rig = Rig::new(TestHost::new("standby", bin_dir()).as_agent(), world);
-    rig.until("both watches open", |r| {
-        r.world.lock().unwrap().parked.len() == 1 && r.world.lock().unwrap().lease_parked.len() == 1
+    rig.until("both watches open and the first heartbeat", |r| {
+        r.world.lock().unwrap().parked.len() == 1
+            && r.world.lock().unwrap().lease_parked.len() == 1
+            && r.report().is_some_and(|r| r.host.is_some())
     })
     .await;
     let before = rig.world.lock().unwrap().seen.len();

@@ -50,6 +50,8 @@ pub struct FileConfig {
     /// counts as NotReady whatever its Ready condition says (default 40,
     /// the node lifecycle controller's default grace).
     pub heartbeat_grace_secs: Option<i64>,
+    /// The oldest actuator heartbeat a swap's host may show.
+    pub actuator_heartbeat_max_age_secs: Option<i64>,
     /// `run`: the Lease its instances elect a leader with (default
     /// `fleet-role-leader`; not the regrade Lease).
     pub leader_lease_name: Option<String>,
@@ -210,6 +212,15 @@ impl Settings {
         if heartbeat_grace < 5 {
             return Err(invalid("heartbeat_grace_secs", "must be at least 5"));
         }
+        let actuator_heartbeat_max_age = file
+            .actuator_heartbeat_max_age_secs
+            .unwrap_or(d.actuator_heartbeat_max_age);
+        if actuator_heartbeat_max_age < 5 {
+            return Err(invalid(
+                "actuator_heartbeat_max_age_secs",
+                "must be at least 5",
+            ));
+        }
         let t = Timeouts::default();
         let f = file.timeouts;
         let timeouts = Timeouts {
@@ -270,6 +281,7 @@ impl Settings {
                 grace_period,
                 settle,
                 heartbeat_grace,
+                actuator_heartbeat_max_age,
                 timeouts,
                 drain_grace,
             },
@@ -440,6 +452,10 @@ finish = 7
             ("heartbeat_grace_secs = 1", "heartbeat_grace_secs"),
             ("drain_grace_secs = -1", "drain_grace_secs"),
             ("drain_grace_secs = 86401", "drain_grace_secs"),
+            (
+                "actuator_heartbeat_max_age_secs = 4",
+                "actuator_heartbeat_max_age_secs",
+            ),
             ("prefix = \"a b\"", "prefix"),
             ("identity = \"a\\nb\"", "identity"),
             ("[timeouts]\nfinish = 0", "timeouts"),

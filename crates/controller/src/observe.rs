@@ -101,6 +101,7 @@ pub fn assemble(
         let raw = reports.get(&f.name);
         f.report = raw.and_then(|v| Report::from_json(v));
         f.report_protocol = raw.and_then(|v| protocol::version::of_report(v));
+        f.host = f.report.as_ref().and_then(|r| r.host.clone());
         facts.push(f);
     }
     let mut view = FleetView {

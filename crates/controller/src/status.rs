@@ -36,6 +36,20 @@ fn protocol_cell(n: &NodeFacts) -> String {
     }
 }
 
+/// The demotion verdict of a host's report: `yes`, `NO` (the reasons are
+/// in `swap --dry-run`'s `outgoing-demotable` and in `--output json`),
+/// `unknown` (a newer actuator's), `-` (none reported: an agent, or an
+/// actuator older than this controller).
+fn demotable_cell(n: &protocol::NodeFacts) -> String {
+    use protocol::report::Eligibility;
+    match n.host.as_ref().and_then(|h| h.demotion.as_ref()) {
+        Some(Eligibility::Ok) => "yes".into(),
+        Some(Eligibility::Ineligible { .. }) => "NO".into(),
+        Some(Eligibility::Unknown) => "unknown".into(),
+        None => "-".into(),
+    }
+}
+
 /// A report in one line.
 pub fn report_line(now: i64, r: &Report) -> String {
     let phase = match r.phase {
@@ -228,7 +242,7 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
     }
     let mut nodes: Vec<&NodeFacts> = v.nodes.iter().collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
-    let rows: Vec<[String; 9]> = nodes
+    let rows: Vec<[String; 11]> = nodes
         .iter()
         .map(|n| {
             let step = match (&n.marks.step, &n.marks.snapshot_request) {
@@ -249,6 +263,10 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
                 yes(n.cordoned).into(),
                 step,
                 protocol_cell(n),
+                n.host
+                    .as_ref()
+                    .map_or("-".into(), |h| age(v.now, h.heartbeat_at)),
+                demotable_cell(n),
                 n.report
                     .as_ref()
                     .map_or("-".into(), |r| report_line(v.now, r)),
@@ -264,6 +282,8 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
         "CORDONED",
         "STEP",
         "PROTOCOL",
+        "HEARTBEAT",
+        "DEMOTABLE",
         "LAST REPORT",
     ];
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
@@ -313,6 +333,13 @@ pub fn json(v: &FleetView, settings: &Settings) -> Value {
                     Err(e) => json!(e.shown),
                 },
                 "report": n.report.as_ref().map(|r| with_times(json!(r), &["startedAt", "updatedAt"])),
+                // The actuator's heartbeat and the demotion verdict, with
+                // the heartbeat's age by this controller's clock.
+                "host": n.host.as_ref().map(|h| json!({
+                    "heartbeatAt": rfc3339(Some(h.heartbeat_at)),
+                    "heartbeatAgeSecs": v.now.saturating_sub(h.heartbeat_at),
+                    "demotion": h.demotion,
+                })),
             })
         })
         .collect();

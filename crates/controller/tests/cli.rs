@@ -46,7 +46,9 @@ async fn status_shows_the_fleet_and_a_running_swap_at_a_glance() {
     let _swap = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
     h.wait_for("the promotion", || async {
         h.lease_annotation("swap-step").await.as_deref() == Some("promote")
-            && h.report("n4").await.is_some()
+            && h.report("n4")
+                .await
+                .is_some_and(|r| r.step == protocol::report::ReportStep::Promote)
     })
     .await;
     let run = h.run(&["status"]).await;

@@ -129,6 +129,70 @@ async fn a_dry_run_prints_the_plan_and_every_gate_and_writes_nothing() {
     assert_eq!(h.versions().await, before, "a dry run wrote to the API");
 }
 
+#[tokio::test]
+async fn a_swap_of_a_server_whose_agent_could_not_start_is_refused_and_writes_nothing() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    h.fleet.set(|f| {
+        f.ineligible.insert("n1".into());
+    });
+    h.wait_for("n1's verdict", || async {
+        h.report("n1").await.and_then(|r| r.host).is_some_and(|p| {
+            matches!(
+                p.demotion,
+                Some(protocol::report::Eligibility::Ineligible { .. })
+            )
+        })
+    })
+    .await;
+    let out = refused(&h, "n1", "n4", "outgoing-demotable").await;
+    assert!(out.contains("cluster-init"), "{out}");
+    // The dry run lists both new gates with their verdicts.
+    let run = h
+        .run(&["swap", "--out", "n1", "--in", "n4", "--dry-run"])
+        .await;
+    run.expect(1);
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.contains("pass") && l.contains("actuators-alive")),
+        "{}",
+        run.stdout
+    );
+    let status = h.run(&["status"]).await;
+    assert!(
+        status
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("n1 ") && l.contains(" NO ")),
+        "{}",
+        status.stdout
+    );
+}
+
+#[tokio::test]
+async fn a_swap_whose_incoming_hosts_actuator_is_silent_is_refused_and_writes_nothing() {
+    let config = format!("actuator_heartbeat_max_age_secs = 5\n{CONFIG}");
+    let h = Harness::start(&three_voters(), &config).await;
+    // n4's actuator stops: its heartbeat ages past the bound.
+    h.fleet.set(|f| f.frozen = true);
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let before = h.versions().await;
+    let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
+    run.expect(1);
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.contains("FAIL") && l.contains("actuators-alive")),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        h.versions().await,
+        before,
+        "a refused swap wrote to the API"
+    );
+}
+
 /// Runs a swap that a gate must refuse, and checks it wrote nothing and
 /// named the gate.
 async fn refused(h: &Harness, out: &str, incoming: &str, gate: &str) -> String {
@@ -237,7 +301,10 @@ async fn a_second_swap_is_refused_while_one_runs() {
     });
     let mut first = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
     h.wait_for("the first swap's promotion", || async {
-        h.report("n4").await.is_some()
+        // (A report of its promotion, not its heartbeat's.)
+        h.report("n4")
+            .await
+            .is_some_and(|r| r.step == protocol::report::ReportStep::Promote)
     })
     .await;
     let run = h.run(&["swap", "--out", "n2", "--in", "n6"]).await;

@@ -113,7 +113,73 @@ impl SnapshotConfig {
                 }
             }
         }
+        // Flags on the server unit's command line win over the files (k3s
+        // places the files' flags before them): where a host that changes
+        // role must keep server-only keys such as these.
+        let args = server_exec_args(paths);
+        let mut i = 0;
+        while i < args.len() {
+            let (flag, inline) = match args[i].split_once('=') {
+                Some((f, v)) => (f, Some(v.to_string())),
+                None => (args[i].as_str(), None),
+            };
+            match flag {
+                "--etcd-snapshot-dir" => {
+                    let value = inline.or_else(|| {
+                        i += 1;
+                        args.get(i).cloned()
+                    });
+                    if let Some(dir) = value.filter(|d| d.starts_with('/')) {
+                        config.dir = paths.at(&dir);
+                    }
+                }
+                "--etcd-snapshot-compress" => {
+                    config.compress = inline.is_none_or(|v| v.eq_ignore_ascii_case("true"));
+                }
+                _ => {}
+            }
+            i += 1;
+        }
         Ok(config)
+    }
+}
+
+/// The arguments of the server unit's `ExecStart` after `server`
+/// (`/etc/systemd/system/k3s.service`, a drop-in's `ExecStart=` replacing
+/// it), backslash continuations joined, words split on white space with
+/// simple quotes removed, as install.sh writes them.
+pub fn server_exec_args(paths: &HostPaths) -> Vec<String> {
+    let mut files = vec![paths.at("etc/systemd/system/k3s.service")];
+    if let Ok(entries) = fs::read_dir(paths.unit_dropins("k3s")) {
+        let mut more: Vec<_> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "conf"))
+            .collect();
+        more.sort();
+        files.extend(more);
+    }
+    let mut exec = None;
+    for f in files {
+        let Ok(text) = fs::read_to_string(&f) else {
+            continue;
+        };
+        let joined = text.replace("\\\n", " ");
+        for line in joined.lines().map(str::trim) {
+            if let Some(v) = line.strip_prefix("ExecStart=") {
+                exec = (!v.trim().is_empty()).then(|| v.to_string());
+            }
+        }
+    }
+    let Some(exec) = exec else {
+        return vec![];
+    };
+    let words: Vec<String> = exec
+        .split_whitespace()
+        .map(|w| w.trim_matches(['\'', '"']).to_string())
+        .collect();
+    match words.iter().position(|w| w == "server") {
+        Some(i) => words[i + 1..].to_vec(),
+        None => vec![],
     }
 }
 
@@ -180,6 +246,35 @@ mod tests {
     fn write(p: &Path, text: &str) {
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn the_server_units_command_line_flags_win_over_k3s_config_for_snapshots() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = HostPaths::new(dir.path());
+        write(&p.k3s_config(), "etcd-snapshot-dir: /srv/file\n");
+        write(
+            &p.at("etc/systemd/system/k3s.service"),
+            "[Service]\nExecStart=/usr/local/bin/k3s \\\n    server \\\n\t'--etcd-snapshot-dir' '/srv/exec' \\\n\t'--etcd-snapshot-compress' \\\n\n",
+        );
+        assert_eq!(
+            server_exec_args(&p),
+            [
+                "--etcd-snapshot-dir",
+                "/srv/exec",
+                "--etcd-snapshot-compress"
+            ]
+        );
+        let c = SnapshotConfig::read(&p).unwrap();
+        assert_eq!(c.dir, p.at("srv/exec"));
+        assert!(c.compress);
+        write(
+            &p.unit_dropins("k3s").join("60-x.conf"),
+            "[Service]\nExecStart=\nExecStart=/usr/local/bin/k3s server --etcd-snapshot-dir=/srv/dropin\n",
+        );
+        let c = SnapshotConfig::read(&p).unwrap();
+        assert_eq!(c.dir, p.at("srv/dropin"));
+        assert!(!c.compress);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 pub mod addresses;
 pub mod budget;
 pub mod datastore;
+pub mod eligibility;
 pub mod error;
 pub mod etcd;
 pub mod fsutil;

@@ -123,7 +123,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .with_ansi(false)
                 .with_writer(std::io::stderr)
                 .init();
-            let ctx = k3s::Ctx::load()?;
+            let ctx = k3s::Ctx::load(args.get(1..).unwrap_or_default())?;
             let a: Vec<&str> = args.iter().map(String::as_str).collect();
             match a.as_slice() {
                 ["server", ..] => k3s::server::run(ctx).await?,

@@ -26,7 +26,7 @@ use crate::{
     net::LabNet,
     spec::{HostSpec, LabSpec, Timings},
     units,
-    world::{self, Bins, K3S_TOKEN},
+    world::{self, Bins},
 };
 
 /// How long a host may take to boot (about 2 s here when idle).
@@ -279,6 +279,9 @@ impl SystemdLab {
                 self.enable_now(&h.name, "fleet-role-actuator")?;
             }
         }
+        if matches!(self.fleet_role, FleetRole::Laid) {
+            world::wait_heartbeats(&apis, spec, Duration::from_secs(180)).await?;
+        }
         world::write_kubeconfig(spec)?;
         say(&format!(
             "lab up on real systemd in {}: hosts at 198.18.{}.0/24",
@@ -405,16 +408,7 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec, laid: bool) -> a
         let _ = fs::remove_file(&link);
         std::os::unix::fs::symlink(&spec.actuator, &link)?;
     }
-    let mut config = format!(
-        "node-name: {}\nnode-ip: {}\ntoken: \"{K3S_TOKEN}\"\n",
-        h.name, h.ip
-    );
-    if h.name == first.name {
-        config.push_str("cluster-init: true\n");
-    } else {
-        config.push_str(&format!("server: \"{}\"\n", LabSpec::api_url(first.ip)));
-    }
-    world::write(&root.join("etc/rancher/k3s/config.yaml"), &config, 0o600)?;
+    world::write_k3s_config(spec, h, first)?;
     // The CA beside the settings, as an operator installs it: the unit has
     // PrivateTmp=yes, so a lab directory under /tmp is not visible to it.
     fs::create_dir_all(root.join("etc/fleet-role"))?;

@@ -20,7 +20,11 @@ use kube::{Api, api::PostParams};
 use secrecy::ExposeSecret;
 use testcp::TokenAuthFile;
 
-use crate::{api::Apis, spec::LabSpec};
+use crate::{
+    api::Apis,
+    spec::{HostSpec, LabSpec},
+};
+use protocol::Role;
 
 /// The programs a lab runs.
 #[derive(Debug, Clone)]
@@ -70,6 +74,43 @@ pub(crate) fn write(path: &Path, text: &str, mode: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A lab host's k3s configuration, laid out so that either role starts
+/// (k3s's `agent` fails on a server-only key in `config.yaml`): the keys both
+/// roles take in `config.yaml` (node name, address, token); what only the
+/// server reads in `k3s.service.env` (`K3S_CLUSTER_INIT` on the first
+/// server, `K3S_URL` naming it on the others); what only the agent reads in
+/// `k3s-agent.service.env` (`K3S_URL`: a server other than the host itself,
+/// so that a server's agent, once it is demoted, has a live server to
+/// bootstrap from). These are the files install.sh writes.
+pub(crate) fn write_k3s_config(
+    spec: &LabSpec,
+    h: &HostSpec,
+    first: &HostSpec,
+) -> anyhow::Result<()> {
+    let root = spec.root(&h.name);
+    let config = format!(
+        "node-name: {}\nnode-ip: {}\ntoken: \"{K3S_TOKEN}\"\n",
+        h.name, h.ip
+    );
+    write(&root.join("etc/rancher/k3s/config.yaml"), &config, 0o600)?;
+    let sys = root.join("etc/systemd/system");
+    let server_env = if h.name == first.name {
+        "K3S_CLUSTER_INIT=true\n".to_string()
+    } else {
+        format!("K3S_URL={}\n", LabSpec::api_url(first.ip))
+    };
+    write(&sys.join("k3s.service.env"), &server_env, 0o600)?;
+    let registration = spec
+        .hosts
+        .iter()
+        .find(|o| o.role == Role::Server && o.name != h.name);
+    let agent_env = registration.map_or_else(String::new, |o| {
+        format!("K3S_URL={}\n", LabSpec::api_url(o.ip))
+    });
+    write(&sys.join("k3s-agent.service.env"), &agent_env, 0o600)?;
+    Ok(())
+}
+
 async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
@@ -95,6 +136,47 @@ pub async fn wait_condition(
     wait_for(&format!("{node} {kind}"), timeout, || async {
         let n = node.to_string();
         matches!(apis.any(|c| { let n = n.clone(); async move { Api::<Node>::all(c).get_opt(&n).await } }).await, Ok(Some(ref x)) if kubeview::condition_true(x, kind))
+    })
+    .await
+}
+
+/// Waits until every actuator of the lab has written its heartbeat (the
+/// report's host part): a swap asked before would be refused by the
+/// controller's `actuators-alive` gate, a server's by `outgoing-demotable`
+/// too until its verdict is in.
+pub(crate) async fn wait_heartbeats(
+    apis: &Apis,
+    spec: &LabSpec,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let names = protocol::Names::default();
+    let hosts: Vec<(String, bool)> = spec
+        .hosts
+        .iter()
+        .map(|h| (h.name.clone(), h.role == Role::Server))
+        .collect();
+    wait_for("every actuator's heartbeat", timeout, || async {
+        let ns = names.report_namespace.clone();
+        let Ok(cm) = apis
+            .any(|c| {
+                let ns = ns.clone();
+                async move {
+                    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(c, &ns)
+                        .get(protocol::names::REPORT_CONFIGMAP)
+                        .await
+                }
+            })
+            .await
+        else {
+            return false;
+        };
+        let data = cm.data.unwrap_or_default();
+        hosts.iter().all(|(h, server)| {
+            data.get(h)
+                .and_then(|v| protocol::Report::from_json(v))
+                .and_then(|r| r.host)
+                .is_some_and(|p| !server || p.demotion.is_some())
+        })
     })
     .await
 }

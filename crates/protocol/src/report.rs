@@ -70,6 +70,9 @@ pub enum ReportStep {
     Snapshot,
     /// A step annotation that named no known step.
     Unknown,
+    /// No step yet: the report of a host that has taken none, written for its
+    /// [`HostPart`] alone (always with [`Phase::Done`]).
+    None,
 }
 
 impl ReportStep {
@@ -82,6 +85,7 @@ impl ReportStep {
             ReportStep::Finish => "finish",
             ReportStep::Snapshot => "snapshot",
             ReportStep::Unknown => "unknown",
+            ReportStep::None => "none",
         }
     }
 }
@@ -105,6 +109,106 @@ pub struct Settled {
     pub step: ReportStep,
     /// How it ended.
     pub phase: Phase,
+}
+
+/// How many reasons a [`HostPart`] keeps, and how long each may be: what an
+/// actuator writes is read by the controller, which trusts no more.
+pub const MAX_REASONS: usize = 8;
+/// See [`MAX_REASONS`].
+pub const MAX_REASON_CHARS: usize = 400;
+
+/// Whether a server host may be demoted: its agent could start
+/// (see `host::eligibility`). Read by the controller's `outgoing-demotable`
+/// gate. A verdict this build does not know reads as [`Eligibility::Unknown`],
+/// never as an unreadable report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "kebab-case")]
+pub enum Eligibility {
+    /// Its agent could start: `server:` names another live server, and no
+    /// server-only key is in k3s's config files.
+    Ok,
+    /// Its agent could not start, and why (one line each).
+    Ineligible {
+        /// The reasons, at most [`MAX_REASONS`] of [`MAX_REASON_CHARS`].
+        #[serde(default)]
+        reasons: Vec<String>,
+    },
+    /// A verdict of a newer actuator.
+    #[serde(other)]
+    Unknown,
+}
+
+impl Eligibility {
+    /// The verdict on `reasons` (none: eligible), each made one line and cut
+    /// to the bounds.
+    pub fn of(reasons: &[String]) -> Eligibility {
+        if reasons.is_empty() {
+            return Eligibility::Ok;
+        }
+        Eligibility::Ineligible {
+            reasons: reasons
+                .iter()
+                .take(MAX_REASONS)
+                .map(|r| bounded_line(r))
+                .collect(),
+        }
+    }
+}
+
+/// `raw` as one line (control characters escaped), at most
+/// [`MAX_REASON_CHARS`] characters.
+fn bounded_line(raw: &str) -> String {
+    let mut out: String = raw
+        .chars()
+        .flat_map(|c| {
+            let esc: Vec<char> = if c.is_control() {
+                c.escape_debug().collect()
+            } else {
+                vec![c]
+            };
+            esc
+        })
+        .take(MAX_REASON_CHARS)
+        .collect();
+    if raw.chars().count() > MAX_REASON_CHARS {
+        out.push('…');
+    }
+    out
+}
+
+/// What the host says of itself, apart from any step: that its actuator is
+/// alive (the heartbeat) and whether it may be demoted. Written at most once
+/// per heartbeat period, and at once on a change. Fields a newer actuator
+/// adds are ignored; a part that does not read is taken as absent (no
+/// heartbeat, no verdict), never as an unreadable report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostPart {
+    /// When the actuator last wrote it (unix seconds, by its clock).
+    pub heartbeat_at: i64,
+    /// The demotion verdict of a server host (none on an agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demotion: Option<Eligibility>,
+}
+
+/// Reads the host part leniently: a part that does not read, or whose
+/// heartbeat is no positive time, is none.
+fn lenient_host<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<HostPart>, D::Error> {
+    let value = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(value
+        .and_then(|v| serde_json::from_value::<HostPart>(v).ok())
+        .filter(|h| h.heartbeat_at > 0)
+        .map(|mut h| {
+            if let Some(Eligibility::Ineligible { reasons }) = &mut h.demotion {
+                let bounded: Vec<String> = reasons
+                    .iter()
+                    .take(MAX_REASONS)
+                    .map(|r| bounded_line(r))
+                    .collect();
+                *reasons = bounded;
+            }
+            h
+        }))
 }
 
 /// Why a report value is not a report.
@@ -158,6 +262,14 @@ pub struct Report {
     /// The steps that are over, newest last, at most [`SETTLED_MEMORY`].
     #[serde(default)]
     pub settled: Vec<Settled>,
+    /// What the host says of itself apart from any step (heartbeat,
+    /// demotion verdict); none in a report of an older actuator.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_host"
+    )]
+    pub host: Option<HostPart>,
 }
 
 fn unmarked() -> u32 {
@@ -222,7 +334,45 @@ impl Report {
             seq: prev.map_or(1, |p| p.seq + 1),
             snapshot_file: None,
             settled,
+            host: prev.and_then(|p| p.host.clone()),
         }
+    }
+
+    /// The report that follows `prev` with `host` as its host part, the step
+    /// untouched (a host with no report yet gets one of step
+    /// [`ReportStep::None`]).
+    pub fn with_host_part(prev: Option<&Report>, host: HostPart, now: i64) -> Report {
+        let mut r = match prev {
+            Some(p) => Report {
+                updated_at: now,
+                seq: p.seq + 1,
+                ..p.clone()
+            },
+            None => Report {
+                protocol: crate::version::PROTOCOL_VERSION,
+                swap: None,
+                step: ReportStep::None,
+                phase: Phase::Done,
+                detail: None,
+                reason: None,
+                started_at: now,
+                updated_at: now,
+                seq: 1,
+                snapshot_file: None,
+                settled: vec![],
+                host: None,
+            },
+        };
+        r.protocol = crate::version::PROTOCOL_VERSION;
+        r.host = Some(host);
+        r
+    }
+
+    /// How old the heartbeat is at `now` (seconds), if there is one.
+    pub fn heartbeat_age(&self, now: i64) -> Option<i64> {
+        self.host
+            .as_ref()
+            .map(|h| now.saturating_sub(h.heartbeat_at))
     }
 
     /// The newer of two copies of one host's report: the higher
@@ -273,6 +423,84 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hb(at: i64, demotion: Option<Eligibility>) -> HostPart {
+        HostPart {
+            heartbeat_at: at,
+            demotion,
+        }
+    }
+
+    #[test]
+    fn a_host_with_no_report_gets_one_of_no_step_for_its_host_part() {
+        let r = Report::with_host_part(None, hb(10, Some(Eligibility::Ok)), 10);
+        assert_eq!((r.step, r.phase, r.seq), (ReportStep::None, Phase::Done, 1));
+        let back = Report::parse(&r.to_json()).unwrap();
+        assert_eq!(back, r);
+        assert!(
+            r.to_json()
+                .contains("\"host\":{\"heartbeatAt\":10,\"demotion\":{\"verdict\":\"ok\"}}"),
+            "{}",
+            r.to_json()
+        );
+        assert!(!back.has_settled(None, ReportStep::None) || back.settled.is_empty());
+    }
+
+    #[test]
+    fn a_host_part_leaves_the_step_as_it_is_and_the_next_step_keeps_the_host_part() {
+        let a = Report::next(None, swap("s1"), ReportStep::StepDown, Phase::Started, 5);
+        let b = Report::with_host_part(Some(&a), hb(9, None), 9);
+        assert_eq!(
+            (b.swap.clone(), b.step, b.phase, b.started_at),
+            (a.swap.clone(), a.step, a.phase, 5)
+        );
+        assert_eq!(b.seq, a.seq + 1);
+        let c = Report::next(Some(&b), swap("s1"), ReportStep::StepDown, Phase::Done, 12);
+        assert_eq!(c.host, b.host);
+        assert_eq!(c.heartbeat_age(70), Some(61));
+    }
+
+    #[test]
+    fn a_host_part_that_does_not_read_is_none_and_never_makes_the_report_unreadable() {
+        let base = "{\"step\":\"promote\",\"phase\":\"done\",\"startedAt\":1,\"updatedAt\":1";
+        for host in [
+            "\"x\"",
+            "{\"heartbeatAt\":\"soon\"}",
+            "{\"heartbeatAt\":0}",
+            "{\"heartbeatAt\":-5}",
+            "{}",
+        ] {
+            let r = Report::parse(&format!("{base},\"host\":{host}}}")).unwrap();
+            assert_eq!(r.host, None, "{host}");
+        }
+        // Unknown fields and verdicts of a newer actuator are no error.
+        let r = Report::parse(&format!(
+            "{base},\"host\":{{\"heartbeatAt\":3,\"etcd\":{{\"members\":3}},\"demotion\":{{\"verdict\":\"maybe\",\"why\":1}}}},\"later\":true}}"
+        ))
+        .unwrap();
+        assert_eq!(r.host, Some(hb(3, Some(Eligibility::Unknown))));
+        // Reasons are kept to bounds and one line each.
+        let many: Vec<String> = (0..20).map(|i| format!("r{i}\nx")).collect();
+        let r = Report::parse(&format!(
+            "{base},\"host\":{{\"heartbeatAt\":3,\"demotion\":{{\"verdict\":\"ineligible\",\"reasons\":{}}}}}}}",
+            serde_json::to_string(&many).unwrap()
+        ))
+        .unwrap();
+        let Some(HostPart {
+            demotion: Some(Eligibility::Ineligible { reasons }),
+            ..
+        }) = r.host
+        else {
+            panic!("{:?}", r.host)
+        };
+        assert_eq!(reasons.len(), MAX_REASONS);
+        assert!(reasons.iter().all(|r| !r.contains('\n')), "{reasons:?}");
+        let long = Eligibility::of(&["y".repeat(1000)]);
+        let Eligibility::Ineligible { reasons } = long else {
+            panic!()
+        };
+        assert_eq!(reasons[0].chars().count(), MAX_REASON_CHARS + 1);
+    }
 
     fn swap(s: &str) -> Option<SwapId> {
         Some(SwapId::parse(s).unwrap())

@@ -115,6 +115,9 @@ pub struct NodeFacts {
     /// ([`crate::version::of_report`]; `None`: no report, or one written
     /// before versions were marked).
     pub report_protocol: Option<String>,
+    /// The host part of its report (heartbeat, demotion verdict), kept apart
+    /// from [`NodeFacts::report`] for the gates that read it.
+    pub host: Option<crate::report::HostPart>,
 }
 
 impl NodeFacts {

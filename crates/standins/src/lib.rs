@@ -355,7 +355,9 @@ pub mod fixture {
             }
             write(
                 &root.join("etc/rancher/k3s/config.yaml"),
-                &format!("node-name: {node}\ntoken: \"{K3S_TOKEN_MARKER}\"\nwith-node-id: false\n"),
+                &format!(
+                    "node-name: {node}\ntoken: \"{K3S_TOKEN_MARKER}\"\nwith-node-id: false\nserver: \"https://192.0.2.1:6443\"\n"
+                ),
             );
             let pw = root.join("etc/rancher/node/password");
             write(&pw, "0123456789abcdef0123456789abcdef\n");

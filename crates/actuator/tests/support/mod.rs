@@ -436,6 +436,31 @@ pub fn at(phase: Phase, detail: Option<Detail>) -> impl Fn(&Report) -> bool {
 
 // === impl Reports ===
 
+/// Whether `r` is a heartbeat write after `prev` (the host part changed, the
+/// step as it was), or the report of a host that took no step yet: neither
+/// is a phase. A step written twice keeps its host part, so it still shows.
+pub fn is_heartbeat(prev: Option<&Report>, r: &Report) -> bool {
+    if r.step == protocol::report::ReportStep::None {
+        return true;
+    }
+    let Some(p) = prev else {
+        return false;
+    };
+    let step_of = |x: &Report| {
+        (
+            x.swap.clone(),
+            x.step,
+            x.phase,
+            x.detail,
+            x.reason.clone(),
+            x.started_at,
+            x.snapshot_file.clone(),
+            x.settled.clone(),
+        )
+    };
+    p.host != r.host && step_of(p) == step_of(r)
+}
+
 /// Every version of every host's report, as a watch of the ConfigMap saw it:
 /// the report itself keeps only its latest phase, and this shows each phase
 /// the actuator wrote, so a repeated `started` cannot hide.
@@ -474,7 +499,7 @@ impl Reports {
                             continue;
                         };
                         let versions = seen.entry(node).or_default();
-                        if versions.last() != Some(&r) {
+                        if versions.last() != Some(&r) && !is_heartbeat(versions.last(), &r) {
                             versions.push(r);
                         }
                     }

@@ -603,6 +603,8 @@ pub struct Faults {
     pub fail_step_down: BTreeSet<String>,
     /// Nothing at all is written by the fleet (no heartbeat either).
     pub frozen: bool,
+    /// Servers whose actuators report that their agent could not start.
+    pub ineligible: BTreeSet<String>,
     /// A host acts on a step only after seeing it this long.
     pub react_after: Duration,
     /// Steps nobody reacts to while named here, so a test can hold the
@@ -751,6 +753,19 @@ impl Fleet {
                     ..SimHost::default()
                 },
             );
+        }
+        // Running actuators have written their heartbeat before any swap is
+        // asked (the double goes on writing them every few seconds).
+        let now = Timestamp::now().as_second();
+        for (name, h) in &world.hosts {
+            let part = protocol::report::HostPart {
+                heartbeat_at: now,
+                demotion: (h.role == Some(Role::Server) || h.datastore)
+                    .then_some(protocol::report::Eligibility::Ok),
+            };
+            write_report(&admin, name, &Report::with_host_part(None, part, now))
+                .await
+                .unwrap();
         }
         let world = Arc::new(Mutex::new(world));
         let task = tokio::spawn(run_fleet(admin, world.clone()));
@@ -933,12 +948,37 @@ async fn actuator(
     if faults.down.contains(&name) {
         return Ok(());
     }
+    // The heartbeat: the report's host part, every few seconds, with the
+    // verdict a server whose agent could start gives.
+    let now = Timestamp::now().as_second();
+    let mut report = report;
+    let demotion = (host.role == Some(protocol::Role::Server) || host.datastore).then(|| {
+        if faults.ineligible.contains(&name) {
+            protocol::report::Eligibility::of(&[
+                "/etc/rancher/k3s/config.yaml sets cluster-init, a server-only key".to_string(),
+            ])
+        } else {
+            protocol::report::Eligibility::Ok
+        }
+    });
+    if report
+        .as_ref()
+        .and_then(|r| r.host.as_ref())
+        .is_none_or(|h| now - h.heartbeat_at >= 5 || h.demotion != demotion)
+    {
+        let part = protocol::report::HostPart {
+            heartbeat_at: now,
+            demotion,
+        };
+        let r = Report::with_host_part(report.as_ref(), part, now);
+        write_report(admin, &name, &r).await?;
+        report = Some(r);
+    }
     let view = kubeview::node_facts(names, node);
     let join = match (view.marks.step_kind(), view.marks.join_node.as_deref()) {
         (Some(StepKind::Promote), Some(j)) => kubeview::join_target(nodes.get(j)),
         _ => JoinTarget::NotLooked,
     };
-    let now = Timestamp::now().as_second();
     let decision = decide(&Observation {
         now,
         node: &view,

@@ -1,7 +1,11 @@
 //! `k3s agent`: registers its Node with its node password (refused on a
 //! mismatch, as k3s refuses), keeps the Ready condition and the node Lease
-//! fresh, and runs the pods bound to its Node ([`super::pods`]). It reaches the API through the server it was
-//! given, then the others (k3s's agent load balancer).
+//! fresh, and runs the pods bound to its Node ([`super::pods`]). It
+//! bootstraps only from the server it was given (`server:`, `--server` or
+//! `K3S_URL`), then reaches the others too (k3s's agent load balancer).
+//! Like k3s's, it fails at once on a key of `config.yaml` or a drop-in it
+//! does not define (a server's), and retries for ever while its server does
+//! not answer (the unit stays activating).
 
 use std::time::Duration;
 
@@ -14,12 +18,21 @@ use crate::api::Apis;
 
 /// Runs `k3s agent` until it fails.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
+    // k3s (pkg/configfilearg/parser.go) turns every config key into a flag
+    // of the subcommand; urfave/cli refuses one `agent` does not define, so
+    // the process exits and the unit restart-loops.
+    if let Some((key, file)) = ctx.config.server_only_key_in_files() {
+        anyhow::bail!(
+            "flag provided but not defined: -{key} (from {})",
+            file.display()
+        );
+    }
     let name = ctx.node()?;
     let ip = ctx.ip()?;
     let server = ctx
         .config
         .get("server")
-        .context("k3s agent needs --server (server: in config.yaml)")?;
+        .context("--server is required (server: in config.yaml, or K3S_URL)")?;
     let server = protocol::JoinUrl::parse(server)?;
     if ctx.config.get("token").is_none_or(str::is_empty) {
         anyhow::bail!("--token is required");
@@ -32,28 +45,54 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             .filter(|u| u != server.as_str()),
     );
     let tokens = TokenAuthFile::load(&spec.tokens_file())?;
-    let apis = Apis::new(&spec.pki_dir(), &spec.ips(), tokens.admin_token(), urls)?;
-    let kubelet = node::Kubelet {
-        name: name.clone(),
-        ip: ip.to_string(),
-        apis,
+    let kubelet_through = |urls: Vec<String>| -> anyhow::Result<node::Kubelet> {
+        Ok(node::Kubelet {
+            name: name.clone(),
+            ip: ip.to_string(),
+            apis: Apis::new(&spec.pki_dir(), &spec.ips(), tokens.admin_token(), urls)?,
+        })
     };
+    // The first bootstrap goes to `server:` alone: k3s's agent learns the
+    // other servers only from the one it was given (pkg/agent/config/config.go
+    // retries "Waiting to retrieve agent configuration" for ever); once it
+    // has, its load balancer keeps them in `agent/etc/k3s-agent-load-balancer.json`
+    // (pkg/agent/loadbalancer) and a restart may use any of them.
+    let lb_state = ctx.at("var/lib/rancher/k3s/agent/etc/k3s-agent-load-balancer.json");
+    let bootstrap = if lb_state.exists() {
+        kubelet_through(urls.clone())?
+    } else {
+        kubelet_through(vec![server.to_string()])?
+    };
+    let kubelet = kubelet_through(urls.clone())?;
     let password = node::ensure_password(&ctx.root)?;
-    // Registration retries while no API answers, as the agent does at boot.
-    let start = std::time::Instant::now();
     loop {
         let attempt = async {
-            kubelet.register().await?;
-            kubelet.check_password(&password).await
+            bootstrap.register().await?;
+            bootstrap.check_password(&password).await
         };
         match attempt.await {
-            Ok(()) => break,
+            Ok(()) => {
+                if let Some(dir) = lb_state.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                let servers: Vec<String> = urls.iter().map(|u| format!("{u:?}")).collect();
+                std::fs::write(
+                    &lb_state,
+                    format!(
+                        "{{\"ServerURL\":{:?},\"ServerAddresses\":[{}]}}\n",
+                        server.as_str(),
+                        servers.join(",")
+                    ),
+                )?;
+                break;
+            }
             Err(e) if e.to_string().contains("Node password rejected") => return Err(e),
-            Err(e) if start.elapsed() < Duration::from_secs(120) => {
-                warn!("registering: {e:#}");
+            Err(e) => {
+                warn!(
+                    "Waiting to retrieve agent configuration; server {server} is not ready: {e:#}"
+                );
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
-            Err(e) => return Err(e),
         }
     }
     // k3s's agent sends READY=1 once it has reached a supervisor with a valid

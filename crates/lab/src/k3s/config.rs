@@ -1,18 +1,98 @@
-//! k3s's configuration: `config.yaml`, then `config.yaml.d/*.yaml|*.yml` in
-//! name order, a later file winning. Only `key: value` lines are read: the
-//! keys the lab uses are scalars.
+//! k3s's configuration as the stand-in takes it, with k3s's precedence
+//! (`pkg/configfilearg/parser.go`): `config.yaml`, then
+//! `config.yaml.d/*.yaml|*.yml` in name order, a later file winning; the
+//! result becomes flags placed before the command line's, so a command-line
+//! flag (the unit's `ExecStart`) wins over the files; an environment variable
+//! (`K3S_URL`, `K3S_CLUSTER_INIT`, … from the unit's `EnvironmentFile=`) counts
+//! only when neither sets the flag (urfave/cli's `EnvVar`). Only `key: value`
+//! lines are read: the keys the lab uses are scalars.
 
-use std::{collections::BTreeMap, fs, path::Path};
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+};
+
+/// The keys `k3s agent` does not define, so that one in `config.yaml` or a
+/// drop-in makes it fail (`flag provided but not defined`): the server's own
+/// flags of `pkg/cli/cmds/server.go` that an operator is likely to write.
+/// The stand-in keeps its own list, apart from the product's: an imitation
+/// sharing the product's list would share its mistakes.
+pub const SERVER_ONLY_KEYS: &[&str] = &[
+    "cluster-init",
+    "cluster-reset",
+    "cluster-reset-restore-path",
+    "cluster-cidr",
+    "service-cidr",
+    "cluster-dns",
+    "cluster-domain",
+    "service-node-port-range",
+    "tls-san",
+    "advertise-address",
+    "advertise-port",
+    "https-listen-port",
+    "write-kubeconfig",
+    "write-kubeconfig-mode",
+    "datastore-endpoint",
+    "agent-token",
+    "agent-token-file",
+    "disable",
+    "disable-apiserver",
+    "disable-controller-manager",
+    "disable-scheduler",
+    "disable-etcd",
+    "disable-agent",
+    "disable-cloud-controller",
+    "disable-network-policy",
+    "disable-helm-controller",
+    "disable-kube-proxy",
+    "flannel-backend",
+    "secrets-encryption",
+    "etcd-expose-metrics",
+    "etcd-disable-snapshots",
+    "etcd-snapshot-dir",
+    "etcd-snapshot-compress",
+    "etcd-snapshot-name",
+    "etcd-snapshot-retention",
+    "etcd-snapshot-schedule-cron",
+    "kube-apiserver-arg",
+    "kube-controller-manager-arg",
+    "kube-scheduler-arg",
+    "embedded-registry",
+];
+
+/// The environment variables k3s reads for the flags the lab uses, and the
+/// flag each stands for (`EnvVar:` in `pkg/cli/cmds/server.go`, `agent.go`).
+const ENV_FLAGS: &[(&str, &str)] = &[
+    ("K3S_URL", "server"),
+    ("K3S_TOKEN", "token"),
+    ("K3S_CLUSTER_INIT", "cluster-init"),
+    ("K3S_NODE_NAME", "node-name"),
+];
 
 /// The merged configuration.
 #[derive(Debug, Clone, Default)]
 pub struct K3sConfig {
     values: BTreeMap<String, String>,
+    /// Every key written in a config file, with the file (k3s turns each into
+    /// a flag, so a key the subcommand does not define fails it).
+    file_keys: Vec<(String, PathBuf)>,
 }
 
 impl K3sConfig {
-    /// Reads the host's config and drop-ins.
+    /// Reads the host's config and drop-ins only (no flags, no environment).
     pub fn read(root: &Path) -> anyhow::Result<K3sConfig> {
+        K3sConfig::load(root, &[], |_| None)
+    }
+
+    /// Reads the host's config and drop-ins, then the command line's flags
+    /// after the subcommand (`--key value`, `--key=value`, `--flag`), then
+    /// the environment for flags neither set.
+    pub fn load(
+        root: &Path,
+        args: &[String],
+        env: impl Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<K3sConfig> {
         let mut files = vec![root.join("etc/rancher/k3s/config.yaml")];
         if let Ok(entries) = fs::read_dir(root.join("etc/rancher/k3s/config.yaml.d")) {
             let mut more: Vec<_> = entries
@@ -23,6 +103,7 @@ impl K3sConfig {
             files.extend(more);
         }
         let mut values = BTreeMap::new();
+        let mut file_keys = Vec::new();
         for f in files {
             let Ok(text) = fs::read_to_string(&f) else {
                 continue;
@@ -33,12 +114,37 @@ impl K3sConfig {
                     continue;
                 }
                 if let Some((k, v)) = line.split_once(':') {
+                    let k = k.trim().trim_end_matches('+').to_string();
                     let v = v.trim().trim_matches('"').to_string();
-                    values.insert(k.trim().to_string(), v);
+                    file_keys.push((k.clone(), f.clone()));
+                    values.insert(k, v);
                 }
             }
         }
-        Ok(K3sConfig { values })
+        let mut i = 0;
+        while i < args.len() {
+            let Some(flag) = args[i].strip_prefix("--") else {
+                i += 1;
+                continue;
+            };
+            if let Some((k, v)) = flag.split_once('=') {
+                values.insert(k.to_string(), v.to_string());
+            } else if args.get(i + 1).is_some_and(|n| !n.starts_with("--")) {
+                values.insert(flag.to_string(), args[i + 1].clone());
+                i += 1;
+            } else {
+                values.insert(flag.to_string(), "true".to_string());
+            }
+            i += 1;
+        }
+        for (var, key) in ENV_FLAGS {
+            if !values.contains_key(*key)
+                && let Some(v) = env(var).filter(|v| !v.is_empty())
+            {
+                values.insert((*key).to_string(), v);
+            }
+        }
+        Ok(K3sConfig { values, file_keys })
     }
 
     /// A value.
@@ -51,6 +157,48 @@ impl K3sConfig {
         self.get(key)
             .is_some_and(|v| v.eq_ignore_ascii_case("true"))
     }
+
+    /// The first key of a config file that `k3s agent` does not define, and
+    /// the file it is in.
+    pub fn server_only_key_in_files(&self) -> Option<(&str, &Path)> {
+        self.file_keys
+            .iter()
+            .find(|(k, _)| SERVER_ONLY_KEYS.contains(&k.as_str()))
+            .map(|(k, f)| (k.as_str(), f.as_path()))
+    }
+}
+
+/// The flags the server unit's `ExecStart` gives `k3s server`
+/// (`etc/systemd/system/k3s.service`, then its drop-ins, a later
+/// `ExecStart=` replacing it): what the server process itself runs with.
+pub fn server_unit_args(root: &Path) -> Vec<String> {
+    let sys = root.join("etc/systemd/system");
+    let mut files = vec![sys.join("k3s.service")];
+    if let Ok(entries) = fs::read_dir(sys.join("k3s.service.d")) {
+        let mut more: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        more.sort();
+        files.extend(more);
+    }
+    let mut exec = String::new();
+    for f in files {
+        let text = fs::read_to_string(&f)
+            .unwrap_or_default()
+            .replace("\\\n", " ");
+        for line in text.lines() {
+            if let Some(v) = line.trim().strip_prefix("ExecStart=") {
+                exec = v.to_string();
+            }
+        }
+    }
+    let words: Vec<String> = exec
+        .split_whitespace()
+        .map(|w| w.trim_matches(['\'', '"']).to_string())
+        .collect();
+    words
+        .iter()
+        .position(|w| w == "server")
+        .map(|i| words[i + 1..].to_vec())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -75,5 +223,34 @@ mod tests {
         assert_eq!(c.get("node-name"), Some("a"));
         assert!(c.flag("disable-apiserver"));
         assert!(!c.flag("cluster-init"));
+        assert_eq!(
+            c.server_only_key_in_files(),
+            Some(("disable-apiserver", d.join("10-a.yaml").as_path()))
+        );
+    }
+
+    #[test]
+    fn a_command_line_flag_beats_the_files_and_the_files_beat_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("etc/rancher/k3s")).unwrap();
+        fs::write(
+            dir.path().join("etc/rancher/k3s/config.yaml"),
+            "node-name: a\nserver: https://file:1\n",
+        )
+        .unwrap();
+        let env = |v: &str| match v {
+            "K3S_URL" => Some("https://env:1".to_string()),
+            "K3S_CLUSTER_INIT" => Some("true".to_string()),
+            _ => None,
+        };
+        let c = K3sConfig::load(dir.path(), &[], env).unwrap();
+        assert_eq!(c.get("server"), Some("https://file:1"));
+        assert!(c.flag("cluster-init"));
+        assert_eq!(c.server_only_key_in_files(), None);
+        let args = ["--node-name=b".to_string(), "--disable-etcd".to_string()];
+        let c = K3sConfig::load(dir.path(), &args, env).unwrap();
+        assert_eq!(c.get("node-name"), Some("b"));
+        assert!(c.flag("disable-etcd"));
+        assert_eq!(c.server_only_key_in_files(), None);
     }
 }

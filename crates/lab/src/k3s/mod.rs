@@ -26,15 +26,19 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// Reads the context from `FLEET_ROLE_ROOT` and `FLEET_ROLE_LAB`.
-    pub fn load() -> anyhow::Result<Ctx> {
+    /// Reads the context from `FLEET_ROLE_ROOT` and `FLEET_ROLE_LAB`; the
+    /// config from the host's files, `args` (the flags after the subcommand,
+    /// as the unit's `ExecStart` gives them) and the `K3S_*` environment
+    /// (the unit's `EnvironmentFile=`s), with k3s's precedence
+    /// ([`config::K3sConfig::load`]).
+    pub fn load(args: &[String]) -> anyhow::Result<Ctx> {
         let root = PathBuf::from(
             std::env::var_os("FLEET_ROLE_ROOT").context("k3s (stand-in) needs FLEET_ROLE_ROOT")?,
         );
         let lab = PathBuf::from(
             std::env::var_os("FLEET_ROLE_LAB").context("k3s (stand-in) needs FLEET_ROLE_LAB")?,
         );
-        let config = config::K3sConfig::read(&root)?;
+        let config = config::K3sConfig::load(&root, args, |v| std::env::var(v).ok())?;
         let spec = LabSpec::load(&lab)?;
         Ok(Ctx { root, config, spec })
     }
@@ -98,17 +102,21 @@ pub async fn snapshot_save(ctx: &Ctx, name: &str) -> anyhow::Result<PathBuf> {
 }
 
 /// Writes a snapshot's `data` where and as k3s does (`pkg/etcd/snapshot.go`):
-/// in `etcd-snapshot-dir`, named `<name>-<node>-<unix>`; with
-/// `etcd-snapshot-compress`, only `<that>.zip`, one entry of that name
-/// (`compressSnapshot`; the uncompressed file is removed).
+/// in `etcd-snapshot-dir` as the server process has it (`save` asks the
+/// server's supervisor: its config files, then its unit's command line),
+/// named `<name>-<node>-<unix>`; with `etcd-snapshot-compress`, only
+/// `<that>.zip`, one entry of that name (`compressSnapshot`; the
+/// uncompressed file is removed).
 pub fn write_snapshot(ctx: &Ctx, name: &str, data: &[u8], now: i64) -> anyhow::Result<PathBuf> {
-    let dir = match ctx.config.get("etcd-snapshot-dir") {
+    let server =
+        config::K3sConfig::load(&ctx.root, &config::server_unit_args(&ctx.root), |_| None)?;
+    let dir = match server.get("etcd-snapshot-dir") {
         Some(d) => ctx.at(d.trim_start_matches('/')),
         None => ctx.at("var/lib/rancher/k3s/server/db/snapshots"),
     };
     std::fs::create_dir_all(&dir)?;
     let base = format!("{name}-{}-{now}", ctx.node()?);
-    let (file, contents) = if ctx.config.flag("etcd-snapshot-compress") {
+    let (file, contents) = if server.flag("etcd-snapshot-compress") {
         (
             dir.join(format!("{base}.zip")),
             crate::zip::one_entry(&base, data, now)?,

@@ -30,7 +30,16 @@ pub(crate) fn voter(name: &str, ip: u8) -> NodeFacts {
             desired_role: Some("server".into()),
             ..FleetMarks::default()
         },
+        host: Some(alive(Some(crate::report::Eligibility::Ok))),
         ..NodeFacts::default()
+    }
+}
+
+/// A host part written now, with `demotion` as its verdict.
+pub(crate) fn alive(demotion: Option<crate::report::Eligibility>) -> crate::report::HostPart {
+    crate::report::HostPart {
+        heartbeat_at: NOW,
+        demotion,
     }
 }
 
@@ -41,6 +50,7 @@ pub(crate) fn agent(name: &str, eligible: bool) -> NodeFacts {
         ready_since: Some(0),
         lease_renewed_at: Some(NOW),
         eligible,
+        host: Some(alive(None)),
         ..NodeFacts::default()
     }
 }

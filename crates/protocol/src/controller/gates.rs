@@ -39,6 +39,10 @@ pub enum GateName {
     NoLearner,
     /// The healthy voters left after the removal are a quorum of the members left.
     QuorumAfterRemoval,
+    /// The outgoing host reports that its agent could start once demoted.
+    OutgoingDemotable,
+    /// The swap's hosts' actuators wrote their heartbeat recently.
+    ActuatorsAlive,
 }
 
 impl GateName {
@@ -56,6 +60,8 @@ impl GateName {
             GateName::VotersHealthy => "voters-healthy",
             GateName::NoLearner => "no-learner",
             GateName::QuorumAfterRemoval => "quorum-after-removal",
+            GateName::OutgoingDemotable => "outgoing-demotable",
+            GateName::ActuatorsAlive => "actuators-alive",
         }
     }
 }
@@ -226,6 +232,104 @@ pub fn gate_known_protocol(v: &FleetView, out: &str, incoming: &str) -> Gate {
             format!(
                 "{}; upgrade fleet-role to a version that knows it (see docs/upgrade.md)",
                 unknown.join("; ")
+            ),
+        )
+    }
+}
+
+/// Whether the outgoing host is down: not a healthy voter. A down voter's
+/// member is removed without its host taking a step (its actuator may be as
+/// dead as its k3s); the finish waits until it is back, and the actuator
+/// refuses it there if its agent could not start.
+fn outgoing_is_down(v: &FleetView, out: &str) -> bool {
+    v.node(out).is_some_and(|n| !is_healthy_voter(n))
+}
+
+/// Gate: the outgoing host's report says its agent could start once it is
+/// demoted (`host::eligibility`: no server-only key in k3s's config files,
+/// a `server:` naming another live server). A verdict missing (an actuator
+/// older than this controller, or none) or unknown closes it: a demotion
+/// into an agent that cannot start leaves a host neither role. A down
+/// outgoing voter passes (see `outgoing_is_down`).
+pub fn gate_outgoing_demotable(v: &FleetView, out: &str) -> Gate {
+    use crate::report::Eligibility;
+    let name = GateName::OutgoingDemotable;
+    let Some(n) = v.node(out) else {
+        return Gate::fail(name, format!("no Node {out}"));
+    };
+    if outgoing_is_down(v, out) {
+        return Gate::pass(
+            name,
+            format!(
+                "{out} is down: its member is removed without it; its actuator checks again before its finish"
+            ),
+        );
+    }
+    match n.host.as_ref().and_then(|h| h.demotion.as_ref()) {
+        Some(Eligibility::Ok) => Gate::pass(name, format!("{out} reports its agent could start")),
+        Some(Eligibility::Ineligible { reasons }) => Gate::fail(
+            name,
+            format!(
+                "{out} reports its agent could not start once demoted: {}",
+                reasons
+                    .iter()
+                    .map(|r| one_line(r))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        ),
+        Some(Eligibility::Unknown) => Gate::fail(
+            name,
+            format!(
+                "{out} reports a demotion verdict this build does not know; upgrade fleet-role"
+            ),
+        ),
+        None => Gate::fail(
+            name,
+            format!(
+                "{out} has not reported whether it may be demoted (no actuator heartbeat with a verdict; is its actuator running, and as new as this controller?)"
+            ),
+        ),
+    }
+}
+
+/// Gate: the swap's hosts' actuators are alive: each one's report carries a
+/// heartbeat no older than [`super::Settings::actuator_heartbeat_max_age`].
+/// A host whose actuator is dead would never take the step asked of it,
+/// and the swap would wait out its timeout half done. A down outgoing voter
+/// is not asked anything before its removal (see `outgoing_is_down`).
+pub fn gate_actuators_alive(v: &FleetView, out: Option<&str>, incoming: &str) -> Gate {
+    let name = GateName::ActuatorsAlive;
+    let max = v.settings.actuator_heartbeat_max_age;
+    let mut stale = Vec::new();
+    let mut fresh = Vec::new();
+    let hosts = out
+        .filter(|o| !outgoing_is_down(v, o))
+        .into_iter()
+        .chain([incoming]);
+    for host in hosts {
+        match v.node(host).and_then(|n| n.host.as_ref()) {
+            None => stale.push(format!("{host} has no actuator heartbeat")),
+            Some(h) => {
+                let age = v.now.saturating_sub(h.heartbeat_at);
+                if age > max {
+                    stale.push(format!(
+                        "{host}'s actuator heartbeat is {age} s old (more than {max} s)"
+                    ));
+                } else {
+                    fresh.push(format!("{host} {} s ago", age.max(0)));
+                }
+            }
+        }
+    }
+    if stale.is_empty() {
+        Gate::pass(name, format!("actuator heartbeats: {}", fresh.join(", ")))
+    } else {
+        Gate::fail(
+            name,
+            format!(
+                "{}; check that fleet-role-actuator runs there (journalctl -u fleet-role-actuator)",
+                stale.join("; ")
             ),
         )
     }
@@ -434,6 +538,8 @@ pub fn preflight(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
         gate_voters_healthy(v, out),
         gate_no_learner(v, None),
         gate_quorum_after_removal(v, out, incoming, Count::IncomingPromoted),
+        gate_outgoing_demotable(v, out),
+        gate_actuators_alive(v, Some(out), incoming),
     ]
 }
 
@@ -448,6 +554,8 @@ pub(super) fn promote_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gat
         gate_voters_healthy(v, out),
         gate_no_learner(v, None),
         gate_quorum_after_removal(v, out, incoming, Count::IncomingPromoted),
+        gate_outgoing_demotable(v, out),
+        gate_actuators_alive(v, Some(out), incoming),
     ]
 }
 
@@ -461,6 +569,8 @@ pub(super) fn removal_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gat
         gate_voters_healthy(v, out),
         gate_no_learner(v, None),
         gate_quorum_after_removal(v, out, incoming, Count::AsItIs),
+        gate_outgoing_demotable(v, out),
+        gate_actuators_alive(v, Some(out), incoming),
     ]
 }
 
@@ -475,6 +585,7 @@ pub(super) fn down_removal_gates(v: &FleetView, out: &str, incoming: &str) -> Ve
         gate_voters_healthy(v, out),
         gate_no_learner(v, Some(incoming)),
         gate_quorum_after_removal(v, out, incoming, Count::AsItIs),
+        gate_actuators_alive(v, None, incoming),
     ];
     gates.extend(incoming_ready_until_asked(v, incoming));
     gates
@@ -487,6 +598,7 @@ pub(super) fn late_promote_gates(v: &FleetView, out: &str, incoming: &str) -> Ve
         gate_incoming_eligible(v, incoming),
         gate_voters_healthy(v, out),
         gate_no_learner(v, Some(incoming)),
+        gate_actuators_alive(v, None, incoming),
     ];
     gates.extend(incoming_ready_until_asked(v, incoming));
     gates
@@ -519,7 +631,7 @@ mod tests {
     fn every_preflight_gate_passes_on_a_healthy_fleet() {
         let gates = preflight(&fleet(), "n1", "n4");
         assert!(all_pass(&gates), "{}", failures(&gates));
-        assert_eq!(gates.len(), 10);
+        assert_eq!(gates.len(), 12);
     }
 
     #[test]
@@ -574,6 +686,114 @@ mod tests {
         );
         v.lease.as_mut().unwrap().protocol = Some("1".into());
         assert!(gate_known_protocol(&v, "n1", "n4").passed);
+    }
+
+    #[test]
+    fn a_swap_is_refused_while_the_outgoing_host_reports_its_agent_could_not_start() {
+        use crate::report::Eligibility;
+        let table: [(Option<Eligibility>, bool, &str); 4] = [
+            (
+                Some(Eligibility::Ok),
+                true,
+                "n1 reports its agent could start",
+            ),
+            (
+                Some(Eligibility::of(
+                    &["config.yaml sets cluster-init\nx".into()],
+                )),
+                false,
+                "n1 reports its agent could not start once demoted: config.yaml sets cluster-init\\nx",
+            ),
+            (
+                Some(Eligibility::Unknown),
+                false,
+                "n1 reports a demotion verdict this build does not know; upgrade fleet-role",
+            ),
+            (None, false, "n1 has not reported whether it may be demoted"),
+        ];
+        for (verdict, passed, reason) in table {
+            let mut v = fleet();
+            node_mut(&mut v, "n1").host = Some(alive(verdict.clone()));
+            let g = gate_outgoing_demotable(&v, "n1");
+            assert_eq!(g.passed, passed, "{verdict:?}: {}", g.reason);
+            assert!(g.reason.starts_with(reason), "{verdict:?}: {}", g.reason);
+            if !passed {
+                assert_eq!(
+                    refused_by(&next_action(&v, &request("n1", "n4"))),
+                    vec![GateName::OutgoingDemotable]
+                );
+            }
+        }
+        // A host outside the swap may be of any verdict.
+        let mut v = fleet();
+        node_mut(&mut v, "n2").host = Some(alive(Some(Eligibility::of(&["x".into()]))));
+        assert!(all_pass(&preflight(&v, "n1", "n4")));
+    }
+
+    #[test]
+    fn a_down_outgoing_voter_is_neither_asked_for_its_verdict_nor_its_heartbeat() {
+        let mut v = fleet();
+        let n1 = node_mut(&mut v, "n1");
+        n1.ready = false;
+        n1.host = None;
+        assert!(gate_outgoing_demotable(&v, "n1").passed);
+        assert!(gate_actuators_alive(&v, Some("n1"), "n4").passed);
+        // The incoming host is always asked.
+        node_mut(&mut v, "n4").host = None;
+        assert!(!gate_actuators_alive(&v, Some("n1"), "n4").passed);
+    }
+
+    #[test]
+    fn a_swap_is_refused_while_a_host_of_it_has_no_fresh_actuator_heartbeat() {
+        // (heartbeat age at NOW, passes) with the default bound of 180 s.
+        let table = [
+            (None, false),
+            (Some(0), true),
+            (Some(180), true),
+            (Some(181), false),
+            (Some(-30), true),
+        ];
+        for host in ["n1", "n4"] {
+            for (age, passed) in table {
+                let mut v = fleet();
+                node_mut(&mut v, host).host = age.map(|a: i64| crate::report::HostPart {
+                    heartbeat_at: NOW - a,
+                    demotion: Some(crate::report::Eligibility::Ok),
+                });
+                let g = gate_actuators_alive(&v, Some("n1"), "n4");
+                assert_eq!(g.passed, passed, "{host} {age:?}: {}", g.reason);
+                if !passed {
+                    assert!(g.reason.starts_with(host), "{}", g.reason);
+                    let refused = refused_by(&next_action(&v, &request("n1", "n4")));
+                    assert!(refused.contains(&GateName::ActuatorsAlive), "{refused:?}");
+                }
+            }
+        }
+        // A host outside the swap may be silent.
+        let mut v = fleet();
+        node_mut(&mut v, "n2").host = None;
+        assert!(gate_actuators_alive(&v, Some("n1"), "n4").passed);
+    }
+
+    #[test]
+    fn every_irreversible_write_rechecks_the_incoming_heartbeat_and_those_asking_the_outgoing_its_verdict()
+     {
+        let mut v = after_promotion();
+        node_mut(&mut v, "n4").host = None;
+        for gates in [
+            promote_gates(&v, "n1", "n4"),
+            removal_gates(&v, "n1", "n4"),
+            down_removal_gates(&v, "n1", "n4"),
+            late_promote_gates(&v, "n1", "n4"),
+        ] {
+            assert!(!gate(&gates, GateName::ActuatorsAlive).passed);
+        }
+        let mut v = after_promotion();
+        node_mut(&mut v, "n1").host =
+            Some(alive(Some(crate::report::Eligibility::of(&["x".into()]))));
+        for gates in [promote_gates(&v, "n1", "n4"), removal_gates(&v, "n1", "n4")] {
+            assert!(!gate(&gates, GateName::OutgoingDemotable).passed);
+        }
     }
 
     #[test]

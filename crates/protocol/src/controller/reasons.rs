@@ -169,7 +169,7 @@ fn noun(step: ReportStep) -> &'static str {
         ReportStep::StepDown => "step-down",
         ReportStep::Rollback => "rollback",
         ReportStep::Finish => "finish",
-        ReportStep::Unknown => "step",
+        ReportStep::Unknown | ReportStep::None => "step",
     }
 }
 

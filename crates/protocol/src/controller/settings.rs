@@ -104,6 +104,10 @@ pub struct Settings {
     /// counts as NotReady, whatever its Ready condition says (see
     /// [`apply_heartbeats`]).
     pub heartbeat_grace: i64,
+    /// How old (seconds) an actuator's heartbeat (its report's host part)
+    /// may be for a swap involving its host to start or go on: three of the
+    /// actuator's default heartbeat periods.
+    pub actuator_heartbeat_max_age: i64,
     /// Each step's timeout.
     pub timeouts: Timeouts,
     /// The termination grace an eviction gives each pod, in seconds; `None`
@@ -122,6 +126,7 @@ impl Default for Settings {
             grace_period: 300,
             settle: 60,
             heartbeat_grace: 40,
+            actuator_heartbeat_max_age: 180,
             timeouts: Timeouts::default(),
             drain_grace: None,
         }

@@ -292,6 +292,30 @@ impl Unit {
                             .split_whitespace()
                             .map(|c| c.strip_suffix(".service").unwrap_or(c).to_string()),
                     ),
+                    // systemd reads the file at each start; a `-` prefix
+                    // makes a missing one no error (install.sh's k3s units
+                    // use `-/etc/systemd/system/<unit>.service.env`).
+                    "EnvironmentFile" => {
+                        let (optional, path) = match value.strip_prefix('-') {
+                            Some(p) => (true, p),
+                            None => (false, value),
+                        };
+                        match fs::read_to_string(root.join(path.trim_start_matches('/'))) {
+                            Ok(t) => {
+                                for l in t.lines().map(str::trim) {
+                                    if l.starts_with('#') {
+                                        continue;
+                                    }
+                                    if let Some((k, val)) = l.split_once('=') {
+                                        let val = val.trim_matches(['"', '\'']);
+                                        u.environment.push((k.to_string(), val.to_string()));
+                                    }
+                                }
+                            }
+                            Err(_) if optional => {}
+                            Err(e) => return Err(format!("{path}: {e}")),
+                        }
+                    }
                     "Environment" => {
                         let v = value.trim_matches('"');
                         if let Some((k, val)) = v.split_once('=') {

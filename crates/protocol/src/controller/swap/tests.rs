@@ -859,6 +859,12 @@ fn a_paused_swap_halts_at_its_next_safe_point_and_its_timer_stops() {
     let mut later = v.clone();
     later.lease.as_mut().unwrap().renew_time = Some(NOW + 1000);
     later.now = NOW + 1000;
+    // The actuators kept writing their heartbeats meanwhile.
+    for n in &mut later.nodes {
+        if let Some(h) = n.host.as_mut() {
+            h.heartbeat_at = NOW + 1000;
+        }
+    }
     assert_eq!(
         next_action(&later, &taken()),
         Action::Paused {
