@@ -156,13 +156,7 @@ async fn the_outgoing_voters_pods_are_evicted_with_the_set_grace_before_its_step
         "evict 1 pod from n1 (ci/job-1), grace 7 s",
         "ask n1 to step down",
     ];
-    let mut at = 0;
-    for step in order {
-        let found = run.stdout[at..]
-            .find(step)
-            .unwrap_or_else(|| panic!("{step:?} missing or out of order in:\n{}", run.stdout));
-        at += found;
-    }
+    run.assert_in_order(&order);
     let pods: Api<Pod> = Api::namespaced(h.admin.clone(), "ci");
     let left: Vec<String> = pods
         .list(&ListParams::default())

@@ -33,13 +33,7 @@ async fn a_full_swap_promotes_the_standby_and_demotes_the_voter() {
         "release the Lease: the swap is done",
         "done: the swap is complete",
     ];
-    let mut at = 0;
-    for step in order {
-        let found = run.stdout[at..]
-            .find(step)
-            .unwrap_or_else(|| panic!("{step:?} missing or out of order in:\n{}", run.stdout));
-        at += found;
-    }
+    run.assert_in_order(&order);
     // The snapshot came first, on a voter that is not the outgoing one.
     let snap = h.report("n2").await.unwrap();
     assert!(snap.has_settled(snap.swap.as_ref(), ReportStep::Snapshot) || !snap.settled.is_empty());

@@ -166,8 +166,11 @@ async fn settles(
 /// its journal (`step started`; a resumed step does not say it).
 fn starts(lab: &SystemdLab, host: &str) -> BTreeMap<String, usize> {
     let m = lab.machine(host).unwrap();
-    let records =
-        tokio::task::block_in_place(|| m.journal(&[ACTUATOR], Duration::from_secs(60))).unwrap();
+    // Every record of the host, not only the unit's: a record sent just
+    // before the failpoint's SIGKILL reaches journald after its sender is
+    // gone, and journald can no longer tell the dead pid's unit, so
+    // `journalctl -u` misses it. Only the actuator logs "step started".
+    let records = tokio::task::block_in_place(|| m.journal(&[], Duration::from_secs(60))).unwrap();
     let mut out = BTreeMap::new();
     for r in records {
         let msg = r["MESSAGE"].as_str().unwrap_or_default();

@@ -590,6 +590,17 @@ impl Run {
         );
         self
     }
+
+    /// Fails the test unless each of `lines` is printed, in this order.
+    pub fn assert_in_order(&self, lines: &[&str]) {
+        let mut at = 0;
+        for step in lines {
+            let found = self.stdout[at..]
+                .find(step)
+                .unwrap_or_else(|| panic!("{step:?} missing or out of order in:\n{}", self.stdout));
+            at += found;
+        }
+    }
 }
 
 /// What the fleet double does wrong, and how fast it reacts.
