@@ -58,18 +58,13 @@ impl PodFacts {
         !self.daemon_set && !self.mirror && !self.finished
     }
 
-    /// Whether its namespace and name are names the API could hold
-    /// (DNS-1123: lower-case letters, digits, `-` and `.`, at most 253),
-    /// so an eviction request built from them addresses that pod only.
+    /// Whether its namespace and name are names the API could hold (a
+    /// DNS-1123 label and subdomain, the rules of a swap id and a Node
+    /// name), so an eviction request built from them addresses that pod
+    /// only.
     pub fn addressable(&self) -> bool {
-        let ok = |s: &str| {
-            !s.is_empty()
-                && s.len() <= 253
-                && s.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-                && !s.starts_with(['-', '.'])
-        };
-        ok(&self.namespace) && self.namespace.len() <= 63 && ok(&self.name)
+        crate::validate::SwapId::parse(&self.namespace).is_ok()
+            && crate::validate::NodeName::parse(&self.name).is_ok()
     }
 }
 
