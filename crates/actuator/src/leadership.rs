@@ -33,11 +33,7 @@ pub enum HandOver {
 /// blocking thread: it blocks on `handle`. An error changes nothing: the
 /// step-down does not begin.
 pub fn hand_over(handle: &tokio::runtime::Handle, ep: &Endpoint) -> Result<HandOver, String> {
-    let now = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-    };
+    let now = crate::watch::now;
     let view = handle
         .block_on(etcdview::read(ep, now()))
         .map_err(|e| format!("could not tell whether this member leads etcd: {e}"))?;

@@ -32,7 +32,8 @@ use tracing::{debug, info, warn};
 
 use crate::{cluster::Candidates, config::Settings, metrics::Metrics, report};
 
-fn now() -> i64 {
+/// Now, unix seconds.
+pub(crate) fn now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)
