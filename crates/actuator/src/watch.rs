@@ -490,6 +490,7 @@ impl Watcher {
         let part = HostPart {
             heartbeat_at: t,
             demotion,
+            etcd: None,
         };
         self.last_beat = Some(Instant::now());
         let r = Report::with_host_part(self.report.as_ref(), part, t);

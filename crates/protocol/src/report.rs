@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::validate::SwapId;
+use crate::{etcd::EtcdView, validate::SwapId};
 
 /// How many settled steps a report remembers. A swap settles at most four
 /// steps on one host (snapshot, promote or step-down, rollback, finish), so
@@ -189,6 +189,25 @@ pub struct HostPart {
     /// The demotion verdict of a server host (none on an agent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub demotion: Option<Eligibility>,
+    /// etcd's view, as this server's local member gave it (none on an agent,
+    /// or when etcd could not be read). A view that does not read or does
+    /// not [`EtcdView::check`] is dropped on reading, the rest of the part
+    /// kept: it counts as no view, never as an unreadable report.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_view"
+    )]
+    pub etcd: Option<EtcdView>,
+}
+
+/// Reads the etcd view leniently: one that does not read or does not pass
+/// [`EtcdView::check`] is none.
+fn lenient_view<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<EtcdView>, D::Error> {
+    let value = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(value
+        .and_then(|v| serde_json::from_value::<EtcdView>(v).ok())
+        .filter(|v| v.check().is_ok()))
 }
 
 /// Reads the host part leniently: a part that does not read, or whose
@@ -428,6 +447,7 @@ mod tests {
         HostPart {
             heartbeat_at: at,
             demotion,
+            etcd: None,
         }
     }
 
@@ -458,6 +478,43 @@ mod tests {
         let c = Report::next(Some(&b), swap("s1"), ReportStep::StepDown, Phase::Done, 12);
         assert_eq!(c.host, b.host);
         assert_eq!(c.heartbeat_age(70), Some(61));
+    }
+
+    #[test]
+    fn an_etcd_view_that_does_not_check_is_dropped_and_the_heartbeat_kept() {
+        let view = crate::etcd::EtcdView {
+            read_at: 7,
+            member: crate::etcd::MemberId(1),
+            members: vec![crate::etcd::Member {
+                id: crate::etcd::MemberId(1),
+                name: "n1-0a1b2c3d".into(),
+                peer_urls: vec!["https://10.0.0.1:2380".into()],
+                client_urls: vec![],
+                learner: false,
+            }],
+            leader: Some(crate::etcd::MemberId(1)),
+            raft_term: 2,
+            raft_index: 9,
+            db_size: 4096,
+            alarms: vec![],
+            healthy: true,
+        };
+        let part = HostPart {
+            etcd: Some(view.clone()),
+            ..hb(7, Some(Eligibility::Ok))
+        };
+        let r = Report::with_host_part(None, part.clone(), 7);
+        assert_eq!(Report::parse(&r.to_json()).unwrap().host, Some(part));
+        // A leader that is no member: the view goes, the heartbeat stays.
+        let bad = r.to_json().replace(
+            "\"leader\":\"0000000000000001\"",
+            "\"leader\":\"0000000000000009\"",
+        );
+        assert_ne!(bad, r.to_json());
+        assert_eq!(
+            Report::parse(&bad).unwrap().host,
+            Some(hb(7, Some(Eligibility::Ok)))
+        );
     }
 
     #[test]

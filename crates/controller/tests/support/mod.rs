@@ -773,6 +773,7 @@ impl Fleet {
                 heartbeat_at: now,
                 demotion: (h.role == Some(Role::Server) || h.datastore)
                     .then_some(protocol::report::Eligibility::Ok),
+                etcd: None,
             };
             write_report(&admin, name, &Report::with_host_part(None, part, now))
                 .await
@@ -980,6 +981,7 @@ async fn actuator(
         let part = protocol::report::HostPart {
             heartbeat_at: now,
             demotion,
+            etcd: None,
         };
         let r = Report::with_host_part(report.as_ref(), part, now);
         write_report(admin, &name, &r).await?;

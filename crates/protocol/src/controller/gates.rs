@@ -759,6 +759,7 @@ mod tests {
                 node_mut(&mut v, host).host = age.map(|a: i64| crate::report::HostPart {
                     heartbeat_at: NOW - a,
                     demotion: Some(crate::report::Eligibility::Ok),
+                    etcd: None,
                 });
                 let g = gate_actuators_alive(&v, Some("n1"), "n4");
                 assert_eq!(g.passed, passed, "{host} {age:?}: {}", g.reason);
