@@ -181,6 +181,14 @@ impl LabSpec {
         self.dir.join("inject/hold-promotions")
     }
 
+    /// A file naming Nodes, one a line: while it exists, the etcd leader's
+    /// loop writes no `EtcdIsVoter` on them (a fault the lab's tests inject:
+    /// k3s writes the condition through the API and only logs a failed
+    /// write, so the condition can lag behind etcd's membership).
+    pub fn hold_etcd_is_voter_file(&self) -> PathBuf {
+        self.dir.join("inject/hold-etcd-is-voter")
+    }
+
     /// The heartbeat period.
     pub fn heartbeat(&self) -> Duration {
         Duration::from_millis(self.timings.heartbeat_ms)

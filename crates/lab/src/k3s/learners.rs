@@ -143,6 +143,11 @@ pub struct Loop<'a> {
     /// lab's way to hold a join back as a learner (a learner that has not
     /// caught up is refused the same way by etcd).
     pub hold_promotions: &'a std::path::Path,
+    /// A file naming Nodes, one a line, whose `EtcdIsVoter` is not written
+    /// while it exists: the lab's way to let the condition lag behind etcd
+    /// (k3s's write can fail; it logs "Unable to set etcd status condition"
+    /// and tries again next round).
+    pub hold_etcd_is_voter: &'a std::path::Path,
 }
 
 impl Loop<'_> {
@@ -290,6 +295,15 @@ impl Loop<'_> {
             return Ok(());
         }
         let name = node.metadata.name.clone().unwrap_or_default();
+        if let Ok(held) = std::fs::read_to_string(self.hold_etcd_is_voter)
+            && held.lines().any(|l| l.trim() == name)
+        {
+            warn!(
+                "Unable to set etcd status condition {name}: held by the lab ({})",
+                self.hold_etcd_is_voter.display()
+            );
+            return Ok(());
+        }
         info!("Node {name}: {K3S_ETCD_IS_VOTER}={want} ({reason})");
         let now = crate::clock::rfc3339();
         let patch = json!({"status": {"conditions": [{

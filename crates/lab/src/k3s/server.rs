@@ -304,6 +304,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 apis: &apis,
                 max_stall: Duration::from_millis(spec.timings.learner_max_stall_ms),
                 hold_promotions: &spec.hold_promotions_file(),
+                hold_etcd_is_voter: &spec.hold_etcd_is_voter_file(),
             }
             .run(&members)
             .await;

@@ -1,0 +1,544 @@
+//! The controller's gates on etcd's own view, on real systemd with real
+//! etcd: members that no Node shows (a learner, a ghost voter, both added
+//! straight to etcd) refuse a swap with nothing changed, and a rollback of
+//! an incoming host that already votes in etcd is not asked while another
+//! voter is down: the swap stops with quorum kept. Fails (never skips) when
+//! containers cannot run here.
+
+use std::{
+    net::Ipv4Addr,
+    process::Output,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use lab::{
+    api::Apis,
+    etcd_gw::{self, Member},
+    hosts::Hosts,
+    scenario::{self, Hand},
+    spec::LabSpec,
+    systemd_lab::SystemdLab,
+};
+use protocol::{
+    Names,
+    names::{K3S_ETCD_IS_VOTER, LEASE_NAMESPACE},
+    report::ReportStep,
+};
+use serde_json::{Value, json};
+
+mod common;
+use common::{SERIAL, fleet_role, lab_dir, lab_of};
+
+const QUICK: Duration = Duration::from_secs(60);
+
+/// A peer URL in the lab's subnet at an address no host uses (hosts are
+/// numbered from 1; the root namespace's end is .254): a member there
+/// never starts.
+fn phantom_peer(spec: &LabSpec) -> String {
+    let o = spec.hosts[0].ip.octets();
+    LabSpec::etcd_peer_url(Ipv4Addr::new(o[0], o[1], o[2], 250))
+}
+
+/// Adds a member straight to etcd, as an operator's `etcdctl member add`
+/// would (`learner`: `--learner`), through the lab's TLS gateway; its id.
+/// etcd's API takes no name: a member that never started has none.
+async fn member_add(spec: &LabSpec, peer_url: &str, learner: bool) -> u64 {
+    let ep = spec.etcd(spec.hosts[0].ip).unwrap();
+    let body = json!({ "peerURLs": [peer_url], "isLearner": learner }).to_string();
+    let r = ep
+        .request("/v3/cluster/member/add", Some(&body))
+        .await
+        .expect("etcd answers a member add");
+    assert_eq!(r.status, 200, "member add refused: {}", r.body);
+    let v: Value = serde_json::from_str(r.body.trim()).unwrap();
+    let id = &v["member"]["ID"];
+    id.as_str()
+        .and_then(|s| s.parse().ok())
+        .or_else(|| id.as_u64())
+        .unwrap_or_else(|| panic!("no member id in {v}"))
+}
+
+/// Removes a member straight from etcd, retried while no member answers.
+async fn member_remove(spec: &LabSpec, id: u64) {
+    let start = Instant::now();
+    loop {
+        match etcd_gw::member_remove(&spec.etcd(spec.hosts[0].ip).unwrap(), id).await {
+            Ok(()) => return,
+            Err(e) => assert!(
+                start.elapsed() < QUICK,
+                "etcd did not remove {id:016x}: {e:#}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn members(spec: &LabSpec) -> Vec<Member> {
+    let start = Instant::now();
+    loop {
+        match scenario::members(spec).await {
+            Ok(m) => return m,
+            Err(e) => assert!(start.elapsed() < QUICK, "{e:#}"),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Waits until every server's report carries an etcd view that lists the
+/// member `id` (`listed`) or does not (`!listed`): the controller decides
+/// on the views the actuators report, written once per heartbeat.
+async fn wait_views(lab: &SystemdLab, hand: &Hand, id: u64, listed: bool) {
+    let start = Instant::now();
+    for h in lab
+        .spec
+        .hosts
+        .iter()
+        .filter(|h| h.name.starts_with("server"))
+    {
+        loop {
+            let view = hand
+                .report(&h.name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|r| r.host)
+                .and_then(|p| p.etcd);
+            if view
+                .as_ref()
+                .is_some_and(|v| v.members.iter().any(|m| m.id.0 == id) == listed)
+            {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "{}'s report never showed etcd's view {} member {id:016x}: {view:?}",
+                h.name,
+                if listed { "with" } else { "without" },
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+/// `fleet-role ARGS` with a kubeconfig naming server-1 and the lab's
+/// fleet-role config, bounded.
+async fn fleet_role_cmd(lab: &SystemdLab, args: &[&str]) -> Output {
+    let kubeconfig = lab::world::kubeconfig_for(&lab.spec, "server-1").unwrap();
+    let mut cmd = tokio::process::Command::new(fleet_role());
+    cmd.arg("--kubeconfig").arg(&kubeconfig).args(args);
+    let out = tokio::time::timeout(Duration::from_secs(300), cmd.output())
+        .await
+        .expect("fleet-role answered within 300 s")
+        .unwrap();
+    eprintln!(
+        "fleet-role {}: {}\n{}{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The gate line `name` of a dry run or a refused swap
+/// (`  pass NAME  reason` / `  FAIL NAME  reason`): whether it passed, and
+/// the line.
+fn gate<'a>(stdout: &'a str, name: &str) -> Option<(bool, &'a str)> {
+    stdout.lines().find_map(|l| {
+        let mut words = l.split_whitespace();
+        let verdict = words.next()?;
+        (words.next()? == name && matches!(verdict, "pass" | "FAIL"))
+            .then_some((verdict == "pass", l))
+    })
+}
+
+/// Whether `line` names the member `id` (etcd's 16 hex digits), or its
+/// peer host.
+fn names_member(line: &str, id: u64, peer_url: &str) -> bool {
+    let host = peer_url
+        .trim_start_matches("https://")
+        .split(':')
+        .next()
+        .unwrap_or_default();
+    line.contains(&format!("{id:016x}")) || line.contains(&format!("{id:x}")) || line.contains(host)
+}
+
+/// What a swap must leave as it was when it is refused (as
+/// `eligibility_real_systemd.rs` checks it).
+#[derive(Debug, PartialEq)]
+struct Unchanged {
+    units: Vec<(String, String, String)>,
+    role_files: Vec<String>,
+    datastores: Vec<bool>,
+    marks: Vec<Vec<String>>,
+    lease: Option<(Option<String>, Vec<String>)>,
+}
+
+async fn unchanged(lab: &SystemdLab, hand: &Hand) -> Unchanged {
+    let mut u = Unchanged {
+        units: vec![],
+        role_files: vec![],
+        datastores: vec![],
+        marks: vec![],
+        lease: None,
+    };
+    let prefix = Names::default().prefix;
+    for h in &lab.spec.hosts {
+        let m = lab.machine(&h.name).unwrap();
+        for unit in ["k3s", "k3s-agent"] {
+            u.units
+                .push((h.name.clone(), unit.into(), m.active_state(unit).unwrap()));
+        }
+        let root = lab.spec.root(&h.name);
+        u.role_files
+            .push(std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role")).unwrap());
+        u.datastores.push(
+            root.join("var/lib/rancher/k3s/server/db/etcd/member")
+                .is_dir(),
+        );
+        let node = hand.node(&h.name).await.unwrap();
+        u.marks.push(
+            node.metadata
+                .annotations
+                .unwrap_or_default()
+                .into_keys()
+                .filter(|k| k.starts_with(&prefix))
+                .collect(),
+        );
+    }
+    // The holder and fleet-role's annotations (a recorded swap is one).
+    u.lease = lease(&hand.apis).await.map(|l| {
+        (
+            l.spec.and_then(|s| s.holder_identity),
+            l.metadata
+                .annotations
+                .unwrap_or_default()
+                .into_keys()
+                .filter(|k| k.starts_with(&prefix))
+                .collect(),
+        )
+    });
+    u
+}
+
+async fn lease(apis: &Apis) -> Option<Lease> {
+    let name = Names::default().lease_name;
+    apis.any(|c| {
+        let name = name.clone();
+        async move {
+            Api::<Lease>::namespaced(c, LEASE_NAMESPACE)
+                .get_opt(&name)
+                .await
+        }
+    })
+    .await
+    .unwrap()
+}
+
+/// Runs `fleet-role swap --dry-run` and the swap itself with a member no
+/// Node shows in etcd; both are refused by `gate_name`, naming it, and
+/// nothing changes. Returns the dry run's output.
+async fn refused_with_nothing_changed(
+    lab: &SystemdLab,
+    hand: &Hand,
+    out: &str,
+    id: u64,
+    peer: &str,
+    gate_name: &str,
+) -> String {
+    let before = unchanged(lab, hand).await;
+    let dry = fleet_role_cmd(lab, &["swap", "--dry-run", "--out", out, "--in", "agent-1"]).await;
+    let dry_out = String::from_utf8_lossy(&dry.stdout).into_owned();
+    assert_eq!(dry.status.code(), Some(1), "the dry run passed:\n{dry_out}");
+    let (passed, line) =
+        gate(&dry_out, gate_name).unwrap_or_else(|| panic!("no {gate_name} gate in:\n{dry_out}"));
+    assert!(!passed && names_member(line, id, peer), "{line}");
+
+    let real = fleet_role_cmd(lab, &["swap", "--out", out, "--in", "agent-1"]).await;
+    let real_out = String::from_utf8_lossy(&real.stdout);
+    assert_eq!(
+        real.status.code(),
+        Some(1),
+        "the swap was not refused:\n{real_out}"
+    );
+    assert!(
+        gate(&real_out, gate_name).is_some_and(|(passed, l)| !passed && names_member(l, id, peer)),
+        "{real_out}"
+    );
+    assert_eq!(
+        unchanged(lab, hand).await,
+        before,
+        "the refused swap changed something"
+    );
+    dry_out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_added_straight_to_etcd_that_no_node_shows_refuses_the_swap_by_no_learner_until_it_is_removed()
+ {
+    let _turn = SERIAL.lock().await;
+    let dir = lab_dir();
+    let lab = lab_of(2, 1, dir.path()).await;
+    let spec = &lab.spec;
+    let hand = Hand::new(spec).unwrap();
+    let peer = phantom_peer(spec);
+    let id = member_add(spec, &peer, true).await;
+
+    // etcd lists it; no Node shows it (every Node is a host's, and none of
+    // them carries a learner's condition).
+    let m = members(spec).await;
+    assert!(
+        m.iter().any(|x| x.id == id && x.is_learner),
+        "etcd does not list the learner: {m:?}"
+    );
+    for h in &spec.hosts {
+        let n = hand.node(&h.name).await.unwrap();
+        let reasons: Vec<String> = n
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.type_ == K3S_ETCD_IS_VOTER)
+            .filter_map(|c| c.reason)
+            .collect();
+        assert!(
+            !reasons.iter().any(|r| r == "MemberIsLearner"),
+            "{}: {reasons:?}",
+            h.name
+        );
+    }
+    wait_views(&lab, &hand, id, true).await;
+    refused_with_nothing_changed(&lab, &hand, "server-2", id, &peer, "no-learner").await;
+
+    // Gone from etcd, the same swap's dry run passes the gate.
+    member_remove(spec, id).await;
+    wait_views(&lab, &hand, id, false).await;
+    let dry = fleet_role_cmd(
+        &lab,
+        &["swap", "--dry-run", "--out", "server-2", "--in", "agent-1"],
+    )
+    .await;
+    let dry_out = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        gate(&dry_out, "no-learner").is_some_and(|(passed, _)| passed),
+        "{dry_out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ghost_voter_added_straight_to_etcd_refuses_the_swap_by_no_ghost_member_and_counts_as_down()
+ {
+    let _turn = SERIAL.lock().await;
+    let dir = lab_dir();
+    let lab = lab_of(3, 1, dir.path()).await;
+    let spec = &lab.spec;
+    let hand = Hand::new(spec).unwrap();
+    let peer = phantom_peer(spec);
+    // A voter that never starts: 4 voters, 3 healthy, quorum 3 (etcd adds
+    // it since the 3 started members keep quorum of 4).
+    let id = member_add(spec, &peer, false).await;
+    let m = members(spec).await;
+    assert!(
+        m.iter().any(|x| x.id == id && !x.is_learner),
+        "etcd does not list the ghost as a voter: {m:?}"
+    );
+    wait_views(&lab, &hand, id, true).await;
+    let dry =
+        refused_with_nothing_changed(&lab, &hand, "server-3", id, &peer, "no-ghost-member").await;
+    // Quorum is counted over etcd's members: the ghost is a voter, down.
+    // After the swap: server-1, server-2, agent-1 and the ghost vote, three
+    // of them healthy.
+    let (_, quorum) = gate(&dry, "quorum-after-removal").expect("a quorum-after-removal gate");
+    assert!(
+        quorum.contains("3 healthy of 4 voting members, quorum 3"),
+        "{quorum}"
+    );
+
+    member_remove(spec, id).await;
+    wait_views(&lab, &hand, id, false).await;
+    let dry = fleet_role_cmd(
+        &lab,
+        &["swap", "--dry-run", "--out", "server-3", "--in", "agent-1"],
+    )
+    .await;
+    let dry_out = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        gate(&dry_out, "no-ghost-member").is_some_and(|(passed, _)| passed),
+        "{dry_out}"
+    );
+    let (_, quorum) = gate(&dry_out, "quorum-after-removal").expect("a quorum-after-removal gate");
+    assert!(
+        quorum.contains("3 healthy of 3 voting members, quorum 2"),
+        "{quorum}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_of_an_incoming_host_that_votes_while_another_voter_is_down_is_not_asked_and_quorum_holds()
+ {
+    let _turn = SERIAL.lock().await;
+    let dir = lab_dir();
+    let lab = lab_of(3, 1, dir.path()).await;
+    let spec = &lab.spec;
+    let hand = Hand::new(spec).unwrap();
+    let names = Names::default();
+    // agent-1's member will vote in etcd, but its Node never shows
+    // EtcdIsVoter (the lab holds the leader's write of it), so the
+    // promotion does not complete in the controller's eyes and its timeout
+    // asks for the rollback.
+    let hold = spec.hold_etcd_is_voter_file();
+    std::fs::create_dir_all(hold.parent().unwrap()).unwrap();
+    std::fs::write(&hold, "agent-1\n").unwrap();
+    let promote_secs = 180;
+    let config = spec.dir.join("fleet-role.toml");
+    std::fs::write(
+        &config,
+        format!("heartbeat_grace_secs = 10\n\n[timeouts]\npromote = {promote_secs}\n"),
+    )
+    .unwrap();
+    let kubeconfig = lab::world::kubeconfig_for(spec, "server-1").unwrap();
+    let mut child = tokio::process::Command::new(fleet_role())
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--config")
+        .arg(&config)
+        .args(["swap", "--out", "server-3", "--in", "agent-1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    // Its output is read as it comes (a pipe nobody reads fills).
+    let said = Arc::new(Mutex::new(String::new()));
+    for pipe in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let said = said.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt;
+            let mut lines = tokio::io::BufReader::new(pipe).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                eprintln!("   fleet-role: {l}");
+                let mut s = said.lock().unwrap();
+                s.push_str(&l);
+                s.push('\n');
+            }
+        });
+    }
+
+    // agent-1 joins and its member votes; its k3s becomes active.
+    let voter = loop {
+        if let Some(m) = members(spec)
+            .await
+            .into_iter()
+            .find(|m| m.name.starts_with("agent-1-") && !m.is_learner)
+        {
+            break m;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(promote_secs - 60),
+            "agent-1's member did not vote within {} s of the swap's start",
+            promote_secs - 60
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the swap ended before agent-1 voted:\n{}",
+            said.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    lab.wait_active("agent-1", "k3s", Duration::from_secs(60))
+        .await
+        .unwrap();
+    eprintln!(
+        "agent-1 votes ({}) {:.0}s into the swap",
+        voter.name,
+        started.elapsed().as_secs_f32()
+    );
+    let n = hand.node("agent-1").await.unwrap();
+    assert!(
+        !kubeview::condition_true(&n, K3S_ETCD_IS_VOTER),
+        "agent-1's Node shows EtcdIsVoter though the lab holds it"
+    );
+
+    // Another voter goes down before the promotion's timeout: 4 voters, 3
+    // healthy; stopping agent-1 before its member is removed would leave 2,
+    // below quorum 3.
+    lab.systemctl("server-2", &["stop", "k3s"]).unwrap();
+    eprintln!(
+        "server-2's k3s stopped {:.0}s into the swap",
+        started.elapsed().as_secs_f32()
+    );
+
+    // The controller stops the swap; agent-1's server is never stopped.
+    let status = loop {
+        assert_eq!(
+            lab.machine("agent-1").unwrap().active_state("k3s").unwrap(),
+            "active",
+            "agent-1's server was stopped while server-2 was down:\n{}",
+            said.lock().unwrap()
+        );
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(promote_secs + 240),
+            "the swap did not end:\n{}",
+            said.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let said = said.lock().unwrap().clone();
+    assert!(!status.success(), "the swap succeeded:\n{said}");
+    let l = lease(&hand.apis).await.expect("the regrade Lease");
+    let stopped = l
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .get(&names.lease_stopped())
+        .cloned()
+        .unwrap_or_else(|| panic!("no stop note on the Lease:\n{said}"));
+    assert!(stopped.contains("quorum"), "{stopped}");
+
+    // Nothing rolled back: agent-1 runs its server, its member votes, and
+    // no rollback was asked of it.
+    let m = lab.machine("agent-1").unwrap();
+    assert_eq!(m.active_state("k3s").unwrap(), "active");
+    assert_eq!(m.active_state("k3s-agent").unwrap(), "inactive");
+    assert_eq!(
+        std::fs::read_to_string(spec.root("agent-1").join("var/lib/rancher/k3s/fleet-role"))
+            .unwrap(),
+        "server\n"
+    );
+    let now = members(spec).await;
+    assert!(
+        now.iter().any(|x| x.id == voter.id && !x.is_learner),
+        "agent-1's member no longer votes: {now:?}"
+    );
+    let step = hand
+        .node("agent-1")
+        .await
+        .unwrap()
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .get(&names.role_step())
+        .cloned();
+    assert_ne!(step.as_deref(), Some("rollback"), "a rollback was asked");
+    let r = hand.report("agent-1").await.unwrap();
+    assert!(
+        r.as_ref().is_none_or(|r| r.step != ReportStep::Rollback),
+        "{r:?}"
+    );
+    assert_eq!(lab.most_k3s_at_once("agent-1").unwrap(), 1);
+    // The cluster keeps quorum: a quorum write succeeds.
+    let s1 = spec.host("server-1").unwrap().ip;
+    etcd_gw::put(&spec.etcd(s1).unwrap(), "/lab/after-stopped-rollback", "ok")
+        .await
+        .expect("etcd takes a write: quorum holds");
+}
