@@ -63,10 +63,74 @@ pub(crate) fn settings() -> Settings {
     }
 }
 
+/// `v` with every server's etcd view as etcd would list the members its
+/// Nodes show (learners by the Nodes' classes), read now, each member
+/// healthy while its Node is Ready.
+pub(crate) fn with_etcd_views(mut v: FleetView) -> FleetView {
+    refresh_etcd_views(&mut v, |_| true);
+    v
+}
+
+/// Writes the etcd view of each member's host that `reporting` lets
+/// report (the others' views stay as they were, going stale).
+pub(crate) fn refresh_etcd_views(v: &mut FleetView, reporting: impl Fn(&NodeFacts) -> bool) {
+    use crate::etcd::{EtcdView, Member, MemberId};
+    let id_of = |name: &str| {
+        MemberId(
+            name.bytes()
+                .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                }),
+        )
+    };
+    let listed: Vec<&NodeFacts> = v.nodes.iter().filter(|n| n.has_member()).collect();
+    let members: Vec<Member> = listed
+        .iter()
+        .map(|n| Member {
+            id: id_of(&n.name),
+            name: n
+                .k3s
+                .node_name
+                .clone()
+                .unwrap_or_else(|| format!("{}-0123abcd", n.name)),
+            peer_urls: vec![format!(
+                "https://{}:2380",
+                n.k3s.node_address.as_deref().unwrap_or("10.0.9.9")
+            )],
+            client_urls: vec![],
+            learner: classify(n) == Class::Learner,
+        })
+        .collect();
+    let leader = listed.iter().find(|n| is_voting(n)).map(|n| id_of(&n.name));
+    let health: Vec<(String, bool)> = listed
+        .iter()
+        .filter(|n| reporting(n))
+        .map(|n| (n.name.clone(), n.ready))
+        .collect();
+    for n in &mut v.nodes {
+        let Some((_, healthy)) = health.iter().find(|(name, _)| *name == n.name) else {
+            continue;
+        };
+        if let Some(h) = n.host.as_mut() {
+            h.etcd = Some(EtcdView {
+                read_at: v.now,
+                member: id_of(&n.name),
+                members: members.clone(),
+                leader,
+                raft_term: 2,
+                raft_index: 100,
+                db_size: 1 << 20,
+                alarms: vec![],
+                healthy: *healthy,
+            });
+        }
+    }
+}
+
 /// n1, n2, n3 healthy voters; n4 an eligible standby; n5 an agent that
 /// may not vote.
 pub(crate) fn fleet() -> FleetView {
-    FleetView {
+    with_etcd_views(FleetView {
         now: NOW,
         settings: settings(),
         nodes: vec![
@@ -78,7 +142,7 @@ pub(crate) fn fleet() -> FleetView {
         ],
         lease: None,
         pods: vec![],
-    }
+    })
 }
 
 pub(crate) fn node_mut<'a>(v: &'a mut FleetView, name: &str) -> &'a mut NodeFacts {
@@ -181,5 +245,5 @@ pub(crate) fn after_promotion() -> FleetView {
         Phase::Done,
         Some(Detail::Snapshot),
     ));
-    v
+    with_etcd_views(v)
 }

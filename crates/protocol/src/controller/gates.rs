@@ -6,8 +6,12 @@ use crate::{validate::StepKind, version};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Class, FleetView, Removing, VoterCount, classify, count_voters, is_healthy_voter, is_voting,
-    keeps_quorum, one_line, quorum, removing,
+    Class, FleetView, Removing, VoterCount, classify, count_voters,
+    etcd_gates::{
+        etcd_after_removal, etcd_learners, etcd_quorum_text, gate_etcd_views_agree,
+        gate_no_etcd_alarm, gate_no_ghost_member,
+    },
+    is_healthy_voter, is_voting, keeps_quorum, one_line, quorum, removing,
 };
 
 // === Gates ===
@@ -43,6 +47,15 @@ pub enum GateName {
     OutgoingDemotable,
     /// The swap's hosts' actuators wrote their heartbeat recently.
     ActuatorsAlive,
+    /// Some server reported a fresh view of etcd, and the servers' views
+    /// list the same members.
+    EtcdViewsAgree,
+    /// Every etcd member has its Node.
+    NoGhostMember,
+    /// No etcd alarm is raised.
+    NoEtcdAlarm,
+    /// Stopping a voting host before its member is removed keeps quorum.
+    QuorumAtHostStop,
 }
 
 impl GateName {
@@ -62,6 +75,10 @@ impl GateName {
             GateName::QuorumAfterRemoval => "quorum-after-removal",
             GateName::OutgoingDemotable => "outgoing-demotable",
             GateName::ActuatorsAlive => "actuators-alive",
+            GateName::EtcdViewsAgree => "etcd-views-agree",
+            GateName::NoGhostMember => "no-ghost-member",
+            GateName::NoEtcdAlarm => "no-etcd-alarm",
+            GateName::QuorumAtHostStop => "quorum-at-host-stop",
         }
     }
 }
@@ -78,21 +95,21 @@ pub struct Gate {
 }
 
 impl Gate {
-    fn pass(name: GateName, reason: impl Into<String>) -> Self {
+    pub(super) fn pass(name: GateName, reason: impl Into<String>) -> Self {
         Self {
             name,
             passed: true,
             reason: reason.into(),
         }
     }
-    fn fail(name: GateName, reason: impl Into<String>) -> Self {
+    pub(super) fn fail(name: GateName, reason: impl Into<String>) -> Self {
         Self {
             name,
             passed: false,
             reason: reason.into(),
         }
     }
-    fn check(name: GateName, passed: bool, reason: impl Into<String>) -> Self {
+    pub(super) fn check(name: GateName, passed: bool, reason: impl Into<String>) -> Self {
         Self {
             name,
             passed,
@@ -461,15 +478,21 @@ pub fn gate_voters_healthy(v: &FleetView, out: &str) -> Gate {
 }
 
 /// Gate: no learner is pending (other than `except`, the swap's own
-/// incoming host while it joins).
+/// incoming host while it joins), by the Nodes and by etcd's member list
+/// (a learner's Node shows nothing of it on k3s).
 pub fn gate_no_learner(v: &FleetView, except: Option<&str>) -> Gate {
     let name = GateName::NoLearner;
-    let learners: Vec<&str> = v
+    let mut learners: Vec<String> = v
         .sorted()
         .into_iter()
         .filter(|n| classify(n) == Class::Learner && Some(n.name.as_str()) != except)
-        .map(|n| n.name.as_str())
+        .map(|n| n.name.clone())
         .collect();
+    for l in etcd_learners(&v.etcd(), except) {
+        if !learners.contains(&l) {
+            learners.push(l);
+        }
+    }
     if learners.is_empty() {
         Gate::pass(name, "no learner")
     } else {
@@ -487,11 +510,13 @@ pub fn gate_quorum_after_removal(v: &FleetView, out: &str, incoming: &str, count
         return Gate::fail(name, format!("no Node {out}"));
     };
     let mut voters = count_voters(v, Some(incoming));
-    if count == Count::IncomingPromoted && v.node(incoming).is_none_or(|n| !is_healthy_voter(n)) {
+    let promoting = count == Count::IncomingPromoted;
+    if promoting && v.node(incoming).is_none_or(|n| !is_healthy_voter(n)) {
         voters.seen += 1;
         voters.healthy += 1;
     }
-    check_removal(name, voters, removing(o), out)
+    let by_etcd = etcd_after_removal(&v.etcd(), out, promoting.then_some(incoming));
+    check_removal(name, voters, removing(o), out, by_etcd)
 }
 
 /// Gate: removing `node`'s member (a rolled-back incoming host) keeps quorum.
@@ -500,10 +525,19 @@ pub fn gate_quorum_for(v: &FleetView, node: &str, incoming: Option<&str>) -> Gat
     let Some(n) = v.node(node) else {
         return Gate::fail(name, format!("no Node {node}"));
     };
-    check_removal(name, count_voters(v, incoming), removing(n), node)
+    let by_etcd = etcd_after_removal(&v.etcd(), node, None);
+    check_removal(name, count_voters(v, incoming), removing(n), node, by_etcd)
 }
 
-pub(super) fn check_removal(name: GateName, count: VoterCount, what: Removing, node: &str) -> Gate {
+/// A removal's verdict: the Nodes' count, and etcd's own count of its
+/// members where a view is known (`by_etcd`); both must keep quorum.
+pub(super) fn check_removal(
+    name: GateName,
+    count: VoterCount,
+    what: Removing,
+    node: &str,
+    by_etcd: Option<(usize, usize)>,
+) -> Gate {
     let (m, h) = count.after_removal(what);
     let missing = if count.missing > 0 {
         format!(
@@ -518,11 +552,46 @@ pub(super) fn check_removal(name: GateName, count: VoterCount, what: Removing, n
         Removing::DownVoter => "a down voter",
         Removing::NonVoter => "a non-voting member",
     };
+    let (etcd_ok, etcd_text) = etcd_quorum_text(by_etcd);
     let text = format!(
-        "removing {node} ({how}) leaves {h} healthy of {m} voting members, quorum {}{missing}",
+        "removing {node} ({how}) leaves {h} healthy of {m} voting members, quorum {}{missing}{etcd_text}",
         quorum(m)
     );
-    Gate::check(name, keeps_quorum(m, h), text)
+    Gate::check(name, keeps_quorum(m, h) && etcd_ok, text)
+}
+
+/// Gate: stopping `node` while its member still votes (a rollback stops
+/// the host first, and its member is removed only after) leaves a quorum
+/// of healthy voters, by the Nodes and by etcd's members. A host that does
+/// not vote by either passes.
+pub fn gate_quorum_at_host_stop(v: &FleetView, node: &str) -> Gate {
+    let name = GateName::QuorumAtHostStop;
+    let p = v.etcd();
+    let by_node = v.node(node).is_some_and(is_voting);
+    let member = p.of_node(node).filter(|m| !m.member.learner);
+    if !by_node && member.is_none() {
+        return Gate::pass(name, format!("{node} does not vote"));
+    }
+    let count = count_voters(v, Some(node));
+    let m = count.members();
+    let h = count
+        .healthy
+        .saturating_sub(usize::from(v.node(node).is_some_and(is_healthy_voter)));
+    let mut text = format!(
+        "stopping {node} before its member is removed leaves {h} healthy of {m} voting members, quorum {}",
+        quorum(m)
+    );
+    let mut ok = keeps_quorum(m, h);
+    if p.known() {
+        let (em, eh) = p.voters_after(None);
+        let eh = eh.saturating_sub(usize::from(member.is_some_and(|x| x.healthy)));
+        text.push_str(&format!(
+            "; by etcd's members: {eh} healthy of {em} voting, quorum {}",
+            quorum(em)
+        ));
+        ok = ok && keeps_quorum(em, eh);
+    }
+    Gate::check(name, ok, text)
 }
 
 /// The preflight gates of a new swap, in the order they are printed.
@@ -541,6 +610,19 @@ pub fn preflight(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
         gate_outgoing_demotable(v, out),
         gate_actuators_alive(v, Some(out), incoming),
     ]
+    .into_iter()
+    .chain(etcd_view_gates(v))
+    .collect()
+}
+
+/// The gates on etcd's own view that every write is guarded by too.
+pub(super) fn etcd_view_gates(v: &FleetView) -> [Gate; 3] {
+    let p = v.etcd();
+    [
+        gate_etcd_views_agree(v, &p),
+        gate_no_ghost_member(&p),
+        gate_no_etcd_alarm(&p),
+    ]
 }
 
 /// The gates re-checked right before the snapshot request and the promotion.
@@ -557,6 +639,9 @@ pub(super) fn promote_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gat
         gate_outgoing_demotable(v, out),
         gate_actuators_alive(v, Some(out), incoming),
     ]
+    .into_iter()
+    .chain(etcd_view_gates(v))
+    .collect()
 }
 
 /// The gates re-checked right before the cordon, the step-down and the
@@ -572,6 +657,9 @@ pub(super) fn removal_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gat
         gate_outgoing_demotable(v, out),
         gate_actuators_alive(v, Some(out), incoming),
     ]
+    .into_iter()
+    .chain(etcd_view_gates(v))
+    .collect()
 }
 
 /// The gates before a down outgoing voter's member is removed ahead of the
@@ -587,6 +675,7 @@ pub(super) fn down_removal_gates(v: &FleetView, out: &str, incoming: &str) -> Ve
         gate_quorum_after_removal(v, out, incoming, Count::AsItIs),
         gate_actuators_alive(v, None, incoming),
     ];
+    gates.extend(etcd_view_gates(v));
     gates.extend(incoming_ready_until_asked(v, incoming));
     gates
 }
@@ -600,6 +689,7 @@ pub(super) fn late_promote_gates(v: &FleetView, out: &str, incoming: &str) -> Ve
         gate_no_learner(v, Some(incoming)),
         gate_actuators_alive(v, None, incoming),
     ];
+    gates.extend(etcd_view_gates(v));
     gates.extend(incoming_ready_until_asked(v, incoming));
     gates
 }
@@ -631,7 +721,7 @@ mod tests {
     fn every_preflight_gate_passes_on_a_healthy_fleet() {
         let gates = preflight(&fleet(), "n1", "n4");
         assert!(all_pass(&gates), "{}", failures(&gates));
-        assert_eq!(gates.len(), 12);
+        assert_eq!(gates.len(), 15);
     }
 
     #[test]
@@ -958,7 +1048,11 @@ mod tests {
         let mut v = fleet();
         v.nodes.retain(|n| n.name != "n2" && n.name != "n3");
         let a = next_action(&v, &request("n1", "n4"));
-        assert_eq!(refused_by(&a), vec![GateName::QuorumAfterRemoval]);
+        // etcd still lists the two members whose Nodes are gone: ghosts.
+        assert_eq!(
+            refused_by(&a),
+            vec![GateName::QuorumAfterRemoval, GateName::NoGhostMember]
+        );
         let g = gate(&preflight(&v, "n1", "n4"), GateName::QuorumAfterRemoval).clone();
         assert!(g.reason.contains("1 healthy of 3"), "{}", g.reason);
         assert!(g.reason.contains("2 voter Node(s) missing"), "{}", g.reason);
@@ -969,6 +1063,7 @@ mod tests {
         let mut v = fleet();
         v.settings.voters = 1;
         v.nodes.retain(|n| n.name != "n2" && n.name != "n3");
+        let v = with_etcd_views(v);
         assert!(matches!(
             next_action(&v, &request("n1", "n4")),
             Action::TakeLease {

@@ -104,7 +104,9 @@ fn node_of<'a>(m: &Member, nodes: &'a [NodeFacts]) -> Option<&'a NodeFacts> {
 
 /// Joins the servers' views with the Nodes. `views` are `(node, view)` as
 /// the hosts reported them; a view older than `max_age` seconds at `now`,
-/// or one that does not [`EtcdView::check`], is left out.
+/// one that does not [`EtcdView::check`], and one of a host whose Node is
+/// not Ready are left out: a host that went down keeps its last view in
+/// its report for up to `max_age`, listing the members as they were.
 pub fn picture(
     now: i64,
     max_age: i64,
@@ -115,6 +117,7 @@ pub fn picture(
         .iter()
         .filter(|(_, v)| v.check().is_ok() && now.saturating_sub(v.read_at) <= max_age)
         .filter(|(_, v)| v.read_at <= now.saturating_add(max_age))
+        .filter(|(host, _)| nodes.iter().any(|n| n.name == *host && n.ready))
         .collect();
     let Some((_, newest)) = fresh
         .iter()
@@ -178,6 +181,7 @@ mod tests {
     fn node(name: &str, addr: Option<&str>) -> NodeFacts {
         let mut n = NodeFacts {
             name: name.into(),
+            ready: true,
             ..NodeFacts::default()
         };
         n.k3s.node_address = addr.map(Into::into);
@@ -286,6 +290,22 @@ mod tests {
         assert_eq!(ghosts, [2, 5]);
         // A ghost votes and, with no host to vouch for it, counts as down.
         assert_eq!(p.voters_after(None), (4, 1));
+    }
+
+    #[test]
+    fn a_down_hosts_last_view_is_left_out_and_does_not_disagree() {
+        let mut views = all_report(95);
+        let mut old = members();
+        old.push(member(4, "n4", "10.0.0.4", true));
+        views[2].1 = view_of(3, 90, old);
+        let mut ns = nodes();
+        ns[2].ready = false;
+        let p = picture(100, 30, &ns, &views);
+        assert_eq!(p.reporters, ["n1", "n2"]);
+        assert!(p.disagreeing.is_empty(), "{:?}", p.disagreeing);
+        assert_eq!(p.voters_after(None), (3, 2));
+        // Ready again, its view counts (and here disagrees).
+        assert_eq!(picture(100, 30, &nodes(), &views).disagreeing, ["n3"]);
     }
 
     #[test]

@@ -49,6 +49,7 @@ mod action;
 mod class;
 pub mod drain;
 mod effects;
+mod etcd_gates;
 mod gates;
 mod health;
 pub mod members;
@@ -73,11 +74,13 @@ pub use action::{Action, LastSwap, Outcome, Start, StopKind, StopNote, SwapState
 pub use class::{Class, classify, is_healthy_voter, is_voting};
 pub use drain::{PodFacts, PodRef};
 pub use effects::{Writer, lease_after, node_after, write_may_go};
+pub use etcd_gates::{gate_etcd_views_agree, gate_no_etcd_alarm, gate_no_ghost_member};
 pub use gates::{
     Count, Gate, GateName, Outgoing, all_pass, failures, gate_incoming_agent,
     gate_incoming_eligible, gate_incoming_ready, gate_incoming_voter, gate_known_protocol,
     gate_no_learner, gate_no_other_swap, gate_not_paused, gate_outgoing_voter,
-    gate_quorum_after_removal, gate_quorum_for, gate_voters_healthy, preflight,
+    gate_quorum_after_removal, gate_quorum_at_host_stop, gate_quorum_for, gate_voters_healthy,
+    preflight,
 };
 pub use health::degraded;
 pub use plan::{Plan, plan};

@@ -9,7 +9,10 @@ mod scenarios;
 use std::collections::BTreeMap;
 
 use crate::{
-    controller::{fixtures::node_mut, *},
+    controller::{
+        fixtures::{node_mut, refresh_etcd_views},
+        *,
+    },
     decide::{Decision, HostState, JoinTarget, Observation, Step, decide},
     milestones::after_host_part,
     report::{Detail, Phase, Report, ReportStep},
@@ -73,13 +76,26 @@ impl World {
                 )
             })
             .collect();
-        Self {
+        let mut w = Self {
             v,
             hosts,
             faults,
             writes: Vec::new(),
             violations: Vec::new(),
-        }
+        };
+        w.report_etcd();
+        w
+    }
+
+    /// The servers' actuators report etcd's view: each one whose k3s is up
+    /// with its datastore; a down host's view goes stale.
+    fn report_etcd(&mut self) {
+        let hosts = &self.hosts;
+        refresh_etcd_views(&mut self.v, |n| {
+            hosts
+                .get(&n.name)
+                .is_some_and(|h| h.up && h.datastore && !h.tombstone)
+        });
     }
 
     fn node(&mut self, name: &str) -> &mut NodeFacts {
@@ -108,6 +124,9 @@ impl World {
             .to_string();
         if let Action::RemoveMember { .. } = a {
             self.check_quorum(&node);
+        }
+        if let Action::Rollback { .. } = a {
+            self.check_stop_quorum(&node);
         }
         let after = node_after(self.node(&node), a).expect("a Node write");
         *self.node(&node) = after;
@@ -145,6 +164,34 @@ impl World {
         if !keeps_quorum(m, h) {
             self.violations.push(format!(
                 "removing {removing} left {h} healthy of {m} at {}",
+                self.v.now
+            ));
+        }
+    }
+
+    /// The truth about etcd at the moment a voting host is asked to stop
+    /// (a rollback: its member is removed only after): the healthy voters
+    /// left must be a quorum of all the voting members. A host that does
+    /// not vote, or is down already, takes nothing away.
+    fn check_stop_quorum(&mut self, stopping: &str) {
+        let mut members = 0;
+        let mut healthy = 0;
+        let mut takes_one = false;
+        for n in &self.v.nodes {
+            let h = &self.hosts[&n.name];
+            if !n.has_member() || !n.etcd_is_voter {
+                continue;
+            }
+            members += 1;
+            let up = h.up && n.ready && h.role.is_some() && !h.tombstone && h.datastore;
+            if up && n.name != stopping {
+                healthy += 1;
+            }
+            takes_one |= up && n.name == stopping;
+        }
+        if takes_one && !keeps_quorum(members, healthy) {
+            self.violations.push(format!(
+                "stopping {stopping} left {healthy} healthy of {members} at {}",
                 self.v.now
             ));
         }
@@ -191,6 +238,7 @@ impl World {
                 n.lease_renewed_at = Some(now);
             }
         }
+        self.report_etcd();
     }
 
     fn react_host(&mut self, name: &str, now: i64) {

@@ -10,7 +10,7 @@ use crate::{
         StopKind, StopNote, SwapStep, VoterFor, Write, all_pass, classify, failures,
         gates::{
             Count, gate_incoming_eligible, gate_no_learner, gate_quorum_after_removal,
-            gate_voters_healthy, incoming_ready_until_asked, late_promote_gates, promote_gates,
+            etcd_view_gates, gate_voters_healthy, incoming_ready_until_asked, late_promote_gates, promote_gates,
         },
         is_healthy_voter,
     },
@@ -195,6 +195,7 @@ pub(super) fn promote_request(
             gate_no_learner(v, Some(inc)),
             gate_quorum_after_removal(v, out, inc, Count::IncomingPromoted),
         ];
+        gates.extend(etcd_view_gates(v));
         gates.extend(incoming_ready_until_asked(v, inc));
         gates
     };

@@ -180,6 +180,51 @@ fn a_failed_promotion_is_wound_down_with_a_rollback() {
 }
 
 #[test]
+fn a_rollback_of_an_incoming_host_that_votes_in_etcd_stops_when_stopping_it_would_lose_quorum() {
+    // etcd promoted n4 (every server's view lists it as a voter) before k3s
+    // wrote its `EtcdIsVoter`, and the promotion failed; n2 is down.
+    let mut v = ours(after_promotion(), Some(SwapStep::Promote));
+    node_mut(&mut v, "n4").etcd_is_voter = false;
+    let note = StopNote {
+        kind: StopKind::Failed,
+        reason: Reason::NotReported {
+            node: "n4".into(),
+            step: ReportStep::Promote,
+            secs: 120,
+        },
+    };
+    v.lease.as_mut().unwrap().stopping = Some(serde_json::to_string(&note).unwrap());
+    // With every other voter healthy, stopping n4 leaves 3 of 4: rolled back.
+    assert!(matches!(
+        next_action(&v, &taken()),
+        Action::Rollback { .. }
+    ));
+    let n2 = node_mut(&mut v, "n2");
+    n2.ready = false;
+    n2.ready_since = Some(NOW - 30);
+    let a = next_action(&v, &taken());
+    let Action::Stop {
+        step, reason, left, ..
+    } = &a
+    else {
+        panic!("{a:?}")
+    };
+    assert_eq!(*step, SwapStep::Rollback);
+    let text = reason.to_string();
+    assert!(text.contains("quorum-at-host-stop"), "{text}");
+    assert!(text.contains("2 healthy of 4"), "{text}");
+    assert!(left.contains("nothing was rolled back"), "{left}");
+    // By the Nodes alone n4 does not vote yet: without etcd's view, the
+    // Nodes' count (2 healthy of 3) lets the rollback go.
+    for n in &mut v.nodes {
+        if let Some(h) = n.host.as_mut() {
+            h.etcd = None;
+        }
+    }
+    assert!(gate_quorum_at_host_stop(&v, "n4").passed);
+}
+
+#[test]
 fn a_promotion_that_never_reaches_voter_times_out_into_a_rollback() {
     let mut v = ours(after_promotion(), Some(SwapStep::Promote));
     let n4 = node_mut(&mut v, "n4");
@@ -865,6 +910,7 @@ fn a_paused_swap_halts_at_its_next_safe_point_and_its_timer_stops() {
             h.heartbeat_at = NOW + 1000;
         }
     }
+    let mut later = with_etcd_views(later);
     assert_eq!(
         next_action(&later, &taken()),
         Action::Paused {

@@ -8,7 +8,8 @@ use super::{
 use crate::{
     controller::{
         Action, Awaiting, FleetView, LeaseFacts, Outcome, Reason, Recorded, StopNote, SwapStep,
-        Write, failures, gates::gate_quorum_for,
+        Write, failures,
+        gates::{gate_quorum_at_host_stop, gate_quorum_for},
     },
     report::ReportStep,
     validate::StepKind,
@@ -23,6 +24,30 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
         if matches!(asked, Some(StepKind::Promote | StepKind::Rollback)) {
             if asked == Some(StepKind::Promote) || i.marks.swap.as_deref() != Some(rec.id.as_str())
             {
+                // A host whose member votes already (etcd may have promoted
+                // it before its Node shows `EtcdIsVoter`) stops before its
+                // member is removed: with too few healthy voters left that
+                // loses quorum, and the removal itself then cannot happen.
+                let gate = gate_quorum_at_host_stop(v, inc);
+                if !gate.passed {
+                    return stop(
+                        SwapStep::Rollback,
+                        then(
+                            &note,
+                            Reason::GatesShut {
+                                failures: failures(std::slice::from_ref(&gate)),
+                            },
+                        ),
+                        format!(
+                            "{inc} still runs its server and its member votes; nothing was rolled back; {} is still a voter",
+                            rec.out
+                        ),
+                        format!(
+                            "bring the down voters back (`fleet-role status` names them); then {}",
+                            resume_hint(rec)
+                        ),
+                    );
+                }
                 return Action::Rollback {
                     node: rec.incoming.clone(),
                     swap: rec.id.clone(),

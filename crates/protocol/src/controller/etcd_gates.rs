@@ -1,0 +1,319 @@
+//! The gates on etcd's own view, as the servers report it ([`Picture`]):
+//! the membership the Nodes cannot show (learners, ghosts), that the
+//! servers agree on it, alarms, and the quorum counted over etcd's members.
+//!
+//! A voter swap that trusted the Nodes alone would count a ghost member
+//! (one whose Node was deleted, k3s#11231) as nothing, miss a learner (a
+//! learner's Node carries no etcd metadata until it is promoted) and take a
+//! `NOSPACE` alarm for health. So the swap is refused, and each write
+//! waits, until every server that reports agrees with the Nodes.
+
+use super::{
+    FleetView, Gate, GateName,
+    members::{MappedMember, Picture, picture},
+    quorum::{keeps_quorum, quorum},
+};
+use crate::etcd::EtcdView;
+
+impl FleetView {
+    /// etcd's membership as the servers report it (the host part of each
+    /// report), joined with the Nodes. A view older than
+    /// [`super::Settings::actuator_heartbeat_max_age`] does not count: it
+    /// rides the heartbeat.
+    pub fn etcd(&self) -> Picture {
+        let views: Vec<(String, EtcdView)> = self
+            .nodes
+            .iter()
+            .filter_map(|n| Some((n.name.clone(), n.host.as_ref()?.etcd.clone()?)))
+            .collect();
+        picture(
+            self.now,
+            self.settings.actuator_heartbeat_max_age,
+            &self.nodes,
+            &views,
+        )
+    }
+}
+
+/// A member as messages name it: its Node, or its etcd name and id.
+pub(super) fn member_label(m: &MappedMember) -> String {
+    match &m.node {
+        Some(n) => n.clone(),
+        None => format!(
+            "{} ({})",
+            super::one_line(&m.member.name),
+            m.member.id
+        ),
+    }
+}
+
+/// Gate: some server reported a fresh view of etcd, and the servers that
+/// did list the same members. Without a view the other etcd gates cannot
+/// see anything, so none is a refusal, never a pass.
+pub fn gate_etcd_views_agree(v: &FleetView, p: &Picture) -> Gate {
+    let name = GateName::EtcdViewsAgree;
+    if !p.known() {
+        return Gate::fail(
+            name,
+            format!(
+                "no server reported etcd's view in the last {} s; check the servers' fleet-role-actuator (its etcd_url and k3s's etcd client certificate: journalctl -u fleet-role-actuator)",
+                v.settings.actuator_heartbeat_max_age
+            ),
+        );
+    }
+    if p.disagreeing.is_empty() {
+        Gate::pass(
+            name,
+            format!(
+                "etcd's view from {}: {} member(s)",
+                p.reporters.join(", "),
+                p.members.len()
+            ),
+        )
+    } else {
+        Gate::fail(
+            name,
+            format!(
+                "the servers list different etcd members: {} differ from the newest view; wait for the membership to settle, or look with `fleet-role status`",
+                p.disagreeing.join(", ")
+            ),
+        )
+    }
+}
+
+/// Gate: every etcd member maps to a Node (by k3s's member name and, where
+/// the Node publishes one, its address). A ghost votes and counts toward
+/// quorum with no host behind it.
+pub fn gate_no_ghost_member(p: &Picture) -> Gate {
+    let name = GateName::NoGhostMember;
+    let ghosts: Vec<String> = p
+        .ghosts()
+        .map(|m| {
+            format!(
+                "{} ({}, peer {})",
+                super::one_line(&m.member.name),
+                m.member.id,
+                m.member.peer_host().map_or("none", |h| h)
+            )
+        })
+        .collect();
+    if ghosts.is_empty() {
+        Gate::pass(name, "every etcd member has its Node")
+    } else {
+        Gate::fail(
+            name,
+            format!(
+                "etcd member(s) with no Node: {}; if the host is gone, remove the member (etcdctl member remove ID) before a swap",
+                ghosts.join(", ")
+            ),
+        )
+    }
+}
+
+/// Gate: no alarm is raised on any member (`NOSPACE` makes etcd refuse
+/// writes; `CORRUPT` means a member's data cannot be trusted).
+pub fn gate_no_etcd_alarm(p: &Picture) -> Gate {
+    let name = GateName::NoEtcdAlarm;
+    if p.alarms.is_empty() {
+        Gate::pass(name, "no etcd alarm")
+    } else {
+        Gate::fail(
+            name,
+            format!(
+                "etcd alarm: {}; clear its cause and disarm it first",
+                p.alarms.join(", ")
+            ),
+        )
+    }
+}
+
+/// The learners etcd lists, other than `except`'s.
+pub(super) fn etcd_learners(p: &Picture, except: Option<&str>) -> Vec<String> {
+    p.learners()
+        .filter(|m| m.node.is_none() || m.node.as_deref() != except)
+        .map(member_label)
+        .collect()
+}
+
+/// The etcd side of a removal's quorum: members and healthy members once
+/// `removed`'s member is gone, with the incoming host counted as a healthy
+/// voter when `promoting` (the count before its promotion). `None` when no
+/// view is known (the `etcd-views-agree` gate refuses then).
+pub(super) fn etcd_after_removal(
+    p: &Picture,
+    removed: &str,
+    promoting: Option<&str>,
+) -> Option<(usize, usize)> {
+    if !p.known() {
+        return None;
+    }
+    let (mut m, mut h) = p.voters_after(Some(removed));
+    if let Some(inc) = promoting
+        && p.of_node(inc)
+            .is_none_or(|x| x.member.learner || !x.healthy)
+    {
+        m += usize::from(p.of_node(inc).is_none_or(|x| x.member.learner));
+        h += 1;
+    }
+    Some((m, h))
+}
+
+/// The etcd half of a quorum gate's text and verdict, `None` when unknown.
+pub(super) fn etcd_quorum_text(after: Option<(usize, usize)>) -> (bool, String) {
+    match after {
+        None => (true, String::new()),
+        Some((m, h)) => (
+            keeps_quorum(m, h),
+            format!(
+                "; by etcd's members: {h} healthy of {m} voting, quorum {}",
+                quorum(m)
+            ),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::{fixtures::*, *};
+    use crate::etcd::{Alarm, Member, MemberId};
+
+    fn phantom(learner: bool) -> Member {
+        Member {
+            id: MemberId(0xdead),
+            name: "phantom-0a1b2c3d".into(),
+            peer_urls: vec!["https://10.9.9.9:2380".into()],
+            client_urls: vec![],
+            learner,
+        }
+    }
+
+    /// Every server's view gets `f` applied.
+    fn each_view(v: &mut FleetView, f: impl Fn(&mut EtcdView)) {
+        for n in &mut v.nodes {
+            if let Some(view) = n.host.as_mut().and_then(|h| h.etcd.as_mut()) {
+                f(view);
+            }
+        }
+    }
+
+    #[test]
+    fn a_healthy_fleets_views_pass_every_etcd_gate() {
+        let v = fleet();
+        let p = v.etcd();
+        assert_eq!(p.reporters, ["n1", "n2", "n3"]);
+        for g in [
+            gate_etcd_views_agree(&v, &p),
+            gate_no_ghost_member(&p),
+            gate_no_etcd_alarm(&p),
+        ] {
+            assert!(g.passed, "{}", g.reason);
+        }
+    }
+
+    #[test]
+    fn a_learner_only_etcd_lists_refuses_the_swap() {
+        let mut v = fleet();
+        // n4 joined as a learner: its Node shows nothing of it.
+        each_view(&mut v, |e| {
+            let mut m = phantom(true);
+            m.name = "n4-0a1b2c3d".into();
+            e.members.push(m);
+        });
+        assert_eq!(refused_by(&start(&v)), vec![GateName::NoLearner]);
+        let g = gate(&preflight(&v, "n1", "n4"), GateName::NoLearner).clone();
+        assert!(g.reason.contains("n4"), "{}", g.reason);
+        // The swap's own incoming host is let through while it joins.
+        assert!(gate_no_learner(&v, Some("n4")).passed);
+        // One with no Node is named by its etcd name, and never excepted.
+        let mut v = fleet();
+        each_view(&mut v, |e| e.members.push(phantom(true)));
+        let g = gate_no_learner(&v, Some("n4"));
+        assert!(!g.passed && g.reason.contains("phantom-0a1b2c3d"), "{}", g.reason);
+    }
+
+    #[test]
+    fn a_ghost_voter_refuses_the_swap_and_counts_as_down() {
+        let mut v = fleet();
+        each_view(&mut v, |e| e.members.push(phantom(false)));
+        let refused = refused_by(&start(&v));
+        assert!(refused.contains(&GateName::NoGhostMember), "{refused:?}");
+        let g = gate(&preflight(&v, "n1", "n4"), GateName::QuorumAfterRemoval).clone();
+        // n2, n3, n4 promoted, and the ghost down: 3 healthy of 4.
+        assert!(g.reason.contains("3 healthy of 4"), "{}", g.reason);
+        let g = gate_no_ghost_member(&v.etcd());
+        assert!(g.reason.contains("10.9.9.9"), "{}", g.reason);
+    }
+
+    #[test]
+    fn three_ghost_voters_make_the_removal_lose_quorum_by_etcds_count() {
+        let mut v = fleet();
+        each_view(&mut v, |e| {
+            for id in [0xdead, 0xbeef, 0xf00d] {
+                let mut ghost = phantom(false);
+                ghost.id = MemberId(id);
+                e.members.push(ghost);
+            }
+        });
+        // By the Nodes, 3 of 3 after the removal; by etcd 3 of 6.
+        let g = gate_quorum_after_removal(&v, "n1", "n4", Count::IncomingPromoted);
+        assert!(!g.passed, "{}", g.reason);
+    }
+
+    #[test]
+    fn an_alarm_on_any_member_refuses_the_swap() {
+        let mut v = fleet();
+        each_view(&mut v, |e| {
+            e.alarms.push(Alarm {
+                member: e.members[2].id,
+                kind: "NOSPACE".into(),
+            });
+        });
+        assert_eq!(refused_by(&start(&v)), vec![GateName::NoEtcdAlarm]);
+        let g = gate_no_etcd_alarm(&v.etcd());
+        assert!(g.reason.contains("NOSPACE on n3"), "{}", g.reason);
+    }
+
+    #[test]
+    fn no_fresh_view_or_disagreeing_views_refuse_the_swap() {
+        let mut v = fleet();
+        each_view(&mut v, |e| e.read_at = NOW - 500);
+        assert_eq!(refused_by(&start(&v)), vec![GateName::EtcdViewsAgree]);
+        let mut v = fleet();
+        if let Some(e) = node_mut(&mut v, "n3")
+            .host
+            .as_mut()
+            .and_then(|h| h.etcd.as_mut())
+        {
+            e.members.remove(1);
+            e.read_at = NOW - 10;
+        }
+        assert_eq!(refused_by(&start(&v)), vec![GateName::EtcdViewsAgree]);
+        let g = gate(&preflight(&v, "n1", "n4"), GateName::EtcdViewsAgree).clone();
+        assert!(g.reason.contains("n3"), "{}", g.reason);
+    }
+
+    #[test]
+    fn a_voter_whose_host_reports_etcd_unhealthy_counts_as_down_by_etcds_count() {
+        let mut v = fleet();
+        let sicken = |v: &mut FleetView, n: &str| {
+            if let Some(e) = node_mut(v, n).host.as_mut().and_then(|h| h.etcd.as_mut()) {
+                e.healthy = false;
+            }
+        };
+        sicken(&mut v, "n3");
+        // The Nodes look healthy; etcd's members say 2 healthy of 3 after
+        // n1 goes and n4 joins: enough.
+        let g = gate_quorum_after_removal(&v, "n1", "n4", Count::IncomingPromoted);
+        assert!(g.passed, "{}", g.reason);
+        assert!(g.reason.contains("by etcd's members: 2 healthy of 3"), "{}", g.reason);
+        sicken(&mut v, "n2");
+        let g = gate_quorum_after_removal(&v, "n1", "n4", Count::IncomingPromoted);
+        assert!(!g.passed, "{}", g.reason);
+        assert!(g.reason.contains("by etcd's members: 1 healthy of 3"), "{}", g.reason);
+    }
+
+    fn start(v: &FleetView) -> Action {
+        next_action(v, &request("n1", "n4"))
+    }
+}
