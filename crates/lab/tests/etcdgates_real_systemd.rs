@@ -353,7 +353,7 @@ async fn a_ghost_voter_added_straight_to_etcd_refuses_the_swap_by_no_ghost_membe
     // of them healthy.
     let (_, quorum) = gate(&dry, "quorum-after-removal").expect("a quorum-after-removal gate");
     assert!(
-        quorum.contains("3 healthy of 4 voting members, quorum 3"),
+        quorum.contains("by etcd's members: 3 healthy of 4 voting, quorum 3"),
         "{quorum}"
     );
 
@@ -371,7 +371,7 @@ async fn a_ghost_voter_added_straight_to_etcd_refuses_the_swap_by_no_ghost_membe
     );
     let (_, quorum) = gate(&dry_out, "quorum-after-removal").expect("a quorum-after-removal gate");
     assert!(
-        quorum.contains("3 healthy of 3 voting members, quorum 2"),
+        quorum.contains("by etcd's members: 3 healthy of 3 voting, quorum 2"),
         "{quorum}"
     );
 }
@@ -503,7 +503,10 @@ async fn a_rollback_of_an_incoming_host_that_votes_while_another_voter_is_down_i
         .get(&names.lease_stopped())
         .cloned()
         .unwrap_or_else(|| panic!("no stop note on the Lease:\n{said}"));
-    assert!(stopped.contains("quorum"), "{stopped}");
+    assert!(
+        stopped.contains("quorum-at-host-stop") && stopped.contains("quorum 3"),
+        "{stopped}"
+    );
 
     // Nothing rolled back: agent-1 runs its server, its member votes, and
     // no rollback was asked of it.
