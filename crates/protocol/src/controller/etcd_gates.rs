@@ -39,11 +39,7 @@ impl FleetView {
 pub(super) fn member_label(m: &MappedMember) -> String {
     match &m.node {
         Some(n) => n.clone(),
-        None => format!(
-            "{} ({})",
-            super::one_line(&m.member.name),
-            m.member.id
-        ),
+        None => format!("{} ({})", super::one_line(&m.member.name), m.member.id),
     }
 }
 
@@ -229,7 +225,11 @@ mod tests {
         let mut v = fleet();
         each_view(&mut v, |e| e.members.push(phantom(true)));
         let g = gate_no_learner(&v, Some("n4"));
-        assert!(!g.passed && g.reason.contains("phantom-0a1b2c3d"), "{}", g.reason);
+        assert!(
+            !g.passed && g.reason.contains("phantom-0a1b2c3d"),
+            "{}",
+            g.reason
+        );
     }
 
     #[test]
@@ -306,11 +306,19 @@ mod tests {
         // n1 goes and n4 joins: enough.
         let g = gate_quorum_after_removal(&v, "n1", "n4", Count::IncomingPromoted);
         assert!(g.passed, "{}", g.reason);
-        assert!(g.reason.contains("by etcd's members: 2 healthy of 3"), "{}", g.reason);
+        assert!(
+            g.reason.contains("by etcd's members: 2 healthy of 3"),
+            "{}",
+            g.reason
+        );
         sicken(&mut v, "n2");
         let g = gate_quorum_after_removal(&v, "n1", "n4", Count::IncomingPromoted);
         assert!(!g.passed, "{}", g.reason);
-        assert!(g.reason.contains("by etcd's members: 1 healthy of 3"), "{}", g.reason);
+        assert!(
+            g.reason.contains("by etcd's members: 1 healthy of 3"),
+            "{}",
+            g.reason
+        );
     }
 
     fn start(v: &FleetView) -> Action {

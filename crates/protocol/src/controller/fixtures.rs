@@ -76,12 +76,9 @@ pub(crate) fn with_etcd_views(mut v: FleetView) -> FleetView {
 pub(crate) fn refresh_etcd_views(v: &mut FleetView, reporting: impl Fn(&NodeFacts) -> bool) {
     use crate::etcd::{EtcdView, Member, MemberId};
     let id_of = |name: &str| {
-        MemberId(
-            name.bytes()
-                .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-                }),
-        )
+        MemberId(name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        }))
     };
     let listed: Vec<&NodeFacts> = v.nodes.iter().filter(|n| n.has_member()).collect();
     let members: Vec<Member> = listed

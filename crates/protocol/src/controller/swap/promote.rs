@@ -9,8 +9,9 @@ use crate::{
         Action, Awaiting, Class, FleetView, LeaseFacts, NodeFacts, Reached, Reason, Recorded,
         StopKind, StopNote, SwapStep, VoterFor, Write, all_pass, classify, failures,
         gates::{
-            Count, gate_incoming_eligible, gate_no_learner, gate_quorum_after_removal,
-            etcd_view_gates, gate_voters_healthy, incoming_ready_until_asked, late_promote_gates, promote_gates,
+            Count, etcd_view_gates, gate_incoming_eligible, gate_no_learner,
+            gate_quorum_after_removal, gate_voters_healthy, incoming_ready_until_asked,
+            late_promote_gates, promote_gates,
         },
         is_healthy_voter,
     },

@@ -195,10 +195,7 @@ fn a_rollback_of_an_incoming_host_that_votes_in_etcd_stops_when_stopping_it_woul
     };
     v.lease.as_mut().unwrap().stopping = Some(serde_json::to_string(&note).unwrap());
     // With every other voter healthy, stopping n4 leaves 3 of 4: rolled back.
-    assert!(matches!(
-        next_action(&v, &taken()),
-        Action::Rollback { .. }
-    ));
+    assert!(matches!(next_action(&v, &taken()), Action::Rollback { .. }));
     let n2 = node_mut(&mut v, "n2");
     n2.ready = false;
     n2.ready_since = Some(NOW - 30);
