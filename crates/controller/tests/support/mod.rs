@@ -1068,6 +1068,7 @@ async fn actuator(
             datastore: host.datastore,
             tombstone: host.tombstone,
             member: host.member.clone(),
+            etcd_lists_member: None,
         },
         join: &join,
         identity: &names.controller_identity,

@@ -261,6 +261,7 @@ impl World {
                 datastore: host.datastore,
                 tombstone: host.tombstone,
                 member: host.datastore.then(|| format!("{name}-00aa11bb")),
+                etcd_lists_member: None,
             },
             join: &join,
             identity: &self.v.settings.names.controller_identity,
