@@ -678,6 +678,7 @@ impl Watcher {
             datastore: self.host.has_datastore(),
             tombstone: self.host.has_tombstone(),
             member: self.host.member_name(),
+            etcd_lists_member: None,
         };
         let decision = decide(&Observation {
             now: now(),

@@ -20,18 +20,26 @@ pub struct HostState {
     pub tombstone: bool,
     /// The host's etcd member name (`server/db/etcd/name`), if it has one.
     pub member: Option<String>,
+    /// Whether the local etcd, read just now, lists this host's member
+    /// (`None`: not read, or it did not answer, as a removed member's etcd
+    /// does not).
+    pub etcd_lists_member: Option<bool>,
 }
 
 impl HostState {
-    /// Whether the host's member is gone: k3s's tombstone on disk, no etcd
-    /// label on the Node, or k3s's `removed-node-name` naming this host's
-    /// member (k3s writes no tombstone when its server was down at the removal).
+    /// Whether the host's member is gone: k3s's tombstone on disk; or no
+    /// etcd label on the Node, or k3s's `removed-node-name` naming this
+    /// host's member (k3s writes no tombstone when its server was down at
+    /// the removal), unless the local etcd still lists the member: k3s
+    /// writes `removed-node-name` even when its `RemovePeer` matched no
+    /// member (a `node-address` that is not the member's peer address),
+    /// and a host that finished then would stop a voter.
     pub fn member_gone(&self, node: &NodeFacts) -> bool {
         let removed = match (&self.member, &node.k3s.removed_node_name) {
             (Some(mine), Some(removed)) => mine == removed,
             _ => false,
         };
-        self.tombstone || !node.etcd_label || removed
+        self.tombstone || ((!node.etcd_label || removed) && self.etcd_lists_member != Some(true))
     }
 }
 

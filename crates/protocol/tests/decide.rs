@@ -48,6 +48,7 @@ fn agent_host() -> HostState {
         datastore: false,
         tombstone: false,
         member: None,
+        etcd_lists_member: None,
     }
 }
 
@@ -57,6 +58,7 @@ fn server_host() -> HostState {
         datastore: true,
         tombstone: false,
         member: None,
+        etcd_lists_member: None,
     }
 }
 
@@ -273,6 +275,7 @@ fn a_tombstone_counts_as_removed_with_no_api_to_ask() {
         datastore: true,
         tombstone: true,
         member: None,
+        etcd_lists_member: None,
     };
     c.lease = None;
     assert!(matches!(
@@ -300,6 +303,7 @@ fn a_node_with_no_etcd_label_counts_as_removed() {
         datastore: true,
         tombstone: false,
         member: None,
+        etcd_lists_member: None,
     };
     c.lease = None;
     assert!(matches!(
@@ -326,6 +330,7 @@ fn a_demotion_is_not_finished_while_the_member_stays_and_nothing_is_reported() {
         datastore: true,
         tombstone: false,
         member: None,
+        etcd_lists_member: None,
     };
     assert!(matches!(c.decide(), Decision::Wait { .. }));
     // With its settled step-down still annotated: nothing either.
@@ -345,6 +350,7 @@ fn a_finish_names_the_swap_of_the_step_down_and_resumes_after_a_restart() {
         datastore: true,
         tombstone: true,
         member: None,
+        etcd_lists_member: None,
     };
     c.report = Some(reported(ReportStep::StepDown, Phase::Done));
     let d = c.decide();
@@ -358,6 +364,7 @@ fn a_finish_names_the_swap_of_the_step_down_and_resumes_after_a_restart() {
         datastore: false,
         tombstone: false,
         member: None,
+        etcd_lists_member: None,
     };
     let step_down = reported(ReportStep::StepDown, Phase::Done);
     let finishing = Report::next(
@@ -391,6 +398,7 @@ fn a_finish_names_the_swap_of_the_step_down_and_resumes_after_a_restart() {
             datastore: true,
             tombstone: true,
             member: None,
+            etcd_lists_member: None,
         };
         assert_eq!(
             c.decide(),
@@ -402,6 +410,7 @@ fn a_finish_names_the_swap_of_the_step_down_and_resumes_after_a_restart() {
             datastore: false,
             tombstone: false,
             member: None,
+            etcd_lists_member: None,
         };
     }
 }
@@ -420,6 +429,7 @@ fn a_finish_needs_the_role_file_to_name_the_agent() {
         datastore: true,
         tombstone: true,
         member: None,
+        etcd_lists_member: None,
     };
     assert_eq!(c.decide(), Decision::Nothing);
     c.host = HostState {
@@ -427,6 +437,7 @@ fn a_finish_needs_the_role_file_to_name_the_agent() {
         datastore: true,
         tombstone: true,
         member: None,
+        etcd_lists_member: None,
     };
     assert_eq!(c.decide(), Decision::Nothing);
 }
@@ -570,6 +581,7 @@ fn a_finish_needs_no_marks_so_their_version_does_not_hold_it_back() {
         datastore: true,
         tombstone: true,
         member: None,
+        etcd_lists_member: None,
     };
     assert!(matches!(
         c.decide(),
@@ -799,14 +811,16 @@ fn any_host() -> impl Strategy<Value = HostState> {
         Just(Some(Role::Agent))
     ];
     let member = prop_oneof![Just(None), Just(Some("n-0a1b2c3d".to_string()))];
-    (role, any::<bool>(), any::<bool>(), member).prop_map(|(role, datastore, tombstone, member)| {
-        HostState {
+    let listed = prop_oneof![Just(None), Just(Some(false)), Just(Some(true))];
+    (role, any::<bool>(), any::<bool>(), member, listed).prop_map(
+        |(role, datastore, tombstone, member, etcd_lists_member)| HostState {
             role,
             datastore,
             tombstone,
             member,
-        }
-    })
+            etcd_lists_member,
+        },
+    )
 }
 
 fn any_join() -> impl Strategy<Value = JoinTarget> {
@@ -942,6 +956,7 @@ fn k3s_naming_the_hosts_member_as_removed_counts_as_removed() {
         datastore: true,
         tombstone: false,
         member: Some("old-0a1b2c3d".into()),
+        etcd_lists_member: None,
     };
     c.lease = None;
     assert!(matches!(
@@ -956,6 +971,47 @@ fn k3s_naming_the_hosts_member_as_removed_counts_as_removed() {
     assert!(matches!(c.decide(), Decision::Wait { .. }));
     c.host.member = None;
     assert!(matches!(c.decide(), Decision::Wait { .. }));
+}
+
+#[test]
+fn a_member_k3s_names_removed_while_the_local_etcd_still_lists_it_is_not_finished() {
+    // k3s's RemovePeer matched no member (its node-address is not the
+    // member's peer address) and wrote removed-node-name all the same.
+    let node = NodeFacts {
+        name: "old".into(),
+        etcd_label: true,
+        k3s: K3sEtcd {
+            removed_node_name: Some("old-0a1b2c3d".into()),
+            ..K3sEtcd::default()
+        },
+        ..Default::default()
+    };
+    let mut c = Case::new(node, server_host());
+    c.host = HostState {
+        role: Some(Role::Agent),
+        datastore: true,
+        tombstone: false,
+        member: Some("old-0a1b2c3d".into()),
+        etcd_lists_member: Some(true),
+    };
+    c.lease = None;
+    assert!(matches!(c.decide(), Decision::Wait { .. }));
+    // Once etcd no longer lists it (or no longer answers), it finishes;
+    // a tombstone always counts.
+    for (listed, tombstone) in [(Some(false), false), (None, false), (Some(true), true)] {
+        c.host.etcd_lists_member = listed;
+        c.host.tombstone = tombstone;
+        assert!(
+            matches!(
+                c.decide(),
+                Decision::Take {
+                    step: Step::Finish,
+                    ..
+                }
+            ),
+            "{listed:?} {tombstone}"
+        );
+    }
 }
 
 #[test]

@@ -64,6 +64,7 @@ use kube::{
 use protocol::{
     LeaseFacts, Names, Report, StepKind, SwapId,
     decide::{Decision, HostState, JoinTarget, Observation, Step, decide},
+    etcd::{EtcdView, Member, MemberId},
     names::{
         K3S_CONTROL_PLANE_LABEL, K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME,
         K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL, K3S_MASTER_LABEL,
@@ -765,15 +766,24 @@ impl Fleet {
                 },
             );
         }
-        // Running actuators have written their heartbeat before any swap is
-        // asked (the double goes on writing them every few seconds).
+        // Running actuators have written their heartbeat (and the servers
+        // their view of etcd) before any swap is asked; the double goes on
+        // writing them every few seconds.
         let now = Timestamp::now().as_second();
+        let nodes: BTreeMap<String, Node> = Api::<Node>::all(admin.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|n| (n.metadata.name.clone().unwrap(), n))
+            .collect();
         for (name, h) in &world.hosts {
             let part = protocol::report::HostPart {
                 heartbeat_at: now,
                 demotion: (h.role == Some(Role::Server) || h.datastore)
                     .then_some(protocol::report::Eligibility::Ok),
-                etcd: None,
+                etcd: etcd_view(&Names::default(), h, &nodes, now),
             };
             write_report(&admin, name, &Report::with_host_part(None, part, now))
                 .await
@@ -925,6 +935,56 @@ async fn kubelet(admin: &Client, world: &Arc<Mutex<World>>, name: &str) -> Resul
     Ok(())
 }
 
+/// etcd's view as a host's actuator reads it from its own member: the members
+/// etcd has are those the Nodes show (k3s's names and addresses; a learner
+/// until `EtcdIsVoter`), the first voter the leader. None on a host with no
+/// member of its own running.
+fn etcd_view(
+    names: &Names,
+    host: &SimHost,
+    nodes: &BTreeMap<String, Node>,
+    now: i64,
+) -> Option<EtcdView> {
+    if !host.datastore || host.tombstone {
+        return None;
+    }
+    let id_of = |member: &str| {
+        MemberId(member.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        }))
+    };
+    let members: Vec<Member> = nodes
+        .values()
+        .map(|n| kubeview::node_facts(names, n))
+        .filter(|f| f.has_member())
+        .filter_map(|f| {
+            let name = f.k3s.node_name.clone()?;
+            Some(Member {
+                id: id_of(&name),
+                peer_urls: vec![format!(
+                    "https://{}:2380",
+                    f.k3s.node_address.as_deref().unwrap_or("10.0.9.9")
+                )],
+                client_urls: vec![],
+                learner: !f.etcd_is_voter,
+                name,
+            })
+        })
+        .collect();
+    let mine = host.member.as_deref().map(id_of)?;
+    members.iter().any(|m| m.id == mine).then(|| EtcdView {
+        read_at: now,
+        member: mine,
+        leader: members.iter().find(|m| !m.learner).map(|m| m.id),
+        members: members.clone(),
+        raft_term: 2,
+        raft_index: 100,
+        db_size: 1 << 20,
+        alarms: vec![],
+        healthy: true,
+    })
+}
+
 async fn write_report(admin: &Client, node: &str, report: &Report) -> Result<(), kube::Error> {
     let names = Names::default();
     let body = json!({
@@ -973,15 +1033,21 @@ async fn actuator(
             protocol::report::Eligibility::Ok
         }
     });
+    let etcd = etcd_view(names, &host, nodes, now);
+    let shape = |e: Option<&EtcdView>| e.map(EtcdView::membership);
     if report
         .as_ref()
         .and_then(|r| r.host.as_ref())
-        .is_none_or(|h| now - h.heartbeat_at >= 5 || h.demotion != demotion)
+        .is_none_or(|h| {
+            now - h.heartbeat_at >= 5
+                || h.demotion != demotion
+                || shape(h.etcd.as_ref()) != shape(etcd.as_ref())
+        })
     {
         let part = protocol::report::HostPart {
             heartbeat_at: now,
             demotion,
-            etcd: None,
+            etcd,
         };
         let r = Report::with_host_part(report.as_ref(), part, now);
         write_report(admin, &name, &r).await?;
@@ -1002,6 +1068,7 @@ async fn actuator(
             datastore: host.datastore,
             tombstone: host.tombstone,
             member: host.member.clone(),
+            etcd_lists_member: None,
         },
         join: &join,
         identity: &names.controller_identity,

@@ -72,7 +72,8 @@ pub(crate) fn with_etcd_views(mut v: FleetView) -> FleetView {
 }
 
 /// Writes the etcd view of each member's host that `reporting` lets
-/// report (the others' views stay as they were, going stale).
+/// report, and clears that of a reporting host with no member (the others'
+/// views stay as they were, going stale).
 pub(crate) fn refresh_etcd_views(v: &mut FleetView, reporting: impl Fn(&NodeFacts) -> bool) {
     use crate::etcd::{EtcdView, Member, MemberId};
     let id_of = |name: &str| {
@@ -106,6 +107,13 @@ pub(crate) fn refresh_etcd_views(v: &mut FleetView, reporting: impl Fn(&NodeFact
         .collect();
     for n in &mut v.nodes {
         let Some((_, healthy)) = health.iter().find(|(name, _)| *name == n.name) else {
+            // A reporting host with no member reads no view (a removed
+            // member's etcd stops serving).
+            if reporting(n)
+                && let Some(h) = n.host.as_mut()
+            {
+                h.etcd = None;
+            }
             continue;
         };
         if let Some(h) = n.host.as_mut() {

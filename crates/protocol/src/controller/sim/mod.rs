@@ -87,15 +87,12 @@ impl World {
         w
     }
 
-    /// The servers' actuators report etcd's view: each one whose k3s is up
-    /// with its datastore; a down host's view goes stale.
+    /// The hosts' actuators report etcd's view: each up one whose Node
+    /// shows a member; an up one without reads none; a down host's view
+    /// goes stale.
     fn report_etcd(&mut self) {
         let hosts = &self.hosts;
-        refresh_etcd_views(&mut self.v, |n| {
-            hosts
-                .get(&n.name)
-                .is_some_and(|h| h.up && h.datastore && !h.tombstone)
-        });
+        refresh_etcd_views(&mut self.v, |n| hosts.get(&n.name).is_some_and(|h| h.up));
     }
 
     fn node(&mut self, name: &str) -> &mut NodeFacts {
@@ -264,6 +261,7 @@ impl World {
                 datastore: host.datastore,
                 tombstone: host.tombstone,
                 member: host.datastore.then(|| format!("{name}-00aa11bb")),
+                etcd_lists_member: None,
             },
             join: &join,
             identity: &self.v.settings.names.controller_identity,

@@ -186,3 +186,126 @@ proptest! {
         prop_assert!(end.is_terminal());
     }
 }
+
+/// What etcd shows that the Nodes do not, drawn for the property below.
+#[derive(Debug, Clone, Copy)]
+enum Hidden {
+    /// Nothing: etcd lists the members the Nodes show.
+    Nothing,
+    /// A voter no Node matches (its Node deleted).
+    Ghost,
+    /// A learner whose Node, an agent's, shows nothing of it.
+    InvisibleLearner,
+    /// An alarm on one member.
+    Alarm,
+    /// Every view older than the bound.
+    Stale,
+    /// One server's view lists a member fewer.
+    Disagreeing,
+}
+
+fn arb_hidden() -> impl Strategy<Value = Hidden> {
+    prop::sample::select(vec![
+        Hidden::Nothing,
+        Hidden::Ghost,
+        Hidden::InvisibleLearner,
+        Hidden::Alarm,
+        Hidden::Stale,
+        Hidden::Disagreeing,
+    ])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Whatever the fleet, and wherever etcd's leader is, what etcd alone
+    /// shows shuts the gate that guards against it, and nothing else of
+    /// etcd's view shuts a gate when etcd agrees with the Nodes.
+    #[test]
+    fn what_only_etcd_shows_shuts_its_gate_wherever_the_leader_is(
+        (v, out, inc) in arb_fleet(),
+        hidden in arb_hidden(),
+        leader in any::<prop::sample::Index>(),
+    ) {
+        let out = v.nodes[out].name.clone();
+        let inc = v.nodes[inc].name.clone();
+        let mut v = with_etcd_views(v);
+        let phantom = |learner: bool, name: &str| crate::etcd::Member {
+            id: crate::etcd::MemberId(0xdead_beef),
+            name: format!("{name}-0a1b2c3d"),
+            peer_urls: vec!["https://10.9.9.9:2380".into()],
+            client_urls: vec![],
+            learner,
+        };
+        let hider = v
+            .nodes
+            .iter()
+            .find(|n| !n.etcd_label && n.name != inc)
+            .map(|n| n.name.clone());
+        let reporters: Vec<String> = v.etcd().reporters;
+        for n in &mut v.nodes {
+            let Some(e) = n.host.as_mut().and_then(|h| h.etcd.as_mut()) else {
+                continue;
+            };
+            e.leader = Some(e.members[leader.index(e.members.len())].id);
+            match hidden {
+                Hidden::Nothing => {}
+                Hidden::Ghost => e.members.push(phantom(false, "gone")),
+                Hidden::InvisibleLearner => {
+                    if let Some(h) = &hider {
+                        e.members.push(phantom(true, h));
+                    }
+                }
+                Hidden::Alarm => e.alarms.push(crate::etcd::Alarm {
+                    member: e.members[0].id,
+                    kind: "NOSPACE".into(),
+                }),
+                Hidden::Stale => e.read_at = NOW - 1000,
+                Hidden::Disagreeing => {
+                    if reporters.len() >= 2 && Some(&n.name) == reporters.last() {
+                        e.read_at = NOW - 1;
+                        // It lists one member fewer than the others (never its own).
+                        let mine = e.member;
+                        let drop = e.members.iter().position(|m| m.id != mine);
+                        if let Some(i) = drop {
+                            e.members.remove(i);
+                            if e.leader.is_some_and(|l| !e.members.iter().any(|m| m.id == l)) {
+                                e.leader = Some(mine);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let gates = preflight(&v, &out, &inc);
+        let shut = |g: GateName| gates.iter().any(|x| x.name == g && !x.passed);
+        let etcd = [
+            GateName::EtcdViewsAgree,
+            GateName::NoGhostMember,
+            GateName::NoEtcdAlarm,
+        ];
+        let known = !reporters.is_empty();
+        match hidden {
+            Hidden::Nothing if known => {
+                for g in etcd {
+                    prop_assert!(!shut(g), "{}", failures(&gates));
+                }
+            }
+            Hidden::Ghost if known => prop_assert!(shut(GateName::NoGhostMember)),
+            Hidden::InvisibleLearner if known && hider.is_some() => {
+                prop_assert!(shut(GateName::NoLearner), "{}", failures(&gates));
+            }
+            Hidden::Alarm if known => prop_assert!(shut(GateName::NoEtcdAlarm)),
+            Hidden::Disagreeing if reporters.len() >= 2 => {
+                prop_assert!(shut(GateName::EtcdViewsAgree), "{}", failures(&gates));
+            }
+            _ => prop_assert!(shut(GateName::EtcdViewsAgree) || !known || hidden_is_moot(hidden)),
+        }
+    }
+}
+
+/// A drawing that could not hide anything in its fleet (no agent to hide
+/// a learner behind, one reporter only to disagree with).
+fn hidden_is_moot(h: Hidden) -> bool {
+    matches!(h, Hidden::InvisibleLearner | Hidden::Disagreeing)
+}

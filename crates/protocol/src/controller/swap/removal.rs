@@ -17,7 +17,16 @@ use crate::{
 pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
     let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
     let o = v.node(out);
-    if o.is_some_and(|o| !o.member_gone()) {
+    // k3s writes `removed-node-name` even when `RemovePeer` matched no
+    // member (its `node-address` not the member's peer host): the member
+    // then still votes. The Node's word is taken only once no server's
+    // view of etcd lists the member any more.
+    let still_listed = v
+        .etcd()
+        .of_node(out)
+        .map(|m| format!("{} ({})", one_line(&m.member.name), m.member.id));
+    let node_says_gone = o.is_some_and(NodeFacts::member_gone);
+    if o.is_some() && (!node_says_gone || still_listed.is_some()) {
         if let Some(a) = enter(v, l, SwapStep::Removal) {
             return a;
         }
@@ -45,6 +54,16 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
             }
         );
         if overdue(v, l, SwapStep::Removal) {
+            let next = match (&still_listed, node_says_gone) {
+                (Some(member), true) => format!(
+                    "k3s marked {out}'s member removed, but etcd still lists {member}: k3s matched no member (its node-address is not the member's peer address); remove it with `etcdctl member remove` on a voter; then {}",
+                    resume_hint(rec)
+                ),
+                _ => format!(
+                    "check k3s's managed-etcd-controller on the voters (it drops {K3S_ETCD_REMOVE} when etcd refuses for quorum); then {}",
+                    resume_hint(rec)
+                ),
+            };
             return stop(
                 SwapStep::Removal,
                 Reason::MemberNotRemoved {
@@ -52,13 +71,10 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
                     secs: v.settings.timeouts.removal,
                 },
                 left,
-                format!(
-                    "check k3s's managed-etcd-controller on the voters (it drops {K3S_ETCD_REMOVE} when etcd refuses for quorum); then {}",
-                    resume_hint(rec)
-                ),
+                next,
             );
         }
-        if o.k3s.remove_requested() {
+        if o.k3s.remove_requested() || node_says_gone {
             return wait(
                 v,
                 l,

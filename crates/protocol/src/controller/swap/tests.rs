@@ -736,11 +736,57 @@ fn the_removal_is_not_asked_while_it_would_cost_quorum() {
     );
 }
 
+/// k3s removed n1's member: its Node says so, and the servers' views of
+/// etcd no longer list it.
 fn removed(v: &mut FleetView) {
     let n1 = node_mut(v, "n1");
     n1.k3s.removed_node_name = n1.k3s.node_name.take();
     n1.k3s.node_address = None;
     n1.k3s.remove = Some("true".into());
+    refresh_etcd_views(v, |_| true);
+}
+
+#[test]
+fn a_member_k3s_marks_removed_while_etcd_still_lists_it_is_not_taken_as_gone() {
+    let mut v = stepping_down(Some(Detail::EtcdOnly), Phase::Done);
+    v.lease.as_mut().unwrap().step = Some("removal".into());
+    v.lease.as_mut().unwrap().step_since = Some(NOW);
+    // k3s's RemovePeer matched no member (an address mismatch) yet wrote
+    // `removed-node-name`: the servers' views still list n1's member.
+    let n1 = node_mut(&mut v, "n1");
+    n1.k3s.removed_node_name = n1.k3s.node_name.clone();
+    n1.k3s.remove = None;
+    assert!(matches!(
+        next_action(&v, &taken()),
+        Action::Wait {
+            step: SwapStep::Removal,
+            reason: Awaiting::MemberRemoval { .. },
+            ..
+        }
+    ));
+    v.now += 121;
+    for n in &mut v.nodes {
+        if let Some(h) = n.host.as_mut() {
+            h.heartbeat_at = v.now;
+            if let Some(e) = h.etcd.as_mut() {
+                e.read_at = v.now;
+            }
+        }
+    }
+    v.lease.as_mut().unwrap().renew_time = Some(v.now);
+    let Action::Stop { step, next, .. } = next_action(&v, &taken()) else {
+        panic!("{:?}", next_action(&v, &taken()))
+    };
+    assert_eq!(step, SwapStep::Removal);
+    assert!(next.contains("etcd still lists n1-0123abcd"), "{next}");
+    // Once etcd no longer lists it, the removal is over.
+    refresh_etcd_views(&mut v, |_| true);
+    assert_ne!(
+        next_action(&v, &taken()),
+        Action::MarkStep {
+            step: SwapStep::Removal
+        }
+    );
 }
 
 #[test]
@@ -1048,6 +1094,7 @@ fn once_k3s_is_asked_to_remove_a_down_outgoing_voter_the_swap_moves_on_to_the_re
     let n1 = node_mut(&mut v, "n1");
     n1.k3s.remove = None;
     n1.k3s.removed_node_name = n1.k3s.node_name.clone();
+    refresh_etcd_views(&mut v, |_| true);
     assert!(matches!(
         next_action(&v, &taken()),
         Action::MarkStep {
