@@ -746,11 +746,18 @@ async fn a_server_reports_its_members_etcd_view_writes_again_only_when_its_shape
     // and the heartbeat (60 s) is not due.
     let written = patches(&rig);
     tokio::time::sleep(Duration::from_secs(12)).await;
-    assert_eq!(patches(&rig), written, "{:?}", rig.world.lock().unwrap().seen);
+    assert_eq!(
+        patches(&rig),
+        written,
+        "{:?}",
+        rig.world.lock().unwrap().seen
+    );
     // etcd gone: the report says none at once, long before the heartbeat.
     etcd.stop().await;
     rig.until("a report with no view", |r| {
-        r.report().and_then(|r| r.host).is_some_and(|h| h.etcd.is_none())
+        r.report()
+            .and_then(|r| r.host)
+            .is_some_and(|h| h.etcd.is_none())
     })
     .await;
     assert!(rig.phases().is_empty(), "{:?}", rig.phases());
