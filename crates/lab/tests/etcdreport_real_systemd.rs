@@ -10,11 +10,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use lab::scenario::Hand;
+use lab::{scenario::Hand, systemd_lab::SystemdLab};
 use protocol::etcd::{EtcdView, MemberId};
+use serde_json::Value;
 
 mod common;
-use common::{SERIAL, lab_dir, lab_of};
+use common::{SERIAL, fleet_role, lab_dir, lab_of};
 
 /// A generous bound on a wait on a busy 2-core machine: a view changed in
 /// shape is written at once, one unchanged rides the heartbeat (60 s).
@@ -62,6 +63,47 @@ fn unix_now() -> i64 {
         .as_secs() as i64
 }
 
+/// `fleet-role status` in `format` (it exits 0, or 5 when something is
+/// degraded): its output.
+fn status(lab: &SystemdLab, format: &str) -> String {
+    let out = std::process::Command::new(fleet_role())
+        .args([
+            "--kubeconfig",
+            &lab::world::kubeconfig(&lab.spec).display().to_string(),
+            "status",
+            "--output",
+            format,
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        matches!(out.status.code(), Some(0 | 5)),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The Node `status --output json` maps each member to, by member name.
+fn status_members(j: &Value) -> BTreeMap<String, (Value, bool, bool)> {
+    j["etcd"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["member"]["name"].as_str().unwrap().to_string(),
+                (
+                    m["node"].clone(),
+                    m["member"]["learner"].as_bool().unwrap(),
+                    m["healthy"].as_bool().unwrap(),
+                ),
+            )
+        })
+        .collect()
+}
+
 /// Three voters, no learner, one leader among them, the local member one
 /// of them and healthy.
 fn three_voters_one_leader(v: &EtcdView) -> bool {
@@ -107,6 +149,21 @@ async fn every_server_reports_etcds_view_the_agent_none_and_a_stopped_server_is_
             v.db_size
         );
     }
+    // `fleet-role status` joins them with the Nodes: each member on its
+    // Node, none a ghost or a learner, each healthy by its own host's view.
+    let text = status(&lab, "text");
+    println!("{text}");
+    let j: Value = serde_json::from_str(status(&lab, "json").trim()).unwrap();
+    assert_eq!(j["etcd"]["reporters"], serde_json::json!(SERVERS), "{text}");
+    let ms = status_members(&j);
+    assert_eq!(ms.len(), 3, "{text}");
+    for (name, (node, learner, healthy)) in &ms {
+        let node = node
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} a ghost: {text}"));
+        assert!(name.starts_with(&format!("{node}-")), "{name} on {node}");
+        assert!(!learner && *healthy, "{name}: {text}");
+    }
     // The agent's report carries none (it holds no datastore).
     let agent = hand.report("agent-1").await.unwrap();
     let agent_host = agent.and_then(|r| r.host).expect("the agent's heartbeat");
@@ -145,4 +202,29 @@ async fn every_server_reports_etcds_view_the_agent_none_and_a_stopped_server_is_
         assert_eq!(v.members.len(), 3, "{h}: {v:?}");
         assert!(v.member(gone).is_some_and(|m| !m.learner), "{h}: {v:?}");
     }
+    // status: server-3's member still on its Node, a voter, not healthy (no
+    // view of its own); server-3's row says it reported none.
+    let text = status(&lab, "text");
+    println!("{text}");
+    let j: Value = serde_json::from_str(status(&lab, "json").trim()).unwrap();
+    assert_eq!(
+        j["etcd"]["reporters"],
+        serde_json::json!(["server-1", "server-2"]),
+        "{text}"
+    );
+    let ms = status_members(&j);
+    let (node, learner, healthy) = ms
+        .iter()
+        .find(|(n, _)| n.starts_with("server-3-"))
+        .map(|(_, m)| m.clone())
+        .unwrap_or_else(|| panic!("server-3's member: {text}"));
+    assert_eq!(
+        (node.as_str(), learner, healthy),
+        (Some("server-3"), false, false)
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("server-3") && l.contains("none reported")),
+        "{text}"
+    );
 }
