@@ -96,3 +96,55 @@ impl ViewReader {
         self.failing = None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    };
+
+    /// A port that takes connections and closes them at once, counting
+    /// them: every reading of it fails, and each one shows.
+    fn closing_port() -> (String, Arc<AtomicUsize>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let count = Arc::new(AtomicUsize::new(0));
+        let seen = count.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                seen.fetch_add(1, Ordering::SeqCst);
+                drop(conn);
+            }
+        });
+        (url, count)
+    }
+
+    #[tokio::test]
+    async fn a_reading_is_made_again_only_past_its_pace_or_once_forgotten_and_a_failed_one_gives_none()
+     {
+        let (url, connections) = closing_port();
+        let ep = etcdview::Endpoint {
+            url,
+            tls: None,
+            timeout: Duration::from_secs(10),
+        };
+        let mut r = ViewReader::new(&ep);
+        assert_eq!(r.endpoint.timeout, REQUEST_BOUND);
+        assert_eq!(r.current(1).await, None);
+        let first = connections.load(Ordering::SeqCst);
+        assert!(first > 0, "the first call reads");
+        // Called again at once (as every resync and watch event may): no
+        // new reading.
+        for _ in 0..3 {
+            assert_eq!(r.current(2).await, None);
+        }
+        assert_eq!(connections.load(Ordering::SeqCst), first);
+        assert!(r.failing.is_some());
+        // Forgotten (no datastore for a while): the next call reads at once.
+        r.forget();
+        assert_eq!(r.current(3).await, None);
+        assert!(connections.load(Ordering::SeqCst) > first);
+    }
+}

@@ -764,10 +764,25 @@ async fn a_server_reports_its_members_etcd_view_writes_again_only_when_its_shape
 }
 
 #[tokio::test]
-async fn an_agent_reports_no_etcd_view() {
-    let rig = Rig::new(
+async fn an_agent_reports_no_etcd_view_even_with_an_etcd_to_read() {
+    // An etcd it could read: only the missing datastore keeps it from it.
+    let dir = tempfile::tempdir().unwrap();
+    let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    let etcd = testcp::Etcd::start(
+        testcp::EtcdOptions::new("standby-0a1b2c3d", ip, &dir.path().join("etcd")).unwrap(),
+    )
+    .await
+    .expect("a real etcd");
+    let file = FileConfig {
+        resync_secs: Some(1),
+        etcd_url: Some(etcd.client_url().to_string()),
+        ..FileConfig::default()
+    };
+    let rig = Rig::with_config(
         TestHost::new("standby", bin_dir()).as_agent(),
         world_with(idle_node()),
+        file,
+        Arc::new(Metrics::new()),
     );
     rig.until("a heartbeat", |r| r.report().and_then(|r| r.host).is_some())
         .await;
