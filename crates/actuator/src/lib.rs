@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod etcdreport;
 pub mod failpoint;
 pub mod leadership;
 pub mod learner;

@@ -25,6 +25,7 @@ use protocol::{
     Decision, HostState, LeaseFacts, NodeName, Observation, Phase, Report, Role, Step, SwapId,
     decide,
     decide::JoinTarget,
+    etcd::EtcdView,
     names::LEASE_NAMESPACE,
     report::{Detail, Eligibility, HostPart, ReportStep},
 };
@@ -94,6 +95,8 @@ pub struct Watcher {
     /// The server Nodes as last listed, for the demotion verdict between
     /// two heartbeats.
     servers: Option<Vec<host::eligibility::ServerNode>>,
+    /// The local etcd member's view, read for the heartbeat.
+    etcd_view: crate::etcdreport::ViewReader,
 }
 
 /// A step whose host part runs in a blocking task of its own, under a
@@ -208,6 +211,7 @@ impl Watcher {
     /// A watcher acting on `host` (tests give one whose programs are stand-ins).
     pub fn with_host(settings: Settings, host: host::Host) -> Self {
         Self {
+            etcd_view: crate::etcdreport::ViewReader::new(&settings.etcd),
             settings,
             host,
             node: None,
@@ -452,11 +456,17 @@ impl Watcher {
     }
 
     /// Writes the report's host part when a heartbeat is due (once per
-    /// [`Settings::heartbeat`]) or the demotion verdict changed: the config
-    /// files are read each time (no request), the server Nodes are listed
-    /// once a period. Only a server host has a verdict: one the role file
-    /// names, or one that still holds its datastore (a stepped-down server
-    /// names the agent already, and its removal and finish are still ahead).
+    /// [`Settings::heartbeat`]), the demotion verdict changed, or etcd's
+    /// view changed shape ([`EtcdView::same_shape`]): the config files are
+    /// read each time (no request), the server Nodes are listed once a
+    /// period. Only a server host has a verdict: one the role file names,
+    /// or one that still holds its datastore (a stepped-down server names
+    /// the agent already, and its removal and finish are still ahead).
+    ///
+    /// Only a host that holds its datastore reads etcd's view (paced and
+    /// bounded, [`crate::etcdreport`]): without one there is no member to
+    /// read. A server whose unit is stopped still holds its datastore; its
+    /// reading fails and it reports no view, which is what it is.
     async fn beat(&mut self, client: &Client) -> Result<(), kube::Error> {
         let due = self
             .last_beat
@@ -476,8 +486,16 @@ impl Watcher {
         } else {
             None
         };
+        let etcd = if self.host.has_datastore() {
+            self.etcd_view.current(now()).await
+        } else {
+            self.etcd_view.forget();
+            None
+        };
         let reported = self.report.as_ref().and_then(|r| r.host.as_ref());
-        let changed = reported.is_none_or(|h| h.demotion != demotion);
+        let changed = reported.is_none_or(|h| {
+            h.demotion != demotion || !EtcdView::same_shape(h.etcd.as_ref(), etcd.as_ref())
+        });
         if !due && !changed {
             return Ok(());
         }
@@ -490,7 +508,7 @@ impl Watcher {
         let part = HostPart {
             heartbeat_at: t,
             demotion,
-            etcd: None,
+            etcd,
         };
         self.last_beat = Some(Instant::now());
         let r = Report::with_host_part(self.report.as_ref(), part, t);

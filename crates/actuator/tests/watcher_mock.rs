@@ -264,6 +264,14 @@ impl Rig {
     }
 
     fn with(host: TestHost, world: World, resync_secs: u64, metrics: Arc<Metrics>) -> Rig {
+        let file = FileConfig {
+            resync_secs: Some(resync_secs),
+            ..FileConfig::default()
+        };
+        Rig::with_config(host, world, file, metrics)
+    }
+
+    fn with_config(host: TestHost, world: World, file: FileConfig, metrics: Arc<Metrics>) -> Rig {
         let seeded = world
             .report
             .get(&host.node)
@@ -273,10 +281,7 @@ impl Rig {
         let client = Client::new(svc, "default");
         tokio::spawn(serve(handle, world.clone()));
         let settings = Settings::resolve(
-            FileConfig {
-                resync_secs: Some(resync_secs),
-                ..FileConfig::default()
-            },
+            file,
             Overrides {
                 node: Some(host.node.clone()),
                 root: Some(host.root().to_path_buf()),
@@ -692,6 +697,98 @@ async fn a_server_reports_its_demotion_verdict_at_once_when_it_changes() {
     })
     .await;
     assert!(rig.phases().is_empty(), "{:?}", rig.phases());
+}
+
+/// The report's PATCHes so far.
+fn patches(rig: &Rig) -> usize {
+    rig.world
+        .lock()
+        .unwrap()
+        .seen
+        .iter()
+        .filter(|(m, _, _)| *m == Method::PATCH)
+        .count()
+}
+
+#[tokio::test]
+async fn a_server_reports_its_members_etcd_view_writes_again_only_when_its_shape_changes_and_none_once_etcd_is_gone()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    let mut etcd = testcp::Etcd::start(
+        testcp::EtcdOptions::new("old-0a1b2c3d", ip, &dir.path().join("etcd")).unwrap(),
+    )
+    .await
+    .expect("a real etcd");
+    let h = TestHost::new("old", bin_dir()).as_server();
+    let own = node(
+        "old",
+        json!({"node-role.kubernetes.io/etcd": "true"}),
+        json!({}),
+        true,
+    );
+    let file = FileConfig {
+        resync_secs: Some(1),
+        etcd_url: Some(etcd.client_url().to_string()),
+        ..FileConfig::default()
+    };
+    let rig = Rig::with_config(h, world_with(own), file, Arc::new(Metrics::new()));
+    let view = |r: &Rig| r.report().and_then(|r| r.host).and_then(|h| h.etcd);
+    rig.until("a report carrying etcd's view", |r| view(r).is_some())
+        .await;
+    let v = view(&rig).unwrap();
+    assert_eq!(v.members.len(), 1, "{v:?}");
+    assert_eq!(v.members[0].name, "old-0a1b2c3d");
+    assert_eq!(v.leader, Some(v.member));
+    assert!(v.healthy && !v.members[0].learner, "{v:?}");
+    // Several readings later (one each 5 s at most, a resync each second)
+    // nothing was written again: their time alone is no change of shape,
+    // and the heartbeat (60 s) is not due.
+    let written = patches(&rig);
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(
+        patches(&rig),
+        written,
+        "{:?}",
+        rig.world.lock().unwrap().seen
+    );
+    // etcd gone: the report says none at once, long before the heartbeat.
+    etcd.stop().await;
+    rig.until("a report with no view", |r| {
+        r.report()
+            .and_then(|r| r.host)
+            .is_some_and(|h| h.etcd.is_none())
+    })
+    .await;
+    assert!(rig.phases().is_empty(), "{:?}", rig.phases());
+}
+
+#[tokio::test]
+async fn an_agent_reports_no_etcd_view_even_with_an_etcd_to_read() {
+    // An etcd it could read: only the missing datastore keeps it from it.
+    let dir = tempfile::tempdir().unwrap();
+    let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    let etcd = testcp::Etcd::start(
+        testcp::EtcdOptions::new("standby-0a1b2c3d", ip, &dir.path().join("etcd")).unwrap(),
+    )
+    .await
+    .expect("a real etcd");
+    let file = FileConfig {
+        resync_secs: Some(1),
+        etcd_url: Some(etcd.client_url().to_string()),
+        ..FileConfig::default()
+    };
+    let rig = Rig::with_config(
+        TestHost::new("standby", bin_dir()).as_agent(),
+        world_with(idle_node()),
+        file,
+        Arc::new(Metrics::new()),
+    );
+    rig.until("a heartbeat", |r| r.report().and_then(|r| r.host).is_some())
+        .await;
+    rig.settle().await;
+    let host = rig.report().and_then(|r| r.host).unwrap();
+    assert_eq!((host.demotion, host.etcd), (None, None));
 }
 
 #[tokio::test]

@@ -3,8 +3,10 @@
 use protocol::{
     controller::{
         self, Class, FleetView, LeaseFacts, NodeFacts, classify, count_voters, is_healthy_voter,
+        members::{self, Picture},
         quorum,
     },
+    etcd::EtcdView,
     report::{Phase, Report},
     version,
 };
@@ -286,14 +288,24 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
         "DEMOTABLE",
         "LAST REPORT",
     ];
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (i, c) in r.iter().enumerate() {
+    lines.push(String::new());
+    lines.extend(table("", &header, &rows));
+    lines.push(String::new());
+    lines.extend(etcd_lines(v));
+    lines.join("\n")
+}
+
+/// A table: the header, then each row, every column but the last padded to
+/// its widest cell, each line after `indent`.
+fn table<R: AsRef<[String]>>(indent: &str, header: &[&str], rows: &[R]) -> Vec<String> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.as_ref().iter().enumerate() {
             widths[i] = widths[i].max(c.chars().count());
         }
     }
     let fmt_row = |cells: Vec<&str>| {
-        let mut s = String::new();
+        let mut s = indent.to_string();
         for (i, c) in cells.iter().enumerate() {
             if i + 1 == cells.len() {
                 s.push_str(c);
@@ -303,12 +315,213 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
         }
         s
     };
-    lines.push(String::new());
-    lines.push(fmt_row(header.to_vec()));
-    for r in &rows {
-        lines.push(fmt_row(r.iter().map(String::as_str).collect()));
+    let mut out = vec![fmt_row(header.to_vec())];
+    for r in rows {
+        out.push(fmt_row(r.as_ref().iter().map(String::as_str).collect()));
     }
-    lines.join("\n")
+    out
+}
+
+/// The etcd views the hosts reported, by Node (each already checked when
+/// its report was read; [`members::picture`] weighs their age).
+fn etcd_views(v: &FleetView) -> Vec<(String, EtcdView)> {
+    v.nodes
+        .iter()
+        .filter_map(|n| Some((n.name.clone(), n.host.as_ref()?.etcd.clone()?)))
+        .collect()
+}
+
+/// etcd's membership as the servers' fresh views give it, joined with the
+/// Nodes.
+fn etcd_picture(v: &FleetView) -> Picture {
+    members::picture(
+        v.now,
+        v.settings.actuator_heartbeat_max_age,
+        &v.nodes,
+        &etcd_views(v),
+    )
+}
+
+/// One server's view as status shows it: the host, and its view if it
+/// reported one.
+struct ViewRow<'a> {
+    host: &'a str,
+    view: Option<&'a EtcdView>,
+    /// Whether the picture took it (fresh by the controller's bound).
+    fresh: bool,
+}
+
+/// The hosts whose view status shows: every host that reported one, and
+/// every server that did not (a Node of an etcd class, or a host whose
+/// actuator gives a demotion verdict: it holds a server's files), by name.
+fn view_rows<'a>(v: &'a FleetView, p: &Picture) -> Vec<ViewRow<'a>> {
+    let mut rows: Vec<ViewRow<'a>> = v
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            let view = n.host.as_ref().and_then(|h| h.etcd.as_ref());
+            let server = matches!(
+                classify(n),
+                Class::Voter | Class::Learner | Class::EtcdOnly | Class::RolledBack
+            ) || n.host.as_ref().is_some_and(|h| h.demotion.is_some());
+            (view.is_some() || server).then(|| ViewRow {
+                host: n.name.as_str(),
+                view,
+                fresh: p.reporters.iter().any(|r| r == &n.name),
+            })
+        })
+        .collect();
+    rows.sort_by(|a, b| a.host.cmp(b.host));
+    rows
+}
+
+/// A size in bytes, in the unit that reads best.
+fn bytes(n: u64) -> String {
+    match n {
+        n if n < 1 << 10 => format!("{n} B"),
+        n if n < 1 << 20 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n if n < 1 << 30 => format!("{:.1} MiB", n as f64 / f64::from(1 << 20)),
+        n => format!("{:.1} GiB", n as f64 / f64::from(1 << 30)),
+    }
+}
+
+/// etcd as the servers read it, as text lines: the members (each with its
+/// Node, or `ghost` when none matches), the leader, the alarms, the views
+/// that disagree, and each server's view with its age.
+pub fn etcd_lines(v: &FleetView) -> Vec<String> {
+    let p = etcd_picture(v);
+    let max = v.settings.actuator_heartbeat_max_age;
+    let mut out = Vec::new();
+    if p.known() {
+        out.push(format!(
+            "etcd: {} members, by the freshest of {} fresh views (older than {max} s is stale)",
+            p.members.len(),
+            p.reporters.len()
+        ));
+        let rows: Vec<Vec<String>> = p
+            .members
+            .iter()
+            .map(|m| {
+                vec![
+                    if m.member.name.is_empty() {
+                        "(not started)".into()
+                    } else {
+                        controller::one_line(&m.member.name)
+                    },
+                    m.member.id.to_string(),
+                    if m.member.learner { "learner" } else { "voter" }.into(),
+                    m.node
+                        .as_deref()
+                        .map_or("ghost".into(), controller::one_line),
+                    yes(m.healthy).into(),
+                    m.member
+                        .peer_urls
+                        .first()
+                        .map_or("-".into(), |u| controller::one_line(u)),
+                ]
+            })
+            .collect();
+        out.extend(table(
+            "  ",
+            &["MEMBER", "ID", "ROLE", "NODE", "HEALTHY", "PEER URL"],
+            &rows,
+        ));
+        out.push(format!(
+            "  leader: {}",
+            match p.leader {
+                Some(id) => p.members.iter().find(|m| m.member.id == id).map_or(
+                    id.to_string(),
+                    |m| format!("{} ({id})", controller::one_line(&m.member.name))
+                ),
+                None => "NONE".into(),
+            }
+        ));
+        out.push(format!(
+            "  alarms: {}",
+            if p.alarms.is_empty() {
+                "none".into()
+            } else {
+                p.alarms.join(", ")
+            }
+        ));
+        if !p.disagreeing.is_empty() {
+            out.push(format!(
+                "  DISAGREEING: {} (their views list other members than the freshest)",
+                p.disagreeing.join(", ")
+            ));
+        }
+    } else {
+        out.push(format!(
+            "etcd: no fresh view (each server's actuator reports its member's; older than {max} s is stale)"
+        ));
+    }
+    let rows: Vec<Vec<String>> = view_rows(v, &p)
+        .iter()
+        .map(|r| match r.view {
+            Some(view) => vec![
+                r.host.to_string(),
+                format!(
+                    "{}{}",
+                    age(v.now, view.read_at),
+                    if r.fresh { "" } else { " (STALE)" }
+                ),
+                view.member.to_string(),
+                yes(view.healthy).into(),
+                bytes(view.db_size),
+                format!("{}/{}", view.raft_term, view.raft_index),
+            ],
+            None => vec![
+                r.host.to_string(),
+                "none reported".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ],
+        })
+        .collect();
+    if !rows.is_empty() {
+        out.extend(table(
+            "  ",
+            &[
+                "VIEW OF",
+                "READ",
+                "MEMBER",
+                "HEALTHY",
+                "DB SIZE",
+                "TERM/INDEX",
+            ],
+            &rows,
+        ));
+    }
+    out
+}
+
+/// etcd as the servers read it, as JSON: the picture (members with their
+/// Node, `null` for a ghost; the leader; alarms; disagreeing hosts; the
+/// hosts whose fresh view was taken) and each server's view with its age.
+pub fn etcd_json(v: &FleetView) -> Value {
+    let p = etcd_picture(v);
+    let views: Vec<Value> = view_rows(v, &p)
+        .iter()
+        .map(|r| {
+            json!({
+                "host": r.host,
+                "fresh": r.fresh,
+                "view": r.view.map(|view| with_times(json!(view), &["readAt"])),
+                "ageSecs": r.view.map(|view| v.now.saturating_sub(view.read_at)),
+            })
+        })
+        .collect();
+    let mut out = json!(p);
+    if let Some(m) = out.as_object_mut() {
+        m.insert(
+            "maxAgeSecs".into(),
+            json!(v.settings.actuator_heartbeat_max_age),
+        );
+        m.insert("views".into(), json!(views));
+    }
+    out
 }
 
 /// The status as one JSON object.
@@ -363,12 +576,212 @@ pub fn json(v: &FleetView, settings: &Settings) -> Value {
         "protocol": {"writes": version::PROTOCOL_VERSION, "reads": [version::OLDEST_KNOWN, version::PROTOCOL_VERSION]},
         "voters": {"seen": count.seen, "healthy": count.healthy, "missing": count.missing, "configured": settings.core.voters, "quorum": quorum(count.members())},
         "nodes": nodes,
+        "etcd": etcd_json(v),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use protocol::{
+        etcd::{Alarm, Member, MemberId},
+        report::{Eligibility, HostPart},
+    };
+
+    const NOW: i64 = 10_000;
+
+    fn member(id: u64, node: &str, learner: bool) -> Member {
+        Member {
+            id: MemberId(id),
+            name: format!("{node}-0a1b2c3d"),
+            peer_urls: vec![format!("https://10.0.0.{id}:2380")],
+            client_urls: vec![],
+            learner,
+        }
+    }
+
+    /// Three voters n1..n3, the learner n4 (its Node shows no etcd
+    /// metadata, as on k3s) and a ghost voter whose Node is gone.
+    fn members() -> Vec<Member> {
+        vec![
+            member(1, "n1", false),
+            member(2, "n2", false),
+            member(3, "n3", false),
+            member(4, "n4", true),
+            member(9, "gone", false),
+        ]
+    }
+
+    fn view(me: u64, read_at: i64, members: Vec<Member>) -> EtcdView {
+        EtcdView {
+            read_at,
+            member: MemberId(me),
+            members,
+            leader: Some(MemberId(2)),
+            raft_term: 3,
+            raft_index: 77,
+            db_size: 3 << 20,
+            alarms: vec![],
+            healthy: true,
+        }
+    }
+
+    fn node(name: &str, voter: bool, etcd: Option<EtcdView>) -> NodeFacts {
+        let mut n = NodeFacts {
+            name: name.into(),
+            ready: true,
+            etcd_label: voter,
+            etcd_is_voter: voter,
+            control_plane_label: voter,
+            host: Some(HostPart {
+                heartbeat_at: NOW - 5,
+                demotion: voter.then_some(Eligibility::Ok),
+                etcd,
+            }),
+            ..NodeFacts::default()
+        };
+        n.k3s.node_address = voter.then(|| format!("10.0.0.{}", &name[1..]));
+        n
+    }
+
+    /// n1 fresh, with an alarm on n3; n2 fresh but not listing the learner;
+    /// n3's view stale; n4 (the learner) and n5 (an agent) report none.
+    fn fleet() -> FleetView {
+        let mut n1 = view(1, NOW - 10, members());
+        n1.alarms.push(Alarm {
+            member: MemberId(3),
+            kind: "NOSPACE".into(),
+        });
+        let mut without_learner = members();
+        without_learner.remove(3);
+        // The learner's actuator is a server's (its role file says so) and
+        // gives a verdict, though its Node shows no etcd metadata.
+        let mut n4 = node("n4", false, None);
+        n4.host.as_mut().unwrap().demotion = Some(Eligibility::Ok);
+        FleetView {
+            now: NOW,
+            settings: protocol::controller::Settings::default(),
+            nodes: vec![
+                node("n1", true, Some(n1)),
+                node("n2", true, Some(view(2, NOW - 20, without_learner))),
+                node("n3", true, Some(view(3, NOW - 600, members()))),
+                n4,
+                node("n5", false, None),
+            ],
+            lease: None,
+            pods: vec![],
+        }
+    }
+
+    fn line<'a>(lines: &'a [String], start: &str) -> &'a str {
+        lines
+            .iter()
+            .find(|l| l.trim_start().starts_with(start))
+            .unwrap_or_else(|| panic!("no line starting {start:?} in {lines:#?}"))
+    }
+
+    fn words(l: &str) -> Vec<&str> {
+        l.split_whitespace().collect()
+    }
+
+    #[test]
+    fn status_shows_etcds_members_with_their_nodes_a_learner_a_ghost_the_leader_alarms_and_each_servers_view()
+     {
+        let lines = etcd_lines(&fleet());
+        assert!(
+            lines[0].starts_with("etcd: 5 members, by the freshest of 2 fresh views"),
+            "{lines:#?}"
+        );
+        // Each member, its id, role, Node (or ghost) and health by its own
+        // host's fresh view.
+        assert_eq!(
+            words(line(&lines, "n1-0a1b2c3d")),
+            [
+                "n1-0a1b2c3d",
+                "0000000000000001",
+                "voter",
+                "n1",
+                "yes",
+                "https://10.0.0.1:2380"
+            ]
+        );
+        assert_eq!(words(line(&lines, "n3-0a1b2c3d"))[3..5], ["n3", "no"]);
+        assert_eq!(
+            words(line(&lines, "n4-0a1b2c3d"))[2..5],
+            ["learner", "n4", "no"]
+        );
+        assert_eq!(
+            words(line(&lines, "gone-0a1b2c3d"))[2..5],
+            ["voter", "ghost", "no"]
+        );
+        assert_eq!(
+            line(&lines, "leader:"),
+            "  leader: n2-0a1b2c3d (0000000000000002)"
+        );
+        assert_eq!(line(&lines, "alarms:"), "  alarms: NOSPACE on n3");
+        assert!(
+            line(&lines, "DISAGREEING:").contains(": n2 ("),
+            "{lines:#?}"
+        );
+        // Each server's view: who read it, how long ago, stale past the bound.
+        assert_eq!(
+            words(line(&lines, "n1 ")),
+            [
+                "n1",
+                "10s",
+                "ago",
+                "0000000000000001",
+                "yes",
+                "3.0",
+                "MiB",
+                "3/77"
+            ]
+        );
+        assert_eq!(
+            words(line(&lines, "n3 "))[..4],
+            ["n3", "10m", "ago", "(STALE)"]
+        );
+        assert_eq!(words(line(&lines, "n4 "))[..3], ["n4", "none", "reported"]);
+        assert!(
+            !lines.iter().any(|l| l.trim_start().starts_with("n5")),
+            "an agent with no view is no server: {lines:#?}"
+        );
+    }
+
+    #[test]
+    fn status_json_carries_the_picture_and_each_servers_view_with_its_age() {
+        let j = etcd_json(&fleet());
+        assert_eq!(j["maxAgeSecs"], 180);
+        assert_eq!(j["reporters"], json!(["n1", "n2"]));
+        assert_eq!(j["leader"], "0000000000000002");
+        assert_eq!(j["disagreeing"], json!(["n2"]));
+        assert_eq!(j["alarms"], json!(["NOSPACE on n3"]));
+        let ms = j["members"].as_array().unwrap();
+        let ghost = ms
+            .iter()
+            .find(|m| m["member"]["name"] == "gone-0a1b2c3d")
+            .unwrap();
+        assert_eq!(ghost["node"], Value::Null);
+        let learner = ms.iter().find(|m| m["node"] == "n4").unwrap();
+        assert_eq!(learner["member"]["learner"], true);
+        let views = j["views"].as_array().unwrap();
+        let hosts: Vec<&str> = views.iter().map(|v| v["host"].as_str().unwrap()).collect();
+        assert_eq!(hosts, ["n1", "n2", "n3", "n4"]);
+        assert_eq!(views[2]["fresh"], false);
+        assert_eq!(views[2]["ageSecs"], 600);
+        assert!(views[0]["view"]["readAt"].as_str().unwrap().ends_with('Z'));
+        assert_eq!(views[3]["view"], Value::Null);
+    }
+
+    #[test]
+    fn status_with_no_fresh_view_says_so_and_still_lists_the_stale_ones() {
+        let mut v = fleet();
+        v.now += 1000;
+        let lines = etcd_lines(&v);
+        assert!(lines[0].starts_with("etcd: no fresh view"), "{lines:#?}");
+        assert!(line(&lines, "n1 ").contains("(STALE)"), "{lines:#?}");
+        assert_eq!(etcd_json(&v)["members"], json!([]));
+    }
 
     #[test]
     fn an_age_from_an_extreme_time_on_the_lease_is_shown_not_overflowed() {

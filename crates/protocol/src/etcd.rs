@@ -245,6 +245,28 @@ impl EtcdView {
     pub fn membership(&self) -> std::collections::BTreeSet<(MemberId, bool)> {
         self.members.iter().map(|m| (m.id, m.learner)).collect()
     }
+
+    /// Whether `a` and `b` say the same about the cluster's shape: the local
+    /// member, the membership with its learner flags, the leader, the
+    /// alarms and the health. The raft index, the database size and the
+    /// time of the reading move all the time and are left out, so a host
+    /// writes its report at once on a change of shape and otherwise only
+    /// with its heartbeat. A view and none (etcd read, then not) differ.
+    pub fn same_shape(a: Option<&EtcdView>, b: Option<&EtcdView>) -> bool {
+        fn shape(v: &EtcdView) -> impl PartialEq + '_ {
+            let alarms: std::collections::BTreeSet<(MemberId, &str)> = v
+                .alarms
+                .iter()
+                .map(|a| (a.member, a.kind.as_str()))
+                .collect();
+            (v.member, v.membership(), v.leader, alarms, v.healthy)
+        }
+        match (a, b) {
+            (None, None) => true,
+            (Some(a), Some(b)) => shape(a) == shape(b),
+            _ => false,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -323,6 +345,57 @@ mod tests {
             kind: "NOSPACE".into(),
         });
         assert!(matches!(v.check(), Err(ViewError::Unlisted { .. })));
+    }
+
+    #[test]
+    fn a_views_shape_changes_with_members_learners_leader_alarms_and_health_not_with_its_progress()
+    {
+        let a = view();
+        let same = |b: &EtcdView| EtcdView::same_shape(Some(&a), Some(b));
+        // Progress alone: the same shape.
+        let mut b = a.clone();
+        b.read_at += 60;
+        b.raft_index += 1000;
+        b.raft_term += 1;
+        b.db_size *= 2;
+        assert!(same(&b));
+        // Members listed in another order: the same shape.
+        let mut b = a.clone();
+        b.members.reverse();
+        assert!(same(&b));
+        // Each of these is a change of shape.
+        let mut changes: Vec<EtcdView> = Vec::new();
+        let mut b = a.clone();
+        b.members[2].learner = false;
+        changes.push(b);
+        let mut b = a.clone();
+        b.members.pop();
+        changes.push(b);
+        let mut b = a.clone();
+        b.leader = Some(MemberId(1));
+        changes.push(b);
+        let mut b = a.clone();
+        b.leader = None;
+        changes.push(b);
+        let mut b = a.clone();
+        b.alarms.push(Alarm {
+            member: MemberId(2),
+            kind: "NOSPACE".into(),
+        });
+        changes.push(b);
+        let mut b = a.clone();
+        b.healthy = false;
+        changes.push(b);
+        let mut b = a.clone();
+        b.member = MemberId(2);
+        changes.push(b);
+        for b in &changes {
+            assert!(!same(b), "{b:?}");
+        }
+        // A view and none differ; none and none do not.
+        assert!(!EtcdView::same_shape(Some(&a), None));
+        assert!(!EtcdView::same_shape(None, Some(&a)));
+        assert!(EtcdView::same_shape(None, None));
     }
 
     #[test]
