@@ -88,6 +88,12 @@ impl ViewReader {
         self.view.clone()
     }
 
+    /// The last reading's view, without reading again (none: not read, or
+    /// it failed).
+    pub fn cached(&self) -> Option<&EtcdView> {
+        self.view.as_ref()
+    }
+
     /// No reading is made (the host holds no datastore): the next one, if
     /// any, is made at once and its failure logged afresh.
     pub fn forget(&mut self) {

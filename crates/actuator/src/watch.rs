@@ -696,7 +696,7 @@ impl Watcher {
             datastore: self.host.has_datastore(),
             tombstone: self.host.has_tombstone(),
             member: self.host.member_name(),
-            etcd_lists_member: None,
+            etcd_lists_member: listed(self.etcd_view.cached(), self.host.member_name().as_deref()),
         };
         let decision = decide(&Observation {
             now: now(),
@@ -1069,4 +1069,13 @@ fn host_step(
     }
     host.apply(&plan).map_err(|e| e.to_string())?;
     Ok(None)
+}
+
+/// Whether etcd's view, as the local member last gave it, lists `member`
+/// (none: no view, as when etcd did not answer, or no member name known).
+/// The heartbeat's reading serves: it is at most a few seconds old when a
+/// decision is made, and a removed member's etcd stops answering.
+fn listed(view: Option<&EtcdView>, member: Option<&str>) -> Option<bool> {
+    let (view, member) = (view?, member?);
+    Some(view.members.iter().any(|m| m.name == member))
 }

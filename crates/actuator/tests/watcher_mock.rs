@@ -17,7 +17,10 @@ use actuator::{
 };
 use http::{Method, Request, Response, StatusCode};
 use kube::{Client, client::Body};
-use protocol::{Phase, Report, report::Detail};
+use protocol::{
+    Phase, Report,
+    report::{Detail, ReportStep},
+};
 use serde_json::{Value, json};
 use standins::fixture::TestHost;
 
@@ -821,6 +824,54 @@ async fn a_demotion_finishes_without_a_lease_once_the_tombstone_is_there() {
             .at("var/lib/rancher/k3s/server/db.demoted")
             .is_dir()
     );
+    assert!(rig.host.active("k3s-agent") && !rig.host.active("k3s"));
+}
+
+#[tokio::test]
+async fn a_stepped_down_host_whose_etcd_still_lists_its_member_does_not_finish_on_k3s_annotation_alone()
+ {
+    // k3s wrote removed-node-name, but its RemovePeer matched no member
+    // (an address mismatch): the member still runs and votes.
+    let dir = tempfile::tempdir().unwrap();
+    let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    let mut etcd = testcp::Etcd::start(
+        testcp::EtcdOptions::new("old-0a1b2c3d", ip, &dir.path().join("etcd")).unwrap(),
+    )
+    .await
+    .expect("a real etcd");
+    let own = node(
+        "old",
+        json!({"node-role.kubernetes.io/etcd": "true"}),
+        json!({"etcd.k3s.cattle.io/removed-node-name": "old-0a1b2c3d"}),
+        false,
+    );
+    let h = TestHost::new("old", bin_dir()).as_server();
+    std::fs::write(h.at("var/lib/rancher/k3s/fleet-role"), "agent\n").unwrap();
+    std::fs::write(
+        h.at("var/lib/rancher/k3s/server/db/etcd/name"),
+        "old-0a1b2c3d\n",
+    )
+    .unwrap();
+    let file = FileConfig {
+        resync_secs: Some(1),
+        etcd_url: Some(etcd.client_url().to_string()),
+        ..FileConfig::default()
+    };
+    let rig = Rig::with_config(h, world_with(own), file, Arc::new(Metrics::new()));
+    let view = |r: &Rig| r.report().and_then(|r| r.host).and_then(|h| h.etcd);
+    rig.until("a report carrying etcd's view", |r| view(r).is_some())
+        .await;
+    // Several resyncs with the member listed: no finish taken.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(rig.phases().is_empty(), "{:?}", rig.phases());
+    assert!(rig.host.active("k3s") && !rig.host.active("k3s-agent"));
+    // etcd no longer answers (as a removed member's does not): it finishes.
+    etcd.stop().await;
+    rig.until("the finish done", |r| {
+        r.report()
+            .is_some_and(|r| r.step == ReportStep::Finish && r.phase == Phase::Done)
+    })
+    .await;
     assert!(rig.host.active("k3s-agent") && !rig.host.active("k3s"));
 }
 

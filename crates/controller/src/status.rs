@@ -3,8 +3,7 @@
 use protocol::{
     controller::{
         self, Class, FleetView, LeaseFacts, NodeFacts, classify, count_voters, is_healthy_voter,
-        members::{self, Picture},
-        quorum,
+        members::Picture, quorum,
     },
     etcd::EtcdView,
     report::{Phase, Report},
@@ -322,26 +321,6 @@ fn table<R: AsRef<[String]>>(indent: &str, header: &[&str], rows: &[R]) -> Vec<S
     out
 }
 
-/// The etcd views the hosts reported, by Node (each already checked when
-/// its report was read; [`members::picture`] weighs their age).
-fn etcd_views(v: &FleetView) -> Vec<(String, EtcdView)> {
-    v.nodes
-        .iter()
-        .filter_map(|n| Some((n.name.clone(), n.host.as_ref()?.etcd.clone()?)))
-        .collect()
-}
-
-/// etcd's membership as the servers' fresh views give it, joined with the
-/// Nodes.
-fn etcd_picture(v: &FleetView) -> Picture {
-    members::picture(
-        v.now,
-        v.settings.actuator_heartbeat_max_age,
-        &v.nodes,
-        &etcd_views(v),
-    )
-}
-
 /// One server's view as status shows it: the host, and its view if it
 /// reported one.
 struct ViewRow<'a> {
@@ -389,7 +368,7 @@ fn bytes(n: u64) -> String {
 /// Node, or `ghost` when none matches), the leader, the alarms, the views
 /// that disagree, and each server's view with its age.
 pub fn etcd_lines(v: &FleetView) -> Vec<String> {
-    let p = etcd_picture(v);
+    let p = v.etcd();
     let max = v.settings.actuator_heartbeat_max_age;
     let mut out = Vec::new();
     if p.known() {
@@ -501,7 +480,7 @@ pub fn etcd_lines(v: &FleetView) -> Vec<String> {
 /// Node, `null` for a ghost; the leader; alarms; disagreeing hosts; the
 /// hosts whose fresh view was taken) and each server's view with its age.
 pub fn etcd_json(v: &FleetView) -> Value {
-    let p = etcd_picture(v);
+    let p = v.etcd();
     let views: Vec<Value> = view_rows(v, &p)
         .iter()
         .map(|r| {

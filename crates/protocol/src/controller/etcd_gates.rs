@@ -321,6 +321,33 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_preflight_counts_the_incoming_host_as_a_future_healthy_voter_however_etcd_lists_it() {
+        let mut v = fleet();
+        let n4 = |learner: bool| Member {
+            id: MemberId(4),
+            name: "n4-0a1b2c3d".into(),
+            peer_urls: vec!["https://10.0.0.4:2380".into()],
+            client_urls: vec![],
+            learner,
+        };
+        let after = |v: &FleetView| etcd_after_removal(&v.etcd(), "n1", Some("n4"));
+        // Not listed: n2, n3 and n4 to come.
+        assert_eq!(after(&v), Some((3, 3)));
+        // A learner already: the same count, it is to vote.
+        each_view(&mut v, |e| e.members.push(n4(true)));
+        assert_eq!(after(&v), Some((3, 3)));
+        // A voter whose host does not vouch for it (no view of its own):
+        // counted once, healthy-to-be.
+        each_view(&mut v, |e| {
+            e.members.pop();
+            e.members.push(n4(false));
+        });
+        assert_eq!(after(&v), Some((3, 3)));
+        // Without counting it as promoting: n4 down, 2 healthy of 3.
+        assert_eq!(etcd_after_removal(&v.etcd(), "n1", None), Some((3, 2)));
+    }
+
     fn start(v: &FleetView) -> Action {
         next_action(v, &request("n1", "n4"))
     }

@@ -1,7 +1,10 @@
 //! Whether the fleet is degraded: what `fleet-role status` names and exits
 //! non-zero for, so that a cron job or an alert can ask it.
 
-use super::{Class, FleetView, classify, count_voters, one_line};
+use super::{
+    Class, FleetView, classify, count_voters, etcd_gates::etcd_learners, gates::etcd_view_gates,
+    one_line,
+};
 use crate::version;
 
 /// What is degraded about the fleet, one line each; empty when nothing is.
@@ -13,7 +16,10 @@ use crate::version;
 /// - with no swap holding the Lease, a host left between roles (a learner,
 ///   an etcd-only or a rolled-back host): nothing will move it on;
 /// - a host whose report is of a protocol version this build does not know
-///   (no swap involving it will run).
+///   (no swap involving it will run);
+/// - etcd's view, as the servers report it: none fresh, views that
+///   disagree, a member with no Node, an alarm (each shuts the swap's
+///   gates), and, with no swap under way, a learner only etcd shows.
 ///
 /// A swap under way is not degraded by itself: its learner and its
 /// etcd-only host are its steps.
@@ -55,6 +61,21 @@ pub fn degraded(v: &FleetView) -> Vec<String> {
             out.push(format!("{}'s report: {e}", n.name));
         }
     }
+    for g in etcd_view_gates(v) {
+        if !g.passed {
+            out.push(format!("etcd: {}", g.reason));
+        }
+    }
+    if !held {
+        let by_nodes = |l: &String| v.node(l).is_some_and(|n| classify(n) == Class::Learner);
+        for l in etcd_learners(&v.etcd(), None) {
+            if !by_nodes(&l) {
+                out.push(format!(
+                    "etcd lists the learner {l} and no swap is under way to move it on"
+                ));
+            }
+        }
+    }
     out
 }
 
@@ -84,10 +105,17 @@ mod tests {
         assert_eq!(degraded(&v), vec!["2 healthy voter(s) of 3 configured"]);
         let mut v = healthy();
         v.nodes.retain(|n| n.name != "n3");
+        let d = degraded(&v);
         assert_eq!(
-            degraded(&v),
-            vec!["2 healthy voter(s) of 3 configured (1 voter Node(s) missing)"]
+            d[0],
+            "2 healthy voter(s) of 3 configured (1 voter Node(s) missing)"
         );
+        // etcd still lists its member: a ghost.
+        assert!(
+            d[1].starts_with("etcd: etcd member(s) with no Node: n3-0123abcd"),
+            "{d:?}"
+        );
+        assert_eq!(d.len(), 2);
         let mut v = healthy();
         v.settings.voters = 2;
         assert!(
@@ -133,6 +161,48 @@ mod tests {
         assert_eq!(
             degraded(&v),
             vec!["n1 is etcd-only and no swap is under way to move it on"]
+        );
+    }
+
+    #[test]
+    fn what_etcd_alone_shows_degrades_the_fleet() {
+        let mut v = healthy();
+        for n in &mut v.nodes {
+            if let Some(e) = n.host.as_mut().and_then(|h| h.etcd.as_mut()) {
+                e.members.push(crate::etcd::Member {
+                    id: crate::etcd::MemberId(9),
+                    name: "n4-0a1b2c3d".into(),
+                    peer_urls: vec!["https://10.0.0.4:2380".into()],
+                    client_urls: vec![],
+                    learner: true,
+                });
+                e.alarms.push(crate::etcd::Alarm {
+                    member: crate::etcd::MemberId(9),
+                    kind: "NOSPACE".into(),
+                });
+            }
+        }
+        assert_eq!(
+            degraded(&v),
+            vec![
+                "etcd: etcd alarm: NOSPACE on n4; clear its cause and disarm it first",
+                "etcd lists the learner n4 and no swap is under way to move it on",
+            ]
+        );
+        // No fresh view at all.
+        let mut v = healthy();
+        v.now += 1000;
+        for n in &mut v.nodes {
+            if let Some(h) = n.host.as_mut() {
+                h.heartbeat_at = v.now;
+            }
+            n.lease_renewed_at = Some(v.now);
+        }
+        let d = degraded(&v);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(
+            d[0].starts_with("etcd: no server reported etcd's view"),
+            "{d:?}"
         );
     }
 
