@@ -39,7 +39,17 @@ impl FleetView {
 pub(super) fn member_label(m: &MappedMember) -> String {
     match &m.node {
         Some(n) => n.clone(),
-        None => format!("{} ({})", super::one_line(&m.member.name), m.member.id),
+        None => format!("{} ({})", member_name(m), m.member.id),
+    }
+}
+
+/// A member's etcd name, one line; a member added but never started has
+/// none.
+fn member_name(m: &MappedMember) -> String {
+    if m.member.name.is_empty() {
+        "(unnamed)".into()
+    } else {
+        super::one_line(&m.member.name)
     }
 }
 
@@ -87,7 +97,7 @@ pub fn gate_no_ghost_member(p: &Picture) -> Gate {
         .map(|m| {
             format!(
                 "{} ({}, peer {})",
-                super::one_line(&m.member.name),
+                member_name(m),
                 m.member.id,
                 m.member.peer_host().map_or("none", |h| h)
             )
@@ -243,6 +253,14 @@ mod tests {
         assert!(g.reason.contains("3 healthy of 4"), "{}", g.reason);
         let g = gate_no_ghost_member(&v.etcd());
         assert!(g.reason.contains("10.9.9.9"), "{}", g.reason);
+        // One added straight to etcd and never started has no name.
+        each_view(&mut v, |e| e.members.last_mut().unwrap().name.clear());
+        let g = gate_no_ghost_member(&v.etcd());
+        assert!(
+            g.reason.contains("(unnamed) (000000000000dead"),
+            "{}",
+            g.reason
+        );
     }
 
     #[test]

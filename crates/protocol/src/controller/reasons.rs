@@ -56,6 +56,9 @@ pub enum Reached {
     Learner,
     /// The host reported `voter` but its Node is not a healthy voter.
     VoterNotHealthy,
+    /// etcd lists its member as a voter, but k3s never marked its Node
+    /// `EtcdIsVoter` (the etcd leader's k3s writes it).
+    VoterInEtcdOnly,
 }
 
 impl fmt::Display for Reached {
@@ -65,6 +68,9 @@ impl fmt::Display for Reached {
             Reached::Started => "it started",
             Reached::Learner => "it is a learner",
             Reached::VoterNotHealthy => "it reported voter but the Node is not a healthy voter",
+            Reached::VoterInEtcdOnly => {
+                "etcd lists it as a voter, but k3s has not marked its Node EtcdIsVoter"
+            }
         })
     }
 }

@@ -139,7 +139,9 @@ pub(super) fn promote_wait(
             reason,
         }),
         state if overdue(v, l, SwapStep::Promote) => {
+            let votes_in_etcd = v.etcd().of_node(&i.name).is_some_and(|m| !m.member.learner);
             let reached = match state {
+                _ if votes_in_etcd && !i.etcd_is_voter => Reached::VoterInEtcdOnly,
                 Progress::Running(Some(Detail::Learner)) => Reached::Learner,
                 Progress::Running(Some(Detail::Voter)) | Progress::Done(_) => {
                     Reached::VoterNotHealthy

@@ -232,6 +232,25 @@ fn a_promotion_that_never_reaches_voter_times_out_into_a_rollback() {
         Phase::Progress,
         Some(Detail::Learner),
     ));
+    // etcd lists it as a voter already: the note says so.
+    let mut listed = v.clone();
+    listed.lease.as_mut().unwrap().step_since = Some(NOW - 121);
+    let Action::BeginStop { note } = next_action(&listed, &taken()) else {
+        panic!()
+    };
+    assert!(
+        matches!(
+            note.reason,
+            Reason::NotVoter {
+                reached: Reached::VoterInEtcdOnly,
+                ..
+            }
+        ),
+        "{:?}",
+        note.reason
+    );
+    // etcd lists it as the learner it is.
+    refresh_etcd_views(&mut v, |_| true);
     assert!(matches!(
         next_action(&v, &taken()),
         Action::Wait {
@@ -1231,6 +1250,8 @@ fn a_promotion_wait_says_its_last_milestone_and_a_timeout_how_far_it_got() {
         let n4 = node_mut(&mut v, "n4");
         n4.etcd_is_voter = voter;
         n4.report = Some(report("swap-1", ReportStep::Promote, phase, detail));
+        // etcd lists n4 as its Node shows it.
+        refresh_etcd_views(&mut v, |_| true);
         v
     };
     let v = at(Some(Detail::Learner), Phase::Progress, false);
