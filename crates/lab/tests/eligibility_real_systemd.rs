@@ -12,7 +12,7 @@ use lab::{
 use protocol::report::{Eligibility, HostPart};
 
 mod common;
-use common::{SERIAL, fleet_role, lab_dir, lab_of};
+use common::{SERIAL, fleet_role, lab_dir, lab_of, unchanged};
 
 const QUICK: Duration = Duration::from_secs(60);
 
@@ -46,61 +46,6 @@ fn run_as_actuator(lab: &SystemdLab, host: &str, command: &str) -> (bool, String
         o.stderr.trim()
     );
     (o.status.success(), log)
-}
-
-/// What a swap must leave as it was when it is refused.
-#[derive(Debug, PartialEq)]
-struct Unchanged {
-    units: Vec<(String, String, String)>,
-    role_files: Vec<String>,
-    datastores: Vec<bool>,
-    marks: Vec<Vec<String>>,
-    lease_holder: Option<String>,
-}
-
-async fn unchanged(lab: &SystemdLab, hand: &Hand) -> Unchanged {
-    let mut u = Unchanged {
-        units: vec![],
-        role_files: vec![],
-        datastores: vec![],
-        marks: vec![],
-        lease_holder: None,
-    };
-    let prefix = protocol::Names::default().prefix;
-    for h in &lab.spec.hosts {
-        let m = lab.machine(&h.name).unwrap();
-        for unit in ["k3s", "k3s-agent"] {
-            u.units
-                .push((h.name.clone(), unit.into(), m.active_state(unit).unwrap()));
-        }
-        let root = lab.spec.root(&h.name);
-        u.role_files
-            .push(std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role")).unwrap());
-        u.datastores.push(
-            root.join("var/lib/rancher/k3s/server/db/etcd/member")
-                .is_dir(),
-        );
-        let node = hand.node(&h.name).await.unwrap();
-        u.marks.push(
-            node.metadata
-                .annotations
-                .unwrap_or_default()
-                .into_keys()
-                .filter(|k| k.starts_with(&prefix))
-                .collect(),
-        );
-    }
-    let apis = lab::api::Apis::for_lab(&lab.spec).unwrap();
-    let lease = apis
-        .any(|c| async move {
-            kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(c, "kube-system")
-                .get_opt("fleet-regrade")
-                .await
-        })
-        .await
-        .unwrap();
-    u.lease_holder = lease.and_then(|l| l.spec).and_then(|s| s.holder_identity);
-    u
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,25 +12,18 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::Api;
 use lab::{
-    api::Apis,
     etcd_gw::{self, Member},
     hosts::Hosts,
     scenario::{self, Hand},
     spec::LabSpec,
     systemd_lab::SystemdLab,
 };
-use protocol::{
-    Names,
-    names::{K3S_ETCD_IS_VOTER, LEASE_NAMESPACE},
-    report::ReportStep,
-};
+use protocol::{Names, names::K3S_ETCD_IS_VOTER, report::ReportStep};
 use serde_json::{Value, json};
 
 mod common;
-use common::{SERIAL, fleet_role, lab_dir, lab_of};
+use common::{SERIAL, fleet_role, lab_dir, lab_of, lease, unchanged};
 
 const QUICK: Duration = Duration::from_secs(60);
 
@@ -164,78 +157,6 @@ fn names_member(line: &str, id: u64, peer_url: &str) -> bool {
         .next()
         .unwrap_or_default();
     line.contains(&format!("{id:016x}")) || line.contains(&format!("{id:x}")) || line.contains(host)
-}
-
-/// What a swap must leave as it was when it is refused (as
-/// `eligibility_real_systemd.rs` checks it).
-#[derive(Debug, PartialEq)]
-struct Unchanged {
-    units: Vec<(String, String, String)>,
-    role_files: Vec<String>,
-    datastores: Vec<bool>,
-    marks: Vec<Vec<String>>,
-    lease: Option<(Option<String>, Vec<String>)>,
-}
-
-async fn unchanged(lab: &SystemdLab, hand: &Hand) -> Unchanged {
-    let mut u = Unchanged {
-        units: vec![],
-        role_files: vec![],
-        datastores: vec![],
-        marks: vec![],
-        lease: None,
-    };
-    let prefix = Names::default().prefix;
-    for h in &lab.spec.hosts {
-        let m = lab.machine(&h.name).unwrap();
-        for unit in ["k3s", "k3s-agent"] {
-            u.units
-                .push((h.name.clone(), unit.into(), m.active_state(unit).unwrap()));
-        }
-        let root = lab.spec.root(&h.name);
-        u.role_files
-            .push(std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role")).unwrap());
-        u.datastores.push(
-            root.join("var/lib/rancher/k3s/server/db/etcd/member")
-                .is_dir(),
-        );
-        let node = hand.node(&h.name).await.unwrap();
-        u.marks.push(
-            node.metadata
-                .annotations
-                .unwrap_or_default()
-                .into_keys()
-                .filter(|k| k.starts_with(&prefix))
-                .collect(),
-        );
-    }
-    // The holder and fleet-role's annotations (a recorded swap is one).
-    u.lease = lease(&hand.apis).await.map(|l| {
-        (
-            l.spec.and_then(|s| s.holder_identity),
-            l.metadata
-                .annotations
-                .unwrap_or_default()
-                .into_keys()
-                .filter(|k| k.starts_with(&prefix))
-                .collect(),
-        )
-    });
-    u
-}
-
-async fn lease(apis: &Apis) -> Option<Lease> {
-    let name = Names::default().lease_name;
-    apis.any(|c| {
-        let name = name.clone();
-        async move {
-            Api::<Lease>::namespaced(c, LEASE_NAMESPACE)
-                .get_opt(&name)
-                .await
-        }
-    })
-    .await
-    .unwrap()
 }
 
 /// Runs `fleet-role swap --dry-run` and the swap itself with a member no

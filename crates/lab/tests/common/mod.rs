@@ -5,10 +5,15 @@
 
 use std::{path::Path, time::Instant};
 
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
 use lab::{
+    api::Apis,
+    scenario::Hand,
     systemd_lab::{Options, SystemdLab},
     world::Bins,
 };
+use protocol::{Names, names::LEASE_NAMESPACE};
 use tokio::sync::Mutex;
 
 /// One lab at a time (at most three hosts up): the machine has 2 cores.
@@ -58,4 +63,77 @@ pub fn fleet_role() -> std::path::PathBuf {
         p.display()
     );
     p
+}
+
+/// What a swap must leave as it was when it is refused: the k3s units' states,
+/// the role files, the datastores, fleet-role's marks on the Nodes, and the
+/// regrade Lease's holder and fleet-role's annotations on it.
+#[derive(Debug, PartialEq)]
+pub struct Unchanged {
+    pub units: Vec<(String, String, String)>,
+    pub role_files: Vec<String>,
+    pub datastores: Vec<bool>,
+    pub marks: Vec<Vec<String>>,
+    pub lease: Option<(Option<String>, Vec<String>)>,
+}
+
+pub async fn unchanged(lab: &SystemdLab, hand: &Hand) -> Unchanged {
+    let mut u = Unchanged {
+        units: vec![],
+        role_files: vec![],
+        datastores: vec![],
+        marks: vec![],
+        lease: None,
+    };
+    let prefix = Names::default().prefix;
+    for h in &lab.spec.hosts {
+        let m = lab.machine(&h.name).unwrap();
+        for unit in ["k3s", "k3s-agent"] {
+            u.units
+                .push((h.name.clone(), unit.into(), m.active_state(unit).unwrap()));
+        }
+        let root = lab.spec.root(&h.name);
+        u.role_files
+            .push(std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role")).unwrap());
+        u.datastores.push(
+            root.join("var/lib/rancher/k3s/server/db/etcd/member")
+                .is_dir(),
+        );
+        let node = hand.node(&h.name).await.unwrap();
+        u.marks.push(
+            node.metadata
+                .annotations
+                .unwrap_or_default()
+                .into_keys()
+                .filter(|k| k.starts_with(&prefix))
+                .collect(),
+        );
+    }
+    // The holder and fleet-role's annotations (a recorded swap is one).
+    u.lease = lease(&hand.apis).await.map(|l| {
+        (
+            l.spec.and_then(|s| s.holder_identity),
+            l.metadata
+                .annotations
+                .unwrap_or_default()
+                .into_keys()
+                .filter(|k| k.starts_with(&prefix))
+                .collect(),
+        )
+    });
+    u
+}
+
+pub async fn lease(apis: &Apis) -> Option<Lease> {
+    let name = Names::default().lease_name;
+    apis.any(|c| {
+        let name = name.clone();
+        async move {
+            Api::<Lease>::namespaced(c, LEASE_NAMESPACE)
+                .get_opt(&name)
+                .await
+        }
+    })
+    .await
+    .unwrap()
 }
