@@ -1,5 +1,7 @@
 //! Cluster access for one host: a list of API server candidates tried in
-//! order, one CA bundle, one token file.
+//! order, one CA bundle, one token file. A candidate is a k3s server's
+//! supervisor (6443), which answers `503` while no kube-apiserver stands
+//! behind it: the watcher moves on from that as from a refused connection.
 //!
 //! The token is never held by this code: kube reads the file itself, keeps
 //! it in a `SecretString` and re-reads it at least once a minute, so a
@@ -182,7 +184,12 @@ impl Candidates {
         // connection went idle.
         config.reset_reader_on_write = true;
         // kube's own retry of 429, 503 and 504 backs off up to 1,000 s:
-        // unbounded for a step. The watcher's loop retries at its pace.
+        // unbounded for a step. The watcher's loop retries at its pace. And
+        // a k3s server with no API server behind its supervisor (etcd-only,
+        // a learner, one starting) answers every request 503 rather than
+        // refusing the connection: the watcher takes that as any failure
+        // and moves to the next candidate, where kube's retry would keep it
+        // on that host.
         config.default_retry = false;
         Client::try_from(config).map_err(|source| ClusterError::Client { url, source })
     }

@@ -1,5 +1,8 @@
 //! Admin access to the lab's API servers, trying each in order: a server that
 //! is stepping down serves no API, so every client of the lab fails over.
+//! A host's 6443 is k3s's supervisor (`k3s/supervisor.rs`): a server with no
+//! API server behind it (etcd-only, a learner, one still starting) answers
+//! 503 rather than refusing the connection, and that moves on too.
 
 use std::{future::Future, net::IpAddr, path::Path};
 
@@ -30,6 +33,9 @@ impl Apis {
             let mut cfg = pki.client_config(url, Some(token));
             cfg.connect_timeout = Some(std::time::Duration::from_secs(2));
             cfg.read_timeout = Some(std::time::Duration::from_secs(15));
+            // kube's own retry of 503 backs off for minutes: the next server
+            // is asked at once instead.
+            cfg.default_retry = false;
             clients.push(Client::try_from(cfg)?);
         }
         Ok(Apis { urls, clients })
@@ -59,14 +65,63 @@ impl Apis {
         Fut: Future<Output = Result<T, kube::Error>>,
     {
         let mut last = None;
-        for c in &self.clients {
+        for (c, url) in self.clients.iter().zip(&self.urls) {
             match op(c.clone()).await {
                 Ok(v) => return Ok(v),
-                // An answer from a live API server (404, 409, 422...) is the answer.
-                Err(kube::Error::Api(e)) => return Err(kube::Error::Api(e).into()),
-                Err(e) => last = Some(e),
+                Err(e) if ask_next(&e) => {
+                    tracing::debug!("{url}: {e}; asking the next API server");
+                    last = Some(e);
+                }
+                Err(e) => return Err(e.into()),
             }
         }
         Err(last.map_or_else(|| anyhow::anyhow!("no API server"), Into::into))
+    }
+}
+
+/// Whether `e` from one API server means the next should be asked: no
+/// answer (refused, reset, timed out), or k3s's supervisor's 503 with no API
+/// server behind it ("apiserver disabled" at etcd-only, "apiserver not
+/// ready"). Any other answer of a live API server (404, 409, 422...) is the
+/// answer.
+pub fn ask_next(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 503,
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16, reason: &str, message: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure(message, reason)
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn an_etcd_only_servers_503_moves_to_the_next_api_server_as_a_refused_connection_does() {
+        assert!(ask_next(&api(
+            503,
+            "ServiceUnavailable",
+            "apiserver disabled"
+        )));
+        assert!(ask_next(&api(
+            503,
+            "ServiceUnavailable",
+            "apiserver not ready"
+        )));
+        let refused = kube::Error::Service(Box::new(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )));
+        assert!(ask_next(&refused));
+        // A live API server's answer is the answer.
+        for code in [404, 409, 403, 422] {
+            assert!(!ask_next(&api(code, "x", "y")), "{code}");
+        }
     }
 }
