@@ -68,7 +68,8 @@ impl Apis {
         for (c, url) in self.clients.iter().zip(&self.urls) {
             match op(c.clone()).await {
                 Ok(v) => return Ok(v),
-                Err(e) if ask_next(&e) => {
+                // The actuator's own rule: no answer, or k3s's 503.
+                Err(e) if actuator::cluster::moves_on(&e) => {
                     tracing::debug!("{url}: {e}; asking the next API server");
                     last = Some(e);
                 }
@@ -76,52 +77,5 @@ impl Apis {
             }
         }
         Err(last.map_or_else(|| anyhow::anyhow!("no API server"), Into::into))
-    }
-}
-
-/// Whether `e` from one API server means the next should be asked: no
-/// answer (refused, reset, timed out), or k3s's supervisor's 503 with no API
-/// server behind it ("apiserver disabled" at etcd-only, "apiserver not
-/// ready"). Any other answer of a live API server (404, 409, 422...) is the
-/// answer.
-pub fn ask_next(e: &kube::Error) -> bool {
-    match e {
-        kube::Error::Api(s) => s.code == 503,
-        _ => true,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn api(code: u16, reason: &str, message: &str) -> kube::Error {
-        kube::Error::Api(
-            kube::core::Status::failure(message, reason)
-                .with_code(code)
-                .boxed(),
-        )
-    }
-
-    #[test]
-    fn an_etcd_only_servers_503_moves_to_the_next_api_server_as_a_refused_connection_does() {
-        assert!(ask_next(&api(
-            503,
-            "ServiceUnavailable",
-            "apiserver disabled"
-        )));
-        assert!(ask_next(&api(
-            503,
-            "ServiceUnavailable",
-            "apiserver not ready"
-        )));
-        let refused = kube::Error::Service(Box::new(std::io::Error::from(
-            std::io::ErrorKind::ConnectionRefused,
-        )));
-        assert!(ask_next(&refused));
-        // A live API server's answer is the answer.
-        for code in [404, 409, 403, 422] {
-            assert!(!ask_next(&api(code, "x", "y")), "{code}");
-        }
     }
 }
