@@ -1,5 +1,7 @@
 //! Cluster access for one host: a list of API server candidates tried in
-//! order, one CA bundle, one token file.
+//! order, one CA bundle, one token file. A candidate is a k3s server's
+//! supervisor (6443), which answers `503` while no kube-apiserver stands
+//! behind it: the watcher moves on from that as from a refused connection.
 //!
 //! The token is never held by this code: kube reads the file itself, keeps
 //! it in a `SecretString` and re-reads it at least once a minute, so a
@@ -182,15 +184,127 @@ impl Candidates {
         // connection went idle.
         config.reset_reader_on_write = true;
         // kube's own retry of 429, 503 and 504 backs off up to 1,000 s:
-        // unbounded for a step. The watcher's loop retries at its pace.
+        // unbounded for a step. The watcher's loop retries at its pace. And
+        // a k3s server with no API server behind its supervisor (etcd-only,
+        // a learner, one starting) answers every request 503 rather than
+        // refusing the connection: the watcher takes that as any failure
+        // and moves to the next candidate, where kube's retry would keep it
+        // on that host.
         config.default_retry = false;
         Client::try_from(config).map_err(|source| ClusterError::Client { url, source })
+    }
+
+    /// Runs `op` once against each candidate in order, from the first,
+    /// until one gives an answer that `moves_on` does not turn away: at
+    /// most one request per candidate, each within the client's bounds.
+    /// Each move is said on stderr (a one-shot command such as `status`
+    /// has no log), with the candidate and its error. The last error when
+    /// none answers.
+    ///
+    /// # Errors
+    /// A client that cannot be built, or the last candidate's error.
+    pub async fn first_answer<T, E, F, Fut>(
+        &self,
+        mut op: F,
+        moves_on: impl Fn(&E) -> bool,
+    ) -> anyhow::Result<T>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let mut at = self.clone();
+        for i in 0..self.len() {
+            match op(at.client()?).await {
+                Ok(v) => return Ok(v),
+                Err(e) if moves_on(&e) && i + 1 < self.len() => {
+                    let next = at.rotate().to_string();
+                    eprintln!(
+                        "API server {} failed ({e}); asking the next candidate, {next}",
+                        self.urls[i]
+                    );
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        unreachable!("a candidate list is never empty")
+    }
+}
+
+/// Whether an error of one API server means the next candidate should be
+/// asked: no answer (refused, reset, timed out, TLS), or a `503`, which k3s's
+/// supervisor answers while no kube-apiserver stands behind it ("apiserver
+/// disabled" at the etcd-only level, "apiserver not ready" on a learner or a
+/// server starting). Any other answer (404, 403, 409…) is the answer.
+pub fn moves_on(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 503,
+        _ => true,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering::SeqCst},
+    };
+
+    /// A plain-HTTP API server that answers every request with `status` and
+    /// `body`, counting the requests.
+    async fn canned(status: &'static str, body: &'static str) -> (String, Arc<AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        let asked = Arc::new(AtomicUsize::new(0));
+        let count = asked.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                count.fetch_add(1, SeqCst);
+                let mut buf = vec![0; 8192];
+                let _ = s.read(&mut buf).await;
+                let text = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(text.as_bytes()).await;
+            }
+        });
+        (url, asked)
+    }
+
+    const DISABLED: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"apiserver disabled","reason":"ServiceUnavailable","code":503}"#;
+    const NOT_FOUND: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"nope","reason":"NotFound","code":404}"#;
+    const VERSION: &str = r#"{"major":"1","minor":"34","gitVersion":"v1.34.0"}"#;
+
+    #[tokio::test]
+    async fn an_etcd_only_servers_503_and_a_refused_connection_move_to_the_next_candidate_and_a_404_does_not()
+     {
+        let version = |c: Client| async move { c.apiserver_version().await };
+        let (etcd_only, asked_first) = canned("503 Service Unavailable", DISABLED).await;
+        let (live, _) = canned("200 OK", VERSION).await;
+        // Nothing listens there: the connection is refused.
+        let refused = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}", l.local_addr().unwrap())
+        };
+        let c = Candidates::new(vec![etcd_only.clone(), refused, live], None, None).unwrap();
+        let v = c.first_answer(version, moves_on).await.unwrap();
+        assert_eq!(v.git_version, "v1.34.0");
+        assert_eq!(asked_first.load(SeqCst), 1, "each candidate is asked once");
+        // With the 503 last, it is the error.
+        let c = Candidates::new(vec![etcd_only], None, None).unwrap();
+        let e = c.first_answer(version, moves_on).await.unwrap_err();
+        assert!(format!("{e:#}").contains("apiserver disabled"), "{e:#}");
+        // A live API server's other answers are the answer.
+        let (not_found, _) = canned("404 Not Found", NOT_FOUND).await;
+        let (second, asked_second) = canned("200 OK", VERSION).await;
+        let c = Candidates::new(vec![not_found, second], None, None).unwrap();
+        let e = c.first_answer(version, moves_on).await.unwrap_err();
+        assert!(format!("{e:#}").contains("nope"), "{e:#}");
+        assert_eq!(asked_second.load(SeqCst), 0);
+    }
 
     fn jwt(claims: &str) -> String {
         use base64::Engine;

@@ -156,12 +156,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let candidates =
                     Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())
                         .map_err(usage)?;
-                let r = rt.block_on(async {
-                    let client = candidates.client()?;
-                    report::read(&client, &s.names, s.node.as_str())
-                        .await
-                        .context("reading the report")
-                })?;
+                // Each candidate in turn, as the watcher moves on: an
+                // etcd-only server's 503 as much as a refused connection.
+                let r = rt
+                    .block_on(candidates.first_answer(
+                        |client| {
+                            let (names, node) = (&s.names, s.node.as_str());
+                            async move { report::read(&client, names, node).await }
+                        },
+                        |e| matches!(e, report::LoadError::Api(k) if cluster::moves_on(k)),
+                    ))
+                    .context("reading the report")?;
                 // The report came from the API: whatever it holds is shown
                 // escaped on one line, so a reason carrying a newline or a
                 // terminal escape can neither forge a line nor drive the

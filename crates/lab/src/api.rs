@@ -1,5 +1,8 @@
 //! Admin access to the lab's API servers, trying each in order: a server that
 //! is stepping down serves no API, so every client of the lab fails over.
+//! A host's 6443 is k3s's supervisor (`k3s/supervisor.rs`): a server with no
+//! API server behind it (etcd-only, a learner, one still starting) answers
+//! 503 rather than refusing the connection, and that moves on too.
 
 use std::{future::Future, net::IpAddr, path::Path};
 
@@ -30,6 +33,9 @@ impl Apis {
             let mut cfg = pki.client_config(url, Some(token));
             cfg.connect_timeout = Some(std::time::Duration::from_secs(2));
             cfg.read_timeout = Some(std::time::Duration::from_secs(15));
+            // kube's own retry of 503 backs off for minutes: the next server
+            // is asked at once instead.
+            cfg.default_retry = false;
             clients.push(Client::try_from(cfg)?);
         }
         Ok(Apis { urls, clients })
@@ -59,12 +65,15 @@ impl Apis {
         Fut: Future<Output = Result<T, kube::Error>>,
     {
         let mut last = None;
-        for c in &self.clients {
+        for (c, url) in self.clients.iter().zip(&self.urls) {
             match op(c.clone()).await {
                 Ok(v) => return Ok(v),
-                // An answer from a live API server (404, 409, 422...) is the answer.
-                Err(kube::Error::Api(e)) => return Err(kube::Error::Api(e).into()),
-                Err(e) => last = Some(e),
+                // The actuator's own rule: no answer, or k3s's 503.
+                Err(e) if actuator::cluster::moves_on(&e) => {
+                    tracing::debug!("{url}: {e}; asking the next API server");
+                    last = Some(e);
+                }
+                Err(e) => return Err(e.into()),
             }
         }
         Err(last.map_or_else(|| anyhow::anyhow!("no API server"), Into::into))

@@ -71,8 +71,12 @@ pub struct LabSpec {
     pub timings: Timings,
 }
 
-/// The supervisor port (k3s's 6443; here the kube-apiserver itself).
+/// The supervisor's port (k3s's `https-listen-port`, 6443), on every
+/// address: what every client of a host's API reaches (`k3s/supervisor.rs`).
 pub const API_PORT: u16 = 6443;
+/// kube-apiserver's own port, on `127.0.0.1` only, behind the supervisor
+/// (k3s: `APIServerPort = HTTPSPort + 1`, `bind-address` loopback).
+pub const APISERVER_PORT: u16 = API_PORT + 1;
 /// etcd's client port.
 pub const ETCD_CLIENT_PORT: u16 = 2379;
 /// etcd's peer port.

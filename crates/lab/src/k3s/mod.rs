@@ -8,6 +8,7 @@ pub mod learners;
 pub mod node;
 pub mod pods;
 pub mod server;
+pub mod supervisor;
 
 use std::path::PathBuf;
 

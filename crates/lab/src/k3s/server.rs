@@ -1,6 +1,8 @@
-//! `k3s server`: a real etcd member (a new cluster, a learner joining the
-//! named server, or the existing member restarted), a real kube-apiserver over
-//! the local member once it votes (none at the etcd-only level), the leader's
+//! `k3s server`: k3s's supervisor on 6443 (`supervisor.rs`), a real etcd
+//! member (a new cluster, a learner joining the named server, or the existing
+//! member restarted), a real kube-apiserver on `127.0.0.1:6444` behind the
+//! supervisor, over the local member once it votes (none at the etcd-only
+//! level), the leader's
 //! learner promotion (`learners.rs`), k3s's member-removal controller, the
 //! tombstone, and the embedded kubelet with k3s's labels and annotations,
 //! which starts only once the local API server is up (a learner's Node shows
@@ -21,11 +23,14 @@ use testcp::{
 };
 use tracing::{info, warn};
 
-use super::{Ctx, learners, node, pods};
+use super::{
+    Ctx, learners, node, pods,
+    supervisor::{self, Supervisor},
+};
 use crate::{
     api::Apis,
     etcd_gw, lab_pki,
-    spec::{API_PORT, ETCD_CLIENT_PORT, LabSpec},
+    spec::{APISERVER_PORT, ETCD_CLIENT_PORT, LabSpec},
 };
 use protocol::names::{
     K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME, K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME,
@@ -53,6 +58,21 @@ fn peers(ctx: &Ctx, own: &etcd_gw::Endpoint, me: Ipv4Addr) -> Vec<etcd_gw::Endpo
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let ip = ctx.ip()?;
     let name = ctx.node()?;
+    let with_api = !ctx.config.flag("disable-apiserver");
+    // k3s starts its supervisor first (`pkg/daemons/control/server.go`
+    // `prepare`, before etcd): from here on 6443 answers, a learner's and
+    // an etcd-only server's included, with a 503 until an API server is
+    // behind it.
+    let supervisor = Supervisor::start(
+        &ctx.spec.pki_dir(),
+        &ctx.spec.ips(),
+        if with_api {
+            supervisor::Api::NotReady
+        } else {
+            supervisor::Api::Disabled
+        },
+    )
+    .await?;
     let db = ctx.at("var/lib/rancher/k3s/server/db");
     let etcd_dir = db.join("etcd");
     let tombstone = etcd_dir.join("tombstone");
@@ -171,7 +191,6 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let tokens = TokenAuthFile::load(&spec.tokens_file())?;
     let pki = Pki::load(&spec.pki_dir(), &spec.ips());
     let own_api = LabSpec::api_url(ip);
-    let with_api = !ctx.config.flag("disable-apiserver");
     // k3s (pkg/cli/server/server.go) with `disable-agent` runs
     // `agent.RunStandalone`: no containerd and no kubelet, so no Node
     // heartbeat, no node Lease and no pods; READY=1 does not wait on it.
@@ -210,6 +229,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 // are gone too. The stand-in runs them as children, so it stops
                 // them before it exits (a restart must not find their ports taken).
                 info!("SIGTERM: stopping kube-apiserver and etcd");
+                supervisor.set(supervisor::Api::NotReady);
                 if let Some(mut a) = apiserver.take() {
                     a.kill();
                 }
@@ -242,6 +262,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         let Some(members) = listed else {
             etcd.kill();
             if let Some(mut a) = apiserver.take() {
+                supervisor.set(supervisor::Api::NotReady);
                 a.kill();
             }
             write_tombstone(&tombstone)?;
@@ -251,15 +272,19 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         // The API server runs over the local member once it votes: a learner
         // serves no requests (k3s's ETCD.Test fails until it is promoted).
         if with_api && voter && apiserver.is_none() {
+            // k3s (`pkg/daemons/control/server.go` `apiServer`,
+            // `defaults`): `--bind-address` loopback, `--secure-port` the
+            // supervisor's port + 1, `--advertise-address` the node's.
             let mut o = ApiServerOptions::new(
-                ip.into(),
+                std::net::Ipv4Addr::LOCALHOST.into(),
                 vec![own_client.clone()],
                 &pki,
                 &tokens,
                 logs.join("kube-apiserver.log"),
             );
-            o.port = Some(API_PORT);
+            o.port = Some(APISERVER_PORT);
             o.extra_args.extend([
+                format!("--advertise-address={ip}"),
                 format!("--etcd-cafile={}", tls.join("server-ca.crt").display()),
                 format!("--etcd-certfile={}", tls.join("client.crt").display()),
                 format!("--etcd-keyfile={}", tls.join("client.key").display()),
@@ -278,6 +303,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 Ok(a) => {
                     info!("kube-apiserver serving at {}", a.url());
                     apiserver = Some(a);
+                    supervisor.set(supervisor::Api::Up);
                 }
                 Err(e) => warn!("kube-apiserver: {e:#}"),
             }
