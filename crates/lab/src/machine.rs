@@ -669,13 +669,34 @@ impl Machine {
     /// A unit's journal records (`journalctl -u UNIT -o json`, every boot of
     /// this host), after journald has written all it was sent.
     pub fn journal(&self, units: &[&str], deadline: Duration) -> Result<Vec<serde_json::Value>> {
+        self.journal_matching("-u", units, deadline)
+    }
+
+    /// The records a process logged under one of `identifiers` (`journalctl
+    /// -t ID`): journald does not always tie a stream's lines to the unit
+    /// of the process that wrote them, so a program's own messages are
+    /// found by its identifier rather than by its unit.
+    pub fn journal_of(
+        &self,
+        identifiers: &[&str],
+        deadline: Duration,
+    ) -> Result<Vec<serde_json::Value>> {
+        self.journal_matching("-t", identifiers, deadline)
+    }
+
+    fn journal_matching(
+        &self,
+        flag: &str,
+        values: &[&str],
+        deadline: Duration,
+    ) -> Result<Vec<serde_json::Value>> {
         // --sync: records sent before now (systemd's of a finished job) are
         // in the files before they are read.
         self.exec_ok(&["journalctl", "--sync"], deadline)?;
         let mut a = vec!["journalctl", "-o", "json", "--no-pager", "--all"];
-        for u in units {
-            a.push("-u");
-            a.push(u);
+        for v in values {
+            a.push(flag);
+            a.push(v);
         }
         let o = self.exec_ok(&a, deadline)?;
         o.stdout

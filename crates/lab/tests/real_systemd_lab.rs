@@ -320,7 +320,7 @@ async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_fir
     assert_eq!(m.active_state("k3s").unwrap(), "inactive");
     // Its actuator moved the leadership, once, before its step-down.
     let journal = m
-        .journal(&["fleet-role-actuator"], Duration::from_secs(60))
+        .journal_of(&["fleet-role-actuator"], Duration::from_secs(60))
         .unwrap();
     let moved: Vec<&str> = journal
         .iter()
