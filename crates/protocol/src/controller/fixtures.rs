@@ -75,6 +75,16 @@ pub(crate) fn with_etcd_views(mut v: FleetView) -> FleetView {
 /// report, and clears that of a reporting host with no member (the others'
 /// views stay as they were, going stale).
 pub(crate) fn refresh_etcd_views(v: &mut FleetView, reporting: impl Fn(&NodeFacts) -> bool) {
+    refresh_etcd_views_voting(v, reporting, |_| false);
+}
+
+/// [`refresh_etcd_views`], with the members `votes` names listed as voters
+/// whatever their Nodes show (etcd promoted them, k3s did not mark them).
+pub(crate) fn refresh_etcd_views_voting(
+    v: &mut FleetView,
+    reporting: impl Fn(&NodeFacts) -> bool,
+    votes: impl Fn(&NodeFacts) -> bool,
+) {
     use crate::etcd::{EtcdView, Member, MemberId};
     let id_of = |name: &str| {
         MemberId(name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
@@ -96,7 +106,7 @@ pub(crate) fn refresh_etcd_views(v: &mut FleetView, reporting: impl Fn(&NodeFact
                 n.k3s.node_address.as_deref().unwrap_or("10.0.9.9")
             )],
             client_urls: vec![],
-            learner: classify(n) == Class::Learner,
+            learner: classify(n) == Class::Learner && !votes(n),
         })
         .collect();
     let leader = listed.iter().find(|n| is_voting(n)).map(|n| id_of(&n.name));

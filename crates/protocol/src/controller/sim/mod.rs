@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use crate::{
     controller::{
-        fixtures::{node_mut, refresh_etcd_views},
+        fixtures::{node_mut, refresh_etcd_views_voting},
         *,
     },
     decide::{Decision, HostState, JoinTarget, Observation, Step, decide},
@@ -29,12 +29,18 @@ struct Host {
     tombstone: bool,
     /// k3s up (the host is not down).
     up: bool,
+    /// etcd promoted its member to a voter, whether or not k3s marked the
+    /// Node `EtcdIsVoter`.
+    votes: bool,
 }
 
 /// What can go wrong.
 #[derive(Debug, Clone, Copy, Default)]
 struct Faults {
     promotion_stalls: bool,
+    /// etcd promotes the learner, but k3s never marks its Node
+    /// `EtcdIsVoter` (the etcd leader's k3s could not write it).
+    voter_unmarked: bool,
     promotion_fails: bool,
     step_down_fails: bool,
     snapshot_fails: bool,
@@ -72,6 +78,7 @@ impl World {
                         datastore: server,
                         tombstone: false,
                         up: n.ready,
+                        votes: n.etcd_is_voter,
                     },
                 )
             })
@@ -92,7 +99,11 @@ impl World {
     /// goes stale.
     fn report_etcd(&mut self) {
         let hosts = &self.hosts;
-        refresh_etcd_views(&mut self.v, |n| hosts.get(&n.name).is_some_and(|h| h.up));
+        refresh_etcd_views_voting(
+            &mut self.v,
+            |n| hosts.get(&n.name).is_some_and(|h| h.up),
+            |n| hosts.get(&n.name).is_some_and(|h| h.votes),
+        );
     }
 
     fn node(&mut self, name: &str) -> &mut NodeFacts {
@@ -129,34 +140,32 @@ impl World {
         *self.node(&node) = after;
     }
 
-    /// The truth about etcd at the moment a removal is asked: the
-    /// members that vote and whether each one's host is up.
-    fn check_quorum(&mut self, removing: &str) {
-        let mut members = 0;
-        let mut healthy = 0;
-        let mut removed_healthy = false;
+    /// The truth about etcd: the members that vote, how many of them are
+    /// healthy (the host up with its datastore, no tombstone), and whether
+    /// `node` is one of them and one of those healthy.
+    fn voters_truth(&self, node: &str) -> (usize, usize, Option<bool>) {
+        let (mut members, mut healthy, mut of_node) = (0, 0, None);
         for n in &self.v.nodes {
             let h = &self.hosts[&n.name];
-            if !n.has_member() || !n.etcd_is_voter {
+            if !n.has_member() || !(n.etcd_is_voter || h.votes) {
                 continue;
             }
-            members += 1;
             let up = h.up && n.ready && h.role.is_some() && !h.tombstone && h.datastore;
-            if up {
-                healthy += 1;
-            }
-            if n.name == removing {
-                removed_healthy = up;
+            members += 1;
+            healthy += usize::from(up);
+            if n.name == node {
+                of_node = Some(up);
             }
         }
-        let is_member = self
-            .v
-            .node(removing)
-            .is_some_and(|n| n.has_member() && n.etcd_is_voter);
-        let (m, h) = if is_member {
-            (members - 1, healthy - usize::from(removed_healthy))
-        } else {
-            (members, healthy)
+        (members, healthy, of_node)
+    }
+
+    /// At the moment a removal is asked, the healthy voters left must be
+    /// a quorum of the members left.
+    fn check_quorum(&mut self, removing: &str) {
+        let (m, h) = match self.voters_truth(removing) {
+            (m, h, Some(up)) => (m - 1, h - usize::from(up)),
+            (m, h, None) => (m, h),
         };
         if !keeps_quorum(m, h) {
             self.violations.push(format!(
@@ -166,29 +175,16 @@ impl World {
         }
     }
 
-    /// The truth about etcd at the moment a voting host is asked to stop
-    /// (a rollback: its member is removed only after): the healthy voters
-    /// left must be a quorum of all the voting members. A host that does
-    /// not vote, or is down already, takes nothing away.
+    /// At the moment a voting host is asked to stop (a rollback: its
+    /// member is removed only after), the healthy voters left must be a
+    /// quorum of all the voting members. A host that does not vote, or is
+    /// down already, takes nothing away.
     fn check_stop_quorum(&mut self, stopping: &str) {
-        let mut members = 0;
-        let mut healthy = 0;
-        let mut takes_one = false;
-        for n in &self.v.nodes {
-            let h = &self.hosts[&n.name];
-            if !n.has_member() || !n.etcd_is_voter {
-                continue;
-            }
-            members += 1;
-            let up = h.up && n.ready && h.role.is_some() && !h.tombstone && h.datastore;
-            if up && n.name != stopping {
-                healthy += 1;
-            }
-            takes_one |= up && n.name == stopping;
-        }
-        if takes_one && !keeps_quorum(members, healthy) {
+        let (m, h, of_node) = self.voters_truth(stopping);
+        if of_node == Some(true) && !keeps_quorum(m, h - 1) {
             self.violations.push(format!(
-                "stopping {stopping} left {healthy} healthy of {members} at {}",
+                "stopping {stopping} left {} healthy of {m} at {}",
+                h - 1,
                 self.v.now
             ));
         }
@@ -198,7 +194,8 @@ impl World {
     fn etcd_accepts_a_member(&self) -> bool {
         self.v.nodes.iter().all(|n| {
             let h = &self.hosts[&n.name];
-            !(n.has_member() && n.etcd_is_voter) || (h.up && h.datastore && !h.tombstone)
+            !(n.has_member() && (n.etcd_is_voter || h.votes))
+                || (h.up && h.datastore && !h.tombstone)
         })
     }
 
@@ -219,7 +216,9 @@ impl World {
             {
                 n.k3s.removed_node_name = n.k3s.node_name.take();
                 n.k3s.node_address = None;
-                self.hosts.get_mut(name).unwrap().tombstone = true;
+                let h = self.hosts.get_mut(name).unwrap();
+                h.tombstone = true;
+                h.votes = false;
             }
         }
         // Kubelets renew their node Leases. A host whose server waits to
@@ -301,6 +300,7 @@ impl World {
                         h.role = Some(Role::Server);
                         h.datastore = true;
                         h.tombstone = false;
+                        h.votes = false;
                         if faults.promotion_fails {
                             let r = next(swap, ReportStep::Promote, Phase::Failed, None)
                                 .with_reason("k3s did not start");
@@ -332,6 +332,10 @@ impl World {
                 }
                 Step::Promote { .. } => {
                     if faults.promotion_stalls {
+                        return;
+                    }
+                    self.hosts.get_mut(name).unwrap().votes = true;
+                    if faults.voter_unmarked {
                         return;
                     }
                     self.node(name).etcd_is_voter = true;

@@ -58,7 +58,7 @@ fn arb_fleet() -> impl Strategy<Value = (FleetView, usize, usize)> {
 fn arb_faults() -> impl Strategy<Value = Faults> {
     let down = || prop::option::weighted(0.3, (0usize..60, 0usize..8));
     (
-        prop::bool::weighted(0.15),
+        (prop::bool::weighted(0.15), prop::bool::weighted(0.15)),
         prop::bool::weighted(0.1),
         prop::bool::weighted(0.1),
         prop::bool::weighted(0.1),
@@ -68,8 +68,9 @@ fn arb_faults() -> impl Strategy<Value = Faults> {
         1i64..20,
     )
         .prop_map(
-            |(stalls, fails, sd, snap, down, restart, steal, tick)| Faults {
+            |((stalls, unmarked), fails, sd, snap, down, restart, steal, tick)| Faults {
                 promotion_stalls: stalls,
+                voter_unmarked: unmarked && !stalls,
                 promotion_fails: fails && !stalls,
                 step_down_fails: sd,
                 snapshot_fails: snap && !sd,
@@ -88,7 +89,7 @@ fn the_random_worlds_reach_every_ending_of_a_swap() {
     use proptest::strategy::ValueTree;
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     let mut endings: BTreeMap<&str, usize> = BTreeMap::new();
-    for _ in 0..300 {
+    for _ in 0..400 {
         let (v, out, inc) = arb_fleet().new_tree(&mut runner).unwrap().current();
         let faults = arb_faults().new_tree(&mut runner).unwrap().current();
         let (out, inc) = (v.nodes[out].name.clone(), v.nodes[inc].name.clone());
@@ -105,6 +106,10 @@ fn the_random_worlds_reach_every_ending_of_a_swap() {
             Action::ReleaseLease {
                 outcome: Outcome::WoundDown { .. },
             } => "wound-down",
+            Action::Stop {
+                step: SwapStep::Rollback,
+                ..
+            } => "stopped before a rollback",
             Action::Stop { .. } => "stopped",
             Action::Lost { .. } => "lost",
             _ => "other",
@@ -124,6 +129,7 @@ fn the_random_worlds_reach_every_ending_of_a_swap() {
         "done-with-warning",
         "wound-down",
         "stopped",
+        "stopped before a rollback",
         "lost",
         "a removal asked",
     ] {
