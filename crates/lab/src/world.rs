@@ -143,7 +143,8 @@ pub async fn wait_condition(
 /// Waits until every actuator of the lab has written its heartbeat (the
 /// report's host part): a swap asked before would be refused by the
 /// controller's `actuators-alive` gate, a server's by `outgoing-demotable`
-/// too until its verdict is in.
+/// too until its verdict is in, and its member counted down by etcd's
+/// quorum until its view of etcd is in.
 pub(crate) async fn wait_heartbeats(
     apis: &Apis,
     spec: &LabSpec,
@@ -155,29 +156,35 @@ pub(crate) async fn wait_heartbeats(
         .iter()
         .map(|h| (h.name.clone(), h.role == Role::Server))
         .collect();
-    wait_for("every actuator's heartbeat", timeout, || async {
-        let ns = names.report_namespace.clone();
-        let Ok(cm) = apis
-            .any(|c| {
-                let ns = ns.clone();
-                async move {
-                    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(c, &ns)
-                        .get(protocol::names::REPORT_CONFIGMAP)
-                        .await
-                }
+    wait_for(
+        "every actuator's heartbeat (a server's with its etcd view)",
+        timeout,
+        || async {
+            let ns = names.report_namespace.clone();
+            let Ok(cm) = apis
+                .any(|c| {
+                    let ns = ns.clone();
+                    async move {
+                        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(c, &ns)
+                            .get(protocol::names::REPORT_CONFIGMAP)
+                            .await
+                    }
+                })
+                .await
+            else {
+                return false;
+            };
+            let data = cm.data.unwrap_or_default();
+            hosts.iter().all(|(h, server)| {
+                data.get(h)
+                    .and_then(|v| protocol::Report::from_json(v))
+                    .and_then(|r| r.host)
+                    // A server's part carries its demotion verdict and its
+                    // view of etcd (the controller's gates want a fresh one).
+                    .is_some_and(|p| !server || (p.demotion.is_some() && p.etcd.is_some()))
             })
-            .await
-        else {
-            return false;
-        };
-        let data = cm.data.unwrap_or_default();
-        hosts.iter().all(|(h, server)| {
-            data.get(h)
-                .and_then(|v| protocol::Report::from_json(v))
-                .and_then(|r| r.host)
-                .is_some_and(|p| !server || p.demotion.is_some())
-        })
-    })
+        },
+    )
     .await
 }
 
