@@ -109,6 +109,28 @@ impl Writer {
     }
 }
 
+/// A step asked of a host by hand, written as the controller writes it.
+#[derive(Debug, Clone, Copy)]
+pub enum Ask<'a> {
+    /// Promote to a voter under `swap`, joining the server `join`.
+    Promote {
+        /// The swap id.
+        swap: &'a str,
+        /// The voter to join.
+        join: &'a str,
+    },
+    /// Step down to etcd-only under `swap`, cordoned first when `cordon`
+    /// (the controller cordons before it drains).
+    StepDown {
+        /// The swap id.
+        swap: &'a str,
+        /// Cordon the Node in the same write.
+        cordon: bool,
+    },
+    /// Roll a promotion back (the swap's mark stays as it was).
+    Rollback,
+}
+
 /// The fleet-role side of the API, by hand.
 pub struct Hand {
     /// Admin access.
@@ -139,6 +161,33 @@ impl Hand {
             })
             .await
             .map(drop)
+    }
+
+    /// Asks `node` for a step: its desired role, the swap and step
+    /// annotations (and the join target, or the cordon) in one write.
+    pub async fn ask(&self, node: &str, ask: Ask<'_>) -> anyhow::Result<()> {
+        let n = &self.names;
+        let patch = match ask {
+            Ask::Promote { swap, join } => json!({"metadata": {
+                "labels": { n.desired_role(): "server" },
+                "annotations": { n.role_swap(): swap, n.role_step(): "promote", n.role_join_node(): join },
+            }}),
+            Ask::StepDown { swap, cordon } => {
+                let mut p = json!({"metadata": {
+                    "labels": { n.desired_role(): "agent" },
+                    "annotations": { n.role_swap(): swap, n.role_step(): "step-down" },
+                }});
+                if cordon {
+                    p["spec"] = json!({"unschedulable": true});
+                }
+                p
+            }
+            Ask::Rollback => json!({"metadata": {
+                "labels": { n.desired_role(): "agent" },
+                "annotations": { n.role_step(): "rollback" },
+            }}),
+        };
+        self.patch_node(node, patch).await
     }
 
     /// A Node.
@@ -491,24 +540,24 @@ pub async fn swap_by_hand(
         step_done("snapshot", &mut steps);
 
         say(&format!("3. promote {incoming}, joining {}", stay.name));
-        hand.patch_node(
+        hand.ask(
             incoming,
-            json!({"metadata": {
-                "labels": { n.desired_role(): "server" },
-                "annotations": { n.role_swap(): swap, n.role_step(): "promote", n.role_join_node(): stay.name },
-            }}),
+            Ask::Promote {
+                swap: &swap,
+                join: &stay.name,
+            },
         )
         .await?;
         hand.wait_step(incoming, &swap, ReportStep::Promote, Duration::from_secs(180), &progress).await?;
         step_done("promote (learner, then voter)", &mut steps);
 
         say(&format!("4. cordon {out} and step it down to etcd-only"));
-        hand.patch_node(
+        hand.ask(
             out,
-            json!({"spec": {"unschedulable": true}, "metadata": {
-                "labels": { n.desired_role(): "agent" },
-                "annotations": { n.role_swap(): swap, n.role_step(): "step-down" },
-            }}),
+            Ask::StepDown {
+                swap: &swap,
+                cordon: true,
+            },
         )
         .await?;
         hand.wait_step(out, &swap, ReportStep::StepDown, Duration::from_secs(180), &progress).await?;

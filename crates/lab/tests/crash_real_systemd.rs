@@ -16,7 +16,7 @@ use std::{
 
 use lab::{
     hosts::Hosts,
-    scenario::{self, Hand},
+    scenario::{self, Ask, Hand},
     systemd_lab::SystemdLab,
 };
 use protocol::{
@@ -269,10 +269,12 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
     // 1. Promote agent-1, joining server-1.
     let mark = Instant::now();
     let before = arm(&lab, "agent-1");
-    hand.patch_node(
+    hand.ask(
         "agent-1",
-        json!({"metadata": {"labels": { n.desired_role(): "server" },
-            "annotations": { n.role_swap(): swap_a, n.role_step(): "promote", n.role_join_node(): "server-1" }}}),
+        Ask::Promote {
+            swap: &swap_a,
+            join: "server-1",
+        },
     )
     .await
     .unwrap();
@@ -314,12 +316,7 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
     // 2. Roll that promotion back (three voters: the two others keep quorum).
     let mark = Instant::now();
     let before = arm(&lab, "agent-1");
-    hand.patch_node(
-        "agent-1",
-        json!({"metadata": {"labels": { n.desired_role(): "agent" }, "annotations": { n.role_step(): "rollback" }}}),
-    )
-    .await
-    .unwrap();
+    hand.ask("agent-1", Ask::Rollback).await.unwrap();
     let r = settles(&hand, "agent-1", &swap_a, ReportStep::Rollback).await;
     let crashed = disarm(&lab, "agent-1", before, "rollback");
     println!("rollback: {:.0}s", mark.elapsed().as_secs_f64());
@@ -366,10 +363,12 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
     hand.hold_lease(&swap_b, &n.controller_identity)
         .await
         .unwrap();
-    hand.patch_node(
+    hand.ask(
         "agent-1",
-        json!({"metadata": {"labels": { n.desired_role(): "server" },
-            "annotations": { n.role_swap(): swap_b, n.role_step(): "promote", n.role_join_node(): "server-1" }}}),
+        Ask::Promote {
+            swap: &swap_b,
+            join: "server-1",
+        },
     )
     .await
     .unwrap();
@@ -398,10 +397,12 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
     // 4. Step server-2 down to etcd-only.
     let mark = Instant::now();
     let before = arm(&lab, "server-2");
-    hand.patch_node(
+    hand.ask(
         "server-2",
-        json!({"spec": {"unschedulable": true}, "metadata": {"labels": { n.desired_role(): "agent" },
-            "annotations": { n.role_swap(): swap_b, n.role_step(): "step-down" }}}),
+        Ask::StepDown {
+            swap: &swap_b,
+            cordon: true,
+        },
     )
     .await
     .unwrap();

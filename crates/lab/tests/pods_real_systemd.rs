@@ -9,7 +9,11 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
 use kube::{Api, api::EvictParams};
-use lab::{api::Apis, scenario::Hand, systemd_lab::SystemdLab};
+use lab::{
+    api::Apis,
+    scenario::{Ask, Hand},
+    systemd_lab::SystemdLab,
+};
 use protocol::report::ReportStep;
 use serde_json::json;
 
@@ -147,10 +151,12 @@ async fn a_servers_kubelet_brings_back_a_killed_pod_while_cordoned_and_after_a_s
     hand.hold_lease(&swap, &n.controller_identity)
         .await
         .unwrap();
-    hand.patch_node(
+    hand.ask(
         "server-3",
-        json!({"metadata": {"labels": { n.desired_role(): "agent" },
-            "annotations": { n.role_swap(): swap, n.role_step(): "step-down" }}}),
+        Ask::StepDown {
+            swap: &swap,
+            cordon: false,
+        },
     )
     .await
     .unwrap();

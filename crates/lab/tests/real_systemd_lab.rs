@@ -12,7 +12,7 @@ use lab::{
     bounded, etcd_gw,
     hosts::Hosts,
     machine, overlap,
-    scenario::{self, Hand},
+    scenario::{self, Ask, Hand},
     systemd_lab::SystemdLab,
 };
 use protocol::{Phase, report::ReportStep};
@@ -407,10 +407,12 @@ async fn a_promotion_on_real_systemd_whose_server_never_becomes_ready_is_rolled_
         .await
         .unwrap();
     // agent-2 runs no etcd: a join to it can never succeed.
-    hand.patch_node(
+    hand.ask(
         "agent-1",
-        json!({"metadata": {"labels": { n.desired_role(): "server" },
-            "annotations": { n.role_swap(): swap, n.role_step(): "promote", n.role_join_node(): "agent-2" }}}),
+        Ask::Promote {
+            swap: &swap,
+            join: "agent-2",
+        },
     )
     .await
     .unwrap();
@@ -447,9 +449,7 @@ async fn a_promotion_on_real_systemd_whose_server_never_becomes_ready_is_rolled_
     hand.hold_lease(&swap, &n.controller_identity)
         .await
         .unwrap();
-    hand.patch_node("agent-1", json!({"metadata": {"labels": { n.desired_role(): "agent" }, "annotations": { n.role_step(): "rollback" }}}))
-        .await
-        .unwrap();
+    hand.ask("agent-1", Ask::Rollback).await.unwrap();
     hand.wait_step(
         "agent-1",
         &swap,
@@ -526,10 +526,12 @@ async fn a_rolled_back_promotion_removes_its_learner_and_the_same_host_is_promot
             hand.hold_lease(&swap, &n.controller_identity)
                 .await
                 .unwrap();
-            hand.patch_node(
+            hand.ask(
                 "agent-1",
-                json!({"metadata": {"labels": { n.desired_role(): "server" },
-                    "annotations": { n.role_swap(): swap, n.role_step(): "promote", n.role_join_node(): "server-1" }}}),
+                Ask::Promote {
+                    swap: &swap,
+                    join: "server-1",
+                },
             )
             .await
             .unwrap();
@@ -552,9 +554,7 @@ async fn a_rolled_back_promotion_removes_its_learner_and_the_same_host_is_promot
     hand.hold_lease(&first, &n.controller_identity)
         .await
         .unwrap();
-    hand.patch_node("agent-1", json!({"metadata": {"labels": { n.desired_role(): "agent" }, "annotations": { n.role_step(): "rollback" }}}))
-        .await
-        .unwrap();
+    hand.ask("agent-1", Ask::Rollback).await.unwrap();
     hand.wait_step(
         "agent-1",
         &first,
@@ -615,10 +615,12 @@ async fn a_host_rebooted_mid_promotion_on_real_systemd_converges_without_repeati
     )
     .await
     .unwrap();
-    hand.patch_node(
+    hand.ask(
         "agent-1",
-        json!({"metadata": {"labels": { n.desired_role(): "server" },
-            "annotations": { n.role_swap(): swap, n.role_step(): "promote", n.role_join_node(): "server-1" }}}),
+        Ask::Promote {
+            swap: &swap,
+            join: "server-1",
+        },
     )
     .await
     .unwrap();
@@ -697,10 +699,12 @@ async fn a_step_down_on_real_systemd_whose_etcd_does_not_come_back_leaves_the_ro
     hand.hold_lease(&swap, &n.controller_identity)
         .await
         .unwrap();
-    hand.patch_node(
+    hand.ask(
         "server-3",
-        json!({"spec": {"unschedulable": true}, "metadata": {"labels": { n.desired_role(): "agent" },
-            "annotations": { n.role_swap(): swap, n.role_step(): "step-down" }}}),
+        Ask::StepDown {
+            swap: &swap,
+            cordon: true,
+        },
     )
     .await
     .unwrap();

@@ -13,11 +13,10 @@ use kube::Api;
 use lab::{
     api::Apis,
     hosts::Hosts,
-    scenario::Hand,
+    scenario::{Ask, Hand},
     spec::{API_PORT, APISERVER_PORT, LabSpec},
 };
 use protocol::report::ReportStep;
-use serde_json::json;
 
 mod common;
 use common::{SERIAL, lab_dir, lab_of};
@@ -110,10 +109,12 @@ async fn a_servers_api_is_reached_through_its_supervisor_only_and_an_etcd_only_h
     hand.hold_lease(&swap, &n.controller_identity)
         .await
         .unwrap();
-    hand.patch_node(
+    hand.ask(
         "server-3",
-        json!({"spec": {"unschedulable": true}, "metadata": {"labels": { n.desired_role(): "agent" },
-            "annotations": { n.role_swap(): swap, n.role_step(): "step-down" }}}),
+        Ask::StepDown {
+            swap: &swap,
+            cordon: true,
+        },
     )
     .await
     .unwrap();
