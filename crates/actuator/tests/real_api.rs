@@ -546,12 +546,15 @@ impl Standby {
     }
 
     /// What a promotion done once, and only once, leaves behind.
-    fn assert_promoted_once(&self, learner: &Report, done: &Report) {
+    async fn assert_promoted_once(&self, learner: &Report, done: &Report) {
         assert_eq!(
             done.started_at, learner.started_at,
             "the step started again"
         );
-        assert_eq!(self.reports.phases("standby"), PROMOTION);
+        assert_eq!(
+            self.reports.phases_until("standby", &PROMOTION).await,
+            PROMOTION
+        );
         assert_eq!(self.server_starts(), 1, "{:?}", self.host.systemd_log());
         assert_eq!(self.host.role().as_deref(), Some("server"));
         assert!(self.host.active("k3s") && self.host.enabled("k3s"));
@@ -597,7 +600,7 @@ async fn a_promotion_reports_started_then_learner_and_finishes_as_a_voter_once_k
     );
 
     let done = s.become_voter(&watcher).await;
-    s.assert_promoted_once(&learner, &done);
+    s.assert_promoted_once(&learner, &done).await;
     let token = [s.token.expose_secret()];
     assert_no_secret("the actuator's log", &watcher.log(), &token);
     let report = serde_json::to_string(&s.admin.report_configmap().await).unwrap();
@@ -707,7 +710,12 @@ async fn a_step_refused_for_a_lease_held_for_another_swap_is_not_retried_once_th
     s.admin.take_lease("s1").await;
     wait_decisions(&watcher, watcher.count(DECIDED), 3).await;
     assert_eq!(s.admin.report("standby").await, Some(refused));
-    assert_eq!(s.reports.phases("standby"), [(Phase::Refused, None)]);
+    assert_eq!(
+        s.reports
+            .phases_until("standby", &[(Phase::Refused, None)])
+            .await,
+        [(Phase::Refused, None)]
+    );
     assert!(
         s.host.systemd_log().is_empty(),
         "{:?}",
@@ -755,7 +763,7 @@ async fn a_step_whose_desired_role_does_not_go_with_it_is_refused_and_changes_no
     );
     wait_decisions(&watcher, watcher.count(DECIDED), 2).await;
     let twice = [(Phase::Refused, None), (Phase::Refused, None)];
-    assert_eq!(s.reports.phases("standby"), twice);
+    assert_eq!(s.reports.phases_until("standby", &twice).await, twice);
     assert!(
         s.host.systemd_log().is_empty(),
         "{:?}",
@@ -841,7 +849,12 @@ async fn two_hosts_report_at_once_each_under_its_own_key_and_field_manager() {
     for (h, w) in hosts.iter().zip(&watchers) {
         let done = at(Phase::Done, Some(Detail::Voter));
         s.admin.wait_report(&h.node, "done", w, done).await;
-        assert_eq!(s.reports.phases(&h.node), PROMOTION, "{}", h.node);
+        assert_eq!(
+            s.reports.phases_until(&h.node, &PROMOTION).await,
+            PROMOTION,
+            "{}",
+            h.node
+        );
         assert_eq!(h.role().as_deref(), Some("server"));
         assert_eq!(h.max_active_k3s(), 1);
         let secrets: Vec<&str> = tokens.iter().map(|t| t.expose_secret()).collect();
@@ -888,7 +901,7 @@ async fn the_report_carries_a_step_across_an_actuator_restart_without_repeating_
     // It reads its report, lists the Node and the Lease, and decides.
     wait_decisions(&second, 0, 1).await;
     let done = s.become_voter(&second).await;
-    s.assert_promoted_once(&learner, &done);
+    s.assert_promoted_once(&learner, &done).await;
     assert_eq!(second.count("step started"), 0, "{}", second.log_tail(15));
 }
 
@@ -1111,7 +1124,12 @@ async fn a_lease_that_lapsed_while_the_step_waited_for_the_host_lock_stops_the_s
             .at("etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml")
             .exists()
     );
-    assert_eq!(s.reports.phases("standby"), [(Phase::Started, None)]);
+    assert_eq!(
+        s.reports
+            .phases_until("standby", &[(Phase::Started, None)])
+            .await,
+        [(Phase::Started, None)]
+    );
 }
 
 // === The cluster side's failures ===
@@ -1140,7 +1158,7 @@ async fn the_watcher_moves_to_the_next_api_server_when_its_own_stops_and_repeats
         "it never moved to the second API server:\n{}",
         watcher.log_tail(15)
     );
-    s.assert_promoted_once(&learner, &done);
+    s.assert_promoted_once(&learner, &done).await;
 }
 
 #[tokio::test]
@@ -1165,7 +1183,7 @@ async fn the_watcher_moves_on_from_an_api_server_that_stops_answering() {
         "it never moved to the second API server:\n{}",
         watcher.log_tail(15)
     );
-    s.assert_promoted_once(&learner, &done);
+    s.assert_promoted_once(&learner, &done).await;
 }
 
 /// What the watcher logs when a watch is answered 410 Gone: the API server
@@ -1223,7 +1241,7 @@ async fn a_watch_answered_410_gone_lists_again_and_repeats_no_step() {
     }
 
     let done = s.become_voter(&watcher).await;
-    s.assert_promoted_once(&learner, &done);
+    s.assert_promoted_once(&learner, &done).await;
     assert_eq!(watcher.count("step started"), 1);
 }
 
@@ -1270,7 +1288,10 @@ async fn a_token_rotated_in_its_file_is_used_without_a_restart() {
         .filter(|l| !l.contains("the credential lapses in"))
         .collect();
     assert!(trouble.is_empty(), "{}", trouble.join("\n"));
-    assert_eq!(s.reports.phases("standby"), PROMOTION);
+    assert_eq!(
+        s.reports.phases_until("standby", &PROMOTION).await,
+        PROMOTION
+    );
 
     // A token revoked before its file is rotated: the watcher fails, and its
     // next client reads the file again.

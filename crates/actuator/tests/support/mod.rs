@@ -523,6 +523,24 @@ impl Reports {
     pub fn phases(&self, node: &str) -> Vec<(Phase, Option<Detail>)> {
         self.of(node).iter().map(|r| (r.phase, r.detail)).collect()
     }
+
+    /// The phases `node` went through, once they are `want` or 15 s have
+    /// passed: the record comes through a watch, which may show a report a
+    /// moment after a GET did (a busy machine widens the gap).
+    pub async fn phases_until(
+        &self,
+        node: &str,
+        want: &[(Phase, Option<Detail>)],
+    ) -> Vec<(Phase, Option<Detail>)> {
+        let start = std::time::Instant::now();
+        loop {
+            let seen = self.phases(node);
+            if seen == want || start.elapsed() > std::time::Duration::from_secs(15) {
+                return seen;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
 }
 
 impl Drop for Reports {
