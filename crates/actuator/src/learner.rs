@@ -47,11 +47,7 @@ pub fn remove_own(
         }
     };
     let ours = |m: &protocol::etcd::Member| {
-        m.node_name() == Some(node)
-            || (m.name.is_empty()
-                && m.peer_host()
-                    .and_then(|h| h.parse().ok())
-                    .is_some_and(|ip| addresses.contains(ip)))
+        m.node_name() == Some(node) || crate::membership::is_own(m, None, addresses)
     };
     let m = view.members.iter().find(|m| ours(m))?;
     if !m.learner {

@@ -14,6 +14,7 @@ pub mod failpoint;
 pub mod leadership;
 pub mod learner;
 pub mod local;
+pub mod membership;
 pub mod metrics;
 pub mod output;
 pub mod report;

@@ -57,6 +57,25 @@ fn refuse_voting_member(host: &Host) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The refusal of a `promote-local` over a datastore whose member may
+/// still vote while the role file does not name the server (an etcd-only
+/// voter that already names the agent, a role file lost): the promotion
+/// would stop the server and move the datastore aside, taking a vote from
+/// etcd with no quorum check. `promote-local` reads no etcd, so only a
+/// tombstone proves the member gone from here.
+fn refuse_promotion_over_voting_member(host: &Host) -> anyhow::Result<()> {
+    if host.role()? != Some(Role::Server) && host.member_may_vote() {
+        anyhow::bail!(
+            "nothing changed: {} holds an etcd member that may still vote (no tombstone) and \
+             the role file does not name the server; a promotion would move it aside. \
+             Check etcd's member list (docs/recovery.md); once the member is gone, \
+             `demote-local --force` moves the datastore aside and the promotion can go on",
+            host.paths.etcd_dir().display()
+        );
+    }
+    Ok(())
+}
+
 /// The refusal of a demotion whose agent could not start
 /// ([`host::eligibility`]): judged on what the host holds, as `demote-local`
 /// reads no API (the watcher, which does, also checks that the agent's
@@ -97,6 +116,9 @@ pub fn switch(
     if let Switch::Demote { force: false } = which {
         refuse_voting_member(host).map_err(|e| e.context(Marked(Exit::Refused)))?;
     }
+    if let Switch::Promote(_) = which {
+        refuse_promotion_over_voting_member(host).map_err(|e| e.context(Marked(Exit::Refused)))?;
+    }
     if let Switch::Demote { .. } = which {
         refuse_ineligible(host, &host.node).map_err(|e| e.context(Marked(Exit::Refused)))?;
     }
@@ -129,6 +151,9 @@ pub fn switch(
     // changed the host.
     if let Switch::Demote { force: false } = which {
         refuse_voting_member(host).map_err(|e| e.context(Marked(Exit::Refused)))?;
+    }
+    if let Switch::Promote(_) = which {
+        refuse_promotion_over_voting_member(host).map_err(|e| e.context(Marked(Exit::Refused)))?;
     }
     let plan = plan_of(host)?;
     host.apply(&plan)

@@ -97,6 +97,9 @@ pub struct Watcher {
     servers: Option<Vec<host::eligibility::ServerNode>>,
     /// The local etcd member's view, read for the heartbeat.
     etcd_view: crate::etcdreport::ViewReader,
+    /// The member list read through another server, when the local member
+    /// does not answer.
+    remote: crate::membership::RemoteReader,
 }
 
 /// A step whose host part runs in a blocking task of its own, under a
@@ -133,6 +136,9 @@ struct LeaseGate {
     leases: Api<Lease>,
     names: protocol::Names,
     swap: SwapId,
+    /// This host's Node: the Lease must still name it for the step.
+    node: String,
+    step: ReportStep,
     skew_margin: i64,
 }
 
@@ -162,13 +168,15 @@ impl LeaseGate {
                 )
             })?;
         let facts = lease.map(|l| kubeview::lease_facts(&self.names, &l));
-        protocol::decide::lease_holds(
-            facts.as_ref(),
-            &self.names.controller_identity,
-            &self.swap,
-            now(),
-            self.skew_margin,
-        )
+        protocol::decide::lease_holds(&protocol::decide::LeaseCheck {
+            lease: facts.as_ref(),
+            identity: &self.names.controller_identity,
+            swap: &self.swap,
+            node: &self.node,
+            step: self.step,
+            now: now(),
+            skew_margin: self.skew_margin,
+        })
     }
 }
 
@@ -230,6 +238,7 @@ impl Watcher {
             address_checked: false,
             last_beat: None,
             servers: None,
+            remote: crate::membership::RemoteReader::default(),
         }
     }
 
@@ -487,9 +496,14 @@ impl Watcher {
             None
         };
         let etcd = if self.host.has_datastore() {
-            self.etcd_view.current(now()).await
+            let v = self.etcd_view.current(now()).await;
+            if let Some(v) = &v {
+                self.remote.remember(v);
+            }
+            v
         } else {
             self.etcd_view.forget();
+            self.remote.forget();
             None
         };
         let reported = self.report.as_ref().and_then(|r| r.host.as_ref());
@@ -536,6 +550,7 @@ impl Watcher {
             }
             _ => JoinTarget::NotLooked,
         };
+        self.read_membership().await;
         let mut decision = self.decision(&view, &join);
         if matches!(decision, Decision::Refuse { .. }) {
             // A refusal is written once and stands, and the Lease's watch may
@@ -684,6 +699,55 @@ impl Watcher {
         Ok(servers)
     }
 
+    /// Whether the local member's last view lists this host's member
+    /// ([`crate::membership::listed`]).
+    fn listed_locally(&self) -> Option<bool> {
+        let member = self.host.member_name();
+        self.etcd_view
+            .cached()
+            .and_then(|v| crate::membership::listed(v, member.as_deref(), &self.addresses))
+    }
+
+    /// Reads etcd's member list through another server when a decision
+    /// hangs on it and the local member cannot say: the host holds a
+    /// datastore with no tombstone, its role file does not name the server
+    /// (a stepped-down host waiting to finish, a promotion over a
+    /// datastore), and the local view is missing or inconclusive. Paced
+    /// and bounded ([`crate::membership::RemoteReader::read`]).
+    async fn read_membership(&mut self) {
+        let server = matches!(host::role::read(&self.host.paths), Ok(Some(Role::Server)));
+        if server
+            || !self.host.has_datastore()
+            || self.host.has_tombstone()
+            || self.listed_locally().is_some()
+        {
+            return;
+        }
+        let mut extra: Vec<String> = self
+            .host
+            .join_server()
+            .map(|j| j.host().to_string())
+            .into_iter()
+            .collect();
+        for s in self.servers.iter().flatten() {
+            if s.name != self.settings.node.as_str() {
+                // Only addresses: a Node's Hostname entry would need a
+                // name lookup, and TLS checks the address k3s certified.
+                let ips = s
+                    .addresses
+                    .iter()
+                    .filter(|a| a.parse::<std::net::IpAddr>().is_ok());
+                extra.extend(ips.cloned());
+            }
+        }
+        let candidates =
+            crate::membership::candidates(&self.settings.etcd, self.remote.known(), &extra);
+        let member = self.host.member_name();
+        self.remote
+            .read(&candidates, member.as_deref(), &self.addresses, now())
+            .await;
+    }
+
     /// The decision on the Node's `view` and the Lease as held, with the
     /// host as it is now.
     fn decision(&self, view: &protocol::NodeFacts, join: &JoinTarget) -> Decision {
@@ -696,7 +760,7 @@ impl Watcher {
             datastore: self.host.has_datastore(),
             tombstone: self.host.has_tombstone(),
             member: self.host.member_name(),
-            etcd_lists_member: listed(self.etcd_view.cached(), self.host.member_name().as_deref()),
+            etcd_lists_member: self.listed_locally().or(self.remote.answer()),
         };
         let decision = decide(&Observation {
             now: now(),
@@ -784,6 +848,8 @@ impl Watcher {
                 leases: Api::namespaced(client.clone(), LEASE_NAMESPACE),
                 names: self.settings.names.clone(),
                 swap: swap.clone(),
+                node: self.settings.node.to_string(),
+                step: rstep,
                 skew_margin: self.settings.skew_margin.as_secs() as i64,
             }),
         };
@@ -1069,13 +1135,4 @@ fn host_step(
     }
     host.apply(&plan).map_err(|e| e.to_string())?;
     Ok(None)
-}
-
-/// Whether etcd's view, as the local member last gave it, lists `member`
-/// (none: no view, as when etcd did not answer, or no member name known).
-/// The heartbeat's reading serves: it is at most a few seconds old when a
-/// decision is made, and a removed member's etcd stops answering.
-fn listed(view: Option<&EtcdView>, member: Option<&str>) -> Option<bool> {
-    let (view, member) = (view?, member?);
-    Some(view.members.iter().any(|m| m.name == member))
 }

@@ -935,3 +935,46 @@ fn demote_local_refuses_a_host_whose_member_may_still_vote_unless_forced() {
     assert_eq!(h.role().as_deref(), Some("agent"));
     assert!(!h.at("var/lib/rancher/k3s/server/db/etcd").exists());
 }
+
+#[test]
+fn promote_local_refuses_a_datastore_whose_member_may_still_vote_unless_the_role_file_names_the_server()
+ {
+    // An etcd-only voter whose role file already names the agent, and one
+    // whose role file was lost: a promotion would move a voting member's
+    // datastore aside.
+    for role in [Some("agent\n"), None] {
+        let h = server("stepped-down");
+        match role {
+            Some(r) => fs::write(h.at("var/lib/rancher/k3s/fleet-role"), r).unwrap(),
+            None => fs::remove_file(h.at("var/lib/rancher/k3s/fleet-role")).unwrap(),
+        }
+        let before = h.tree();
+        for args in [
+            &["promote-local", "--join", JOIN][..],
+            &["promote-local", "--join", JOIN, "--check"][..],
+        ] {
+            let out = run(&h, args);
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{role:?} {args:?}: {}",
+                stdout(&out)
+            );
+            let err = stderr(&out);
+            assert!(
+                err.contains("may still vote") && err.lines().count() == 1,
+                "{role:?} {args:?}: {err}"
+            );
+            assert_eq!(before, h.tree(), "{role:?} {args:?} changed the host");
+        }
+        assert!(h.systemd_log().iter().all(|l| !l.contains("stop")));
+        // With the tombstone k3s writes once the member is removed, it goes on.
+        fs::write(h.at("var/lib/rancher/k3s/server/db/etcd/tombstone"), "").unwrap();
+        let out = run(&h, &["promote-local", "--join", JOIN, "--check"]);
+        assert!(out.status.success(), "{role:?}: {}", stderr(&out));
+    }
+    // A server's own datastore is its own: nothing to refuse.
+    let s = server("voter");
+    let out = run(&s, &["promote-local", "--join", JOIN, "--check"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

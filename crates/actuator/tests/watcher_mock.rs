@@ -865,8 +865,102 @@ async fn a_stepped_down_host_whose_etcd_still_lists_its_member_does_not_finish_o
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(rig.phases().is_empty(), "{:?}", rig.phases());
     assert!(rig.host.active("k3s") && !rig.host.active("k3s-agent"));
-    // etcd no longer answers (as a removed member's does not): it finishes.
+    // etcd no longer answers (slower than its bound, a certificate that
+    // cannot be read, or gone), and no other server is known to ask: no
+    // reading says the member is gone, so nothing is finished.
     etcd.stop().await;
+    rig.until("a report with no view", |r| view(r).is_none())
+        .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(rig.phases().is_empty(), "{:?}", rig.phases());
+    assert!(rig.host.active("k3s") && !rig.host.active("k3s-agent"));
+    assert!(rig.host.at("var/lib/rancher/k3s/server/db/etcd").is_dir());
+}
+
+/// Three etcd members on `ip` named as k3s names them (`<node>-0a1b2c3d`),
+/// each on its own ports, all voters.
+async fn etcd_cluster(dir: &Path, ip: std::net::Ipv4Addr, nodes: &[&str]) -> Vec<testcp::Etcd> {
+    use testcp::{ClusterState, EtcdOptions, Probe};
+    for attempt in 0.. {
+        let sub = dir.join(format!("try-{attempt}"));
+        let mut opts: Vec<EtcdOptions> = nodes
+            .iter()
+            .map(|n| EtcdOptions::new(&format!("{n}-0a1b2c3d"), ip.into(), &sub).unwrap())
+            .collect();
+        let initial: Vec<String> = opts.iter().map(EtcdOptions::peer_entry).collect();
+        for o in &mut opts {
+            o.initial_cluster = initial.join(",");
+            o.initial_cluster_state = ClusterState::New;
+        }
+        let mut members: Vec<testcp::Etcd> = opts
+            .into_iter()
+            .map(|o| testcp::Etcd::spawn(o).unwrap())
+            .collect();
+        let mut up = true;
+        for m in &mut members {
+            match m
+                .wait_healthy(Probe::Linearizable, Duration::from_secs(120))
+                .await
+            {
+                Ok(()) => {}
+                Err(e) if e.is_address_in_use() && attempt < 3 => up = false,
+                Err(e) => panic!("etcd starts: {e}"),
+            }
+        }
+        if up {
+            return members;
+        }
+    }
+    unreachable!()
+}
+
+#[tokio::test]
+async fn a_stepped_down_host_whose_etcd_is_gone_finishes_only_once_another_member_no_longer_lists_it()
+ {
+    // k3s was down when the member was removed (no tombstone), and the
+    // Node says nothing trustworthy: the host reads etcd through the other
+    // members its last local reading listed.
+    let dir = tempfile::tempdir().unwrap();
+    let ip = std::net::Ipv4Addr::new(127, 0, 0, 23);
+    let mut members = etcd_cluster(dir.path(), ip, &["old", "voter-a", "voter-b"]).await;
+    let own = node(
+        "old",
+        json!({}),
+        json!({"etcd.k3s.cattle.io/removed-node-name": "old-0a1b2c3d"}),
+        false,
+    );
+    let h = TestHost::new("old", bin_dir()).as_server();
+    std::fs::write(h.at("var/lib/rancher/k3s/fleet-role"), "agent\n").unwrap();
+    std::fs::write(
+        h.at("var/lib/rancher/k3s/server/db/etcd/name"),
+        "old-0a1b2c3d\n",
+    )
+    .unwrap();
+    let file = FileConfig {
+        resync_secs: Some(1),
+        etcd_url: Some(members[0].client_url().to_string()),
+        ..FileConfig::default()
+    };
+    let rig = Rig::with_config(h, world_with(own), file, Arc::new(Metrics::new()));
+    let view = |r: &Rig| r.report().and_then(|r| r.host).and_then(|h| h.etcd);
+    rig.until("a report carrying etcd's view of three", |r| {
+        view(r).is_some_and(|v| v.members.len() == 3)
+    })
+    .await;
+    let old_id = view(&rig).unwrap().member;
+    // Its own etcd gone: the others still list it, so it waits.
+    members[0].kill();
+    rig.until("a report with no view", |r| view(r).is_none())
+        .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(rig.phases().is_empty(), "{:?}", rig.phases());
+    assert!(rig.host.active("k3s") && !rig.host.active("k3s-agent"));
+    // The member removed (as k3s's removal does, through another member):
+    // a reading through the others says so, and it finishes.
+    let mut c = etcd_client::Client::connect([members[1].client_url()], None)
+        .await
+        .unwrap();
+    c.member_remove(old_id.0).await.unwrap();
     rig.until("the finish done", |r| {
         r.report()
             .is_some_and(|r| r.step == ReportStep::Finish && r.phase == Phase::Done)

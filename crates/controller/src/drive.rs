@@ -540,6 +540,12 @@ impl Driver {
                 let _ = tokio::time::timeout(pace, stop.changed()).await;
             }
         } else if action.node().is_some() {
+            if action.writes_lease_first() {
+                let lease = self.actor.lease_write(obs, action, state).await?;
+                if let Some(f) = &self.fleet {
+                    f.apply_lease(&self.settings, &lease);
+                }
+            }
             let lease = self.actor.recheck_lease(state).await?;
             if let Some(f) = &self.fleet {
                 f.apply_lease(&self.settings, &lease);

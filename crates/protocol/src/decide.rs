@@ -20,26 +20,32 @@ pub struct HostState {
     pub tombstone: bool,
     /// The host's etcd member name (`server/db/etcd/name`), if it has one.
     pub member: Option<String>,
-    /// Whether the local etcd, read just now, lists this host's member
-    /// (`None`: not read, or it did not answer, as a removed member's etcd
-    /// does not).
+    /// Whether etcd, read just now, lists this host's member: the local
+    /// member's own view, or, when that cannot be read (a removed member's
+    /// etcd does not answer), a healthy voter's view read through another
+    /// server. `None`: no reading succeeded.
     pub etcd_lists_member: Option<bool>,
 }
 
 impl HostState {
-    /// Whether the host's member is gone: k3s's tombstone on disk; or no
-    /// etcd label on the Node, or k3s's `removed-node-name` naming this
-    /// host's member (k3s writes no tombstone when its server was down at
-    /// the removal), unless the local etcd still lists the member: k3s
+    /// Whether the host's member is gone, on a positive reading only: k3s's
+    /// tombstone on disk, or etcd read successfully not listing it.
+    ///
+    /// Nothing on the Node counts: its etcd label and k3s's
+    /// `removed-node-name` are any `patch nodes` holder's to write, and k3s
     /// writes `removed-node-name` even when its `RemovePeer` matched no
-    /// member (a `node-address` that is not the member's peer address),
-    /// and a host that finished then would stop a voter.
-    pub fn member_gone(&self, node: &NodeFacts) -> bool {
-        let removed = match (&self.member, &node.k3s.removed_node_name) {
-            (Some(mine), Some(removed)) => mine == removed,
-            _ => false,
-        };
-        self.tombstone || ((!node.etcd_label || removed) && self.etcd_lists_member != Some(true))
+    /// member. A reading that failed (etcd slower than its bound, a
+    /// certificate that cannot be read) is no answer: a host that finished
+    /// on it would stop a member that may still vote, and move its
+    /// datastore aside.
+    pub fn member_gone(&self) -> bool {
+        self.tombstone || self.etcd_lists_member == Some(false)
+    }
+
+    /// Whether the host holds a datastore whose member may still vote: one
+    /// not proved gone ([`HostState::member_gone`]).
+    pub fn member_may_vote(&self) -> bool {
+        self.datastore && !self.member_gone()
     }
 }
 
@@ -152,8 +158,9 @@ pub enum Decision {
 /// In order:
 /// 1. a finish the report shows started is resumed, if the disk agrees;
 /// 2. a host whose role file says `agent` and that still holds a datastore
-///    finishes once its member is gone ([`HostState::member_gone`]), with
-///    no Lease needed: finishing can never cost quorum;
+///    finishes once its member is gone ([`HostState::member_gone`]: a
+///    tombstone, or etcd read not listing it), with no Lease needed:
+///    finishing can never cost quorum;
 /// 3. a snapshot request is taken on a voter while the Lease is held for its
 ///    swap;
 /// 4. a role step is taken while the Lease is held for its swap, its
@@ -180,8 +187,7 @@ pub fn decide(o: &Observation<'_>) -> Decision {
     // disk must agree: the role file names the agent, and the member is
     // gone or its datastore is already moved aside. A forged "finish
     // started" under a voter changes nothing.
-    let finish_may_resume =
-        o.host.role == Some(Role::Agent) && (!o.host.datastore || o.host.member_gone(o.node));
+    let finish_may_resume = o.host.role == Some(Role::Agent) && !o.host.member_may_vote();
     if let Some(r) =
         report.filter(|r| finish_may_resume && r.is_running(r.swap.as_ref(), ReportStep::Finish))
     {
@@ -200,7 +206,7 @@ pub fn decide(o: &Observation<'_>) -> Decision {
         // A finish that failed is left to the operator (see the recovery
         // docs): retrying it in a loop would hide the failure.
         let settled = report.is_some_and(|r| r.has_settled(swap.as_ref(), ReportStep::Finish));
-        if o.host.member_gone(o.node) && !settled {
+        if o.host.member_gone() && !settled {
             return Decision::Take {
                 swap,
                 step: Step::Finish,
@@ -232,8 +238,15 @@ pub fn decide(o: &Observation<'_>) -> Decision {
                 if let Err(why) = marks_known(o) {
                     return refuse_or_wait(resume, Some(swap), ReportStep::Snapshot, why);
                 }
-                if let Err(why) = lease_gate(o, &swap) {
-                    return refuse_or_wait(resume, Some(swap), ReportStep::Snapshot, why);
+                match lease_verdict(o, &swap, ReportStep::Snapshot, resume) {
+                    Ok(()) => {}
+                    // A snapshot asked ahead of its stage does not hold up
+                    // a role step the Node also asks for (a stale or copied
+                    // request on the outgoing voter, say).
+                    Err(Decision::Wait { .. }) if o.node.marks.step.is_some() => {
+                        return decide_role_step(o);
+                    }
+                    Err(d) => return d,
                 }
                 if o.host.role != Some(Role::Server) || !o.node.etcd_is_voter {
                     return Decision::Refuse {
@@ -254,6 +267,12 @@ pub fn decide(o: &Observation<'_>) -> Decision {
     }
 
     // 4. A role step.
+    decide_role_step(o)
+}
+
+/// Step 4 of [`decide`]: a role step asked on the Node.
+fn decide_role_step(o: &Observation<'_>) -> Decision {
+    let report = o.report;
     let Some(raw_step) = o.node.marks.step.as_deref() else {
         return Decision::Nothing;
     };
@@ -308,15 +327,35 @@ pub fn decide(o: &Observation<'_>) -> Decision {
             return refuse_or_wait(resume, Some(swap), rstep, why);
         }
     }
-    if let Err(why) = lease_gate(o, &swap) {
-        return refuse_or_wait(resume, Some(swap), rstep, why);
+    if let Err(d) = lease_verdict(o, &swap, rstep, resume) {
+        return d;
     }
 
     let step = match kind {
-        StepKind::Promote => match promote_target(o) {
-            Ok(step) => step,
-            Err(why) => return refuse_or_wait(resume, Some(swap), rstep, why),
-        },
+        StepKind::Promote => {
+            // A promotion over a datastore moves it aside; done while its
+            // member may still vote (an etcd-only voter whose role file
+            // already names the agent, a role file lost), it stops a voter.
+            if o.host.role != Some(Role::Server) && o.host.member_may_vote() {
+                let why = format!(
+                    "the datastore holds an etcd member that may still vote{} and the role file {}; a promotion would move it aside",
+                    o.host
+                        .member
+                        .as_deref()
+                        .map(|m| format!(" ({})", shown(m)))
+                        .unwrap_or_default(),
+                    match o.host.role {
+                        Some(r) => format!("names the {r}"),
+                        None => "is missing or unreadable".into(),
+                    }
+                );
+                return refuse_or_wait(resume, Some(swap), rstep, why);
+            }
+            match promote_target(o) {
+                Ok(step) => step,
+                Err(why) => return refuse_or_wait(resume, Some(swap), rstep, why),
+            }
+        }
         StepKind::StepDown => {
             // A resumed step-down may already have named the agent: the
             // step is idempotent and checks etcd again before reporting.
@@ -423,23 +462,97 @@ pub fn marks_known(o: &Observation<'_>) -> Result<(), String> {
     Ok(())
 }
 
-/// The gate: the Lease is held by the controller's identity for this swap and
-/// has not expired, with `skew_margin` taken off its validity so that a host
-/// whose clock runs behind the controller's still sees it expire in time.
-pub fn lease_gate(o: &Observation<'_>, swap: &SwapId) -> Result<(), String> {
-    lease_holds(o.lease, o.identity, swap, o.now, o.skew_margin)
+/// The gate: the Lease is held by the controller's identity for this swap,
+/// has not expired (with `skew_margin` taken off its validity so that a
+/// host whose clock runs behind the controller's still sees it expire in
+/// time), and names this host for `step` ([`lease_names_host`]).
+pub fn lease_gate(o: &Observation<'_>, swap: &SwapId, step: ReportStep) -> Result<(), String> {
+    lease_holds(&LeaseCheck {
+        step,
+        ..check(o, swap)
+    })
 }
 
-/// [`lease_gate`] on its own: whether `lease` is held by `identity` for
-/// `swap` at `now`. The actuator asks it again once a step has the host
-/// lock, since the wait for the lock may have outlasted the Lease.
-pub fn lease_holds(
-    lease: Option<&LeaseFacts>,
-    identity: &str,
+/// The Lease's verdict on a step: `Ok` to take it; a refusal (or, for a
+/// resumed step, a wait) when [`lease_gate`] fails; a wait, with nothing
+/// reported, while a step not yet started is not the one the controller
+/// last asked for ([`lease_asks_now`]): marks copied onto the swap's own
+/// host ahead of time are taken once the controller asks, not refused for
+/// good (a refusal settles the step for the swap).
+fn lease_verdict(
+    o: &Observation<'_>,
     swap: &SwapId,
-    now: i64,
-    skew_margin: i64,
-) -> Result<(), String> {
+    step: ReportStep,
+    resume: bool,
+) -> Result<(), Decision> {
+    let early = |why: String| Decision::Wait {
+        reason: format!("{} waits: {why}", step.as_str()),
+    };
+    // A snapshot asked of no voter yet: the request on the Node came
+    // first, from someone else.
+    if !resume
+        && let Some(l) = o.lease
+        && step == ReportStep::Snapshot
+        && l.snapshot_from.is_none()
+        && lease_holds(&check(o, swap)).is_ok()
+    {
+        return Err(early(
+            "the regrade Lease names no snapshot voter yet".into(),
+        ));
+    }
+    if let Err(why) = lease_gate(o, swap, step) {
+        return Err(refuse_or_wait(resume, Some(swap.clone()), step, why));
+    }
+    match o.lease {
+        Some(l) if !resume => lease_asks_now(l, step).map_err(early),
+        _ => Ok(()),
+    }
+}
+
+fn check<'a>(o: &'a Observation<'a>, swap: &'a SwapId) -> LeaseCheck<'a> {
+    LeaseCheck {
+        lease: o.lease,
+        identity: o.identity,
+        swap,
+        node: &o.node.name,
+        step: ReportStep::None,
+        now: o.now,
+        skew_margin: o.skew_margin,
+    }
+}
+
+/// What [`lease_holds`] checks the Lease against.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseCheck<'a> {
+    /// The regrade Lease, if it exists.
+    pub lease: Option<&'a LeaseFacts>,
+    /// The controller's holder identity.
+    pub identity: &'a str,
+    /// The swap the step belongs to.
+    pub swap: &'a SwapId,
+    /// This host's Node.
+    pub node: &'a str,
+    /// The step.
+    pub step: ReportStep,
+    /// Now, unix seconds, by the host's clock.
+    pub now: i64,
+    /// Seconds taken off the Lease's validity for clock skew.
+    pub skew_margin: i64,
+}
+
+/// [`lease_gate`] on its own: whether the Lease is held by the controller
+/// for the swap at `now` and names this host for the step. The actuator
+/// asks it again once a step has the host lock, since the wait for the
+/// lock may have outlasted the Lease.
+pub fn lease_holds(c: &LeaseCheck<'_>) -> Result<(), String> {
+    let LeaseCheck {
+        lease,
+        identity,
+        swap,
+        now,
+        skew_margin,
+        ..
+    } = *c;
     let Some(lease) = lease else {
         return Err("the regrade Lease does not exist".into());
     };
@@ -470,7 +583,61 @@ pub fn lease_holds(
     if !lease.valid_at(now, skew_margin) {
         return Err(format!("the regrade Lease for swap {swap} has expired"));
     }
-    Ok(())
+    lease_names_host(lease, c.node, c.step)
+}
+
+/// Whether the controller's last ask recorded on the Lease is `step`. The
+/// controller names each step on the Lease ([`LeaseFacts::asked`]) in the
+/// same action as it marks the Node, after its gates passed, and only the
+/// controller writes the Lease; a step's marks are any `patch nodes`
+/// holder's to write. So marks copied onto the swap's own host ahead of
+/// time (a step-down before the drain and the removal gates, a rollback of
+/// a promoted voter with no quorum check) wait until the controller asks
+/// for that step itself. Checked before a step starts, not when one
+/// resumes: the host's own report says it started, and the controller may
+/// have asked for more since.
+pub fn lease_asks_now(lease: &LeaseFacts, step: ReportStep) -> Result<(), String> {
+    match lease.asked.as_deref() {
+        Some(s) if s == step.as_str() => Ok(()),
+        Some(s) => Err(format!(
+            "the regrade Lease shows the controller last asked for {}, not {}",
+            shown(s),
+            step.as_str()
+        )),
+        None => Err(format!(
+            "the regrade Lease shows no step asked yet, not {}",
+            step.as_str()
+        )),
+    }
+}
+
+/// Whether the Lease names this host for `step`: `promote` and `rollback`
+/// only on the swap's incoming host, `step-down` only on its outgoing host,
+/// a snapshot only on the voter the swap asked. The marks on a Node are
+/// any `patch nodes` holder's to write (kured, node-feature-discovery, an
+/// operator's script), and with the Lease held for a real swap, its id
+/// copied onto another voter would otherwise stop that voter too; the
+/// Lease is the controller's alone.
+pub fn lease_names_host(lease: &LeaseFacts, node: &str, step: ReportStep) -> Result<(), String> {
+    let (named, what) = match step {
+        ReportStep::Promote | ReportStep::Rollback => (&lease.swap_in, "incoming host"),
+        ReportStep::StepDown => (&lease.swap_out, "outgoing host"),
+        ReportStep::Snapshot => (&lease.snapshot_from, "snapshot voter"),
+        // A finish needs no Lease; nothing else is a step.
+        ReportStep::Finish | ReportStep::Unknown | ReportStep::None => return Ok(()),
+    };
+    match named.as_deref() {
+        Some(n) if n == node => Ok(()),
+        Some(n) => Err(format!(
+            "the regrade Lease names {} as the swap's {what}, not this host: {} is taken only there",
+            shown(n),
+            step.as_str()
+        )),
+        None => Err(format!(
+            "the regrade Lease names no {what}: {} is taken only on the host it names",
+            step.as_str()
+        )),
+    }
 }
 
 fn promote_target(o: &Observation<'_>) -> Result<Step, String> {

@@ -240,10 +240,19 @@ impl EtcdView {
         self.members.iter().filter(|m| m.learner)
     }
 
-    /// The set of member ids and their learner flags, for comparing two
-    /// servers' views (what a member list says, not when it was read).
-    pub fn membership(&self) -> std::collections::BTreeSet<(MemberId, bool)> {
-        self.members.iter().map(|m| (m.id, m.learner)).collect()
+    /// The members as a comparable set (id, name, peer URLs, learner flag),
+    /// for comparing two servers' views: what a member list says, not when
+    /// it was read. Names and peer URLs count, so a view that renames a
+    /// member (to map a ghost onto some Node) disagrees with the others.
+    pub fn membership(&self) -> std::collections::BTreeSet<(MemberId, &str, Vec<&str>, bool)> {
+        self.members
+            .iter()
+            .map(|m| {
+                let mut peers: Vec<&str> = m.peer_urls.iter().map(String::as_str).collect();
+                peers.sort_unstable();
+                (m.id, m.name.as_str(), peers, m.learner)
+            })
+            .collect()
     }
 
     /// Whether `a` and `b` say the same about the cluster's shape: the local

@@ -177,6 +177,11 @@ pub struct LeaseFacts {
     pub swap_out: Option<String>,
     /// The swap's incoming Node.
     pub swap_in: Option<String>,
+    /// The voter the swap asked for its snapshot.
+    pub snapshot_from: Option<String>,
+    /// The host step the controller asked for last (`snapshot`, `promote`,
+    /// `step-down` or `rollback`), written with the Node's marks.
+    pub asked: Option<String>,
     /// The step the swap is in, raw.
     pub step: Option<String>,
     /// When that step began.

@@ -17,13 +17,27 @@ fn swap(s: &str) -> SwapId {
     SwapId::parse(s).unwrap()
 }
 
+/// The Lease held for swap `s`, naming the test's one host ("standby")
+/// for every part of the swap and asking for whatever the Node asks
+/// (`asking` fills in [`LeaseFacts::asked`]).
 fn lease_for(s: &str) -> LeaseFacts {
     LeaseFacts {
         holder: Some(ME.into()),
         swap: Some(s.into()),
         renew_time: Some(NOW - 5),
         duration_secs: Some(30),
+        swap_in: Some("standby".into()),
+        swap_out: Some("standby".into()),
+        snapshot_from: Some("standby".into()),
         ..LeaseFacts::default()
+    }
+}
+
+/// [`lease_for`] with the controller's last ask on it.
+fn asking(s: &str, asked: &str) -> LeaseFacts {
+    LeaseFacts {
+        asked: Some(asked.into()),
+        ..lease_for(s)
     }
 }
 
@@ -80,9 +94,21 @@ struct Case<'a> {
 
 impl Case<'_> {
     fn new(node: NodeFacts, host: HostState) -> Self {
+        let asked = match (&node.marks.step, &node.marks.snapshot_request) {
+            (Some(step), _) => Some(step.clone()),
+            (None, Some(_)) => Some("snapshot".to_string()),
+            _ => None,
+        };
+        let me = Some(node.name.clone());
         Case {
+            lease: Some(LeaseFacts {
+                asked,
+                swap_in: me.clone(),
+                swap_out: me.clone(),
+                snapshot_from: me,
+                ..lease_for("s1")
+            }),
             node,
-            lease: Some(lease_for("s1")),
             report: None,
             host,
             join: found("10.0.0.1"),
@@ -187,8 +213,8 @@ fn the_lease_gate_is_checked_for_the_annotated_swap() {
         skew_margin: 0,
         join_port: 6443,
     };
-    assert!(lease_gate(&o, &swap("s1")).is_ok());
-    assert!(lease_gate(&o, &swap("s2")).is_err());
+    assert!(lease_gate(&o, &swap("s1"), ReportStep::Promote).is_ok());
+    assert!(lease_gate(&o, &swap("s2"), ReportStep::Promote).is_err());
 }
 
 #[test]
@@ -216,7 +242,7 @@ fn the_watcher_leaves_a_refused_step_to_the_controller_once_its_reason_is_gone()
     assert_eq!(c.decide(), Decision::Nothing);
     // A new swap is a new question.
     c.node.marks.swap = Some("s2".into());
-    c.lease = Some(lease_for("s2"));
+    c.lease = Some(asking("s2", "promote"));
     assert!(matches!(
         c.decide(),
         Decision::Take {
@@ -289,23 +315,45 @@ fn a_tombstone_counts_as_removed_with_no_api_to_ask() {
 }
 
 #[test]
-fn a_node_with_no_etcd_label_counts_as_removed() {
-    let mut c = Case::new(
-        NodeFacts {
-            name: "old".into(),
-            etcd_label: false,
-            ..Default::default()
-        },
-        server_host(),
-    );
+fn a_member_counts_as_removed_only_on_a_positive_reading_never_on_the_nodes_marks() {
+    // Neither the etcd label gone nor k3s's removed-node-name proves
+    // anything: any patch-nodes holder can write both, and k3s writes the
+    // latter even when its RemovePeer matched no member.
+    let mut node = NodeFacts {
+        name: "old".into(),
+        etcd_label: false,
+        ..Default::default()
+    };
+    node.k3s.removed_node_name = Some("old-0123abcd".into());
+    let mut c = Case::new(node, server_host());
+    c.lease = None;
     c.host = HostState {
         role: Some(Role::Agent),
         datastore: true,
         tombstone: false,
-        member: None,
+        member: Some("old-0123abcd".into()),
         etcd_lists_member: None,
     };
-    c.lease = None;
+    // No reading (the last one failed): the member may still vote.
+    assert!(
+        matches!(c.decide(), Decision::Wait { .. }),
+        "{:?}",
+        c.decide()
+    );
+    c.host.etcd_lists_member = Some(true);
+    assert!(matches!(c.decide(), Decision::Wait { .. }));
+    // etcd, read just now, does not list it: gone.
+    c.host.etcd_lists_member = Some(false);
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Finish,
+            ..
+        }
+    ));
+    // And so with the Node still showing a member: the reading decides.
+    c.node.etcd_label = true;
+    c.node.k3s.removed_node_name = None;
     assert!(matches!(
         c.decide(),
         Decision::Take {
@@ -598,6 +646,7 @@ fn a_snapshot_request_comes_before_a_step_of_the_same_swap() {
     node.marks.snapshot_request = Some("s1".into());
     node.etcd_is_voter = true;
     let mut c = Case::new(node, server_host());
+    c.lease.as_mut().unwrap().asked = Some("snapshot".into());
     assert!(matches!(
         c.decide(),
         Decision::Take {
@@ -606,6 +655,28 @@ fn a_snapshot_request_comes_before_a_step_of_the_same_swap() {
         }
     ));
     c.report = Some(reported(ReportStep::Snapshot, Phase::Done));
+    c.lease.as_mut().unwrap().asked = Some("step-down".into());
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::StepDown,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_snapshot_request_the_lease_does_not_ask_for_does_not_hold_up_the_step_it_asks_for() {
+    // A request copied onto the outgoing voter by someone else, or one the
+    // controller asked long before: the step-down asked now goes ahead.
+    let mut node = node_asking("step-down", "agent");
+    node.marks.snapshot_request = Some("s1".into());
+    node.etcd_is_voter = true;
+    let c = Case::new(node, server_host());
+    assert_eq!(
+        c.lease.as_ref().unwrap().asked.as_deref(),
+        Some("step-down")
+    );
     assert!(matches!(
         c.decide(),
         Decision::Take {
@@ -766,6 +837,15 @@ prop_compose! {
     }
 }
 
+/// A host the Lease may name: this one ("n"), another, or none.
+fn any_host_name() -> impl Strategy<Value = Option<String>> {
+    prop_oneof![
+        Just(None),
+        Just(Some("n".to_string())),
+        Just(Some("other".to_string()))
+    ]
+}
+
 /// A protocol mark: none (version 1), this build's, or one it does not know.
 fn any_protocol() -> impl Strategy<Value = Option<String>> {
     prop_oneof![Just(None), Just(Some("1".into())), Just(Some("2".into()))]
@@ -778,8 +858,12 @@ prop_compose! {
         swap in opt_text(),
         age in 0i64..60,
         protocol in any_protocol(),
+        swap_in in any_host_name(),
+        swap_out in any_host_name(),
+        snapshot_from in any_host_name(),
+        asked in prop_oneof![Just(None), Just(Some("promote".to_string())), Just(Some("step-down".to_string())), Just(Some("rollback".to_string())), Just(Some("snapshot".to_string()))],
     ) -> Option<LeaseFacts> {
-        present.then(|| LeaseFacts { holder, swap, renew_time: Some(NOW - age), duration_secs: Some(30), protocol, ..LeaseFacts::default() })
+        present.then(|| LeaseFacts { holder, swap, renew_time: Some(NOW - age), duration_secs: Some(30), protocol, swap_in, swap_out, snapshot_from, asked, ..LeaseFacts::default() })
     }
 }
 
@@ -854,7 +938,9 @@ proptest! {
                 }
                 if let Step::Finish = step {
                     // Finish: only when the member is gone, or resuming one.
-                    prop_assert!(*resume || (host.role == Some(Role::Agent) && host.datastore && host.member_gone(&node)));
+                    prop_assert!(*resume || (host.role == Some(Role::Agent) && host.datastore && host.member_gone()));
+                    // Gone only on a tombstone or a reading of etcd.
+                    prop_assert!(*resume || host.tombstone || host.etcd_lists_member == Some(false));
                 } else {
                     // Every other step: only with the Lease for its swap,
                     // and never under marks of an unknown version (a
@@ -865,8 +951,24 @@ proptest! {
                         known(&node.marks.protocol) && lease.as_ref().is_none_or(|l| known(&l.protocol)),
                         "a step under unknown marks: {:?}", d
                     );
-                    if !*resume || lease_gate(&o, s).is_err() {
-                        prop_assert!(lease_gate(&o, s).is_ok(), "step without the lease: {:?}", d);
+                    if !*resume || lease_gate(&o, s, rstep).is_err() {
+                        prop_assert!(lease_gate(&o, s, rstep).is_ok(), "step without the lease: {:?}", d);
+                    }
+                    // Only on the host the Lease names for the step, and a
+                    // new step only when the Lease asks for it.
+                    let l = lease.as_ref().expect("a step with the Lease");
+                    let named = match rstep {
+                        ReportStep::Promote | ReportStep::Rollback => &l.swap_in,
+                        ReportStep::StepDown => &l.swap_out,
+                        _ => &l.snapshot_from,
+                    };
+                    prop_assert_eq!(named.as_deref(), Some("n"), "a step on a host the Lease does not name");
+                    prop_assert!(*resume || l.asked.as_deref() == Some(rstep.as_str()), "a step not asked: {:?}", d);
+                    if let Step::Promote { .. } = step {
+                        prop_assert!(
+                            host.role == Some(Role::Server) || !host.datastore || host.member_gone(),
+                            "a promotion over a datastore whose member may vote"
+                        );
                     }
                     match step {
                         Step::Snapshot => {
@@ -940,40 +1042,6 @@ fn a_new_bad_value_is_refused_even_after_an_earlier_refusal_of_another() {
 }
 
 #[test]
-fn k3s_naming_the_hosts_member_as_removed_counts_as_removed() {
-    let node = NodeFacts {
-        name: "old".into(),
-        etcd_label: true,
-        k3s: K3sEtcd {
-            removed_node_name: Some("old-0a1b2c3d".into()),
-            ..K3sEtcd::default()
-        },
-        ..Default::default()
-    };
-    let mut c = Case::new(node, server_host());
-    c.host = HostState {
-        role: Some(Role::Agent),
-        datastore: true,
-        tombstone: false,
-        member: Some("old-0a1b2c3d".into()),
-        etcd_lists_member: None,
-    };
-    c.lease = None;
-    assert!(matches!(
-        c.decide(),
-        Decision::Take {
-            step: Step::Finish,
-            ..
-        }
-    ));
-    // Another member's removal (an earlier life of this host) is not this one's.
-    c.host.member = Some("old-99999999".into());
-    assert!(matches!(c.decide(), Decision::Wait { .. }));
-    c.host.member = None;
-    assert!(matches!(c.decide(), Decision::Wait { .. }));
-}
-
-#[test]
 fn a_member_k3s_names_removed_while_the_local_etcd_still_lists_it_is_not_finished() {
     // k3s's RemovePeer matched no member (its node-address is not the
     // member's peer address) and wrote removed-node-name all the same.
@@ -996,9 +1064,12 @@ fn a_member_k3s_names_removed_while_the_local_etcd_still_lists_it_is_not_finishe
     };
     c.lease = None;
     assert!(matches!(c.decide(), Decision::Wait { .. }));
-    // Once etcd no longer lists it (or no longer answers), it finishes;
-    // a tombstone always counts.
-    for (listed, tombstone) in [(Some(false), false), (None, false), (Some(true), true)] {
+    // No reading at all is no answer either.
+    c.host.etcd_lists_member = None;
+    assert!(matches!(c.decide(), Decision::Wait { .. }));
+    // Once etcd, read, no longer lists it, it finishes; a tombstone always
+    // counts.
+    for (listed, tombstone) in [(Some(false), false), (None, true), (Some(true), true)] {
         c.host.etcd_lists_member = listed;
         c.host.tombstone = tombstone;
         assert!(
@@ -1079,4 +1150,197 @@ fn a_step_on_a_host_whose_role_file_is_invalid_is_refused_and_never_taken_as_no_
     // A missing file (no problem) changes nothing in the decision.
     let c = Case::new(node_asking("promote", "server"), agent_host());
     assert_eq!(decide::with_role_file(c.decide(), None), c.decide());
+}
+
+// === Guards against marks another principal wrote ===
+
+/// A voter that is no part of the swap, with a datastore whose member
+/// votes (its local etcd lists it).
+fn voting_host() -> HostState {
+    HostState {
+        role: Some(Role::Server),
+        datastore: true,
+        tombstone: false,
+        member: Some("voter-b-0a1b2c3d".into()),
+        etcd_lists_member: Some(true),
+    }
+}
+
+#[test]
+fn marks_copied_onto_a_voter_outside_the_swap_are_refused_whatever_the_step() {
+    // The Lease is held for swap s1, whose hosts are "old" (out) and
+    // "standby" (in), and it asks for each step in turn; a patch-nodes
+    // holder copies s1 onto voter-b with each step.
+    for (step, desired, named) in [
+        ("rollback", "agent", "incoming host"),
+        ("promote", "server", "incoming host"),
+        ("step-down", "agent", "outgoing host"),
+    ] {
+        let mut node = node_asking(step, desired);
+        node.name = "voter-b".into();
+        node.etcd_label = true;
+        node.etcd_is_voter = true;
+        let mut c = Case::new(node, voting_host());
+        let l = c.lease.as_mut().unwrap();
+        l.swap_in = Some("standby".into());
+        l.swap_out = Some("old".into());
+        l.stopping = Some("{}".into());
+        let d = c.decide();
+        assert!(
+            matches!(&d, Decision::Refuse { reason, .. }
+                if reason.contains(named) && reason.contains("not this host")),
+            "{step}: {d:?}"
+        );
+    }
+}
+
+#[test]
+fn a_snapshot_is_taken_only_by_the_voter_the_lease_names_and_waits_while_it_names_none() {
+    let node = NodeFacts {
+        name: "voter-b".into(),
+        marks: FleetMarks {
+            snapshot_request: Some("s1".into()),
+            ..FleetMarks::default()
+        },
+        etcd_label: true,
+        etcd_is_voter: true,
+        ..Default::default()
+    };
+    let mut c = Case::new(node, voting_host());
+    c.lease.as_mut().unwrap().snapshot_from = Some("voter-a".into());
+    assert!(
+        is_refusal(&c.decide(), "snapshot voter"),
+        "{:?}",
+        c.decide()
+    );
+    // Named by no one yet: the request came before the controller's ask.
+    c.lease.as_mut().unwrap().snapshot_from = None;
+    assert!(
+        matches!(c.decide(), Decision::Wait { .. }),
+        "{:?}",
+        c.decide()
+    );
+    c.lease.as_mut().unwrap().snapshot_from = Some("voter-b".into());
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Snapshot,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_step_on_the_swaps_own_host_waits_until_the_lease_asks_for_it_and_reports_nothing() {
+    // The outgoing voter marked for its step-down while the swap is still
+    // promoting (before the drain and the removal gates).
+    let mut c = Case::new(node_asking("step-down", "agent"), voting_host());
+    c.lease.as_mut().unwrap().asked = Some("promote".into());
+    assert!(
+        matches!(c.decide(), Decision::Wait { .. }),
+        "{:?}",
+        c.decide()
+    );
+    c.lease.as_mut().unwrap().asked = None;
+    assert!(matches!(c.decide(), Decision::Wait { .. }));
+    // A rollback of the incoming host outside a wind-down: the controller
+    // asks one only after its quorum gate.
+    let mut c = Case::new(node_asking("rollback", "agent"), server_host());
+    c.lease.as_mut().unwrap().asked = Some("promote".into());
+    assert!(
+        matches!(c.decide(), Decision::Wait { .. }),
+        "{:?}",
+        c.decide()
+    );
+    // Asked: taken.
+    c.lease.as_mut().unwrap().asked = Some("rollback".into());
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Rollback,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_started_step_resumes_whatever_the_lease_asked_for_since() {
+    let mut c = Case::new(node_asking("step-down", "agent"), voting_host());
+    c.report = Some(reported(ReportStep::StepDown, Phase::Progress));
+    c.lease.as_mut().unwrap().asked = Some("promote".into());
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::StepDown,
+            resume: true,
+            ..
+        }
+    ));
+    // But never on a host the Lease does not name.
+    c.lease.as_mut().unwrap().swap_out = Some("old".into());
+    assert!(
+        matches!(c.decide(), Decision::Wait { .. }),
+        "{:?}",
+        c.decide()
+    );
+}
+
+#[test]
+fn a_promotion_over_a_datastore_whose_member_may_vote_is_refused_unless_the_role_file_names_the_server()
+ {
+    // An etcd-only voter whose role file already names the agent, and a
+    // host whose role file was lost: a promotion would move a voting
+    // member's datastore aside.
+    for role in [Some(Role::Agent), None] {
+        let host = HostState {
+            role,
+            ..voting_host()
+        };
+        let mut c = Case::new(node_asking("promote", "server"), host);
+        let d = c.decide();
+        assert!(
+            matches!(&d, Decision::Refuse { reason, .. } if reason.contains("may still vote")),
+            "{role:?}: {d:?}"
+        );
+        // No reading of etcd: still may vote.
+        c.host.etcd_lists_member = None;
+        assert!(is_refusal(&c.decide(), "may still vote"));
+        // Proved gone (a tombstone, or etcd not listing it): promoted (a
+        // host whose role file names the agent finishes its demotion
+        // first, the datastore of a gone member moved aside).
+        for (listed, tombstone) in [(Some(false), false), (None, true)] {
+            c.host.etcd_lists_member = listed;
+            c.host.tombstone = tombstone;
+            let d = c.decide();
+            assert!(
+                match role {
+                    None => matches!(
+                        d,
+                        Decision::Take {
+                            step: Step::Promote { .. },
+                            ..
+                        }
+                    ),
+                    _ => matches!(
+                        d,
+                        Decision::Take {
+                            step: Step::Finish,
+                            ..
+                        }
+                    ),
+                },
+                "{role:?} {listed:?} {tombstone}: {d:?}"
+            );
+        }
+    }
+    // A resumed promotion whose role file names the server keeps its
+    // datastore: nothing is moved.
+    let c = Case::new(node_asking("promote", "server"), voting_host());
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Promote { .. },
+            ..
+        }
+    ));
 }

@@ -1034,14 +1034,14 @@ async fn actuator(
         }
     });
     let etcd = etcd_view(names, &host, nodes, now);
-    let shape = |e: Option<&EtcdView>| e.map(EtcdView::membership);
     if report
         .as_ref()
         .and_then(|r| r.host.as_ref())
         .is_none_or(|h| {
             now - h.heartbeat_at >= 5
                 || h.demotion != demotion
-                || shape(h.etcd.as_ref()) != shape(etcd.as_ref())
+                || h.etcd.as_ref().map(EtcdView::membership)
+                    != etcd.as_ref().map(EtcdView::membership)
         })
     {
         let part = protocol::report::HostPart {
@@ -1068,7 +1068,13 @@ async fn actuator(
             datastore: host.datastore,
             tombstone: host.tombstone,
             member: host.member.clone(),
-            etcd_lists_member: None,
+            // etcd read as the actuator reads it: the members the Nodes show.
+            etcd_lists_member: host.member.as_deref().map(|m| {
+                nodes.values().any(|n| {
+                    let f = kubeview::node_facts(names, n);
+                    f.has_member() && f.k3s.node_name.as_deref() == Some(m)
+                })
+            }),
         },
         join: &join,
         identity: &names.controller_identity,

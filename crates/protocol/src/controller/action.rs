@@ -320,6 +320,20 @@ impl Action {
         )
     }
 
+    /// Whether the action writes the regrade Lease before its Node: an ask
+    /// of a host (a snapshot, a promotion, a step-down, a rollback) is named
+    /// on the Lease first, since the Node's marks alone, which any
+    /// `patch nodes` holder could write, ask nothing.
+    pub fn writes_lease_first(&self) -> bool {
+        matches!(
+            self,
+            Action::RequestSnapshot { .. }
+                | Action::Promote { .. }
+                | Action::StepDown { .. }
+                | Action::Rollback { .. }
+        )
+    }
+
     /// Whether the action writes to a Node (every such write is re-gated on
     /// a fresh read of the Lease).
     pub fn node(&self) -> Option<&NodeName> {

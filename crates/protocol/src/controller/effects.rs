@@ -9,6 +9,7 @@
 
 use super::{Action, FleetView, LastSwap, Start, one_line};
 use crate::{
+    report::ReportStep,
     validate::StepKind,
     view::{LeaseFacts, NodeFacts},
 };
@@ -56,6 +57,10 @@ pub fn lease_after(
             if *start != Start::Abandoned {
                 l.step = None;
                 l.step_since = None;
+                // Asked again as the swap gets there (a resumed swap may
+                // ask another voter for its snapshot).
+                l.snapshot_from = None;
+                l.asked = None;
             }
             // A stopped swap resumed keeps its wind-down, if one had begun.
             if *start == Start::Fresh {
@@ -63,6 +68,24 @@ pub fn lease_after(
             }
         }
         Action::RenewLease => l.renew_time = Some(w.now),
+        // Each ask of a host is named on the Lease first, then its Node is
+        // marked (see `node_after`): a host takes a step only when the Lease
+        // asks for it (and names it), and only the controller writes the
+        // Lease, where any `patch nodes` holder can mark a Node.
+        Action::RequestSnapshot { node, .. } => {
+            l.renew_time = Some(w.now);
+            l.snapshot_from = Some(node.to_string());
+            l.asked = Some(ReportStep::Snapshot.as_str().into());
+        }
+        Action::Promote { .. } | Action::StepDown { .. } | Action::Rollback { .. } => {
+            l.renew_time = Some(w.now);
+            let step = match action {
+                Action::Promote { .. } => StepKind::Promote,
+                Action::StepDown { .. } => StepKind::StepDown,
+                _ => StepKind::Rollback,
+            };
+            l.asked = Some(step.as_str().into());
+        }
         Action::MarkStep { step } => {
             l.renew_time = Some(w.now);
             l.step = Some(step.as_str().into());

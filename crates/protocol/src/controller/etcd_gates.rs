@@ -10,7 +10,7 @@
 
 use super::{
     FleetView, Gate, GateName,
-    members::{MappedMember, Picture, picture},
+    members::{MappedMember, Picture, Trust, picture},
     quorum::{keeps_quorum, quorum},
 };
 use crate::etcd::EtcdView;
@@ -26,12 +26,12 @@ impl FleetView {
             .iter()
             .filter_map(|n| Some((n.name.clone(), n.host.as_ref()?.etcd.clone()?)))
             .collect();
-        picture(
-            self.now,
-            self.settings.actuator_heartbeat_max_age,
-            &self.nodes,
-            &views,
-        )
+        let trust = Trust {
+            max_age: self.settings.actuator_heartbeat_max_age,
+            future_slack: self.settings.skew_margin,
+            incoming: self.lease.as_ref().and_then(|l| l.swap_in.as_deref()),
+        };
+        picture(self.now, trust, &self.nodes, &views)
     }
 }
 

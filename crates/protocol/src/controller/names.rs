@@ -13,6 +13,19 @@ impl Names {
     pub fn lease_swap_in(&self) -> String {
         self.key("swap-in")
     }
+    /// Lease annotation: the voter the swap asked for its snapshot. The
+    /// snapshot request on a Node is any `patch nodes` holder's to write;
+    /// this one is the controller's alone, so a voter takes a snapshot only
+    /// when the Lease names it.
+    pub fn lease_swap_snapshot(&self) -> String {
+        self.key("swap-snapshot")
+    }
+    /// Lease annotation: the host step the controller asked for last, written
+    /// in the same action as the Node's marks, after the gates passed. A
+    /// host takes a new step only while it is the one asked.
+    pub fn lease_swap_asked(&self) -> String {
+        self.key("swap-asked")
+    }
     /// Lease annotation: the controller process holding the Lease (the holder
     /// identity is shared, since the actuators check it; this tells two
     /// controller processes apart).
@@ -64,6 +77,8 @@ mod tests {
         for (got, key) in [
             (n.lease_swap_out(), "swap-out"),
             (n.lease_swap_in(), "swap-in"),
+            (n.lease_swap_snapshot(), "swap-snapshot"),
+            (n.lease_swap_asked(), "swap-asked"),
             (n.lease_instance(), "swap-instance"),
             (n.lease_step(), "swap-step"),
             (n.lease_step_since(), "swap-step-since"),

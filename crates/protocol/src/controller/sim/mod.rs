@@ -52,6 +52,21 @@ struct Faults {
     steal_at: Option<usize>,
     /// Seconds each tick advances the clock.
     tick_secs: i64,
+    /// No host can read etcd (its own member or another server's): only
+    /// a tombstone says a member is gone.
+    etcd_unread: bool,
+    /// At this tick a `patch nodes` holder copies the Lease's swap id onto
+    /// a Node with a step of its choosing: (tick, which Node, which step).
+    intruder_at: Option<(usize, usize, Intrusion)>,
+}
+
+/// The marks a `patch nodes` holder writes, copying the swap's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Intrusion {
+    Promote,
+    StepDown,
+    Rollback,
+    Snapshot,
 }
 
 struct World {
@@ -119,17 +134,20 @@ impl World {
             lease_duration: self.v.settings.lease_duration,
             now: self.v.now,
         };
-        if let Some(after) = lease_after(self.v.lease.as_ref(), a, writer) {
+        let lease_written = lease_after(self.v.lease.as_ref(), a, writer);
+        let wrote_lease = lease_written.is_some();
+        if let Some(after) = lease_written {
             self.v.lease = Some(after);
             if let Action::TakeLease { swap, .. } = a {
                 s.taken = Some(swap.clone());
             }
-            return;
         }
-        let node = a
-            .node()
-            .expect("a write to the Lease or a Node")
-            .to_string();
+        // A snapshot request writes the Lease (its voter named) and then
+        // the Node, as the shell does.
+        let Some(node) = a.node().map(ToString::to_string) else {
+            assert!(wrote_lease, "a write to the Lease or a Node: {a:?}");
+            return;
+        };
         if let Action::RemoveMember { .. } = a {
             self.check_quorum(&node);
         }
@@ -260,7 +278,9 @@ impl World {
                 datastore: host.datastore,
                 tombstone: host.tombstone,
                 member: host.datastore.then(|| format!("{name}-00aa11bb")),
-                etcd_lists_member: None,
+                // A reading of etcd, as the actuator makes it (locally, or
+                // through another server once its own etcd is gone).
+                etcd_lists_member: (!self.faults.etcd_unread).then(|| n.has_member() || host.votes),
             },
             join: &join,
             identity: &self.v.settings.names.controller_identity,
@@ -277,6 +297,31 @@ impl World {
                 r
             };
         let faults = self.faults;
+        if let Decision::Take {
+            swap,
+            step,
+            resume: false,
+        } = &decision
+        {
+            let rstep = step.report_step();
+            if rstep != ReportStep::Finish && !self.asked(name, swap.as_ref(), rstep) {
+                self.violations.push(format!(
+                    "{name} took {} for {swap:?}, which the controller did not ask of it, at {now}",
+                    rstep.as_str()
+                ));
+            }
+            let votes = n.has_member() || host.votes;
+            if (rstep == ReportStep::Finish
+                || (rstep == ReportStep::Promote && host.role != Some(Role::Server)))
+                && host.datastore
+                && votes
+            {
+                self.violations.push(format!(
+                    "{name} took {} over a datastore whose member votes, at {now}",
+                    rstep.as_str()
+                ));
+            }
+        }
         match decision {
             Decision::Refuse { swap, step, reason } => {
                 let r = next(swap, step, Phase::Refused, None).with_reason(reason);
@@ -362,6 +407,55 @@ impl World {
         }
     }
 
+    /// A `patch nodes` holder copies the swap's id onto a Node with marks
+    /// of its choosing (the Lease itself it cannot write).
+    fn intrude(&mut self, which: usize, what: Intrusion) {
+        let Some(swap) = self.v.lease.as_ref().and_then(|l| l.swap.clone()) else {
+            return;
+        };
+        let join = self
+            .v
+            .nodes
+            .iter()
+            .find(|n| n.etcd_label)
+            .map(|n| n.name.clone());
+        let name = self.v.nodes[which % self.v.nodes.len()].name.clone();
+        let m = &mut self.node(&name).marks;
+        m.protocol = Some(crate::version::mark());
+        let (step, role) = match what {
+            Intrusion::Snapshot => {
+                m.snapshot_request = Some(swap);
+                return;
+            }
+            Intrusion::Promote => ("promote", "server"),
+            Intrusion::StepDown => ("step-down", "agent"),
+            Intrusion::Rollback => ("rollback", "agent"),
+        };
+        m.swap = Some(swap);
+        m.step = Some(step.into());
+        m.desired_role = Some(role.into());
+        m.join_node = join;
+    }
+
+    /// Whether the controller's last ask of `name` was `step` for `swap`:
+    /// a host acts on what the controller asked of it, whatever else its
+    /// Node's marks say.
+    fn asked(&self, name: &str, swap: Option<&SwapId>, step: ReportStep) -> bool {
+        let last = self
+            .writes
+            .iter()
+            .rev()
+            .find(|a| a.node().is_some_and(|n| n.as_str() == name) && a.writes_lease_first());
+        let (kind, asked_swap) = match last {
+            Some(Action::RequestSnapshot { swap, .. }) => (ReportStep::Snapshot, swap),
+            Some(Action::Promote { swap, .. }) => (ReportStep::Promote, swap),
+            Some(Action::StepDown { swap, .. }) => (ReportStep::StepDown, swap),
+            Some(Action::Rollback { swap, .. }) => (ReportStep::Rollback, swap),
+            _ => return false,
+        };
+        kind == step && Some(asked_swap) == swap
+    }
+
     /// Reports the milestones of `step` once its host part is done, as the
     /// actuator does (the one list in `protocol::milestones`).
     fn milestones(&mut self, name: &str, swap: Option<SwapId>, step: &Step) {
@@ -415,6 +509,11 @@ impl World {
                     taken: None,
                     ..s.clone()
                 };
+            }
+            if let Some((at, which, what)) = self.faults.intruder_at
+                && at == tick
+            {
+                self.intrude(which, what);
             }
             if self.faults.steal_at == Some(tick)
                 && let Some(l) = self.v.lease.as_mut()

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
-use super::{Faults, World};
+use super::{Faults, Intrusion, World};
 use crate::controller::{fixtures::*, *};
 
 // === Property tests ===
@@ -66,9 +66,34 @@ fn arb_faults() -> impl Strategy<Value = Faults> {
         prop::option::weighted(0.3, 0usize..60),
         prop::option::weighted(0.15, 0usize..12),
         1i64..20,
+        prop::bool::weighted(0.1),
+        prop::option::weighted(
+            0.3,
+            (
+                0usize..60,
+                0usize..8,
+                prop::sample::select(vec![
+                    Intrusion::Promote,
+                    Intrusion::StepDown,
+                    Intrusion::Rollback,
+                    Intrusion::Snapshot,
+                ]),
+            ),
+        ),
     )
         .prop_map(
-            |((stalls, unmarked), fails, sd, snap, down, restart, steal, tick)| Faults {
+            |(
+                (stalls, unmarked),
+                fails,
+                sd,
+                snap,
+                down,
+                restart,
+                steal,
+                tick,
+                unread,
+                intruder,
+            )| Faults {
                 promotion_stalls: stalls,
                 voter_unmarked: unmarked && !stalls,
                 promotion_fails: fails && !stalls,
@@ -78,6 +103,8 @@ fn arb_faults() -> impl Strategy<Value = Faults> {
                 restart_at: restart,
                 steal_at: steal,
                 tick_secs: tick,
+                etcd_unread: unread,
+                intruder_at: intruder,
             },
         )
 }
@@ -208,6 +235,10 @@ enum Hidden {
     Stale,
     /// One server's view lists a member fewer.
     Disagreeing,
+    /// A ghost voter, and an agent (a compromised CI runner, writing its
+    /// own report) reports the newest view, with the ghost renamed to
+    /// itself and healthy.
+    GhostForgedAway,
 }
 
 fn arb_hidden() -> impl Strategy<Value = Hidden> {
@@ -218,6 +249,7 @@ fn arb_hidden() -> impl Strategy<Value = Hidden> {
         Hidden::Alarm,
         Hidden::Stale,
         Hidden::Disagreeing,
+        Hidden::GhostForgedAway,
     ])
 }
 
@@ -256,7 +288,7 @@ proptest! {
             e.leader = Some(e.members[leader.index(e.members.len())].id);
             match hidden {
                 Hidden::Nothing => {}
-                Hidden::Ghost => e.members.push(phantom(false, "gone")),
+                Hidden::Ghost | Hidden::GhostForgedAway => e.members.push(phantom(false, "gone")),
                 Hidden::InvisibleLearner => {
                     if let Some(h) = &hider {
                         e.members.push(phantom(true, h));
@@ -283,6 +315,18 @@ proptest! {
                 }
             }
         }
+        if let (Hidden::GhostForgedAway, Some(forger)) = (hidden, &hider) {
+            let seen = v.nodes.iter().find_map(|n| n.host.as_ref()?.etcd.clone());
+            if let Some(mut e) = seen {
+                let ghost = e.members.len() - 1;
+                e.members[ghost].name = format!("{forger}-0a1b2c3d");
+                e.member = e.members[ghost].id;
+                e.read_at = NOW;
+                e.healthy = true;
+                let f = node_mut(&mut v, forger);
+                f.host.get_or_insert_with(|| alive(None)).etcd = Some(e);
+            }
+        }
         let gates = preflight(&v, &out, &inc);
         let shut = |g: GateName| gates.iter().any(|x| x.name == g && !x.passed);
         let etcd = [
@@ -297,7 +341,9 @@ proptest! {
                     prop_assert!(!shut(g), "{}", failures(&gates));
                 }
             }
-            Hidden::Ghost if known => prop_assert!(shut(GateName::NoGhostMember)),
+            Hidden::Ghost | Hidden::GhostForgedAway if known => {
+                prop_assert!(shut(GateName::NoGhostMember), "{}", failures(&gates));
+            }
             Hidden::InvisibleLearner if known && hider.is_some() => {
                 prop_assert!(shut(GateName::NoLearner), "{}", failures(&gates));
             }
