@@ -17,7 +17,7 @@ use kube::{
     Api, Client,
     api::{Patch, PatchParams},
 };
-use protocol::{Names, Report, names::REPORT_CONFIGMAP};
+use protocol::{Names, Report, names::REPORT_CONFIGMAP, report::MAX_REPORT_BYTES};
 
 /// Why the report could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +112,30 @@ pub fn write_local(paths: &host::HostPaths, report: &Report) -> host::Result<()>
     host::fsutil::write_atomic(&paths.report(), report.to_json().as_bytes(), 0o600)
 }
 
+/// The apply that writes `report` under `node`'s key, within
+/// [`MAX_REPORT_BYTES`]: the report's admission policy refuses a larger key,
+/// and a refused write would stop this host's heartbeat. What had to be left
+/// out to fit (the etcd view first) is said in the log; the copy kept on
+/// the host stays whole.
+fn body(names: &Names, node: &str, report: &Report) -> serde_json::Value {
+    let (value, dropped) = report.to_json_within(MAX_REPORT_BYTES);
+    if !dropped.is_empty() {
+        let parts: Vec<&str> = dropped.iter().map(|d| d.as_str()).collect();
+        tracing::warn!(
+            bytes = report.to_json().len(),
+            max = MAX_REPORT_BYTES,
+            "the report is over the {MAX_REPORT_BYTES} bytes a host's key may hold: sent without {}",
+            parts.join(", ")
+        );
+    }
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": { "name": REPORT_CONFIGMAP, "namespace": names.report_namespace },
+        "data": { node: value },
+    })
+}
+
 /// Writes this host's report under its own key.
 pub async fn write(
     client: &Client,
@@ -120,16 +144,61 @@ pub async fn write(
     report: &Report,
 ) -> Result<(), kube::Error> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &names.report_namespace);
-    let body = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": { "name": REPORT_CONFIGMAP, "namespace": names.report_namespace },
-        "data": { node: report.to_json() },
-    });
+    let body = body(names, node, report);
     // No force: another manager owning this key would be a bug to surface,
     // not a conflict to win.
     let params = PatchParams::apply(&names.report_field_manager(node));
     api.patch(REPORT_CONFIGMAP, &params, &Patch::Apply(&body))
         .await
         .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use protocol::{
+        etcd::{EtcdView, MAX_MEMBERS, MAX_URL, Member, MemberId},
+        report::{Eligibility, HostPart},
+    };
+
+    use super::*;
+
+    #[test]
+    fn a_report_too_large_for_its_key_is_written_without_its_etcd_view() {
+        // Fifteen members with long URLs: a view etcd could give, and more
+        // than the cap.
+        let members = (1..=MAX_MEMBERS as u64)
+            .map(|i| Member {
+                id: MemberId(i),
+                name: format!("n{i}"),
+                peer_urls: vec![format!("https://{}.example:2380", "h".repeat(MAX_URL - 30)); 4],
+                client_urls: vec![format!("https://{}.example:2379", "h".repeat(MAX_URL - 30)); 4],
+                learner: false,
+            })
+            .collect();
+        let etcd = EtcdView {
+            read_at: 1,
+            member: MemberId(1),
+            members,
+            leader: None,
+            raft_term: 1,
+            raft_index: 1,
+            db_size: 1,
+            alarms: vec![],
+            healthy: true,
+        };
+        let part = HostPart {
+            heartbeat_at: 5,
+            demotion: Some(Eligibility::Ok),
+            etcd: Some(etcd),
+        };
+        let report = Report::with_host_part(None, part, 5);
+        assert!(report.to_json().len() > MAX_REPORT_BYTES);
+        let body = body(&Names::default(), "n1", &report);
+        let value = body["data"]["n1"].as_str().unwrap();
+        assert!(value.len() <= MAX_REPORT_BYTES, "{}", value.len());
+        let sent = Report::parse(value).unwrap();
+        let host = sent.host.unwrap();
+        assert_eq!((host.heartbeat_at, host.etcd), (5, None));
+        assert_eq!(host.demotion, Some(Eligibility::Ok));
+    }
 }

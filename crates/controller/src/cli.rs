@@ -104,4 +104,14 @@ pub enum Command {
     Enroll(crate::enroll::EnrollArgs),
     /// Remove host NODE's identity, revoking its credential.
     Unenroll(crate::enroll::UnenrollArgs),
+    /// Print the cluster-side objects as YAML, rendered from the config
+    /// file (namespace, Lease names); needs no cluster: pipe it to
+    /// `kubectl apply -f -`.
+    Manifests {
+        /// `actuators`: what every host's actuator shares (the report, its
+        /// roles and admission policy); `controller`: the controller's
+        /// ServiceAccount, roles and Leases.
+        #[arg(value_enum, default_value_t)]
+        which: crate::manifests::Which,
+    },
 }

@@ -18,6 +18,7 @@ pub mod drain;
 pub mod drive;
 pub mod enroll;
 pub mod leader;
+pub mod manifests;
 pub mod metrics;
 pub mod observe;
 pub mod output;

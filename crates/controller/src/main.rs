@@ -14,7 +14,7 @@ use controller::{
     cluster,
     config::{FileConfig, Settings, parse_duration_of},
     drive::Driver,
-    enroll,
+    enroll, manifests,
     metrics::Metrics,
     output::{Printer, print_error},
     service, status,
@@ -351,6 +351,10 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Enroll(args) => {
             let client = || async { Ok(cluster::client(cli.kubeconfig.as_deref()).await?) };
             enroll::command::enroll(settings.names(), args, client).await
+        }
+        Command::Manifests { which } => {
+            print!("{}", manifests::render(*which, &settings));
+            Ok(Exit::Done)
         }
         Command::Unenroll(args) => {
             let client = || async { Ok(cluster::client(cli.kubeconfig.as_deref()).await?) };

@@ -24,6 +24,16 @@ pub const REPORT_ROLE: &str = "fleet-role-actuator-report";
 /// The field manager enroll applies the identity's objects with.
 pub const ENROLL_FIELD_MANAGER: &str = "fleet-role-enroll";
 
+/// What the user name of every host's tokens starts with: the rest is its
+/// Node's name. The report's admission policy (`fleet-role manifests`)
+/// matches on it and reads the Node back from what follows it.
+pub fn username_prefix(names: &Names) -> String {
+    format!(
+        "system:serviceaccount:{}:{SERVICE_ACCOUNT_PREFIX}",
+        names.report_namespace
+    )
+}
+
 /// Why a Node cannot be given an identity.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdentityError {
@@ -75,10 +85,7 @@ impl Identity {
 
     /// The user name the API server gives this ServiceAccount's tokens.
     pub fn username(&self, names: &Names) -> String {
-        format!(
-            "system:serviceaccount:{}:{}",
-            names.report_namespace, self.name
-        )
+        format!("{}{}", username_prefix(names), self.node.as_str())
     }
 
     /// The objects that make the identity, in the order they are created:

@@ -11,6 +11,13 @@ use crate::{etcd::EtcdView, validate::SwapId};
 /// this covers the running swap and the ones before it.
 pub const SETTLED_MEMORY: usize = 16;
 
+/// The most one host's report may hold, in bytes (its ConfigMap value as
+/// UTF-8). Every host's report shares one ConfigMap, which holds at most
+/// 1 MiB in all: the report's admission policy (`fleet-role manifests`)
+/// refuses a larger key, so no host can fill it and stop the others'
+/// heartbeats, and the actuator never writes one ([`Report::to_json_within`]).
+pub const MAX_REPORT_BYTES: usize = 16 * 1024;
+
 /// Where a step stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -230,6 +237,30 @@ fn lenient_host<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<HostPar
         }))
 }
 
+/// A part of a report left out of the value sent so that it fits
+/// [`MAX_REPORT_BYTES`] ([`Report::to_json_within`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dropped {
+    /// The etcd view of the host part (the controller then sees no view
+    /// of this host's member, as when etcd could not be read).
+    EtcdView,
+    /// The reasons of an `ineligible` demotion verdict (the verdict stays).
+    DemotionReasons,
+    /// Most of the step's reason (its first [`MAX_REASON_CHARS`] stay).
+    Reason,
+}
+
+impl Dropped {
+    /// What was left out, as a log line names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dropped::EtcdView => "the etcd view",
+            Dropped::DemotionReasons => "the demotion verdict's reasons",
+            Dropped::Reason => "the step's reason past its start",
+        }
+    }
+}
+
 /// Why a report value is not a report.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
@@ -421,6 +452,48 @@ impl Report {
         serde_json::to_string(self).expect("a report always serializes")
     }
 
+    /// The report as the ConfigMap value, within `max` bytes: the optional
+    /// bulky parts are left out, in this order, until it fits: the etcd
+    /// view, then the demotion verdict's reasons, then all but the start of
+    /// the step's reason. What a step's memory needs (the step, its phase,
+    /// the settled steps) is never left out. Returns the value and what was
+    /// left out (nothing, for a report that fits as it is). A value that
+    /// still does not fit is returned as it is: the API refuses it, and the
+    /// write's error says so.
+    pub fn to_json_within(&self, max: usize) -> (String, Vec<Dropped>) {
+        let mut value = self.to_json();
+        let mut dropped = Vec::new();
+        let mut r = self.clone();
+        for part in [Dropped::EtcdView, Dropped::DemotionReasons, Dropped::Reason] {
+            if value.len() <= max {
+                break;
+            }
+            let changed = match part {
+                Dropped::EtcdView => r.host.as_mut().and_then(|h| h.etcd.take()).is_some(),
+                Dropped::DemotionReasons => match r.host.as_mut().and_then(|h| h.demotion.as_mut())
+                {
+                    Some(Eligibility::Ineligible { reasons }) if !reasons.is_empty() => {
+                        reasons.clear();
+                        true
+                    }
+                    _ => false,
+                },
+                Dropped::Reason => match &mut r.reason {
+                    Some(reason) if reason.chars().count() > MAX_REASON_CHARS => {
+                        *reason = bounded_line(reason);
+                        true
+                    }
+                    _ => false,
+                },
+            };
+            if changed {
+                dropped.push(part);
+                value = r.to_json();
+            }
+        }
+        (value, dropped)
+    }
+
     /// Reads a ConfigMap value; a value that does not parse is no report
     /// (for a reader that only shows or weighs reports; the actuator, whose
     /// memory the report is, uses [`Report::parse`] and refuses instead),
@@ -557,6 +630,92 @@ mod tests {
             panic!()
         };
         assert_eq!(reasons[0].chars().count(), MAX_REASON_CHARS + 1);
+    }
+
+    /// An etcd view as large as [`EtcdView::check`] lets it be.
+    fn largest_view() -> crate::etcd::EtcdView {
+        use crate::etcd::{MAX_MEMBERS, MAX_URL, MAX_URLS, Member, MemberId};
+        let url = |i: u64, j: usize| {
+            let head = format!("https://10.0.{i}.{j}:2380/");
+            format!("{head}{}", "p".repeat(MAX_URL - head.len()))
+        };
+        let members: Vec<Member> = (1..=MAX_MEMBERS as u64)
+            .map(|i| Member {
+                id: MemberId(i),
+                name: format!("n{i}-0a1b2c3d"),
+                peer_urls: (0..MAX_URLS).map(|j| url(i, j)).collect(),
+                client_urls: (0..MAX_URLS).map(|j| url(i, j)).collect(),
+                learner: false,
+            })
+            .collect();
+        let view = crate::etcd::EtcdView {
+            read_at: 7,
+            member: MemberId(1),
+            members,
+            leader: Some(MemberId(1)),
+            raft_term: 2,
+            raft_index: 9,
+            db_size: 4096,
+            alarms: vec![],
+            healthy: true,
+        };
+        assert_eq!(view.check(), Ok(()));
+        view
+    }
+
+    #[test]
+    fn a_report_over_the_cap_is_sent_without_its_etcd_view_and_keeps_its_heartbeat_and_memory() {
+        let steps = Report::next(None, swap("s1"), ReportStep::Snapshot, Phase::Done, 5);
+        let part = HostPart {
+            etcd: Some(largest_view()),
+            ..hb(7, Some(Eligibility::of(&["no server: line".into()])))
+        };
+        let r = Report::with_host_part(Some(&steps), part, 7);
+        assert!(
+            r.to_json().len() > MAX_REPORT_BYTES,
+            "{}",
+            r.to_json().len()
+        );
+        let (value, dropped) = r.to_json_within(MAX_REPORT_BYTES);
+        assert_eq!(dropped, [Dropped::EtcdView]);
+        assert!(value.len() <= MAX_REPORT_BYTES, "{}", value.len());
+        let sent = Report::parse(&value).unwrap();
+        assert_eq!(
+            sent.host,
+            Some(hb(7, Some(Eligibility::of(&["no server: line".into()]))))
+        );
+        assert_eq!((sent.seq, &sent.settled), (r.seq, &r.settled));
+        assert!(sent.has_settled(swap("s1").as_ref(), ReportStep::Snapshot));
+    }
+
+    #[test]
+    fn a_report_within_the_cap_is_sent_whole_and_the_reasons_go_only_when_the_view_is_not_enough() {
+        let small = Report::with_host_part(None, hb(3, Some(Eligibility::Ok)), 3);
+        assert_eq!(
+            small.to_json_within(MAX_REPORT_BYTES),
+            (small.to_json(), vec![])
+        );
+        // Reasons of four-byte characters at their bounds, and a long step
+        // reason: the view alone is not enough.
+        let reasons: Vec<String> = (0..MAX_REASONS).map(|_| "𝄞".repeat(1000)).collect();
+        let part = HostPart {
+            etcd: Some(largest_view()),
+            ..hb(3, Some(Eligibility::of(&reasons)))
+        };
+        let r = Report::with_host_part(None, part, 3).with_reason("x".repeat(20_000));
+        let (value, dropped) = r.to_json_within(MAX_REPORT_BYTES);
+        assert_eq!(
+            dropped,
+            [Dropped::EtcdView, Dropped::DemotionReasons, Dropped::Reason]
+        );
+        assert!(value.len() <= MAX_REPORT_BYTES, "{}", value.len());
+        let sent = Report::parse(&value).unwrap();
+        assert_eq!(
+            sent.host.and_then(|h| h.demotion),
+            Some(Eligibility::Ineligible { reasons: vec![] }),
+            "the verdict stays"
+        );
+        assert!(sent.reason.unwrap().starts_with("xxx"));
     }
 
     fn swap(s: &str) -> Option<SwapId> {

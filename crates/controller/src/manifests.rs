@@ -1,0 +1,180 @@
+//! `fleet-role manifests`: the cluster-side objects of the actuators (and,
+//! asked for, of the controller) rendered from the settings, so that the
+//! roles and the report's admission policy name the namespace, the Leases
+//! and the user names the controller and the actuators use, whatever the
+//! config file says.
+//!
+//! The templates (`src/manifests/*.yaml`) carry the objects and the
+//! comments that explain them; every name in them is filled in here from
+//! the one place that defines it ([`protocol::Names`], [`kubeview::identity`],
+//! [`crate::config::Settings`]). `deploy/rbac/` holds the rendering of the
+//! defaults, which a test keeps identical to this.
+
+use clap::ValueEnum;
+use kubeview::identity::{
+    LEASE_ROLE, NODES_CLUSTER_ROLE, REPORT_ROLE, SERVICE_ACCOUNT_PREFIX, username_prefix,
+};
+use protocol::{
+    names::{LEASE_NAMESPACE, REPORT_CONFIGMAP},
+    report::MAX_REPORT_BYTES,
+};
+
+use crate::config::Settings;
+
+/// The namespace of the controller's own ServiceAccount `fleet-role`, where
+/// `deploy/kubernetes/` runs it.
+pub const CONTROLLER_NAMESPACE: &str = "platform";
+
+const ACTUATORS: &str = include_str!("manifests/actuators.yaml");
+const CONTROLLER: &str = include_str!("manifests/controller.yaml");
+
+/// Which objects `fleet-role manifests` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum Which {
+    /// What every host's actuator shares: the report's namespace and
+    /// ConfigMap, the roles enroll binds each host to, and the report's
+    /// admission policy (`deploy/rbac/actuator.yaml` with the defaults).
+    #[default]
+    Actuators,
+    /// The controller's ServiceAccount, its roles and the Leases it uses
+    /// (`deploy/rbac/controller.yaml` with the defaults).
+    Controller,
+}
+
+/// The objects of `which` as YAML documents, rendered from `settings`.
+pub fn render(which: Which, settings: &Settings) -> String {
+    match which {
+        Which::Actuators => actuators(settings),
+        Which::Controller => controller(settings),
+    }
+}
+
+/// What every host's actuator shares, for `settings`.
+pub fn actuators(settings: &Settings) -> String {
+    let names = settings.names();
+    let prefix = username_prefix(names);
+    fill(
+        ACTUATORS,
+        &[
+            ("report_namespace", names.report_namespace.clone()),
+            ("report_configmap", REPORT_CONFIGMAP.into()),
+            ("lease_namespace", LEASE_NAMESPACE.into()),
+            ("lease_name", names.lease_name.clone()),
+            ("nodes_cluster_role", NODES_CLUSTER_ROLE.into()),
+            ("lease_role", LEASE_ROLE.into()),
+            ("report_role", REPORT_ROLE.into()),
+            ("service_account_prefix", SERVICE_ACCOUNT_PREFIX.into()),
+            // Every part is ASCII (a DNS label, a fixed prefix): its length
+            // in bytes is its length in characters, as CEL's substring counts.
+            ("username_prefix_len", prefix.len().to_string()),
+            ("username_prefix", prefix),
+            ("report_max_bytes", MAX_REPORT_BYTES.to_string()),
+            ("report_max_kib", (MAX_REPORT_BYTES / 1024).to_string()),
+        ],
+    )
+}
+
+/// The controller's credential and Leases, for `settings`.
+pub fn controller(settings: &Settings) -> String {
+    let names = settings.names();
+    let mut namespaces = vec![CONTROLLER_NAMESPACE, settings.leader.namespace.as_str()];
+    namespaces.dedup();
+    let namespaces: String = namespaces
+        .iter()
+        .map(|n| format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {n}\n---\n"))
+        .collect();
+    fill(
+        CONTROLLER,
+        &[
+            ("namespaces", namespaces),
+            ("controller_namespace", CONTROLLER_NAMESPACE.into()),
+            ("lease_namespace", LEASE_NAMESPACE.into()),
+            ("lease_name", names.lease_name.clone()),
+            ("leader_namespace", settings.leader.namespace.clone()),
+            ("leader_name", settings.leader.name.clone()),
+            ("report_namespace", names.report_namespace.clone()),
+            ("report_configmap", REPORT_CONFIGMAP.into()),
+            ("event_namespace", crate::act::EVENT_NAMESPACE.into()),
+            (
+                "node_lease_namespace",
+                crate::observe::NODE_LEASE_NAMESPACE.into(),
+            ),
+        ],
+    )
+}
+
+/// `template` with every `{{key}}` replaced by its value. The values are
+/// validated names (DNS labels and subdomains) and numbers, so none can
+/// break out of the YAML or CEL string it lands in.
+fn fill(template: &str, values: &[(&str, String)]) -> String {
+    let mut out = template.to_string();
+    for (key, value) in values {
+        out = out.replace(&format!("{{{{{key}}}}}"), value);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FileConfig;
+
+    fn settings(toml: &str) -> Settings {
+        Settings::resolve(toml::from_str::<FileConfig>(toml).unwrap(), None).unwrap()
+    }
+
+    const OTHER: &str = "report_namespace = \"fleet-ops\"\nlease_name = \"regrade-x\"\nleader_lease_namespace = \"ops\"\nleader_lease_name = \"lead\"\n";
+
+    #[test]
+    fn every_placeholder_is_filled_and_every_document_parses() {
+        for s in [settings(""), settings(OTHER)] {
+            for which in [Which::Actuators, Which::Controller] {
+                let y = render(which, &s);
+                assert!(!y.contains("{{") && !y.contains("}}"), "{y}");
+                let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&y).unwrap();
+                assert!(docs.iter().all(|d| d["metadata"]["name"].is_string()));
+            }
+        }
+    }
+
+    #[test]
+    fn the_policy_and_roles_follow_the_report_namespace_and_the_lease_name() {
+        let s = settings(OTHER);
+        let y = actuators(&s);
+        assert!(!y.contains("platform"), "{y}");
+        assert!(!y.contains("fleet-regrade"), "{y}");
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&y).unwrap();
+        let policy = docs
+            .iter()
+            .find(|d| d["kind"] == "ValidatingAdmissionPolicy")
+            .unwrap();
+        let prefix = "system:serviceaccount:fleet-ops:fleet-role-actuator-";
+        let vars = policy["spec"]["variables"].to_string();
+        assert!(vars.contains(&format!("startsWith('{prefix}')")), "{vars}");
+        assert!(
+            vars.contains(&format!("substring({})", prefix.len())),
+            "{vars}"
+        );
+        let lease_role = docs
+            .iter()
+            .find(|d| d["metadata"]["name"] == LEASE_ROLE)
+            .unwrap();
+        assert_eq!(lease_role["rules"][0]["resourceNames"][0], "regrade-x");
+        let c = controller(&s);
+        assert!(c.contains("resourceNames: [\"regrade-x\"]"), "{c}");
+        assert!(c.contains("resourceNames: [\"lead\"]"), "{c}");
+        assert!(c.contains("  name: ops\n"), "{c}");
+    }
+
+    #[test]
+    fn the_policy_caps_a_hosts_key_at_the_reports_cap() {
+        let y = actuators(&settings(""));
+        assert!(
+            y.contains(&format!(
+                "size(bytes(variables.after[variables.node])) <= {MAX_REPORT_BYTES}"
+            )),
+            "{y}"
+        );
+        assert!(y.contains("at most 16384 bytes (16 KiB)"), "{y}");
+    }
+}
