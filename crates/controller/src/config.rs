@@ -61,7 +61,7 @@ pub struct FileConfig {
     /// standby takes over within about this long after the leader died.
     pub leader_lease_duration_secs: Option<u64>,
     /// `run`: replace a voter for the only reason that its Node does not
-    /// carry `voter-eligible=true` (default false: such a voter is
+    /// carry the eligibility label (default false: such a voter is
     /// reported, not replaced).
     pub replace_ineligible: Option<bool>,
     /// `run`: where to serve `/metrics`, `/healthz` and `/readyz`

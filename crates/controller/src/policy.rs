@@ -4,7 +4,7 @@
 //! surprise, and `run` will not start over a fleet whose labels would have
 //! it churn.
 //!
-//! Why: labelling only the standbys `voter-eligible` (an easy mistake: "these
+//! Why: labelling only the standbys eligible (an easy mistake: "these
 //! may become voters") and starting `run` would otherwise swap out every
 //! current server, one after another.
 

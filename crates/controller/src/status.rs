@@ -191,6 +191,44 @@ fn names_of(v: &FleetView, class: Class) -> String {
     }
 }
 
+/// The Nodes that carry the old `<prefix>/voter-eligible=true` but not
+/// [`protocol::names::ELIGIBLE_LABEL`], by name: their operator meant them
+/// eligible, but the old label no longer counts (the host's own kubelet can
+/// set it), so they are not.
+pub fn legacy_eligible_only(v: &FleetView) -> Vec<&str> {
+    let mut names: Vec<&str> = v
+        .nodes
+        .iter()
+        .filter(|n| n.legacy_eligible && !n.eligible)
+        .map(|n| n.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names
+}
+
+/// A warning naming [`legacy_eligible_only`]'s Nodes, with the command that
+/// relabels each (a cluster admin's: the label is one no kubelet may set);
+/// nothing when there are none. A warning, not a degraded state: the fleet
+/// is as healthy as before, it has fewer eligible hosts than meant.
+pub fn relabel_lines(v: &FleetView) -> Vec<String> {
+    let names = legacy_eligible_only(v);
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let label = v.settings.names.eligible();
+    let mut out = vec![format!(
+        "WARNING: not eligible, labelled only with the old {}=true, which no longer counts (a host's own kubelet can set it): {}; a cluster admin relabels each:",
+        v.settings.names.legacy_eligible(),
+        names.join(", ")
+    )];
+    out.extend(
+        names
+            .iter()
+            .map(|n| format!("  kubectl label node {n} {label}=true")),
+    );
+    out
+}
+
 fn yes(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
@@ -204,6 +242,7 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
     } else {
         lines.extend(degraded.iter().map(|d| format!("DEGRADED: {d}")));
     }
+    lines.extend(relabel_lines(v));
     lines.push(format!(
         "Protocol: this controller writes version {} and reads {} to {}",
         version::PROTOCOL_VERSION,
@@ -260,7 +299,11 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
                 } else {
                     "-".into()
                 },
-                yes(n.eligible).into(),
+                if !n.eligible && n.legacy_eligible {
+                    "no (old label)".into()
+                } else {
+                    yes(n.eligible).into()
+                },
                 yes(n.cordoned).into(),
                 step,
                 protocol_cell(n),
@@ -552,6 +595,8 @@ pub fn json(v: &FleetView, settings: &Settings) -> Value {
             "protocol": l.protocol,
         })),
         "degraded": controller::degraded(v),
+        // Nodes meant eligible by the old label only, to relabel.
+        "legacyEligibleOnly": legacy_eligible_only(v),
         "protocol": {"writes": version::PROTOCOL_VERSION, "reads": [version::OLDEST_KNOWN, version::PROTOCOL_VERSION]},
         "voters": {"seen": count.seen, "healthy": count.healthy, "missing": count.missing, "configured": settings.core.voters, "quorum": quorum(count.members())},
         "nodes": nodes,
@@ -750,6 +795,35 @@ mod tests {
         assert_eq!(views[2]["ageSecs"], 600);
         assert!(views[0]["view"]["readAt"].as_str().unwrap().ends_with('Z'));
         assert_eq!(views[3]["view"], Value::Null);
+    }
+
+    #[test]
+    fn status_names_the_nodes_with_only_the_old_eligible_label_and_how_to_relabel_them() {
+        let mut v = fleet();
+        assert!(relabel_lines(&v).is_empty(), "nothing to relabel");
+        // n5: only the old label, so not eligible; n4: both, so eligible.
+        v.nodes[4].legacy_eligible = true;
+        v.nodes[3].legacy_eligible = true;
+        v.nodes[3].eligible = true;
+        assert_eq!(legacy_eligible_only(&v), ["n5"]);
+        let lines = relabel_lines(&v);
+        assert!(
+            lines[0].starts_with(
+                "WARNING: not eligible, labelled only with the old github-runner.exadev.com/voter-eligible=true"
+            ) && lines[0].contains("): n5;"),
+            "{lines:#?}"
+        );
+        assert_eq!(
+            lines[1..],
+            [
+                "  kubectl label node n5 node-restriction.kubernetes.io/fleet-role-voter-eligible=true"
+            ]
+        );
+        assert_eq!(
+            controller::degraded(&v),
+            controller::degraded(&fleet()),
+            "a warning, not a degraded state"
+        );
     }
 
     #[test]

@@ -6,7 +6,16 @@ mod support;
 
 use std::{collections::BTreeSet, time::Duration};
 
-use protocol::{names::K3S_ETCD_ROLE_LABEL, report::ReportStep};
+use k8s_openapi::api::core::v1::Node;
+use kube::{
+    Api,
+    api::{Patch, PatchParams},
+};
+use protocol::{
+    names::{ELIGIBLE_LABEL, K3S_ETCD_ROLE_LABEL},
+    report::ReportStep,
+};
+use serde_json::{Value, json};
 use support::{CONFIG, Harness, HostSpec, P, condition, three_voters};
 
 #[tokio::test]
@@ -249,9 +258,56 @@ async fn a_swap_is_refused_for_an_ineligible_host() {
     let h = Harness::start(&three_voters(), CONFIG).await;
     let out = refused(&h, "n1", "n5", "incoming-eligible").await;
     assert!(
-        out.contains(&format!("n5 does not carry {P}/voter-eligible=true")),
+        out.contains(&format!("n5 does not carry {ELIGIBLE_LABEL}=true")),
         "{out}"
     );
+}
+
+/// Why eligibility is a `node-restriction.kubernetes.io/` label: a host's
+/// own kubelet (NodeRestriction and the Node authorizer on, as on k3s) may
+/// set the old `<prefix>/voter-eligible` on its Node, but not the new one.
+/// The old label then makes nothing eligible: the swap is refused, and
+/// `status` names the Node with the command that relabels it.
+#[tokio::test]
+async fn a_host_that_labels_itself_eligible_as_its_kubelet_is_not_eligible_and_status_names_it() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    let kubelet = Api::<Node>::all(h.plane.kubelet_client("n5").unwrap());
+    let label = |k: &str| Patch::Merge(json!({"metadata": {"labels": {k: "true"}}}));
+    let p = PatchParams::default();
+    let refusal = kubelet.patch("n5", &p, &label(ELIGIBLE_LABEL)).await;
+    assert!(
+        matches!(&refusal, Err(kube::Error::Api(s)) if s.code == 403),
+        "n5's kubelet labelled itself eligible: {refusal:?}"
+    );
+    kubelet
+        .patch("n5", &p, &label(&format!("{P}/voter-eligible")))
+        .await
+        .expect("a kubelet may set a label of fleet-role's own prefix");
+
+    let out = refused(&h, "n1", "n5", "incoming-eligible").await;
+    assert!(
+        out.contains(&format!("`kubectl label node n5 {ELIGIBLE_LABEL}=true`")),
+        "{out}"
+    );
+    let status = h.run(&["status"]).await;
+    status.expect(0);
+    assert!(
+        status.stdout.contains(&format!(
+            "WARNING: not eligible, labelled only with the old {P}/voter-eligible=true"
+        )) && status
+            .stdout
+            .contains(&format!("  kubectl label node n5 {ELIGIBLE_LABEL}=true")),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status.stdout.contains("Health: nothing degraded"),
+        "{}",
+        status.stdout
+    );
+    let json = h.run(&["status", "--output", "json"]).await;
+    let v: Value = serde_json::from_str(json.stdout.trim()).unwrap();
+    assert_eq!(v["legacyEligibleOnly"], json!(["n5"]));
 }
 
 #[tokio::test]

@@ -83,6 +83,7 @@ pub fn node_facts(names: &Names, node: &Node) -> NodeFacts {
             removed_node_name: annotation(K3S_ETCD_REMOVED_NODE_NAME),
         },
         eligible: label(&names.eligible()).as_deref() == Some("true"),
+        legacy_eligible: label(&names.legacy_eligible()).as_deref() == Some("true"),
         cordoned: node
             .spec
             .as_ref()
@@ -234,7 +235,7 @@ mod tests {
                 labels: Some(map(&[
                     (K3S_ETCD_ROLE_LABEL, "true"),
                     (K3S_CONTROL_PLANE_LABEL, "true"),
-                    (&format!("{P}/voter-eligible"), "true"),
+                    (protocol::names::ELIGIBLE_LABEL, "true"),
                     (&format!("{P}/desired-role"), "server"),
                 ])),
                 annotations: Some(map(&[
@@ -283,12 +284,34 @@ mod tests {
         assert_eq!(f.name, "n1");
         assert!(f.ready && f.etcd_is_voter && f.etcd_label && f.control_plane_label);
         assert!(!f.master_label);
-        assert!(f.eligible && f.cordoned);
+        assert!(f.eligible && f.cordoned && !f.legacy_eligible);
         assert_eq!(f.k3s.node_name.as_deref(), Some("n1-0a1b2c3d"));
         assert_eq!(f.marks.desired_role.as_deref(), Some("server"));
         assert_eq!(f.marks.step.as_deref(), Some("promote"));
         assert_eq!(f.marks.swap, None);
         assert_eq!(f.marks.protocol.as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn the_old_prefix_label_a_kubelet_can_set_makes_no_node_eligible() {
+        let mut node = server_node();
+        let labels = node.metadata.labels.as_mut().unwrap();
+        labels.remove(protocol::names::ELIGIBLE_LABEL);
+        labels.insert(format!("{P}/voter-eligible"), "true".into());
+        let f = node_facts(&Names::default(), &node);
+        assert!(
+            !f.eligible,
+            "the old label alone must not make a host eligible"
+        );
+        assert!(
+            f.legacy_eligible,
+            "read for status's list of Nodes to relabel"
+        );
+
+        let labels = node.metadata.labels.as_mut().unwrap();
+        labels.insert(protocol::names::ELIGIBLE_LABEL.into(), "true".into());
+        let f = node_facts(&Names::default(), &node);
+        assert!(f.eligible && f.legacy_eligible);
     }
 
     #[test]

@@ -30,6 +30,18 @@ pub const K3S_ETCD_REMOVED_NODE_NAME: &str = "etcd.k3s.cattle.io/removed-node-na
 /// The Node condition k3s sets to `True` once the host's member is a voter.
 pub const K3S_ETCD_IS_VOTER: &str = "EtcdIsVoter";
 
+/// The label that makes a host eligible to vote (`"true"`), set by a
+/// cluster admin.
+///
+/// Why this domain: under the NodeRestriction admission plugin a kubelet may
+/// set any label outside `kubernetes.io`/`k8s.io` on its own Node, so a
+/// compromised agent (a CI runner) could label itself eligible under
+/// fleet-role's own prefix and become `run`'s first standby. Labels under
+/// `node-restriction.kubernetes.io/` are the ones Kubernetes reserves for
+/// exactly this: no kubelet may add, change or remove them. It carries no
+/// configurable prefix, since the domain is what protects it.
+pub const ELIGIBLE_LABEL: &str = "node-restriction.kubernetes.io/fleet-role-voter-eligible";
+
 /// The configurable names of the protocol.
 ///
 /// Every side must agree on them: the controller writes with them, the
@@ -65,8 +77,15 @@ impl Names {
     pub fn desired_role(&self) -> String {
         self.key("desired-role")
     }
-    /// Label: the host may vote (the controller's eligibility).
+    /// Label: the host may vote (the controller's eligibility):
+    /// [`ELIGIBLE_LABEL`], whatever the prefix.
     pub fn eligible(&self) -> String {
+        ELIGIBLE_LABEL.to_string()
+    }
+    /// Label: the old `<prefix>/voter-eligible`, which a host's own kubelet
+    /// can set. It makes no host eligible; it is read only so that `status`
+    /// can name the Nodes still to relabel with [`Names::eligible`].
+    pub fn legacy_eligible(&self) -> String {
         self.key("voter-eligible")
     }
     /// Annotation: the swap the step belongs to.
@@ -117,7 +136,20 @@ mod tests {
         assert_eq!(names.snapshot_request(), "example.org/snapshot-request");
         assert_eq!(names.protocol(), "example.org/protocol");
         assert_eq!(names.lease_swap(), "example.org/role-swap");
-        assert_eq!(names.eligible(), "example.org/voter-eligible");
+        assert_eq!(names.legacy_eligible(), "example.org/voter-eligible");
         assert_eq!(names.report_field_manager("n1"), "fleet-role-actuator-n1");
+    }
+
+    #[test]
+    fn eligibility_is_a_label_no_kubelet_may_set_whatever_the_prefix() {
+        let names = Names {
+            prefix: "example.org".into(),
+            ..Names::default()
+        };
+        assert_eq!(
+            names.eligible(),
+            "node-restriction.kubernetes.io/fleet-role-voter-eligible"
+        );
+        assert_eq!(names.eligible(), Names::default().eligible());
     }
 }

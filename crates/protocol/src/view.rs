@@ -102,8 +102,12 @@ pub struct NodeFacts {
     pub master_label: bool,
     /// k3s's etcd annotations.
     pub k3s: K3sEtcd,
-    /// `<prefix>/voter-eligible` is `"true"`.
+    /// [`crate::names::ELIGIBLE_LABEL`] is `"true"`: the host may vote.
     pub eligible: bool,
+    /// The old `<prefix>/voter-eligible` is `"true"`. It makes nothing
+    /// eligible (the host's own kubelet can set it); `status` names the
+    /// Nodes that carry it without [`NodeFacts::eligible`], to relabel.
+    pub legacy_eligible: bool,
     /// `spec.unschedulable`.
     pub cordoned: bool,
     /// fleet-role's label and annotations.

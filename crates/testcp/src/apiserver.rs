@@ -145,7 +145,12 @@ impl ApiServerOptions {
                 pki.serving_key_file().display()
             ),
             format!("--token-auth-file={}", self.token_auth_file.display()),
-            "--authorization-mode=RBAC".to_owned(),
+            // The Node authorizer and NodeRestriction, as on k3s and every
+            // kubeadm cluster: a kubelet's identity (`crate::kubelet`) may then
+            // do what a real kubelet may, and no more, so tests can show what
+            // a compromised host can and cannot write.
+            "--authorization-mode=Node,RBAC".to_owned(),
+            "--enable-admission-plugins=NodeRestriction".to_owned(),
             format!("--service-account-issuer={}", self.service_account_issuer),
             format!(
                 "--service-account-key-file={}",

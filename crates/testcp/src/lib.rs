@@ -65,6 +65,26 @@
 //! plane per test binary in a `static OnceLock` with a namespace per test; the
 //! guards still stop it when the binary exits, as statics are never dropped.
 //!
+//! # Kubelets
+//! Every kube-apiserver runs with `--authorization-mode=Node,RBAC` and the
+//! `NodeRestriction` admission plugin, as a k3s server does, so a test can
+//! act as a host's kubelet and see what a compromised host could write:
+//! [`ControlPlane::kubelet_client`] (or [`kubelet::impersonate`] on any
+//! admin configuration) gives a client that is `system:node:<name>` in
+//! `system:nodes`. It may patch its own Node and set any label outside the
+//! `kubernetes.io`/`k8s.io` domains there; it is refused another Node and
+//! any label under `node-restriction.kubernetes.io/`.
+//!
+//! ```no_run
+//! # async fn demo(plane: &testcp::ControlPlane) -> Result<(), Box<dyn std::error::Error>> {
+//! use k8s_openapi::api::core::v1::Node;
+//! use kube::api::{Patch, PatchParams};
+//! let nodes = kube::Api::<Node>::all(plane.kubelet_client("n1")?);
+//! let label = serde_json::json!({"metadata": {"labels": {"example.com/x": "y"}}});
+//! nodes.patch("n1", &PatchParams::default(), &Patch::Merge(label)).await?;
+//! # Ok(()) }
+//! ```
+//!
 //! # Secrets
 //! The admin token is random per plane and kept in a `SecretString`; it is
 //! written only to the mode-0600 token file, never to argv or logs.
@@ -74,6 +94,7 @@
 pub mod apiserver;
 pub mod binaries;
 pub mod etcd;
+pub mod kubelet;
 pub mod pki;
 pub mod plain_http;
 pub mod plane;

@@ -263,6 +263,29 @@ impl ControlPlane {
         self.client_for_token(&token)
     }
 
+    /// A client of the first API server not stopped, as the kubelet of Node
+    /// `node` (user `system:node:<node>` in `system:nodes`, see
+    /// [`crate::kubelet`]): what the Node authorizer and NodeRestriction let
+    /// a real kubelet do, and no more. The Node need not exist.
+    ///
+    /// # Errors
+    /// [`Error::NoneRunning`], or if the client cannot be built.
+    pub fn kubelet_client(&self, node: &str) -> Result<Client, Error> {
+        let server = self
+            .apiservers
+            .iter()
+            .find(|s| !s.is_stopped())
+            .ok_or(Error::NoneRunning)?;
+        let mut config = self
+            .pki
+            .client_config(&server.url(), Some(self.tokens.admin_token()));
+        crate::kubelet::impersonate(&mut config, node);
+        Client::try_from(config).map_err(|source| Error::Kube {
+            context: "building a client".into(),
+            source,
+        })
+    }
+
     /// A client of the first API server not stopped, authenticating with `token`.
     ///
     /// # Errors

@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::{
     authentication::v1::SelfSubjectReview,
-    core::v1::{ConfigMap, Namespace, ServiceAccount},
+    core::v1::{ConfigMap, Namespace, Node, ServiceAccount},
 };
 use kube::{
     Api, Client,
-    api::{ObjectMeta, PostParams},
+    api::{ObjectMeta, Patch, PatchParams, PostParams},
 };
 use testcp::ControlPlane;
 
@@ -152,6 +152,48 @@ subjects: [{kind: ServiceAccount, name: lonely, namespace: default}]
         .unwrap();
     let allowed = wait_for(|| async { config_maps.list(&Default::default()).await.is_ok() }).await;
     assert!(allowed, "the binding never took effect");
+}
+
+#[tokio::test]
+async fn a_kubelet_client_may_label_only_its_own_node_and_never_under_node_restriction() {
+    let plane = ControlPlane::start().await.unwrap();
+    let admin = Api::<Node>::all(plane.admin_client().unwrap());
+    for name in ["n1", "n2"] {
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            ..Node::default()
+        };
+        admin.create(&PostParams::default(), &node).await.unwrap();
+    }
+    let kubelet = plane.kubelet_client("n1").unwrap();
+    let (user, groups) = whoami(kubelet.clone()).await;
+    assert_eq!(user, "system:node:n1");
+    assert!(groups.iter().any(|g| g == "system:nodes"), "{groups:?}");
+
+    let nodes = Api::<Node>::all(kubelet);
+    let label = |k: &str| Patch::Merge(serde_json::json!({"metadata": {"labels": {k: "true"}}}));
+    let p = PatchParams::default();
+    // Its own Node, a label of any other domain: as a real kubelet may.
+    nodes
+        .patch("n1", &p, &label("example.com/x"))
+        .await
+        .unwrap();
+    // The reserved domain: NodeRestriction refuses it.
+    let reserved = "node-restriction.kubernetes.io/x";
+    assert_eq!(
+        status_code(nodes.patch("n1", &p, &label(reserved)).await),
+        403
+    );
+    // Another Node: the Node authorizer and NodeRestriction refuse it.
+    assert_eq!(
+        status_code(nodes.patch("n2", &p, &label("example.com/x")).await),
+        403
+    );
+    // The admin may set what the kubelet may not.
+    admin.patch("n1", &p, &label(reserved)).await.unwrap();
 }
 
 #[tokio::test]

@@ -66,9 +66,9 @@ use protocol::{
     decide::{Decision, HostState, JoinTarget, Observation, Step, decide},
     etcd::{EtcdView, Member, MemberId},
     names::{
-        K3S_CONTROL_PLANE_LABEL, K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME,
-        K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL, K3S_MASTER_LABEL,
-        REPORT_CONFIGMAP,
+        ELIGIBLE_LABEL, K3S_CONTROL_PLANE_LABEL, K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS,
+        K3S_ETCD_NODE_NAME, K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL,
+        K3S_MASTER_LABEL, REPORT_CONFIGMAP,
     },
     report::{Detail, Phase, ReportStep},
     validate::Role,
@@ -96,7 +96,7 @@ pub struct HostSpec {
     pub name: &'static str,
     /// An etcd voter (else an agent).
     pub voter: bool,
-    /// Carries `<prefix>/voter-eligible=true`.
+    /// Carries [`ELIGIBLE_LABEL`]`=true`.
     pub eligible: bool,
 }
 
@@ -691,7 +691,7 @@ impl Fleet {
             let mut labels = BTreeMap::new();
             let mut annotations = BTreeMap::new();
             if h.eligible {
-                labels.insert(format!("{P}/voter-eligible"), "true".to_string());
+                labels.insert(ELIGIBLE_LABEL.to_string(), "true".to_string());
             }
             if h.voter {
                 for l in [

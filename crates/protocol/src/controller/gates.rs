@@ -29,7 +29,7 @@ pub enum GateName {
     KnownProtocol,
     /// The outgoing host is a voter.
     OutgoingVoter,
-    /// The incoming host carries `<prefix>/voter-eligible=true`.
+    /// The incoming host carries [`crate::names::ELIGIBLE_LABEL`]`=true`.
     IncomingEligible,
     /// The incoming host's Node is Ready.
     IncomingReady,
@@ -394,6 +394,15 @@ pub fn gate_incoming_eligible(v: &FleetView, incoming: &str) -> Gate {
     match v.node(incoming) {
         None => Gate::fail(name, format!("no Node {incoming}")),
         Some(n) if n.eligible => Gate::pass(name, format!("{incoming} carries {label}=true")),
+        // The old label is one the host's own kubelet can set: it counts for
+        // nothing, but the operator who set it should learn why.
+        Some(n) if n.legacy_eligible => Gate::fail(
+            name,
+            format!(
+                "{incoming} does not carry {label}=true (its {}=true no longer counts, as its own kubelet could set it; a cluster admin relabels it: `kubectl label node {incoming} {label}=true`)",
+                v.settings.names.legacy_eligible()
+            ),
+        ),
         Some(_) => Gate::fail(name, format!("{incoming} does not carry {label}=true")),
     }
 }
@@ -989,6 +998,24 @@ mod tests {
     fn a_swap_is_refused_for_an_ineligible_host() {
         let a = next_action(&fleet(), &request("n1", "n5"));
         assert_eq!(refused_by(&a), vec![GateName::IncomingEligible]);
+    }
+
+    #[test]
+    fn a_swap_is_refused_for_a_host_with_only_the_old_label_and_the_refusal_says_how_to_relabel() {
+        let mut v = fleet();
+        node_mut(&mut v, "n5").legacy_eligible = true;
+        let gate = gate_incoming_eligible(&v, "n5");
+        assert!(!gate.passed, "{gate:?}");
+        let label = crate::names::ELIGIBLE_LABEL;
+        assert!(
+            gate.reason
+                .contains(&format!("`kubectl label node n5 {label}=true`")),
+            "{gate:?}"
+        );
+        assert!(
+            gate.reason.contains("voter-eligible=true no longer counts"),
+            "{gate:?}"
+        );
     }
 
     #[test]

@@ -126,7 +126,10 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
             Ok(out) => RunDecision::Swap { out, incoming, why },
             Err(e) => idle(format!("{why}, but its name is not valid: {e}")),
         },
-        None => idle(format!("{why}, but no healthy eligible standby is free")),
+        None => idle(format!(
+            "{why}, but no healthy eligible standby (an agent with {}=true) is free",
+            v.settings.names.eligible()
+        )),
     }
 }
 
@@ -179,6 +182,19 @@ mod tests {
             panic!()
         };
         assert!(why.contains("no healthy eligible standby"), "{why}");
+    }
+
+    #[test]
+    fn run_never_promotes_a_standby_that_carries_only_the_old_label() {
+        let mut v = fleet();
+        node_mut(&mut v, "n3").eligible = false;
+        let n4 = node_mut(&mut v, "n4");
+        n4.eligible = false;
+        n4.legacy_eligible = true;
+        let RunDecision::Idle { why } = run_decision(&v) else {
+            panic!("a standby whose own kubelet could label it was chosen")
+        };
+        assert!(why.contains(crate::names::ELIGIBLE_LABEL), "{why}");
     }
 
     #[test]
