@@ -37,7 +37,14 @@ use crate::{cluster::Candidates, config::Settings, metrics::Metrics, report};
 pub(crate) fn now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
+        .map_or(0, secs_i64)
+}
+
+/// Whole seconds of `d` as i64, saturating (an `as` cast would wrap a huge
+/// one negative: a skew margin that lengthens a Lease rather than
+/// shortening it).
+pub(crate) fn secs_i64(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
 /// An error with its causes, on one line (a TLS failure's reason is only in
@@ -187,15 +194,21 @@ const CANCEL_GRACE: Duration = Duration::from_secs(30);
 /// The bound of a step's host part: the host lock's wait, then every wait
 /// the step may make, and its `systemctl` calls. Past it the step is
 /// cancelled, so the host lock is never held longer.
+///
+/// Saturating: the settings are bounded when read (a week each), but a sum
+/// that overflowed would panic the watcher; at worst it is `Duration::MAX`,
+/// which [`host::Budget::within`] takes as no deadline past each wait's own.
 pub fn step_bound(s: &Settings, step: &Step) -> Duration {
-    let calls = s.systemctl_timeout * 12;
-    s.lock_timeout
-        + calls
-        + match step {
-            Step::Promote { .. } | Step::Rollback | Step::Finish => s.stop_wait * 2 + s.start_wait,
-            Step::StepDown => s.stop_wait + s.start_wait + s.etcd_wait,
-            Step::Snapshot => s.snapshot_timeout,
+    let sum = |ds: &[Duration]| ds.iter().fold(Duration::ZERO, |a, d| a.saturating_add(*d));
+    let calls = s.systemctl_timeout.saturating_mul(12);
+    let waits = match step {
+        Step::Promote { .. } | Step::Rollback | Step::Finish => {
+            sum(&[s.stop_wait.saturating_mul(2), s.start_wait])
         }
+        Step::StepDown => sum(&[s.stop_wait, s.start_wait, s.etcd_wait]),
+        Step::Snapshot => s.snapshot_timeout,
+    };
+    sum(&[s.lock_timeout, calls, waits])
 }
 
 impl Watcher {
@@ -706,7 +719,7 @@ impl Watcher {
             host: hs,
             join,
             identity: &self.settings.names.controller_identity,
-            skew_margin: self.settings.skew_margin.as_secs() as i64,
+            skew_margin: secs_i64(self.settings.skew_margin),
             join_port: self.settings.join_port,
         });
         protocol::decide::with_role_file(decision, role_problem.as_deref())
@@ -784,7 +797,7 @@ impl Watcher {
                 leases: Api::namespaced(client.clone(), LEASE_NAMESPACE),
                 names: self.settings.names.clone(),
                 swap: swap.clone(),
-                skew_margin: self.settings.skew_margin.as_secs() as i64,
+                skew_margin: secs_i64(self.settings.skew_margin),
             }),
         };
         // A step-down first hands etcd's leadership over, through the
@@ -1078,4 +1091,37 @@ fn host_step(
 fn listed(view: Option<&EtcdView>, member: Option<&str>) -> Option<bool> {
     let (view, member) = (view?, member?);
     Some(view.members.iter().any(|m| m.name == member))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_steps_bound_saturates_rather_than_overflowing_on_huge_settings() {
+        let file: crate::config::FileConfig = toml::from_str("").unwrap();
+        let mut s = Settings::resolve(
+            file,
+            crate::config::Overrides {
+                node: Some("n".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for d in [
+            &mut s.lock_timeout,
+            &mut s.systemctl_timeout,
+            &mut s.stop_wait,
+            &mut s.start_wait,
+            &mut s.etcd_wait,
+            &mut s.snapshot_timeout,
+        ] {
+            *d = Duration::MAX;
+        }
+        for step in [Step::Rollback, Step::StepDown, Step::Snapshot, Step::Finish] {
+            assert_eq!(step_bound(&s, &step), Duration::MAX);
+        }
+        assert_eq!(secs_i64(Duration::MAX), i64::MAX);
+        assert_eq!(secs_i64(Duration::from_secs(5)), 5);
+    }
 }
