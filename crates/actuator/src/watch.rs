@@ -148,8 +148,6 @@ struct EtcdAccess {
     handle: tokio::runtime::Handle,
     /// The local member.
     local: etcdview::Endpoint,
-    /// This host's Node.
-    node: String,
     /// This host's addresses (a learner never started has only its peer
     /// address to be known by).
     addresses: host::addresses::LocalAddresses,
@@ -805,7 +803,6 @@ impl Watcher {
         let etcd = matches!(step, Step::StepDown | Step::Rollback).then(|| EtcdAccess {
             handle: tokio::runtime::Handle::current(),
             local: self.settings.etcd.clone(),
-            node: self.settings.node.to_string(),
             addresses: self.addresses.clone(),
         });
         let task = tokio::task::spawn_blocking({
@@ -1019,8 +1016,8 @@ fn run_host_step(
     }
     // Under the lock and the Lease, before any change: a step-down hands
     // leadership over (a failure changes nothing, and says so); a rollback
-    // removes this host's learner through the voter it joined (best effort:
-    // the rollback goes on).
+    // stops its server, then removes this host's learner through the voter
+    // it joined (best effort: the rollback goes on; see `learner`).
     if let Some(e) = etcd {
         match step {
             Step::StepDown if host.role().ok().flatten() == Some(protocol::Role::Server) => {
@@ -1035,7 +1032,7 @@ fn run_host_step(
             Step::Rollback => {
                 if let Some(join) = host.join_server() {
                     let ep = crate::learner::endpoint_of(&e.local, &join);
-                    crate::learner::remove_own(&e.handle, &ep, &e.node, &e.addresses);
+                    crate::learner::remove_own(&e.handle, &ep, host, &e.addresses);
                 }
             }
             _ => {}

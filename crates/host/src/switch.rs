@@ -521,6 +521,14 @@ impl Host {
         }
     }
 
+    /// Stops the server (`k3s`) and confirms it stopped, leaving it enabled:
+    /// a rollback's first move, so that the learner it removes next is one
+    /// whose etcd no longer runs (see the actuator's `learner` module).
+    pub fn stop_server(&self) -> Result<()> {
+        self.budget.check("about to stop k3s")?;
+        self.stop_confirmed(SERVER)
+    }
+
     /// Issues a stop of `unit` and confirms it (`inactive` or `failed`).
     /// A stop of a stopped unit changes nothing, and issuing it also
     /// cancels a start systemd may have queued meanwhile.
