@@ -218,10 +218,13 @@ impl Settings {
         if join_port == 0 {
             return Err(invalid("join_port", "must be 1-65535"));
         }
-        let secs = Duration::from_secs;
+        // Every `*_secs` key is at most a week (`settings::MAX_SECS`): the
+        // step's bound adds several of them, and the Lease check takes the
+        // skew margin as i64.
+        let secs = settings::seconds;
         let bound = |key: &'static str, v: Option<u64>, default: u64| match v {
             Some(0) => Err(invalid(key, "must be at least 1 second")),
-            v => Ok(secs(v.unwrap_or(default))),
+            v => secs(key, v, default),
         };
         let systemctl_timeout = bound(
             "systemctl_timeout_secs",
@@ -257,18 +260,22 @@ impl Settings {
             api,
             ca_file: layer(o.ca_file, file.ca_file),
             token_file: layer(o.token_file, file.token_file),
-            skew_margin: secs(file.skew_margin_secs.unwrap_or(5)),
+            skew_margin: secs("skew_margin_secs", file.skew_margin_secs, 5)?,
             join_port,
             etcd_health_url,
             etcd,
-            etcd_wait: secs(file.etcd_wait_secs.unwrap_or(120)),
-            lock_timeout: secs(layer(o.lock_timeout_secs, file.lock_timeout_secs).unwrap_or(60)),
+            etcd_wait: secs("etcd_wait_secs", file.etcd_wait_secs, 120)?,
+            lock_timeout: secs(
+                "lock_timeout_secs",
+                layer(o.lock_timeout_secs, file.lock_timeout_secs),
+                60,
+            )?,
             systemctl_timeout,
             snapshot_timeout,
             start_wait,
             stop_wait,
-            resync: secs(file.resync_secs.unwrap_or(10).max(1)),
-            heartbeat: secs(file.heartbeat_secs.unwrap_or(60).max(1)),
+            resync: secs("resync_secs", file.resync_secs, 10)?.max(Duration::from_secs(1)),
+            heartbeat: secs("heartbeat_secs", file.heartbeat_secs, 60)?.max(Duration::from_secs(1)),
             metrics_address,
         })
     }
@@ -361,6 +368,43 @@ mod tests {
         assert!(bad("start_wait_secs = 0", "n").contains("start_wait_secs"));
         assert!(bad("stop_wait_secs = 0", "n").contains("stop_wait_secs"));
         assert!(bad("metrics_address = \"nowhere\"", "n").contains("metrics_address"));
+    }
+
+    #[test]
+    fn a_seconds_setting_too_large_is_an_error_naming_its_key_never_a_panic() {
+        let keys = [
+            "skew_margin_secs",
+            "etcd_wait_secs",
+            "lock_timeout_secs",
+            "systemctl_timeout_secs",
+            "snapshot_timeout_secs",
+            "start_wait_secs",
+            "stop_wait_secs",
+            "resync_secs",
+            "heartbeat_secs",
+        ];
+        for key in keys {
+            let file = format!("{key} = 18446744073709551615");
+            let err = Settings::resolve(toml::from_str(&file).unwrap(), o("n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(&format!("invalid {key}: ")), "{err}");
+        }
+        // The flag too.
+        let err = Settings::resolve(
+            FileConfig::default(),
+            Overrides {
+                lock_timeout_secs: Some(u64::MAX),
+                ..o("n")
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("lock_timeout_secs"), "{err}");
+        // At the bound, every step's bound is still a sum that fits.
+        let most = settings::MAX_SECS;
+        let file = keys.map(|k| format!("{k} = {most}")).join("\n");
+        let s = Settings::resolve(toml::from_str(&file).unwrap(), o("n")).unwrap();
+        assert_eq!(s.start_wait, Duration::from_secs(most));
     }
 
     #[test]

@@ -194,7 +194,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(exp) = expiry {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs() as i64);
+                    .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
                 let at = kubeview::time::rfc3339(Some(exp));
                 lines.push(format!(
                     "credential:   lapses at {}{}",

@@ -37,7 +37,14 @@ use crate::{cluster::Candidates, config::Settings, metrics::Metrics, report};
 pub(crate) fn now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
+        .map_or(0, secs_i64)
+}
+
+/// Whole seconds of `d` as i64, saturating (an `as` cast would wrap a huge
+/// one negative: a skew margin that lengthens a Lease rather than
+/// shortening it).
+pub(crate) fn secs_i64(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
 /// An error with its causes, on one line (a TLS failure's reason is only in
@@ -147,8 +154,6 @@ struct EtcdAccess {
     handle: tokio::runtime::Handle,
     /// The local member.
     local: etcdview::Endpoint,
-    /// This host's Node.
-    node: String,
     /// This host's addresses (a learner never started has only its peer
     /// address to be known by).
     addresses: host::addresses::LocalAddresses,
@@ -195,15 +200,21 @@ const CANCEL_GRACE: Duration = Duration::from_secs(30);
 /// The bound of a step's host part: the host lock's wait, then every wait
 /// the step may make, and its `systemctl` calls. Past it the step is
 /// cancelled, so the host lock is never held longer.
+///
+/// Saturating: the settings are bounded when read (a week each), but a sum
+/// that overflowed would panic the watcher; at worst it is `Duration::MAX`,
+/// which [`host::Budget::within`] takes as no deadline past each wait's own.
 pub fn step_bound(s: &Settings, step: &Step) -> Duration {
-    let calls = s.systemctl_timeout * 12;
-    s.lock_timeout
-        + calls
-        + match step {
-            Step::Promote { .. } | Step::Rollback | Step::Finish => s.stop_wait * 2 + s.start_wait,
-            Step::StepDown => s.stop_wait + s.start_wait + s.etcd_wait,
-            Step::Snapshot => s.snapshot_timeout,
+    let sum = |ds: &[Duration]| ds.iter().fold(Duration::ZERO, |a, d| a.saturating_add(*d));
+    let calls = s.systemctl_timeout.saturating_mul(12);
+    let waits = match step {
+        Step::Promote { .. } | Step::Rollback | Step::Finish => {
+            sum(&[s.stop_wait.saturating_mul(2), s.start_wait])
         }
+        Step::StepDown => sum(&[s.stop_wait, s.start_wait, s.etcd_wait]),
+        Step::Snapshot => s.snapshot_timeout,
+    };
+    sum(&[s.lock_timeout, calls, waits])
 }
 
 impl Watcher {
@@ -770,7 +781,7 @@ impl Watcher {
             host: hs,
             join,
             identity: &self.settings.names.controller_identity,
-            skew_margin: self.settings.skew_margin.as_secs() as i64,
+            skew_margin: secs_i64(self.settings.skew_margin),
             join_port: self.settings.join_port,
         });
         protocol::decide::with_role_file(decision, role_problem.as_deref())
@@ -850,7 +861,7 @@ impl Watcher {
                 swap: swap.clone(),
                 node: self.settings.node.to_string(),
                 step: rstep,
-                skew_margin: self.settings.skew_margin.as_secs() as i64,
+                skew_margin: secs_i64(self.settings.skew_margin),
             }),
         };
         // A step-down first hands etcd's leadership over, through the
@@ -858,7 +869,6 @@ impl Watcher {
         let etcd = matches!(step, Step::StepDown | Step::Rollback).then(|| EtcdAccess {
             handle: tokio::runtime::Handle::current(),
             local: self.settings.etcd.clone(),
-            node: self.settings.node.to_string(),
             addresses: self.addresses.clone(),
         });
         let task = tokio::task::spawn_blocking({
@@ -1072,8 +1082,8 @@ fn run_host_step(
     }
     // Under the lock and the Lease, before any change: a step-down hands
     // leadership over (a failure changes nothing, and says so); a rollback
-    // removes this host's learner through the voter it joined (best effort:
-    // the rollback goes on).
+    // stops its server, then removes this host's learner through the voter
+    // it joined (best effort: the rollback goes on; see `learner`).
     if let Some(e) = etcd {
         match step {
             Step::StepDown if host.role().ok().flatten() == Some(protocol::Role::Server) => {
@@ -1088,7 +1098,7 @@ fn run_host_step(
             Step::Rollback => {
                 if let Some(join) = host.join_server() {
                     let ep = crate::learner::endpoint_of(&e.local, &join);
-                    crate::learner::remove_own(&e.handle, &ep, &e.node, &e.addresses);
+                    crate::learner::remove_own(&e.handle, &ep, host, &e.addresses);
                 }
             }
             _ => {}
@@ -1135,4 +1145,36 @@ fn host_step(
     }
     host.apply(&plan).map_err(|e| e.to_string())?;
     Ok(None)
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_steps_bound_saturates_rather_than_overflowing_on_huge_settings() {
+        let file: crate::config::FileConfig = toml::from_str("").unwrap();
+        let mut s = Settings::resolve(
+            file,
+            crate::config::Overrides {
+                node: Some("n".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for d in [
+            &mut s.lock_timeout,
+            &mut s.systemctl_timeout,
+            &mut s.stop_wait,
+            &mut s.start_wait,
+            &mut s.etcd_wait,
+            &mut s.snapshot_timeout,
+        ] {
+            *d = Duration::MAX;
+        }
+        for step in [Step::Rollback, Step::StepDown, Step::Snapshot, Step::Finish] {
+            assert_eq!(step_bound(&s, &step), Duration::MAX);
+        }
+        assert_eq!(secs_i64(Duration::MAX), i64::MAX);
+        assert_eq!(secs_i64(Duration::from_secs(5)), 5);
+    }
 }

@@ -833,22 +833,20 @@ async fn two_hosts_report_at_once_each_under_its_own_key_and_field_manager() {
     });
     let watchers =
         [0, 1].map(|i| Actuator::watch(&hosts[i], s.work.path(), &hosts[i].node, &accesses[i]));
-    s.admin.take_lease("s1").await;
-    for h in &hosts {
-        s.admin
-            .ask(&h.node, "s1", "promote", "server", Some("voter-a"))
-            .await;
-    }
+    // One swap each (a swap promotes one host: the Lease names it), while
+    // both actuators run and beat.
     let learner = at(Phase::Progress, Some(Detail::Learner));
-    for (h, w) in hosts.iter().zip(&watchers) {
+    for ((h, w), swap) in hosts.iter().zip(&watchers).zip(["s1", "s2"]) {
+        s.admin.take_lease(swap).await;
+        s.admin
+            .ask(&h.node, swap, "promote", "server", Some("voter-a"))
+            .await;
         s.admin.wait_report(&h.node, "learner", w, &learner).await;
-    }
-    for h in &hosts {
         s.admin.set_voter(&h.node).await;
-    }
-    for (h, w) in hosts.iter().zip(&watchers) {
         let done = at(Phase::Done, Some(Detail::Voter));
         s.admin.wait_report(&h.node, "done", w, done).await;
+    }
+    for (h, w) in hosts.iter().zip(&watchers) {
         assert_eq!(
             s.reports.phases_until(&h.node, &PROMOTION).await,
             PROMOTION,

@@ -3,7 +3,7 @@
 //!
 //! A few lines over a `TcpListener` rather than an HTTP framework: GET
 //! paths, no body, one response per connection, every read and write
-//! bounded. What each path answers is the caller's [`Route`]; this crate
+//! bounded, at most [`MAX_CONNECTIONS`] served at once. What each path answers is the caller's [`Route`]; this crate
 //! only reads the request line and writes the answer.
 #![forbid(unsafe_code)]
 
@@ -12,11 +12,19 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
+    sync::Semaphore,
 };
 use tracing::{debug, warn};
 
 /// The longest a client may take to send its request, or to take the answer.
 const IO_BOUND: Duration = Duration::from_secs(5);
+
+/// How many connections are served at once. One more waits, unread, in the
+/// kernel's listen backlog until a slot frees, which takes at most
+/// [`IO_BOUND`] for the read and as much for the write; so idle or slow
+/// clients hold at most this many tasks and sockets, and a scrape behind them
+/// is answered within those bounds.
+pub const MAX_CONNECTIONS: usize = 16;
 
 /// The content type of plain answers.
 pub const PLAIN: &str = "text/plain; charset=utf-8";
@@ -119,8 +127,14 @@ pub async fn serve(addr: SocketAddr, route: Arc<dyn Route>) -> Result<SocketAddr
     let bound = listener
         .local_addr()
         .map_err(|source| ServeError::Bind { addr, source })?;
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
+            // A slot first, then the accept: past the bound a connection
+            // waits in the backlog rather than as a task of its own.
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                return;
+            };
             match listener.accept().await {
                 Ok((stream, _)) => {
                     let route = route.clone();
@@ -128,9 +142,11 @@ pub async fn serve(addr: SocketAddr, route: Arc<dyn Route>) -> Result<SocketAddr
                         if let Err(e) = respond(stream, route.as_ref()).await {
                             debug!("a metrics request: {e}");
                         }
+                        drop(slot);
                     });
                 }
                 Err(e) => {
+                    drop(slot);
                     // Out of descriptors, say: try again shortly rather than spin.
                     warn!("accepting a metrics connection: {e}");
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -220,5 +236,48 @@ mod tests {
             .unwrap();
         assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
         assert!(out.ends_with("\r\n\r\n/healthz"), "{out}");
+    }
+
+    /// Whether the server has closed `s` (its read gives end of file now).
+    fn closed(s: &TcpStream) -> bool {
+        let mut b = [0u8; 1];
+        matches!(s.try_read(&mut b), Ok(0))
+    }
+
+    #[tokio::test]
+    async fn idle_connections_past_the_bound_wait_and_a_scrape_is_answered_once_one_is_cut_off() {
+        let addr = serve("127.0.0.1:0".parse().unwrap(), Arc::new(Echo))
+            .await
+            .unwrap();
+        // More idle connections than are served at once: they send nothing.
+        let mut idle = vec![];
+        for _ in 0..MAX_CONNECTIONS + 4 {
+            idle.push(TcpStream::connect(addr).await.unwrap());
+        }
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut out = String::new();
+        // The scrape waits for a slot, which an idle connection gives up at
+        // its read bound; then it is answered within its own bounds.
+        tokio::time::timeout(IO_BOUND * 4, s.read_to_string(&mut out))
+            .await
+            .expect("the scrape is answered within the bounds")
+            .unwrap();
+        assert!(out.ends_with("\r\n\r\n/metrics"), "{out}");
+        // It was not served beside all the idle ones: at least one of them
+        // had been cut off before its answer.
+        assert!(
+            idle.iter().any(closed),
+            "the scrape was answered while every idle connection was still served"
+        );
+        // Every idle connection is cut off after its read bound, those that
+        // waited for a slot included.
+        for c in &mut idle {
+            let mut rest = vec![];
+            let n = tokio::time::timeout(IO_BOUND * 4, c.read_to_end(&mut rest))
+                .await
+                .expect("an idle connection is dropped after the read bound");
+            assert!(matches!(n, Ok(0) | Err(_)), "{n:?} {rest:?}");
+        }
     }
 }

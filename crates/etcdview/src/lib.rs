@@ -243,8 +243,15 @@ pub async fn move_leader(ep: &Endpoint, to: MemberId) -> Result<(), Error> {
 }
 
 /// Removes the member `id`, only if it is a learner (a rolled-back
-/// promotion's, which k3s itself would leave for five minutes). A voter is
-/// never removed here: that is k3s's removal, gated by the controller.
+/// promotion's, which k3s itself would leave for five minutes). A member
+/// seen voting is refused: that is k3s's removal, gated by the controller.
+///
+/// Not atomic: etcd has no conditional member removal, so the check and the
+/// removal are two requests, and a promotion (k3s's leader asks for one
+/// every 15 s) can fall between them; the member removed is then a voter,
+/// and nothing afterwards can tell. The caller stops the member's etcd
+/// first, so that such a voter is a down one, outside the active quorum
+/// (see the actuator's `learner` module).
 pub async fn remove_learner(ep: &Endpoint, id: MemberId) -> Result<(), Error> {
     let mut c = connect(ep).await?;
     let list = bounded(ep, "listing the members", c.member_list()).await?;

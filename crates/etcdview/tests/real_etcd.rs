@@ -142,6 +142,85 @@ async fn a_learner_shows_in_the_view_and_only_a_learner_is_removed_by_remove_lea
     etcdview::remove_learner(&ep, id).await.unwrap();
 }
 
+/// Why a rollback stops its server before removing its learner, and why
+/// that is not enough to make the check and the removal one (see the
+/// actuator's `learner` module): etcd promotes a learner on its leader's
+/// record of the learner's log, which does not fall when the learner stops;
+/// but a voter that is down is outside the active quorum, and removing it
+/// leaves the voters there were before.
+#[tokio::test]
+async fn a_caught_up_learner_whose_etcd_stopped_can_still_be_promoted_and_is_then_removed_as_a_down_voter()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let ip = Ipv4Addr::new(127, 0, 0, 24);
+    let members = cluster(dir.path(), ip).await;
+    let ep = endpoint(&members[0]);
+    let mut c = etcd_client::Client::connect([ep.url.as_str()], None)
+        .await
+        .unwrap();
+    let mut opts = EtcdOptions::new("m4", ip.into(), &dir.path().join("learner")).unwrap();
+    let mut tries = 0;
+    let added = loop {
+        match c
+            .member_add(
+                [opts.peer_url.as_str()],
+                Some(etcd_client::MemberAddOptions::new().with_is_learner()),
+            )
+            .await
+        {
+            Ok(a) => break a,
+            Err(e) if tries < 120 => {
+                tries += 1;
+                eprintln!("adding the learner: {e}; again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("the learner is added: {e}"),
+        }
+    };
+    let id = MemberId(added.member().unwrap().id());
+    let mut initial: Vec<String> = members.iter().map(|m| m.options().peer_entry()).collect();
+    initial.push(opts.peer_entry());
+    opts.initial_cluster = initial.join(",");
+    opts.initial_cluster_state = ClusterState::Existing;
+    let mut learner = Etcd::spawn(opts).unwrap();
+    // Caught up: its applied index reaches the voters'.
+    let mut lc = etcd_client::Client::connect([learner.client_url()], None)
+        .await
+        .unwrap();
+    let mut caught_up = false;
+    for _ in 0..600 {
+        let target = c.status().await.unwrap().raft_index();
+        if let Ok(s) = lc.status().await
+            && s.raft_applied_index() >= target
+        {
+            caught_up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(caught_up, "the learner caught up");
+    learner.stop().await;
+
+    // Stopped, it is still promoted (what k3s's leader asks every 15 s).
+    c.member_promote(id.0)
+        .await
+        .expect("a caught-up learner is promoted with its etcd stopped");
+    // Seen voting before the removal, it is refused by remove_learner...
+    assert!(matches!(
+        etcdview::remove_learner(&ep, id).await,
+        Err(Error::Refused(_))
+    ));
+    // ...but promoted between its check and its removal, it would be
+    // removed: etcd takes it, being down, and the three voters that were
+    // there before serve on.
+    c.member_remove(id.0)
+        .await
+        .expect("a down voter is removed");
+    let view = etcdview::read(&ep, 0).await.unwrap();
+    assert_eq!((view.members.len(), view.learners().count()), (3, 0));
+    assert!(view.healthy, "{view:?}");
+}
+
 #[tokio::test]
 async fn a_member_that_does_not_answer_is_an_error_within_the_bound() {
     // A port that accepts nothing: the connection fails or times out, and

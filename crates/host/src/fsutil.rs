@@ -68,13 +68,33 @@ pub fn holds(path: &Path, contents: &[u8]) -> bool {
     fs::read(path).is_ok_and(|c| c == contents)
 }
 
-/// Removes a file if it is there.
-pub fn remove_if_present(path: &Path) -> Result<bool> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(io("removing", path)(e)),
+/// Removes a file if it is there, then syncs its directory, so that the
+/// removal survives a power cut: a later step builds on the file being gone
+/// (an agent started with the etcd-only drop-in back in `config.yaml.d`
+/// fails on `disable-apiserver`), and an unsynced unlink can come back.
+///
+/// The directory is synced even when the file is already gone: an earlier
+/// run may have removed it and crashed before its sync. Returns whether the
+/// file was there. Every removal of a drop-in goes through here.
+pub fn remove_durably(path: &Path) -> Result<bool> {
+    remove_then_sync(path, sync_dir)
+}
+
+/// [`remove_durably`] with the directory sync given, so that a test can
+/// observe it (a power cut cannot be had in a test).
+fn remove_then_sync(path: &Path, sync: impl FnOnce(&Path) -> Result<()>) -> Result<bool> {
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let removed = match fs::remove_file(path) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(io("removing", path)(e)),
+    };
+    if !removed && !dir.exists() {
+        // No directory, no entry to make durable.
+        return Ok(false);
     }
+    sync(dir)?;
+    Ok(removed)
 }
 
 #[cfg(test)]
@@ -98,7 +118,32 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("file.conf")]);
-        assert!(remove_if_present(&p).unwrap());
-        assert!(!remove_if_present(&p).unwrap());
+        assert!(remove_durably(&p).unwrap());
+        assert!(!remove_durably(&p).unwrap());
+    }
+
+    #[test]
+    fn a_removal_is_followed_by_a_sync_of_its_directory_once_the_file_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("conf.d/90-dropin.yaml");
+        write_atomic(&p, b"x: 1\n", 0o644).unwrap();
+        let synced = std::cell::RefCell::new(vec![]);
+        let record = |d: &Path| {
+            // At the sync, the name is already gone from the directory.
+            synced.borrow_mut().push((d.to_path_buf(), p.exists()));
+            Ok(())
+        };
+        assert!(remove_then_sync(&p, record).unwrap());
+        assert_eq!(*synced.borrow(), vec![(dir.path().join("conf.d"), false)]);
+        // Gone already (an earlier run removed it, maybe without its sync):
+        // the directory is synced again.
+        assert!(!remove_then_sync(&p, record).unwrap());
+        assert_eq!(synced.borrow().len(), 2);
+        // A failed sync is the removal's failure, not a silent success.
+        let err = remove_then_sync(&p, |d| {
+            Err(io("syncing the directory", d)(std::io::Error::other("EIO")))
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("conf.d"), "{err}");
     }
 }

@@ -13,7 +13,7 @@ use crate::{
     Budget, HostPaths, datastore,
     error::{Error, Result},
     etcd,
-    fsutil::{holds, remove_if_present, write_atomic},
+    fsutil::{holds, remove_durably, sync_dir, write_atomic},
     k3s,
     lock::HostLock,
     paths::{ETCD_ONLY_DROPIN, JOIN_DROPIN, JOIN_UNIT_DROPIN},
@@ -306,6 +306,21 @@ impl Host {
     /// its unit naming `join`, `server` in the role file, the agent stopped
     /// and disabled, then the server enabled and started. The agent stops
     /// before the server starts, so the two are never active together.
+    ///
+    /// The order on disk, and what a crash or power cut after each leaves
+    /// (every file change is durable before the next, see [`Host::apply`]):
+    /// 1. the datastore moved aside, the join drop-in written, the etcd-only
+    ///    drop-in removed, the unit drop-in written and loaded: the role file
+    ///    still names the agent (or nothing), so the server's `ExecCondition`
+    ///    refuses it whatever the drop-ins say; the step run again plans
+    ///    what is left;
+    /// 2. `server` in the role file, only once every drop-in the server
+    ///    starts with is on disk: a server started from here on (by this
+    ///    plan, or by systemd after a reboot) never has the etcd-only level
+    ///    or lacks the join;
+    /// 3. the agent stopped and disabled, the server enabled and started: the
+    ///    agent's `ExecCondition` already refuses it, so after a reboot in
+    ///    between nothing runs until the step is run again.
     pub fn plan_promote(&self, join: &JoinUrl) -> Result<Vec<Change>> {
         let mut plan = vec![];
         let role = self.role()?;
@@ -354,6 +369,16 @@ impl Host {
     /// stopped and disabled, the datastore moved aside, fleet-role's drop-ins
     /// removed, `agent` in the role file, the agent enabled and started. The
     /// node password is never touched.
+    ///
+    /// The order on disk, and what a crash or power cut after each leaves:
+    /// 1. the server stopped and disabled, its datastore moved aside: no
+    ///    unit is enabled to start after a reboot (the agent was disabled by
+    ///    the promotion);
+    /// 2. fleet-role's drop-ins removed, each removal synced: the agent reads
+    ///    `config.yaml.d` too, and fails on the etcd-only drop-in's
+    ///    `disable-apiserver`, so none may come back once it can start;
+    /// 3. `agent` in the role file, then the agent enabled and started: both
+    ///    after the removals are on disk.
     pub fn plan_demote(&self) -> Result<Vec<Change>> {
         let mut plan = vec![];
         self.stop_and_disable(&mut plan, SERVER)?;
@@ -389,6 +414,12 @@ impl Host {
     /// that level, every shim killed, etcd serving again, and only then
     /// `agent` in the role file. If etcd does not come back the plan stops
     /// there, with the role file still naming the server.
+    ///
+    /// The drop-in is on disk before the restart that reads it, and the role
+    /// file changes last: a power cut before it restarts the server at the
+    /// etcd-only level (the drop-in is durable), one after it leaves the
+    /// server refused by its `ExecCondition` until the finish, the agent
+    /// still disabled.
     pub fn plan_step_down(&self) -> Result<Vec<Change>> {
         let mut plan = vec![];
         let dropin = self.paths.k3s_dropins().join(ETCD_ONLY_DROPIN);
@@ -408,12 +439,38 @@ impl Host {
     }
 
     /// Applies a plan in order, checking each move; stops at the first error.
+    ///
+    /// Every file change is durable before the next change runs (writes and
+    /// removals sync their directory), so the order of each plan is the order
+    /// on disk after a power cut. A plan is computed from the files as this
+    /// process sees them, which may hold an earlier, crashed run's rename or
+    /// removal not yet on disk; their directories are synced first, so a plan
+    /// that skips a change as done builds on it durably done.
     pub fn apply(&self, plan: &[Change]) -> Result<()> {
+        if !plan.is_empty() {
+            self.sync_planned_dirs()?;
+        }
         for change in plan {
             self.apply_one(change)?;
             if let Some(AfterChange(f)) = &self.after_change {
                 f(self, change);
             }
+        }
+        Ok(())
+    }
+
+    /// Syncs the directories plans write into and remove from (k3s's
+    /// drop-ins, the server unit's drop-ins, the role file's), those that
+    /// exist.
+    fn sync_planned_dirs(&self) -> Result<()> {
+        let role_file = self.paths.role_file();
+        let dirs = [
+            self.paths.k3s_dropins(),
+            self.paths.unit_dropins(SERVER),
+            role_file.parent().map(PathBuf::from).unwrap_or_default(),
+        ];
+        for dir in dirs.iter().filter(|d| d.is_dir()) {
+            sync_dir(dir)?;
         }
         Ok(())
     }
@@ -424,7 +481,7 @@ impl Host {
             .check(&format!("about to {}", self.show(change)))?;
         match change {
             Change::Write { path, contents } => write_atomic(path, contents.as_bytes(), 0o644),
-            Change::Remove { path } => remove_if_present(path).map(drop),
+            Change::Remove { path } => remove_durably(path).map(drop),
             Change::DaemonReload => sc.daemon_reload(),
             Change::Role(r) => role::write(&self.paths, *r),
             Change::Stop(u) => self.stop_confirmed(u),
@@ -462,6 +519,14 @@ impl Host {
                 crate::secrets::remove(&self.paths).map(drop)
             }
         }
+    }
+
+    /// Stops the server (`k3s`) and confirms it stopped, leaving it enabled:
+    /// a rollback's first move, so that the learner it removes next is one
+    /// whose etcd no longer runs (see the actuator's `learner` module).
+    pub fn stop_server(&self) -> Result<()> {
+        self.budget.check("about to stop k3s")?;
+        self.stop_confirmed(SERVER)
     }
 
     /// Issues a stop of `unit` and confirms it (`inactive` or `failed`).

@@ -11,11 +11,10 @@ use std::{
 
 use anyhow::Context;
 use protocol::report::ReportStep;
-use serde_json::json;
 
 use crate::{
     hosts::Hosts,
-    scenario::{self, Hand},
+    scenario::{self, Ask, Hand},
     spec::{LabSpec, Timings},
     systemd_lab::{self, SystemdLab},
     world,
@@ -130,11 +129,7 @@ async fn measure(
         let swap = format!("bench-{}-{i}", crate::clock::unix());
         hand.hold_lease(&swap, &n.controller_identity).await?;
         let t0 = Instant::now();
-        hand.patch_node(
-            "server-1",
-            json!({"metadata": {"annotations": { n.snapshot_request(): swap }}}),
-        )
-        .await?;
+        hand.ask("server-1", Ask::Snapshot { swap: &swap }).await?;
         loop {
             if let Some(r) = hand.report("server-1").await?
                 && r.swap.as_ref().is_some_and(|s| s.as_str() == swap)

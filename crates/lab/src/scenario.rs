@@ -129,6 +129,11 @@ pub enum Ask<'a> {
     },
     /// Roll a promotion back (the swap's mark stays as it was).
     Rollback,
+    /// Take an etcd snapshot named for `swap`.
+    Snapshot {
+        /// The swap id.
+        swap: &'a str,
+    },
 }
 
 /// The fleet-role side of the API, by hand.
@@ -163,11 +168,29 @@ impl Hand {
             .map(drop)
     }
 
-    /// Asks `node` for a step: its desired role, the swap and step
-    /// annotations (and the join target, or the cordon) in one write.
+    /// Asks `node` for a step as the controller does: first the regrade
+    /// Lease names the host for it and records the ask (`swap-in`,
+    /// `swap-out` or `swap-snapshot`, and `swap-asked`), then the Node
+    /// gets its desired role, the swap and step annotations (and the join
+    /// target, or the cordon) in one write. A host takes a step only once
+    /// the Lease asks for it, so the Lease must be held ([`Hand::hold_lease`]).
     pub async fn ask(&self, node: &str, ask: Ask<'_>) -> anyhow::Result<()> {
         let n = &self.names;
+        let (named, step) = match ask {
+            Ask::Promote { .. } => (n.lease_swap_in(), "promote"),
+            Ask::StepDown { .. } => (n.lease_swap_out(), "step-down"),
+            Ask::Rollback => (n.lease_swap_in(), "rollback"),
+            Ask::Snapshot { .. } => (n.lease_swap_snapshot(), "snapshot"),
+        };
+        self.patch_lease(json!({"metadata": {"annotations": {
+            named: node,
+            n.lease_swap_asked(): step,
+        }}}))
+        .await?;
         let patch = match ask {
+            Ask::Snapshot { swap } => json!({"metadata": {
+                "annotations": { n.snapshot_request(): swap, n.protocol(): protocol::version::mark() },
+            }}),
             Ask::Promote { swap, join } => json!({"metadata": {
                 "labels": { n.desired_role(): "server" },
                 "annotations": { n.role_swap(): swap, n.role_step(): "promote", n.role_join_node(): join },
@@ -224,9 +247,28 @@ impl Hand {
             .map(drop)
     }
 
+    /// Merges annotations (`null` removes) into the regrade Lease.
+    async fn patch_lease(&self, patch: Value) -> anyhow::Result<()> {
+        self.apis
+            .any(|c| {
+                let (p, name) = (patch.clone(), self.names.lease_name.clone());
+                async move {
+                    Api::<Lease>::namespaced(c, LEASE_NAMESPACE)
+                        .patch(&name, &PatchParams::default(), &Patch::Merge(&p))
+                        .await
+                }
+            })
+            .await
+            .map(drop)
+    }
+
     /// Releases the Lease.
     pub async fn release_lease(&self) -> anyhow::Result<()> {
-        let patch = json!({"spec": {"holderIdentity": null, "renewTime": null}, "metadata": {"annotations": { self.names.lease_swap(): null }}});
+        let n = &self.names;
+        let patch = json!({"spec": {"holderIdentity": null, "renewTime": null}, "metadata": {"annotations": {
+            n.lease_swap(): null, n.lease_swap_in(): null, n.lease_swap_out(): null,
+            n.lease_swap_snapshot(): null, n.lease_swap_asked(): null,
+        }}});
         self.apis
             .any(|c| {
                 let (p, name) = (patch.clone(), self.names.lease_name.clone());
@@ -529,7 +571,7 @@ pub async fn swap_by_hand(
     };
     let result = async {
         say(&format!("2. ask {} for a snapshot named for the swap", stay.name));
-        hand.patch_node(&stay.name, json!({"metadata": {"annotations": { n.snapshot_request(): swap }}})).await?;
+        hand.ask(&stay.name, Ask::Snapshot { swap: &swap }).await?;
         let r = hand.wait_step(&stay.name, &swap, ReportStep::Snapshot, Duration::from_secs(60), &progress).await?;
         let snapshot = r.snapshot_file.clone().unwrap_or_default();
         let size = std::fs::metadata(spec.root(&stay.name).join(snapshot.trim_start_matches('/'))).map(|m| m.len()).unwrap_or(0);

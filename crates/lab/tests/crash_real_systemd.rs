@@ -374,12 +374,9 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
     .unwrap();
     settles(&hand, "agent-1", &swap_b, ReportStep::Promote).await;
     // A snapshot on server-2, which its demotion must keep.
-    hand.patch_node(
-        "server-2",
-        json!({"metadata": {"annotations": { n.snapshot_request(): swap_b }}}),
-    )
-    .await
-    .unwrap();
+    hand.ask("server-2", Ask::Snapshot { swap: &swap_b })
+        .await
+        .unwrap();
     settles(&hand, "server-2", &swap_b, ReportStep::Snapshot).await;
     let out_paths = host::HostPaths::new(root(&lab, "server-2"));
     let snapshots = || {

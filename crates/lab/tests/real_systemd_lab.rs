@@ -16,7 +16,6 @@ use lab::{
     systemd_lab::SystemdLab,
 };
 use protocol::{Phase, report::ReportStep};
-use serde_json::json;
 
 mod common;
 use common::{SERIAL, fleet_role, lab_dir, lab_of};
@@ -600,12 +599,9 @@ async fn a_host_rebooted_mid_promotion_on_real_systemd_converges_without_repeati
     hand.hold_lease(&swap, &n.controller_identity)
         .await
         .unwrap();
-    hand.patch_node(
-        "server-1",
-        json!({"metadata": {"annotations": { n.snapshot_request(): swap }}}),
-    )
-    .await
-    .unwrap();
+    hand.ask("server-1", Ask::Snapshot { swap: &swap })
+        .await
+        .unwrap();
     hand.wait_step(
         "server-1",
         &swap,

@@ -113,10 +113,39 @@ impl Names {
     pub fn lease_swap(&self) -> String {
         self.key("role-swap")
     }
-    /// The server-side-apply field manager of one host's report key.
+    /// The server-side-apply field manager of one host's report key:
+    /// `fleet-role-actuator-<node>`, or, for a Node name too long for it (the
+    /// API refuses a manager over [`FIELD_MANAGER_MAX`] characters, a Node
+    /// name may have 253), the name cut short and a hash of the whole name,
+    /// so that it still differs from every other host's. The hash follows a
+    /// `_`, which no Node name has, so a cut name is never a whole one. Only
+    /// the host's own applies use it: neither the controller nor the
+    /// admission policy reads a manager.
     pub fn report_field_manager(&self, node: &str) -> String {
-        format!("fleet-role-actuator-{node}")
+        const PREFIX: &str = "fleet-role-actuator-";
+        let whole = format!("{PREFIX}{node}");
+        if whole.len() <= FIELD_MANAGER_MAX {
+            return whole;
+        }
+        let hash = format!("_{:016x}", fnv1a64(node.as_bytes()));
+        let mut keep = FIELD_MANAGER_MAX - PREFIX.len() - hash.len();
+        while !node.is_char_boundary(keep) {
+            keep -= 1;
+        }
+        format!("{PREFIX}{}{hash}", &node[..keep])
     }
+}
+
+/// The longest field manager the API takes (apimachinery's
+/// `FieldManagerMaxLength`); a longer one gets 422 on every apply.
+pub const FIELD_MANAGER_MAX: usize = 128;
+
+/// FNV-1a, 64 bits: a stable hash (the same on every host and release, as
+/// std's `DefaultHasher` is not promised to be), for names only.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 #[cfg(test)]
@@ -151,5 +180,38 @@ mod tests {
             "node-restriction.kubernetes.io/fleet-role-voter-eligible"
         );
         assert_eq!(names.eligible(), Names::default().eligible());
+    }
+
+    #[test]
+    fn a_field_manager_fits_the_apis_bound_and_differs_per_node_even_for_long_names() {
+        let names = Names::default();
+        // The longest name that fits is kept whole.
+        let fits = "a".repeat(FIELD_MANAGER_MAX - "fleet-role-actuator-".len());
+        assert_eq!(
+            names.report_field_manager(&fits),
+            format!("fleet-role-actuator-{fits}")
+        );
+        // A Node name of 253 characters, the most Kubernetes allows.
+        let longest = format!("{}.example", "r".repeat(245));
+        assert_eq!(longest.len(), 253);
+        let m = names.report_field_manager(&longest);
+        assert_eq!(m.len(), FIELD_MANAGER_MAX, "{m}");
+        assert!(m.starts_with("fleet-role-actuator-rrr"), "{m}");
+        assert_eq!(m, names.report_field_manager(&longest), "stable");
+        // Two long names alike in their first 108 characters (all of them
+        // the whole form could keep) still get two managers.
+        let common = "x".repeat(108);
+        let (a, b) = (format!("{common}-a"), format!("{common}-b"));
+        let (ma, mb) = (
+            names.report_field_manager(&a),
+            names.report_field_manager(&b),
+        );
+        assert_ne!(ma, mb);
+        assert!(ma.len() <= FIELD_MANAGER_MAX && mb.len() <= FIELD_MANAGER_MAX);
+        // A cut name is never another host's whole one.
+        assert!(ma.contains('_') && !names.report_field_manager(&fits).contains('_'));
+        // The hash is FNV-1a's (its published test value), so every host and
+        // release names a host's manager alike.
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
     }
 }

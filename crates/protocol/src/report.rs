@@ -303,7 +303,10 @@ pub struct Report {
     /// is its predecessor's `seq` plus one. Of two copies of a host's report
     /// (the one kept on the host and the API's), the higher `seq` is the
     /// newer; the times cannot say, several reports being written within a
-    /// second. A report from before this field reads as 0.
+    /// second. A report from before this field reads as 0. The count stops
+    /// at `u64::MAX` (only a corrupt report holds it): the reports after it
+    /// hold `u64::MAX` too, and of two copies alike the host's is kept (see
+    /// [`Report::newer`]), which is the one written first.
     #[serde(default)]
     pub seq: u64,
     /// The snapshot file a snapshot step wrote.
@@ -381,7 +384,7 @@ impl Report {
                 now
             },
             updated_at: now,
-            seq: prev.map_or(1, |p| p.seq + 1),
+            seq: prev.map_or(1, |p| p.seq.saturating_add(1)),
             snapshot_file: None,
             settled,
             host: prev.and_then(|p| p.host.clone()),
@@ -395,7 +398,7 @@ impl Report {
         let mut r = match prev {
             Some(p) => Report {
                 updated_at: now,
-                seq: p.seq + 1,
+                seq: p.seq.saturating_add(1),
                 ..p.clone()
             },
             None => Report {
@@ -753,6 +756,21 @@ mod tests {
         let old = r#"{"step":"promote","phase":"done","startedAt":1,"updatedAt":1}"#;
         assert_eq!(Report::parse(old).unwrap().seq, 0);
         assert!(Report::parse("{").is_err());
+    }
+
+    #[test]
+    fn a_report_counted_to_the_last_seq_is_followed_without_a_panic_and_the_count_stays_there() {
+        let corrupt = format!(
+            r#"{{"step":"promote","phase":"done","startedAt":1,"updatedAt":1,"seq":{}}}"#,
+            u64::MAX
+        );
+        let last = Report::parse(&corrupt).unwrap();
+        assert_eq!(last.seq, u64::MAX);
+        let a = Report::next(Some(&last), swap("s1"), ReportStep::Promote, Phase::Done, 5);
+        let b = Report::with_host_part(Some(&a), hb(6, None), 6);
+        assert_eq!((a.seq, b.seq), (u64::MAX, u64::MAX));
+        // Two copies alike: the first (the host's, written first) is kept.
+        assert_eq!(Report::newer(Some(b.clone()), Some(last.clone())), Some(b));
     }
 
     #[test]

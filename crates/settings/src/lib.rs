@@ -105,6 +105,24 @@ pub fn layer<T>(over: Option<T>, file: Option<T>) -> Option<T> {
     over.or(file)
 }
 
+/// The most a `*_secs` setting may be: a week. Every wait and bound of
+/// either program is seconds to minutes; far more is a mistake, and past
+/// `i64` or added to another bound it would overflow (a panic, or a wait
+/// that never ends).
+pub const MAX_SECS: u64 = 7 * 24 * 60 * 60;
+
+/// A `*_secs` setting `key` as a duration: `value`, else `default`; a value
+/// over [`MAX_SECS`] is refused with an error naming the key.
+pub fn seconds(key: &'static str, value: Option<u64>, default: u64) -> Result<std::time::Duration> {
+    match value.unwrap_or(default) {
+        v if v > MAX_SECS => Err(Error::invalid(
+            key,
+            format!("must be at most {MAX_SECS} seconds (a week), not {v}"),
+        )),
+        v => Ok(std::time::Duration::from_secs(v)),
+    }
+}
+
 /// A listen address (`metrics_address`): `HOST:PORT`, the host an IP
 /// address (no name to resolve), or `None` when not set.
 pub fn listen_address(
@@ -204,6 +222,23 @@ mod tests {
             Error::invalid("join_port", "must be 1-65535").to_string(),
             "invalid join_port: must be 1-65535"
         );
+    }
+
+    #[test]
+    fn a_seconds_setting_past_a_week_is_an_error_naming_its_key() {
+        use std::time::Duration;
+        assert_eq!(
+            seconds("k_secs", None, 60).unwrap(),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            seconds("k_secs", Some(MAX_SECS), 60).unwrap(),
+            Duration::from_secs(MAX_SECS)
+        );
+        for v in [MAX_SECS + 1, u64::MAX] {
+            let err = seconds("k_secs", Some(v), 60).unwrap_err().to_string();
+            assert!(err.starts_with("invalid k_secs: "), "{err}");
+        }
     }
 
     #[test]

@@ -295,9 +295,56 @@ impl Controller {
         }))
     }
 
-    /// Writes a step on `node`: the desired-role label and the swap, step and
-    /// (for a promotion) join-node annotations.
+    /// Asks `node` for a step as the controller does: the regrade Lease
+    /// names the host for it and records the ask (`swap-in` or `swap-out`,
+    /// and `swap-asked`), then the Node gets the desired-role label and the
+    /// swap, step and (for a promotion) join-node annotations.
     pub async fn ask(
+        &self,
+        node: &str,
+        swap: &str,
+        step: &str,
+        desired_role: &str,
+        join_node: Option<&str>,
+    ) {
+        self.ask_lease(node, step).await;
+        self.mark(node, swap, step, desired_role, join_node).await;
+    }
+
+    /// The Lease's half of [`Controller::ask`]: names `node` for `step` and
+    /// records the ask.
+    pub async fn ask_lease(&self, node: &str, step: &str) {
+        let named = if step == "step-down" {
+            "swap-out"
+        } else {
+            "swap-in"
+        };
+        let patch = json!({"metadata": {"annotations": {
+            format!("{P}/{named}"): node,
+            format!("{P}/swap-asked"): step,
+        }}});
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(self.client.clone(), "kube-system");
+        match leases
+            .patch(
+                "fleet-regrade",
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            // No Lease (a test of a step asked without one): the Node's
+            // marks alone.
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => panic!("asking {node} for {step} on the Lease: {e}"),
+        }
+    }
+
+    /// The Node's half of [`Controller::ask`] alone, as any holder of `patch
+    /// nodes` can write it: the desired-role label and the swap, step and
+    /// (for a promotion) join-node annotations.
+    pub async fn mark(
         &self,
         node: &str,
         swap: &str,

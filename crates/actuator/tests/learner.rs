@@ -1,0 +1,111 @@
+//! A rollback's removal of its own learner, against a real etcd and the
+//! systemctl stand-in: the host's server (the learner's etcd) is stopped and
+//! confirmed stopped before the learner is removed, and nothing is removed
+//! when that cannot be confirmed.
+
+use std::{net::Ipv4Addr, path::Path, time::Duration};
+
+use actuator::learner;
+use etcdview::Endpoint;
+use host::addresses::LocalAddresses;
+use protocol::etcd::MemberId;
+use standins::fixture::TestHost;
+use testcp::{Etcd, EtcdOptions, Probe};
+
+fn bin_dir() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_fleet-role-actuator"))
+        .parent()
+        .unwrap()
+}
+
+/// A one-member etcd and a learner added to it, never started, whose peer
+/// address (`127.0.0.1`) is this host's: what a rolled-back promotion
+/// leaves. Returns the member, its endpoint and the learner's id.
+async fn etcd_with_a_learner(dir: &Path) -> (Etcd, Endpoint, MemberId) {
+    let opts = EtcdOptions::new("voter", Ipv4Addr::new(127, 0, 0, 23).into(), dir).unwrap();
+    let mut etcd = Etcd::spawn(opts).unwrap();
+    etcd.wait_healthy(Probe::Linearizable, Duration::from_secs(120))
+        .await
+        .expect("etcd starts");
+    let ep = Endpoint {
+        url: etcd.client_url().to_string(),
+        tls: None,
+        timeout: Duration::from_secs(10),
+    };
+    let mut c = etcd_client::Client::connect([ep.url.as_str()], None)
+        .await
+        .unwrap();
+    // etcd adds no member until its voters have been connected a while:
+    // asked again, as k3s asks.
+    let mut tries = 0;
+    let added = loop {
+        match c
+            .member_add(
+                ["http://127.0.0.1:1"],
+                Some(etcd_client::MemberAddOptions::new().with_is_learner()),
+            )
+            .await
+        {
+            Ok(a) => break a,
+            Err(e) if tries < 120 => {
+                tries += 1;
+                eprintln!("adding the learner: {e}; again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("the learner is added: {e}"),
+        }
+    };
+    let id = MemberId(added.member().unwrap().id());
+    (etcd, ep, id)
+}
+
+fn loopback() -> LocalAddresses {
+    LocalAddresses::parse("  |-- 127.0.0.0\n     /8 host LOCAL\n", "")
+}
+
+fn listed(rt: &tokio::runtime::Runtime, ep: &Endpoint, id: MemberId) -> bool {
+    rt.block_on(etcdview::read(ep, 0))
+        .unwrap()
+        .member(id)
+        .is_some()
+}
+
+#[test]
+fn a_rollback_removes_its_learner_only_once_its_server_is_confirmed_stopped() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (_etcd, ep, id) = rt.block_on(etcd_with_a_learner(dir.path()));
+    let h = TestHost::new("learner-host", bin_dir()).as_server();
+    assert!(h.active("k3s"));
+
+    // No systemctl to be found: the server cannot be confirmed stopped, so
+    // the learner stays (k3s's stall timeout removes it).
+    let blind = host::Host::new(h.root(), "learner-host")
+        .with_search_path(dir.path().join("no-programs-here"));
+    assert_eq!(
+        learner::remove_own(rt.handle(), &ep, &blind, &loopback()),
+        None
+    );
+    assert!(
+        listed(&rt, &ep, id),
+        "a learner removed under a running server"
+    );
+    assert!(h.active("k3s"));
+
+    // The server stops first, then the learner goes; the server stays
+    // enabled (the rollback's plan disables it).
+    let host = host::Host::new(h.root(), "learner-host").with_search_path(h.path_env());
+    assert_eq!(
+        learner::remove_own(rt.handle(), &ep, &host, &loopback()),
+        Some(id)
+    );
+    assert!(!h.active("k3s") && h.enabled("k3s"));
+    assert!(!listed(&rt, &ep, id));
+    assert!(
+        h.systemd_log()
+            .iter()
+            .any(|l| l.contains("stop") && l.contains("k3s")),
+        "{:?}",
+        h.systemd_log()
+    );
+}
