@@ -51,6 +51,13 @@ async fn status_shows_the_fleet_and_a_running_swap_at_a_glance() {
                 .is_some_and(|r| r.step == protocol::report::ReportStep::Promote)
     })
     .await;
+    // The servers' views of etcd take in the new learner one heartbeat at
+    // a time; until they all list it they disagree, which status rightly
+    // counts as degraded.
+    h.wait_for("the servers' views to agree on the learner", || async {
+        h.run(&["status"]).await.code == Some(0)
+    })
+    .await;
     let run = h.run(&["status"]).await;
     let out = &run.stdout;
     assert!(out.contains("held by fleet-role"), "{out}");

@@ -80,7 +80,7 @@ pub fn gate_etcd_views_agree(v: &FleetView, p: &Picture) -> Gate {
         Gate::fail(
             name,
             format!(
-                "the servers list different etcd members: {} differ from the newest view; wait for the membership to settle, or look with `fleet-role status`",
+                "the servers list different etcd members: {} differ from what most views list; wait for the membership to settle, or look with `fleet-role status`",
                 p.disagreeing.join(", ")
             ),
         )
