@@ -214,26 +214,34 @@ async fn marks_a_patch_nodes_user_copies_onto_a_voter_outside_the_swap_are_refus
     let w = World::start().await;
     let patcher = w.patch_nodes_user().await;
     let b = w.host("voter-b", server).await;
-    for (step, role, join, reason) in [
+    // Each step copied while the Lease asks for some step of the swap's own
+    // hosts: a rollback while it asks for the promotion, then a step-down
+    // and a promotion while it asks for that very step (so only the Lease's
+    // naming of the swap's hosts tells voter-b it is not one of them).
+    for (step, role, join, asked_of, reason) in [
         (
             ReportStep::Rollback,
             "agent",
             None,
+            ("standby", "promote"),
             not_named("standby", "incoming host", "rollback"),
         ),
         (
             ReportStep::StepDown,
             "agent",
             None,
+            ("old", "step-down"),
             not_named("old", "outgoing host", "step-down"),
         ),
         (
             ReportStep::Promote,
             "server",
             Some("voter-a"),
+            ("standby", "promote"),
             not_named("standby", "incoming host", "promote"),
         ),
     ] {
+        w.admin.ask_lease(asked_of.0, asked_of.1).await;
         patcher
             .mark("voter-b", "s1", step.as_str(), role, join)
             .await;
