@@ -376,6 +376,11 @@ async fn an_agent_that_forges_its_etcd_view_to_hide_a_ghost_voter_is_ignored_and
             .any(|l| l.contains("pass") && l.contains("etcd-views-agree")),
         "the servers' views agree; the forged one is not among them:\n{out}"
     );
+    // Nor does it vouch for the ghost: by etcd's members, the ghost is down.
+    assert!(
+        out.contains("by etcd's members: 3 healthy of 4 voting"),
+        "{out}"
+    );
     let status = h.run(&["status"]).await;
     assert!(
         status
