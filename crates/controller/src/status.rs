@@ -416,14 +416,14 @@ fn bytes(n: u64) -> String {
 
 /// etcd as the servers read it, as text lines: the members (each with its
 /// Node, or `ghost` when none matches), the leader, the alarms, the views
-/// that disagree, and each server's view with its age.
+/// that disagree, the views ignored, and each server's view with its age.
 pub fn etcd_lines(v: &FleetView) -> Vec<String> {
     let p = v.etcd();
     let max = v.settings.actuator_heartbeat_max_age;
     let mut out = Vec::new();
     if p.known() {
         out.push(format!(
-            "etcd: {} members, by the freshest of {} fresh views (older than {max} s is stale)",
+            "etcd: {} members, as most of {} fresh server views list them (older than {max} s is stale)",
             p.members.len(),
             p.reporters.len()
         ));
@@ -475,7 +475,7 @@ pub fn etcd_lines(v: &FleetView) -> Vec<String> {
         ));
         if !p.disagreeing.is_empty() {
             out.push(format!(
-                "  DISAGREEING: {} (their views list other members than the freshest)",
+                "  DISAGREEING: {} (their views list other members than most)",
                 p.disagreeing.join(", ")
             ));
         }
@@ -732,7 +732,7 @@ mod tests {
      {
         let lines = etcd_lines(&fleet());
         assert!(
-            lines[0].starts_with("etcd: 5 members, by the freshest of 2 fresh views"),
+            lines[0].starts_with("etcd: 5 members, as most of 2 fresh server views list them"),
             "{lines:#?}"
         );
         // Each member, its id, role, Node (or ghost) and health by its own
