@@ -23,8 +23,9 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 use standins::fixture::TestHost;
 use support::{
-    Access, Actuator, Controller, DEADLINE, Frozen, Relay, Reports, apply_rbac, assert_no_secret,
-    at, bin_dir, plane, port_of, rotate_token, write_token,
+    Access, Actuator, Controller, DEADLINE, DECIDED, Frozen, HOST_REPORT, Relay, Reports,
+    apply_rbac, assert_no_secret, at, bin_dir, plane, port_of, rotate_token, wait_decisions,
+    write_token,
 };
 use testcp::ControlPlane;
 
@@ -92,6 +93,16 @@ fn report_apply(namespace: &str, key: &str) -> Value {
 #[rustfmt::skip]
 fn the_matrix() -> Vec<Row> {
     let label = json!({"metadata": {"labels": {"example.com/x": "y"}}});
+    let p = support::P;
+    // A compromised host's two ways to a step on another host: marks on
+    // its Node, or the Lease naming itself for the swap's step.
+    let marks = json!({"metadata": {
+        "labels": {format!("{p}/desired-role"): "agent"},
+        "annotations": {format!("{p}/role-swap"): "s1", format!("{p}/role-step"): "rollback"},
+    }});
+    let name_itself = json!({"metadata": {"annotations": {
+        format!("{p}/swap-in"): "node-a", format!("{p}/swap-asked"): "promote",
+    }}});
     let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-z"}});
     let lease = json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -125,6 +136,8 @@ fn the_matrix() -> Vec<Row> {
             .with(APPLY, json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a", "labels": {"example.com/x": "y"}}})),
         row("patch a Node's status", Method::PATCH, &format!("{NODES}/node-a/status"), false)
             .with(MERGE, json!({"status": {"conditions": [{"type": "EtcdIsVoter", "status": "True"}]}})),
+        row("write a step's marks on another Node (as a patch-nodes user could)", Method::PATCH,
+            &format!("{NODES}/node-b"), false).with(MERGE, marks),
         row("update a Node", Method::PUT, &format!("{NODES}/node-z"), false).with(JSON, node.clone()),
         row("delete a Node", Method::DELETE, &format!("{NODES}/node-b"), false),
         row("create a Node", Method::POST, NODES, false).with(JSON, node),
@@ -144,6 +157,8 @@ fn the_matrix() -> Vec<Row> {
         row("server-side apply the regrade Lease", Method::PATCH,
             &format!("{LEASES}/fleet-regrade?fieldManager=fleet-role-actuator-node-a"), false)
             .with(APPLY, lease.clone()),
+        row("name itself the swap's incoming host on the regrade Lease", Method::PATCH,
+            &format!("{LEASES}/fleet-regrade"), false).with(MERGE, name_itself),
         row("delete the regrade Lease", Method::DELETE, &format!("{LEASES}/fleet-regrade"), false),
         row("create a Lease", Method::POST, LEASES, false).with(JSON, lease),
         row("get another Lease", Method::GET, &format!("{LEASES}/other-lease"), false),
@@ -381,7 +396,7 @@ async fn the_credential_reads_nodes_and_the_lease_and_patches_its_report_and_not
         wrong.len()
     );
     // The counts pin the table itself: a row dropped or flipped fails here.
-    assert_eq!((allowed, denied), (10, 59), "the matrix's rows changed");
+    assert_eq!((allowed, denied), (10, 61), "the matrix's rows changed");
 
     // Host B's key and the report's metadata are as they were.
     let now = configmaps.get("fleet-role-actuators").await.unwrap();
@@ -560,23 +575,6 @@ impl Standby {
         assert!(self.host.active("k3s") && self.host.enabled("k3s"));
         assert!(!self.host.active("k3s-agent") && !self.host.enabled("k3s-agent"));
         assert_eq!(self.host.max_active_k3s(), 1, "both k3s units ran at once");
-    }
-}
-
-/// The log line of each decision (at debug level).
-const DECIDED: &str = "decided decision=";
-
-/// Waits until the actuator has decided `n` more times than `before`: it
-/// has then decided again, each time on what its watches hold now.
-async fn wait_decisions(watcher: &Actuator, before: usize, n: usize) {
-    let started = Instant::now();
-    while watcher.count(DECIDED) < before + n {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "the actuator stopped deciding; log:\n{}",
-            watcher.log_tail(15)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -902,9 +900,6 @@ async fn the_report_carries_a_step_across_an_actuator_restart_without_repeating_
     s.assert_promoted_once(&learner, &done).await;
     assert_eq!(second.count("step started"), 0, "{}", second.log_tail(15));
 }
-
-/// The report kept on the host, beside the role file.
-const HOST_REPORT: &str = "var/lib/rancher/k3s/fleet-role.report";
 
 impl Standby {
     /// The report kept on the host.

@@ -371,6 +371,9 @@ struct ViewRow<'a> {
     view: Option<&'a EtcdView>,
     /// Whether the picture took it (fresh by the controller's bound).
     fresh: bool,
+    /// Whether the picture left it out as a view its host cannot know
+    /// ([`Picture::ignored`]): fresh, yet counted for nothing.
+    ignored: bool,
 }
 
 /// The hosts whose view status shows: every host that reported one, and
@@ -390,6 +393,10 @@ fn view_rows<'a>(v: &'a FleetView, p: &Picture) -> Vec<ViewRow<'a>> {
                 host: n.name.as_str(),
                 view,
                 fresh: p.reporters.iter().any(|r| r == &n.name),
+                ignored: p.ignored.iter().any(|i| {
+                    i.strip_prefix(n.name.as_str())
+                        .is_some_and(|r| r.starts_with(": "))
+                }),
             })
         })
         .collect();
@@ -409,14 +416,14 @@ fn bytes(n: u64) -> String {
 
 /// etcd as the servers read it, as text lines: the members (each with its
 /// Node, or `ghost` when none matches), the leader, the alarms, the views
-/// that disagree, and each server's view with its age.
+/// that disagree, the views ignored, and each server's view with its age.
 pub fn etcd_lines(v: &FleetView) -> Vec<String> {
     let p = v.etcd();
     let max = v.settings.actuator_heartbeat_max_age;
     let mut out = Vec::new();
     if p.known() {
         out.push(format!(
-            "etcd: {} members, by the freshest of {} fresh views (older than {max} s is stale)",
+            "etcd: {} members, as most of {} fresh server views list them (older than {max} s is stale)",
             p.members.len(),
             p.reporters.len()
         ));
@@ -468,8 +475,14 @@ pub fn etcd_lines(v: &FleetView) -> Vec<String> {
         ));
         if !p.disagreeing.is_empty() {
             out.push(format!(
-                "  DISAGREEING: {} (their views list other members than the freshest)",
+                "  DISAGREEING: {} (their views list other members than most)",
                 p.disagreeing.join(", ")
+            ));
+        }
+        if !p.ignored.is_empty() {
+            out.push(format!(
+                "  IGNORED: {} (a view its host cannot know counts for nothing)",
+                p.ignored.join("; ")
             ));
         }
     } else {
@@ -485,7 +498,11 @@ pub fn etcd_lines(v: &FleetView) -> Vec<String> {
                 format!(
                     "{}{}",
                     age(v.now, view.read_at),
-                    if r.fresh { "" } else { " (STALE)" }
+                    match (r.fresh, r.ignored) {
+                        (true, _) => "",
+                        (false, true) => " (IGNORED)",
+                        (false, false) => " (STALE)",
+                    }
                 ),
                 view.member.to_string(),
                 yes(view.healthy).into(),
@@ -521,7 +538,8 @@ pub fn etcd_lines(v: &FleetView) -> Vec<String> {
 
 /// etcd as the servers read it, as JSON: the picture (members with their
 /// Node, `null` for a ghost; the leader; alarms; disagreeing hosts; the
-/// hosts whose fresh view was taken) and each server's view with its age.
+/// hosts whose fresh view was taken; the views ignored, and why) and each
+/// server's view with its age.
 pub fn etcd_json(v: &FleetView) -> Value {
     let p = v.etcd();
     let views: Vec<Value> = view_rows(v, &p)
@@ -530,6 +548,7 @@ pub fn etcd_json(v: &FleetView) -> Value {
             json!({
                 "host": r.host,
                 "fresh": r.fresh,
+                "ignored": r.ignored,
                 "view": r.view.map(|view| with_times(json!(view), &["readAt"])),
                 "ageSecs": r.view.map(|view| v.now.saturating_sub(view.read_at)),
             })
@@ -713,7 +732,7 @@ mod tests {
      {
         let lines = etcd_lines(&fleet());
         assert!(
-            lines[0].starts_with("etcd: 5 members, by the freshest of 2 fresh views"),
+            lines[0].starts_with("etcd: 5 members, as most of 2 fresh server views list them"),
             "{lines:#?}"
         );
         // Each member, its id, role, Node (or ghost) and health by its own
@@ -824,6 +843,39 @@ mod tests {
             controller::degraded(&fleet()),
             "a warning, not a degraded state"
         );
+    }
+
+    #[test]
+    fn status_names_a_fresh_view_from_a_host_that_cannot_know_the_membership_as_ignored() {
+        // n5, an agent (no etcd label), renames the ghost to itself.
+        let mut v = fleet();
+        let mut forged = members();
+        forged[4].name = "n5-0a1b2c3d".into();
+        v.nodes[4] = node("n5", false, Some(view(9, NOW - 1, forged)));
+        let lines = etcd_lines(&v);
+        assert_eq!(
+            line(&lines, "IGNORED:"),
+            "  IGNORED: n5: its Node carries no etcd label (a view its host cannot know counts for nothing)"
+        );
+        assert_eq!(
+            words(line(&lines, "n5 "))[..4],
+            ["n5", "1s", "ago", "(IGNORED)"]
+        );
+        assert_eq!(words(line(&lines, "gone-0a1b2c3d"))[3], "ghost");
+        let j = etcd_json(&v);
+        assert_eq!(j["ignored"], json!(["n5: its Node carries no etcd label"]));
+        let n5 = j["views"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["host"] == "n5")
+            .unwrap();
+        assert_eq!(
+            (n5["fresh"].clone(), n5["ignored"].clone()),
+            (json!(false), json!(true))
+        );
+        // With no ignored view, no line.
+        assert!(!etcd_lines(&fleet()).iter().any(|l| l.contains("IGNORED")));
     }
 
     #[test]

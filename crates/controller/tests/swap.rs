@@ -12,8 +12,10 @@ use kube::{
     api::{Patch, PatchParams},
 };
 use protocol::{
+    Report,
+    etcd::{Member, MemberId},
     names::{ELIGIBLE_LABEL, K3S_ETCD_ROLE_LABEL},
-    report::ReportStep,
+    report::{HostPart, ReportStep},
 };
 use serde_json::{Value, json};
 use support::{CONFIG, Harness, HostSpec, P, condition, three_voters};
@@ -308,6 +310,92 @@ async fn a_host_that_labels_itself_eligible_as_its_kubelet_is_not_eligible_and_s
     let json = h.run(&["status", "--output", "json"]).await;
     let v: Value = serde_json::from_str(json.stdout.trim()).unwrap();
     assert_eq!(v["legacyEligibleOnly"], json!(["n5"]));
+}
+
+/// A compromised agent, with its own actuator's token (which writes only
+/// its own report key), forges an etcd view: the ghost voter every server
+/// lists is renamed to itself and called healthy, read "now". Its Node
+/// carries no etcd label (a kubelet cannot set it), so the view counts for
+/// nothing: the swap is refused by `no-ghost-member` while the servers'
+/// views agree, and `status` names the forged view as ignored.
+#[tokio::test]
+async fn an_agent_that_forges_its_etcd_view_to_hide_a_ghost_voter_is_ignored_and_the_swap_refused()
+{
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    let ghost = Member {
+        id: MemberId(0x6057_0000_0000_6057),
+        name: "gone-0badc0de".into(),
+        peer_urls: vec!["https://127.0.9.9:2380".into()],
+        client_urls: vec![],
+        learner: false,
+    };
+    h.fleet.set(|f| {
+        f.ghosts = vec![ghost.clone()];
+        f.compromised.insert("n5".into());
+    });
+    let lists_ghost = |r: Option<Report>| {
+        r.and_then(|r| r.host)
+            .and_then(|p| p.etcd)
+            .filter(|v| v.members.iter().any(|m| m.id == ghost.id))
+    };
+    h.wait_for("the servers' views list the ghost", || async {
+        let mut all = true;
+        for n in ["n1", "n2", "n3"] {
+            all &= lists_ghost(h.report(n).await).is_some();
+        }
+        all
+    })
+    .await;
+
+    // n5's forgery, written with n5's own credential as its actuator would.
+    let mut forged = lists_ghost(h.report("n1").await).unwrap();
+    for m in &mut forged.members {
+        if m.id == ghost.id {
+            m.name = "n5-0badc0de".into();
+        }
+    }
+    forged.member = ghost.id;
+    forged.healthy = true;
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    forged.read_at = now;
+    let part = HostPart {
+        heartbeat_at: now,
+        demotion: None,
+        etcd: Some(forged),
+    };
+    let report = Report::with_host_part(h.report("n5").await.as_ref(), part, now);
+    let n5 = h.plane.client_for_token(&h.enroll("n5").await).unwrap();
+    support::write_report(&n5, "n5", &report)
+        .await
+        .expect("a host may write its own report key");
+
+    let out = refused(&h, "n1", "n4", "no-ghost-member").await;
+    assert!(out.contains("gone-0badc0de"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("pass") && l.contains("etcd-views-agree")),
+        "the servers' views agree; the forged one is not among them:\n{out}"
+    );
+    // Nor does it vouch for the ghost: by etcd's members, the ghost is down.
+    assert!(
+        out.contains("by etcd's members: 3 healthy of 4 voting"),
+        "{out}"
+    );
+    let status = h.run(&["status"]).await;
+    assert!(
+        status
+            .stdout
+            .contains("  IGNORED: n5: its Node carries no etcd label"),
+        "{}",
+        status.stdout
+    );
+    let json = h.run(&["status", "--output", "json"]).await;
+    let v: Value = serde_json::from_str(json.stdout.trim()).unwrap();
+    assert_eq!(
+        v["etcd"]["ignored"],
+        json!(["n5: its Node carries no etcd label"])
+    );
+    assert_eq!(v["etcd"]["disagreeing"], json!([]));
 }
 
 #[tokio::test]

@@ -1,10 +1,15 @@
-//! Shared by the tests against the real API (`tests/real_api.rs`): a control
+//! Shared by the tests against the real API: a control
 //! plane with the actuator's RBAC applied, the controller's writes made by hand
 //! with the admin client, the actuator run as a child process on a test host,
 //! every version of the report recorded, and a TCP relay to cut connections.
 //!
 //! Everything here waits by polling against generous deadlines and never
 //! asserts on timing: the tests run on a loaded 2-core machine.
+//!
+//! Shared by `tests/real_api.rs` and `tests/attacks_real_api.rs`, each of
+//! which uses part of it.
+
+#![allow(dead_code)]
 
 use std::{
     collections::BTreeMap,
@@ -185,6 +190,26 @@ pub fn assert_no_secret(what: &str, text: &str, secrets: &[&str]) {
         );
     }
 }
+
+/// The log line of each decision (at debug level).
+pub const DECIDED: &str = "decided decision=";
+
+/// Waits until the actuator has decided `n` more times than `before`: it
+/// has then decided again, each time on what its watches hold now.
+pub async fn wait_decisions(watcher: &Actuator, before: usize, n: usize) {
+    let started = Instant::now();
+    while watcher.count(DECIDED) < before + n {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the actuator stopped deciding; log:\n{}",
+            watcher.log_tail(15)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The report kept on the host, beside the role file.
+pub const HOST_REPORT: &str = "var/lib/rancher/k3s/fleet-role.report";
 
 // === impl Controller ===
 

@@ -356,6 +356,23 @@ current-context: test
         out.into_iter().map(|(_, n, r)| (n, r)).collect()
     }
 
+    /// Gives `node` its own actuator identity, as `fleet-role enroll` does
+    /// (the objects of `kubeview::Identity`), and returns a token of it: a
+    /// host's own credential, to play a compromised host.
+    pub async fn enroll(&self, node: &str) -> SecretString {
+        let id = kubeview::Identity::of(&protocol::NodeName::parse(node).unwrap()).unwrap();
+        for object in id.objects(&Names::default()) {
+            self.plane
+                .apply_yaml(&object.to_string())
+                .await
+                .unwrap_or_else(|e| panic!("the identity of {node} applies: {e}"));
+        }
+        self.plane
+            .service_account_token("platform", id.name())
+            .await
+            .unwrap_or_else(|e| panic!("a token of {node}'s identity: {e}"))
+    }
+
     /// Takes the regrade Lease for someone else (an intruder holding it for
     /// its own swap), as another controller would.
     pub async fn steal_lease(&self) {
@@ -625,6 +642,11 @@ pub struct Faults {
     /// `finish`), or `removal` for k3s's member controller. What was held
     /// is recorded ([`Fleet::has_held`]).
     pub hold: BTreeSet<String>,
+    /// Members no Node shows (ghosts) that every server's view lists.
+    pub ghosts: Vec<Member>,
+    /// Hosts whose actuator the test plays (a compromised host writing its
+    /// own report key): the double writes no report for them.
+    pub compromised: BTreeSet<String>,
 }
 
 /// A host as the double keeps it.
@@ -783,7 +805,7 @@ impl Fleet {
                 heartbeat_at: now,
                 demotion: (h.role == Some(Role::Server) || h.datastore)
                     .then_some(protocol::report::Eligibility::Ok),
-                etcd: etcd_view(&Names::default(), h, &nodes, now),
+                etcd: etcd_view(&Names::default(), h, &nodes, now, &[]),
             };
             write_report(&admin, name, &Report::with_host_part(None, part, now))
                 .await
@@ -937,13 +959,14 @@ async fn kubelet(admin: &Client, world: &Arc<Mutex<World>>, name: &str) -> Resul
 
 /// etcd's view as a host's actuator reads it from its own member: the members
 /// etcd has are those the Nodes show (k3s's names and addresses; a learner
-/// until `EtcdIsVoter`), the first voter the leader. None on a host with no
-/// member of its own running.
+/// until `EtcdIsVoter`) and `ghosts`, the first voter the leader. None on a
+/// host with no member of its own running.
 fn etcd_view(
     names: &Names,
     host: &SimHost,
     nodes: &BTreeMap<String, Node>,
     now: i64,
+    ghosts: &[Member],
 ) -> Option<EtcdView> {
     if !host.datastore || host.tombstone {
         return None;
@@ -970,6 +993,7 @@ fn etcd_view(
                 name,
             })
         })
+        .chain(ghosts.iter().cloned())
         .collect();
     let mine = host.member.as_deref().map(id_of)?;
     members.iter().any(|m| m.id == mine).then(|| EtcdView {
@@ -985,7 +1009,9 @@ fn etcd_view(
     })
 }
 
-async fn write_report(admin: &Client, node: &str, report: &Report) -> Result<(), kube::Error> {
+/// Writes `node`'s key of the report as its actuator does (server-side apply
+/// with its own field manager), through `admin` or the host's own client.
+pub async fn write_report(admin: &Client, node: &str, report: &Report) -> Result<(), kube::Error> {
     let names = Names::default();
     let body = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -1017,7 +1043,7 @@ async fn actuator(
         let w = world.lock().unwrap();
         (w.hosts[&name].clone(), w.faults.clone())
     };
-    if faults.down.contains(&name) {
+    if faults.down.contains(&name) || faults.compromised.contains(&name) {
         return Ok(());
     }
     // The heartbeat: the report's host part, every few seconds, with the
@@ -1033,7 +1059,7 @@ async fn actuator(
             protocol::report::Eligibility::Ok
         }
     });
-    let etcd = etcd_view(names, &host, nodes, now);
+    let etcd = etcd_view(names, &host, nodes, now, &faults.ghosts);
     if report
         .as_ref()
         .and_then(|r| r.host.as_ref())
