@@ -1,6 +1,7 @@
 //! The controller's gates on etcd's own view, on real systemd with real
 //! etcd: members that no Node shows (a learner, a ghost voter, both added
-//! straight to etcd) refuse a swap with nothing changed, and a rollback of
+//! straight to etcd) refuse a swap with nothing changed, a ghost too when
+//! an agent's own report forges a view that hides it, and a rollback of
 //! an incoming host that already votes in etcd is not asked while another
 //! voter is down: the swap stops with quorum kept. Fails (never skips) when
 //! containers cannot run here.
