@@ -44,12 +44,14 @@ impl Apis {
     /// Admin clients for every host of the lab, servers first.
     pub fn for_lab(spec: &LabSpec) -> anyhow::Result<Apis> {
         let tokens = TokenAuthFile::load(&spec.tokens_file())?;
-        Apis::new(
-            &spec.pki_dir(),
-            &spec.ips(),
-            tokens.admin_token(),
-            spec.all_api_urls(),
-        )
+        Apis::for_lab_as(spec, tokens.admin_token())
+    }
+
+    /// Clients for every host of the lab, servers first, with `token` (a
+    /// host's actuator token, a restricted ServiceAccount's) in place of
+    /// the admin's.
+    pub fn for_lab_as(spec: &LabSpec, token: &SecretString) -> anyhow::Result<Apis> {
+        Apis::new(&spec.pki_dir(), &spec.ips(), token, spec.all_api_urls())
     }
 
     /// The URLs, in order.

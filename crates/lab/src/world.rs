@@ -326,9 +326,6 @@ pub(crate) async fn actuator_token(
     apis: &Apis,
     node: &str,
 ) -> anyhow::Result<secrecy::SecretString> {
-    let req: TokenRequest = serde_json::from_value(
-        serde_json::json!({"spec": {"audiences": [], "expirationSeconds": 86400}}),
-    )?;
     let _ = apis
         .any(|c| async move { Api::<Namespace>::all(c).get("platform").await })
         .await?;
@@ -347,13 +344,24 @@ pub(crate) async fn actuator_token(
         .await
         .with_context(|| format!("applying the identity of {node}"))?;
     }
-    let account = id.name().to_string();
+    token_of(apis, "platform", id.name()).await
+}
+
+/// A token (a day long) of the ServiceAccount `namespace/account`, through
+/// the TokenRequest API.
+async fn token_of(
+    apis: &Apis,
+    namespace: &str,
+    account: &str,
+) -> anyhow::Result<secrecy::SecretString> {
+    let req: TokenRequest = serde_json::from_value(
+        serde_json::json!({"spec": {"audiences": [], "expirationSeconds": 86400}}),
+    )?;
     let t = apis
         .any(|c| {
-            let req = req.clone();
-            let account = account.clone();
+            let (req, ns, account) = (req.clone(), namespace.to_string(), account.to_string());
             async move {
-                Api::<ServiceAccount>::namespaced(c, "platform")
+                Api::<ServiceAccount>::namespaced(c, &ns)
                     .create_token_request(&account, &PostParams::default(), &req)
                     .await
             }
@@ -364,4 +372,41 @@ pub(crate) async fn actuator_token(
         .map(|s| s.token)
         .context("no token in the TokenRequest's answer")?;
     Ok(token.into())
+}
+
+/// The ServiceAccount `default/lab-node-patcher`, bound to a ClusterRole
+/// granting `get`, `list`, `watch` and `patch` on Nodes and nothing else:
+/// what many cluster add-ons hold (kured, system-upgrade-controller,
+/// node-feature-discovery, an operator's script). Makes it and returns a
+/// token of it, for the tests of what such a writer of Nodes can and
+/// cannot make a host do.
+pub async fn patch_nodes_token(apis: &Apis) -> anyhow::Result<secrecy::SecretString> {
+    let manifest = "\
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: lab-node-patcher, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: lab-node-patcher}
+rules:
+  - apiGroups: [\"\"]
+    resources: [nodes]
+    verbs: [get, list, watch, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: lab-node-patcher}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: lab-node-patcher}
+subjects:
+  - {kind: ServiceAccount, name: lab-node-patcher, namespace: default}
+";
+    apis.any(|c| async move {
+        testcp::apply_manifest(&c, manifest)
+            .await
+            .map_err(|e| kube::Error::Service(Box::new(std::io::Error::other(e.to_string()))))
+    })
+    .await
+    .context("applying the patch-nodes identity")?;
+    token_of(apis, "default", "lab-node-patcher").await
 }

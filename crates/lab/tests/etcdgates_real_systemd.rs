@@ -1,6 +1,7 @@
 //! The controller's gates on etcd's own view, on real systemd with real
 //! etcd: members that no Node shows (a learner, a ghost voter, both added
-//! straight to etcd) refuse a swap with nothing changed, and a rollback of
+//! straight to etcd) refuse a swap with nothing changed, a ghost too when
+//! an agent's own report forges a view that hides it, and a rollback of
 //! an incoming host that already votes in etcd is not asked while another
 //! voter is down: the swap stops with quorum kept. Fails (never skips) when
 //! containers cannot run here.
@@ -197,6 +198,127 @@ async fn refused_with_nothing_changed(
     dry_out
 }
 
+/// A compromised host forging its own report: its actuator stopped (the
+/// host is the attacker's), its report key rewritten every 2 s with its own
+/// actuator token, as the actuator would write it, carrying a view of etcd
+/// read now in which the ghost member is the host's own, named as k3s
+/// names a member (`<node>-<8 hex>`), and healthy.
+struct Forger {
+    host: String,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Forger {
+    async fn start(lab: &SystemdLab, hand: &Hand, host: &str, ghost: u64) -> Forger {
+        lab.systemctl(host, &["stop", "fleet-role-actuator"])
+            .unwrap();
+        let token = std::fs::read_to_string(lab.token_file(host)).unwrap();
+        let own = lab::api::Apis::for_lab_as(&lab.spec, &token.trim().to_string().into()).unwrap();
+        // A server's view as it stands, the ghost in it.
+        let real = hand
+            .report("server-1")
+            .await
+            .unwrap()
+            .and_then(|r| r.host)
+            .and_then(|p| p.etcd)
+            .expect("server-1 reports etcd's view");
+        let mut report = hand
+            .report(host)
+            .await
+            .unwrap()
+            .expect("the host's own report");
+        let forged_name = format!("{host}-0badf00d");
+        let forge = move |report: &mut protocol::report::Report| {
+            let now = lab::clock::unix();
+            let mut view = real.clone();
+            for m in view.members.iter_mut().filter(|m| m.id.0 == ghost) {
+                m.name = forged_name.clone();
+            }
+            view.member = protocol::etcd::MemberId(ghost);
+            view.healthy = true;
+            view.read_at = now;
+            let part = report.host.get_or_insert(protocol::report::HostPart {
+                heartbeat_at: now,
+                demotion: None,
+                etcd: None,
+            });
+            part.heartbeat_at = now;
+            part.etcd = Some(view);
+            report.seq = report.seq.saturating_add(1);
+            report.updated_at = now;
+        };
+        let write = |own: lab::api::Apis, report: protocol::report::Report, host: String| async move {
+            own.any(|c| {
+                let (r, host) = (report.clone(), host.clone());
+                async move { actuator::report::write(&c, &Names::default(), &host, &r).await }
+            })
+            .await
+        };
+        forge(&mut report);
+        write(own.clone(), report.clone(), host.to_string())
+            .await
+            .expect("a host writes its own report key with its own token");
+        // What the API now holds under its key is the forgery.
+        let held = hand
+            .report(host)
+            .await
+            .unwrap()
+            .and_then(|r| r.host)
+            .and_then(|p| p.etcd);
+        assert!(
+            held.as_ref().is_some_and(|v| v.member.0 == ghost
+                && v.healthy
+                && v.member(v.member)
+                    .is_some_and(|m| m.name.starts_with(&format!("{host}-")))),
+            "{held:?}"
+        );
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let task = tokio::spawn({
+            let (stop, host) = (stop.clone(), host.to_string());
+            async move {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    forge(&mut report);
+                    if let Err(e) = write(own.clone(), report.clone(), host.clone()).await {
+                        eprintln!("{host}'s forged report not written: {e:#}");
+                    }
+                }
+            }
+        });
+        Forger {
+            host: host.to_string(),
+            stop,
+            task,
+        }
+    }
+
+    /// Stops forging and starts the host's actuator again; returns once its
+    /// report is its own again (an agent's carries no etcd view).
+    async fn stop(self, lab: &SystemdLab, hand: &Hand) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.task.await.unwrap();
+        lab.systemctl(&self.host, &["start", "fleet-role-actuator"])
+            .unwrap();
+        let start = Instant::now();
+        while hand
+            .report(&self.host)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|r| r.host)
+            .is_none_or(|p| p.etcd.is_some())
+        {
+            assert!(
+                start.elapsed() < QUICK,
+                "{}'s actuator did not write its own report again",
+                self.host
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_learner_added_straight_to_etcd_that_no_node_shows_refuses_the_swap_by_no_learner_until_it_is_removed()
  {
@@ -250,7 +372,7 @@ async fn a_learner_added_straight_to_etcd_that_no_node_shows_refuses_the_swap_by
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_ghost_voter_added_straight_to_etcd_refuses_the_swap_by_no_ghost_member_and_counts_as_down()
+async fn a_ghost_voter_added_straight_to_etcd_refuses_the_swap_by_no_ghost_member_counts_as_down_and_no_agents_forged_view_hides_it()
  {
     let _turn = SERIAL.lock().await;
     let dir = lab_dir();
@@ -276,6 +398,44 @@ async fn a_ghost_voter_added_straight_to_etcd_refuses_the_swap_by_no_ghost_membe
     assert!(
         quorum.contains("by etcd's members: 3 healthy of 4 voting, quorum 3"),
         "{quorum}"
+    );
+
+    // A compromised agent hides the ghost: its own report key, written with
+    // its own actuator token, carries etcd's view read now with the ghost
+    // renamed to agent-1's member and healthy. Its Node carries no etcd
+    // label, so the view is left out: the swap is still refused by
+    // `no-ghost-member`, and the servers' views alone picture etcd.
+    let forged_at = Instant::now();
+    let forger = Forger::start(&lab, &hand, "agent-1", id).await;
+    let status = fleet_role_cmd(&lab, &["status", "--output", "json"]).await;
+    let j: Value = serde_json::from_str(String::from_utf8_lossy(&status.stdout).trim())
+        .expect("status --output json gives one JSON object");
+    let ignored: Vec<&str> = j["etcd"]["ignored"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert!(
+        ignored.contains(&"agent-1: its Node carries no etcd label"),
+        "agent-1's forged view was not left out: {}",
+        j["etcd"]
+    );
+    assert_eq!(
+        j["etcd"]["reporters"],
+        json!(["server-1", "server-2", "server-3"]),
+        "{}",
+        j["etcd"]
+    );
+    let dry =
+        refused_with_nothing_changed(&lab, &hand, "server-3", id, &peer, "no-ghost-member").await;
+    let (agree, views) = gate(&dry, "etcd-views-agree").expect("an etcd-views-agree gate");
+    assert!(
+        agree && views.contains("etcd's view from server-1, server-2, server-3:"),
+        "{views}"
+    );
+    forger.stop(&lab, &hand).await;
+    eprintln!(
+        "the forged view, refused and undone in {:.0}s",
+        forged_at.elapsed().as_secs_f32()
     );
 
     member_remove(spec, id).await;

@@ -269,7 +269,7 @@ async fn the_seeds_swap_on_real_systemd_keeps_every_promise_with_the_units_never
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_first_and_keeps_every_promise()
+async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_first_keeps_every_promise_and_a_node_patchers_rollback_marks_stop_no_other_voter()
  {
     let _turn = SERIAL.lock().await;
     let dir = lab_dir();
@@ -296,10 +296,28 @@ async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_fir
         }
     }
     let out = out.expect("one server leads etcd");
-    let r =
-        scenario::swap_with_controller(&lab, &fleet_role(), &out, "agent-1", &|l| eprintln!("{l}"))
-            .await
-            .expect("fleet-role swap on real systemd");
+    // A voter outside the swap that is not its snapshot voter either (the
+    // controller asks the first healthy voter other than the outgoing one).
+    let bystander = lab
+        .spec
+        .hosts
+        .iter()
+        .rev()
+        .find(|h| h.name.starts_with("server") && h.name != out)
+        .map(|h| h.name.clone())
+        .unwrap();
+    let hand = Hand::new(&lab.spec).unwrap();
+    let patcher = Apis::for_lab_as(
+        &lab.spec,
+        &lab::world::patch_nodes_token(&hand.apis).await.unwrap(),
+    )
+    .unwrap();
+    let (say, fleet_role) = (|l: &str| eprintln!("{l}"), fleet_role());
+    let (r, attack) = tokio::join!(
+        scenario::swap_with_controller(&lab, &fleet_role, &out, "agent-1", &say),
+        rollback_marks_on_a_voter_outside_the_swap(&lab, &patcher, &bystander, "agent-1"),
+    );
+    let r = r.expect("fleet-role swap on real systemd");
     for line in r.lines() {
         println!("{line}");
     }
@@ -328,6 +346,180 @@ async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_fir
         .collect();
     assert_eq!(moved.len(), 1, "{moved:?}");
     eprintln!("{}", moved[0]);
+
+    // The voter a patch-nodes user marked for a rollback of this swap
+    // refused it and kept its server: the swap over (`r`'s writer saw no
+    // failed write), its k3s is still the one it ran before the marks, and
+    // its datastore and role file are in place.
+    let invocation = attack;
+    let m = lab.machine(&bystander).unwrap();
+    assert_eq!(
+        m.exec(&["systemctl", "is-active", "k3s"], Duration::from_secs(10))
+            .unwrap()
+            .text(),
+        "active"
+    );
+    assert_eq!(
+        k3s_invocation(m),
+        invocation,
+        "{bystander}'s k3s was restarted"
+    );
+    let root = lab.spec.root(&bystander);
+    assert!(root.join("var/lib/rancher/k3s/server/db/etcd").is_dir());
+    assert_eq!(
+        std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role")).unwrap(),
+        "server\n"
+    );
+    let voters: Vec<String> = scenario::members(&lab.spec)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|m| !m.is_learner)
+        .map(|m| m.name)
+        .collect();
+    assert!(
+        voters
+            .iter()
+            .any(|v| v.starts_with(&format!("{bystander}-"))),
+        "{bystander}'s member no longer votes: {voters:?}"
+    );
+}
+
+/// systemd's invocation id of the host's k3s unit: a stop and start, or a
+/// restart, gives it a new one.
+fn k3s_invocation(m: &machine::Machine) -> String {
+    tokio::task::block_in_place(|| {
+        m.exec_ok(
+            &["systemctl", "show", "-p", "InvocationID", "--value", "k3s"],
+            Duration::from_secs(10),
+        )
+    })
+    .unwrap()
+    .text()
+    .to_string()
+}
+
+/// What a holder of `patch nodes` only (`patcher`) can do to a voter outside
+/// a swap: once the controller holds the regrade Lease for its swap and has
+/// named `incoming` on it, the swap's id is copied onto `bystander` with a
+/// rollback's marks, written as the controller writes them. The host
+/// reports the rollback refused, naming the swap's incoming host, while its
+/// k3s stays active. Returns its k3s unit's invocation id from before the
+/// marks.
+async fn rollback_marks_on_a_voter_outside_the_swap(
+    lab: &SystemdLab,
+    patcher: &Apis,
+    bystander: &str,
+    incoming: &str,
+) -> String {
+    let hand = Hand::new(&lab.spec).unwrap();
+    let names = protocol::Names::default();
+    // The credential holds nothing but `patch nodes`: the Lease is not its
+    // to write.
+    let denied = patcher
+        .any(|c| {
+            let name = names.lease_name.clone();
+            async move {
+                Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+                    c,
+                    protocol::names::LEASE_NAMESPACE,
+                )
+                .patch(
+                    &name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(
+                        serde_json::json!({"metadata": {"annotations": {"x": "y"}}}),
+                    ),
+                )
+                .await
+            }
+        })
+        .await
+        .expect_err("a patch-nodes user patched the regrade Lease");
+    assert!(
+        matches!(denied.downcast_ref::<kube::Error>(), Some(kube::Error::Api(a)) if a.code == 403),
+        "{denied:#}"
+    );
+    // The swap under way: the Lease held, for a swap, naming its incoming host.
+    let start = Instant::now();
+    let swap = loop {
+        if let Some(l) = common::lease(&hand.apis).await {
+            let a = l.metadata.annotations.unwrap_or_default();
+            if l.spec.and_then(|s| s.holder_identity).is_some()
+                && a.get(&names.lease_swap_in()).map(String::as_str) == Some(incoming)
+                && let Some(swap) = a.get(&names.lease_swap())
+            {
+                break swap.clone();
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "the regrade Lease never named {incoming} as a swap's incoming host"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let m = lab.machine(bystander).unwrap();
+    let invocation = k3s_invocation(m);
+    assert!(
+        !invocation.is_empty(),
+        "{bystander}'s k3s has no invocation"
+    );
+    let marks = serde_json::json!({"metadata": {
+        "labels": { names.desired_role(): "agent" },
+        "annotations": { names.role_swap(): &swap, names.role_step(): "rollback" },
+    }});
+    patcher
+        .any(|c| {
+            let (n, p) = (bystander.to_string(), marks.clone());
+            async move {
+                Api::<Node>::all(c)
+                    .patch(
+                        &n,
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(&p),
+                    )
+                    .await
+            }
+        })
+        .await
+        .expect("a patch-nodes user writes a Node's marks");
+    eprintln!(
+        "rollback marks of swap {swap} written on {bystander} by a patch-nodes user, {:.1}s after the Lease named {incoming}",
+        start.elapsed().as_secs_f32()
+    );
+    let start = Instant::now();
+    let report = loop {
+        if let Ok(Some(r)) = hand.report(bystander).await
+            && r.swap.as_ref().map(|s| s.as_str()) == Some(swap.as_str())
+            && r.step == ReportStep::Rollback
+            && r.phase.is_settled()
+        {
+            break r;
+        }
+        assert_eq!(
+            m.active_state("k3s").unwrap(),
+            "active",
+            "{bystander}'s k3s left active under the marks"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{bystander} never reported the rollback of {swap}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    eprintln!(
+        "{bystander}: rollback {:?}: {}",
+        report.phase,
+        report.reason.as_deref().unwrap_or_default()
+    );
+    assert_eq!(report.phase, Phase::Refused, "{report:?}");
+    let reason = report.reason.unwrap_or_default();
+    assert!(
+        reason.contains(&format!("names \"{incoming}\" as the swap's incoming host")),
+        "{reason}"
+    );
+    assert_eq!(m.active_state("k3s").unwrap(), "active");
+    invocation
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
