@@ -197,8 +197,11 @@ pub fn picture(
         return Picture::default();
     };
     // A member is healthy by its own host's view: the server that read it
-    // as its local member, or the incoming host for its own member.
-    let own: BTreeMap<MemberId, bool> = fresh
+    // as its local member, or the incoming host for its own member. The
+    // vouching host must be the Node the agreed membership maps that member
+    // to: a view that claims another member's id as its own (a ghost's)
+    // vouches for nothing.
+    let own: BTreeMap<MemberId, (&str, bool)> = fresh
         .iter()
         .filter(|(host, n, v)| {
             own_member(host, n, v)
@@ -207,16 +210,22 @@ pub fn picture(
         .filter_map(|(host, _, v)| {
             let m = v.member(v.member)?;
             (node_of(m, nodes).map(|n| n.name.as_str()) == Some(*host))
-                .then_some((v.member, v.healthy))
+                .then_some((v.member, (*host, v.healthy)))
         })
         .collect();
     let members = chosen
         .members
         .iter()
-        .map(|m| MappedMember {
-            member: m.clone(),
-            node: node_of(m, nodes).map(|n| n.name.clone()),
-            healthy: own.get(&m.id).copied().unwrap_or(false),
+        .map(|m| {
+            let node = node_of(m, nodes).map(|n| n.name.clone());
+            let healthy = own
+                .get(&m.id)
+                .is_some_and(|(host, ok)| *ok && node.as_deref() == Some(*host));
+            MappedMember {
+                member: m.clone(),
+                node,
+                healthy,
+            }
         })
         .collect();
     let mut disagreeing: Vec<String> = servers
@@ -548,5 +557,33 @@ mod tests {
         );
         assert_eq!(p.reporters, ["n1", "n2", "n3"]);
         assert!(p.disagreeing.is_empty() && p.ignored.is_empty());
+    }
+
+    #[test]
+    fn a_view_claiming_a_ghosts_id_as_its_own_member_vouches_for_nothing() {
+        // The incoming host (an agent's Node, no etcd label) reports a view
+        // whose own member carries the ghost's id under its own name.
+        let mut ms = members();
+        ms.push(member(5, "gone", "10.0.0.9", false));
+        let mut views: Vec<(String, EtcdView)> = (1..=3)
+            .map(|i| (format!("n{i}"), view_of(i, 95, ms.clone())))
+            .collect();
+        let mut claimed = ms.clone();
+        claimed[3].name = "n4-00000005".into();
+        views.push(("n4".into(), view_of(5, 99, claimed)));
+        let t = Trust {
+            incoming: Some("n4"),
+            ..trust()
+        };
+        let p = picture(100, t, &nodes(), &views);
+        let ghost = p.ghosts().next().expect("the ghost stays a ghost");
+        assert!(!ghost.healthy, "{p:?}");
+        assert_eq!(p.voters_after(None), (4, 3));
+        // A server claiming it the same way is ignored outright.
+        let mut views = views[..3].to_vec();
+        views[2].1.member = MemberId(5);
+        views[2].1.members[3].name = "n3-00000005".into();
+        let p = picture(100, trust(), &nodes(), &views);
+        assert!(p.ghosts().all(|m| !m.healthy), "{p:?}");
     }
 }
