@@ -231,11 +231,23 @@ fn promote_node(voter: bool) -> Value {
     )
 }
 
+/// The regrade Lease held for `swap`, whose hosts are the tests' own
+/// (`old` out, `standby` in), asking for a promotion.
 fn lease(swap: &str) -> Value {
+    lease_asking(swap, "promote")
+}
+
+/// [`lease`], with the controller's last ask `step` on it.
+fn lease_asking(swap: &str, step: &str) -> Value {
     let now = jiff_now();
     json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "fleet-regrade", "namespace": "kube-system", "resourceVersion": "11", "annotations": { format!("{P}/role-swap"): swap }},
+        "metadata": {"name": "fleet-regrade", "namespace": "kube-system", "resourceVersion": "11", "annotations": {
+            format!("{P}/role-swap"): swap,
+            format!("{P}/swap-in"): "standby",
+            format!("{P}/swap-out"): "old",
+            format!("{P}/swap-asked"): step,
+        }},
         "spec": {"holderIdentity": "fleet-role", "leaseDurationSeconds": 60, "renewTime": now}
     })
 }
@@ -635,7 +647,7 @@ async fn a_step_down_on_a_server_whose_agent_could_not_start_is_refused_and_noth
     text.push_str("cluster-init: true\n");
     std::fs::write(&config, text).unwrap();
     let mut world = world_with(own);
-    world.lease = Some(lease("s1"));
+    world.lease = Some(lease_asking("s1", "step-down"));
     let rig = Rig::new(h, world);
     rig.until("a refusal", |r| {
         r.report().is_some_and(|r| r.phase == Phase::Refused)
@@ -827,6 +839,19 @@ async fn a_demotion_finishes_without_a_lease_once_the_tombstone_is_there() {
     assert!(rig.host.active("k3s-agent") && !rig.host.active("k3s"));
 }
 
+/// A stepped-down server: its role file names the agent, its datastore
+/// (member `<node>-0a1b2c3d`) is still there, its server unit runs.
+fn stepped_down(node: &str) -> TestHost {
+    let h = TestHost::new(node, bin_dir()).as_server();
+    std::fs::write(h.at("var/lib/rancher/k3s/fleet-role"), "agent\n").unwrap();
+    std::fs::write(
+        h.at("var/lib/rancher/k3s/server/db/etcd/name"),
+        format!("{node}-0a1b2c3d\n"),
+    )
+    .unwrap();
+    h
+}
+
 #[tokio::test]
 async fn a_stepped_down_host_whose_etcd_still_lists_its_member_does_not_finish_on_k3s_annotation_alone()
  {
@@ -845,13 +870,7 @@ async fn a_stepped_down_host_whose_etcd_still_lists_its_member_does_not_finish_o
         json!({"etcd.k3s.cattle.io/removed-node-name": "old-0a1b2c3d"}),
         false,
     );
-    let h = TestHost::new("old", bin_dir()).as_server();
-    std::fs::write(h.at("var/lib/rancher/k3s/fleet-role"), "agent\n").unwrap();
-    std::fs::write(
-        h.at("var/lib/rancher/k3s/server/db/etcd/name"),
-        "old-0a1b2c3d\n",
-    )
-    .unwrap();
+    let h = stepped_down("old");
     let file = FileConfig {
         resync_secs: Some(1),
         etcd_url: Some(etcd.client_url().to_string()),
@@ -877,41 +896,14 @@ async fn a_stepped_down_host_whose_etcd_still_lists_its_member_does_not_finish_o
     assert!(rig.host.at("var/lib/rancher/k3s/server/db/etcd").is_dir());
 }
 
-/// Three etcd members on `ip` named as k3s names them (`<node>-0a1b2c3d`),
-/// each on its own ports, all voters.
+/// etcd members on `ip` named as k3s names them (`<node>-0a1b2c3d`), all
+/// voters ([`testcp::etcd::cluster`]).
 async fn etcd_cluster(dir: &Path, ip: std::net::Ipv4Addr, nodes: &[&str]) -> Vec<testcp::Etcd> {
-    use testcp::{ClusterState, EtcdOptions, Probe};
-    for attempt in 0.. {
-        let sub = dir.join(format!("try-{attempt}"));
-        let mut opts: Vec<EtcdOptions> = nodes
-            .iter()
-            .map(|n| EtcdOptions::new(&format!("{n}-0a1b2c3d"), ip.into(), &sub).unwrap())
-            .collect();
-        let initial: Vec<String> = opts.iter().map(EtcdOptions::peer_entry).collect();
-        for o in &mut opts {
-            o.initial_cluster = initial.join(",");
-            o.initial_cluster_state = ClusterState::New;
-        }
-        let mut members: Vec<testcp::Etcd> = opts
-            .into_iter()
-            .map(|o| testcp::Etcd::spawn(o).unwrap())
-            .collect();
-        let mut up = true;
-        for m in &mut members {
-            match m
-                .wait_healthy(Probe::Linearizable, Duration::from_secs(120))
-                .await
-            {
-                Ok(()) => {}
-                Err(e) if e.is_address_in_use() && attempt < 3 => up = false,
-                Err(e) => panic!("etcd starts: {e}"),
-            }
-        }
-        if up {
-            return members;
-        }
-    }
-    unreachable!()
+    let names: Vec<String> = nodes.iter().map(|n| format!("{n}-0a1b2c3d")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    testcp::etcd::cluster(dir, ip.into(), &names)
+        .await
+        .expect("etcd starts")
 }
 
 #[tokio::test]
@@ -929,13 +921,7 @@ async fn a_stepped_down_host_whose_etcd_is_gone_finishes_only_once_another_membe
         json!({"etcd.k3s.cattle.io/removed-node-name": "old-0a1b2c3d"}),
         false,
     );
-    let h = TestHost::new("old", bin_dir()).as_server();
-    std::fs::write(h.at("var/lib/rancher/k3s/fleet-role"), "agent\n").unwrap();
-    std::fs::write(
-        h.at("var/lib/rancher/k3s/server/db/etcd/name"),
-        "old-0a1b2c3d\n",
-    )
-    .unwrap();
+    let h = stepped_down("old");
     let file = FileConfig {
         resync_secs: Some(1),
         etcd_url: Some(members[0].client_url().to_string()),
@@ -1065,7 +1051,9 @@ async fn a_rollback_asked_while_a_promotion_waits_for_a_server_that_never_become
     })
     .await;
     assert!(rig.report().is_some_and(|r| r.phase == Phase::Started));
-    // The controller gives up on the promotion and asks for a rollback.
+    // The controller gives up on the promotion and asks for a rollback:
+    // the Lease first, then the Node.
+    rig.set_lease(lease_asking("s1", "rollback"));
     rig.world.lock().unwrap().events.push(rollback_node());
     let parked = std::mem::take(&mut rig.world.lock().unwrap().parked);
     drop(parked);

@@ -5,39 +5,13 @@ use std::{net::Ipv4Addr, time::Duration};
 
 use etcdview::{Endpoint, Error};
 use protocol::etcd::MemberId;
-use testcp::{ClusterState, Etcd, EtcdOptions, Probe};
+use testcp::{ClusterState, Etcd, EtcdOptions};
 
-/// Three members on `ip`. The ports are picked free, then bound by etcd: a
-/// port taken meanwhile by another test is tried again with new ports.
+/// Three members on `ip` ([`testcp::etcd::cluster`]).
 async fn cluster(dir: &std::path::Path, ip: Ipv4Addr) -> Vec<Etcd> {
-    for attempt in 0.. {
-        let sub = dir.join(format!("try-{attempt}"));
-        let mut opts: Vec<EtcdOptions> = ["m1", "m2", "m3"]
-            .iter()
-            .map(|n| EtcdOptions::new(n, ip.into(), &sub).unwrap())
-            .collect();
-        let initial: Vec<String> = opts.iter().map(EtcdOptions::peer_entry).collect();
-        for o in &mut opts {
-            o.initial_cluster = initial.join(",");
-            o.initial_cluster_state = ClusterState::New;
-        }
-        let mut members: Vec<Etcd> = opts.into_iter().map(|o| Etcd::spawn(o).unwrap()).collect();
-        let mut up = true;
-        for m in &mut members {
-            match m
-                .wait_healthy(Probe::Linearizable, Duration::from_secs(120))
-                .await
-            {
-                Ok(()) => {}
-                Err(e) if e.is_address_in_use() && attempt < 3 => up = false,
-                Err(e) => panic!("etcd starts: {e}"),
-            }
-        }
-        if up {
-            return members;
-        }
-    }
-    unreachable!()
+    testcp::etcd::cluster(dir, ip.into(), &["m1", "m2", "m3"])
+        .await
+        .expect("etcd starts")
 }
 
 fn endpoint(e: &Etcd) -> Endpoint {

@@ -80,4 +80,23 @@ impl Apis {
         }
         Err(last.map_or_else(|| anyhow::anyhow!("no API server"), Into::into))
     }
+
+    /// Merges labels, annotations and `spec` into a Node (`null` removes),
+    /// with this access's credential.
+    pub async fn patch_node(&self, node: &str, patch: &serde_json::Value) -> anyhow::Result<()> {
+        self.any(|c| {
+            let (n, p) = (node.to_string(), patch.clone());
+            async move {
+                kube::Api::<k8s_openapi::api::core::v1::Node>::all(c)
+                    .patch(
+                        &n,
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(&p),
+                    )
+                    .await
+            }
+        })
+        .await
+        .map(drop)
+    }
 }

@@ -155,17 +155,7 @@ impl Hand {
 
     /// Merges labels, annotations and `spec` into a Node (`null` removes).
     pub async fn patch_node(&self, node: &str, patch: Value) -> anyhow::Result<()> {
-        self.apis
-            .any(|c| {
-                let (n, p) = (node.to_string(), patch.clone());
-                async move {
-                    Api::<Node>::all(c)
-                        .patch(&n, &PatchParams::default(), &Patch::Merge(&p))
-                        .await
-                }
-            })
-            .await
-            .map(drop)
+        self.apis.patch_node(node, &patch).await
     }
 
     /// Asks `node` for a step as the controller does: first the regrade
@@ -247,7 +237,7 @@ impl Hand {
             .map(drop)
     }
 
-    /// Merges annotations (`null` removes) into the regrade Lease.
+    /// Merges a patch (`null` removes) into the regrade Lease.
     async fn patch_lease(&self, patch: Value) -> anyhow::Result<()> {
         self.apis
             .any(|c| {
@@ -265,21 +255,11 @@ impl Hand {
     /// Releases the Lease.
     pub async fn release_lease(&self) -> anyhow::Result<()> {
         let n = &self.names;
-        let patch = json!({"spec": {"holderIdentity": null, "renewTime": null}, "metadata": {"annotations": {
+        self.patch_lease(json!({"spec": {"holderIdentity": null, "renewTime": null}, "metadata": {"annotations": {
             n.lease_swap(): null, n.lease_swap_in(): null, n.lease_swap_out(): null,
             n.lease_swap_snapshot(): null, n.lease_swap_asked(): null,
-        }}});
-        self.apis
-            .any(|c| {
-                let (p, name) = (patch.clone(), self.names.lease_name.clone());
-                async move {
-                    Api::<Lease>::namespaced(c, LEASE_NAMESPACE)
-                        .patch(&name, &PatchParams::default(), &Patch::Merge(&p))
-                        .await
-                }
-            })
-            .await
-            .map(drop)
+        }}}))
+        .await
     }
 
     /// A host's report.

@@ -304,20 +304,7 @@ pub async fn create_pods(apis: &Apis, spec: &LabSpec, timeout: Duration) -> anyh
 pub(crate) async fn mark_eligible(apis: &Apis, node: &str) -> anyhow::Result<()> {
     let eligible = protocol::Names::default().eligible();
     let patch = serde_json::json!({"metadata": {"labels": { eligible: "true" }}});
-    apis.any(|c| {
-        let (n, p) = (node.to_string(), patch.clone());
-        async move {
-            Api::<Node>::all(c)
-                .patch(
-                    &n,
-                    &kube::api::PatchParams::default(),
-                    &kube::api::Patch::Merge(&p),
-                )
-                .await
-        }
-    })
-    .await?;
-    Ok(())
+    apis.patch_node(node, &patch).await
 }
 
 /// Makes host `node`'s identity (the objects `fleet-role enroll` makes) and

@@ -469,18 +469,7 @@ async fn rollback_marks_on_a_voter_outside_the_swap(
         "annotations": { names.role_swap(): &swap, names.role_step(): "rollback" },
     }});
     patcher
-        .any(|c| {
-            let (n, p) = (bystander.to_string(), marks.clone());
-            async move {
-                Api::<Node>::all(c)
-                    .patch(
-                        &n,
-                        &kube::api::PatchParams::default(),
-                        &kube::api::Patch::Merge(&p),
-                    )
-                    .await
-            }
-        })
+        .patch_node(bystander, &marks)
         .await
         .expect("a patch-nodes user writes a Node's marks");
     eprintln!(

@@ -358,3 +358,50 @@ impl Etcd {
         self.wait_healthy(probe, START_TIMEOUT).await
     }
 }
+
+/// A cluster of voters named `names` on `ip` (plain HTTP), each on ports
+/// picked free, under `dir`, once every member serves a linearizable read.
+/// A port taken meanwhile by another test is tried again with new ports
+/// (up to three times).
+///
+/// # Errors
+/// A member that does not start, or does not serve within 120 s.
+pub async fn cluster(dir: &Path, ip: IpAddr, names: &[&str]) -> Result<Vec<Etcd>, Error> {
+    let mut attempt = 0;
+    loop {
+        let sub = dir.join(format!("try-{attempt}"));
+        let mut opts = Vec::new();
+        for n in names {
+            opts.push(
+                EtcdOptions::new(n, ip, &sub).map_err(|source| Error::Spawn {
+                    name: (*n).to_owned(),
+                    source,
+                })?,
+            );
+        }
+        let initial: Vec<String> = opts.iter().map(EtcdOptions::peer_entry).collect();
+        for o in &mut opts {
+            o.initial_cluster = initial.join(",");
+            o.initial_cluster_state = ClusterState::New;
+        }
+        let mut members = Vec::new();
+        for o in opts {
+            members.push(Etcd::spawn(o)?);
+        }
+        let mut retry = false;
+        for m in &mut members {
+            match m
+                .wait_healthy(Probe::Linearizable, Duration::from_secs(120))
+                .await
+            {
+                Ok(()) => {}
+                Err(e) if e.is_address_in_use() && attempt < 3 => retry = true,
+                Err(e) => return Err(e),
+            }
+        }
+        if !retry {
+            return Ok(members);
+        }
+        attempt += 1;
+    }
+}
