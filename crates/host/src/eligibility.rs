@@ -3,10 +3,12 @@
 //!
 //! `k3s agent` reads the same `config.yaml` and `config.yaml.d/*.yaml` as
 //! `k3s server`, turns every key into a flag, and fails on one it does not
-//! define (`flag provided but not defined: -cluster-init`); and it
-//! bootstraps only from its `server:` (or `K3S_URL`). A server whose config
-//! holds a server-only key, or whose agent would name no live server but
-//! itself, would be demoted into an agent that restart-loops. So such a
+//! define (`flag provided but not defined: -cluster-init`): what it takes is
+//! an allowlist ([`crate::agent_flags`]), so a server-only key and a typo
+//! fail it alike. And it bootstraps only from its `server:` (or `K3S_URL`).
+//! A server whose config holds a key the agent does not define, or whose
+//! agent would name no live server but itself, would be demoted into an
+//! agent that restart-loops. So such a
 //! host is *ineligible*: the actuator refuses `demote-local`, a step-down
 //! and a finish on it, and reports it so that the controller refuses a swap
 //! of it before anything is written.
@@ -24,81 +26,6 @@ use crate::{
     paths::{ETCD_ONLY_DROPIN, JOIN_DROPIN},
 };
 
-/// The keys of `k3s server` that `k3s agent` does not define
-/// (`pkg/cli/cmds/server.go` against `agent.go`): one of them in a config
-/// file the agent reads makes it fail at once.
-pub const SERVER_ONLY_KEYS: &[&str] = &[
-    "advertise-address",
-    "advertise-port",
-    "agent-token",
-    "agent-token-file",
-    "api-server-port",
-    "bind-address",
-    "cluster-cidr",
-    "cluster-dns",
-    "cluster-domain",
-    "cluster-init",
-    "cluster-reset",
-    "cluster-reset-restore-path",
-    "cluster-secret",
-    "datastore-cafile",
-    "datastore-certfile",
-    "datastore-endpoint",
-    "datastore-keyfile",
-    "default-local-storage-path",
-    "disable",
-    "disable-agent",
-    "disable-apiserver",
-    "disable-cloud-controller",
-    "disable-controller-manager",
-    "disable-etcd",
-    "disable-helm-controller",
-    "disable-kube-proxy",
-    "disable-network-policy",
-    "disable-scheduler",
-    "egress-selector-mode",
-    "embedded-registry",
-    "encrypt-secrets",
-    "etcd-arg",
-    "etcd-disable-snapshots",
-    "etcd-expose-metrics",
-    "etcd-s3",
-    "etcd-s3-access-key",
-    "etcd-s3-bucket",
-    "etcd-s3-endpoint",
-    "etcd-s3-endpoint-ca",
-    "etcd-s3-folder",
-    "etcd-s3-region",
-    "etcd-s3-secret-key",
-    "etcd-s3-skip-ssl-verify",
-    "etcd-snapshot-compress",
-    "etcd-snapshot-dir",
-    "etcd-snapshot-name",
-    "etcd-snapshot-retention",
-    "etcd-snapshot-schedule-cron",
-    "flannel-backend",
-    "flannel-external-ip",
-    "flannel-ipv6-masq",
-    "helm-job-image",
-    "https-listen-port",
-    "kine-tls",
-    "kube-apiserver-arg",
-    "kube-cloud-controller-manager-arg",
-    "kube-controller-manager-arg",
-    "kube-scheduler-arg",
-    "no-deploy",
-    "secrets-encryption",
-    "service-cidr",
-    "service-node-port-range",
-    "supervisor-port",
-    "system-default-registry",
-    "tls-san",
-    "tls-san-security",
-    "write-kubeconfig",
-    "write-kubeconfig-group",
-    "write-kubeconfig-mode",
-];
-
 /// The agent unit's environment files, in the order systemd reads them (a
 /// later one wins): install.sh's unit names all three.
 const AGENT_ENV_FILES: &[&str] = &[
@@ -110,8 +37,9 @@ const AGENT_ENV_FILES: &[&str] = &[
 /// What the host holds that decides whether its agent could start.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentConfig {
-    /// Server-only keys in a config file the agent would read, with the file.
-    pub server_only: Vec<(String, PathBuf)>,
+    /// Every key of a config file the agent would read, as written (an
+    /// append's `+` kept), with the file: file by file in k3s's order.
+    pub keys: Vec<(String, PathBuf)>,
     /// Config files the agent would read that are no valid YAML mapping.
     pub unreadable: Vec<PathBuf>,
     /// The agent's server URL and where it is set (`server:` in a config
@@ -156,11 +84,7 @@ pub fn read(paths: &HostPaths) -> AgentConfig {
             continue;
         };
         for key in map.keys() {
-            // `key+:` appends to an earlier value; it is the same flag.
-            let key = key.trim_end_matches('+');
-            if SERVER_ONLY_KEYS.contains(&key) {
-                out.server_only.push((key.to_string(), file.clone()));
-            }
+            out.keys.push((key.clone(), file.clone()));
         }
         #[derive(serde::Deserialize)]
         struct ServerKey {
@@ -208,9 +132,15 @@ fn url_host(url: &str) -> Option<&str> {
 /// then only what the host holds is judged.
 pub fn assess(config: &AgentConfig, node: &str, servers: Option<&[ServerNode]>) -> Vec<String> {
     let mut reasons = Vec::new();
-    for (key, file) in &config.server_only {
+    // One rule for keys: k3s agent's own flags (`crate::agent_flags`). A
+    // server-only key and a misspelt one fail the agent alike.
+    for (key, file) in &config.keys {
+        if crate::agent_flags::is_agent_flag(key) {
+            continue;
+        }
+        let flag = key.strip_suffix('+').unwrap_or(key);
         reasons.push(format!(
-            "{} sets {key}, a server-only key: k3s agent would fail (flag provided but not defined: -{key}); move it to the server unit (ExecStart flags or k3s.service.env)",
+            "{} sets {key}, which k3s agent does not define: it would fail (flag provided but not defined: -{flag}); move a server-only key to the server unit (ExecStart flags or k3s.service.env), correct a misspelt one",
             file.display()
         ));
     }
@@ -280,11 +210,73 @@ mod tests {
             ("etc/rancher/k3s/config.yaml.d/20-x.yaml", "tls-san+: [x]\n"),
         ]);
         let c = read(&paths);
-        let keys: Vec<&str> = c.server_only.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys, ["cluster-init", "tls-san"]);
         let r = assess(&c, "a", Some(&[server("b", "10.0.0.2", true)]));
         assert_eq!(r.len(), 2, "{r:?}");
         assert!(r[0].contains("flag provided but not defined: -cluster-init"));
+        assert!(r[1].contains("20-x.yaml sets tls-san+,"), "{r:?}");
+        assert!(r[1].contains("not defined: -tls-san)"), "{r:?}");
+    }
+
+    #[test]
+    fn a_key_on_neither_old_list_makes_the_host_ineligible_naming_the_key_and_the_file() {
+        // A server flag (since April 2024) that the old list of
+        // server-only keys missed: k3s agent fails on it all the same.
+        let (_d, paths) = host_with(&[(
+            "etc/rancher/k3s/config.yaml",
+            "node-name: a\nsupervisor-metrics: true\nserver: https://10.0.0.2:6443\n",
+        )]);
+        let r = assess(&read(&paths), "a", Some(&[server("b", "10.0.0.2", true)]));
+        assert_eq!(r.len(), 1, "{r:?}");
+        let file = paths.k3s_config();
+        assert!(
+            r[0].starts_with(&format!("{} sets supervisor-metrics,", file.display())),
+            "{r:?}"
+        );
+        assert!(
+            r[0].contains("flag provided but not defined: -supervisor-metrics"),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn a_misspelt_key_in_a_drop_in_makes_the_host_ineligible_naming_the_key_and_the_drop_in() {
+        let (_d, paths) = host_with(&[
+            (
+                "etc/rancher/k3s/config.yaml",
+                "node-name: a\nserver: https://10.0.0.2:6443\n",
+            ),
+            (
+                "etc/rancher/k3s/config.yaml.d/50-kubelet.yaml",
+                "kubelet-args:\n  - max-pods=200\n",
+            ),
+        ]);
+        let r = assess(&read(&paths), "a", None);
+        assert_eq!(r.len(), 1, "{r:?}");
+        let file = paths.k3s_dropins().join("50-kubelet.yaml");
+        assert!(
+            r[0].starts_with(&format!("{} sets kubelet-args,", file.display())),
+            "{r:?}"
+        );
+        assert!(r[0].contains("not defined: -kubelet-args"), "{r:?}");
+    }
+
+    #[test]
+    fn the_agents_own_flags_aliases_and_appends_leave_the_host_eligible() {
+        // `bind-address` was on the old list of server-only keys, but the
+        // agent defines it too; `d` is `data-dir`'s alias.
+        let (_d, paths) = host_with(&[
+            (
+                "etc/rancher/k3s/config.yaml",
+                "node-name: a\nd: /srv/k3s\nbind-address: 10.0.0.1\nnode-label:\n  - zone=x\nserver: https://10.0.0.2:6443\n",
+            ),
+            (
+                "etc/rancher/k3s/config.yaml.d/50-kubelet.yaml",
+                "kubelet-arg+:\n  - max-pods=200\nnode-label+: [rack=7]\n",
+            ),
+        ]);
+        let c = read(&paths);
+        assert_eq!(c.keys.len(), 7, "{c:?}");
+        assert!(assess(&c, "a", Some(&[server("b", "10.0.0.2", true)])).is_empty());
     }
 
     #[test]
@@ -305,7 +297,7 @@ mod tests {
             ),
         ]);
         let c = read(&paths);
-        assert!(c.server_only.is_empty(), "{c:?}");
+        assert_eq!(c.keys, [("node-name".to_string(), paths.k3s_config())]);
         assert_eq!(c.server.as_ref().unwrap().0, "https://10.0.0.3:6443");
         assert!(assess(&c, "a", Some(&[server("c", "10.0.0.3", true)])).is_empty());
     }

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod addresses;
+pub mod agent_flags;
 pub mod budget;
 pub mod datastore;
 pub mod eligibility;

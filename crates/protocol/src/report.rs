@@ -131,8 +131,8 @@ pub const MAX_REASON_CHARS: usize = 400;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "verdict", rename_all = "kebab-case")]
 pub enum Eligibility {
-    /// Its agent could start: `server:` names another live server, and no
-    /// server-only key is in k3s's config files.
+    /// Its agent could start: `server:` names another live server, and
+    /// k3s's config files hold no key `k3s agent` does not define.
     Ok,
     /// Its agent could not start, and why (one line each).
     Ineligible {

@@ -4,7 +4,8 @@
 //! bootstraps only from the server it was given (`server:`, `--server` or
 //! `K3S_URL`), then reaches the others too (k3s's agent load balancer).
 //! Like k3s's, it fails at once on a key of `config.yaml` or a drop-in it
-//! does not define (a server's), and retries for ever while its server does
+//! does not define (any outside [`super::config::AGENT_FLAGS`]: a server's,
+//! a typo), and retries for ever while its server does
 //! not answer (the unit stays activating).
 
 use std::time::Duration;
@@ -19,13 +20,12 @@ use crate::api::Apis;
 /// Runs `k3s agent` until it fails.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     // k3s (pkg/configfilearg/parser.go) turns every config key into a flag
-    // of the subcommand; urfave/cli refuses one `agent` does not define, so
-    // the process exits and the unit restart-loops.
-    if let Some((key, file)) = ctx.config.server_only_key_in_files() {
-        anyhow::bail!(
-            "flag provided but not defined: -{key} (from {})",
-            file.display()
-        );
+    // of the subcommand; urfave/cli refuses one `agent` does not define
+    // (`Incorrect Usage: …` on stdout), k3s exits with `Error: …` and the
+    // unit restart-loops. Like k3s, the stand-in names no file.
+    if let Some((key, _file)) = ctx.config.key_the_agent_does_not_define() {
+        println!("Incorrect Usage: flag provided but not defined: -{key}");
+        anyhow::bail!("flag provided but not defined: -{key}");
     }
     let name = ctx.node()?;
     let ip = ctx.ip()?;

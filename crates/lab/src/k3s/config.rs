@@ -4,8 +4,9 @@
 //! result becomes flags placed before the command line's, so a command-line
 //! flag (the unit's `ExecStart`) wins over the files; an environment variable
 //! (`K3S_URL`, `K3S_CLUSTER_INIT`, … from the unit's `EnvironmentFile=`) counts
-//! only when neither sets the flag (urfave/cli's `EnvVar`). Only `key: value`
-//! lines are read: the keys the lab uses are scalars.
+//! only when neither sets the flag (urfave/cli's `EnvVar`). Only top-level
+//! `key: value` lines are read (a list's items, indented or `- `, are no
+//! keys): the keys the lab uses are scalars.
 
 use std::{
     collections::BTreeMap,
@@ -13,52 +14,73 @@ use std::{
     path::{Path, PathBuf},
 };
 
-/// The keys `k3s agent` does not define, so that one in `config.yaml` or a
-/// drop-in makes it fail (`flag provided but not defined`): the server's own
-/// flags of `pkg/cli/cmds/server.go` that an operator is likely to write.
-/// The stand-in keeps its own list, apart from the product's: an imitation
-/// sharing the product's list would share its mistakes.
-pub const SERVER_ONLY_KEYS: &[&str] = &[
-    "cluster-init",
-    "cluster-reset",
-    "cluster-reset-restore-path",
-    "cluster-cidr",
-    "service-cidr",
-    "cluster-dns",
-    "cluster-domain",
-    "service-node-port-range",
-    "tls-san",
-    "advertise-address",
-    "advertise-port",
-    "https-listen-port",
-    "write-kubeconfig",
-    "write-kubeconfig-mode",
-    "datastore-endpoint",
-    "agent-token",
-    "agent-token-file",
-    "disable",
-    "disable-apiserver",
-    "disable-controller-manager",
-    "disable-scheduler",
-    "disable-etcd",
-    "disable-agent",
-    "disable-cloud-controller",
-    "disable-network-policy",
-    "disable-helm-controller",
-    "disable-kube-proxy",
-    "flannel-backend",
-    "secrets-encryption",
-    "etcd-expose-metrics",
-    "etcd-disable-snapshots",
-    "etcd-snapshot-dir",
-    "etcd-snapshot-compress",
-    "etcd-snapshot-name",
-    "etcd-snapshot-retention",
-    "etcd-snapshot-schedule-cron",
-    "kube-apiserver-arg",
-    "kube-controller-manager-arg",
-    "kube-scheduler-arg",
-    "embedded-registry",
+/// The flags `k3s agent` defines, the only keys it takes in `config.yaml`
+/// and its drop-ins: `NewAgentCommand`'s `Flags` in k3s's
+/// `pkg/cli/cmds/agent.go`, in that order, each `Name` with its `Aliases`
+/// (urfave/cli takes either), the shared ones resolved in `config.go`,
+/// `root.go` and `log.go`. Read at k3s-io/k3s master f4c53e663b72
+/// (2026-08-14, Kubernetes v1.36.3) and release-1.34 at v1.34.3+k3s1
+/// (151ca514ec7c): the same list. urfave/cli's own `help` is left out (the
+/// agent prints its usage and exits instead of running).
+/// The stand-in keeps its own list, taken from k3s's source apart from the
+/// product's (`host::agent_flags`): an imitation sharing the product's list
+/// would share its mistakes. A test holds the two equal, so a drift in
+/// either is caught.
+pub const AGENT_FLAGS: &[&str] = &[
+    // config.go, root.go, log.go
+    "config",
+    "c",
+    "debug",
+    "v",
+    "vmodule",
+    "log",
+    "l",
+    "alsologtostderr",
+    // agent.go
+    "token",
+    "t",
+    "token-file",
+    "server",
+    "s",
+    "data-dir",
+    "d",
+    "node-name",
+    "with-node-id",
+    "node-label",
+    "node-taint",
+    "image-credential-provider-bin-dir",
+    "image-credential-provider-config",
+    "selinux",
+    "lb-server-port",
+    "protect-kernel-defaults",
+    "container-runtime-endpoint",
+    "default-runtime",
+    "image-service-endpoint",
+    "pause-image",
+    "snapshotter",
+    "private-registry",
+    "disable-default-registry-endpoint",
+    "nonroot-devices",
+    "airgap-extra-registry",
+    "node-ip",
+    "i",
+    "bind-address",
+    "node-external-ip",
+    "node-internal-dns",
+    "node-external-dns",
+    "resolv-conf",
+    "flannel-iface",
+    "flannel-conf",
+    "flannel-cni-conf",
+    "kubelet-arg",
+    "kube-proxy-arg",
+    "enable-pprof",
+    "rootless",
+    "prefer-bundled-bin",
+    "docker",
+    "vpn-auth",
+    "vpn-auth-file",
+    "disable-apiserver-lb",
 ];
 
 /// The environment variables k3s reads for the flags the lab uses, and the
@@ -75,7 +97,8 @@ const ENV_FLAGS: &[(&str, &str)] = &[
 pub struct K3sConfig {
     values: BTreeMap<String, String>,
     /// Every key written in a config file, with the file (k3s turns each into
-    /// a flag, so a key the subcommand does not define fails it).
+    /// a flag, so a key the subcommand does not define fails it), an
+    /// append's `+` taken off.
     file_keys: Vec<(String, PathBuf)>,
 }
 
@@ -109,10 +132,12 @@ impl K3sConfig {
                 continue;
             };
             for line in text.lines() {
-                let line = line.trim();
-                if line.starts_with('#') {
+                // A key of the file's mapping starts its line; an indented
+                // line or a `- item` belongs to the key above.
+                if line.starts_with([' ', '\t', '-', '#']) {
                     continue;
                 }
+                let line = line.trim();
                 if let Some((k, v)) = line.split_once(':') {
                     let k = k.trim().trim_end_matches('+').to_string();
                     let v = v.trim().trim_matches('"').to_string();
@@ -158,12 +183,12 @@ impl K3sConfig {
             .is_some_and(|v| v.eq_ignore_ascii_case("true"))
     }
 
-    /// The first key of a config file that `k3s agent` does not define, and
-    /// the file it is in.
-    pub fn server_only_key_in_files(&self) -> Option<(&str, &Path)> {
+    /// The first key of a config file that `k3s agent` does not define
+    /// ([`AGENT_FLAGS`]), and the file it is in.
+    pub fn key_the_agent_does_not_define(&self) -> Option<(&str, &Path)> {
         self.file_keys
             .iter()
-            .find(|(k, _)| SERVER_ONLY_KEYS.contains(&k.as_str()))
+            .find(|(k, _)| !AGENT_FLAGS.contains(&k.as_str()))
             .map(|(k, f)| (k.as_str(), f.as_path()))
     }
 }
@@ -224,7 +249,7 @@ mod tests {
         assert!(c.flag("disable-apiserver"));
         assert!(!c.flag("cluster-init"));
         assert_eq!(
-            c.server_only_key_in_files(),
+            c.key_the_agent_does_not_define(),
             Some(("disable-apiserver", d.join("10-a.yaml").as_path()))
         );
     }
@@ -246,11 +271,55 @@ mod tests {
         let c = K3sConfig::load(dir.path(), &[], env).unwrap();
         assert_eq!(c.get("server"), Some("https://file:1"));
         assert!(c.flag("cluster-init"));
-        assert_eq!(c.server_only_key_in_files(), None);
+        assert_eq!(c.key_the_agent_does_not_define(), None);
         let args = ["--node-name=b".to_string(), "--disable-etcd".to_string()];
         let c = K3sConfig::load(dir.path(), &args, env).unwrap();
         assert_eq!(c.get("node-name"), Some("b"));
         assert!(c.flag("disable-etcd"));
-        assert_eq!(c.server_only_key_in_files(), None);
+        assert_eq!(c.key_the_agent_does_not_define(), None);
+    }
+
+    #[test]
+    fn the_stand_ins_agent_refuses_a_key_on_neither_old_list_and_a_typo_but_takes_its_own_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("etc/rancher/k3s/config.yaml.d");
+        fs::create_dir_all(&d).unwrap();
+        let config = dir.path().join("etc/rancher/k3s/config.yaml");
+        // Its own flags, an alias, an append and a list's items pass.
+        fs::write(
+            &config,
+            "node-name: a\ns: https://x:1\nnode-label:\n- \"zone: x\"\n  # a comment: here\n",
+        )
+        .unwrap();
+        fs::write(d.join("10-a.yaml"), "kubelet-arg+:\n  - max-pods=200\n").unwrap();
+        let c = K3sConfig::read(dir.path()).unwrap();
+        assert_eq!(c.key_the_agent_does_not_define(), None);
+        // A server flag the old list of server-only keys missed.
+        fs::write(d.join("20-b.yaml"), "supervisor-metrics: true\n").unwrap();
+        let c = K3sConfig::read(dir.path()).unwrap();
+        assert_eq!(
+            c.key_the_agent_does_not_define(),
+            Some(("supervisor-metrics", d.join("20-b.yaml").as_path()))
+        );
+        // A typo.
+        fs::write(&config, "node-name: a\nnode-lable: zone=x\n").unwrap();
+        let c = K3sConfig::read(dir.path()).unwrap();
+        assert_eq!(
+            c.key_the_agent_does_not_define(),
+            Some(("node-lable", config.as_path()))
+        );
+    }
+
+    #[test]
+    fn the_stand_ins_list_of_agent_flags_is_the_products() {
+        let mut lab: Vec<&str> = AGENT_FLAGS.to_vec();
+        lab.sort_unstable();
+        lab.dedup();
+        assert_eq!(lab.len(), AGENT_FLAGS.len(), "a name twice in AGENT_FLAGS");
+        for release in host::agent_flags::RELEASES {
+            let mut product = release.flags.to_vec();
+            product.sort_unstable();
+            assert_eq!(lab, product, "k3s {}", release.minor);
+        }
     }
 }

@@ -263,11 +263,11 @@ fn outgoing_is_down(v: &FleetView, out: &str) -> bool {
 }
 
 /// Gate: the outgoing host's report says its agent could start once it is
-/// demoted (`host::eligibility`: no server-only key in k3s's config files,
-/// a `server:` naming another live server). A verdict missing (an actuator
-/// older than this controller, or none) or unknown closes it: a demotion
-/// into an agent that cannot start leaves a host neither role. A down
-/// outgoing voter passes (see `outgoing_is_down`).
+/// demoted (`host::eligibility`: no key `k3s agent` does not define in
+/// k3s's config files, a `server:` naming another live server). A verdict
+/// missing (an actuator older than this controller, or none) or unknown
+/// closes it: a demotion into an agent that cannot start leaves a host
+/// neither role. A down outgoing voter passes (see `outgoing_is_down`).
 pub fn gate_outgoing_demotable(v: &FleetView, out: &str) -> Gate {
     use crate::report::Eligibility;
     let name = GateName::OutgoingDemotable;
