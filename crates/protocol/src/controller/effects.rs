@@ -7,7 +7,7 @@
 //! simulations apply the same functions to their plain views, so the model
 //! the quorum properties are proved against is the shell's own.
 
-use super::{Action, FleetView, LastSwap, Start, one_line};
+use super::{Action, Ending, FleetView, LastSwap, Outcome, Start, one_line, record_ending};
 use crate::{
     report::ReportStep,
     validate::StepKind,
@@ -103,10 +103,22 @@ pub fn lease_after(
                 at: w.now,
                 outcome: outcome.clone(),
             };
+            // Kept for `run`'s pacing (the delay between swaps, the cap on
+            // failed swaps of a voter, a replaced host's healthy period).
+            let endings = record_ending(
+                l.endings.as_deref(),
+                Ending {
+                    swap: last.swap.clone(),
+                    out: last.out.clone(),
+                    at: w.now,
+                    failed: !matches!(outcome, Outcome::Done { .. }),
+                },
+            );
             l = LeaseFacts {
                 duration_secs: l.duration_secs,
                 paused: l.paused,
                 last_swap: Some(serde_json::to_string(&last).expect("a summary serializes")),
+                endings: Some(endings),
                 ..LeaseFacts::default()
             };
         }
@@ -115,6 +127,16 @@ pub fn lease_after(
             l.instance = None;
             l.renew_time = None;
             l.stopped = Some(one_line(&reason.to_string()));
+            // A stop is a failed try of the voter, counted by `run`'s cap.
+            l.endings = Some(record_ending(
+                l.endings.as_deref(),
+                Ending {
+                    swap: l.swap.clone().unwrap_or_default(),
+                    out: l.swap_out.clone().unwrap_or_default(),
+                    at: w.now,
+                    failed: true,
+                },
+            ));
         }
         _ => return None,
     }

@@ -3,7 +3,10 @@ use crate::controller::text::one_line;
 
 use serde::Serialize;
 
-use super::{Class, FleetView, NodeFacts, classify};
+use super::{
+    Class, FleetView, GraceKind, NodeFacts, Pace, classify, grace_for, life::show_time, pace,
+    standby_ready_at,
+};
 use crate::validate::NodeName;
 
 // === `run` ===
@@ -23,66 +26,111 @@ pub enum RunDecision {
     },
     /// Nothing to do now.
     Idle {
-        /// Why.
+        /// Why, and which grace or rule holds `run` back.
         why: String,
+        /// When the answer may change by time alone (unix seconds): a
+        /// voter's grace runs out, the window opens, a back-off ends, a
+        /// standby's healthy period is over. `None`: only a change in the
+        /// cluster can change it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        until: Option<i64>,
     },
 }
 
-/// The `run` policy: replace a voter that has been NotReady past the grace
-/// period, or sits on a host not eligible to vote, with a healthy eligible
-/// standby. One swap at a time, with `settle` seconds between swaps; an
-/// unfinished swap on the Lease is resumed first. The voter count is left as
-/// it is: a swap never changes it.
+/// The `run` policy: replace a voter that has been NotReady past its grace
+/// ([`grace_for`]: the ordinary one, or a maintenance grace for a voter
+/// that shows planned maintenance), or sits on a host not eligible to vote,
+/// with a healthy eligible standby. One swap at a time; a new swap, or a
+/// retry of one that stopped, only when [`pace`] lets it (the window, the
+/// delay between swaps, the cap on failed swaps of the voter). A swap whose
+/// controller went away (its Lease lapsed, nothing stopped it) is resumed
+/// at once, whatever the window: it began inside it, and a swap left
+/// half-way is worse than one finished late. A host `run` replaced stands
+/// by again only after [`Settings::standby_min_healthy`]. The voter count
+/// is left as it is: a swap never changes it.
+///
+/// [`Settings::standby_min_healthy`]: super::Settings::standby_min_healthy
 pub fn run_decision(v: &FleetView) -> RunDecision {
-    let idle = |why: String| RunDecision::Idle { why };
+    let idle = |why: String, until: Option<i64>| RunDecision::Idle { why, until };
     if v.paused() {
-        return idle("paused".into());
+        return idle("paused".into(), None);
     }
     if let Some(l) = &v.lease {
         if let Some(rec) = l.recorded_swap() {
             if l.is_held(v.now) {
-                return idle(format!("swap {} is running", rec.id));
+                return idle(format!("swap {} is running", rec.id), None);
             }
-            return RunDecision::Swap {
-                out: rec.out,
-                incoming: rec.incoming,
-                why: format!(
-                    "swap {} is unfinished{}",
-                    rec.id,
-                    l.stopped
-                        .as_deref()
-                        .map(|s| format!(" (stopped: {})", one_line(s)))
-                        .unwrap_or_default()
+            let Some(stopped) = l.stopped.as_deref() else {
+                return RunDecision::Swap {
+                    out: rec.out,
+                    incoming: rec.incoming,
+                    why: format!(
+                        "swap {} is unfinished (its controller went away; resumed whatever the window)",
+                        rec.id
+                    ),
+                };
+            };
+            return match pace(v, rec.out.as_str()) {
+                Pace::Go => RunDecision::Swap {
+                    out: rec.out,
+                    incoming: rec.incoming,
+                    why: format!(
+                        "swap {} is unfinished (stopped: {})",
+                        rec.id,
+                        one_line(stopped)
+                    ),
+                },
+                Pace::Wait { until, why } => idle(
+                    format!(
+                        "swap {} stopped ({}) and is not retried yet: {why}",
+                        rec.id,
+                        one_line(stopped)
+                    ),
+                    until,
                 ),
             };
         }
         if l.is_held(v.now) {
-            return idle(format!(
-                "the Lease is held by {}",
-                one_line(l.holder.as_deref().unwrap_or_default())
-            ));
-        }
-        if let Some(last) = l.last()
-            && v.now < last.at.saturating_add(v.settings.settle)
-        {
-            return idle(format!(
-                "settling for {} s after swap {}",
-                v.settings.settle,
-                one_line(&last.swap)
-            ));
+            return idle(
+                format!(
+                    "the Lease is held by {}",
+                    one_line(l.holder.as_deref().unwrap_or_default())
+                ),
+                None,
+            );
         }
     }
     let sorted = v.sorted();
-    let grace = v.settings.grace_period;
     let mut wanted: Vec<(&NodeFacts, String)> = Vec::new();
+    let mut waiting: Vec<String> = Vec::new();
+    let mut soonest: Option<i64> = None;
+    let mut sooner = |t: Option<i64>| {
+        if let Some(t) = t {
+            soonest = Some(soonest.map_or(t, |s: i64| s.min(t)));
+        }
+    };
     for n in sorted.iter().filter(|n| classify(n) == Class::Voter) {
         if !n.ready {
             let since = n.ready_since.unwrap_or(i64::MIN);
-            if v.now.saturating_sub(since) >= grace {
-                wanted.push((
-                    n,
-                    format!("{} has been NotReady for over {grace} s", n.name),
+            let g = grace_for(n, &v.settings, since);
+            if v.now >= g.deadline {
+                let over = g.deadline.saturating_sub(since);
+                let why = match g.kind {
+                    GraceKind::Failure => format!("{} has been NotReady for over {over} s", n.name),
+                    GraceKind::Maintenance => format!(
+                        "{} has been NotReady for over {over} s, past {}",
+                        n.name, g.why
+                    ),
+                };
+                wanted.push((n, why));
+            } else {
+                waiting.push(format!(
+                    "{} is NotReady, within {}; it is replaced from {} unless it is back",
+                    n.name,
+                    g.why,
+                    show_time(g.deadline, v.settings.window.as_ref().map(|w| w.zone()))
                 ));
+                sooner(Some(g.deadline));
             }
         }
     }
@@ -98,7 +146,13 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
             ));
         }
     }
-    let Some((out, why)) = wanted.into_iter().next() else {
+    if wanted.is_empty() {
+        if !waiting.is_empty() {
+            return idle(
+                format!("no voter to replace yet: {}", waiting.join("; ")),
+                soonest,
+            );
+        }
         let voters = sorted
             .iter()
             .filter(|n| classify(n) == Class::Voter)
@@ -111,25 +165,70 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
                 v.settings.voters
             )
         };
-        return idle(format!("every voter is healthy and eligible{note}"));
+        return idle(format!("every voter is healthy and eligible{note}"), None);
+    }
+    let mut held_back: Vec<String> = Vec::new();
+    let mut chosen = None;
+    for (n, why) in wanted {
+        match pace(v, &n.name) {
+            Pace::Go => {
+                chosen = Some((n, why));
+                break;
+            }
+            Pace::Wait { until, why: wait } => {
+                held_back.push(format!("{why}, but {wait}"));
+                sooner(until);
+            }
+        }
+    }
+    let Some((out, why)) = chosen else {
+        held_back.extend(waiting);
+        return idle(held_back.join("; "), soonest);
     };
-    let standby = sorted.iter().find(|n| {
+    let free = |n: &&&NodeFacts| {
         classify(n) == Class::Agent
             && !n.has_server_labels()
             && n.eligible
             && n.ready
             && !n.cordoned
             && !n.marks.any_annotation()
-    });
-    match standby.and_then(|n| NodeName::parse(&n.name).ok()) {
+    };
+    let mut resting: Vec<String> = Vec::new();
+    let mut rested = None;
+    for n in sorted.iter().filter(free) {
+        match standby_ready_at(v, n) {
+            Some(t) if v.now < t => {
+                resting.push(format!(
+                    "{} was replaced lately and may stand by from {} (Ready for {} s)",
+                    n.name,
+                    show_time(t, v.settings.window.as_ref().map(|w| w.zone())),
+                    v.settings.standby_min_healthy
+                ));
+                sooner(Some(t));
+            }
+            _ => {
+                rested = Some(*n);
+                break;
+            }
+        }
+    }
+    match rested.and_then(|n| NodeName::parse(&n.name).ok()) {
         Some(incoming) => match NodeName::parse(&out.name) {
             Ok(out) => RunDecision::Swap { out, incoming, why },
-            Err(e) => idle(format!("{why}, but its name is not valid: {e}")),
+            Err(e) => idle(format!("{why}, but its name is not valid: {e}"), None),
         },
-        None => idle(format!(
-            "{why}, but no healthy eligible standby (an agent with {}=true) is free",
-            v.settings.names.eligible()
-        )),
+        None => idle(
+            format!(
+                "{why}, but no healthy eligible standby (an agent with {}=true) is free{}",
+                v.settings.names.eligible(),
+                if resting.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", resting.join("; "))
+                }
+            ),
+            soonest,
+        ),
     }
 }
 
@@ -178,7 +277,7 @@ mod tests {
         let mut v = fleet();
         node_mut(&mut v, "n3").eligible = false;
         node_mut(&mut v, "n4").cordoned = true;
-        let RunDecision::Idle { why } = run_decision(&v) else {
+        let RunDecision::Idle { why, .. } = run_decision(&v) else {
             panic!()
         };
         assert!(why.contains("no healthy eligible standby"), "{why}");
@@ -191,7 +290,7 @@ mod tests {
         let n4 = node_mut(&mut v, "n4");
         n4.eligible = false;
         n4.legacy_eligible = true;
-        let RunDecision::Idle { why } = run_decision(&v) else {
+        let RunDecision::Idle { why, .. } = run_decision(&v) else {
             panic!("a standby whose own kubelet could label it was chosen")
         };
         assert!(why.contains(crate::names::ELIGIBLE_LABEL), "{why}");
@@ -247,12 +346,13 @@ mod tests {
         assert_eq!(
             run_decision(&v),
             RunDecision::Idle {
-                why: "every voter is healthy and eligible".into()
+                why: "every voter is healthy and eligible".into(),
+                until: None
             }
         );
         let mut v = fleet();
         v.settings.voters = 5;
-        let RunDecision::Idle { why } = run_decision(&v) else {
+        let RunDecision::Idle { why, .. } = run_decision(&v) else {
             panic!()
         };
         assert!(
