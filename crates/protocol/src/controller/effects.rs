@@ -203,7 +203,7 @@ pub fn write_may_go(v: &FleetView, l: &LeaseFacts) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::{Outcome, Reason, StopKind, StopNote, SwapStep, fixtures::*};
+    use crate::controller::{Ending, Outcome, Reason, StopKind, StopNote, SwapStep, fixtures::*};
 
     fn writer() -> Writer<'static> {
         Writer {
@@ -342,6 +342,46 @@ mod tests {
         assert_eq!((l.holder, l.instance, l.renew_time), (None, None, None));
         assert_eq!(l.swap, before.swap);
         assert_eq!(l.stopped.as_deref(), Some("bad\\nthing"));
+    }
+
+    #[test]
+    fn each_ending_is_kept_on_the_lease_a_stop_and_a_wind_down_as_failed_a_done_swap_not() {
+        let before = winding_down();
+        let stop = Action::Stop {
+            step: SwapStep::StepDown,
+            reason: Reason::Unreadable { raw: "x".into() },
+            left: String::new(),
+            next: String::new(),
+        };
+        let stopped = lease_after(Some(&before), &stop, writer()).unwrap();
+        let first = Ending {
+            swap: before.swap.clone().unwrap(),
+            out: before.swap_out.clone().unwrap(),
+            at: NOW,
+            failed: true,
+        };
+        assert_eq!(stopped.endings(), vec![first.clone()]);
+        let release = |outcome: Outcome| {
+            let mut b = before.clone();
+            b.endings = stopped.endings.clone();
+            lease_after(Some(&b), &Action::ReleaseLease { outcome }, writer()).unwrap()
+        };
+        let done = release(Outcome::Done { warning: None });
+        assert_eq!(
+            done.endings(),
+            vec![
+                first.clone(),
+                Ending {
+                    failed: false,
+                    ..first.clone()
+                }
+            ]
+        );
+        let wound = release(Outcome::WoundDown {
+            kind: StopKind::Failed,
+            reason: Reason::Unreadable { raw: "x".into() },
+        });
+        assert_eq!(wound.endings(), vec![first.clone(), first]);
     }
 
     #[test]
