@@ -702,6 +702,13 @@ mod tests {
         );
         assert!(!cet.contains(at("2026-03-29T00:45:00Z")), "01:45 CET");
         assert!(cet.contains(at("2026-03-29T01:30:00Z")), "03:30 CEST");
+        // A window that night's skipped hour swallows whole opens the
+        // next day.
+        let short = window(&[], "02:15", "02:45", "CET-1CEST,M3.5.0,M10.5.0/3");
+        assert_eq!(
+            short.next_open(at("2026-03-28T23:00:00Z")),
+            Some(at("2026-03-30T00:15:00Z"))
+        );
         // In winter 02:30 is 01:30 UTC.
         assert_eq!(
             cet.next_open(at("2026-12-07T00:00:00Z")),
@@ -873,6 +880,7 @@ mod tests {
             v,
             &[
                 ("n2", NOW - 9000, true),
+                ("n2", NOW - 8500, true),
                 ("n2", NOW - 8000, true),
                 ("n2", NOW - 7000, false),
             ],
