@@ -261,6 +261,25 @@ impl Window {
         None
     }
 
+    /// Why a swap asked to keep to the window (`swap --in-window`) may not
+    /// start at `now`, with when it next may; `None` inside the window.
+    pub fn closed_at(&self, now: i64) -> Option<String> {
+        if self.contains(now) {
+            return None;
+        }
+        Some(match self.next_open(now) {
+            Some(t) => format!(
+                "outside the window ({}): it next opens at {}",
+                self.describe(),
+                show_time(t, Some(&self.zone))
+            ),
+            None => format!(
+                "outside the window ({}), which never opens",
+                self.describe()
+            ),
+        })
+    }
+
     /// The window in words: `mon,tue 22:00:00-06:00:00 Europe/Berlin`.
     pub fn describe(&self) -> String {
         let days: Vec<&str> = (0..7).filter(|d| self.days[*d]).map(|d| DAYS[d]).collect();
@@ -714,6 +733,18 @@ mod tests {
             cet.next_open(at("2026-12-07T00:00:00Z")),
             Some(at("2026-12-07T01:30:00Z"))
         );
+    }
+
+    #[test]
+    fn a_swap_asked_to_keep_to_the_window_is_told_when_it_next_opens() {
+        let w = window(&["mon"], "22:00", "23:00", "UTC");
+        assert_eq!(
+            w.closed_at(at("2026-12-07T12:00:00Z")).as_deref(),
+            Some(
+                "outside the window (mon 22:00:00-23:00:00 UTC): it next opens at 2026-12-07T22:00:00+00:00[UTC]"
+            )
+        );
+        assert_eq!(w.closed_at(at("2026-12-07T22:30:00Z")), None);
     }
 
     #[test]
