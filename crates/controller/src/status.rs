@@ -243,6 +243,7 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
         lines.extend(degraded.iter().map(|d| format!("DEGRADED: {d}")));
     }
     lines.extend(relabel_lines(v));
+    lines.push(format!("Run: {}", run_line(&run_now(v, settings))));
     lines.push(format!(
         "Protocol: this controller writes version {} and reads {} to {}",
         version::PROTOCOL_VERSION,
@@ -565,6 +566,23 @@ pub fn etcd_json(v: &FleetView) -> Value {
     out
 }
 
+/// What `run` would decide now over `v` (with its own view of eligibility:
+/// see [`crate::policy::run_view`]): which grace a NotReady voter is in,
+/// what holds it back and until when.
+pub fn run_now(v: &FleetView, settings: &Settings) -> controller::RunDecision {
+    controller::run_decision(&crate::policy::run_view(v, settings.replace_ineligible))
+}
+
+/// A decision of `run` in the words `run --dry-run` prints.
+pub fn run_line(d: &controller::RunDecision) -> String {
+    match d {
+        controller::RunDecision::Idle { why, .. } => format!("would stay idle: {why}"),
+        controller::RunDecision::Swap { out, incoming, why } => {
+            format!("would swap out {out}, in {incoming}: {why}")
+        }
+    }
+}
+
 /// The status as one JSON object.
 pub fn json(v: &FleetView, settings: &Settings) -> Value {
     let count = count_voters(v, v.lease.as_ref().and_then(|l| l.swap_in.as_deref()));
@@ -614,6 +632,8 @@ pub fn json(v: &FleetView, settings: &Settings) -> Value {
             "protocol": l.protocol,
         })),
         "degraded": controller::degraded(v),
+        // What `run` would decide now, and until when it holds.
+        "run": run_now(v, settings),
         // Nodes meant eligible by the old label only, to relabel.
         "legacyEligibleOnly": legacy_eligible_only(v),
         "protocol": {"writes": version::PROTOCOL_VERSION, "reads": [version::OLDEST_KNOWN, version::PROTOCOL_VERSION]},
