@@ -866,6 +866,25 @@ mod tests {
     }
 
     #[test]
+    fn status_says_what_run_would_do_now_and_which_grace_a_down_voter_is_in() {
+        let settings = Settings::resolve(crate::config::FileConfig::default(), None).unwrap();
+        let mut v = fleet();
+        v.settings = settings.core.clone();
+        v.nodes[1].ready = false;
+        v.nodes[1].ready_since = Some(NOW - 60);
+        v.nodes[1].cordoned = true;
+        let text = text(&v, &settings);
+        let run = line(&text.lines().map(String::from).collect::<Vec<_>>(), "Run:").to_string();
+        assert!(
+            run.starts_with(
+                "Run: would stay idle: no voter to replace yet: n2 is NotReady, within a maintenance grace (at most 1800 s): it is cordoned; it is replaced from"
+            ),
+            "{run}"
+        );
+        assert_eq!(json(&v, &settings)["run"]["until"], NOW - 60 + 1800);
+    }
+
+    #[test]
     fn status_names_a_fresh_view_from_a_host_that_cannot_know_the_membership_as_ignored() {
         // n5, an agent (no etcd label), renames the ghost to itself.
         let mut v = fleet();
