@@ -47,6 +47,10 @@ pub enum Command {
         /// Print the plan and every gate's verdict; write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Keep to `run`'s `[window]`: refuse (exit 1), saying when it next
+        /// opens, outside it. Without it a swap by hand ignores the window.
+        #[arg(long)]
+        in_window: bool,
         /// The longest any one step may take (e.g. 90s, 15m, 1h); overrides
         /// the config file's step timeouts.
         #[arg(long, value_name = "DURATION")]

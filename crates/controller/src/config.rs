@@ -44,8 +44,26 @@ pub struct FileConfig {
     /// `run`: seconds a voter may be NotReady before it is replaced
     /// (default 300).
     pub grace_period_secs: Option<i64>,
-    /// `run`: seconds to wait after a swap before the next (default 60).
+    /// `run`: seconds to wait after a swap ends (done, wound down or
+    /// stopped) before the next starts (default 60).
     pub settle_secs: Option<i64>,
+    /// `run`: seconds a voter that shows planned maintenance (cordoned,
+    /// kured's reboot mark, `<prefix>/maintenance`) may be NotReady before
+    /// it is replaced (default 1800; never shorter than the grace period).
+    pub maintenance_grace_secs: Option<i64>,
+    /// `run`: at most this many failed swaps of one voter within
+    /// `retry_period_secs` (default 2, at least 1).
+    pub retry_max: Option<u32>,
+    /// `run`: the period failed swaps are counted over (default 86400).
+    pub retry_period_secs: Option<i64>,
+    /// `run`: the wait after a voter's first failed swap, doubled after
+    /// each further one (default 600).
+    pub retry_backoff_secs: Option<i64>,
+    /// `run`: how long a host it replaced must have been Ready again before
+    /// it stands by (default 3600).
+    pub standby_min_healthy_secs: Option<i64>,
+    /// `run`: when it may start a swap by itself (default: at any time).
+    pub window: Option<FileWindow>,
     /// Seconds without a renewal of a Node's node Lease after which it
     /// counts as NotReady whatever its Ready condition says (default 40,
     /// the node lifecycle controller's default grace).
@@ -75,6 +93,23 @@ pub struct FileConfig {
     /// Each step's timeout in seconds.
     #[serde(default)]
     pub timeouts: FileTimeouts,
+}
+
+/// `[window]`: when `run` may start a swap by itself, in kured's form.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileWindow {
+    /// The days it opens on (`mon`, `monday`, `mo` or `1`; 0 is Sunday);
+    /// none: every day.
+    #[serde(default)]
+    pub days: Vec<String>,
+    /// When it opens, `HH:MM` or `HH:MM:SS` (default `00:00`).
+    pub start: Option<String>,
+    /// When it closes (default `24:00`); before the start, the next day.
+    pub end: Option<String>,
+    /// `UTC` (the default), a fixed offset such as `+02:00`, or a name
+    /// from the system's zone database (`Europe/Berlin`).
+    pub time_zone: Option<String>,
 }
 
 /// `[timeouts]`: each step's timeout, in seconds.
@@ -208,6 +243,29 @@ impl Settings {
                 "must not be negative",
             ));
         }
+        let maintenance_grace = file.maintenance_grace_secs.unwrap_or(d.maintenance_grace);
+        if maintenance_grace < 0 {
+            return Err(invalid("maintenance_grace_secs", "must not be negative"));
+        }
+        let retry_max = file.retry_max.unwrap_or(d.retry_max);
+        if retry_max == 0 {
+            return Err(invalid("retry_max", "must be at least 1"));
+        }
+        let retry_period = file.retry_period_secs.unwrap_or(d.retry_period);
+        if retry_period <= 0 {
+            return Err(invalid("retry_period_secs", "must be positive"));
+        }
+        let retry_backoff = file.retry_backoff_secs.unwrap_or(d.retry_backoff);
+        let standby_min_healthy = file
+            .standby_min_healthy_secs
+            .unwrap_or(d.standby_min_healthy);
+        if retry_backoff < 0 || standby_min_healthy < 0 {
+            return Err(invalid(
+                "retry_backoff_secs/standby_min_healthy_secs",
+                "must not be negative",
+            ));
+        }
+        let window = file.window.map(window).transpose()?;
         let heartbeat_grace = file.heartbeat_grace_secs.unwrap_or(d.heartbeat_grace);
         if heartbeat_grace < 5 {
             return Err(invalid("heartbeat_grace_secs", "must be at least 5"));
@@ -280,6 +338,12 @@ impl Settings {
                 skew_margin,
                 grace_period,
                 settle,
+                maintenance_grace,
+                window,
+                retry_max,
+                retry_period,
+                retry_backoff,
+                standby_min_healthy,
                 heartbeat_grace,
                 actuator_heartbeat_max_age,
                 timeouts,
@@ -302,6 +366,33 @@ impl Settings {
     pub fn lease_ref(&self) -> String {
         format!("{}/{}", names::LEASE_NAMESPACE, self.core.names.lease_name)
     }
+}
+
+/// The `[window]` table, its zone resolved: `UTC` and fixed offsets need no
+/// zone database; a name is read from the system's (`/usr/share/zoneinfo`,
+/// or `TZDIR`) once, here, so that the decisions stay pure.
+fn window(w: FileWindow) -> Result<controller::Window, ConfigError> {
+    let name = w.time_zone.unwrap_or_else(|| "UTC".into());
+    let zone = match controller::fixed_zone(&name) {
+        Some(z) => z,
+        None => jiff::tz::TimeZone::get(&name).map_err(|e| {
+            ConfigError::invalid(
+                "window.time_zone",
+                format!(
+                    "{} is not UTC, a fixed offset (+02:00) or a zone of this system's database: {e}",
+                    controller::one_line(&name)
+                ),
+            )
+        })?,
+    };
+    controller::Window::new(
+        &w.days,
+        w.start.as_deref().unwrap_or("00:00"),
+        w.end.as_deref().unwrap_or("24:00"),
+        zone,
+        &name,
+    )
+    .map_err(|e| ConfigError::invalid("window", e))
 }
 
 /// Parses a duration: a number with an optional unit `s`, `m` or `h`
@@ -380,6 +471,16 @@ leader_lease_duration_secs = 9
 replace_ineligible = true
 metrics_address = "127.0.0.1:9464"
 drain_grace_secs = 45
+maintenance_grace_secs = 900
+retry_max = 3
+retry_period_secs = 7200
+retry_backoff_secs = 60
+standby_min_healthy_secs = 120
+[window]
+days = ["sat", "sun"]
+start = "22:00"
+end = "06:00"
+time_zone = "+01:00"
 [timeouts]
 snapshot = 1
 promote = 2
@@ -432,6 +533,37 @@ finish = 7
             }
         );
         assert_eq!(c.drain_grace, Some(45));
+        assert_eq!(
+            (
+                c.maintenance_grace,
+                c.retry_max,
+                c.retry_period,
+                c.retry_backoff,
+                c.standby_min_healthy
+            ),
+            (900, 3, 7200, 60, 120)
+        );
+        assert_eq!(
+            c.window.as_ref().map(|w| w.describe()).as_deref(),
+            Some("sun,sat 22:00:00-06:00:00 +01:00")
+        );
+    }
+
+    #[test]
+    fn a_named_time_zone_is_read_from_the_systems_zone_database_and_follows_summer_time() {
+        let s =
+            parse("[window]\nstart = \"22:00\"\nend = \"23:00\"\ntime_zone = \"Europe/Berlin\"")
+                .unwrap();
+        let w = s.core.window.unwrap();
+        let at = |t: &str| t.parse::<jiff::Timestamp>().unwrap().as_second();
+        // 22:00 in Berlin is 21:00 UTC in winter and 20:00 UTC in summer.
+        assert!(w.contains(at("2026-12-07T21:00:00Z")));
+        assert!(!w.contains(at("2026-12-07T20:30:00Z")));
+        assert!(w.contains(at("2026-07-07T20:00:00Z")));
+        assert_eq!(
+            w.describe(),
+            "sun,mon,tue,wed,thu,fri,sat 22:00:00-23:00:00 Europe/Berlin"
+        );
     }
 
     #[test]
@@ -465,6 +597,13 @@ finish = 7
             ),
             ("leader_lease_namespace = \"A_B\"", "leader_lease_namespace"),
             ("metrics_address = \"nowhere\"", "metrics_address"),
+            ("maintenance_grace_secs = -1", "maintenance_grace_secs"),
+            ("retry_max = 0", "retry_max"),
+            ("retry_period_secs = 0", "retry_period_secs"),
+            ("retry_backoff_secs = -1", "retry_backoff_secs"),
+            ("[window]\ndays = [\"funday\"]", "window"),
+            ("[window]\nstart = \"25:00\"", "window"),
+            ("[window]\ntime_zone = \"Mars/Olympus\"", "window.time_zone"),
         ] {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(key), "{text}: {err}");

@@ -620,9 +620,23 @@ impl Driver {
                 &obs.view,
                 self.settings.replace_ineligible,
             ));
+            // When the decision may change by time alone (a grace running
+            // out, the window opening, a back-off ending), as well as the
+            // view's own edges.
+            let until = match &decided {
+                RunDecision::Idle { until, .. } => until.filter(|t| *t > obs.view.now),
+                RunDecision::Swap { .. } => None,
+            };
+            let edge = |view: &controller::FleetView| {
+                let e = wake::next_edge(view, None);
+                match (e, until) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            };
             if dry_run {
                 let line = match &decided {
-                    RunDecision::Idle { why } => format!("dry run: would stay idle: {why}"),
+                    RunDecision::Idle { why, .. } => format!("dry run: would stay idle: {why}"),
                     RunDecision::Swap { out, incoming, why } => {
                         let p = controller::plan(&obs.view, out.as_str(), incoming.as_str());
                         let verdict = if controller::all_pass(&p.gates) {
@@ -637,17 +651,20 @@ impl Driver {
                     printer.line(&line, json!({"dryRun": true, "decision": decided}));
                     last_idle = Some(line);
                 }
-                let edge = wake::next_edge(&obs.view, None);
+                let edge = edge(&obs.view);
                 self.wait_for_change(edge).await;
                 continue;
             }
             match decided {
-                RunDecision::Idle { why } => {
+                RunDecision::Idle { why, until } => {
                     if last_idle.as_deref() != Some(why.as_str()) {
-                        printer.line(&format!("idle: {why}"), json!({"idle": why}));
+                        printer.line(
+                            &format!("idle: {why}"),
+                            json!({"idle": why, "until": until}),
+                        );
                         last_idle = Some(why);
                     }
-                    let edge = wake::next_edge(&obs.view, None);
+                    let edge = edge(&obs.view);
                     self.wait_for_change(edge).await;
                 }
                 RunDecision::Swap { out, incoming, why } => {

@@ -144,6 +144,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
             out,
             incoming,
             dry_run,
+            in_window,
             timeout,
             output,
         } => {
@@ -153,6 +154,21 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
                 return Err(usage(anyhow::anyhow!(
                     "--out and --in name the same Node {out}"
                 )));
+            }
+            if *in_window {
+                let Some(w) = settings.core.window.as_ref() else {
+                    return Err(usage(anyhow::anyhow!(
+                        "--in-window: the settings have no [window]"
+                    )));
+                };
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+                if let Some(why) = w.closed_at(now) {
+                    return Err(
+                        anyhow::anyhow!("swap refused: {why}").context(Marked(Exit::Refused))
+                    );
+                }
             }
             if let Some(t) = timeout {
                 let t = parse_duration_of("--timeout", t).map_err(usage)?;

@@ -243,6 +243,7 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
         lines.extend(degraded.iter().map(|d| format!("DEGRADED: {d}")));
     }
     lines.extend(relabel_lines(v));
+    lines.push(format!("Run: {}", run_line(&run_now(v, settings))));
     lines.push(format!(
         "Protocol: this controller writes version {} and reads {} to {}",
         version::PROTOCOL_VERSION,
@@ -565,6 +566,23 @@ pub fn etcd_json(v: &FleetView) -> Value {
     out
 }
 
+/// What `run` would decide now over `v` (with its own view of eligibility:
+/// see [`crate::policy::run_view`]): which grace a NotReady voter is in,
+/// what holds it back and until when.
+pub fn run_now(v: &FleetView, settings: &Settings) -> controller::RunDecision {
+    controller::run_decision(&crate::policy::run_view(v, settings.replace_ineligible))
+}
+
+/// A decision of `run` in the words `run --dry-run` prints.
+pub fn run_line(d: &controller::RunDecision) -> String {
+    match d {
+        controller::RunDecision::Idle { why, .. } => format!("would stay idle: {why}"),
+        controller::RunDecision::Swap { out, incoming, why } => {
+            format!("would swap out {out}, in {incoming}: {why}")
+        }
+    }
+}
+
 /// The status as one JSON object.
 pub fn json(v: &FleetView, settings: &Settings) -> Value {
     let count = count_voters(v, v.lease.as_ref().and_then(|l| l.swap_in.as_deref()));
@@ -614,6 +632,8 @@ pub fn json(v: &FleetView, settings: &Settings) -> Value {
             "protocol": l.protocol,
         })),
         "degraded": controller::degraded(v),
+        // What `run` would decide now, and until when it holds.
+        "run": run_now(v, settings),
         // Nodes meant eligible by the old label only, to relabel.
         "legacyEligibleOnly": legacy_eligible_only(v),
         "protocol": {"writes": version::PROTOCOL_VERSION, "reads": [version::OLDEST_KNOWN, version::PROTOCOL_VERSION]},
@@ -843,6 +863,25 @@ mod tests {
             controller::degraded(&fleet()),
             "a warning, not a degraded state"
         );
+    }
+
+    #[test]
+    fn status_says_what_run_would_do_now_and_which_grace_a_down_voter_is_in() {
+        let settings = Settings::resolve(crate::config::FileConfig::default(), None).unwrap();
+        let mut v = fleet();
+        v.settings = settings.core.clone();
+        v.nodes[1].ready = false;
+        v.nodes[1].ready_since = Some(NOW - 60);
+        v.nodes[1].cordoned = true;
+        let text = text(&v, &settings);
+        let run = line(&text.lines().map(String::from).collect::<Vec<_>>(), "Run:").to_string();
+        assert!(
+            run.starts_with(
+                "Run: would stay idle: no voter to replace yet: n2 is NotReady, within a maintenance grace (at most 1800 s): it is cordoned; it is replaced from"
+            ),
+            "{run}"
+        );
+        assert_eq!(json(&v, &settings)["run"]["until"], NOW - 60 + 1800);
     }
 
     #[test]

@@ -341,3 +341,35 @@ async fn bad_input_is_a_usage_error_2_a_refused_credential_a_safe_failure_3_and_
     assert_eq!(run.stderr.matches(&file).count(), 1, "{}", run.stderr);
     assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
 }
+
+#[tokio::test]
+async fn a_swap_by_hand_asked_to_keep_to_the_window_is_refused_outside_it_and_changes_nothing() {
+    // A one-hour window starting two hours from now (UTC): closed now.
+    let hour = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 3600
+        % 24;
+    let (start, end) = ((hour + 2) % 24, (hour + 3) % 24);
+    let config = format!("{CONFIG}\n[window]\nstart = \"{start:02}:00\"\nend = \"{end:02}:00\"\n");
+    let h = Harness::start(&three_voters(), &config).await;
+    let refused = h
+        .run(&["swap", "--out", "n1", "--in", "n4", "--in-window"])
+        .await;
+    refused.expect(1);
+    assert!(
+        refused.stderr.contains(&format!(
+            "outside the window (sun,mon,tue,wed,thu,fri,sat {start:02}:00:00-{end:02}:00:00 UTC): it next opens at"
+        )),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(h.lease_annotation("role-swap").await, None);
+    assert!(h.fleet.log().is_empty(), "{:?}", h.fleet.log());
+    // Without the flag, a swap by hand ignores the window.
+    h.run(&["swap", "--out", "n1", "--in", "n4"])
+        .await
+        .expect(0);
+    h.assert_swapped("n1", "n4").await;
+}

@@ -463,3 +463,54 @@ async fn a_swap_interrupted_by_ctrl_c_says_how_to_resume_or_abort_and_abort_then
     assert!(abort.stdout.contains("wound down"), "{}", abort.stdout);
     h.assert_lease_released().await;
 }
+
+/// Cordons (or uncordons) a Node as `kubectl cordon` does.
+async fn set_cordon(h: &Harness, node: &str, on: bool) {
+    h.nodes()
+        .patch(
+            node,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"unschedulable": on}})),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn run_leaves_a_down_cordoned_voter_alone_within_its_maintenance_grace_and_replaces_it_once_uncordoned()
+ {
+    // A maintenance grace far longer than the test; the ordinary grace is
+    // CONFIG's 3 s.
+    let config = format!("maintenance_grace_secs = 3600\n{CONFIG}");
+    let h = Harness::start(&three_voters(), &config).await;
+    set_cordon(&h, "n2", true).await;
+    h.fleet.set(|f| {
+        f.down.insert("n2".into());
+    });
+    let mut run = h.spawn(&["run"]);
+    let out = Printed::of(&mut run);
+    out.wait_for(
+        "idle: no voter to replace yet: n2 is NotReady, within a maintenance grace (at most 3600 s): it is cordoned",
+    )
+    .await;
+    // Well past the ordinary grace: still no swap.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        h.lease_annotation("role-swap").await,
+        None,
+        "{}",
+        out.text()
+    );
+    assert!(h.fleet.log().is_empty(), "{:?}", h.fleet.log());
+    // The same voter uncordoned is replaced as ever.
+    set_cordon(&h, "n2", false).await;
+    out.wait_for("swap out n2, in n4: n2 has been NotReady for over 3 s")
+        .await;
+    h.wait_for("n2's swap to end", || async {
+        h.lease_annotation("role-swap").await.is_none()
+            && h.lease_annotation("swap-endings")
+                .await
+                .is_some_and(|e| e.contains("\"out\":\"n2\""))
+    })
+    .await;
+}

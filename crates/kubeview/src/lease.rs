@@ -34,6 +34,7 @@ pub fn lease_facts(names: &Names, lease: &Lease) -> LeaseFacts {
         stopped: annotation(names.lease_stopped()),
         paused: annotation(names.lease_paused()).as_deref() == Some("true"),
         last_swap: annotation(names.lease_last_swap()),
+        endings: annotation(names.lease_endings()),
         protocol: annotation(names.lease_protocol()),
     }
 }
@@ -80,6 +81,7 @@ pub fn lease_object(
             after.paused.then(|| "true".to_string()),
         ),
         (names.lease_last_swap(), text(&after.last_swap)),
+        (names.lease_endings(), text(&after.endings)),
         (names.lease_protocol(), text(&after.protocol)),
     ] {
         match value {
@@ -162,6 +164,7 @@ mod tests {
         let after = LeaseFacts {
             duration_secs: Some(60),
             last_swap: Some("{}".into()),
+            endings: Some("[]".into()),
             ..LeaseFacts::default()
         };
         let l = lease_object(&names, Some(&base), &held(), &after, stamp(1_010));

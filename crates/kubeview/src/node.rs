@@ -2,11 +2,12 @@
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use protocol::{
-    FleetMarks, K3sEtcd, Names, NodeFacts,
+    FleetMarks, K3sEtcd, MaintenanceMarks, Names, NodeFacts,
     decide::JoinTarget,
     names::{
         K3S_CONTROL_PLANE_LABEL, K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME,
         K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL, K3S_MASTER_LABEL,
+        KURED_REBOOT_IN_PROGRESS,
     },
 };
 use serde_json::{Map, Value, json};
@@ -89,6 +90,10 @@ pub fn node_facts(names: &Names, node: &Node) -> NodeFacts {
             .as_ref()
             .and_then(|s| s.unschedulable)
             .unwrap_or(false),
+        maintenance: MaintenanceMarks {
+            kured_reboot: annotation(KURED_REBOOT_IN_PROGRESS),
+            until: annotation(&names.maintenance()),
+        },
         marks: FleetMarks {
             desired_role: label(&names.desired_role()),
             swap: annotation(&names.role_swap()),
@@ -243,6 +248,8 @@ mod tests {
                     (K3S_ETCD_NODE_ADDRESS, "10.0.0.1"),
                     (&format!("{P}/role-step"), "promote"),
                     (&format!("{P}/protocol"), "1"),
+                    (&format!("{P}/maintenance"), "2026-12-02T05:00:00Z"),
+                    (KURED_REBOOT_IN_PROGRESS, "2026-12-02T03:00:00Z"),
                 ])),
                 ..ObjectMeta::default()
             },
@@ -290,6 +297,13 @@ mod tests {
         assert_eq!(f.marks.step.as_deref(), Some("promote"));
         assert_eq!(f.marks.swap, None);
         assert_eq!(f.marks.protocol.as_deref(), Some("1"));
+        assert_eq!(
+            f.maintenance,
+            MaintenanceMarks {
+                kured_reboot: Some("2026-12-02T03:00:00Z".into()),
+                until: Some("2026-12-02T05:00:00Z".into()),
+            }
+        );
     }
 
     #[test]

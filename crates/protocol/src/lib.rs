@@ -22,4 +22,4 @@ pub use names::Names;
 pub use report::{Phase, Report, Settled};
 pub use validate::{HolderIdentity, InvalidValue, JoinUrl, NodeName, Role, StepKind, SwapId};
 pub use version::PROTOCOL_VERSION;
-pub use view::{FleetMarks, K3sEtcd, LeaseFacts, NodeFacts};
+pub use view::{FleetMarks, K3sEtcd, LeaseFacts, MaintenanceMarks, NodeFacts};

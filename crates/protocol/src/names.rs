@@ -30,6 +30,15 @@ pub const K3S_ETCD_REMOVED_NODE_NAME: &str = "etcd.k3s.cattle.io/removed-node-na
 /// The Node condition k3s sets to `True` once the host's member is a voter.
 pub const K3S_ETCD_IS_VOTER: &str = "EtcdIsVoter";
 
+/// kured's Node annotation while it drains and reboots the Node (written
+/// with `--annotate-nodes`, removed once the Node is back; its value is the
+/// time it began, RFC 3339). Source: kubereboot/kured `cmd/kured/main.go`
+/// (`KuredRebootInProgressAnnotation`). kured's lock itself
+/// (`weave.works/kured-node-lock`, `pkg/daemonsetlock/daemonsetlock.go`)
+/// lives on kured's DaemonSet, which fleet-role does not read; kured
+/// cordons the Node before it reboots it, and the cordon counts too.
+pub const KURED_REBOOT_IN_PROGRESS: &str = "weave.works/kured-reboot-in-progress";
+
 /// The label that makes a host eligible to vote (`"true"`), set by a
 /// cluster admin.
 ///
@@ -109,6 +118,12 @@ impl Names {
     pub fn snapshot_request(&self) -> String {
         self.key("snapshot-request")
     }
+    /// Annotation: an operator's planned maintenance of the Node, until the
+    /// time it gives (RFC 3339 or unix seconds); see
+    /// [`crate::controller::grace_for`].
+    pub fn maintenance(&self) -> String {
+        self.key("maintenance")
+    }
     /// Lease annotation: the swap the Lease is held for.
     pub fn lease_swap(&self) -> String {
         self.key("role-swap")
@@ -164,6 +179,7 @@ mod tests {
         assert_eq!(names.role_join_node(), "example.org/role-join-node");
         assert_eq!(names.snapshot_request(), "example.org/snapshot-request");
         assert_eq!(names.protocol(), "example.org/protocol");
+        assert_eq!(names.maintenance(), "example.org/maintenance");
         assert_eq!(names.lease_swap(), "example.org/role-swap");
         assert_eq!(names.legacy_eligible(), "example.org/voter-eligible");
         assert_eq!(names.report_field_manager("n1"), "fleet-role-actuator-n1");

@@ -75,6 +75,19 @@ impl FleetMarks {
     }
 }
 
+/// What a Node shows of planned maintenance, raw. Any `patch nodes` holder
+/// can write these, so they only ever lengthen the grace before `run`
+/// replaces a voter, up to [`crate::controller::Settings::maintenance_grace`]
+/// (see [`crate::controller::grace_for`]); they never cause a replacement.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceMarks {
+    /// kured's [`crate::names::KURED_REBOOT_IN_PROGRESS`] annotation.
+    pub kured_reboot: Option<String>,
+    /// The operator's `<prefix>/maintenance` annotation: until when.
+    pub until: Option<String>,
+}
+
 /// One Node as fleet-role sees it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -110,6 +123,8 @@ pub struct NodeFacts {
     pub legacy_eligible: bool,
     /// `spec.unschedulable`.
     pub cordoned: bool,
+    /// The marks of planned maintenance on the Node.
+    pub maintenance: MaintenanceMarks,
     /// fleet-role's label and annotations.
     pub marks: FleetMarks,
     /// The host's report (its key of the report ConfigMap), if it parses
@@ -198,6 +213,9 @@ pub struct LeaseFacts {
     pub paused: bool,
     /// The last swap's outcome, raw JSON of a [`LastSwap`].
     pub last_swap: Option<String>,
+    /// The latest endings of swaps, raw JSON of a list of
+    /// [`crate::controller::Ending`] (for `run`'s pacing).
+    pub endings: Option<String>,
     /// The protocol version the swap is recorded in, raw.
     pub protocol: Option<String>,
 }

@@ -7,7 +7,7 @@
 //! simulations apply the same functions to their plain views, so the model
 //! the quorum properties are proved against is the shell's own.
 
-use super::{Action, FleetView, LastSwap, Start, one_line};
+use super::{Action, Ending, FleetView, LastSwap, Outcome, Start, one_line, record_ending};
 use crate::{
     report::ReportStep,
     validate::StepKind,
@@ -103,10 +103,22 @@ pub fn lease_after(
                 at: w.now,
                 outcome: outcome.clone(),
             };
+            // Kept for `run`'s pacing (the delay between swaps, the cap on
+            // failed swaps of a voter, a replaced host's healthy period).
+            let endings = record_ending(
+                l.endings.as_deref(),
+                Ending {
+                    swap: last.swap.clone(),
+                    out: last.out.clone(),
+                    at: w.now,
+                    failed: !matches!(outcome, Outcome::Done { .. }),
+                },
+            );
             l = LeaseFacts {
                 duration_secs: l.duration_secs,
                 paused: l.paused,
                 last_swap: Some(serde_json::to_string(&last).expect("a summary serializes")),
+                endings: Some(endings),
                 ..LeaseFacts::default()
             };
         }
@@ -115,6 +127,16 @@ pub fn lease_after(
             l.instance = None;
             l.renew_time = None;
             l.stopped = Some(one_line(&reason.to_string()));
+            // A stop is a failed try of the voter, counted by `run`'s cap.
+            l.endings = Some(record_ending(
+                l.endings.as_deref(),
+                Ending {
+                    swap: l.swap.clone().unwrap_or_default(),
+                    out: l.swap_out.clone().unwrap_or_default(),
+                    at: w.now,
+                    failed: true,
+                },
+            ));
         }
         _ => return None,
     }
@@ -181,7 +203,7 @@ pub fn write_may_go(v: &FleetView, l: &LeaseFacts) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::{Outcome, Reason, StopKind, StopNote, SwapStep, fixtures::*};
+    use crate::controller::{Ending, Outcome, Reason, StopKind, StopNote, SwapStep, fixtures::*};
 
     fn writer() -> Writer<'static> {
         Writer {
@@ -320,6 +342,46 @@ mod tests {
         assert_eq!((l.holder, l.instance, l.renew_time), (None, None, None));
         assert_eq!(l.swap, before.swap);
         assert_eq!(l.stopped.as_deref(), Some("bad\\nthing"));
+    }
+
+    #[test]
+    fn each_ending_is_kept_on_the_lease_a_stop_and_a_wind_down_as_failed_a_done_swap_not() {
+        let before = winding_down();
+        let stop = Action::Stop {
+            step: SwapStep::StepDown,
+            reason: Reason::Unreadable { raw: "x".into() },
+            left: String::new(),
+            next: String::new(),
+        };
+        let stopped = lease_after(Some(&before), &stop, writer()).unwrap();
+        let first = Ending {
+            swap: before.swap.clone().unwrap(),
+            out: before.swap_out.clone().unwrap(),
+            at: NOW,
+            failed: true,
+        };
+        assert_eq!(stopped.endings(), vec![first.clone()]);
+        let release = |outcome: Outcome| {
+            let mut b = before.clone();
+            b.endings = stopped.endings.clone();
+            lease_after(Some(&b), &Action::ReleaseLease { outcome }, writer()).unwrap()
+        };
+        let done = release(Outcome::Done { warning: None });
+        assert_eq!(
+            done.endings(),
+            vec![
+                first.clone(),
+                Ending {
+                    failed: false,
+                    ..first.clone()
+                }
+            ]
+        );
+        let wound = release(Outcome::WoundDown {
+            kind: StopKind::Failed,
+            reason: Reason::Unreadable { raw: "x".into() },
+        });
+        assert_eq!(wound.endings(), vec![first.clone(), first]);
     }
 
     #[test]

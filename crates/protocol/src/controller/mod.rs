@@ -52,6 +52,7 @@ mod effects;
 mod etcd_gates;
 mod gates;
 mod health;
+mod life;
 pub mod members;
 mod names;
 mod plan;
@@ -68,7 +69,7 @@ mod fixtures;
 #[cfg(test)]
 mod sim;
 
-pub use crate::view::{FleetMarks, K3sEtcd, LeaseFacts, NodeFacts};
+pub use crate::view::{FleetMarks, K3sEtcd, LeaseFacts, MaintenanceMarks, NodeFacts};
 pub use abort::{AbortPlan, abort_action, abort_note, abort_plan};
 pub use action::{Action, LastSwap, Outcome, Start, StopKind, StopNote, SwapState, SwapStep};
 pub use class::{Class, classify, is_healthy_voter, is_voting};
@@ -83,6 +84,10 @@ pub use gates::{
     preflight,
 };
 pub use health::degraded;
+pub use life::{
+    DAYS, ENDINGS_KEPT, Ending, Grace, GraceKind, Pace, Window, WindowError, fixed_zone, grace_for,
+    pace, record_ending, standby_ready_at,
+};
 pub use plan::{Plan, plan};
 pub use quorum::{Removing, VoterCount, count_voters, keeps_quorum, quorum, removing};
 pub use reasons::{Awaiting, Reached, Reason, VoterFor, Write};

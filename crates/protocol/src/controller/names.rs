@@ -64,6 +64,12 @@ impl Names {
     pub fn lease_last_swap(&self) -> String {
         self.key("last-swap")
     }
+    /// Lease annotation: the latest swaps' endings, for `run`'s pacing
+    /// (a list of [`super::Ending`] as JSON, the last
+    /// [`super::ENDINGS_KEPT`]).
+    pub fn lease_endings(&self) -> String {
+        self.key("swap-endings")
+    }
 }
 
 #[cfg(test)]
@@ -87,6 +93,7 @@ mod tests {
             (n.lease_paused(), "paused"),
             (n.lease_protocol(), "protocol"),
             (n.lease_last_swap(), "last-swap"),
+            (n.lease_endings(), "swap-endings"),
         ] {
             assert_eq!(got, format!("{p}/{key}"));
         }

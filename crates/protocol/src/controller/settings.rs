@@ -1,9 +1,9 @@
 //! The controller's settings: the voter count, the Lease's timing, `run`'s
-//! graces and each step's timeout. Validated by the shell; plain values here.
+//! graces, window and pacing, and each step's timeout. Validated by the shell; plain values here.
 
 use serde::{Deserialize, Serialize};
 
-use super::SwapStep;
+use super::{SwapStep, Window};
 use crate::names::Names;
 
 // === Settings ===
@@ -98,8 +98,27 @@ pub struct Settings {
     pub skew_margin: i64,
     /// `run`: how long a voter may be NotReady before it is replaced.
     pub grace_period: i64,
-    /// `run`: how long to wait after a swap before the next one.
+    /// `run`: how long to wait after a swap ends (done, wound down or
+    /// stopped) before the next one starts: the minimum delay between swaps.
     pub settle: i64,
+    /// `run`: how long a voter that shows planned maintenance (cordoned,
+    /// kured's reboot mark, `<prefix>/maintenance`) may be NotReady before
+    /// it is replaced (see [`super::grace_for`]). Never shorter than
+    /// `grace_period`.
+    pub maintenance_grace: i64,
+    /// `run`: when it may start a swap by itself; `None`: at any time.
+    pub window: Option<Window>,
+    /// `run`: how many failed swaps of one voter within `retry_period` it
+    /// makes before it leaves that voter alone until the period has passed.
+    pub retry_max: u32,
+    /// `run`: the period, in seconds, over which failed swaps are counted.
+    pub retry_period: i64,
+    /// `run`: the wait after a voter's first failed swap before the next
+    /// try; doubled after each further failure (never past `retry_period`).
+    pub retry_backoff: i64,
+    /// `run`: how long a host it replaced must have been Ready again before
+    /// it may be chosen as a standby.
+    pub standby_min_healthy: i64,
     /// A Node whose kubelet has not renewed its node Lease for this long
     /// counts as NotReady, whatever its Ready condition says (see
     /// [`apply_heartbeats`]).
@@ -125,6 +144,12 @@ impl Default for Settings {
             skew_margin: 5,
             grace_period: 300,
             settle: 60,
+            maintenance_grace: 1800,
+            window: None,
+            retry_max: 2,
+            retry_period: 86_400,
+            retry_backoff: 600,
+            standby_min_healthy: 3600,
             heartbeat_grace: 40,
             actuator_heartbeat_max_age: 180,
             timeouts: Timeouts::default(),
