@@ -262,3 +262,24 @@ pub(crate) fn after_promotion() -> FleetView {
     ));
     with_etcd_views(v)
 }
+
+/// A Lease recording these swap endings `(outgoing Node, unix seconds,
+/// failed)`, oldest first, as the controller records them.
+pub(crate) fn lease_with_endings(endings: &[(&str, i64, bool)]) -> LeaseFacts {
+    let mut raw = None;
+    for (i, (out, at, failed)) in endings.iter().enumerate() {
+        raw = Some(super::life::record_ending(
+            raw.as_deref(),
+            super::life::Ending {
+                swap: format!("swap-{i}"),
+                out: (*out).into(),
+                at: *at,
+                failed: *failed,
+            },
+        ));
+    }
+    LeaseFacts {
+        endings: raw,
+        ..LeaseFacts::default()
+    }
+}

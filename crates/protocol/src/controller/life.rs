@@ -820,22 +820,7 @@ mod tests {
     // === Pacing ===
 
     fn with_endings(mut v: FleetView, endings: &[(&str, i64, bool)]) -> FleetView {
-        let mut raw = None;
-        for (i, (out, at, failed)) in endings.iter().enumerate() {
-            raw = Some(record_ending(
-                raw.as_deref(),
-                Ending {
-                    swap: format!("swap-{i}"),
-                    out: (*out).into(),
-                    at: *at,
-                    failed: *failed,
-                },
-            ));
-        }
-        v.lease = Some(LeaseFacts {
-            endings: raw,
-            ..LeaseFacts::default()
-        });
+        v.lease = Some(lease_with_endings(endings));
         v
     }
 

@@ -431,25 +431,6 @@ mod tests {
         assert!(matches!(run_decision(&v), RunDecision::Swap { .. }));
     }
 
-    fn lease_with_endings(endings: &[(&str, i64, bool)]) -> LeaseFacts {
-        let mut raw = None;
-        for (i, (out, at, failed)) in endings.iter().enumerate() {
-            raw = Some(record_ending(
-                raw.as_deref(),
-                Ending {
-                    swap: format!("swap-{i}"),
-                    out: (*out).into(),
-                    at: *at,
-                    failed: *failed,
-                },
-            ));
-        }
-        LeaseFacts {
-            endings: raw,
-            ..LeaseFacts::default()
-        }
-    }
-
     fn at(s: &str) -> i64 {
         s.parse::<jiff::Timestamp>().unwrap().as_second()
     }
