@@ -32,30 +32,7 @@ async fn etcd_with_a_learner(dir: &Path) -> (Etcd, Endpoint, MemberId) {
         tls: None,
         timeout: Duration::from_secs(10),
     };
-    let mut c = etcd_client::Client::connect([ep.url.as_str()], None)
-        .await
-        .unwrap();
-    // etcd adds no member until its voters have been connected a while:
-    // asked again, as k3s asks.
-    let mut tries = 0;
-    let added = loop {
-        match c
-            .member_add(
-                ["http://127.0.0.1:1"],
-                Some(etcd_client::MemberAddOptions::new().with_is_learner()),
-            )
-            .await
-        {
-            Ok(a) => break a,
-            Err(e) if tries < 120 => {
-                tries += 1;
-                eprintln!("adding the learner: {e}; again");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(e) => panic!("the learner is added: {e}"),
-        }
-    };
-    let id = MemberId(added.member().unwrap().id());
+    let id = MemberId(testcp::etcd::add_learner(&ep.url, "http://127.0.0.1:1").await);
     (etcd, ep, id)
 }
 

@@ -71,30 +71,7 @@ async fn a_learner_shows_in_the_view_and_only_a_learner_is_removed_by_remove_lea
     let members = cluster(dir.path(), Ipv4Addr::new(127, 0, 0, 22)).await;
     let ep = endpoint(&members[0]);
     // A learner added and never started: what a rolled-back promotion leaves.
-    let mut c = etcd_client::Client::connect([ep.url.as_str()], None)
-        .await
-        .unwrap();
-    // etcd adds no member until every voter has been connected a while
-    // ("unhealthy cluster"): asked again, as k3s asks.
-    let mut tries = 0;
-    let added = loop {
-        match c
-            .member_add(
-                ["http://127.0.0.1:1"],
-                Some(etcd_client::MemberAddOptions::new().with_is_learner()),
-            )
-            .await
-        {
-            Ok(a) => break a,
-            Err(e) if tries < 120 => {
-                tries += 1;
-                eprintln!("adding the learner: {e}; again");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(e) => panic!("the learner is added: {e}"),
-        }
-    };
-    let id = MemberId(added.member().unwrap().id());
+    let id = MemberId(testcp::etcd::add_learner(&ep.url, "http://127.0.0.1:1").await);
     let view = etcdview::read(&ep, 0).await.unwrap();
     let learner = view.member(id).expect("the learner is listed");
     assert!(learner.learner && learner.name.is_empty());
@@ -133,25 +110,7 @@ async fn a_caught_up_learner_whose_etcd_stopped_can_still_be_promoted_and_is_the
         .await
         .unwrap();
     let mut opts = EtcdOptions::new("m4", ip.into(), &dir.path().join("learner")).unwrap();
-    let mut tries = 0;
-    let added = loop {
-        match c
-            .member_add(
-                [opts.peer_url.as_str()],
-                Some(etcd_client::MemberAddOptions::new().with_is_learner()),
-            )
-            .await
-        {
-            Ok(a) => break a,
-            Err(e) if tries < 120 => {
-                tries += 1;
-                eprintln!("adding the learner: {e}; again");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(e) => panic!("the learner is added: {e}"),
-        }
-    };
-    let id = MemberId(added.member().unwrap().id());
+    let id = MemberId(testcp::etcd::add_learner(&ep.url, &opts.peer_url).await);
     let mut initial: Vec<String> = members.iter().map(|m| m.options().peer_entry()).collect();
     initial.push(opts.peer_entry());
     opts.initial_cluster = initial.join(",");

@@ -405,3 +405,35 @@ pub async fn cluster(dir: &Path, ip: IpAddr, names: &[&str]) -> Result<Vec<Etcd>
         attempt += 1;
     }
 }
+
+/// Adds a learner with `peer_url` through the member at `client_url` (plain
+/// HTTP), and returns its id. etcd adds no member until every voter has
+/// been connected a while ("unhealthy cluster"), so it is asked again, as
+/// k3s asks, every 500 ms for up to a minute.
+///
+/// # Panics
+/// When etcd cannot be reached or keeps refusing past the minute: a test
+/// helper, whose failure is the test's.
+pub async fn add_learner(client_url: &str, peer_url: &str) -> u64 {
+    let mut c = etcd_client::Client::connect([client_url], None)
+        .await
+        .expect("etcd reached");
+    let mut tries = 0;
+    loop {
+        match c
+            .member_add(
+                [peer_url],
+                Some(etcd_client::MemberAddOptions::new().with_is_learner()),
+            )
+            .await
+        {
+            Ok(a) => return a.member().expect("the member added").id(),
+            Err(e) if tries < 120 => {
+                tries += 1;
+                eprintln!("adding the learner: {e}; again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("the learner is added: {e}"),
+        }
+    }
+}
