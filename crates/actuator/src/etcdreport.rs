@@ -36,6 +36,10 @@ pub struct ViewReader {
     last: Option<Instant>,
     /// What it gave (`None`: it failed, or none was made).
     view: Option<EtcdView>,
+    /// The last reading that succeeded, kept after a failure: the other
+    /// servers to ask once the local member stops answering
+    /// ([`crate::membership`]).
+    last_read: Option<EtcdView>,
     /// The last failure, as logged (logged again only when it changes).
     failing: Option<String>,
 }
@@ -50,6 +54,7 @@ impl ViewReader {
             endpoint,
             last: None,
             view: None,
+            last_read: None,
             failing: None,
         }
     }
@@ -72,6 +77,7 @@ impl ViewReader {
                 if self.failing.take().is_some() {
                     info!("etcd's view is read again");
                 }
+                self.last_read = Some(v.clone());
                 self.view = Some(v);
             }
             Err(e) => {
@@ -92,6 +98,12 @@ impl ViewReader {
     /// it failed).
     pub fn cached(&self) -> Option<&EtcdView> {
         self.view.as_ref()
+    }
+
+    /// The last reading that succeeded, however long ago (none: none did
+    /// since the actuator started).
+    pub fn last_read(&self) -> Option<&EtcdView> {
+        self.last_read.as_ref()
     }
 
     /// No reading is made (the host holds no datastore): the next one, if

@@ -105,34 +105,18 @@ pub fn candidates(template: &Endpoint, view: Option<&EtcdView>, extra: &[String]
 pub struct RemoteReader {
     last: Option<Instant>,
     answer: Option<bool>,
-    /// The other members' client URLs, kept from the last local view.
-    known: Option<EtcdView>,
     failing: Option<String>,
 }
 
 impl RemoteReader {
-    /// Keeps the members of a successful local reading: the servers to ask
-    /// once the local member stops answering.
-    pub fn remember(&mut self, view: &EtcdView) {
-        self.known = Some(view.clone());
-    }
-
-    /// The last local view kept.
-    pub fn known(&self) -> Option<&EtcdView> {
-        self.known.as_ref()
-    }
-
     /// The last answer (none: not read, or no server answered).
     pub fn answer(&self) -> Option<bool> {
         self.answer
     }
 
-    /// Forgets everything (the datastore is gone: nothing left to ask).
+    /// Forgets the answer (the datastore is gone: nothing left to ask).
     pub fn forget(&mut self) {
-        *self = Self {
-            known: self.known.take(),
-            ..Self::default()
-        };
+        *self = Self::default();
     }
 
     /// Reads through `candidates` in turn (at most [`MAX_CANDIDATES`],

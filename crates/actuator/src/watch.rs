@@ -507,11 +507,7 @@ impl Watcher {
             None
         };
         let etcd = if self.host.has_datastore() {
-            let v = self.etcd_view.current(now()).await;
-            if let Some(v) = &v {
-                self.remote.remember(v);
-            }
-            v
+            self.etcd_view.current(now()).await
         } else {
             self.etcd_view.forget();
             self.remote.forget();
@@ -712,11 +708,10 @@ impl Watcher {
 
     /// Whether the local member's last view lists this host's member
     /// ([`crate::membership::listed`]).
-    fn listed_locally(&self) -> Option<bool> {
-        let member = self.host.member_name();
+    fn listed_locally(&self, member: Option<&str>) -> Option<bool> {
         self.etcd_view
             .cached()
-            .and_then(|v| crate::membership::listed(v, member.as_deref(), &self.addresses))
+            .and_then(|v| crate::membership::listed(v, member, &self.addresses))
     }
 
     /// Reads etcd's member list through another server when a decision
@@ -727,10 +722,11 @@ impl Watcher {
     /// and bounded ([`crate::membership::RemoteReader::read`]).
     async fn read_membership(&mut self) {
         let server = matches!(host::role::read(&self.host.paths), Ok(Some(Role::Server)));
+        let member = self.host.member_name();
         if server
             || !self.host.has_datastore()
             || self.host.has_tombstone()
-            || self.listed_locally().is_some()
+            || self.listed_locally(member.as_deref()).is_some()
         {
             return;
         }
@@ -752,8 +748,7 @@ impl Watcher {
             }
         }
         let candidates =
-            crate::membership::candidates(&self.settings.etcd, self.remote.known(), &extra);
-        let member = self.host.member_name();
+            crate::membership::candidates(&self.settings.etcd, self.etcd_view.last_read(), &extra);
         self.remote
             .read(&candidates, member.as_deref(), &self.addresses, now())
             .await;
@@ -766,12 +761,15 @@ impl Watcher {
         // is not "no role": every switch is refused until it is fixed.
         let role_file = host::role::read(&self.host.paths);
         let role_problem = role_file.as_ref().err().map(ToString::to_string);
+        let member = self.host.member_name();
         let hs = HostState {
             role: role_file.ok().flatten(),
             datastore: self.host.has_datastore(),
             tombstone: self.host.has_tombstone(),
-            member: self.host.member_name(),
-            etcd_lists_member: self.listed_locally().or(self.remote.answer()),
+            etcd_lists_member: self
+                .listed_locally(member.as_deref())
+                .or(self.remote.answer()),
+            member,
         };
         let decision = decide(&Observation {
             now: now(),
