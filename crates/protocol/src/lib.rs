@@ -13,6 +13,7 @@ pub mod exit;
 pub mod milestones;
 pub mod names;
 pub mod report;
+pub mod text;
 pub mod validate;
 pub mod version;
 pub mod view;

@@ -61,7 +61,7 @@ mod reasons;
 mod run;
 mod settings;
 mod swap;
-mod text;
+
 mod view;
 
 #[cfg(test)]
@@ -94,5 +94,5 @@ pub use reasons::{Awaiting, Reached, Reason, VoterFor, Write};
 pub use run::{RunDecision, run_decision};
 pub use settings::{Settings, Timeouts};
 pub use swap::{finished, join_voter, next_action, snapshot_voter};
-pub use text::one_line;
+pub use crate::text::one_line;
 pub use view::{FleetView, Recorded, apply_heartbeats};

@@ -1,5 +1,5 @@
 //! `run`'s policy: which voter to replace, with which standby, and when.
-use crate::controller::text::one_line;
+use crate::text::one_line;
 
 use serde::Serialize;
 

@@ -1,4 +1,5 @@
-//! Untrusted values made safe for one line of output.
+//! Untrusted values made safe for one line of output: the one rule every
+//! crate uses before it logs, reports or prints text another principal wrote.
 
 // === Helpers ===
 
