@@ -5,15 +5,20 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+mkdir -p .cache
 
 # The Debian packages the builds and tests need.
 source scripts/prereqs.sh
 command -v go >/dev/null || { echo "Go is needed to build kube-apiserver for the tests" >&2; exit 2; }
 command -v cargo >/dev/null || { echo "Rust (cargo) is needed" >&2; exit 2; }
 
-FLEET_ROLE_KUBE_APISERVER=$(scripts/build-kube-apiserver.sh)
-export FLEET_ROLE_KUBE_APISERVER
-# ansible-core for the test of deploy/ansible/ (cached in .cache/ansible/).
+# kube-apiserver's Go build (minutes on a fresh machine, half of it waiting
+# on module downloads) runs beside cargo's; only the tests need it.
+scripts/build-kube-apiserver.sh > .cache/kube-apiserver.path 2> .cache/kube-apiserver.log &
+kube_apiserver_build=$!
+# cargo-nextest (the runner) and ansible-core (for the test of
+# deploy/ansible/), both cached in .cache/.
+nextest=$(scripts/nextest.sh)
 scripts/ansible.sh >/dev/null
 
 cargo fmt --all -- --check
@@ -27,11 +32,32 @@ cargo build --workspace --bins --examples --quiet
 scripts/package.sh
 FLEET_ROLE_DEB_DIR="$top/target/debian"
 export FLEET_ROLE_DEB_DIR
-# The summary line is printed even when a test fails, so errexit is off here.
+
+if ! wait "$kube_apiserver_build"; then
+  cat .cache/kube-apiserver.log >&2
+  echo "the kube-apiserver build failed" >&2
+  exit 2
+fi
+FLEET_ROLE_KUBE_APISERVER=$(cat .cache/kube-apiserver.path)
+export FLEET_ROLE_KUBE_APISERVER
+
+# The summary is printed even when a test fails, so errexit is off here.
 set +e
-cargo test --workspace --no-fail-fast 2>&1 | tee "$top/.cache/test.log"
+# nextest runs the tests two at a time across binaries, each in its own
+# process, with the limits of .config/nextest.toml (two labs at most); it
+# does not run doc tests, which cargo test does on its own.
+"$nextest" nextest run --workspace --no-fail-fast 2>&1 | tee .cache/test.log
 status=${PIPESTATUS[0]}
+cargo test --workspace --doc --quiet 2>&1 | tee .cache/doctest.log
+doc_status=${PIPESTATUS[0]}
 set -e
-passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed; [0-9]+ failed' "$top/.cache/test.log" | awk '{p+=$4; f+=$6} END {print p+0, f+0}')
-echo "fleet-role: $(echo "$passed" | awk '{print $1}') passed, $(echo "$passed" | awk '{print $2}') failed"
-exit "$status"
+echo "the slowest tests:"
+grep -E '^ +(PASS|FAIL|TIMEOUT|FLAKY) ' .cache/test.log \
+  | sed -E 's/^ +[A-Z]+ +\[ *([0-9.]+)s\] +\([ 0-9/]+\) +/\1 /' \
+  | sort -rn | uniq | head -10 | awk '{printf "  %7.1fs  %s\n", $1, substr($0, index($0, " ") + 1)}'
+summary=$(grep -E '^ +Summary' .cache/test.log | tail -1)
+echo "$summary"
+passed=$(echo "$summary" | grep -Eo '[0-9]+ passed' | grep -Eo '[0-9]+' || echo 0)
+failed=$(echo "$summary" | grep -Eo '[0-9]+ (failed|timed out)' | grep -Eo '^[0-9]+' | awk '{s+=$1} END {print s+0}')
+echo "fleet-role: ${passed:-0} passed, ${failed:-0} failed (and the doc tests: $(grep -Eo '[0-9]+ passed' .cache/doctest.log | awk '{s+=$1} END {print s+0}') passed)"
+[ "$status" -eq 0 ] && [ "$doc_status" -eq 0 ]
