@@ -293,13 +293,15 @@ impl Host {
     /// voter a promotion joined. `None` without a drop-in, or with a value
     /// that is not a join URL.
     pub fn join_server(&self) -> Option<JoinUrl> {
-        let text = std::fs::read_to_string(self.paths.k3s_dropins().join(JOIN_DROPIN)).ok()?;
-        let value = text
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("server:"))?
-            .trim()
-            .trim_matches(['"', '\'']);
-        JoinUrl::parse(value).ok()
+        #[derive(Default, serde::Deserialize)]
+        struct ServerKey {
+            server: Option<String>,
+        }
+        // A drop-in that cannot be used names no server (`crate::k3s_config`'s
+        // policy): the caller then has no join to act on, and guesses none.
+        let file = crate::k3s_config::read_file(&self.paths.k3s_dropins().join(JOIN_DROPIN))?;
+        let value = file.content.ok()?.get::<ServerKey>().ok()?.server?;
+        JoinUrl::parse(value.trim()).ok()
     }
 
     /// The plan of `promote-local`: join drop-ins for the server's config and

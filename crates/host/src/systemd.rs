@@ -16,10 +16,16 @@ const POLL: Duration = Duration::from_millis(250);
 /// on a healthy systemd; this bound is for a systemd that does not answer.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Runs `systemctl` (or a stand-in named so, first on `PATH` in tests) with
-/// `FLEET_ROLE_ROOT` passed through, so a stand-in keeps its state per host.
+/// Runs `systemctl` (or a stand-in named so, first on `PATH` in tests;
+/// with the `test-hooks` feature, `FLEET_ROLE_ROOT` is passed to it so a
+/// stand-in keeps its state per host).
 #[derive(Debug, Clone)]
 pub struct Systemctl {
+    /// The host root, which only a stand-in is told (`test-hooks`).
+    #[cfg_attr(
+        not(feature = "test-hooks"),
+        allow(dead_code, reason = "read only by the test hooks")
+    )]
     root: PathBuf,
     search_path: Option<OsString>,
     timeout: Duration,
@@ -63,7 +69,11 @@ impl Systemctl {
     fn run(&self, args: &[&str]) -> Result<std::process::Output> {
         let line = format!("systemctl {}", args.join(" "));
         let mut c = command("systemctl", self.search_path.as_ref());
-        c.args(args).env("FLEET_ROLE_ROOT", &self.root);
+        c.args(args);
+        // The stand-ins keep their state per host under FLEET_ROLE_ROOT; a
+        // real systemctl has no use for it (docs/testing.md, `test-hooks`).
+        #[cfg(feature = "test-hooks")]
+        c.env("FLEET_ROLE_ROOT", &self.root);
         let query = args
             .first()
             .is_some_and(|v| v.starts_with("is-") || *v == "show");
