@@ -3,11 +3,7 @@
 //! and API requests, and a whole swap's time beside the waits built into it,
 //! in a fresh lab on real systemd (the actuator runs as its hardened unit).
 
-use std::{
-    collections::BTreeSet,
-    path::Path,
-    time::{Duration, Instant},
-};
+use std::{collections::BTreeSet, path::Path, time::Duration};
 
 use anyhow::Context;
 use protocol::report::ReportStep;
@@ -126,9 +122,9 @@ async fn measure(
     ));
     let mut times = vec![];
     for i in 0..steps {
-        let swap = format!("bench-{}-{i}", crate::clock::unix());
+        let swap = format!("bench-{}-{i}", clock::Clock::system().unix_secs());
         hand.hold_lease(&swap, &n.controller_identity).await?;
-        let t0 = Instant::now();
+        let t0 = clock::Clock::system().now();
         hand.ask("server-1", Ask::Snapshot { swap: &swap }).await?;
         loop {
             if let Some(r) = hand.report("server-1").await?
@@ -176,7 +172,7 @@ async fn measure(
     let actuator = "fleet-role-actuator";
     let before_req = audited_requests(spec);
     let (rss0, cpu0) = tokio::task::block_in_place(|| usage(lab, "agent-1", actuator))?;
-    let t0 = Instant::now();
+    let t0 = clock::Clock::system().now();
     tokio::time::sleep(idle).await;
     let (rss1, cpu1) = tokio::task::block_in_place(|| usage(lab, "agent-1", actuator))?;
     let secs = t0.elapsed().as_secs_f64();

@@ -15,7 +15,7 @@ use std::{
     process::{Child, Command, ExitStatus, Stdio},
     sync::mpsc,
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 /// How often a running child is polled for its exit.
@@ -166,7 +166,7 @@ pub fn run(cmd: &mut Command, deadline: Duration) -> Result<Output> {
         })?;
     let out = reader(child.stdout.take().expect("stdout is piped"));
     let err = reader(child.stderr.take().expect("stderr is piped"));
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
@@ -236,7 +236,7 @@ mod tests {
     fn a_program_past_its_deadline_is_killed_with_its_children() {
         // The shell's child `sleep` keeps stdout open: unless the whole group
         // is killed, reading the output would wait for it.
-        let start = Instant::now();
+        let start = clock::Clock::system().now();
         let e = run(
             Command::new("sh").args(["-c", "echo started; sleep 600 & wait"]),
             Duration::from_millis(500),

@@ -17,7 +17,6 @@
 pub mod api;
 pub mod bench;
 pub mod bounded;
-pub mod clock;
 pub mod etcd_gw;
 pub mod etcd_tls;
 pub mod held;
@@ -29,6 +28,7 @@ pub mod net;
 pub mod overlap;
 pub mod scenario;
 pub mod spec;
+pub mod stamps;
 pub mod systemd_lab;
 pub mod units;
 pub mod world;

@@ -22,7 +22,7 @@ use std::{
     path::{Path, PathBuf},
     process::{Child, Command, ExitStatus, Stdio},
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::{bounded, net};
@@ -491,7 +491,7 @@ impl Machine {
         // A machine of this name left by a crash would share its cgroups
         // with the new one (and confuse its systemd): it goes first.
         kill_cgroup(&spec.name);
-        let start = Instant::now();
+        let start = clock::Clock::system().now();
         while let left @ [_, ..] = remove_cgroups(&spec.name).as_slice() {
             if start.elapsed() > Duration::from_secs(15) {
                 return Err(Error::Leftovers(
@@ -537,7 +537,7 @@ impl Machine {
     }
 
     fn wait_up(&mut self, bound: Duration) -> Result<()> {
-        let start = Instant::now();
+        let start = clock::Clock::system().now();
         let mut last = String::from("no systemd yet");
         loop {
             self.check_alive()?;
@@ -735,7 +735,7 @@ impl Machine {
         if self.nspawn.is_none() {
             return Ok(ExitStatus::from_raw(0));
         }
-        let start = Instant::now();
+        let start = clock::Clock::system().now();
         // The request may die with the machine: only the exit counts.
         let _ = self.exec(how, POLL_DEADLINE.min(bound));
         loop {
@@ -773,7 +773,7 @@ impl Machine {
         }
         // The container's processes die with its pid namespace, a moment
         // after its PID 1; their cgroups can be removed only then.
-        let start = Instant::now();
+        let start = clock::Clock::system().now();
         while !self.remove_cgroups() && start.elapsed() < Duration::from_secs(15) {
             kill_cgroup(&self.spec.name);
             thread::sleep(Duration::from_millis(100));
@@ -897,7 +897,7 @@ pub fn sweep_lab(k: u8) -> Result<()> {
             let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
         }
     }
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         for pid in processes_of(k) {
             if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {

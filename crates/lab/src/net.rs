@@ -22,7 +22,7 @@ use std::{
     net::Ipv4Addr,
     path::{Path, PathBuf},
     process::Command,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::bounded;
@@ -430,7 +430,7 @@ pub fn sweep_lab(k: u8) -> Result<()> {
         }
     }
     let link = Path::new("/sys/class/net").join(prefix(k));
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     while link.exists() && start.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -91,7 +91,7 @@ impl Writer {
             ok,
             failed,
             task,
-            started: Instant::now(),
+            started: clock::Clock::system().now(),
         }
     }
 
@@ -218,7 +218,7 @@ impl Hand {
         let lease = json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": self.names.lease_name, "namespace": LEASE_NAMESPACE, "annotations": { self.names.lease_swap(): swap }},
-            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 30, "renewTime": crate::clock::micro()},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 30, "renewTime": crate::stamps::micro(&clock::Clock::system())},
         });
         self.apis
             .any(|c| {
@@ -291,7 +291,7 @@ impl Hand {
         timeout: Duration,
         progress: &dyn Fn(&Report),
     ) -> anyhow::Result<Report> {
-        let start = Instant::now();
+        let start = clock::Clock::system().now();
         let mut last: Option<(Phase, Option<Detail>)> = None;
         loop {
             if let Ok(Some(r)) = self.report(node).await
@@ -494,13 +494,13 @@ pub async fn swap_by_hand(
         .context("a voter that stays")?
         .clone();
     let out_root = spec.root(out);
-    let swap = format!("swap-{}", crate::clock::unix());
-    let t0 = Instant::now();
+    let swap = format!("swap-{}", clock::Clock::system().unix_secs());
+    let t0 = clock::Clock::system().now();
     let mut steps = vec![];
-    let mut mark = Instant::now();
+    let mut mark = clock::Clock::system().now();
     let mut step_done = |name: &str, steps: &mut Vec<(String, Duration)>| {
         steps.push((name.to_string(), mark.elapsed()));
-        mark = Instant::now();
+        mark = clock::Clock::system().now();
     };
     let before = Before::read(hosts, &hand, out).await?;
     say(&format!(
@@ -596,7 +596,7 @@ pub async fn swap_by_hand(
         // tombstone and stays up until something stops it.
         hosts.systemctl(out, &["stop", "fleet-role-actuator"])?;
         hand.patch_node(out, json!({"metadata": {"annotations": { K3S_ETCD_REMOVE: "true" }}})).await?;
-        let start = Instant::now();
+        let start = clock::Clock::system().now();
         loop {
             let node = hand.node(out).await?;
             if node.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(K3S_ETCD_REMOVED_NODE_NAME)) {
@@ -609,7 +609,7 @@ pub async fn swap_by_hand(
         }
         say("   k3s removed the member (removed-node-name set)");
         let tombstone = host::HostPaths::new(&out_root).tombstone();
-        let start = Instant::now();
+        let start = clock::Clock::system().now();
         while !tombstone.exists() {
             if start.elapsed() > Duration::from_secs(60) {
                 bail!("k3s on {out} wrote no tombstone after its removal");
@@ -627,7 +627,7 @@ pub async fn swap_by_hand(
 
         say(&format!("6. {out} finishes as an agent by itself"));
         let fin = hand.wait_step(out, &swap, ReportStep::Finish, Duration::from_secs(180), &progress).await?;
-        let start = Instant::now();
+        let start = clock::Clock::system().now();
         loop {
             let node = hand.node(out).await?;
             let lease = hand
@@ -685,7 +685,7 @@ pub const SHIM_WATCH: Duration = Duration::from_secs(10);
 /// brings back after the step-down killed it counts.
 pub async fn shims_at_etcd_only(hosts: &dyn Hosts, hand: &Hand, out: &str) -> usize {
     let at_etcd_only = |r: anyhow::Result<Option<Report>>| matches!(r, Ok(Some(r)) if r.step == ReportStep::StepDown && r.phase == Phase::Done);
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     let mut most = 0;
     while start.elapsed() < SHIM_WATCH {
         if !at_etcd_only(hand.report(out).await) {
@@ -811,7 +811,7 @@ pub async fn swap_with_controller(
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
-    let t0 = Instant::now();
+    let t0 = clock::Clock::system().now();
     // The controller talks to a server that stays (the first server's API
     // goes with it when it is the one swapped out).
     let kubeconfig = world::kubeconfig_for(spec, &stay.name)?;

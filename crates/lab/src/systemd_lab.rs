@@ -11,7 +11,7 @@ use std::{
     collections::BTreeMap,
     fs,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use anyhow::{Context, bail};
@@ -203,7 +203,7 @@ impl SystemdLab {
                 ms = ms.with_writable_usr();
             }
             ms.up_when = UpWhen::Running;
-            let start = Instant::now();
+            let start = clock::Clock::system().now();
             let m = block(|| Machine::boot(ms, BOOT))?;
             say(&format!(
                 "{} booted at {} ({:.1}s)",
@@ -303,7 +303,7 @@ impl SystemdLab {
     /// k3s: its process sent READY=1).
     pub async fn wait_active(&self, host: &str, unit: &str, bound: Duration) -> anyhow::Result<()> {
         let m = self.machine(host)?;
-        let start = Instant::now();
+        let start = clock::Clock::system().now();
         loop {
             let state = block(|| m.active_state(unit))?;
             if state == "active" {

@@ -8,7 +8,7 @@ use std::{
     fs,
     os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use anyhow::{Context, bail};
@@ -116,7 +116,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     while !check().await {
         if start.elapsed() > timeout {
             bail!("timed out after {}s waiting for {what}", timeout.as_secs());

@@ -3,7 +3,7 @@
 use std::{
     net::IpAddr,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::{
@@ -235,7 +235,7 @@ impl ApiServer {
             url: url.clone(),
             source,
         })?;
-        let started = Instant::now();
+        let started = clock::Clock::system().now();
         let mut last;
         loop {
             let Some(process) = self.process.as_mut() else {

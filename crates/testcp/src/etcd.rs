@@ -11,7 +11,7 @@
 use std::{
     net::IpAddr,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::{
@@ -278,7 +278,7 @@ impl Etcd {
             Probe::Serializable => format!("{base}/health?serializable=true"),
         };
         let name = &self.options.name;
-        let started = Instant::now();
+        let started = clock::Clock::system().now();
         let mut last;
         loop {
             let process = self

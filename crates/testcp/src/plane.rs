@@ -135,7 +135,7 @@ impl ControlPlane {
     /// created `default`; tests create objects there first thing.
     async fn wait_for_default_namespace(&self) -> Result<(), Error> {
         let namespaces: Api<Namespace> = Api::all(self.admin_client()?);
-        let started = std::time::Instant::now();
+        let started = clock::Clock::system().now();
         loop {
             match namespaces.get_opt("default").await {
                 Ok(Some(_)) => return Ok(()),

@@ -12,7 +12,7 @@ use std::{
     io::{self, Write},
     path::{Path, PathBuf},
     process::{Child, ChildStdin, Command, ExitStatus, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 /// The guard. `$@` is the server and its arguments. The pipe moves to fd 3 so
@@ -92,8 +92,8 @@ impl Guarded {
     /// after 10 s and this gives up waiting after [`STOP_TIMEOUT`].
     pub(crate) async fn stop(&mut self) -> Option<ExitStatus> {
         self.orders.take();
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        while Instant::now() < deadline {
+        let deadline = clock::Clock::system().now() + STOP_TIMEOUT;
+        while clock::Clock::system().now() < deadline {
             if let Some(status) = self.exited() {
                 return Some(status);
             }
@@ -170,7 +170,7 @@ mod tests {
         )
         .unwrap();
         wait_for_line(&log, "up").await;
-        let started = Instant::now();
+        let started = clock::Clock::system().now();
         let status = child.kill().unwrap();
         assert!(!status.success());
         assert!(
@@ -188,8 +188,8 @@ mod tests {
             &dir.path().join("log"),
         )
         .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while child.exited().is_none() && Instant::now() < deadline {
+        let deadline = clock::Clock::system().now() + Duration::from_secs(5);
+        while child.exited().is_none() && clock::Clock::system().now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert_eq!(child.exited().and_then(|s| s.code()), Some(3));

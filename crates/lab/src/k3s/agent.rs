@@ -101,22 +101,22 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let heartbeat = spec.heartbeat();
-    let mut last_beat = std::time::Instant::now() - heartbeat;
-    let mut last_sync = std::time::Instant::now() - pods::SYNC_EVERY;
+    let mut last_beat = clock::Clock::system().now() - heartbeat;
+    let mut last_sync = clock::Clock::system().now() - pods::SYNC_EVERY;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = term.recv() => return Ok(()),
         }
         if last_beat.elapsed() >= heartbeat {
-            last_beat = std::time::Instant::now();
+            last_beat = clock::Clock::system().now();
             if let Err(e) = kubelet.heartbeat(&[]).await {
                 warn!("heartbeat: {e:#}");
             }
         }
         // Cordoned or not: a cordon is the scheduler's, never the kubelet's.
         if last_sync.elapsed() >= pods::SYNC_EVERY {
-            last_sync = std::time::Instant::now();
+            last_sync = clock::Clock::system().now();
             if let Err(e) = kubelet.sync_pods(&ctx.root).await {
                 warn!("pods: {e:#}");
             }

@@ -243,7 +243,7 @@ impl Loop<'_> {
                 break;
             }
         }
-        let now = crate::clock::unix_ms();
+        let now = clock::Clock::system().unix_millis();
         match track_learner(progress, m, applied, now, self.max_stall) {
             LearnerVerdict::Remove => {
                 etcd_gw::member_remove(self.own, m.id).await?;
@@ -305,7 +305,7 @@ impl Loop<'_> {
             return Ok(());
         }
         info!("Node {name}: {K3S_ETCD_IS_VOTER}={want} ({reason})");
-        let now = crate::clock::rfc3339();
+        let now = crate::stamps::rfc3339(&clock::Clock::system());
         let patch = json!({"status": {"conditions": [{
             "type": K3S_ETCD_IS_VOTER, "status": want, "reason": reason, "message": message,
             "lastHeartbeatTime": now, "lastTransitionTime": now,

@@ -99,7 +99,7 @@ pub async fn snapshot_save(ctx: &Ctx, name: &str) -> anyhow::Result<PathBuf> {
         anyhow::bail!("etcd-snapshot error: this member is a learner; learners take no snapshots");
     }
     let data = crate::etcd_gw::snapshot(&url).await?;
-    write_snapshot(ctx, name, &data, crate::clock::unix())
+    write_snapshot(ctx, name, &data, clock::Clock::system().unix_secs())
 }
 
 /// Writes a snapshot's `data` where and as k3s does (`pkg/etcd/snapshot.go`):

@@ -162,7 +162,7 @@ impl Kubelet {
         let lease = json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": self.name, "namespace": "kube-node-lease"},
-            "spec": {"holderIdentity": self.name, "leaseDurationSeconds": 40, "renewTime": crate::clock::micro()},
+            "spec": {"holderIdentity": self.name, "leaseDurationSeconds": 40, "renewTime": crate::stamps::micro(&clock::Clock::system())},
         });
         self.apis
             .any(|c| {
@@ -189,7 +189,7 @@ impl Kubelet {
         conditions: &[(&str, bool, &str)],
         addresses: bool,
     ) -> anyhow::Result<()> {
-        let now = crate::clock::rfc3339();
+        let now = crate::stamps::rfc3339(&clock::Clock::system());
         let conditions: Vec<Value> = conditions
             .iter()
             .map(|(kind, on, reason)| {

@@ -83,7 +83,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         // joins again as a new learner through `server:`, or, with none,
         // starts a new cluster. A fleet-role host must never get here: its
         // drop-in's condition keeps k3s from starting over a tombstone.
-        let backup = db.join(format!("etcd-old-{}", crate::clock::unix()));
+        let backup = db.join(format!("etcd-old-{}", clock::Clock::system().unix_secs()));
         info!(
             "tombstone file has been detected, removing data dir to rejoin the cluster (backed up to {})",
             backup.display()
@@ -216,10 +216,10 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let mut ready = false;
     let heartbeat = spec.heartbeat();
     let promote_every = Duration::from_millis(spec.timings.promote_every_ms);
-    let mut last_promote = std::time::Instant::now() - promote_every;
+    let mut last_promote = clock::Clock::system().now() - promote_every;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
-    let mut last_beat = std::time::Instant::now() - heartbeat;
-    let mut last_sync = std::time::Instant::now() - pods::SYNC_EVERY;
+    let mut last_beat = clock::Clock::system().now() - heartbeat;
+    let mut last_sync = clock::Clock::system().now() - pods::SYNC_EVERY;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         tokio::select! {
@@ -323,7 +323,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             super::notify_ready("server");
         }
         if last_promote.elapsed() >= promote_every {
-            last_promote = std::time::Instant::now();
+            last_promote = clock::Clock::system().now();
             learners::Loop {
                 own: &own,
                 me,
@@ -345,7 +345,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         // until its etcd is): a learner's kubelet does not run, and its Node
         // (an agent's before) shows nothing of etcd until the promotion.
         if ready && last_beat.elapsed() >= heartbeat {
-            last_beat = std::time::Instant::now();
+            last_beat = clock::Clock::system().now();
             if let Err(e) =
                 kubelet_beat(&ctx, &kubelet, &mut registered, with_api, &member_name, ip).await
             {
@@ -355,7 +355,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         // The embedded kubelet runs at every level, etcd-only included,
         // unless the agent is disabled.
         if agent && last_sync.elapsed() >= pods::SYNC_EVERY {
-            last_sync = std::time::Instant::now();
+            last_sync = clock::Clock::system().now();
             if let Err(e) = kubelet.sync_pods(&ctx.root).await {
                 warn!("pods: {e:#}");
             }
@@ -385,7 +385,7 @@ async fn add_learner(
 ) -> anyhow::Result<(u64, Vec<etcd_gw::Member>)> {
     // etcd refuses a new member until every voter has been connected a while,
     // and allows one learner at a time: retry as k3s does.
-    let start = std::time::Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         match etcd_gw::member_add_learner(join_etcd, peer_url).await {
             Ok(r) => return Ok(r),

@@ -5,11 +5,7 @@
 //! as k3s reads them (top-level `key: value` lines only, a later file
 //! winning), and fails as k3s would when the server is not up.
 
-use std::{
-    fs,
-    process::ExitCode,
-    time::{SystemTime, UNIX_EPOCH},
-};
+use std::{fs, process::ExitCode};
 
 use standins::{log, root, state_dir, units};
 
@@ -84,10 +80,7 @@ fn main() -> ExitCode {
             } else {
                 ""
             };
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0);
+            let now = clock::Clock::system().unix_secs();
             let file = dir.join(format!("{name}-{}-{now}{zip}", node_name(&root)));
             if let Err(e) =
                 fs::create_dir_all(&dir).and_then(|_| fs::write(&file, b"stand-in etcd snapshot\n"))

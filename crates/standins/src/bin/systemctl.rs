@@ -39,7 +39,7 @@ use std::{
     path::{Path, PathBuf},
     process::{Command, ExitCode, Stdio},
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use standins::{log, root, state_dir, units};
@@ -515,7 +515,7 @@ fn stop(root: &Path, unit: &str) -> u8 {
     // after the stop timeout; whatever it started (pod shims) lives on.
     if let Some(main) = read_pid(root, unit, "main-pid") {
         signal(main, "-TERM");
-        let start = Instant::now();
+        let start = clock::Clock::system().now();
         while alive(main) && start.elapsed() < Duration::from_secs(15) {
             thread::sleep(Duration::from_millis(50));
         }
@@ -610,7 +610,7 @@ fn supervise(root: &Path, unit: &str) -> u8 {
         }
         // Restart=always: systemd shows the wait as activating (auto-restart).
         set(root, unit, "activating", "auto-restart", "exit-code");
-        let start = Instant::now();
+        let start = clock::Clock::system().now();
         while start.elapsed() < u.restart_sec {
             if stopping(root, unit) {
                 return 0;
