@@ -123,7 +123,10 @@ async fn measure(
     let mut times = vec![];
     for i in 0..steps {
         let swap = format!("bench-{}-{i}", clock::Clock::system().unix_secs());
-        hand.hold_lease(&swap, &n.controller_identity).await?;
+        // A snapshot is all this asks: the swap's sides are named as a
+        // controller would (server-1 out, agent-1 in), no other step taken.
+        hand.hold_lease(&swap, "server-1", "agent-1", &n.controller_identity)
+            .await?;
         let t0 = clock::Clock::system().now();
         hand.ask("server-1", Ask::Snapshot { swap: &swap }).await?;
         loop {

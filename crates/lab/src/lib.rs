@@ -19,6 +19,7 @@ pub mod bench;
 pub mod bounded;
 pub mod etcd_gw;
 pub mod etcd_tls;
+pub mod hand;
 pub mod held;
 pub mod hosts;
 pub mod k3s;

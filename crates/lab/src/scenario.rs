@@ -14,26 +14,20 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use k8s_openapi::api::{
-    coordination::v1::Lease,
-    core::v1::{ConfigMap, Node},
-};
-use kube::{
-    Api,
-    api::{Patch, PatchParams},
-};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
 use protocol::{
-    Names, Phase, Report,
+    Phase, Report,
     names::{
         K3S_CONTROL_PLANE_LABEL, K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME,
         K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL, K3S_MASTER_LABEL,
-        LEASE_NAMESPACE, REPORT_CONFIGMAP,
     },
-    report::{Detail, ReportStep},
+    report::ReportStep,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::{api::Apis, etcd_gw, hosts::Hosts, spec::LabSpec, world};
+pub use crate::hand::{Ask, Hand};
+use crate::{etcd_gw, hosts::Hosts, spec::LabSpec, world};
 
 /// A steady writer to etcd through one voter: every put must succeed.
 pub struct Writer {
@@ -105,223 +99,6 @@ impl Writer {
             failed: self.failed.load(Ordering::Relaxed),
             rate: ok as f64 / self.started.elapsed().as_secs_f64(),
             errors,
-        }
-    }
-}
-
-/// A step asked of a host by hand, written as the controller writes it.
-#[derive(Debug, Clone, Copy)]
-pub enum Ask<'a> {
-    /// Promote to a voter under `swap`, joining the server `join`.
-    Promote {
-        /// The swap id.
-        swap: &'a str,
-        /// The voter to join.
-        join: &'a str,
-    },
-    /// Step down to etcd-only under `swap`, cordoned first when `cordon`
-    /// (the controller cordons before it drains).
-    StepDown {
-        /// The swap id.
-        swap: &'a str,
-        /// Cordon the Node in the same write.
-        cordon: bool,
-    },
-    /// Roll a promotion back (the swap's mark stays as it was).
-    Rollback,
-    /// Take an etcd snapshot named for `swap`.
-    Snapshot {
-        /// The swap id.
-        swap: &'a str,
-    },
-}
-
-/// The fleet-role side of the API, by hand.
-pub struct Hand {
-    /// Admin access.
-    pub apis: Apis,
-    /// The protocol's names.
-    pub names: Names,
-}
-
-impl Hand {
-    /// A hand on the lab.
-    pub fn new(spec: &LabSpec) -> anyhow::Result<Hand> {
-        Ok(Hand {
-            apis: Apis::for_lab(spec)?,
-            names: Names::default(),
-        })
-    }
-
-    /// Merges labels, annotations and `spec` into a Node (`null` removes).
-    pub async fn patch_node(&self, node: &str, patch: Value) -> anyhow::Result<()> {
-        self.apis.patch_node(node, &patch).await
-    }
-
-    /// Asks `node` for a step as the controller does: first the regrade
-    /// Lease names the host for it and records the ask (`swap-in`,
-    /// `swap-out` or `swap-snapshot`, and `swap-asked`), then the Node
-    /// gets its desired role, the swap and step annotations (and the join
-    /// target, or the cordon) in one write. A host takes a step only once
-    /// the Lease asks for it, so the Lease must be held ([`Hand::hold_lease`]).
-    pub async fn ask(&self, node: &str, ask: Ask<'_>) -> anyhow::Result<()> {
-        let n = &self.names;
-        let (named, step) = match ask {
-            Ask::Promote { .. } => (n.lease_swap_in(), "promote"),
-            Ask::StepDown { .. } => (n.lease_swap_out(), "step-down"),
-            Ask::Rollback => (n.lease_swap_in(), "rollback"),
-            Ask::Snapshot { .. } => (n.lease_swap_snapshot(), "snapshot"),
-        };
-        self.patch_lease(json!({"metadata": {"annotations": {
-            named: node,
-            n.lease_swap_asked(): step,
-        }}}))
-        .await?;
-        let patch = match ask {
-            Ask::Snapshot { swap } => json!({"metadata": {
-                "annotations": { n.snapshot_request(): swap, n.protocol(): protocol::version::mark() },
-            }}),
-            Ask::Promote { swap, join } => json!({"metadata": {
-                "labels": { n.desired_role(): "server" },
-                "annotations": { n.role_swap(): swap, n.role_step(): "promote", n.role_join_node(): join },
-            }}),
-            Ask::StepDown { swap, cordon } => {
-                let mut p = json!({"metadata": {
-                    "labels": { n.desired_role(): "agent" },
-                    "annotations": { n.role_swap(): swap, n.role_step(): "step-down" },
-                }});
-                if cordon {
-                    p["spec"] = json!({"unschedulable": true});
-                }
-                p
-            }
-            Ask::Rollback => json!({"metadata": {
-                "labels": { n.desired_role(): "agent" },
-                "annotations": { n.role_step(): "rollback" },
-            }}),
-        };
-        self.patch_node(node, patch).await
-    }
-
-    /// A Node.
-    pub async fn node(&self, node: &str) -> anyhow::Result<Node> {
-        self.apis
-            .any(|c| {
-                let n = node.to_string();
-                async move { Api::<Node>::all(c).get(&n).await }
-            })
-            .await
-    }
-
-    /// Takes (or renews) the regrade Lease for `swap`, as fleet-role's identity.
-    pub async fn hold_lease(&self, swap: &str, holder: &str) -> anyhow::Result<()> {
-        let lease = json!({
-            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": self.names.lease_name, "namespace": LEASE_NAMESPACE, "annotations": { self.names.lease_swap(): swap }},
-            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 30, "renewTime": crate::stamps::micro(&clock::Clock::system())},
-        });
-        self.apis
-            .any(|c| {
-                let (l, name) = (lease.clone(), self.names.lease_name.clone());
-                async move {
-                    Api::<Lease>::namespaced(c, LEASE_NAMESPACE)
-                        .patch(
-                            &name,
-                            &PatchParams::apply("fleet-role-lab").force(),
-                            &Patch::Apply(&l),
-                        )
-                        .await
-                }
-            })
-            .await
-            .map(drop)
-    }
-
-    /// Merges a patch (`null` removes) into the regrade Lease.
-    async fn patch_lease(&self, patch: Value) -> anyhow::Result<()> {
-        self.apis
-            .any(|c| {
-                let (p, name) = (patch.clone(), self.names.lease_name.clone());
-                async move {
-                    Api::<Lease>::namespaced(c, LEASE_NAMESPACE)
-                        .patch(&name, &PatchParams::default(), &Patch::Merge(&p))
-                        .await
-                }
-            })
-            .await
-            .map(drop)
-    }
-
-    /// Releases the Lease.
-    pub async fn release_lease(&self) -> anyhow::Result<()> {
-        let n = &self.names;
-        self.patch_lease(json!({"spec": {"holderIdentity": null, "renewTime": null}, "metadata": {"annotations": {
-            n.lease_swap(): null, n.lease_swap_in(): null, n.lease_swap_out(): null,
-            n.lease_swap_snapshot(): null, n.lease_swap_asked(): null,
-        }}}))
-        .await
-    }
-
-    /// A host's report.
-    pub async fn report(&self, node: &str) -> anyhow::Result<Option<Report>> {
-        let ns = self.names.report_namespace.clone();
-        let cm = self
-            .apis
-            .any(|c| {
-                let ns = ns.clone();
-                async move {
-                    Api::<ConfigMap>::namespaced(c, &ns)
-                        .get(REPORT_CONFIGMAP)
-                        .await
-                }
-            })
-            .await?;
-        Ok(cm
-            .data
-            .and_then(|d| d.get(node).and_then(|v| Report::from_json(v))))
-    }
-
-    /// Waits for `node`'s report of `step` in `swap` to be done (a refusal or
-    /// failure ends the wait with an error); `progress` is told each new detail.
-    pub async fn wait_step(
-        &self,
-        node: &str,
-        swap: &str,
-        step: ReportStep,
-        timeout: Duration,
-        progress: &dyn Fn(&Report),
-    ) -> anyhow::Result<Report> {
-        let start = clock::Clock::system().now();
-        let mut last: Option<(Phase, Option<Detail>)> = None;
-        loop {
-            if let Ok(Some(r)) = self.report(node).await
-                && r.swap.as_ref().map(|s| s.as_str()) == Some(swap)
-                && r.step == step
-            {
-                if last != Some((r.phase, r.detail)) {
-                    last = Some((r.phase, r.detail));
-                    progress(&r);
-                }
-                match r.phase {
-                    Phase::Done => return Ok(r),
-                    Phase::Refused | Phase::Failed => {
-                        bail!(
-                            "{node}: {} {:?}: {}",
-                            step.as_str(),
-                            r.phase,
-                            r.reason.unwrap_or_default()
-                        )
-                    }
-                    _ => {}
-                }
-            }
-            if start.elapsed() > timeout {
-                bail!(
-                    "timed out waiting for {node} to finish {} of {swap}",
-                    step.as_str()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 }
@@ -510,19 +287,16 @@ pub async fn swap_by_hand(
     let writer = Writer::start(spec.etcd(stay.ip)?, Duration::from_millis(50));
 
     say(&format!("1. take the regrade Lease for {swap}"));
-    hand.hold_lease(&swap, &n.controller_identity).await?;
+    hand.hold_lease(&swap, out, incoming, &n.controller_identity)
+        .await?;
     let renewing = Arc::new(AtomicBool::new(true));
     let renewer = {
-        let (r, s, id) = (
-            renewing.clone(),
-            swap.clone(),
-            n.controller_identity.clone(),
-        );
+        let r = renewing.clone();
         let h = Hand::new(spec)?;
         tokio::spawn(async move {
             while r.load(Ordering::Relaxed) {
                 tokio::time::sleep(Duration::from_secs(5)).await;
-                let _ = h.hold_lease(&s, &id).await;
+                let _ = h.renew_lease().await;
             }
         })
     };

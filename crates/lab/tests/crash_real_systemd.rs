@@ -202,14 +202,17 @@ fn never_together(lab: &SystemdLab, host: &str) {
     );
 }
 
-/// Keeps the regrade Lease held for whichever swap `swap` names, as the
-/// controller does, until dropped.
+/// Keeps the regrade Lease held for whichever swap `swap` names (server-2
+/// out, agent-1 in, as both swaps here are), as the controller does, until
+/// dropped.
 fn renew_lease(lab: &SystemdLab, swap: Arc<Mutex<String>>) -> tokio::task::JoinHandle<()> {
     let hand = Hand::new(&lab.spec).unwrap();
     tokio::spawn(async move {
         loop {
             let s = swap.lock().unwrap().clone();
-            let _ = hand.hold_lease(&s, &hand.names.controller_identity).await;
+            let _ = hand
+                .hold_lease(&s, "server-2", "agent-1", &hand.names.controller_identity)
+                .await;
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
     })
@@ -261,7 +264,7 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
     let swap_a = format!("swap-{}", clock::Clock::system().unix_secs());
     let current = Arc::new(Mutex::new(swap_a.clone()));
     let renewer = renew_lease(&lab, current.clone());
-    hand.hold_lease(&swap_a, &n.controller_identity)
+    hand.hold_lease(&swap_a, "server-2", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     let agent_paths = host::HostPaths::new(root(&lab, "agent-1"));
@@ -363,7 +366,7 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
     // step down with two voters left.
     let swap_b = format!("swap-{}", clock::Clock::system().unix_secs() + 1);
     *current.lock().unwrap() = swap_b.clone();
-    hand.hold_lease(&swap_b, &n.controller_identity)
+    hand.hold_lease(&swap_b, "server-2", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     hand.ask(

@@ -148,7 +148,7 @@ async fn a_servers_kubelet_brings_back_a_killed_pod_while_cordoned_and_after_a_s
 
     // 3. A step-down through the actuator: etcd-only with `disable-agent`.
     let swap = format!("swap-{}", clock::Clock::system().unix_secs());
-    hand.hold_lease(&swap, &n.controller_identity)
+    hand.hold_lease(&swap, "server-3", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     hand.ask(

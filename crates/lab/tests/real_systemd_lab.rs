@@ -583,7 +583,7 @@ async fn a_promotion_on_real_systemd_whose_server_never_becomes_ready_is_rolled_
     let hand = Hand::new(&lab.spec).unwrap();
     let n = hand.names.clone();
     let swap = format!("swap-{}", clock::Clock::system().unix_secs());
-    hand.hold_lease(&swap, &n.controller_identity)
+    hand.hold_lease(&swap, "server-2", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     // agent-2 runs no etcd: a join to it can never succeed.
@@ -626,7 +626,7 @@ async fn a_promotion_on_real_systemd_whose_server_never_becomes_ready_is_rolled_
         Phase::Done,
         "a promotion to an unreachable voter finished: {r:?}"
     );
-    hand.hold_lease(&swap, &n.controller_identity)
+    hand.hold_lease(&swap, "server-2", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     hand.ask("agent-1", Ask::Rollback).await.unwrap();
@@ -703,7 +703,7 @@ async fn a_rolled_back_promotion_removes_its_learner_and_the_same_host_is_promot
         let hand = &hand;
         let n = &n;
         async move {
-            hand.hold_lease(&swap, &n.controller_identity)
+            hand.hold_lease(&swap, "server-2", "agent-1", &n.controller_identity)
                 .await
                 .unwrap();
             hand.ask(
@@ -731,7 +731,7 @@ async fn a_rolled_back_promotion_removes_its_learner_and_the_same_host_is_promot
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    hand.hold_lease(&first, &n.controller_identity)
+    hand.hold_lease(&first, "server-2", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     hand.ask("agent-1", Ask::Rollback).await.unwrap();
@@ -777,7 +777,7 @@ async fn a_host_rebooted_mid_promotion_on_real_systemd_converges_without_repeati
     let hand = Hand::new(&lab.spec).unwrap();
     let n = hand.names.clone();
     let swap = format!("swap-{}", clock::Clock::system().unix_secs());
-    hand.hold_lease(&swap, &n.controller_identity)
+    hand.hold_lease(&swap, "server-2", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     hand.ask("server-1", Ask::Snapshot { swap: &swap })
@@ -819,7 +819,9 @@ async fn a_host_rebooted_mid_promotion_on_real_systemd_converges_without_repeati
     lab.reboot("server-1").unwrap();
     let renew = async {
         loop {
-            let _ = hand.hold_lease(&swap, &n.controller_identity).await;
+            let _ = hand
+                .hold_lease(&swap, "server-2", "agent-1", &n.controller_identity)
+                .await;
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
     };
@@ -873,7 +875,7 @@ async fn a_step_down_on_real_systemd_whose_etcd_does_not_come_back_leaves_the_ro
         .unwrap();
     std::fs::write(root.join("var/lib/rancher/fleet-role-lab-etcd-fails"), "").unwrap();
     let swap = format!("swap-{}", clock::Clock::system().unix_secs());
-    hand.hold_lease(&swap, &n.controller_identity)
+    hand.hold_lease(&swap, "server-3", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     hand.ask(

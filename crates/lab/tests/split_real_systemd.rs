@@ -106,7 +106,7 @@ async fn a_servers_api_is_reached_through_its_supervisor_only_and_an_etcd_only_h
 
     // 2. server-3 steps down to etcd-only (`disable-apiserver`).
     let swap = format!("swap-{}", clock::Clock::system().unix_secs());
-    hand.hold_lease(&swap, &n.controller_identity)
+    hand.hold_lease(&swap, "server-3", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     hand.ask(
