@@ -25,6 +25,7 @@ pub mod hosts;
 pub mod k3s;
 pub mod lab_pki;
 pub mod machine;
+pub mod machine_spec;
 pub mod net;
 pub mod overlap;
 pub mod scenario;
