@@ -113,6 +113,7 @@ async fn measure(
     idle: Duration,
     say: &dyn Fn(&str),
 ) -> anyhow::Result<()> {
+    let clock = clock::Clock::system();
     let spec = &lab.spec;
     let hand = Hand::new(spec)?;
     let n = hand.names.clone();
@@ -122,23 +123,23 @@ async fn measure(
     ));
     let mut times = vec![];
     for i in 0..steps {
-        let swap = format!("bench-{}-{i}", clock::Clock::system().unix_secs());
+        let swap = format!("bench-{}-{i}", clock.unix_secs());
         // A snapshot is all this asks: the swap's sides are named as a
         // controller would (server-1 out, agent-1 in), no other step taken.
         hand.hold_lease(&swap, "server-1", "agent-1", &n.controller_identity)
             .await?;
-        let t0 = clock::Clock::system().now();
+        let t0 = clock.now();
         hand.ask("server-1", Ask::Snapshot { swap: &swap }).await?;
         loop {
             if let Some(r) = hand.report("server-1").await?
                 && r.swap.as_ref().is_some_and(|s| s.as_str() == swap)
                 && r.step == ReportStep::Snapshot
             {
-                times.push(t0.elapsed());
+                times.push(clock.since(t0));
                 break;
             }
             anyhow::ensure!(
-                t0.elapsed() < Duration::from_secs(30),
+                clock.since(t0) < Duration::from_secs(30),
                 "no report for {swap}"
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -175,10 +176,10 @@ async fn measure(
     let actuator = "fleet-role-actuator";
     let before_req = audited_requests(spec);
     let (rss0, cpu0) = tokio::task::block_in_place(|| usage(lab, "agent-1", actuator))?;
-    let t0 = clock::Clock::system().now();
+    let t0 = clock.now();
     tokio::time::sleep(idle).await;
     let (rss1, cpu1) = tokio::task::block_in_place(|| usage(lab, "agent-1", actuator))?;
-    let secs = t0.elapsed().as_secs_f64();
+    let secs = clock.since(t0).as_secs_f64();
     let after_req = audited_requests(spec);
     let new = after_req.difference(&before_req).count();
     let hz = 100.0; // USER_HZ on Linux

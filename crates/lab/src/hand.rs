@@ -362,7 +362,7 @@ impl Hand {
                     _ => {}
                 }
             }
-            if start.elapsed() > timeout {
+            if self.clock.since(start) > timeout {
                 bail!(
                     "timed out waiting for {node} to finish {} of {swap}",
                     step.as_str()

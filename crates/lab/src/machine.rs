@@ -244,6 +244,7 @@ impl Machine {
     /// Boots a host and waits (at most `bound`) until it is up as
     /// [`MachineSpec::up_when`] says. On any error nothing of it is left running.
     pub fn boot(spec: MachineSpec, bound: Duration) -> Result<Machine> {
+        let clock = clock::Clock::system();
         if !Path::new("/usr/bin/systemd-nspawn").exists()
             && !Path::new("/bin/systemd-nspawn").exists()
         {
@@ -273,9 +274,9 @@ impl Machine {
         // A machine of this name left by a crash would share its cgroups
         // with the new one (and confuse its systemd): it goes first.
         kill_cgroup(&spec.name);
-        let start = clock::Clock::system().now();
+        let start = clock.now();
         while let left @ [_, ..] = remove_cgroups(&spec.name).as_slice() {
-            if start.elapsed() > Duration::from_secs(15) {
+            if clock.since(start) > Duration::from_secs(15) {
                 return Err(Error::Leftovers(
                     left.iter()
                         .map(|p| format!("cgroup {}", p.display()))
@@ -319,7 +320,8 @@ impl Machine {
     }
 
     fn wait_up(&mut self, bound: Duration) -> Result<()> {
-        let start = clock::Clock::system().now();
+        let clock = clock::Clock::system();
+        let start = clock.now();
         let mut last = String::from("no systemd yet");
         loop {
             self.check_alive()?;
@@ -344,7 +346,7 @@ impl Machine {
                     Err(e) => last = e.to_string(),
                 }
             }
-            if start.elapsed() > bound {
+            if clock.since(start) > bound {
                 self.kill();
                 return Err(Error::NotUp {
                     name: self.spec.name.clone(),
@@ -514,10 +516,11 @@ impl Machine {
     }
 
     fn stop(&mut self, what: &'static str, how: &[&str], bound: Duration) -> Result<ExitStatus> {
+        let clock = clock::Clock::system();
         if self.nspawn.is_none() {
             return Ok(ExitStatus::from_raw(0));
         }
-        let start = clock::Clock::system().now();
+        let start = clock.now();
         // The request may die with the machine: only the exit counts.
         let _ = self.exec(how, POLL_DEADLINE.min(bound));
         loop {
@@ -529,7 +532,7 @@ impl Machine {
                 self.kill();
                 return Ok(status);
             }
-            if start.elapsed() > bound {
+            if clock.since(start) > bound {
                 self.kill();
                 return Err(Error::StopTimeout {
                     name: self.spec.name.clone(),
@@ -546,6 +549,7 @@ impl Machine {
     /// killing nspawn alone would leave the container running, orphaned),
     /// then nspawn, and removes its cgroups.
     pub fn kill(&mut self) {
+        let clock = clock::Clock::system();
         kill_cgroup(&self.spec.name);
         if let Some(mut child) = self.nspawn.take() {
             let pid = rustix::process::Pid::from_child(&child);
@@ -555,8 +559,8 @@ impl Machine {
         }
         // The container's processes die with its pid namespace, a moment
         // after its PID 1; their cgroups can be removed only then.
-        let start = clock::Clock::system().now();
-        while !self.remove_cgroups() && start.elapsed() < Duration::from_secs(15) {
+        let start = clock.now();
+        while !self.remove_cgroups() && clock.since(start) < Duration::from_secs(15) {
             kill_cgroup(&self.spec.name);
             thread::sleep(Duration::from_millis(100));
         }
@@ -674,12 +678,13 @@ pub fn processes_of(k: u8) -> Vec<u32> {
 /// Kills lab `k`'s machines and removes their cgroups, whoever started them
 /// (a crashed lab's leftovers).
 pub fn sweep_lab(k: u8) -> Result<()> {
+    let clock = clock::Clock::system();
     for pid in processes_of(k) {
         if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
             let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
         }
     }
-    let start = clock::Clock::system().now();
+    let start = clock.now();
     loop {
         for pid in processes_of(k) {
             if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
@@ -697,7 +702,7 @@ pub fn sweep_lab(k: u8) -> Result<()> {
         if procs.is_empty() && groups.is_empty() {
             return Ok(());
         }
-        if start.elapsed() > Duration::from_secs(15) {
+        if clock.since(start) > Duration::from_secs(15) {
             let mut left: Vec<String> = procs.iter().map(|p| format!("process {p}")).collect();
             left.extend(groups.iter().map(|g| format!("cgroup {}", g.display())));
             return Err(Error::Leftovers(left));

@@ -103,7 +103,8 @@ fn main() -> ExitCode {
 }
 
 fn say(line: &str) {
-    let secs = clock::Clock::system().unix_secs().rem_euclid(86400);
+    let clock = clock::Clock::system();
+    let secs = clock.unix_secs().rem_euclid(86400);
     println!(
         "[{:02}:{:02}:{:02}] {line}",
         secs / 3600,

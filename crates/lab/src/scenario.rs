@@ -36,6 +36,7 @@ pub struct Writer {
     failed: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<Vec<String>>,
     started: Instant,
+    clock: clock::Clock,
 }
 
 /// What the writer saw.
@@ -54,6 +55,7 @@ pub struct WriterStats {
 impl Writer {
     /// Puts a key every `every` through `member`.
     pub fn start(member: etcd_gw::Endpoint, every: Duration) -> Writer {
+        let clock = clock::Clock::system();
         let stop = Arc::new(AtomicBool::new(false));
         let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let (s, o, f) = (stop.clone(), ok.clone(), failed.clone());
@@ -85,7 +87,8 @@ impl Writer {
             ok,
             failed,
             task,
-            started: clock::Clock::system().now(),
+            started: clock.now(),
+            clock,
         }
     }
 
@@ -97,7 +100,7 @@ impl Writer {
         WriterStats {
             ok,
             failed: self.failed.load(Ordering::Relaxed),
-            rate: ok as f64 / self.started.elapsed().as_secs_f64(),
+            rate: ok as f64 / self.clock.since(self.started).as_secs_f64(),
             errors,
         }
     }
@@ -261,6 +264,7 @@ pub async fn swap_by_hand(
     incoming: &str,
     say: &dyn Fn(&str),
 ) -> anyhow::Result<SwapReport> {
+    let clock = clock::Clock::system();
     let spec = hosts.spec();
     let hand = Hand::new(spec)?;
     let n = &hand.names;
@@ -271,13 +275,13 @@ pub async fn swap_by_hand(
         .context("a voter that stays")?
         .clone();
     let out_root = spec.root(out);
-    let swap = format!("swap-{}", clock::Clock::system().unix_secs());
-    let t0 = clock::Clock::system().now();
+    let swap = format!("swap-{}", clock.unix_secs());
+    let t0 = clock.now();
     let mut steps = vec![];
-    let mut mark = clock::Clock::system().now();
+    let mut mark = clock.now();
     let mut step_done = |name: &str, steps: &mut Vec<(String, Duration)>| {
-        steps.push((name.to_string(), mark.elapsed()));
-        mark = clock::Clock::system().now();
+        steps.push((name.to_string(), clock.since(mark)));
+        mark = clock.now();
     };
     let before = Before::read(hosts, &hand, out).await?;
     say(&format!(
@@ -370,22 +374,22 @@ pub async fn swap_by_hand(
         // tombstone and stays up until something stops it.
         hosts.systemctl(out, &["stop", "fleet-role-actuator"])?;
         hand.patch_node(out, json!({"metadata": {"annotations": { K3S_ETCD_REMOVE: "true" }}})).await?;
-        let start = clock::Clock::system().now();
+        let start = clock.now();
         loop {
             let node = hand.node(out).await?;
             if node.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(K3S_ETCD_REMOVED_NODE_NAME)) {
                 break;
             }
-            if start.elapsed() > Duration::from_secs(120) {
+            if clock.since(start) > Duration::from_secs(120) {
                 bail!("k3s did not remove the member of {out}");
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         say("   k3s removed the member (removed-node-name set)");
         let tombstone = host::HostPaths::new(&out_root).tombstone();
-        let start = clock::Clock::system().now();
+        let start = clock.now();
         while !tombstone.exists() {
-            if start.elapsed() > Duration::from_secs(60) {
+            if clock.since(start) > Duration::from_secs(60) {
                 bail!("k3s on {out} wrote no tombstone after its removal");
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -401,7 +405,7 @@ pub async fn swap_by_hand(
 
         say(&format!("6. {out} finishes as an agent by itself"));
         let fin = hand.wait_step(out, &swap, ReportStep::Finish, Duration::from_secs(180), &progress).await?;
-        let start = clock::Clock::system().now();
+        let start = clock.now();
         loop {
             let node = hand.node(out).await?;
             let lease = hand
@@ -412,7 +416,7 @@ pub async fn swap_by_hand(
             if kubeview::condition_true(&node, "Ready") && renewed {
                 break;
             }
-            if start.elapsed() > Duration::from_secs(120) {
+            if clock.since(start) > Duration::from_secs(120) {
                 bail!("{out} did not come back Ready as an agent");
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -458,10 +462,11 @@ pub const SHIM_WATCH: Duration = Duration::from_secs(10);
 /// finish runs its pods again as an agent, rightly. A shim the kubelet
 /// brings back after the step-down killed it counts.
 pub async fn shims_at_etcd_only(hosts: &dyn Hosts, hand: &Hand, out: &str) -> usize {
+    let clock = clock::Clock::system();
     let at_etcd_only = |r: anyhow::Result<Option<Report>>| matches!(r, Ok(Some(r)) if r.step == ReportStep::StepDown && r.phase == Phase::Done);
-    let start = clock::Clock::system().now();
+    let start = clock.now();
     let mut most = 0;
-    while start.elapsed() < SHIM_WATCH {
+    while clock.since(start) < SHIM_WATCH {
         if !at_etcd_only(hand.report(out).await) {
             break;
         }
@@ -508,6 +513,7 @@ async fn conclude(
     snapshot: String,
     shims: usize,
 ) -> anyhow::Result<SwapReport> {
+    let clock = clock::Clock::system();
     let spec = hosts.spec();
     let out_root = spec.root(out);
     let out_ip = spec
@@ -529,7 +535,7 @@ async fn conclude(
     Ok(SwapReport {
         swap,
         steps,
-        total: t0.elapsed(),
+        total: clock.since(t0),
         writer,
         snapshot,
         voters,
@@ -556,6 +562,7 @@ pub async fn swap_with_controller(
     incoming: &str,
     say: &dyn Fn(&str),
 ) -> anyhow::Result<SwapReport> {
+    let clock = clock::Clock::system();
     use tokio::io::AsyncBufReadExt;
     let spec = hosts.spec();
     let hand = Hand::new(spec)?;
@@ -585,7 +592,7 @@ pub async fn swap_with_controller(
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
-    let t0 = clock::Clock::system().now();
+    let t0 = clock.now();
     // The controller talks to a server that stays (the first server's API
     // goes with it when it is the one swapped out).
     let kubeconfig = world::kubeconfig_for(spec, &stay.name)?;
@@ -653,7 +660,7 @@ pub async fn swap_with_controller(
             snapshot = f;
         }
     }
-    let steps = vec![("fleet-role swap".to_string(), t0.elapsed())];
+    let steps = vec![("fleet-role swap".to_string(), clock.since(t0))];
     // Never seen at etcd-only: a figure no test accepts.
     let shims = shims.unwrap_or(usize::MAX);
     conclude(

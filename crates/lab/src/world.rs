@@ -116,9 +116,10 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let start = clock::Clock::system().now();
+    let clock = clock::Clock::system();
+    let start = clock.now();
     while !check().await {
-        if start.elapsed() > timeout {
+        if clock.since(start) > timeout {
             bail!("timed out after {}s waiting for {what}", timeout.as_secs());
         }
         tokio::time::sleep(Duration::from_millis(300)).await;

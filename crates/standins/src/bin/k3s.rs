@@ -43,6 +43,7 @@ fn config_value(root: &std::path::Path, key: &str) -> Option<String> {
 }
 
 fn main() -> ExitCode {
+    let clock = clock::Clock::system();
     let root = match root() {
         Ok(r) => r,
         Err(e) => {
@@ -80,7 +81,7 @@ fn main() -> ExitCode {
             } else {
                 ""
             };
-            let now = clock::Clock::system().unix_secs();
+            let now = clock.unix_secs();
             let file = dir.join(format!("{name}-{}-{now}{zip}", node_name(&root)));
             if let Err(e) =
                 fs::create_dir_all(&dir).and_then(|_| fs::write(&file, b"stand-in etcd snapshot\n"))
