@@ -336,6 +336,23 @@ mod tests {
     }
 
     #[test]
+    fn a_server_value_k3s_would_not_take_makes_the_host_ineligible() {
+        let (_d, paths) = host_with(&[
+            (
+                "etc/rancher/k3s/config.yaml",
+                "server: https://10.0.0.2:6443\n",
+            ),
+            (
+                "etc/rancher/k3s/config.yaml.d/50-list.yaml",
+                "server: [https://a:6443, https://b:6443]\n",
+            ),
+        ]);
+        let c = read(&paths);
+        assert_eq!(c.unreadable.len(), 1, "{c:?}");
+        assert!(!assess(&c, "a", None).is_empty());
+    }
+
+    #[test]
     fn the_host_of_a_url_is_read_with_or_without_port_and_brackets() {
         assert_eq!(url_host("https://10.0.0.1:6443"), Some("10.0.0.1"));
         assert_eq!(url_host("https://[fd00::1]:6443/x"), Some("fd00::1"));

@@ -198,6 +198,11 @@ mod tests {
         assert!(empty.keys().is_empty());
         assert_eq!(empty.get::<Name>().unwrap(), Name::default());
 
+        // Comments and blank lines around keys leave the keys read.
+        fs::write(p.k3s_config(), "# k3s\n\nnode-name: x\n").unwrap();
+        let keys = read_file(&p.k3s_config()).unwrap().content.unwrap();
+        assert_eq!(keys.keys(), ["node-name"]);
+
         fs::write(p.k3s_config(), "- just\n- a list\n").unwrap();
         let list = read_file(&p.k3s_config()).unwrap().content.unwrap_err();
         assert!(list.why.contains("line"), "{list}");
