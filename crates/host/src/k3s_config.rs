@@ -159,7 +159,6 @@ pub fn read(paths: &HostPaths) -> Vec<ConfigFile> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     fn host() -> (tempfile::TempDir, HostPaths) {
         let dir = tempfile::tempdir().unwrap();
@@ -207,14 +206,13 @@ mod tests {
         let list = read_file(&p.k3s_config()).unwrap().content.unwrap_err();
         assert!(list.why.contains("line"), "{list}");
 
-        let locked = p.k3s_dropins().join("50.yaml");
-        fs::write(&locked, "node-name: x\n").unwrap();
-        fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
-        // Root reads a file whatever its mode: the test then says nothing.
-        if fs::read(&locked).is_err() {
-            let e = read_file(&locked).unwrap().content.unwrap_err();
-            assert!(e.why.contains("cannot be read"), "{e}");
-        }
+        // A file that is there but cannot be read (a directory so named:
+        // root reads a file whatever its mode).
+        let dir = p.k3s_dropins().join("50.yaml");
+        fs::create_dir(&dir).unwrap();
+        let e = read_file(&dir).unwrap().content.unwrap_err();
+        assert!(e.why.contains("cannot be read"), "{e}");
+        assert_eq!(read(&p).len(), 2, "config.yaml and the unreadable drop-in");
     }
 
     #[test]
