@@ -124,9 +124,9 @@ async fn measure(
     let mut times = vec![];
     for i in 0..steps {
         let swap = format!("bench-{}-{i}", clock.unix_secs());
-        // A snapshot is all this asks: the swap's sides are named as a
-        // controller would (server-1 out, agent-1 in), no other step taken.
-        hand.hold_lease(&swap, "server-1", "agent-1", &n.controller_identity)
+        // A snapshot of server-1 is all this asks: the swap's sides are
+        // named as a controller would (another voter out, an agent in).
+        hand.hold_lease(&swap, "server-2", "agent-1", &n.controller_identity)
             .await?;
         let t0 = clock.now();
         hand.ask("server-1", Ask::Snapshot { swap: &swap }).await?;
