@@ -14,28 +14,41 @@ use std::{
     time::{Duration, Instant},
 };
 
+use clock::Clock;
+
 use crate::error::{Error, Result};
 
-/// The bound of a step and a flag that cancels it. Cheap to clone: clones
-/// share the flag.
-#[derive(Debug, Clone, Default)]
+/// The bound of a step and a flag that cancels it, on the clock every wait
+/// under it reads. Cheap to clone: clones share the flag.
+#[derive(Debug, Clone)]
 pub struct Budget {
     deadline: Option<Instant>,
     cancelled: Arc<AtomicBool>,
+    clock: Clock,
 }
 
 impl Budget {
     /// No bound beyond each wait's own; never cancelled unless asked.
-    pub fn unbounded() -> Budget {
-        Budget::default()
+    pub fn unbounded(clock: &Clock) -> Budget {
+        Budget {
+            deadline: None,
+            cancelled: Arc::default(),
+            clock: clock.clone(),
+        }
     }
 
-    /// A budget that ends `bound` from now.
-    pub fn within(bound: Duration) -> Budget {
+    /// A budget that ends `bound` from now on `clock`.
+    pub fn within(clock: &Clock, bound: Duration) -> Budget {
         Budget {
-            deadline: Instant::now().checked_add(bound),
+            deadline: clock.now().checked_add(bound),
             cancelled: Arc::default(),
+            clock: clock.clone(),
         }
+    }
+
+    /// The clock every wait under this budget reads.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// Asks every wait under this budget to stop at its next check.
@@ -51,7 +64,7 @@ impl Budget {
     /// `wanted`, cut to what is left of the budget.
     pub fn cap(&self, wanted: Duration) -> Duration {
         match self.deadline {
-            Some(d) => wanted.min(d.saturating_duration_since(Instant::now())),
+            Some(d) => wanted.min(d.saturating_duration_since(self.clock.now())),
             None => wanted,
         }
     }
@@ -64,7 +77,7 @@ impl Budget {
                 doing: doing.to_string(),
             });
         }
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+        if self.deadline.is_some_and(|d| self.clock.now() >= d) {
             return Err(Error::StepDeadline {
                 doing: doing.to_string(),
             });
@@ -72,11 +85,12 @@ impl Budget {
         Ok(())
     }
 
-    /// Sleeps `d` (cut to the budget), waking early when cancelled.
+    /// Sleeps `d` (cut to the budget), waking early when cancelled. On a
+    /// manual clock it returns once the clock was moved past `d`.
     pub fn sleep(&self, d: Duration) {
-        let until = Instant::now() + self.cap(d);
+        let until = self.clock.now() + self.cap(d);
         while !self.is_cancelled() {
-            let now = Instant::now();
+            let now = self.clock.now();
             if now >= until {
                 return;
             }
@@ -91,7 +105,7 @@ mod tests {
 
     #[test]
     fn a_cancelled_budget_stops_its_waits_and_says_what_was_under_way() {
-        let b = Budget::within(Duration::from_secs(3600));
+        let b = Budget::within(&Clock::system(), Duration::from_secs(3600));
         assert!(b.check("waiting").is_ok());
         let clone = b.clone();
         let t = thread::spawn(move || {
@@ -108,12 +122,24 @@ mod tests {
 
     #[test]
     fn a_spent_budget_caps_every_wait_to_nothing() {
-        let b = Budget::within(Duration::ZERO);
+        let b = Budget::within(&Clock::system(), Duration::ZERO);
         assert_eq!(b.cap(Duration::from_secs(60)), Duration::ZERO);
         assert!(matches!(b.check("x"), Err(Error::StepDeadline { .. })));
         assert_eq!(
-            Budget::unbounded().cap(Duration::from_secs(60)),
+            Budget::unbounded(&Clock::system()).cap(Duration::from_secs(60)),
             Duration::from_secs(60)
         );
+    }
+
+    #[test]
+    fn a_budget_ends_when_its_clock_passes_the_bound_and_not_before() {
+        let clock = Clock::manual(1_000);
+        let b = Budget::within(&clock, Duration::from_secs(60));
+        assert!(b.check("x").is_ok());
+        assert_eq!(b.cap(Duration::from_secs(90)), Duration::from_secs(60));
+        clock.advance(Duration::from_secs(59));
+        assert!(b.check("x").is_ok());
+        clock.advance(Duration::from_secs(1));
+        assert!(matches!(b.check("x"), Err(Error::StepDeadline { .. })));
     }
 }

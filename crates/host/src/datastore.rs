@@ -8,11 +8,7 @@
 //! durable (its directories synced), and every state a crash can leave is
 //! picked up again by the next run.
 
-use std::{
-    fs,
-    path::Path,
-    time::{SystemTime, UNIX_EPOCH},
-};
+use std::{fs, path::Path};
 
 use crate::{
     HostPaths,
@@ -35,7 +31,7 @@ pub enum Moved {
 /// The steps, each safe to crash after: rename `db/etcd` into
 /// `db.demoted.new/`; rename the older `db.demoted` to `db.demoted.old`;
 /// rename `db.demoted.new` to `db.demoted`; remove `db.demoted.old`.
-pub fn move_aside(paths: &HostPaths) -> Result<Moved> {
+pub fn move_aside(paths: &HostPaths, clock: &clock::Clock) -> Result<Moved> {
     let (etcd, newer, demoted, older) = (
         paths.etcd_dir(),
         paths.db_demoted_new(),
@@ -57,12 +53,12 @@ pub fn move_aside(paths: &HostPaths) -> Result<Moved> {
     if newer.join("etcd").exists() {
         if demoted.exists() {
             if older.exists() {
-                remove_older(paths)?;
+                remove_older(paths, clock)?;
             }
             rename_durably(&demoted, &older)?;
         }
         rename_durably(&newer, &demoted)?;
-        remove_older(paths)?;
+        remove_older(paths, clock)?;
         return Ok(Moved::Moved);
     }
     if newer.exists() {
@@ -72,7 +68,7 @@ pub fn move_aside(paths: &HostPaths) -> Result<Moved> {
     }
     if demoted.join("etcd").exists() && older.exists() {
         // A crash between the newer copy's rename and the older's removal.
-        remove_older(paths)?;
+        remove_older(paths, clock)?;
     }
     Ok(Moved::NothingToMove)
 }
@@ -80,7 +76,7 @@ pub fn move_aside(paths: &HostPaths) -> Result<Moved> {
 /// Removes the older copy's datastore. Anything else found in it (a copy
 /// made by an earlier version of fleet-role moved the whole `server/db`,
 /// snapshots included) is kept under `db.demoted.kept-<unix>`, never deleted.
-fn remove_older(paths: &HostPaths) -> Result<()> {
+fn remove_older(paths: &HostPaths, clock: &clock::Clock) -> Result<()> {
     let older = paths.db_demoted_old();
     let server = older.parent().unwrap_or(Path::new("/")).to_path_buf();
     let etcd = older.join("etcd");
@@ -88,9 +84,7 @@ fn remove_older(paths: &HostPaths) -> Result<()> {
         fs::remove_dir_all(&etcd).map_err(io("removing the older copy", &etcd))?;
     }
     if fs::remove_dir(&older).is_err() && older.exists() {
-        let secs = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let secs = clock.unix_secs();
         rename_durably(&older, &server.join(format!("db.demoted.kept-{secs}")))?;
     }
     sync_dir(&server)
@@ -125,12 +119,18 @@ mod tests {
         let p = HostPaths::new(dir.path());
         store(p.db_demoted().join("etcd"), "old");
         store(p.etcd_dir(), "new");
-        assert_eq!(move_aside(&p).unwrap(), Moved::Moved);
+        assert_eq!(
+            move_aside(&p, &clock::Clock::system()).unwrap(),
+            Moved::Moved
+        );
         assert!(!p.etcd_dir().exists());
         assert_eq!(marker(p.db_demoted().join("etcd")), "new");
         assert!(!p.db_demoted_new().exists());
         assert!(!p.db_demoted_old().exists());
-        assert_eq!(move_aside(&p).unwrap(), Moved::NothingToMove);
+        assert_eq!(
+            move_aside(&p, &clock::Clock::system()).unwrap(),
+            Moved::NothingToMove
+        );
         assert_eq!(marker(p.db_demoted().join("etcd")), "new");
     }
 
@@ -142,10 +142,16 @@ mod tests {
         fs::create_dir_all(p.snapshots()).unwrap();
         fs::write(&snapshot, "etcd snapshot").unwrap();
         store(p.etcd_dir(), "first life");
-        assert_eq!(move_aside(&p).unwrap(), Moved::Moved);
+        assert_eq!(
+            move_aside(&p, &clock::Clock::system()).unwrap(),
+            Moved::Moved
+        );
         // Promoted again: k3s makes a new datastore beside the snapshots.
         store(p.etcd_dir(), "second life");
-        assert_eq!(move_aside(&p).unwrap(), Moved::Moved);
+        assert_eq!(
+            move_aside(&p, &clock::Clock::system()).unwrap(),
+            Moved::Moved
+        );
         assert_eq!(fs::read_to_string(&snapshot).unwrap(), "etcd snapshot");
         assert_eq!(marker(p.db_demoted().join("etcd")), "second life");
         assert!(!p.etcd_dir().exists());
@@ -158,14 +164,20 @@ mod tests {
         let p = HostPaths::new(dir.path());
         store(p.db_demoted().join("etcd"), "old");
         store(p.db_demoted_new().join("etcd"), "new");
-        assert_eq!(move_aside(&p).unwrap(), Moved::Moved);
+        assert_eq!(
+            move_aside(&p, &clock::Clock::system()).unwrap(),
+            Moved::Moved
+        );
         assert_eq!(marker(p.db_demoted().join("etcd")), "new");
         // After the older copy was renamed away, before the newer took its place.
         let dir = tempfile::tempdir().unwrap();
         let p = HostPaths::new(dir.path());
         store(p.db_demoted_old().join("etcd"), "old");
         store(p.db_demoted_new().join("etcd"), "new");
-        assert_eq!(move_aside(&p).unwrap(), Moved::Moved);
+        assert_eq!(
+            move_aside(&p, &clock::Clock::system()).unwrap(),
+            Moved::Moved
+        );
         assert_eq!(marker(p.db_demoted().join("etcd")), "new");
         assert!(!p.db_demoted_old().exists());
         // After the newer took its place, before the older was removed.
@@ -173,7 +185,10 @@ mod tests {
         let p = HostPaths::new(dir.path());
         store(p.db_demoted_old().join("etcd"), "old");
         store(p.db_demoted().join("etcd"), "new");
-        assert_eq!(move_aside(&p).unwrap(), Moved::NothingToMove);
+        assert_eq!(
+            move_aside(&p, &clock::Clock::system()).unwrap(),
+            Moved::NothingToMove
+        );
         assert_eq!(marker(p.db_demoted().join("etcd")), "new");
         assert!(!p.db_demoted_old().exists());
     }
@@ -187,7 +202,10 @@ mod tests {
         fs::create_dir_all(p.db_demoted().join("snapshots")).unwrap();
         fs::write(p.db_demoted().join("snapshots/s-1"), "snap").unwrap();
         store(p.etcd_dir(), "new");
-        assert_eq!(move_aside(&p).unwrap(), Moved::Moved);
+        assert_eq!(
+            move_aside(&p, &clock::Clock::system()).unwrap(),
+            Moved::Moved
+        );
         assert_eq!(marker(p.db_demoted().join("etcd")), "new");
         let kept: Vec<_> = fs::read_dir(p.db().parent().unwrap())
             .unwrap()
@@ -211,7 +229,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let server = p.db().parent().unwrap().to_path_buf();
         fs::set_permissions(&server, fs::Permissions::from_mode(0o555)).unwrap();
-        let result = move_aside(&p);
+        let result = move_aside(&p, &clock::Clock::system());
         fs::set_permissions(&server, fs::Permissions::from_mode(0o755)).unwrap();
         if result.is_err() {
             // Either way, both stores are still somewhere.

@@ -22,7 +22,7 @@
 use std::{fs, path::PathBuf};
 
 use crate::{
-    HostPaths,
+    HostPaths, k3s_config,
     paths::{ETCD_ONLY_DROPIN, JOIN_DROPIN},
 };
 
@@ -40,7 +40,8 @@ pub struct AgentConfig {
     /// Every key of a config file the agent would read, as written (an
     /// append's `+` kept), with the file: file by file in k3s's order.
     pub keys: Vec<(String, PathBuf)>,
-    /// Config files the agent would read that are no valid YAML mapping.
+    /// Config files the agent would read that cannot be used: unreadable,
+    /// no valid YAML mapping, or a `server:` k3s would not take.
     pub unreadable: Vec<PathBuf>,
     /// The agent's server URL and where it is set (`server:` in a config
     /// file, a later one winning, else `K3S_URL` in the agent unit's
@@ -67,31 +68,33 @@ pub fn read(paths: &HostPaths) -> AgentConfig {
         paths.k3s_dropins().join(JOIN_DROPIN),
         paths.k3s_dropins().join(ETCD_ONLY_DROPIN),
     ];
-    for file in crate::identity::k3s_config_files(paths) {
-        if own.contains(&file) {
+    for file in k3s_config::read(paths) {
+        if own.contains(&file.path) {
             continue;
         }
-        let Ok(text) = fs::read_to_string(&file) else {
-            continue;
-        };
-        if text.trim().is_empty() {
-            continue;
-        }
-        let Ok(map) = serde_saphyr::from_str::<
-            std::collections::BTreeMap<String, serde::de::IgnoredAny>,
-        >(&text) else {
-            out.unreadable.push(file);
-            continue;
+        // A file that cannot be used counts against the host (the module
+        // policy of `crate::k3s_config`): k3s agent would not start with it.
+        let map = match file.content {
+            Ok(m) => m,
+            Err(_) => {
+                out.unreadable.push(file.path);
+                continue;
+            }
         };
         for key in map.keys() {
-            out.keys.push((key.clone(), file.clone()));
+            out.keys.push((key.clone(), file.path.clone()));
         }
-        #[derive(serde::Deserialize)]
+        #[derive(Default, serde::Deserialize)]
         struct ServerKey {
             server: Option<String>,
         }
-        if let Ok(ServerKey { server: Some(s) }) = serde_saphyr::from_str::<ServerKey>(&text) {
-            out.server = Some((s, format!("server: in {}", file.display())));
+        match map.get::<ServerKey>() {
+            Ok(ServerKey { server: Some(s) }) => {
+                out.server = Some((s, format!("server: in {}", file.path.display())));
+            }
+            Ok(ServerKey { server: None }) => {}
+            // A `server:` k3s would not take: the agent would not start.
+            Err(_) => out.unreadable.push(file.path),
         }
     }
     if out.server.is_none() {
@@ -329,6 +332,23 @@ mod tests {
         let (_d, paths) = host_with(&[("etc/rancher/k3s/config.yaml", "- just\n- a list\n")]);
         let c = read(&paths);
         assert_eq!(c.unreadable.len(), 1);
+        assert!(!assess(&c, "a", None).is_empty());
+    }
+
+    #[test]
+    fn a_server_value_k3s_would_not_take_makes_the_host_ineligible() {
+        let (_d, paths) = host_with(&[
+            (
+                "etc/rancher/k3s/config.yaml",
+                "server: https://10.0.0.2:6443\n",
+            ),
+            (
+                "etc/rancher/k3s/config.yaml.d/50-list.yaml",
+                "server: [https://a:6443, https://b:6443]\n",
+            ),
+        ]);
+        let c = read(&paths);
+        assert_eq!(c.unreadable.len(), 1, "{c:?}");
         assert!(!assess(&c, "a", None).is_empty());
     }
 

@@ -8,7 +8,7 @@ use std::{
     io::{Read, Write},
     net::{TcpStream, ToSocketAddrs},
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 /// The default health URL of k3s's embedded etcd.
@@ -55,14 +55,15 @@ fn probe(url: &str, timeout: Duration) -> Option<bool> {
     Some(ok && body.replace(' ', "").contains("\"health\":\"true\""))
 }
 
-/// Waits up to `timeout` for `url` to report healthy, asking every `every`.
-pub fn wait_healthy(url: &str, timeout: Duration, every: Duration) -> bool {
-    let start = Instant::now();
+/// Waits up to `timeout` on `clock` for `url` to report healthy, asking
+/// every `every`.
+pub fn wait_healthy(url: &str, timeout: Duration, every: Duration, clock: &clock::Clock) -> bool {
+    let start = clock.now();
     loop {
         if is_healthy(url, every.max(Duration::from_millis(200))) {
             return true;
         }
-        if start.elapsed() >= timeout {
+        if clock.since(start) >= timeout {
             return false;
         }
         thread::sleep(every);
@@ -112,7 +113,8 @@ mod tests {
         assert!(!wait_healthy(
             &closed,
             Duration::from_millis(300),
-            Duration::from_millis(100)
+            Duration::from_millis(100),
+            &clock::Clock::system()
         ));
         assert!(!is_healthy(
             "https://127.0.0.1:1/health",

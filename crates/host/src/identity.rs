@@ -17,7 +17,7 @@
 
 use std::{fs, net::IpAddr};
 
-use crate::{HostPaths, addresses::LocalAddresses};
+use crate::{HostPaths, addresses::LocalAddresses, k3s_config};
 
 /// What is said of an address that is not this host's.
 const NOT_LOCAL: &str = "(not an address of this host)";
@@ -40,21 +40,6 @@ pub struct NotThisHost {
     pub node: String,
     /// The sources that disagree, and what each says.
     pub disagree: Vec<(String, String)>,
-}
-
-/// k3s's configuration files, in the order k3s reads them (a later file
-/// wins): `config.yaml`, then `config.yaml.d/*.yaml|*.yml` in name order.
-pub(crate) fn k3s_config_files(paths: &HostPaths) -> Vec<std::path::PathBuf> {
-    let mut files = vec![paths.k3s_config()];
-    if let Ok(entries) = fs::read_dir(paths.k3s_dropins()) {
-        let mut more: Vec<_> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-            .collect();
-        more.sort();
-        files.extend(more);
-    }
-    files
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -82,16 +67,15 @@ struct NodeIpKey {
 /// with the file, one entry per address.
 fn configured_node_ips(paths: &HostPaths) -> Vec<(String, String)> {
     let mut found = Vec::new();
-    for file in k3s_config_files(paths) {
-        let Ok(text) = fs::read_to_string(&file) else {
-            continue;
-        };
-        if let Ok(NodeIpKey { node_ip: Some(ips) }) = serde_saphyr::from_str(&text) {
+    // A file that cannot be used names no address (k3s would not start
+    // with it): the module's policy, see `crate::k3s_config`.
+    for file in k3s_config::read(paths) {
+        if let Ok(NodeIpKey { node_ip: Some(ips) }) = file.content.and_then(|m| m.get()) {
             let ips = match ips {
                 OneOrMany::One(s) => vec![s],
                 OneOrMany::Many(v) => v,
             };
-            let what = format!("k3s's node-ip in {}", file.display());
+            let what = format!("k3s's node-ip in {}", file.path.display());
             found = ips
                 .iter()
                 .flat_map(|s| s.split(','))
@@ -132,15 +116,13 @@ pub fn check_internal_ip(
 /// k3s's node name as its configuration gives it, with the file.
 fn configured_node_name(paths: &HostPaths) -> Option<(String, String)> {
     let mut found = None;
-    for file in k3s_config_files(paths) {
-        let Ok(text) = fs::read_to_string(&file) else {
-            continue;
-        };
-        // A file that does not parse is reported by the steps that need it;
-        // here it says nothing about the name.
-        if let Ok(NodeNameKey { node_name: Some(n) }) = serde_saphyr::from_str(&text) {
+    for file in k3s_config::read(paths) {
+        // A file that cannot be used is reported by the steps that need it
+        // (`crate::k3s_config`'s policy); here it gives no name, k3s itself
+        // running under none from it.
+        if let Ok(NodeNameKey { node_name: Some(n) }) = file.content.and_then(|m| m.get()) {
             found = Some((
-                format!("k3s's node-name in {}", file.display()),
+                format!("k3s's node-name in {}", file.path.display()),
                 n.trim().to_string(),
             ));
         }

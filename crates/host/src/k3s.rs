@@ -13,6 +13,7 @@ use protocol::SwapId;
 use crate::{
     HostPaths,
     error::{Error, Result},
+    k3s_config,
     process::Bounded,
     systemd::{command, describe},
 };
@@ -57,38 +58,23 @@ impl SnapshotConfig {
     /// read but that is not valid YAML, or a value of these keys that k3s
     /// would not take, is an error (k3s itself would not start with it).
     pub fn read(paths: &HostPaths) -> Result<SnapshotConfig> {
-        let files = crate::identity::k3s_config_files(paths);
         let mut config = SnapshotConfig {
             dir: paths.snapshots(),
             compress: false,
         };
-        for file in files {
-            let text = match fs::read_to_string(&file) {
-                Ok(t) => t,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(crate::error::io("reading k3s's config", &file)(e)),
-            };
-            if text.trim().is_empty() {
-                continue;
-            }
+        // A file that cannot be used is an error (`crate::k3s_config`'s
+        // policy): the snapshot would be looked for in a guessed place.
+        for file in k3s_config::read(paths) {
             let bad = |why: String| Error::K3sConfig {
-                path: file.clone(),
+                path: file.path.clone(),
                 why,
             };
-            // Only where the parser stopped, never its message: a snippet of
-            // the file could show the join token written in it.
-            let keys: SnapshotKeys = serde_saphyr::from_str(&text).map_err(|e| {
-                bad(e.location().map_or_else(
-                    || "not valid YAML for k3s".to_string(),
-                    |l| {
-                        format!(
-                            "not valid YAML for k3s (line {}, column {})",
-                            l.line(),
-                            l.column()
-                        )
-                    },
-                ))
-            })?;
+            let keys: SnapshotKeys = file
+                .content
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(k3s_config::Mapping::get)
+                .map_err(|e| bad(e.why))?;
             if let Some(dir) = keys.dir {
                 if !dir.starts_with('/') || dir.chars().any(char::is_control) {
                     return Err(bad(format!(
@@ -199,8 +185,11 @@ pub fn snapshot_save(
 ) -> Result<PathBuf> {
     let line = format!("k3s etcd-snapshot save --name {name}");
     let mut c = command("k3s", search_path);
-    c.args(["etcd-snapshot", "save", "--name", name.as_str()])
-        .env("FLEET_ROLE_ROOT", paths.root());
+    c.args(["etcd-snapshot", "save", "--name", name.as_str()]);
+    // The stand-in keeps its state per host under FLEET_ROLE_ROOT; k3s has
+    // no use for it (docs/testing.md, `test-hooks`).
+    #[cfg(feature = "test-hooks")]
+    c.env("FLEET_ROLE_ROOT", paths.root());
     let out = Bounded {
         command: c,
         line: &line,

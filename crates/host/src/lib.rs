@@ -16,6 +16,7 @@ pub mod etcd;
 pub mod fsutil;
 pub mod identity;
 pub mod k3s;
+pub mod k3s_config;
 pub mod lock;
 pub mod paths;
 pub mod process;

@@ -6,8 +6,10 @@ use std::{
     fs::{File, OpenOptions, TryLockError},
     path::Path,
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
+
+use clock::Clock;
 
 use crate::{
     budget::Budget,
@@ -22,9 +24,10 @@ pub struct HostLock {
 }
 
 impl HostLock {
-    /// Takes the lock at `path`, waiting up to `timeout` for another holder.
-    pub fn acquire(path: &Path, timeout: Duration) -> Result<HostLock> {
-        HostLock::acquire_within(path, timeout, &Budget::unbounded())
+    /// Takes the lock at `path`, waiting up to `timeout` on `clock` for
+    /// another holder.
+    pub fn acquire(path: &Path, timeout: Duration, clock: &Clock) -> Result<HostLock> {
+        HostLock::acquire_within(path, timeout, &Budget::unbounded(clock))
     }
 
     /// Takes the lock like [`HostLock::acquire`], giving up when `budget` is
@@ -39,18 +42,19 @@ impl HostLock {
             .write(true)
             .open(path)
             .map_err(io("opening the lock", path))?;
-        let start = Instant::now();
+        let clock = budget.clock();
+        let start = clock.now();
         loop {
             match file.try_lock() {
                 Ok(()) => return Ok(HostLock { _file: file }),
-                Err(TryLockError::WouldBlock) if start.elapsed() < timeout => {
+                Err(TryLockError::WouldBlock) if clock.since(start) < timeout => {
                     budget.check("waiting for the host lock")?;
                     thread::sleep(Duration::from_millis(100));
                 }
                 Err(TryLockError::WouldBlock) => {
                     return Err(Error::LockTimeout {
                         path: path.to_path_buf(),
-                        waited: start.elapsed(),
+                        waited: clock.since(start),
                     });
                 }
                 Err(TryLockError::Error(e)) => return Err(io("locking", path)(e)),
@@ -67,10 +71,11 @@ mod tests {
     fn a_second_holder_waits_then_fails_naming_the_lock() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x/fleet-role.lock");
-        let held = HostLock::acquire(&path, Duration::ZERO).unwrap();
-        let err = HostLock::acquire(&path, Duration::from_millis(250)).unwrap_err();
+        let clock = Clock::system();
+        let held = HostLock::acquire(&path, Duration::ZERO, &clock).unwrap();
+        let err = HostLock::acquire(&path, Duration::from_millis(250), &clock).unwrap_err();
         assert!(err.to_string().contains("fleet-role.lock"), "{err}");
         drop(held);
-        let _again = HostLock::acquire(&path, Duration::ZERO).unwrap();
+        let _again = HostLock::acquire(&path, Duration::ZERO, &clock).unwrap();
     }
 }

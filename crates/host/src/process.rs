@@ -12,7 +12,7 @@ use std::{
     process::{Command, Output, Stdio},
     sync::mpsc,
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::{
@@ -70,7 +70,8 @@ impl Bounded<'_> {
         // pipe cannot block on it while we wait for its exit.
         let stdout = collect(child.stdout.take());
         let stderr = collect(child.stderr.take());
-        let start = Instant::now();
+        let clock = budget.clock();
+        let start = clock.now();
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break status,
@@ -81,7 +82,7 @@ impl Bounded<'_> {
                         doing: format!("running {line} (killed; {left})"),
                     });
                 }
-                Ok(None) if start.elapsed() < capped => thread::sleep(POLL),
+                Ok(None) if clock.since(start) < capped => thread::sleep(POLL),
                 Ok(None) => {
                     let _ = child.kill();
                     let _ = child.wait();
@@ -176,7 +177,7 @@ mod tests {
             line: "systemctl start k3s",
             timeout: Duration::from_secs(1),
             left: "systemd may still carry out the job",
-            budget: &Budget::unbounded(),
+            budget: &Budget::unbounded(&clock::Clock::system()),
         }
         .run()
         .unwrap_err();
@@ -194,8 +195,9 @@ mod tests {
             .ok()
             .and_then(|s| s.trim().parse::<u32>().ok())
         {
-            let start = Instant::now();
-            while alive(pid) && start.elapsed() < Duration::from_secs(30) {
+            let clock = clock::Clock::system();
+            let start = clock.now();
+            while alive(pid) && clock.since(start) < Duration::from_secs(30) {
                 thread::sleep(Duration::from_millis(50));
             }
             assert!(!alive(pid), "the timed-out program still runs");
@@ -211,7 +213,7 @@ mod tests {
             line: "prog",
             timeout: Duration::from_secs(60),
             left: "",
-            budget: &Budget::unbounded(),
+            budget: &Budget::unbounded(&clock::Clock::system()),
         }
         .run()
         .unwrap();
@@ -224,7 +226,7 @@ mod tests {
     fn a_cancelled_step_kills_the_program_it_waits_on() {
         let dir = tempfile::tempdir().unwrap();
         let prog = script(dir.path(), "exec sleep 1000");
-        let budget = Budget::unbounded();
+        let budget = Budget::unbounded(&clock::Clock::system());
         let canceller = budget.clone();
         let t = thread::spawn(move || {
             Bounded {

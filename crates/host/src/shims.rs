@@ -64,8 +64,8 @@ fn children(pid: u32) -> Vec<u32> {
 }
 
 /// Kills every shim and its process tree with SIGKILL, and returns how many
-/// shims there were. Waits up to `timeout` for them to be gone.
-pub fn kill_all(paths: &HostPaths, timeout: Duration) -> usize {
+/// shims there were. Waits up to `timeout` on `clock` for them to be gone.
+pub fn kill_all(paths: &HostPaths, timeout: Duration, clock: &clock::Clock) -> usize {
     let shims = find(paths);
     for &pid in &shims {
         let mut tree = vec![pid];
@@ -84,12 +84,12 @@ pub fn kill_all(paths: &HostPaths, timeout: Duration) -> usize {
             line: "kill -9 (pod shims)",
             timeout: Duration::from_secs(10),
             left: "some shims may still run",
-            budget: &crate::Budget::unbounded(),
+            budget: &crate::Budget::unbounded(clock),
         }
         .run();
     }
-    let start = std::time::Instant::now();
-    while !find(paths).is_empty() && start.elapsed() < timeout {
+    let start = clock.now();
+    while !find(paths).is_empty() && clock.since(start) < timeout {
         thread::sleep(Duration::from_millis(50));
     }
     shims.len()
@@ -102,15 +102,16 @@ pub fn kill_and_settle(
     paths: &HostPaths,
     timeout: Duration,
     settle: Duration,
+    clock: &clock::Clock,
 ) -> Result<usize, Vec<u32>> {
-    let killed = kill_all(paths, timeout);
-    let start = std::time::Instant::now();
+    let killed = kill_all(paths, timeout, clock);
+    let start = clock.now();
     loop {
         let left = find(paths);
         if !left.is_empty() {
             return Err(left);
         }
-        if start.elapsed() >= settle {
+        if clock.since(start) >= settle {
             return Ok(killed);
         }
         thread::sleep(Duration::from_millis(100));
@@ -138,7 +139,12 @@ mod tests {
             thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(
-            kill_and_settle(&paths, Duration::from_secs(10), Duration::from_millis(300)),
+            kill_and_settle(
+                &paths,
+                Duration::from_secs(10),
+                Duration::from_millis(300),
+                &clock::Clock::system()
+            ),
             Ok(1)
         );
         let _ = first.wait();
@@ -167,7 +173,12 @@ mod tests {
         while find(&paths).is_empty() {
             thread::sleep(Duration::from_millis(10));
         }
-        let back = kill_and_settle(&paths, Duration::from_secs(10), Duration::from_secs(5));
+        let back = kill_and_settle(
+            &paths,
+            Duration::from_secs(10),
+            Duration::from_secs(5),
+            &clock::Clock::system(),
+        );
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         kubelet.join().unwrap();
         assert!(matches!(&back, Err(pids) if !pids.is_empty()), "{back:?}");

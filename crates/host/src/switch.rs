@@ -168,8 +168,10 @@ pub const ETCD_ONLY_CONFIG: &str = "# Written by fleet-role-actuator: this serve
 pub const SHIM_SETTLE: Duration = Duration::from_secs(5);
 
 impl Host {
-    /// The host under `root`, known to the cluster as `node`.
-    pub fn new(root: impl Into<PathBuf>, node: impl Into<String>) -> Self {
+    /// The host under `root`, known to the cluster as `node`, every wait of
+    /// it on `clock` (a [`Budget`] given by [`Host::with_budget`] brings its
+    /// own: make it on [`Host::clock`]).
+    pub fn new(root: impl Into<PathBuf>, node: impl Into<String>, clock: clock::Clock) -> Self {
         let root = root.into();
         Self {
             paths: HostPaths::new(&root),
@@ -179,8 +181,8 @@ impl Host {
             snapshot_timeout: k3s::DEFAULT_SNAPSHOT_TIMEOUT,
             start_wait: DEFAULT_START_WAIT,
             stop_wait: DEFAULT_STOP_WAIT,
-            budget: Budget::unbounded(),
-            systemctl: Systemctl::new(root),
+            budget: Budget::unbounded(&clock),
+            systemctl: Systemctl::new(root, &clock),
             search_path: None,
             after_change: None,
         }
@@ -215,6 +217,11 @@ impl Host {
         self.systemctl = self.systemctl.with_budget(budget.clone());
         self.budget = budget;
         self
+    }
+
+    /// The clock the host's waits read (its budget's).
+    pub fn clock(&self) -> &clock::Clock {
+        self.budget.clock()
     }
 
     /// The host's `systemctl`.
@@ -293,13 +300,15 @@ impl Host {
     /// voter a promotion joined. `None` without a drop-in, or with a value
     /// that is not a join URL.
     pub fn join_server(&self) -> Option<JoinUrl> {
-        let text = std::fs::read_to_string(self.paths.k3s_dropins().join(JOIN_DROPIN)).ok()?;
-        let value = text
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("server:"))?
-            .trim()
-            .trim_matches(['"', '\'']);
-        JoinUrl::parse(value).ok()
+        #[derive(Default, serde::Deserialize)]
+        struct ServerKey {
+            server: Option<String>,
+        }
+        // A drop-in that cannot be used names no server (`crate::k3s_config`'s
+        // policy): the caller then has no join to act on, and guesses none.
+        let file = crate::k3s_config::read_file(&self.paths.k3s_dropins().join(JOIN_DROPIN))?;
+        let value = file.content.ok()?.get::<ServerKey>().ok()?.server?;
+        JoinUrl::parse(value.trim()).ok()
     }
 
     /// The plan of `promote-local`: join drop-ins for the server's config and
@@ -502,16 +511,19 @@ impl Host {
                 // Never under a running server: k3s would write into the
                 // directory being moved, or start over an empty one.
                 self.stop_confirmed(SERVER)?;
-                datastore::move_aside(&self.paths).map(drop)
+                datastore::move_aside(&self.paths, self.clock()).map(drop)
             }
-            Change::KillShims => {
-                shims::kill_and_settle(&self.paths, Duration::from_secs(10), SHIM_SETTLE)
-                    .map(drop)
-                    .map_err(|pids| Error::ShimsRunAgain {
-                        pids,
-                        settle: SHIM_SETTLE,
-                    })
-            }
+            Change::KillShims => shims::kill_and_settle(
+                &self.paths,
+                Duration::from_secs(10),
+                SHIM_SETTLE,
+                self.clock(),
+            )
+            .map(drop)
+            .map_err(|pids| Error::ShimsRunAgain {
+                pids,
+                settle: SHIM_SETTLE,
+            }),
             Change::WaitEtcd => self.wait_etcd(),
             Change::RemoveServerSecrets => {
                 // Never under a running server, which would write them again.
@@ -538,13 +550,14 @@ impl Host {
     }
 
     fn wait_etcd(&self) -> Result<()> {
-        let start = std::time::Instant::now();
+        let clock = self.clock();
+        let start = clock.now();
         let every = Duration::from_millis(500);
         loop {
             if etcd::is_healthy(&self.etcd_health_url, every.max(Duration::from_millis(200))) {
                 return Ok(());
             }
-            if start.elapsed() >= self.etcd_wait {
+            if clock.since(start) >= self.etcd_wait {
                 return Err(Error::EtcdNotBack {
                     url: self.etcd_health_url.clone(),
                     waited: self.etcd_wait,
@@ -631,7 +644,10 @@ mod tests {
         std::fs::set_permissions(&systemctl, std::fs::Permissions::from_mode(0o755)).unwrap();
         let root = dir.join("root");
         std::fs::create_dir_all(&root).unwrap();
-        (Host::new(&root, "n1").with_search_path(&bin), answer)
+        (
+            Host::new(&root, "n1", clock::Clock::system()).with_search_path(&bin),
+            answer,
+        )
     }
 
     fn unit_dropin_changes(plan: &[Change]) -> Vec<&Change> {
@@ -717,7 +733,7 @@ mod tests {
     fn apply_calls_the_observer_after_each_change_it_applied_and_not_after_one_that_failed() {
         let dir = tempfile::tempdir().unwrap();
         let seen = Arc::new(Mutex::new(Vec::<String>::new()));
-        let host = Host::new(dir.path(), "n1").with_after_change({
+        let host = Host::new(dir.path(), "n1", clock::Clock::system()).with_after_change({
             let seen = seen.clone();
             move |host: &Host, c: &Change| {
                 // The change is already made when the observer is told.

@@ -16,10 +16,16 @@ const POLL: Duration = Duration::from_millis(250);
 /// on a healthy systemd; this bound is for a systemd that does not answer.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Runs `systemctl` (or a stand-in named so, first on `PATH` in tests) with
-/// `FLEET_ROLE_ROOT` passed through, so a stand-in keeps its state per host.
+/// Runs `systemctl` (or a stand-in named so, first on `PATH` in tests;
+/// with the `test-hooks` feature, `FLEET_ROLE_ROOT` is passed to it so a
+/// stand-in keeps its state per host).
 #[derive(Debug, Clone)]
 pub struct Systemctl {
+    /// The host root, which only a stand-in is told (`test-hooks`).
+    #[cfg_attr(
+        not(feature = "test-hooks"),
+        allow(dead_code, reason = "read only by the test hooks")
+    )]
     root: PathBuf,
     search_path: Option<OsString>,
     timeout: Duration,
@@ -27,13 +33,13 @@ pub struct Systemctl {
 }
 
 impl Systemctl {
-    /// A `systemctl` for the host under `root`.
-    pub fn new(root: impl Into<PathBuf>) -> Self {
+    /// A `systemctl` for the host under `root`, waiting on `clock`.
+    pub fn new(root: impl Into<PathBuf>, clock: &clock::Clock) -> Self {
         Self {
             root: root.into(),
             search_path: None,
             timeout: DEFAULT_TIMEOUT,
-            budget: Budget::unbounded(),
+            budget: Budget::unbounded(clock),
         }
     }
 
@@ -63,7 +69,11 @@ impl Systemctl {
     fn run(&self, args: &[&str]) -> Result<std::process::Output> {
         let line = format!("systemctl {}", args.join(" "));
         let mut c = command("systemctl", self.search_path.as_ref());
-        c.args(args).env("FLEET_ROLE_ROOT", &self.root);
+        c.args(args);
+        // The stand-ins keep their state per host under FLEET_ROLE_ROOT; a
+        // real systemctl has no use for it (docs/testing.md, `test-hooks`).
+        #[cfg(feature = "test-hooks")]
+        c.env("FLEET_ROLE_ROOT", &self.root);
         let query = args
             .first()
             .is_some_and(|v| v.starts_with("is-") || *v == "show");
@@ -150,13 +160,14 @@ impl Systemctl {
     /// or `failed`. Anything else (`deactivating`, `activating` of an
     /// auto-restart) is still running.
     pub fn wait_stopped(&self, unit: &str, bound: Duration) -> Result<UnitState> {
-        let start = std::time::Instant::now();
+        let clock = self.budget.clock();
+        let start = clock.now();
         loop {
             let s = self.state(unit)?;
             if s.is_stopped() {
                 return Ok(s);
             }
-            if start.elapsed() >= bound {
+            if clock.since(start) >= bound {
                 return Err(Error::UnitWait {
                     unit: unit.to_string(),
                     waited_for: "after its stop was queued",
@@ -185,7 +196,8 @@ impl Systemctl {
         restarted: bool,
         bound: Duration,
     ) -> Result<()> {
-        let start = std::time::Instant::now();
+        let clock = self.budget.clock();
+        let start = clock.now();
         loop {
             let s = self.state(unit)?;
             let ran = s.inactive_exit != before.inactive_exit;
@@ -199,7 +211,7 @@ impl Systemctl {
                     state: format!("{s}, result {}", s.result),
                 });
             }
-            if start.elapsed() >= bound {
+            if clock.since(start) >= bound {
                 return Err(Error::UnitWait {
                     unit: unit.to_string(),
                     waited_for: "after its start was queued",
@@ -374,12 +386,14 @@ pub(crate) fn describe(out: &std::process::Output) -> String {
             .lines()
             .rev()
             .find(|l| !l.trim().is_empty())
-            .map(|l| l.chars().take(200).collect::<String>())
+            .map(str::to_string)
     };
     let last = pick(&out.stderr)
         .or_else(|| pick(&out.stdout))
         .unwrap_or_default();
-    format!("{}: {}", out.status, last.escape_debug())
+    // What a program printed is untrusted text (a unit's own output): the
+    // one rule for putting it on one line.
+    format!("{}: {}", out.status, protocol::text::one_line(&last))
 }
 
 #[cfg(test)]
@@ -395,7 +409,7 @@ mod tests {
         let prog = bin.join("systemctl");
         fs::write(&prog, "#!/bin/sh\nexec sleep 1000\n").unwrap();
         fs::set_permissions(&prog, fs::Permissions::from_mode(0o755)).unwrap();
-        let sc = Systemctl::new(dir.path())
+        let sc = Systemctl::new(dir.path(), &clock::Clock::system())
             .with_search_path(Some(format!("{}:/usr/bin:/bin", bin.display()).into()))
             .with_timeout(Duration::from_secs(1));
         let err = sc.queue_stop("k3s").unwrap_err().to_string();

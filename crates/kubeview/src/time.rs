@@ -23,9 +23,11 @@ pub fn with_times(mut v: Value, keys: &[&str]) -> Value {
     v
 }
 
-/// Now, RFC 3339 in UTC to the second.
-pub fn now() -> String {
-    format!("{:.0}", Timestamp::now())
+/// Now on `clock`, RFC 3339 in UTC to the second.
+pub fn now(clock: &clock::Clock) -> String {
+    Timestamp::from_second(clock.unix_secs())
+        .map(|t| format!("{t:.0}"))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -42,7 +44,11 @@ mod tests {
             with_times(json!({"at": 0, "other": 1}), &["at", "missing"]),
             json!({"at": "1970-01-01T00:00:00Z", "other": 1})
         );
-        let n = now();
+        assert_eq!(
+            now(&clock::Clock::manual(1_796_124_731)),
+            "2026-12-01T11:32:11Z"
+        );
+        let n = now(&clock::Clock::system());
         assert!(n.ends_with('Z') && n.len() == 20, "{n}");
     }
 }

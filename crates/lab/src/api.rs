@@ -41,6 +41,11 @@ impl Apis {
         Ok(Apis { urls, clients })
     }
 
+    /// Clients made elsewhere (a test's control plane), one per URL.
+    pub fn from_clients(urls: Vec<String>, clients: Vec<Client>) -> Apis {
+        Apis { urls, clients }
+    }
+
     /// Admin clients for every host of the lab, servers first.
     pub fn for_lab(spec: &LabSpec) -> anyhow::Result<Apis> {
         let tokens = TokenAuthFile::load(&spec.tokens_file())?;

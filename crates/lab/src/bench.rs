@@ -3,11 +3,7 @@
 //! and API requests, and a whole swap's time beside the waits built into it,
 //! in a fresh lab on real systemd (the actuator runs as its hardened unit).
 
-use std::{
-    collections::BTreeSet,
-    path::Path,
-    time::{Duration, Instant},
-};
+use std::{collections::BTreeSet, path::Path, time::Duration};
 
 use anyhow::Context;
 use protocol::report::ReportStep;
@@ -117,6 +113,7 @@ async fn measure(
     idle: Duration,
     say: &dyn Fn(&str),
 ) -> anyhow::Result<()> {
+    let clock = clock::Clock::system();
     let spec = &lab.spec;
     let hand = Hand::new(spec)?;
     let n = hand.names.clone();
@@ -126,20 +123,23 @@ async fn measure(
     ));
     let mut times = vec![];
     for i in 0..steps {
-        let swap = format!("bench-{}-{i}", crate::clock::unix());
-        hand.hold_lease(&swap, &n.controller_identity).await?;
-        let t0 = Instant::now();
+        let swap = format!("bench-{}-{i}", clock.unix_secs());
+        // A snapshot of server-1 is all this asks: the swap's sides are
+        // named as a controller would (another voter out, an agent in).
+        hand.hold_lease(&swap, "server-2", "agent-1", &n.controller_identity)
+            .await?;
+        let t0 = clock.now();
         hand.ask("server-1", Ask::Snapshot { swap: &swap }).await?;
         loop {
             if let Some(r) = hand.report("server-1").await?
                 && r.swap.as_ref().is_some_and(|s| s.as_str() == swap)
                 && r.step == ReportStep::Snapshot
             {
-                times.push(t0.elapsed());
+                times.push(clock.since(t0));
                 break;
             }
             anyhow::ensure!(
-                t0.elapsed() < Duration::from_secs(30),
+                clock.since(t0) < Duration::from_secs(30),
                 "no report for {swap}"
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -176,10 +176,10 @@ async fn measure(
     let actuator = "fleet-role-actuator";
     let before_req = audited_requests(spec);
     let (rss0, cpu0) = tokio::task::block_in_place(|| usage(lab, "agent-1", actuator))?;
-    let t0 = Instant::now();
+    let t0 = clock.now();
     tokio::time::sleep(idle).await;
     let (rss1, cpu1) = tokio::task::block_in_place(|| usage(lab, "agent-1", actuator))?;
-    let secs = t0.elapsed().as_secs_f64();
+    let secs = clock.since(t0).as_secs_f64();
     let after_req = audited_requests(spec);
     let new = after_req.difference(&before_req).count();
     let hz = 100.0; // USER_HZ on Linux

@@ -15,7 +15,7 @@ use std::{
     process::{Child, Command, ExitStatus, Stdio},
     sync::mpsc,
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 /// How often a running child is polled for its exit.
@@ -153,6 +153,7 @@ fn kill_group(child: &mut Child) {
 /// Runs `cmd` (stdin closed, output captured) and returns how it ended, or
 /// kills its process group once `deadline` has passed.
 pub fn run(cmd: &mut Command, deadline: Duration) -> Result<Output> {
+    let clock = clock::Clock::system();
     let command = Shown(cmd).to_string();
     let mut child = cmd
         .stdin(Stdio::null())
@@ -166,11 +167,11 @@ pub fn run(cmd: &mut Command, deadline: Duration) -> Result<Output> {
         })?;
     let out = reader(child.stdout.take().expect("stdout is piped"));
     let err = reader(child.stderr.take().expect("stderr is piped"));
-    let start = Instant::now();
+    let start = clock.now();
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
-            Ok(None) if start.elapsed() >= deadline => break None,
+            Ok(None) if clock.since(start) >= deadline => break None,
             Ok(None) => thread::sleep(POLL),
             Err(source) => {
                 kill_group(&mut child);
@@ -234,16 +235,17 @@ mod tests {
 
     #[test]
     fn a_program_past_its_deadline_is_killed_with_its_children() {
+        let clock = clock::Clock::system();
         // The shell's child `sleep` keeps stdout open: unless the whole group
         // is killed, reading the output would wait for it.
-        let start = Instant::now();
+        let start = clock.now();
         let e = run(
             Command::new("sh").args(["-c", "echo started; sleep 600 & wait"]),
             Duration::from_millis(500),
         )
         .unwrap_err();
         assert!(matches!(&e, Error::Timeout { stdout, .. } if stdout.trim() == "started"));
-        assert!(start.elapsed() < Duration::from_secs(60), "{e}");
+        assert!(clock.since(start) < Duration::from_secs(60), "{e}");
     }
 
     #[test]

@@ -190,7 +190,7 @@ pub async fn snapshot(ep: &Endpoint) -> anyhow::Result<Vec<u8>> {
         bail!(
             "snapshot: {} {}",
             r.status,
-            r.body.chars().take(200).collect::<String>()
+            protocol::text::one_line(&r.body)
         );
     }
     let b64 = base64::engine::general_purpose::STANDARD;

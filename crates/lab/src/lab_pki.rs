@@ -1,139 +1,33 @@
-//! The PKI of a lab on real systemd: the files of `testcp::Pki` (so
-//! `Pki::load` reads them, for the lab's clients and its kube-apiservers),
-//! with a serving certificate valid for the hosts' namespaced addresses.
+//! The PKI of a lab on real systemd: testcp's ([`testcp::Pki`]) under the
+//! lab's address policy, and k3s's etcd certificates of its hosts.
 //!
-//! testcp's own `Pki::generate` refuses any address outside loopback, by
-//! design: a test plane serves on loopback only. Lab hosts on real systemd
-//! have their own network namespaces, at `198.18.K.N` (see [`crate::net`]);
-//! this module admits those and loopback, nothing else, so traffic still
-//! stays on this machine.
+//! testcp's plane serves on loopback only; lab hosts on real systemd have
+//! their own network namespaces, at `198.18.K.N` (see [`crate::net`]), so the
+//! lab's certificates are made under [`AddressPolicy::LoopbackAndLab`]: those
+//! and loopback, nothing else, so traffic still stays on this machine.
 
 use std::{
     fs,
-    io::{self, Write},
     net::{IpAddr, Ipv4Addr},
-    os::unix::fs::OpenOptionsExt,
     path::{Path, PathBuf},
 };
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
+use testcp::{
+    AddressPolicy, Ca, Pki, Usage,
+    pki::{Error, write},
 };
-use rsa::pkcs8::{EncodePrivateKey, LineEnding};
-use testcp::Pki;
-
-/// Errors of making the lab's PKI.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// An address that is neither loopback nor a lab host's (198.18.0.0/15).
-    #[error("{0} is neither loopback nor a lab host's address (198.18.0.0/15)")]
-    NotLabAddress(IpAddr),
-    /// rcgen failed to make a key or certificate.
-    #[error("generating a certificate: {0}")]
-    Cert(#[from] rcgen::Error),
-    /// The RSA key could not be made or encoded.
-    #[error("generating the service-account key: {0}")]
-    Rsa(String),
-    /// A file could not be written.
-    #[error("writing {path}: {source}")]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
-}
 
 /// The result type of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Whether a lab certificate may name `ip`: loopback, or 198.18.0.0/15.
-pub fn is_lab_address(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v) => v.is_loopback() || (v.octets()[0] == 198 && v.octets()[1] & 0xfe == 18),
-        IpAddr::V6(v) => v.is_loopback(),
-    }
-}
+/// The addresses a lab certificate may name.
+pub const POLICY: AddressPolicy = AddressPolicy::LoopbackAndLab;
 
-fn write(path: &Path, contents: &[u8], mode: u32) -> Result<()> {
-    fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(path)
-        .and_then(|mut f| f.write_all(contents))
-        .map_err(|source| Error::Write {
-            path: path.to_owned(),
-            source,
-        })
-}
-
-/// Generates into `dir` a CA, one serving certificate for `localhost`,
-/// `127.0.0.1` and `ips` (every kube-apiserver of the lab presents it, so a
-/// client with the one CA fails over between them), and the RSA
-/// service-account key, as `testcp::Pki` lays them out. Private keys 0600.
+/// Generates into `dir` testcp's PKI (a CA, one serving certificate every
+/// kube-apiserver of the lab presents, the service-account key) for
+/// `localhost`, `127.0.0.1` and `ips`, under the lab's [`POLICY`].
 pub fn generate(dir: &Path, ips: &[IpAddr]) -> Result<Pki> {
-    let mut all = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
-    for &ip in ips {
-        if !is_lab_address(ip) {
-            return Err(Error::NotLabAddress(ip));
-        }
-        if !all.contains(&ip) {
-            all.push(ip);
-        }
-    }
-    fs::create_dir_all(dir).map_err(|source| Error::Write {
-        path: dir.to_owned(),
-        source,
-    })?;
-    let pki = Pki::load(dir, &all);
-
-    let ca_key = KeyPair::generate()?;
-    let mut ca = CertificateParams::default();
-    ca.distinguished_name
-        .push(DnType::CommonName, "fleet-role lab CA");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_cert = ca.self_signed(&ca_key)?;
-    let issuer = Issuer::new(ca, ca_key);
-
-    let key = KeyPair::generate()?;
-    let mut serving = CertificateParams::new(vec!["localhost".to_owned()])?;
-    serving
-        .distinguished_name
-        .push(DnType::CommonName, "kube-apiserver");
-    serving
-        .subject_alt_names
-        .extend(all.iter().map(|&ip| SanType::IpAddress(ip)));
-    serving.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = serving.signed_by(&key, &issuer)?;
-
-    // kube-apiserver signs service-account tokens with it (RS256).
-    let sa = rsa::PrivateKey::new(&mut getrandom::SysRng, 2048)
-        .map_err(|e| Error::Rsa(e.to_string()))?;
-    let sa_pem = sa
-        .to_pkcs8_pem(LineEnding::LF)
-        .map_err(|e| Error::Rsa(e.to_string()))?;
-
-    write(&pki.ca_file(), ca_cert.pem().as_bytes(), 0o644)?;
-    write(&pki.serving_cert_file(), cert.pem().as_bytes(), 0o644)?;
-    write(
-        &pki.serving_key_file(),
-        key.serialize_pem().as_bytes(),
-        0o600,
-    )?;
-    write(&pki.service_account_key_file(), sa_pem.as_bytes(), 0o600)?;
-    Ok(pki)
+    Pki::generate_for(dir, ips, POLICY, "fleet-role lab CA")
 }
 
 /// Where k3s keeps a server's etcd certificates, under the host's root
@@ -145,53 +39,6 @@ pub const HOST_ETCD_TLS: &str = "var/lib/rancher/k3s/server/tls/etcd";
 /// of the PKI, the same names as a host's [`HOST_ETCD_TLS`].
 pub fn etcd_client_dir(pki_dir: &Path) -> PathBuf {
     pki_dir.join("etcd")
-}
-
-fn ca(name: &str) -> Result<(String, Issuer<'static, KeyPair>)> {
-    let key = KeyPair::generate()?;
-    let mut p = CertificateParams::default();
-    p.distinguished_name.push(DnType::CommonName, name);
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let cert = p.self_signed(&key)?;
-    Ok((cert.pem(), Issuer::new(p, key)))
-}
-
-/// A leaf certificate and its key, signed by `issuer`: for `ips` (and
-/// `localhost`) when it serves, for client authentication always (k3s's
-/// `server-client` and `peer-server-client` are both).
-fn leaf(
-    cn: &str,
-    ips: &[IpAddr],
-    serves: bool,
-    issuer: &Issuer<'_, KeyPair>,
-) -> Result<(String, String)> {
-    let key = KeyPair::generate()?;
-    let mut p = if serves {
-        CertificateParams::new(vec!["localhost".to_owned()])?
-    } else {
-        CertificateParams::default()
-    };
-    p.distinguished_name.push(DnType::CommonName, cn);
-    if serves {
-        p.subject_alt_names
-            .extend(ips.iter().map(|&ip| SanType::IpAddress(ip)));
-    }
-    p.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    if serves {
-        p.extended_key_usages
-            .push(ExtendedKeyUsagePurpose::ServerAuth);
-    }
-    let cert = p.signed_by(&key, issuer)?;
-    Ok((cert.pem(), key.serialize_pem()))
 }
 
 fn write_pair(dir: &Path, name: &str, (cert, key): &(String, String)) -> Result<()> {
@@ -214,41 +61,40 @@ fn mkdir(dir: &Path) -> Result<()> {
 /// `localhost`, `127.0.0.1` and the host's address. The lab's own client
 /// goes in [`etcd_client_dir`]. The CA keys are not kept.
 pub fn generate_etcd(pki_dir: &Path, hosts: &[(PathBuf, IpAddr)]) -> Result<()> {
-    for (_, ip) in hosts {
-        if !is_lab_address(*ip) {
-            return Err(Error::NotLabAddress(*ip));
-        }
+    if let Some(&(_, ip)) = hosts.iter().find(|(_, ip)| !POLICY.admits(*ip)) {
+        return Err(Error::NotAdmitted { ip, policy: POLICY });
     }
-    let (server_ca, server_issuer) = ca("etcd-server-ca")?;
-    let (peer_ca, peer_issuer) = ca("etcd-peer-ca")?;
+    let server_ca = Ca::new("etcd-server-ca")?;
+    let peer_ca = Ca::new("etcd-peer-ca")?;
+    let client = || server_ca.sign("etcd-client", &[], Usage::Client, POLICY);
     let tools = etcd_client_dir(pki_dir);
     mkdir(&tools)?;
-    write(&tools.join("server-ca.crt"), server_ca.as_bytes(), 0o644)?;
-    write_pair(
-        &tools,
-        "client",
-        &leaf("etcd-client", &[], false, &server_issuer)?,
+    write(
+        &tools.join("server-ca.crt"),
+        server_ca.pem().as_bytes(),
+        0o644,
     )?;
+    write_pair(&tools, "client", &client()?)?;
     for (root, ip) in hosts {
         let dir = root.join(HOST_ETCD_TLS);
         mkdir(&dir)?;
         let ips = [IpAddr::V4(Ipv4Addr::LOCALHOST), *ip];
-        write(&dir.join("server-ca.crt"), server_ca.as_bytes(), 0o644)?;
-        write(&dir.join("peer-ca.crt"), peer_ca.as_bytes(), 0o644)?;
-        write_pair(
-            &dir,
-            "client",
-            &leaf("etcd-client", &[], false, &server_issuer)?,
+        write(
+            &dir.join("server-ca.crt"),
+            server_ca.pem().as_bytes(),
+            0o644,
         )?;
+        write(&dir.join("peer-ca.crt"), peer_ca.pem().as_bytes(), 0o644)?;
+        write_pair(&dir, "client", &client()?)?;
         write_pair(
             &dir,
             "server-client",
-            &leaf("etcd-server", &ips, true, &server_issuer)?,
+            &server_ca.sign("etcd-server", &ips, Usage::ServingAndClient, POLICY)?,
         )?;
         write_pair(
             &dir,
             "peer-server-client",
-            &leaf("etcd-peer", &ips, true, &peer_issuer)?,
+            &peer_ca.sign("etcd-peer", &ips, Usage::ServingAndClient, POLICY)?,
         )?;
     }
     Ok(())
@@ -259,41 +105,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_loopback_and_the_lab_range_are_admitted() {
-        for ok in [
-            "127.0.0.1",
-            "127.77.3.4",
-            "198.18.7.1",
-            "198.19.255.254",
-            "::1",
-        ] {
-            assert!(is_lab_address(ok.parse().unwrap()), "{ok}");
-        }
-        for no in [
-            "10.0.0.1",
-            "198.17.0.1",
-            "198.20.0.1",
-            "192.168.1.1",
-            "fe80::1",
-        ] {
-            assert!(!is_lab_address(no.parse().unwrap()), "{no}");
-        }
+    fn a_lab_pki_names_its_hosts_addresses_and_refuses_any_outside_the_lab() {
         let dir = tempfile::tempdir().unwrap();
         let e = generate(dir.path(), &["10.0.0.1".parse().unwrap()]).unwrap_err();
-        assert!(matches!(e, Error::NotLabAddress(_)), "{e}");
+        assert!(matches!(e, Error::NotAdmitted { .. }), "{e}");
+        let far = [(dir.path().join("h"), "10.0.0.1".parse().unwrap())];
+        assert!(generate_etcd(&dir.path().join("etcd-pki"), &far).is_err());
     }
 
     #[test]
-    fn the_files_are_where_testcp_reads_them_and_private_keys_are_private() {
+    fn the_files_are_where_testcp_and_k3s_read_them_and_private_keys_are_private() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let pki = generate(dir.path(), &["198.18.7.1".parse().unwrap()]).unwrap();
-        let loaded = Pki::load(dir.path(), pki.ips());
+        let pki = generate(&dir.path().join("pki"), &["198.18.7.1".parse().unwrap()]).unwrap();
+        let loaded = Pki::load(pki.dir(), pki.ips());
+        let host = dir.path().join("host");
+        generate_etcd(pki.dir(), &[(host.clone(), "198.18.7.1".parse().unwrap())]).unwrap();
+        let etcd = host.join(HOST_ETCD_TLS);
         for (f, mode) in [
             (loaded.ca_file(), 0o644),
             (loaded.serving_cert_file(), 0o644),
             (loaded.serving_key_file(), 0o600),
             (loaded.service_account_key_file(), 0o600),
+            (etcd.join("server-ca.crt"), 0o644),
+            (etcd.join("peer-server-client.key"), 0o600),
+            (etcd_client_dir(pki.dir()).join("client.key"), 0o600),
         ] {
             let m = fs::metadata(&f).unwrap().permissions().mode() & 0o777;
             assert_eq!(m, mode, "{}", f.display());

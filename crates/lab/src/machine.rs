@@ -22,7 +22,7 @@ use std::{
     path::{Path, PathBuf},
     process::{Child, Command, ExitStatus, Stdio},
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::{bounded, net};
@@ -124,226 +124,8 @@ pub enum Error {
 /// The result type of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// A directory bound into a machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Bind {
-    /// The directory on this machine.
-    pub outside: PathBuf,
-    /// Where the host sees it.
-    pub inside: PathBuf,
-    /// Bound read-only.
-    pub read_only: bool,
-}
-
-/// How to boot one lab host.
-#[derive(Debug, Clone)]
-pub struct MachineSpec {
-    /// The machine's name (`frlK-server-1`): its cgroup and nspawn's `-M`.
-    pub name: String,
-    /// The host name it sees (`server-1`).
-    pub hostname: String,
-    /// Its root directory on this machine (the bound directories live below).
-    pub root: PathBuf,
-    /// Its network namespace (`/run/netns/…`).
-    pub netns: PathBuf,
-    /// The directories bound in.
-    pub binds: Vec<Bind>,
-    /// `fleet-role-lab`, which starts nspawn in the machine's own cgroup.
-    pub launcher: PathBuf,
-    /// When a boot counts as done.
-    pub up_when: UpWhen,
-    /// `/usr` and dpkg's database writable, so that packages can be
-    /// installed inside (see [`MachineSpec::with_writable_usr`]).
-    pub writable_usr: bool,
-}
-
-/// When a boot counts as done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum UpWhen {
-    /// `systemctl is-system-running` says `running` or `degraded`: every
-    /// start job of the boot has ended.
-    #[default]
-    Running,
-    /// `basic.target` is active (systemd answers, sockets and mounts are up)
-    /// while start jobs may still wait: an enabled `Type=notify` k3s that is
-    /// not ready holds `multi-user.target` (and `running`) back for as long
-    /// as it is not, which for a learner that cannot catch up is for ever.
-    BasicTarget,
-}
-
-/// The directories of a host's root that a lab host binds in, and where.
-pub const HOST_DIRS: &[&str] = &[
-    "etc/systemd/system",
-    "etc/rancher",
-    "etc/fleet-role",
-    "var/lib/rancher",
-    "var/lib/fleet-role",
-    "usr/local/bin",
-    // The journal persists across the host's reboots and can be read from
-    // outside (`journalctl -D ROOT/var/log/journal`) after it is gone.
-    "var/log/journal",
-    // journald without rate limits, so the units' records are complete.
-    "etc/systemd/journald.conf.d",
-];
-
-/// journald's settings in a lab host: persistent, and no rate limit (the
-/// overlap check needs every one of systemd's records; a suppressed one would
-/// be a gap it reports as an error).
-const JOURNALD_CONF: &str = "# fleet-role lab: every record kept\n[Journal]\nStorage=persistent\nRateLimitIntervalSec=0\nRateLimitBurst=0\n";
-
-impl MachineSpec {
-    /// A lab host: `root`'s [`HOST_DIRS`] bound in, `bin_dir` (the built
-    /// binaries) read-only at its own path, in the network of `host`.
-    pub fn lab_host(
-        net: &net::HostNet,
-        root: &Path,
-        bin_dir: &Path,
-        launcher: &Path,
-    ) -> MachineSpec {
-        let mut binds: Vec<Bind> = HOST_DIRS
-            .iter()
-            .map(|d| Bind {
-                outside: root.join(d),
-                inside: Path::new("/").join(d),
-                read_only: false,
-            })
-            .collect();
-        binds.push(Bind {
-            outside: bin_dir.to_path_buf(),
-            inside: bin_dir.to_path_buf(),
-            read_only: true,
-        });
-        // The machine's CA store: the volatile /etc has none, and rustls'
-        // native roots refuse to build a client without any (the lab's own
-        // CA is configured on top; no traffic leaves the lab either way).
-        binds.push(Bind {
-            outside: "/etc/ssl".into(),
-            inside: "/etc/ssl".into(),
-            read_only: true,
-        });
-        MachineSpec {
-            name: net.netns.clone(),
-            hostname: net.name.clone(),
-            root: root.to_path_buf(),
-            netns: net.netns_path(),
-            binds,
-            launcher: launcher.to_path_buf(),
-            up_when: UpWhen::default(),
-            writable_usr: false,
-        }
-    }
-
-    /// Makes `/usr` and `/var/lib/dpkg` writable inside the host: `/usr` an
-    /// overlay whose upper directory is `ROOT/usr` over this machine's own,
-    /// dpkg's database a copy of this machine's (`ROOT/var/lib/dpkg`, made
-    /// at the first boot). `dpkg -i` inside then installs into the host
-    /// alone; this machine's `/usr` and package database are never written.
-    /// The host starts knowing every package this machine has (a package's
-    /// `Depends` on systemd or libc are met).
-    pub fn with_writable_usr(mut self) -> MachineSpec {
-        self.writable_usr = true;
-        self
-    }
-
-    /// A stable machine id (so the persistent journal keeps one directory
-    /// across reboots): a digest of the name, shaped as a UUID.
-    fn uuid(&self) -> String {
-        let d = ring::digest::digest(&ring::digest::SHA256, self.name.as_bytes());
-        let h: String = d.as_ref()[..16]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        format!(
-            "{}-{}-4{}-8{}-{}",
-            &h[0..8],
-            &h[8..12],
-            &h[13..16],
-            &h[17..20],
-            &h[20..32]
-        )
-    }
-
-    fn nspawn_args(&self) -> Vec<String> {
-        let mut a: Vec<String> = [
-            "-q",
-            "-D",
-            "/",
-            "--volatile=yes",
-            "--register=no",
-            "--keep-unit",
-            "--console=read-only",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        a.push(format!("--machine={}", self.name));
-        a.push(format!("--hostname={}", self.hostname));
-        a.push(format!("--uuid={}", self.uuid()));
-        a.push(format!("--network-namespace-path={}", self.netns.display()));
-        // A machine id from the start: without one systemd takes the boot
-        // for a first boot and applies the presets ("enable *" on Debian),
-        // enabling every unit with an [Install] section, k3s's both, into
-        // the host's bound `etc/systemd/system`. A real host's k3s units are
-        // enabled by install.sh (`systemctl enable`), one at a time.
-        a.push(format!(
-            "--bind-ro={}:/etc/machine-id",
-            self.machine_id_file().display()
-        ));
-        // The host's own /usr/bin files (the actuator, where its package puts
-        // it and the units name it) over the machine's: /usr is read-only in
-        // a volatile machine, so a bind cannot make a new file there, but a
-        // read-only overlay of the two directories can.
-        if self.writable_usr {
-            // A writable overlay (nspawn makes its work directory beside the
-            // upper one); ROOT/usr/bin is the upper's bin. dpkg's database is
-            // a bind of the copy: nspawn cannot make an overlay's mount point
-            // under a /var/lib that does not exist yet, as it does a bind's.
-            a.push(format!(
-                "--overlay=/usr:{}:/usr",
-                self.root.join("usr").display()
-            ));
-            a.push(format!(
-                "--bind={}:/var/lib/dpkg",
-                self.root.join("var/lib/dpkg").display()
-            ));
-        } else {
-            a.push(format!(
-                "--overlay-ro=/usr/bin:{}:/usr/bin",
-                self.root.join("usr/bin").display()
-            ));
-        }
-        for b in &self.binds {
-            let flag = if b.read_only { "--bind-ro" } else { "--bind" };
-            a.push(format!(
-                "{flag}={}:{}",
-                b.outside.display(),
-                b.inside.display()
-            ));
-        }
-        a.push("-b".into());
-        a.push("--".into());
-        // No first-boot prompt (it would wait on the console for ever); the
-        // normal target; debug logging, so systemd records each unit state
-        // change ("Changed dead -> start") that the overlap check reads.
-        a.extend(
-            [
-                "systemd.firstboot=off",
-                "systemd.unit=multi-user.target",
-                "systemd.log_level=debug",
-            ]
-            .map(String::from),
-        );
-        a
-    }
-
-    fn machine_id_file(&self) -> PathBuf {
-        self.root.join("machine-id")
-    }
-
-    fn console_log(&self) -> PathBuf {
-        self.root.join("console.log")
-    }
-}
+use crate::machine_spec::JOURNALD_CONF;
+pub use crate::machine_spec::{Bind, HOST_DIRS, MachineSpec, UpWhen};
 
 /// A running lab host. Dropping it powers it off (bounded) and kills it.
 #[derive(Debug)]
@@ -462,6 +244,7 @@ impl Machine {
     /// Boots a host and waits (at most `bound`) until it is up as
     /// [`MachineSpec::up_when`] says. On any error nothing of it is left running.
     pub fn boot(spec: MachineSpec, bound: Duration) -> Result<Machine> {
+        let clock = clock::Clock::system();
         if !Path::new("/usr/bin/systemd-nspawn").exists()
             && !Path::new("/bin/systemd-nspawn").exists()
         {
@@ -491,9 +274,9 @@ impl Machine {
         // A machine of this name left by a crash would share its cgroups
         // with the new one (and confuse its systemd): it goes first.
         kill_cgroup(&spec.name);
-        let start = Instant::now();
+        let start = clock.now();
         while let left @ [_, ..] = remove_cgroups(&spec.name).as_slice() {
-            if start.elapsed() > Duration::from_secs(15) {
+            if clock.since(start) > Duration::from_secs(15) {
                 return Err(Error::Leftovers(
                     left.iter()
                         .map(|p| format!("cgroup {}", p.display()))
@@ -537,7 +320,8 @@ impl Machine {
     }
 
     fn wait_up(&mut self, bound: Duration) -> Result<()> {
-        let start = Instant::now();
+        let clock = clock::Clock::system();
+        let start = clock.now();
         let mut last = String::from("no systemd yet");
         loop {
             self.check_alive()?;
@@ -562,7 +346,7 @@ impl Machine {
                     Err(e) => last = e.to_string(),
                 }
             }
-            if start.elapsed() > bound {
+            if clock.since(start) > bound {
                 self.kill();
                 return Err(Error::NotUp {
                     name: self.spec.name.clone(),
@@ -732,10 +516,11 @@ impl Machine {
     }
 
     fn stop(&mut self, what: &'static str, how: &[&str], bound: Duration) -> Result<ExitStatus> {
+        let clock = clock::Clock::system();
         if self.nspawn.is_none() {
             return Ok(ExitStatus::from_raw(0));
         }
-        let start = Instant::now();
+        let start = clock.now();
         // The request may die with the machine: only the exit counts.
         let _ = self.exec(how, POLL_DEADLINE.min(bound));
         loop {
@@ -747,7 +532,7 @@ impl Machine {
                 self.kill();
                 return Ok(status);
             }
-            if start.elapsed() > bound {
+            if clock.since(start) > bound {
                 self.kill();
                 return Err(Error::StopTimeout {
                     name: self.spec.name.clone(),
@@ -764,6 +549,7 @@ impl Machine {
     /// killing nspawn alone would leave the container running, orphaned),
     /// then nspawn, and removes its cgroups.
     pub fn kill(&mut self) {
+        let clock = clock::Clock::system();
         kill_cgroup(&self.spec.name);
         if let Some(mut child) = self.nspawn.take() {
             let pid = rustix::process::Pid::from_child(&child);
@@ -773,8 +559,8 @@ impl Machine {
         }
         // The container's processes die with its pid namespace, a moment
         // after its PID 1; their cgroups can be removed only then.
-        let start = Instant::now();
-        while !self.remove_cgroups() && start.elapsed() < Duration::from_secs(15) {
+        let start = clock.now();
+        while !self.remove_cgroups() && clock.since(start) < Duration::from_secs(15) {
             kill_cgroup(&self.spec.name);
             thread::sleep(Duration::from_millis(100));
         }
@@ -892,12 +678,13 @@ pub fn processes_of(k: u8) -> Vec<u32> {
 /// Kills lab `k`'s machines and removes their cgroups, whoever started them
 /// (a crashed lab's leftovers).
 pub fn sweep_lab(k: u8) -> Result<()> {
+    let clock = clock::Clock::system();
     for pid in processes_of(k) {
         if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
             let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
         }
     }
-    let start = Instant::now();
+    let start = clock.now();
     loop {
         for pid in processes_of(k) {
             if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
@@ -915,85 +702,11 @@ pub fn sweep_lab(k: u8) -> Result<()> {
         if procs.is_empty() && groups.is_empty() {
             return Ok(());
         }
-        if start.elapsed() > Duration::from_secs(15) {
+        if clock.since(start) > Duration::from_secs(15) {
             let mut left: Vec<String> = procs.iter().map(|p| format!("process {p}")).collect();
             left.extend(groups.iter().map(|g| format!("cgroup {}", g.display())));
             return Err(Error::Leftovers(left));
         }
         thread::sleep(Duration::from_millis(200));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec() -> MachineSpec {
-        let h = net::HostNet {
-            name: "server-1".into(),
-            number: 1,
-            netns: "frl7-server-1".into(),
-            addr: "198.18.7.1".parse().unwrap(),
-            bridge_port: "p1".into(),
-        };
-        MachineSpec::lab_host(
-            &h,
-            Path::new("/lab/hosts/server-1"),
-            Path::new("/src/target/debug"),
-            Path::new("/src/target/debug/fleet-role-lab"),
-        )
-    }
-
-    #[test]
-    fn a_lab_host_binds_its_own_directories_and_the_binaries_read_only() {
-        let a = spec().nspawn_args();
-        for want in [
-            "--bind=/lab/hosts/server-1/var/lib/rancher:/var/lib/rancher",
-            "--bind=/lab/hosts/server-1/etc/systemd/system:/etc/systemd/system",
-            "--bind=/lab/hosts/server-1/usr/local/bin:/usr/local/bin",
-            "--bind-ro=/src/target/debug:/src/target/debug",
-            "--bind-ro=/etc/ssl:/etc/ssl",
-            "--network-namespace-path=/run/netns/frl7-server-1",
-            "--machine=frl7-server-1",
-            "--hostname=server-1",
-            "--register=no",
-            "--keep-unit",
-            "--volatile=yes",
-            "systemd.firstboot=off",
-        ] {
-            assert!(a.iter().any(|x| x == want), "{want} missing from {a:?}");
-        }
-        let dashes = a.iter().position(|x| x == "--").unwrap();
-        assert_eq!(a[dashes - 1], "-b", "systemd's arguments follow -b --");
-        assert!(
-            !a.iter().any(|x| x.starts_with("--overlay=")),
-            "nothing of this machine's is writable: {a:?}"
-        );
-    }
-
-    #[test]
-    fn a_host_for_packages_writes_usr_and_dpkgs_database_into_its_own_root_only() {
-        let a = spec().with_writable_usr().nspawn_args();
-        for want in [
-            "--overlay=/usr:/lab/hosts/server-1/usr:/usr",
-            "--bind=/lab/hosts/server-1/var/lib/dpkg:/var/lib/dpkg",
-        ] {
-            assert!(a.iter().any(|x| x == want), "{want} missing from {a:?}");
-        }
-        assert!(
-            !a.iter().any(|x| x.starts_with("--overlay-ro=/usr/bin")),
-            "the read-only /usr/bin overlay would hide the writable one: {a:?}"
-        );
-    }
-
-    #[test]
-    fn a_machine_id_is_stable_per_name_and_shaped_as_a_uuid() {
-        let u = spec().uuid();
-        assert_eq!(u, spec().uuid());
-        assert_eq!(u.len(), 36);
-        assert_eq!(u.matches('-').count(), 4);
-        let mut other = spec();
-        other.name = "frl7-server-2".into();
-        assert_ne!(u, other.uuid());
     }
 }

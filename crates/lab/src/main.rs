@@ -103,10 +103,8 @@ fn main() -> ExitCode {
 }
 
 fn say(line: &str) {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let secs = t.as_secs() % 86400;
+    let clock = clock::Clock::system();
+    let secs = clock.unix_secs().rem_euclid(86400);
     println!(
         "[{:02}:{:02}:{:02}] {line}",
         secs / 3600,

@@ -22,7 +22,7 @@ use std::{
     net::Ipv4Addr,
     path::{Path, PathBuf},
     process::Command,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::bounded;
@@ -418,6 +418,7 @@ pub fn labs_present() -> Vec<u8> {
 /// Removes lab `k`'s namespaces, its link and its claim, whoever made them.
 /// Its machines must be gone (see [`crate::machine::sweep_lab`]).
 pub fn sweep_lab(k: u8) -> Result<()> {
+    let clock = clock::Clock::system();
     let mut left = Vec::new();
     // Hosts first, then the bridge: deleting the bridge's namespace also
     // removes the root end of its link, once the kernel has freed it.
@@ -430,8 +431,8 @@ pub fn sweep_lab(k: u8) -> Result<()> {
         }
     }
     let link = Path::new("/sys/class/net").join(prefix(k));
-    let start = Instant::now();
-    while link.exists() && start.elapsed() < Duration::from_secs(10) {
+    let start = clock.now();
+    while link.exists() && clock.since(start) < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(100));
     }
     if link.exists()

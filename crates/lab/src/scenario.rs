@@ -14,26 +14,20 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use k8s_openapi::api::{
-    coordination::v1::Lease,
-    core::v1::{ConfigMap, Node},
-};
-use kube::{
-    Api,
-    api::{Patch, PatchParams},
-};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
 use protocol::{
-    Names, Phase, Report,
+    Phase, Report,
     names::{
         K3S_CONTROL_PLANE_LABEL, K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME,
         K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL, K3S_MASTER_LABEL,
-        LEASE_NAMESPACE, REPORT_CONFIGMAP,
     },
-    report::{Detail, ReportStep},
+    report::ReportStep,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::{api::Apis, etcd_gw, hosts::Hosts, spec::LabSpec, world};
+pub use crate::hand::{Ask, Hand};
+use crate::{etcd_gw, hosts::Hosts, spec::LabSpec, world};
 
 /// A steady writer to etcd through one voter: every put must succeed.
 pub struct Writer {
@@ -42,6 +36,7 @@ pub struct Writer {
     failed: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<Vec<String>>,
     started: Instant,
+    clock: clock::Clock,
 }
 
 /// What the writer saw.
@@ -60,6 +55,7 @@ pub struct WriterStats {
 impl Writer {
     /// Puts a key every `every` through `member`.
     pub fn start(member: etcd_gw::Endpoint, every: Duration) -> Writer {
+        let clock = clock::Clock::system();
         let stop = Arc::new(AtomicBool::new(false));
         let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let (s, o, f) = (stop.clone(), ok.clone(), failed.clone());
@@ -91,7 +87,8 @@ impl Writer {
             ok,
             failed,
             task,
-            started: Instant::now(),
+            started: clock.now(),
+            clock,
         }
     }
 
@@ -103,225 +100,8 @@ impl Writer {
         WriterStats {
             ok,
             failed: self.failed.load(Ordering::Relaxed),
-            rate: ok as f64 / self.started.elapsed().as_secs_f64(),
+            rate: ok as f64 / self.clock.since(self.started).as_secs_f64(),
             errors,
-        }
-    }
-}
-
-/// A step asked of a host by hand, written as the controller writes it.
-#[derive(Debug, Clone, Copy)]
-pub enum Ask<'a> {
-    /// Promote to a voter under `swap`, joining the server `join`.
-    Promote {
-        /// The swap id.
-        swap: &'a str,
-        /// The voter to join.
-        join: &'a str,
-    },
-    /// Step down to etcd-only under `swap`, cordoned first when `cordon`
-    /// (the controller cordons before it drains).
-    StepDown {
-        /// The swap id.
-        swap: &'a str,
-        /// Cordon the Node in the same write.
-        cordon: bool,
-    },
-    /// Roll a promotion back (the swap's mark stays as it was).
-    Rollback,
-    /// Take an etcd snapshot named for `swap`.
-    Snapshot {
-        /// The swap id.
-        swap: &'a str,
-    },
-}
-
-/// The fleet-role side of the API, by hand.
-pub struct Hand {
-    /// Admin access.
-    pub apis: Apis,
-    /// The protocol's names.
-    pub names: Names,
-}
-
-impl Hand {
-    /// A hand on the lab.
-    pub fn new(spec: &LabSpec) -> anyhow::Result<Hand> {
-        Ok(Hand {
-            apis: Apis::for_lab(spec)?,
-            names: Names::default(),
-        })
-    }
-
-    /// Merges labels, annotations and `spec` into a Node (`null` removes).
-    pub async fn patch_node(&self, node: &str, patch: Value) -> anyhow::Result<()> {
-        self.apis.patch_node(node, &patch).await
-    }
-
-    /// Asks `node` for a step as the controller does: first the regrade
-    /// Lease names the host for it and records the ask (`swap-in`,
-    /// `swap-out` or `swap-snapshot`, and `swap-asked`), then the Node
-    /// gets its desired role, the swap and step annotations (and the join
-    /// target, or the cordon) in one write. A host takes a step only once
-    /// the Lease asks for it, so the Lease must be held ([`Hand::hold_lease`]).
-    pub async fn ask(&self, node: &str, ask: Ask<'_>) -> anyhow::Result<()> {
-        let n = &self.names;
-        let (named, step) = match ask {
-            Ask::Promote { .. } => (n.lease_swap_in(), "promote"),
-            Ask::StepDown { .. } => (n.lease_swap_out(), "step-down"),
-            Ask::Rollback => (n.lease_swap_in(), "rollback"),
-            Ask::Snapshot { .. } => (n.lease_swap_snapshot(), "snapshot"),
-        };
-        self.patch_lease(json!({"metadata": {"annotations": {
-            named: node,
-            n.lease_swap_asked(): step,
-        }}}))
-        .await?;
-        let patch = match ask {
-            Ask::Snapshot { swap } => json!({"metadata": {
-                "annotations": { n.snapshot_request(): swap, n.protocol(): protocol::version::mark() },
-            }}),
-            Ask::Promote { swap, join } => json!({"metadata": {
-                "labels": { n.desired_role(): "server" },
-                "annotations": { n.role_swap(): swap, n.role_step(): "promote", n.role_join_node(): join },
-            }}),
-            Ask::StepDown { swap, cordon } => {
-                let mut p = json!({"metadata": {
-                    "labels": { n.desired_role(): "agent" },
-                    "annotations": { n.role_swap(): swap, n.role_step(): "step-down" },
-                }});
-                if cordon {
-                    p["spec"] = json!({"unschedulable": true});
-                }
-                p
-            }
-            Ask::Rollback => json!({"metadata": {
-                "labels": { n.desired_role(): "agent" },
-                "annotations": { n.role_step(): "rollback" },
-            }}),
-        };
-        self.patch_node(node, patch).await
-    }
-
-    /// A Node.
-    pub async fn node(&self, node: &str) -> anyhow::Result<Node> {
-        self.apis
-            .any(|c| {
-                let n = node.to_string();
-                async move { Api::<Node>::all(c).get(&n).await }
-            })
-            .await
-    }
-
-    /// Takes (or renews) the regrade Lease for `swap`, as fleet-role's identity.
-    pub async fn hold_lease(&self, swap: &str, holder: &str) -> anyhow::Result<()> {
-        let lease = json!({
-            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": self.names.lease_name, "namespace": LEASE_NAMESPACE, "annotations": { self.names.lease_swap(): swap }},
-            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 30, "renewTime": crate::clock::micro()},
-        });
-        self.apis
-            .any(|c| {
-                let (l, name) = (lease.clone(), self.names.lease_name.clone());
-                async move {
-                    Api::<Lease>::namespaced(c, LEASE_NAMESPACE)
-                        .patch(
-                            &name,
-                            &PatchParams::apply("fleet-role-lab").force(),
-                            &Patch::Apply(&l),
-                        )
-                        .await
-                }
-            })
-            .await
-            .map(drop)
-    }
-
-    /// Merges a patch (`null` removes) into the regrade Lease.
-    async fn patch_lease(&self, patch: Value) -> anyhow::Result<()> {
-        self.apis
-            .any(|c| {
-                let (p, name) = (patch.clone(), self.names.lease_name.clone());
-                async move {
-                    Api::<Lease>::namespaced(c, LEASE_NAMESPACE)
-                        .patch(&name, &PatchParams::default(), &Patch::Merge(&p))
-                        .await
-                }
-            })
-            .await
-            .map(drop)
-    }
-
-    /// Releases the Lease.
-    pub async fn release_lease(&self) -> anyhow::Result<()> {
-        let n = &self.names;
-        self.patch_lease(json!({"spec": {"holderIdentity": null, "renewTime": null}, "metadata": {"annotations": {
-            n.lease_swap(): null, n.lease_swap_in(): null, n.lease_swap_out(): null,
-            n.lease_swap_snapshot(): null, n.lease_swap_asked(): null,
-        }}}))
-        .await
-    }
-
-    /// A host's report.
-    pub async fn report(&self, node: &str) -> anyhow::Result<Option<Report>> {
-        let ns = self.names.report_namespace.clone();
-        let cm = self
-            .apis
-            .any(|c| {
-                let ns = ns.clone();
-                async move {
-                    Api::<ConfigMap>::namespaced(c, &ns)
-                        .get(REPORT_CONFIGMAP)
-                        .await
-                }
-            })
-            .await?;
-        Ok(cm
-            .data
-            .and_then(|d| d.get(node).and_then(|v| Report::from_json(v))))
-    }
-
-    /// Waits for `node`'s report of `step` in `swap` to be done (a refusal or
-    /// failure ends the wait with an error); `progress` is told each new detail.
-    pub async fn wait_step(
-        &self,
-        node: &str,
-        swap: &str,
-        step: ReportStep,
-        timeout: Duration,
-        progress: &dyn Fn(&Report),
-    ) -> anyhow::Result<Report> {
-        let start = Instant::now();
-        let mut last: Option<(Phase, Option<Detail>)> = None;
-        loop {
-            if let Ok(Some(r)) = self.report(node).await
-                && r.swap.as_ref().map(|s| s.as_str()) == Some(swap)
-                && r.step == step
-            {
-                if last != Some((r.phase, r.detail)) {
-                    last = Some((r.phase, r.detail));
-                    progress(&r);
-                }
-                match r.phase {
-                    Phase::Done => return Ok(r),
-                    Phase::Refused | Phase::Failed => {
-                        bail!(
-                            "{node}: {} {:?}: {}",
-                            step.as_str(),
-                            r.phase,
-                            r.reason.unwrap_or_default()
-                        )
-                    }
-                    _ => {}
-                }
-            }
-            if start.elapsed() > timeout {
-                bail!(
-                    "timed out waiting for {node} to finish {} of {swap}",
-                    step.as_str()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 }
@@ -484,6 +264,7 @@ pub async fn swap_by_hand(
     incoming: &str,
     say: &dyn Fn(&str),
 ) -> anyhow::Result<SwapReport> {
+    let clock = clock::Clock::system();
     let spec = hosts.spec();
     let hand = Hand::new(spec)?;
     let n = &hand.names;
@@ -494,13 +275,13 @@ pub async fn swap_by_hand(
         .context("a voter that stays")?
         .clone();
     let out_root = spec.root(out);
-    let swap = format!("swap-{}", crate::clock::unix());
-    let t0 = Instant::now();
+    let swap = format!("swap-{}", clock.unix_secs());
+    let t0 = clock.now();
     let mut steps = vec![];
-    let mut mark = Instant::now();
+    let mut mark = clock.now();
     let mut step_done = |name: &str, steps: &mut Vec<(String, Duration)>| {
-        steps.push((name.to_string(), mark.elapsed()));
-        mark = Instant::now();
+        steps.push((name.to_string(), clock.since(mark)));
+        mark = clock.now();
     };
     let before = Before::read(hosts, &hand, out).await?;
     say(&format!(
@@ -510,19 +291,16 @@ pub async fn swap_by_hand(
     let writer = Writer::start(spec.etcd(stay.ip)?, Duration::from_millis(50));
 
     say(&format!("1. take the regrade Lease for {swap}"));
-    hand.hold_lease(&swap, &n.controller_identity).await?;
+    hand.hold_lease(&swap, out, incoming, &n.controller_identity)
+        .await?;
     let renewing = Arc::new(AtomicBool::new(true));
     let renewer = {
-        let (r, s, id) = (
-            renewing.clone(),
-            swap.clone(),
-            n.controller_identity.clone(),
-        );
+        let r = renewing.clone();
         let h = Hand::new(spec)?;
         tokio::spawn(async move {
             while r.load(Ordering::Relaxed) {
                 tokio::time::sleep(Duration::from_secs(5)).await;
-                let _ = h.hold_lease(&s, &id).await;
+                let _ = h.renew_lease().await;
             }
         })
     };
@@ -596,22 +374,22 @@ pub async fn swap_by_hand(
         // tombstone and stays up until something stops it.
         hosts.systemctl(out, &["stop", "fleet-role-actuator"])?;
         hand.patch_node(out, json!({"metadata": {"annotations": { K3S_ETCD_REMOVE: "true" }}})).await?;
-        let start = Instant::now();
+        let start = clock.now();
         loop {
             let node = hand.node(out).await?;
             if node.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(K3S_ETCD_REMOVED_NODE_NAME)) {
                 break;
             }
-            if start.elapsed() > Duration::from_secs(120) {
+            if clock.since(start) > Duration::from_secs(120) {
                 bail!("k3s did not remove the member of {out}");
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         say("   k3s removed the member (removed-node-name set)");
         let tombstone = host::HostPaths::new(&out_root).tombstone();
-        let start = Instant::now();
+        let start = clock.now();
         while !tombstone.exists() {
-            if start.elapsed() > Duration::from_secs(60) {
+            if clock.since(start) > Duration::from_secs(60) {
                 bail!("k3s on {out} wrote no tombstone after its removal");
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -627,7 +405,7 @@ pub async fn swap_by_hand(
 
         say(&format!("6. {out} finishes as an agent by itself"));
         let fin = hand.wait_step(out, &swap, ReportStep::Finish, Duration::from_secs(180), &progress).await?;
-        let start = Instant::now();
+        let start = clock.now();
         loop {
             let node = hand.node(out).await?;
             let lease = hand
@@ -638,7 +416,7 @@ pub async fn swap_by_hand(
             if kubeview::condition_true(&node, "Ready") && renewed {
                 break;
             }
-            if start.elapsed() > Duration::from_secs(120) {
+            if clock.since(start) > Duration::from_secs(120) {
                 bail!("{out} did not come back Ready as an agent");
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -684,10 +462,11 @@ pub const SHIM_WATCH: Duration = Duration::from_secs(10);
 /// finish runs its pods again as an agent, rightly. A shim the kubelet
 /// brings back after the step-down killed it counts.
 pub async fn shims_at_etcd_only(hosts: &dyn Hosts, hand: &Hand, out: &str) -> usize {
+    let clock = clock::Clock::system();
     let at_etcd_only = |r: anyhow::Result<Option<Report>>| matches!(r, Ok(Some(r)) if r.step == ReportStep::StepDown && r.phase == Phase::Done);
-    let start = Instant::now();
+    let start = clock.now();
     let mut most = 0;
-    while start.elapsed() < SHIM_WATCH {
+    while clock.since(start) < SHIM_WATCH {
         if !at_etcd_only(hand.report(out).await) {
             break;
         }
@@ -734,6 +513,7 @@ async fn conclude(
     snapshot: String,
     shims: usize,
 ) -> anyhow::Result<SwapReport> {
+    let clock = clock::Clock::system();
     let spec = hosts.spec();
     let out_root = spec.root(out);
     let out_ip = spec
@@ -755,7 +535,7 @@ async fn conclude(
     Ok(SwapReport {
         swap,
         steps,
-        total: t0.elapsed(),
+        total: clock.since(t0),
         writer,
         snapshot,
         voters,
@@ -782,6 +562,7 @@ pub async fn swap_with_controller(
     incoming: &str,
     say: &dyn Fn(&str),
 ) -> anyhow::Result<SwapReport> {
+    let clock = clock::Clock::system();
     use tokio::io::AsyncBufReadExt;
     let spec = hosts.spec();
     let hand = Hand::new(spec)?;
@@ -811,7 +592,7 @@ pub async fn swap_with_controller(
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
-    let t0 = Instant::now();
+    let t0 = clock.now();
     // The controller talks to a server that stays (the first server's API
     // goes with it when it is the one swapped out).
     let kubeconfig = world::kubeconfig_for(spec, &stay.name)?;
@@ -879,7 +660,7 @@ pub async fn swap_with_controller(
             snapshot = f;
         }
     }
-    let steps = vec![("fleet-role swap".to_string(), t0.elapsed())];
+    let steps = vec![("fleet-role swap".to_string(), clock.since(t0))];
     // Never seen at etcd-only: a figure no test accepts.
     let shims = shims.unwrap_or(usize::MAX);
     conclude(

@@ -11,7 +11,7 @@ use std::{
     collections::BTreeMap,
     fs,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use anyhow::{Context, bail};
@@ -112,6 +112,7 @@ impl SystemdLab {
         fleet_role: FleetRole,
         say: &dyn Fn(&str),
     ) -> anyhow::Result<SystemdLab> {
+        let clock = clock::Clock::system();
         if o.servers == 0 {
             bail!("a lab needs at least one server");
         }
@@ -203,13 +204,13 @@ impl SystemdLab {
                 ms = ms.with_writable_usr();
             }
             ms.up_when = UpWhen::Running;
-            let start = Instant::now();
+            let start = clock.now();
             let m = block(|| Machine::boot(ms, BOOT))?;
             say(&format!(
                 "{} booted at {} ({:.1}s)",
                 h.name,
                 h.ip,
-                start.elapsed().as_secs_f32()
+                clock.since(start).as_secs_f32()
             ));
             lab.machines.insert(h.name.clone(), m);
         }
@@ -302,14 +303,15 @@ impl SystemdLab {
     /// Waits until a unit on a host is `active` as systemd reports it (for
     /// k3s: its process sent READY=1).
     pub async fn wait_active(&self, host: &str, unit: &str, bound: Duration) -> anyhow::Result<()> {
+        let clock = clock::Clock::system();
         let m = self.machine(host)?;
-        let start = Instant::now();
+        let start = clock.now();
         loop {
             let state = block(|| m.active_state(unit))?;
             if state == "active" {
                 return Ok(());
             }
-            if start.elapsed() > bound {
+            if clock.since(start) > bound {
                 // What systemd says about it, for whoever reads the failure.
                 let status = block(|| {
                     m.exec(

@@ -8,7 +8,7 @@ use std::{
     fs,
     os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use anyhow::{Context, bail};
@@ -116,9 +116,10 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let start = Instant::now();
+    let clock = clock::Clock::system();
+    let start = clock.now();
     while !check().await {
-        if start.elapsed() > timeout {
+        if clock.since(start) > timeout {
             bail!("timed out after {}s waiting for {what}", timeout.as_secs());
         }
         tokio::time::sleep(Duration::from_millis(300)).await;

@@ -11,7 +11,7 @@ use std::{
     collections::BTreeMap,
     path::PathBuf,
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use lab::{
@@ -120,7 +120,7 @@ fn has(crashed: &[String], change: &str) -> bool {
 /// Waits until `host` reports `step` of `swap` (any phase) and returns its
 /// start time.
 async fn started(hand: &Hand, host: &str, swap: &str, step: ReportStep) -> i64 {
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         if let Ok(Some(r)) = hand.report(host).await
             && r.swap.as_ref().is_some_and(|s| s.as_str() == swap)
@@ -202,14 +202,17 @@ fn never_together(lab: &SystemdLab, host: &str) {
     );
 }
 
-/// Keeps the regrade Lease held for whichever swap `swap` names, as the
-/// controller does, until dropped.
+/// Keeps the regrade Lease held for whichever swap `swap` names (server-2
+/// out, agent-1 in, as both swaps here are), as the controller does, until
+/// dropped.
 fn renew_lease(lab: &SystemdLab, swap: Arc<Mutex<String>>) -> tokio::task::JoinHandle<()> {
     let hand = Hand::new(&lab.spec).unwrap();
     tokio::spawn(async move {
         loop {
             let s = swap.lock().unwrap().clone();
-            let _ = hand.hold_lease(&s, &hand.names.controller_identity).await;
+            let _ = hand
+                .hold_lease(&s, "server-2", "agent-1", &hand.names.controller_identity)
+                .await;
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
     })
@@ -224,7 +227,7 @@ async fn remove_member(hand: &Hand, host: &str) {
     )
     .await
     .unwrap();
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         let node = hand.node(host).await.unwrap();
         if node
@@ -247,7 +250,7 @@ async fn remove_member(hand: &Hand, host: &str) {
 async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends_each_step_with_nothing_lost_or_repeated()
  {
     let _turn = SERIAL.lock().await;
-    let t0 = Instant::now();
+    let t0 = clock::Clock::system().now();
     let dir = lab_dir();
     let lab = lab_of(2, 1, dir.path()).await;
     let hand = Hand::new(&lab.spec).unwrap();
@@ -258,16 +261,16 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
         std::fs::write(d.join("90-crash-test.conf"), FAST_RESTART).unwrap();
         lab.systemctl(h, &["daemon-reload"]).unwrap();
     }
-    let swap_a = format!("swap-{}", lab::clock::unix());
+    let swap_a = format!("swap-{}", clock::Clock::system().unix_secs());
     let current = Arc::new(Mutex::new(swap_a.clone()));
     let renewer = renew_lease(&lab, current.clone());
-    hand.hold_lease(&swap_a, &n.controller_identity)
+    hand.hold_lease(&swap_a, "server-2", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     let agent_paths = host::HostPaths::new(root(&lab, "agent-1"));
 
     // 1. Promote agent-1, joining server-1.
-    let mark = Instant::now();
+    let mark = clock::Clock::system().now();
     let before = arm(&lab, "agent-1");
     hand.ask(
         "agent-1",
@@ -314,7 +317,7 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
     );
 
     // 2. Roll that promotion back (three voters: the two others keep quorum).
-    let mark = Instant::now();
+    let mark = clock::Clock::system().now();
     let before = arm(&lab, "agent-1");
     hand.ask("agent-1", Ask::Rollback).await.unwrap();
     let r = settles(&hand, "agent-1", &swap_a, ReportStep::Rollback).await;
@@ -361,9 +364,9 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
 
     // 3. A new swap: agent-1 promoted again (no failpoint), so server-2 can
     // step down with two voters left.
-    let swap_b = format!("swap-{}", lab::clock::unix() + 1);
+    let swap_b = format!("swap-{}", clock::Clock::system().unix_secs() + 1);
     *current.lock().unwrap() = swap_b.clone();
-    hand.hold_lease(&swap_b, &n.controller_identity)
+    hand.hold_lease(&swap_b, "server-2", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     hand.ask(
@@ -395,7 +398,7 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
     let out_member = member_name(out_paths.etcd_dir()).unwrap();
 
     // 4. Step server-2 down to etcd-only.
-    let mark = Instant::now();
+    let mark = clock::Clock::system().now();
     let before = arm(&lab, "server-2");
     hand.ask(
         "server-2",
@@ -442,7 +445,7 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
             std::fs::write(&file, "secret\n").unwrap();
         }
     }
-    let mark = Instant::now();
+    let mark = clock::Clock::system().now();
     let before = arm(&lab, "server-2");
     remove_member(&hand, "server-2").await;
     let r = settles(&hand, "server-2", &swap_b, ReportStep::Finish).await;

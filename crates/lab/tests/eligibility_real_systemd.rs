@@ -3,7 +3,7 @@
 //! k3s's does (and its unit restart-loops), and the actuator refuses to
 //! demote a server whose config holds one, changing nothing.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lab::{
     scenario::{self, Hand},
@@ -63,7 +63,7 @@ async fn a_server_only_key_in_k3s_config_fails_the_agent_and_its_server_is_not_d
     let mut text = std::fs::read_to_string(&config).unwrap();
     text.push_str("etcd-snapshot-dir: /var/lib/rancher/snapshots\n");
     std::fs::write(&config, text).unwrap();
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         let r = hand.report("server-2").await.unwrap();
         if let Some(HostPart {
@@ -122,7 +122,7 @@ async fn a_server_only_key_in_k3s_config_fails_the_agent_and_its_server_is_not_d
         .systemctl(&["restart", "--no-block", "k3s-agent"], QUICK)
         .unwrap();
     assert!(o.status.success(), "restart: {o:?}");
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     let restarts = loop {
         let o = agent
             .systemctl(&["show", "-p", "NRestarts", "--value", "k3s-agent"], QUICK)

@@ -4,11 +4,7 @@
 //! a member's name and peer host. Fails (never skips) when containers
 //! cannot run here.
 
-use std::{
-    net::Ipv4Addr,
-    path::Path,
-    time::{Duration, Instant},
-};
+use std::{net::Ipv4Addr, path::Path, time::Duration};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::{
@@ -59,7 +55,7 @@ async fn lab_with_short_stall(servers: usize, agents: usize, dir: &Path) -> Syst
 
 /// The member list as the first server that answers has it.
 async fn members(spec: &LabSpec) -> Vec<Member> {
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         for h in &spec.hosts {
             if let Ok((_, m)) = etcd_gw::member_list(&spec.etcd(h.ip).unwrap()).await {
@@ -124,7 +120,7 @@ async fn wait_node(
     bound: Duration,
     ok: impl Fn(&Node) -> bool,
 ) -> Node {
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         let n = node(apis, name).await;
         if ok(&n) {
@@ -171,7 +167,7 @@ async fn a_learner_is_invisible_on_its_node_etcd_is_voter_comes_from_the_leader_
     let fails = root.join("var/lib/rancher/fleet-role-lab-etcd-fails");
     std::fs::write(&fails, "").unwrap();
     start_server_on(&lab, &agent.name);
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     let stalled = loop {
         if let Some(m) = member_at(&members(&spec).await, agent.ip) {
             break m;
@@ -183,7 +179,7 @@ async fn a_learner_is_invisible_on_its_node_etcd_is_voter_comes_from_the_leader_
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     assert!(stalled.is_learner, "{stalled:?}");
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     while members(&spec).await.iter().any(|m| m.id == stalled.id) {
         assert!(
             start.elapsed() < Duration::from_secs(180),
@@ -204,7 +200,7 @@ async fn a_learner_is_invisible_on_its_node_etcd_is_voter_comes_from_the_leader_
     std::fs::create_dir_all(hold.parent().unwrap()).unwrap();
     std::fs::write(&hold, "").unwrap();
     std::fs::remove_file(&fails).unwrap();
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     let learner = loop {
         if let Some(m) = member_at(&members(&spec).await, agent.ip)
             && m.name.starts_with("agent-1-")
@@ -218,7 +214,7 @@ async fn a_learner_is_invisible_on_its_node_etcd_is_voter_comes_from_the_leader_
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     // Long enough for several rounds of the leader's loop (every 2 s here).
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     while start.elapsed() < Duration::from_secs(15) {
         let n = node(&apis, &agent.name).await;
         assert_eq!(etcd_label(&n), None, "a learner's Node has the etcd label");

@@ -10,7 +10,7 @@ use std::{
     net::Ipv4Addr,
     process::Output,
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use lab::{
@@ -57,7 +57,7 @@ async fn member_add(spec: &LabSpec, peer_url: &str, learner: bool) -> u64 {
 
 /// Removes a member straight from etcd, retried while no member answers.
 async fn member_remove(spec: &LabSpec, id: u64) {
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         match etcd_gw::member_remove(&spec.etcd(spec.hosts[0].ip).unwrap(), id).await {
             Ok(()) => return,
@@ -71,7 +71,7 @@ async fn member_remove(spec: &LabSpec, id: u64) {
 }
 
 async fn members(spec: &LabSpec) -> Vec<Member> {
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         match scenario::members(spec).await {
             Ok(m) => return m,
@@ -85,7 +85,7 @@ async fn members(spec: &LabSpec) -> Vec<Member> {
 /// member `id` (`listed`) or does not (`!listed`): the controller decides
 /// on the views the actuators report, written once per heartbeat.
 async fn wait_views(lab: &SystemdLab, hand: &Hand, id: u64, listed: bool) {
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     for h in lab
         .spec
         .hosts
@@ -230,7 +230,7 @@ impl Forger {
             .expect("the host's own report");
         let forged_name = format!("{host}-0badf00d");
         let forge = move |report: &mut protocol::report::Report| {
-            let now = lab::clock::unix();
+            let now = clock::Clock::system().unix_secs();
             let mut view = real.clone();
             for m in view.members.iter_mut().filter(|m| m.id.0 == ghost) {
                 m.name = forged_name.clone();
@@ -300,7 +300,7 @@ impl Forger {
         self.task.await.unwrap();
         lab.systemctl(&self.host, &["start", "fleet-role-actuator"])
             .unwrap();
-        let start = Instant::now();
+        let start = clock::Clock::system().now();
         while hand
             .report(&self.host)
             .await
@@ -405,7 +405,7 @@ async fn a_ghost_voter_added_straight_to_etcd_refuses_the_swap_by_no_ghost_membe
     // renamed to agent-1's member and healthy. Its Node carries no etcd
     // label, so the view is left out: the swap is still refused by
     // `no-ghost-member`, and the servers' views alone picture etcd.
-    let forged_at = Instant::now();
+    let forged_at = clock::Clock::system().now();
     let forger = Forger::start(&lab, &hand, "agent-1", id).await;
     let status = fleet_role_cmd(&lab, &["status", "--output", "json"]).await;
     let j: Value = serde_json::from_str(String::from_utf8_lossy(&status.stdout).trim())
@@ -492,7 +492,7 @@ async fn a_rollback_of_an_incoming_host_that_votes_while_another_voter_is_down_i
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let started = Instant::now();
+    let started = clock::Clock::system().now();
     // Its output is read as it comes (a pipe nobody reads fills).
     let said = Arc::new(Mutex::new(String::new()));
     for pipe in [

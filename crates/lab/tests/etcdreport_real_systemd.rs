@@ -5,10 +5,7 @@
 //! views, and its own report carries no view any more.
 //! Fails (never skips) when containers cannot run here.
 
-use std::{
-    collections::BTreeMap,
-    time::{Duration, Instant},
-};
+use std::{collections::BTreeMap, time::Duration};
 
 use lab::{scenario::Hand, systemd_lab::SystemdLab};
 use protocol::etcd::{EtcdView, MemberId};
@@ -41,7 +38,7 @@ async fn wait_views(
     what: &str,
     done: impl Fn(&BTreeMap<String, Option<EtcdView>>) -> bool,
 ) -> BTreeMap<String, Option<EtcdView>> {
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         let now = views(hand, hosts).await;
         if done(&now) {
@@ -57,10 +54,7 @@ async fn wait_views(
 }
 
 fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
+    clock::Clock::system().unix_secs()
 }
 
 /// `fleet-role status` in `format` (it exits 0, or 5 when something is

@@ -15,7 +15,7 @@ use std::{
     process::Command,
     sync::atomic::{AtomicBool, Ordering},
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use lab::{
@@ -114,7 +114,7 @@ async fn k3s_lab(dir: &Path, agents: usize, binds: Vec<Bind>) -> SystemdLab {
         .parent()
         .unwrap();
     let bins = Bins::beside(bin_dir).expect("the workspace's binaries are built");
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     let lab = SystemdLab::up_with(
         Options {
             dir: dir.join("lab"),
@@ -161,7 +161,7 @@ fn prop(m: &Machine, unit: &str, name: &str) -> String {
 
 /// Polls until `unit` is active, at most `bound`.
 fn wait_active(m: &Machine, unit: &str, bound: Duration) {
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         let state = m.active_state(unit).unwrap();
         if state == "active" {
@@ -181,7 +181,7 @@ fn wait_active(m: &Machine, unit: &str, bound: Duration) {
 /// Polls until `unit` runs again (active, in an invocation other than
 /// `before`), at most `bound`.
 fn wait_restarted(m: &Machine, unit: &str, before: &str, bound: Duration) {
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     while prop(m, unit, "InvocationID") == before {
         assert!(
             start.elapsed() < bound,
@@ -212,7 +212,7 @@ async fn the_actuator_package_installs_on_a_running_k3s_server_and_upgrades_and_
     );
     let k3s_run = prop(m, "k3s", "InvocationID");
 
-    let t = Instant::now();
+    let t = clock::Clock::system().now();
     let installed = inside(m, &["dpkg", "-i", deb.to_str().unwrap()], DPKG);
     eprintln!("dpkg -i (install) took {:.1}s", t.elapsed().as_secs_f32());
     assert!(
@@ -305,7 +305,7 @@ async fn the_actuator_package_installs_on_a_running_k3s_server_and_upgrades_and_
             }
             seen
         });
-        let t = Instant::now();
+        let t = clock::Clock::system().now();
         let upgraded = m.exec(&["dpkg", "-i", newer.to_str().unwrap()], DPKG);
         done.store(true, Ordering::SeqCst);
         eprintln!("dpkg -i (upgrade) took {:.1}s", t.elapsed().as_secs_f32());
@@ -611,7 +611,7 @@ async fn the_ansible_role_installs_configures_and_runs_the_actuator_and_promotes
         agent_run,
         "a check changes nothing"
     );
-    let t = Instant::now();
+    let t = clock::Clock::system().now();
     let promoted = playbook(m, &ansible, &roles, &switch("promote"), false);
     eprintln!(
         "the promotion through the role took {:.0}s",

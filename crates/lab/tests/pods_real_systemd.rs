@@ -5,7 +5,7 @@
 //! shim runs on the host, and none comes back.
 //! Fails (never skips) when containers cannot run here.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
 use kube::{Api, api::EvictParams};
@@ -51,7 +51,7 @@ async fn wait_shims(
     what: &str,
     done: impl Fn(&[u32]) -> bool,
 ) -> Vec<u32> {
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         let now = shims(lab, host);
         if done(&now) {
@@ -97,7 +97,7 @@ async fn a_servers_kubelet_brings_back_a_killed_pod_while_cordoned_and_after_a_s
     .await;
     let killed = before[0];
     let m = lab.machine("server-3").unwrap();
-    let kill_at = Instant::now();
+    let kill_at = clock::Clock::system().now();
     tokio::task::block_in_place(|| {
         m.exec_ok(
             &["kill", "-9", &killed.to_string()],
@@ -124,7 +124,7 @@ async fn a_servers_kubelet_brings_back_a_killed_pod_while_cordoned_and_after_a_s
     })
     .await
     .unwrap();
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         let gone = apis
             .any(|c| async move { pods(c).get_opt("server-1-pod-1").await })
@@ -147,8 +147,8 @@ async fn a_servers_kubelet_brings_back_a_killed_pod_while_cordoned_and_after_a_s
     );
 
     // 3. A step-down through the actuator: etcd-only with `disable-agent`.
-    let swap = format!("swap-{}", lab::clock::unix());
-    hand.hold_lease(&swap, &n.controller_identity)
+    let swap = format!("swap-{}", clock::Clock::system().unix_secs());
+    hand.hold_lease(&swap, "server-3", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     hand.ask(
@@ -176,7 +176,7 @@ async fn a_servers_kubelet_brings_back_a_killed_pod_while_cordoned_and_after_a_s
     );
     // No shim runs, and none comes back, for well over a kubelet's sync.
     let renewed = node_lease_renewed(&apis, "server-3").await;
-    let watch = Instant::now();
+    let watch = clock::Clock::system().now();
     while watch.elapsed() < Duration::from_secs(12) {
         let now = shims(&lab, "server-3");
         assert!(

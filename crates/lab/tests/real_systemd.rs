@@ -13,7 +13,7 @@ use std::{
     path::{Path, PathBuf},
     sync::Mutex,
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use lab::{
@@ -87,7 +87,7 @@ impl Lab {
             fs::create_dir_all(&b.outside).unwrap();
         }
         prepare(&root);
-        let start = Instant::now();
+        let start = clock::Clock::system().now();
         let m = Machine::boot(spec, BOOT).unwrap_or_else(|e| {
             panic!("host {name} did not boot (systemd-nspawn must run here, as root): {e}")
         });
@@ -99,7 +99,7 @@ impl Lab {
 
 /// Polls `check` until it holds, at most `bound`; then fails naming `what`.
 fn wait_until(what: &str, bound: Duration, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     while !check() {
         assert!(start.elapsed() < bound, "not within {bound:?}: {what}");
         thread::sleep(Duration::from_millis(300));

@@ -3,7 +3,7 @@
 //! unit, every host's API and etcd reached from outside over the lab's bridge.
 //! Fails (never skips) when containers cannot run here.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -441,7 +441,7 @@ async fn rollback_marks_on_a_voter_outside_the_swap(
         "{denied:#}"
     );
     // The swap under way: the Lease held, for a swap, naming its incoming host.
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     let swap = loop {
         if let Some(l) = common::lease(&hand.apis).await {
             let a = l.metadata.annotations.unwrap_or_default();
@@ -476,7 +476,7 @@ async fn rollback_marks_on_a_voter_outside_the_swap(
         "rollback marks of swap {swap} written on {bystander} by a patch-nodes user, {:.1}s after the Lease named {incoming}",
         start.elapsed().as_secs_f32()
     );
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     let report = loop {
         if let Ok(Some(r)) = hand.report(bystander).await
             && r.swap.as_ref().map(|s| s.as_str()) == Some(swap.as_str())
@@ -525,7 +525,7 @@ async fn fleet_role_run_on_real_systemd_replaces_a_voter_whose_k3s_stopped() {
     // server-2's k3s stops for good, as on a host that died; systemd's
     // Restart=always does not bring back a unit stopped by systemctl.
     lab.systemctl("server-2", &["stop", "k3s"]).unwrap();
-    let stopped = Instant::now();
+    let stopped = clock::Clock::system().now();
     let mut run = tokio::process::Command::new(fleet_role())
         .args([
             "--kubeconfig",
@@ -582,8 +582,8 @@ async fn a_promotion_on_real_systemd_whose_server_never_becomes_ready_is_rolled_
     let lab = lab_of(1, 2, dir.path()).await;
     let hand = Hand::new(&lab.spec).unwrap();
     let n = hand.names.clone();
-    let swap = format!("swap-{}", lab::clock::unix());
-    hand.hold_lease(&swap, &n.controller_identity)
+    let swap = format!("swap-{}", clock::Clock::system().unix_secs());
+    hand.hold_lease(&swap, "server-2", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     // agent-2 runs no etcd: a join to it can never succeed.
@@ -596,7 +596,7 @@ async fn a_promotion_on_real_systemd_whose_server_never_becomes_ready_is_rolled_
     )
     .await
     .unwrap();
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     while !hand
         .report("agent-1")
         .await
@@ -626,7 +626,7 @@ async fn a_promotion_on_real_systemd_whose_server_never_becomes_ready_is_rolled_
         Phase::Done,
         "a promotion to an unreachable voter finished: {r:?}"
     );
-    hand.hold_lease(&swap, &n.controller_identity)
+    hand.hold_lease(&swap, "server-2", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     hand.ask("agent-1", Ask::Rollback).await.unwrap();
@@ -640,7 +640,7 @@ async fn a_promotion_on_real_systemd_whose_server_never_becomes_ready_is_rolled_
     .await
     .unwrap();
     let root = lab.spec.root("agent-1");
-    let rolled_back = Instant::now();
+    let rolled_back = clock::Clock::system().now();
     assert_eq!(
         std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role"))
             .unwrap()
@@ -703,7 +703,7 @@ async fn a_rolled_back_promotion_removes_its_learner_and_the_same_host_is_promot
         let hand = &hand;
         let n = &n;
         async move {
-            hand.hold_lease(&swap, &n.controller_identity)
+            hand.hold_lease(&swap, "server-2", "agent-1", &n.controller_identity)
                 .await
                 .unwrap();
             hand.ask(
@@ -717,9 +717,9 @@ async fn a_rolled_back_promotion_removes_its_learner_and_the_same_host_is_promot
             .unwrap();
         }
     };
-    let first = format!("swap-{}-a", lab::clock::unix());
+    let first = format!("swap-{}-a", clock::Clock::system().unix_secs());
     promote(first.clone()).await;
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         let members = scenario::members(&lab.spec).await.unwrap();
         if members.iter().any(|m| m.is_learner) {
@@ -731,7 +731,7 @@ async fn a_rolled_back_promotion_removes_its_learner_and_the_same_host_is_promot
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    hand.hold_lease(&first, &n.controller_identity)
+    hand.hold_lease(&first, "server-2", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     hand.ask("agent-1", Ask::Rollback).await.unwrap();
@@ -751,7 +751,7 @@ async fn a_rolled_back_promotion_removes_its_learner_and_the_same_host_is_promot
 
     // The same host, promoted again right away, joins and votes.
     std::fs::remove_file(&fails).unwrap();
-    let again = format!("swap-{}-b", lab::clock::unix());
+    let again = format!("swap-{}-b", clock::Clock::system().unix_secs());
     promote(again.clone()).await;
     hand.wait_step(
         "agent-1",
@@ -776,8 +776,8 @@ async fn a_host_rebooted_mid_promotion_on_real_systemd_converges_without_repeati
     let mut lab = lab_of(1, 1, dir.path()).await;
     let hand = Hand::new(&lab.spec).unwrap();
     let n = hand.names.clone();
-    let swap = format!("swap-{}", lab::clock::unix());
-    hand.hold_lease(&swap, &n.controller_identity)
+    let swap = format!("swap-{}", clock::Clock::system().unix_secs());
+    hand.hold_lease(&swap, "server-2", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     hand.ask("server-1", Ask::Snapshot { swap: &swap })
@@ -801,7 +801,7 @@ async fn a_host_rebooted_mid_promotion_on_real_systemd_converges_without_repeati
     )
     .await
     .unwrap();
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     while !hand
         .report("agent-1")
         .await
@@ -819,7 +819,9 @@ async fn a_host_rebooted_mid_promotion_on_real_systemd_converges_without_repeati
     lab.reboot("server-1").unwrap();
     let renew = async {
         loop {
-            let _ = hand.hold_lease(&swap, &n.controller_identity).await;
+            let _ = hand
+                .hold_lease(&swap, "server-2", "agent-1", &n.controller_identity)
+                .await;
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
     };
@@ -872,8 +874,8 @@ async fn a_step_down_on_real_systemd_whose_etcd_does_not_come_back_leaves_the_ro
     lab.systemctl("server-3", &["restart", "fleet-role-actuator"])
         .unwrap();
     std::fs::write(root.join("var/lib/rancher/fleet-role-lab-etcd-fails"), "").unwrap();
-    let swap = format!("swap-{}", lab::clock::unix());
-    hand.hold_lease(&swap, &n.controller_identity)
+    let swap = format!("swap-{}", clock::Clock::system().unix_secs());
+    hand.hold_lease(&swap, "server-3", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     hand.ask(

@@ -6,7 +6,7 @@
 //! that host first still reports, through the next server.
 //! Fails (never skips) when containers cannot run here.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -105,8 +105,8 @@ async fn a_servers_api_is_reached_through_its_supervisor_only_and_an_etcd_only_h
     );
 
     // 2. server-3 steps down to etcd-only (`disable-apiserver`).
-    let swap = format!("swap-{}", lab::clock::unix());
-    hand.hold_lease(&swap, &n.controller_identity)
+    let swap = format!("swap-{}", clock::Clock::system().unix_secs());
+    hand.hold_lease(&swap, "server-3", "agent-1", &n.controller_identity)
         .await
         .unwrap();
     hand.ask(
@@ -178,10 +178,10 @@ async fn a_servers_api_is_reached_through_its_supervisor_only_and_an_etcd_only_h
             .map(|h| h.heartbeat_at)
     };
     let before = heartbeat().await;
-    let restarted = lab::clock::unix();
+    let restarted = clock::Clock::system().unix_secs();
     lab.systemctl("server-1", &["restart", "fleet-role-actuator"])
         .unwrap();
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         let beat = heartbeat().await;
         if beat != before && beat.is_some_and(|b| b >= restarted) {
@@ -199,7 +199,7 @@ async fn a_servers_api_is_reached_through_its_supervisor_only_and_an_etcd_only_h
     // process's identifier, as journald does not always tie a stream's
     // lines to the unit).
     let m = lab.machine("server-1").unwrap();
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         let log: Vec<String> = tokio::task::block_in_place(|| {
             m.journal_of(&["fleet-role-actuator"], Duration::from_secs(60))

@@ -8,7 +8,7 @@ use std::{
     path::{Path, PathBuf},
     process::{Child, Command, Output, Stdio},
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use standins::{fixture::tempfile_dir::TempDir, units};
@@ -79,7 +79,7 @@ impl Drop for Root {
 }
 
 fn until(what: &str, f: impl Fn() -> bool) {
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     while !f() {
         assert!(
             start.elapsed() < Duration::from_secs(60),
@@ -90,7 +90,7 @@ fn until(what: &str, f: impl Fn() -> bool) {
 }
 
 fn exits(child: &mut Child) -> bool {
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     while start.elapsed() < Duration::from_secs(60) {
         if child.try_wait().unwrap().is_some() {
             return true;

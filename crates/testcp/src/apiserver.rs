@@ -3,7 +3,7 @@
 use std::{
     net::IpAddr,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::{
@@ -226,6 +226,7 @@ impl ApiServer {
     }
 
     async fn wait_ready(&mut self, timeout: Duration) -> Result<(), Error> {
+        let clock = clock::Clock::system();
         let url = self.url();
         let mut config = self.options.pki.client_config(&url, None);
         config.default_retry = false;
@@ -235,7 +236,7 @@ impl ApiServer {
             url: url.clone(),
             source,
         })?;
-        let started = Instant::now();
+        let started = clock.now();
         let mut last;
         loop {
             let Some(process) = self.process.as_mut() else {
@@ -258,7 +259,7 @@ impl ApiServer {
                 Ok(body) => last = body,
                 Err(e) => last = e.to_string(),
             }
-            if started.elapsed() > timeout {
+            if clock.since(started) > timeout {
                 let log_tail = process.log_tail(40);
                 return Err(Error::Timeout {
                     url,

@@ -11,7 +11,7 @@
 use std::{
     net::IpAddr,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::{
@@ -267,6 +267,7 @@ impl Etcd {
     /// # Errors
     /// [`Error::Exited`] or [`Error::Timeout`], both with the log tail.
     pub async fn wait_healthy(&mut self, probe: Probe, timeout: Duration) -> Result<(), Error> {
+        let clock = clock::Clock::system();
         // Over TLS the client URL wants a certificate; the metrics URL
         // answers `/health` in plain HTTP.
         let base = match self.options.tls {
@@ -278,7 +279,7 @@ impl Etcd {
             Probe::Serializable => format!("{base}/health?serializable=true"),
         };
         let name = &self.options.name;
-        let started = Instant::now();
+        let started = clock.now();
         let mut last;
         loop {
             let process = self
@@ -298,7 +299,7 @@ impl Etcd {
                 Ok(r) => last = format!("{} {}", r.status, r.body.trim()),
                 Err(e) => last = e.to_string(),
             }
-            if started.elapsed() > timeout {
+            if clock.since(started) > timeout {
                 let log_tail = process.log_tail(30);
                 return Err(Error::Timeout {
                     name: name.clone(),

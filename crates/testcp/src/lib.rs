@@ -103,7 +103,7 @@ pub mod tokens;
 
 pub use apiserver::{ApiServer, ApiServerOptions};
 pub use etcd::{ClusterState, Etcd, EtcdOptions, EtcdTls, Probe};
-pub use pki::Pki;
+pub use pki::{AddressPolicy, Ca, Pki, Usage};
 pub use plane::{ControlPlane, apply_manifest};
 pub use process::free_port;
 pub use tokens::TokenAuthFile;

@@ -1,9 +1,16 @@
-//! Certificates and keys for one plane.
+//! Certificates and keys for one plane, and the CA and leaf certificates
+//! they are made of.
 //!
 //! One CA signs one serving certificate that every kube-apiserver of the plane
 //! presents, so a client holding the one CA file can fail over between their
 //! URLs. The service-account key is shared too, so a token minted through one
 //! API server is accepted by the others.
+//!
+//! Which addresses a certificate may name is an [`AddressPolicy`]: a test
+//! plane serves on loopback only; a lab on real systemd also on its hosts'
+//! namespaced addresses (`198.18.K.N`), which stay on this machine too. The
+//! lab makes its PKI here ([`Pki::generate_for`]) and k3s's etcd
+//! certificates of its hosts from [`Ca`].
 
 use std::{
     fs,
@@ -20,12 +27,51 @@ use rcgen::{
 use rsa::pkcs8::{EncodePrivateKey, LineEnding};
 use secrecy::SecretString;
 
+/// Which addresses a certificate may name: certificates for addresses
+/// outside this machine are never made, so no test traffic leaves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddressPolicy {
+    /// Loopback only (`127.0.0.0/8`, `::1`): a test plane's.
+    Loopback,
+    /// Loopback and `198.18.0.0/15` (RFC 2544's benchmarking range, which
+    /// is never routed): a lab's hosts each have a network namespace there.
+    LoopbackAndLab,
+}
+
+impl AddressPolicy {
+    /// Whether a certificate may name `ip`.
+    pub fn admits(self, ip: IpAddr) -> bool {
+        let lab = |v: Ipv4Addr| v.octets()[0] == 198 && v.octets()[1] & 0xfe == 18;
+        match (self, ip) {
+            (_, ip) if ip.is_loopback() => true,
+            (AddressPolicy::LoopbackAndLab, IpAddr::V4(v)) => lab(v),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for AddressPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AddressPolicy::Loopback => "a test plane serves on 127.0.0.0/8 (or ::1) only",
+            AddressPolicy::LoopbackAndLab => {
+                "a lab serves on loopback and its hosts' 198.18.0.0/15 only"
+            }
+        })
+    }
+}
+
 /// Errors generating or writing the PKI.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A serving address outside the loopback range: the plane only serves on loopback.
-    #[error("{0} is not a loopback address; a test plane serves on 127.0.0.0/8 (or ::1) only")]
-    NotLoopback(IpAddr),
+    /// An address the policy does not admit.
+    #[error("{ip} may not be named in a certificate: {policy}")]
+    NotAdmitted {
+        /// The address.
+        ip: IpAddr,
+        /// The policy that refuses it.
+        policy: AddressPolicy,
+    },
     /// rcgen failed to make a key or certificate.
     #[error("generating a certificate: {0}")]
     Certificate(#[from] rcgen::Error),
@@ -61,12 +107,27 @@ impl Pki {
     /// Files go into `dir` (created if missing), private keys with mode 0600.
     ///
     /// # Errors
-    /// [`Error::NotLoopback`] for an address outside loopback, or a generation or write error.
+    /// [`Error::NotAdmitted`] for an address outside loopback, or a generation or write error.
     pub fn generate(dir: &Path, ips: &[IpAddr]) -> Result<Self, Error> {
+        Self::generate_for(dir, ips, AddressPolicy::Loopback, "testcp CA")
+    }
+
+    /// [`Pki::generate`] for the addresses `policy` admits, the CA named
+    /// `ca_name`.
+    ///
+    /// # Errors
+    /// [`Error::NotAdmitted`] for an address `policy` refuses, or a
+    /// generation or write error.
+    pub fn generate_for(
+        dir: &Path,
+        ips: &[IpAddr],
+        policy: AddressPolicy,
+        ca_name: &str,
+    ) -> Result<Self, Error> {
         let mut all_ips = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
         for &ip in ips {
-            if !ip.is_loopback() {
-                return Err(Error::NotLoopback(ip));
+            if !policy.admits(ip) {
+                return Err(Error::NotAdmitted { ip, policy });
             }
             if !all_ips.contains(&ip) {
                 all_ips.push(ip);
@@ -82,55 +143,21 @@ impl Pki {
             ips: all_ips,
         };
 
-        // ECDSA P-256 keys: ring generates them instantly, rustls and Go both accept them.
-        let ca_key = KeyPair::generate()?;
-        let mut ca_params = CertificateParams::default();
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "testcp CA");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let ca_cert = ca_params.self_signed(&ca_key)?;
-        let ca = Issuer::new(ca_params, ca_key);
-
-        let serving_key = KeyPair::generate()?;
-        let mut serving_params = CertificateParams::new(vec!["localhost".to_owned()])?;
-        serving_params
-            .distinguished_name
-            .push(DnType::CommonName, "kube-apiserver");
-        serving_params
-            .subject_alt_names
-            .extend(pki.ips.iter().map(|&ip| SanType::IpAddress(ip)));
-        serving_params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        serving_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let serving_cert = serving_params.signed_by(&serving_key, &ca)?;
+        let ca = Ca::new(ca_name)?;
+        let (serving_cert, serving_key) =
+            ca.sign("kube-apiserver", &pki.ips, Usage::Serving, policy)?;
 
         // kube-apiserver signs service-account tokens with this key (RS256); ring
         // cannot generate RSA keys, so the RustCrypto `rsa` crate does.
         let sa_key = rsa::PrivateKey::new(&mut getrandom::SysRng, 2048)?;
         let sa_pem = sa_key.to_pkcs8_pem(LineEnding::LF)?;
 
-        write(&pki.ca_file(), ca_cert.pem().as_bytes(), 0o644)?;
-        write(
-            &pki.serving_cert_file(),
-            serving_cert.pem().as_bytes(),
-            0o644,
-        )?;
-        write(
-            &pki.serving_key_file(),
-            serving_key.serialize_pem().as_bytes(),
-            0o600,
-        )?;
+        write(&pki.ca_file(), ca.pem().as_bytes(), 0o644)?;
+        write(&pki.serving_cert_file(), serving_cert.as_bytes(), 0o644)?;
+        write(&pki.serving_key_file(), serving_key.as_bytes(), 0o600)?;
         write(&pki.service_account_key_file(), sa_pem.as_bytes(), 0o600)?;
         Ok(Self {
-            ca_der: ca_cert.der().to_vec(),
+            ca_der: ca.der().to_vec(),
             ..pki
         })
     }
@@ -199,8 +226,118 @@ impl Pki {
     }
 }
 
-/// Writes `contents` to a new file with `mode`.
-fn write(path: &Path, contents: &[u8], mode: u32) -> Result<(), Error> {
+/// What a leaf certificate is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Usage {
+    /// A server's, for `localhost` and its addresses (server auth only).
+    Serving,
+    /// A client's (client auth only; no address).
+    Client,
+    /// Both, for `localhost` and its addresses: etcd's members present one
+    /// certificate as server and as client (k3s's `server-client`,
+    /// `peer-server-client`).
+    ServingAndClient,
+}
+
+/// A certificate authority kept in memory (its key is never written).
+pub struct Ca {
+    pem: String,
+    der: Vec<u8>,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl std::fmt::Debug for Ca {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ca").finish_non_exhaustive()
+    }
+}
+
+impl Ca {
+    /// A fresh self-signed CA named `name`.
+    ///
+    /// # Errors
+    /// A generation error.
+    pub fn new(name: &str) -> Result<Self, Error> {
+        // ECDSA P-256 keys: ring generates them instantly, rustls and Go both accept them.
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = params.self_signed(&key)?;
+        Ok(Self {
+            pem: cert.pem(),
+            der: cert.der().to_vec(),
+            issuer: Issuer::new(params, key),
+        })
+    }
+
+    /// The CA certificate, PEM.
+    pub fn pem(&self) -> &str {
+        &self.pem
+    }
+
+    /// The CA certificate, DER.
+    pub fn der(&self) -> &[u8] {
+        &self.der
+    }
+
+    /// A leaf certificate and its key (both PEM) named `cn`, signed by this
+    /// CA, for `usage`; one that serves names `localhost` and `ips`, each
+    /// admitted by `policy`.
+    ///
+    /// # Errors
+    /// [`Error::NotAdmitted`] for an address `policy` refuses, or a
+    /// generation error.
+    pub fn sign(
+        &self,
+        cn: &str,
+        ips: &[IpAddr],
+        usage: Usage,
+        policy: AddressPolicy,
+    ) -> Result<(String, String), Error> {
+        if let Some(&ip) = ips.iter().find(|&&ip| !policy.admits(ip)) {
+            return Err(Error::NotAdmitted { ip, policy });
+        }
+        let serves = usage != Usage::Client;
+        let key = KeyPair::generate()?;
+        let mut p = if serves {
+            CertificateParams::new(vec!["localhost".to_owned()])?
+        } else {
+            CertificateParams::default()
+        };
+        p.distinguished_name.push(DnType::CommonName, cn);
+        if serves {
+            p.subject_alt_names
+                .extend(ips.iter().map(|&ip| SanType::IpAddress(ip)));
+        }
+        p.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        p.extended_key_usages = match usage {
+            Usage::Serving => vec![ExtendedKeyUsagePurpose::ServerAuth],
+            Usage::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
+            Usage::ServingAndClient => vec![
+                ExtendedKeyUsagePurpose::ClientAuth,
+                ExtendedKeyUsagePurpose::ServerAuth,
+            ],
+        };
+        let cert = p.signed_by(&key, &self.issuer)?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+}
+
+/// Writes `contents` to a new file with `mode` (it must not exist: a PKI
+/// is made once, never over another's files).
+///
+/// # Errors
+/// [`Error::Write`] naming the file.
+pub fn write(path: &Path, contents: &[u8], mode: u32) -> Result<(), Error> {
     fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -236,7 +373,40 @@ mod tests {
     fn an_address_outside_loopback_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let err = Pki::generate(dir.path(), &["10.0.0.1".parse().unwrap()]).unwrap_err();
-        assert!(matches!(err, Error::NotLoopback(_)), "{err}");
+        assert!(matches!(err, Error::NotAdmitted { .. }), "{err}");
+        let lab = "198.18.7.1".parse().unwrap();
+        assert!(Pki::generate(dir.path(), &[lab]).is_err());
+    }
+
+    #[test]
+    fn a_lab_admits_loopback_and_its_hosts_range_and_nothing_else() {
+        let lab = AddressPolicy::LoopbackAndLab;
+        for ok in [
+            "127.0.0.1",
+            "127.77.3.4",
+            "198.18.7.1",
+            "198.19.255.254",
+            "::1",
+        ] {
+            assert!(lab.admits(ok.parse().unwrap()), "{ok}");
+        }
+        for no in [
+            "10.0.0.1",
+            "198.17.0.1",
+            "198.20.0.1",
+            "192.168.1.1",
+            "fe80::1",
+        ] {
+            assert!(!lab.admits(no.parse().unwrap()), "{no}");
+        }
+        assert!(!AddressPolicy::Loopback.admits("198.18.7.1".parse().unwrap()));
+        let dir = tempfile::tempdir().unwrap();
+        let pki =
+            Pki::generate_for(dir.path(), &["198.18.7.1".parse().unwrap()], lab, "lab CA").unwrap();
+        assert!(pki.ips().contains(&"198.18.7.1".parse().unwrap()));
+        let ca = Ca::new("x").unwrap();
+        let far = ["10.0.0.1".parse().unwrap()];
+        assert!(ca.sign("x", &far, Usage::Serving, lab).is_err());
     }
 
     #[test]

@@ -134,12 +134,13 @@ impl ControlPlane {
     /// `/readyz` can pass a moment before the system-namespaces controller has
     /// created `default`; tests create objects there first thing.
     async fn wait_for_default_namespace(&self) -> Result<(), Error> {
+        let clock = clock::Clock::system();
         let namespaces: Api<Namespace> = Api::all(self.admin_client()?);
-        let started = std::time::Instant::now();
+        let started = clock.now();
         loop {
             match namespaces.get_opt("default").await {
                 Ok(Some(_)) => return Ok(()),
-                Ok(None) if started.elapsed() < Duration::from_secs(30) => {}
+                Ok(None) if clock.since(started) < Duration::from_secs(30) => {}
                 Ok(None) => return Err(Error::NoDefaultNamespace),
                 Err(source) => {
                     return Err(Error::Kube {

@@ -12,7 +12,7 @@ use std::{
     io::{self, Write},
     path::{Path, PathBuf},
     process::{Child, ChildStdin, Command, ExitStatus, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 /// The guard. `$@` is the server and its arguments. The pipe moves to fd 3 so
@@ -91,9 +91,10 @@ impl Guarded {
     /// Asks for SIGTERM and waits for the exit; the guard escalates to SIGKILL
     /// after 10 s and this gives up waiting after [`STOP_TIMEOUT`].
     pub(crate) async fn stop(&mut self) -> Option<ExitStatus> {
+        let clock = clock::Clock::system();
         self.orders.take();
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        while Instant::now() < deadline {
+        let deadline = clock.now() + STOP_TIMEOUT;
+        while clock.now() < deadline {
             if let Some(status) = self.exited() {
                 return Some(status);
             }
@@ -161,6 +162,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_kill_ends_a_server_that_ignores_sigterm() {
+        let clock = clock::Clock::system();
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
         let mut child = Guarded::spawn(
@@ -170,17 +172,18 @@ mod tests {
         )
         .unwrap();
         wait_for_line(&log, "up").await;
-        let started = Instant::now();
+        let started = clock.now();
         let status = child.kill().unwrap();
         assert!(!status.success());
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            clock.since(started) < Duration::from_secs(5),
             "SIGKILL, not the 10 s escalation"
         );
     }
 
     #[tokio::test]
     async fn a_server_that_exits_by_itself_ends_its_guard() {
+        let clock = clock::Clock::system();
         let dir = tempfile::tempdir().unwrap();
         let mut child = Guarded::spawn(
             Path::new("bash"),
@@ -188,8 +191,8 @@ mod tests {
             &dir.path().join("log"),
         )
         .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while child.exited().is_none() && Instant::now() < deadline {
+        let deadline = clock.now() + Duration::from_secs(5);
+        while child.exited().is_none() && clock.now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert_eq!(child.exited().and_then(|s| s.code()), Some(3));

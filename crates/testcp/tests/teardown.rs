@@ -3,7 +3,7 @@
 use std::{
     path::{Path, PathBuf},
     process::{Command, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use testcp::ControlPlane;
@@ -50,7 +50,7 @@ fn processes_mentioning(needle: &Path) -> Vec<String> {
 }
 
 fn wait_until_none_mention(dir: &Path, timeout: Duration) -> Vec<String> {
-    let started = Instant::now();
+    let started = clock::Clock::system().now();
     loop {
         let left = processes_mentioning(dir);
         if left.is_empty() || started.elapsed() > timeout {
@@ -82,7 +82,7 @@ fn servers_die_with_the_test_process() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let started = Instant::now();
+    let started = clock::Clock::system().now();
     while !report.exists() {
         assert!(
             helper.try_wait().unwrap().is_none(),

@@ -19,6 +19,7 @@ use crate::api::Apis;
 
 /// Runs `k3s agent` until it fails.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
+    let clock = clock::Clock::system();
     // k3s (pkg/configfilearg/parser.go) turns every config key into a flag
     // of the subcommand; urfave/cli refuses one `agent` does not define
     // (`Incorrect Usage: …` on stdout), k3s exits with `Error: …` and the
@@ -101,22 +102,22 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let heartbeat = spec.heartbeat();
-    let mut last_beat = std::time::Instant::now() - heartbeat;
-    let mut last_sync = std::time::Instant::now() - pods::SYNC_EVERY;
+    let mut last_beat = clock.now() - heartbeat;
+    let mut last_sync = clock.now() - pods::SYNC_EVERY;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = term.recv() => return Ok(()),
         }
-        if last_beat.elapsed() >= heartbeat {
-            last_beat = std::time::Instant::now();
+        if clock.since(last_beat) >= heartbeat {
+            last_beat = clock.now();
             if let Err(e) = kubelet.heartbeat(&[]).await {
                 warn!("heartbeat: {e:#}");
             }
         }
         // Cordoned or not: a cordon is the scheduler's, never the kubelet's.
-        if last_sync.elapsed() >= pods::SYNC_EVERY {
-            last_sync = std::time::Instant::now();
+        if clock.since(last_sync) >= pods::SYNC_EVERY {
+            last_sync = clock.now();
             if let Err(e) = kubelet.sync_pods(&ctx.root).await {
                 warn!("pods: {e:#}");
             }

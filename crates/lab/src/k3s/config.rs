@@ -7,6 +7,11 @@
 //! only when neither sets the flag (urfave/cli's `EnvVar`). Only top-level
 //! `key: value` lines are read (a list's items, indented or `- `, are no
 //! keys): the keys the lab uses are scalars.
+//!
+//! This is k3s's reading, not the product's (`host::k3s_config`): the lab
+//! tests the product against k3s's behaviour (a key the agent does not
+//! define fails it, a later file wins), which a stand-in sharing the
+//! product's reader would agree with whatever the reader's mistakes.
 
 use std::{
     collections::BTreeMap,

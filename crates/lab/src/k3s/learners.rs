@@ -221,6 +221,7 @@ impl Loop<'_> {
         progress: &mut LearnerProgress,
         m: &etcd_gw::Member,
     ) -> anyhow::Result<()> {
+        let clock = clock::Clock::system();
         if self.hold_promotions.exists() {
             info!(
                 "learner {} not promoted: promotions held by the lab ({})",
@@ -243,7 +244,7 @@ impl Loop<'_> {
                 break;
             }
         }
-        let now = crate::clock::unix_ms();
+        let now = clock.unix_millis();
         match track_learner(progress, m, applied, now, self.max_stall) {
             LearnerVerdict::Remove => {
                 etcd_gw::member_remove(self.own, m.id).await?;
@@ -280,6 +281,7 @@ impl Loop<'_> {
     /// Writes the condition when its status, reason or message changes
     /// (k3s refreshes an unchanged one's heartbeat only every few minutes).
     async fn set_condition(&self, node: &Node, status: MemberStatus) -> anyhow::Result<()> {
+        let clock = clock::Clock::system();
         let (on, reason, message) = status.condition();
         let want = if on { "True" } else { "False" };
         let current = node
@@ -305,7 +307,7 @@ impl Loop<'_> {
             return Ok(());
         }
         info!("Node {name}: {K3S_ETCD_IS_VOTER}={want} ({reason})");
-        let now = crate::clock::rfc3339();
+        let now = crate::stamps::rfc3339(&clock);
         let patch = json!({"status": {"conditions": [{
             "type": K3S_ETCD_IS_VOTER, "status": want, "reason": reason, "message": message,
             "lastHeartbeatTime": now, "lastTransitionTime": now,

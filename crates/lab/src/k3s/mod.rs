@@ -89,6 +89,7 @@ pub fn notify_ready(what: &str) {
 /// (default `server/db/snapshots`), `.zip` with `etcd-snapshot-compress`.
 /// A learner takes none, as in k3s.
 pub async fn snapshot_save(ctx: &Ctx, name: &str) -> anyhow::Result<PathBuf> {
+    let clock = clock::Clock::system();
     protocol::SwapId::parse(name)?;
     let ip = ctx.ip()?;
     let url = ctx.etcd(&LabSpec::etcd_url(ip))?;
@@ -99,7 +100,7 @@ pub async fn snapshot_save(ctx: &Ctx, name: &str) -> anyhow::Result<PathBuf> {
         anyhow::bail!("etcd-snapshot error: this member is a learner; learners take no snapshots");
     }
     let data = crate::etcd_gw::snapshot(&url).await?;
-    write_snapshot(ctx, name, &data, crate::clock::unix())
+    write_snapshot(ctx, name, &data, clock.unix_secs())
 }
 
 /// Writes a snapshot's `data` where and as k3s does (`pkg/etcd/snapshot.go`):

@@ -156,13 +156,14 @@ impl Kubelet {
     /// One heartbeat: Ready (and `extra` conditions) in the Node's status,
     /// its address, and the node Lease renewed.
     pub async fn heartbeat(&self, extra: &[(&str, bool, &str)]) -> anyhow::Result<()> {
+        let clock = clock::Clock::system();
         let mut conditions = vec![("Ready", true, "KubeletReady")];
         conditions.extend_from_slice(extra);
         self.post_conditions(&conditions, true).await?;
         let lease = json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": self.name, "namespace": "kube-node-lease"},
-            "spec": {"holderIdentity": self.name, "leaseDurationSeconds": 40, "renewTime": crate::clock::micro()},
+            "spec": {"holderIdentity": self.name, "leaseDurationSeconds": 40, "renewTime": crate::stamps::micro(&clock)},
         });
         self.apis
             .any(|c| {
@@ -189,7 +190,8 @@ impl Kubelet {
         conditions: &[(&str, bool, &str)],
         addresses: bool,
     ) -> anyhow::Result<()> {
-        let now = crate::clock::rfc3339();
+        let clock = clock::Clock::system();
+        let now = crate::stamps::rfc3339(&clock);
         let conditions: Vec<Value> = conditions
             .iter()
             .map(|(kind, on, reason)| {

@@ -243,7 +243,8 @@ impl Kubelet {
 /// count one more than before if it ran before (a killed shim brought back
 /// shows in `kubectl get pods` as a restart, as a kubelet's does).
 fn running_status(pod: Option<&Pod>) -> serde_json::Value {
-    let now = crate::clock::rfc3339();
+    let clock = clock::Clock::system();
+    let now = crate::stamps::rfc3339(&clock);
     let status = pod.and_then(|p| p.status.as_ref());
     let ran = status.and_then(|s| s.phase.as_deref()) == Some("Running");
     let before = status

@@ -56,6 +56,7 @@ fn peers(ctx: &Ctx, own: &etcd_gw::Endpoint, me: Ipv4Addr) -> Vec<etcd_gw::Endpo
 
 /// Runs `k3s server` until it fails or is removed.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
+    let clock = clock::Clock::system();
     let ip = ctx.ip()?;
     let name = ctx.node()?;
     let with_api = !ctx.config.flag("disable-apiserver");
@@ -83,7 +84,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         // joins again as a new learner through `server:`, or, with none,
         // starts a new cluster. A fleet-role host must never get here: its
         // drop-in's condition keeps k3s from starting over a tombstone.
-        let backup = db.join(format!("etcd-old-{}", crate::clock::unix()));
+        let backup = db.join(format!("etcd-old-{}", clock.unix_secs()));
         info!(
             "tombstone file has been detected, removing data dir to rejoin the cluster (backed up to {})",
             backup.display()
@@ -216,10 +217,10 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let mut ready = false;
     let heartbeat = spec.heartbeat();
     let promote_every = Duration::from_millis(spec.timings.promote_every_ms);
-    let mut last_promote = std::time::Instant::now() - promote_every;
+    let mut last_promote = clock.now() - promote_every;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
-    let mut last_beat = std::time::Instant::now() - heartbeat;
-    let mut last_sync = std::time::Instant::now() - pods::SYNC_EVERY;
+    let mut last_beat = clock.now() - heartbeat;
+    let mut last_sync = clock.now() - pods::SYNC_EVERY;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         tokio::select! {
@@ -322,8 +323,8 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             ready = true;
             super::notify_ready("server");
         }
-        if last_promote.elapsed() >= promote_every {
-            last_promote = std::time::Instant::now();
+        if clock.since(last_promote) >= promote_every {
+            last_promote = clock.now();
             learners::Loop {
                 own: &own,
                 me,
@@ -344,8 +345,8 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         // answers 503 until the local API server is ready (or, etcd-only,
         // until its etcd is): a learner's kubelet does not run, and its Node
         // (an agent's before) shows nothing of etcd until the promotion.
-        if ready && last_beat.elapsed() >= heartbeat {
-            last_beat = std::time::Instant::now();
+        if ready && clock.since(last_beat) >= heartbeat {
+            last_beat = clock.now();
             if let Err(e) =
                 kubelet_beat(&ctx, &kubelet, &mut registered, with_api, &member_name, ip).await
             {
@@ -354,8 +355,8 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         }
         // The embedded kubelet runs at every level, etcd-only included,
         // unless the agent is disabled.
-        if agent && last_sync.elapsed() >= pods::SYNC_EVERY {
-            last_sync = std::time::Instant::now();
+        if agent && clock.since(last_sync) >= pods::SYNC_EVERY {
+            last_sync = clock.now();
             if let Err(e) = kubelet.sync_pods(&ctx.root).await {
                 warn!("pods: {e:#}");
             }
@@ -383,13 +384,14 @@ async fn add_learner(
     join_etcd: &etcd_gw::Endpoint,
     peer_url: &str,
 ) -> anyhow::Result<(u64, Vec<etcd_gw::Member>)> {
+    let clock = clock::Clock::system();
     // etcd refuses a new member until every voter has been connected a while,
     // and allows one learner at a time: retry as k3s does.
-    let start = std::time::Instant::now();
+    let start = clock.now();
     loop {
         match etcd_gw::member_add_learner(join_etcd, peer_url).await {
             Ok(r) => return Ok(r),
-            Err(e) if start.elapsed() < Duration::from_secs(120) => {
+            Err(e) if clock.since(start) < Duration::from_secs(120) => {
                 warn!("adding the learner: {e:#}; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }

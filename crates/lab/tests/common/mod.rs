@@ -3,7 +3,7 @@
 //! the path of the built `fleet-role`.
 #![allow(dead_code)] // each test binary uses its own part of this module
 
-use std::{path::Path, time::Instant};
+use std::path::Path;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -31,7 +31,7 @@ pub async fn lab_of(servers: usize, agents: usize, dir: &Path) -> SystemdLab {
         .parent()
         .unwrap();
     let bins = Bins::beside(bin_dir).expect("the workspace's binaries are built");
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     // FLEET_ROLE_LAB_KEEP=DIR: the lab in DIR, left for a look after the test
     // (each host's journal: journalctl -D DIR/hosts/HOST/var/log/journal).
     let keep = std::env::var_os("FLEET_ROLE_LAB_KEEP").map(std::path::PathBuf::from);

@@ -5,27 +5,22 @@
 //! as k3s reads them (top-level `key: value` lines only, a later file
 //! winning), and fails as k3s would when the server is not up.
 
-use std::{
-    fs,
-    process::ExitCode,
-    time::{SystemTime, UNIX_EPOCH},
-};
+use std::{fs, process::ExitCode};
 
 use standins::{log, root, state_dir, units};
 
 fn node_name(root: &std::path::Path) -> String {
-    let config = fs::read_to_string(root.join("etc/rancher/k3s/config.yaml")).unwrap_or_default();
-    config
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("node-name:")
-                .map(|v| v.trim().trim_matches('"').to_string())
-        })
+    config_value(root, "node-name")
         .or_else(|| std::env::var("K3S_NODE_NAME").ok())
         .unwrap_or_else(|| "localhost".into())
 }
 
 /// The last value of a top-level `key:` across k3s's config files.
+///
+/// The stand-in imitates k3s's own reading rather than calling the
+/// product's (`host::k3s_config`): the product's tests check that it finds
+/// the snapshot where k3s puts it, which a stand-in sharing its reader would
+/// confirm whatever the reader's mistakes.
 fn config_value(root: &std::path::Path, key: &str) -> Option<String> {
     let mut files = vec![root.join("etc/rancher/k3s/config.yaml")];
     if let Ok(es) = fs::read_dir(root.join("etc/rancher/k3s/config.yaml.d")) {
@@ -48,6 +43,7 @@ fn config_value(root: &std::path::Path, key: &str) -> Option<String> {
 }
 
 fn main() -> ExitCode {
+    let clock = clock::Clock::system();
     let root = match root() {
         Ok(r) => r,
         Err(e) => {
@@ -85,10 +81,7 @@ fn main() -> ExitCode {
             } else {
                 ""
             };
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0);
+            let now = clock.unix_secs();
             let file = dir.join(format!("{name}-{}-{now}{zip}", node_name(&root)));
             if let Err(e) =
                 fs::create_dir_all(&dir).and_then(|_| fs::write(&file, b"stand-in etcd snapshot\n"))

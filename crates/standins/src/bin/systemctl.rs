@@ -39,7 +39,7 @@ use std::{
     path::{Path, PathBuf},
     process::{Command, ExitCode, Stdio},
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use standins::{log, root, state_dir, units};
@@ -503,6 +503,7 @@ fn start(root: &Path, unit: &str) -> Result<u8, String> {
 /// SIGKILL), then `inactive`. A unit in its auto-restart wait or its
 /// condition is stopped too.
 fn stop(root: &Path, unit: &str) -> u8 {
+    let clock = clock::Clock::system();
     if !units::is_active(root, unit) {
         return 0;
     }
@@ -515,8 +516,8 @@ fn stop(root: &Path, unit: &str) -> u8 {
     // after the stop timeout; whatever it started (pod shims) lives on.
     if let Some(main) = read_pid(root, unit, "main-pid") {
         signal(main, "-TERM");
-        let start = Instant::now();
-        while alive(main) && start.elapsed() < Duration::from_secs(15) {
+        let start = clock.now();
+        while alive(main) && clock.since(start) < Duration::from_secs(15) {
             thread::sleep(Duration::from_millis(50));
         }
         if alive(main) {
@@ -538,6 +539,7 @@ fn stopping(root: &Path, unit: &str) -> bool {
 /// The supervisor of one unit's main process: its condition, its readiness,
 /// and `Restart=`/`RestartSec=`.
 fn supervise(root: &Path, unit: &str) -> u8 {
+    let clock = clock::Clock::system();
     let mut first = true;
     while let Ok(u) = Unit::read(root, unit) {
         if !first {
@@ -610,8 +612,8 @@ fn supervise(root: &Path, unit: &str) -> u8 {
         }
         // Restart=always: systemd shows the wait as activating (auto-restart).
         set(root, unit, "activating", "auto-restart", "exit-code");
-        let start = Instant::now();
-        while start.elapsed() < u.restart_sec {
+        let start = clock.now();
+        while clock.since(start) < u.restart_sec {
             if stopping(root, unit) {
                 return 0;
             }
