@@ -221,7 +221,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
                 last = match refresh {
                     Ok(Ok(obs)) => {
                         if *output == Format::Text {
-                            println!("── {}", kubeview::time::now());
+                            println!("── {}", kubeview::time::now(&clock::Clock::system()));
                         }
                         show_status(*output, &obs.view, &settings)
                     }

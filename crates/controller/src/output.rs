@@ -44,7 +44,7 @@ impl Printer {
         let now = Timestamp::now();
         let clock = match self.format {
             Format::Text => now.strftime("%H:%M:%S").to_string(),
-            Format::Json => kubeview::time::now(),
+            Format::Json => kubeview::time::now(&clock::Clock::system()),
         };
         (clock, self.start.elapsed().as_secs_f64())
     }
