@@ -77,9 +77,7 @@ fn actuator_deb() -> PathBuf {
 
 /// Whether `bytes` hold `marker` anywhere.
 fn holds(bytes: &[u8], marker: &str) -> bool {
-    bytes
-        .windows(marker.len())
-        .any(|w| w == marker.as_bytes())
+    bytes.windows(marker.len()).any(|w| w == marker.as_bytes())
 }
 
 /// The crash test's failpoint (`actuator::failpoint`) SIGKILLs the
@@ -109,7 +107,12 @@ fn the_packaged_actuator_is_built_without_the_failpoint_the_workspace_build_carr
     );
     let deb = actuator_deb();
     let tree = tempfile::tempdir().unwrap();
-    run_here(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(tree.path()));
+    run_here(
+        Command::new("dpkg-deb")
+            .arg("-x")
+            .arg(&deb)
+            .arg(tree.path()),
+    );
     let packaged = fs::read(tree.path().join("usr/bin/fleet-role-actuator")).unwrap();
     assert!(
         !holds(&packaged, marker),
