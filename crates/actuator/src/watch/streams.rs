@@ -1,6 +1,6 @@
 //! The watch streams: the own Node and the regrade Lease, each watched by
-//! name through kube-runtime's [`watcher()`], which lists, watches, resumes
-//! from the last resource version and relists after a 410 Gone.
+//! name through kube-runtime's [`watcher::watcher`], which lists, watches,
+//! resumes from the last resource version and relists after a 410 Gone.
 //!
 //! Not kube-runtime's `watch_object`, which is the same stream over
 //! [`watcher::Config::default`]: its server-side timeout (290 s) cannot be
