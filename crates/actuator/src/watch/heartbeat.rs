@@ -1,5 +1,6 @@
-//! The heartbeat: the report's host part (the demotion verdict, etcd's
-//! view), the credential's lapse warned about, and what the decisions read
+//! The heartbeat and the host's own checks: the report's host part (the
+//! demotion verdict, etcd's view), the credential's lapse warned about, the
+//! Node's address checked against this host's, and what the decisions read
 //! of etcd's member list.
 
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use protocol::{
 };
 use tracing::{info, warn};
 
-use super::Watcher;
+use super::{AddressCheck, Watcher};
 use crate::{etcdreport::ViewReader, membership::RemoteReader};
 
 /// The credential's lapse is warned about at most this often.
@@ -61,6 +62,19 @@ fn server_node(names: &protocol::Names, n: &Node) -> host::eligibility::ServerNo
 }
 
 impl Watcher {
+    /// Refuses a Node whose InternalIP is not an address of this host (the
+    /// first time the Node is seen with one): its steps are another
+    /// machine's.
+    pub(super) fn check_address(&mut self, node: Option<&Node>) -> Result<(), String> {
+        let ip = node.and_then(kubeview::internal_ip);
+        if let (AddressCheck::Pending, Some(ip)) = (self.address_check, ip) {
+            host::identity::check_internal_ip(self.settings.node.as_str(), &ip, &self.addresses)
+                .map_err(|e| e.to_string())?;
+            self.address_check = AddressCheck::Passed;
+        }
+        Ok(())
+    }
+
     /// Warns (at most once an hour) while the credential is within
     /// [`crate::cluster::EXPIRY_WARNING_SECS`] of lapsing: a lapsed token
     /// fails every request, and the host would stop taking steps.

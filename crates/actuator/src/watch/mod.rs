@@ -9,7 +9,7 @@
 //! a settled one.
 //!
 //! One file per concept: the watch streams ([`streams`]), one session over
-//! one API server ([`session`]), the heartbeat and what it reads
+//! one API server ([`session`]), the heartbeat and the host's own checks
 //! ([`heartbeat`]), the decision and what follows from it ([`decision`]),
 //! and a step's host part in its own task ([`step`]).
 

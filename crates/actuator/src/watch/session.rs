@@ -10,8 +10,7 @@ use protocol::names::LEASE_NAMESPACE;
 use tracing::warn;
 
 use super::{
-    AddressCheck, Copy, LeaseSeen, SessionEnd, Watcher, chain, step::step_end,
-    streams::watched_by_name,
+    Copy, LeaseSeen, SessionEnd, Watcher, chain, step::step_end, streams::watched_by_name,
 };
 use crate::report;
 
@@ -131,18 +130,5 @@ impl Watcher {
         self.node = node;
         self.last_view = view;
         changed
-    }
-
-    /// Refuses a Node whose InternalIP is not an address of this host (the
-    /// first time the Node is seen with one): its steps are another
-    /// machine's.
-    fn check_address(&mut self, node: Option<&Node>) -> Result<(), String> {
-        let ip = node.and_then(kubeview::internal_ip);
-        if let (AddressCheck::Pending, Some(ip)) = (self.address_check, ip) {
-            host::identity::check_internal_ip(self.settings.node.as_str(), &ip, &self.addresses)
-                .map_err(|e| e.to_string())?;
-            self.address_check = AddressCheck::Passed;
-        }
-        Ok(())
     }
 }
