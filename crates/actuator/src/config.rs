@@ -12,6 +12,8 @@ use protocol::{HolderIdentity, JoinUrl, Names, NodeName};
 use serde::Deserialize;
 use settings::layer;
 
+use crate::cli::{ApiArgs, Cli};
+
 /// The default config file.
 pub const DEFAULT_CONFIG: &str = "/etc/fleet-role/actuator.toml";
 
@@ -141,6 +143,31 @@ pub struct Overrides {
     pub token_file: Option<PathBuf>,
     /// `--lock-timeout`.
     pub lock_timeout_secs: Option<u64>,
+}
+
+impl Overrides {
+    /// The global flags of `cli` (and their environment variables), with
+    /// `api` for a command that reaches the API and `lock_timeout_secs` for
+    /// one that waits for the host lock.
+    pub fn from_flags(cli: &Cli, api: Option<&ApiArgs>, lock_timeout_secs: Option<u64>) -> Self {
+        Overrides {
+            node: cli.node.clone(),
+            root: cli.root.clone(),
+            api: api.map(|a| a.api.clone()).unwrap_or_default(),
+            ca_file: api.and_then(|a| a.ca_file.clone()),
+            token_file: api.and_then(|a| a.token_file.clone()),
+            lock_timeout_secs,
+        }
+    }
+}
+
+/// The host `is` asks about, from the flags alone: systemd runs it as an
+/// `ExecCondition=` before every start of a k3s unit, so it reads no config
+/// file (one that does not parse must not stop k3s from starting) and needs
+/// no Node name (the role file is all it reads).
+pub fn condition_host(cli: &Cli) -> host::Host {
+    let root = cli.root.clone().unwrap_or_else(|| PathBuf::from("/"));
+    host::Host::new(root, cli.node.clone().unwrap_or_default())
 }
 
 fn hostname() -> Option<String> {
@@ -280,6 +307,17 @@ impl Settings {
         })
     }
 
+    /// Reads the config file `cli` names (or the default, if present) and
+    /// resolves it with the flags ([`Overrides::from_flags`]).
+    pub fn from_flags(
+        cli: &Cli,
+        api: Option<&ApiArgs>,
+        lock_timeout_secs: Option<u64>,
+    ) -> Result<Settings, ConfigError> {
+        let file = FileConfig::load(cli.config.as_deref())?;
+        Settings::resolve(file, Overrides::from_flags(cli, api, lock_timeout_secs))
+    }
+
     /// The host these settings act on.
     pub fn host(&self) -> host::Host {
         let mut h = host::Host::new(&self.root, self.node.as_str())
@@ -302,6 +340,34 @@ mod tests {
             node: Some(node.into()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_command_lines_flags_become_the_overrides() {
+        use clap::Parser;
+        let cli = Cli::parse_from([
+            "fleet-role-actuator",
+            "--node",
+            "n1",
+            "--root",
+            "/r",
+            "status",
+            "--api",
+            "https://10.0.0.1:6443,https://10.0.0.2:6443",
+            "--token-file",
+            "/t",
+        ]);
+        let crate::cli::Command::Status(api) = &cli.command else {
+            panic!("{cli:?}")
+        };
+        let o = Overrides::from_flags(&cli, Some(api), Some(7));
+        assert_eq!(o.node.as_deref(), Some("n1"));
+        assert_eq!(o.root, Some(PathBuf::from("/r")));
+        assert_eq!(o.api, ["https://10.0.0.1:6443", "https://10.0.0.2:6443"]);
+        assert_eq!(o.token_file, Some(PathBuf::from("/t")));
+        assert_eq!(o.ca_file, None);
+        assert_eq!(o.lock_timeout_secs, Some(7));
+        assert_eq!(condition_host(&cli).paths.root(), Path::new("/r"));
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 use std::time::{Duration, Instant};
 
+use clock::Clock;
 use protocol::etcd::EtcdView;
 use tracing::{info, warn};
 
@@ -32,6 +33,8 @@ pub const FAILED_READ_PACE: Duration = Duration::from_secs(15);
 /// The last reading of the local member, and whether it failed.
 pub struct ViewReader {
     endpoint: etcdview::Endpoint,
+    /// What the pace is measured on, and the reading stamped with.
+    clock: Clock,
     /// When the last reading was made.
     last: Option<Instant>,
     /// What it gave (`None`: it failed, or none was made).
@@ -46,12 +49,13 @@ pub struct ViewReader {
 
 impl ViewReader {
     /// A reader of the member at `endpoint` (its request bound replaced by
-    /// [`REQUEST_BOUND`]).
-    pub fn new(endpoint: &etcdview::Endpoint) -> Self {
+    /// [`REQUEST_BOUND`]), paced on `clock`.
+    pub fn new(endpoint: &etcdview::Endpoint, clock: Clock) -> Self {
         let mut endpoint = endpoint.clone();
         endpoint.timeout = REQUEST_BOUND;
         Self {
             endpoint,
+            clock,
             last: None,
             view: None,
             last_read: None,
@@ -60,19 +64,19 @@ impl ViewReader {
     }
 
     /// The view to report now: the last one if read within the pace,
-    /// otherwise a new reading (at unix time `now`). A failed reading gives
-    /// none, and is logged once until it fails otherwise or succeeds.
-    pub async fn current(&mut self, now: i64) -> Option<EtcdView> {
+    /// otherwise a new reading. A failed reading gives none, and is logged
+    /// once until it fails otherwise or succeeds.
+    pub async fn current(&mut self) -> Option<EtcdView> {
         let pace = if self.failing.is_some() {
             FAILED_READ_PACE
         } else {
             READ_PACE
         };
-        if self.last.is_some_and(|t| t.elapsed() < pace) {
+        if self.last.is_some_and(|t| self.clock.since(t) < pace) {
             return self.view.clone();
         }
-        self.last = Some(Instant::now());
-        match etcdview::read(&self.endpoint, now).await {
+        self.last = Some(self.clock.now());
+        match etcdview::read(&self.endpoint, self.clock.unix_secs()).await {
             Ok(v) => {
                 if self.failing.take().is_some() {
                     info!("etcd's view is read again");
@@ -148,21 +152,31 @@ mod tests {
             tls: None,
             timeout: Duration::from_secs(10),
         };
-        let mut r = ViewReader::new(&ep);
+        let clock = Clock::manual(1);
+        let mut r = ViewReader::new(&ep, clock.clone());
         assert_eq!(r.endpoint.timeout, REQUEST_BOUND);
-        assert_eq!(r.current(1).await, None);
+        assert_eq!(r.current().await, None);
         let first = connections.load(Ordering::SeqCst);
         assert!(first > 0, "the first call reads");
         // Called again at once (as every resync and watch event may): no
         // new reading.
         for _ in 0..3 {
-            assert_eq!(r.current(2).await, None);
+            assert_eq!(r.current().await, None);
         }
         assert_eq!(connections.load(Ordering::SeqCst), first);
         assert!(r.failing.is_some());
+        // Just short of the failed reading's pace: still none.
+        clock.advance(FAILED_READ_PACE - Duration::from_secs(1));
+        assert_eq!(r.current().await, None);
+        assert_eq!(connections.load(Ordering::SeqCst), first);
+        // Past it: read again.
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(r.current().await, None);
+        let second = connections.load(Ordering::SeqCst);
+        assert!(second > first);
         // Forgotten (no datastore for a while): the next call reads at once.
         r.forget();
-        assert_eq!(r.current(3).await, None);
-        assert!(connections.load(Ordering::SeqCst) > first);
+        assert_eq!(r.current().await, None);
+        assert!(connections.load(Ordering::SeqCst) > second);
     }
 }

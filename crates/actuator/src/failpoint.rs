@@ -17,6 +17,13 @@
 //! The path is where the hardened unit may write (`ReadWritePaths=`
 //! includes `/var/lib/rancher/k3s`); nothing else is read or written while
 //! the file is absent.
+//!
+//! Built only with the crate's `failpoint` feature: the lab's dependency on
+//! the actuator turns it on (so `cargo build --workspace --bins` gives the
+//! crash test an actuator with it), and the packages (`scripts/package.sh`,
+//! `cargo build --release -p actuator -p controller`) are built without it.
+//! A build that has it says so when `watch` starts, in words ([`MARKER`])
+//! that are in no other build: the packages' test looks for them.
 
 use std::{
     fs,
@@ -25,7 +32,24 @@ use std::{
 };
 
 use host::{Change, Host, HostPaths};
-use tracing::warn;
+use tracing::{info, warn};
+
+/// Logged when `watch` starts in a build with the failpoint; the text is
+/// in no build without it (`crates/lab/tests/package_install.rs` checks the
+/// packaged binary lacks it).
+pub const MARKER: &str = "this build carries the fleet-role crash-test failpoint";
+
+/// `host` with the failpoint's observer ([`after_change`]) set, said once
+/// in the log.
+pub fn armed(host: Host) -> Host {
+    // Info, not a warning: the tests that run this build (`cargo test
+    // --workspace` unifies the feature in) count the warnings of a run.
+    info!(
+        file = %file(&host.paths).display(),
+        "{MARKER} (a testing aid: it kills this process after each change while its file exists)"
+    );
+    host.with_after_change(after_change)
+}
 
 /// The failpoint's file on this host.
 pub fn file(paths: &HostPaths) -> PathBuf {

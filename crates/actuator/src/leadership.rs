@@ -5,8 +5,9 @@
 //! start of its step-down, before any change. A member that does not lead
 //! has nothing to hand over.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use clock::Clock;
 use etcdview::Endpoint;
 use protocol::etcd::MemberId;
 use tracing::{info, warn};
@@ -31,9 +32,13 @@ pub enum HandOver {
 /// Hands leadership over if the local member leads, trying the other
 /// voters (started ones, in id order) until one takes it. Runs on the step's
 /// blocking thread: it blocks on `handle`. An error changes nothing: the
-/// step-down does not begin.
-pub fn hand_over(handle: &tokio::runtime::Handle, ep: &Endpoint) -> Result<HandOver, String> {
-    let now = crate::watch::now;
+/// step-down does not begin. `clock` times the wait for the new leader.
+pub fn hand_over(
+    handle: &tokio::runtime::Handle,
+    ep: &Endpoint,
+    clock: &Clock,
+) -> Result<HandOver, String> {
+    let now = || clock.unix_secs();
     let view = handle
         .block_on(etcdview::read(ep, now()))
         .map_err(|e| format!("could not tell whether this member leads etcd: {e}"))?;
@@ -48,7 +53,7 @@ pub fn hand_over(handle: &tokio::runtime::Handle, ep: &Endpoint) -> Result<HandO
     candidates.sort();
     let mut tried = Vec::new();
     for to in candidates {
-        let started = Instant::now();
+        let started = clock.now();
         match handle.block_on(etcdview::move_leader(ep, to)) {
             Ok(()) => {}
             Err(e) => {
@@ -57,11 +62,11 @@ pub fn hand_over(handle: &tokio::runtime::Handle, ep: &Endpoint) -> Result<HandO
                 continue;
             }
         }
-        while started.elapsed() < SETTLE {
+        while clock.since(started) < SETTLE {
             if let Ok(v) = handle.block_on(etcdview::read(ep, now()))
                 && v.leader == Some(to)
             {
-                let took = started.elapsed();
+                let took = clock.since(started);
                 info!(
                     "etcd leadership moved from {} to {to} in {} ms",
                     view.member,

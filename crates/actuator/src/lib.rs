@@ -10,6 +10,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod etcdreport;
+#[cfg(feature = "failpoint")]
 pub mod failpoint;
 pub mod leadership;
 pub mod learner;

@@ -6,8 +6,8 @@ use anyhow::Context;
 use host::{Change, Host};
 use protocol::{
     JoinUrl, Role, SwapId,
-    controller::one_line,
     exit::{Exit, Marked},
+    text::one_line,
 };
 use serde::Serialize;
 
@@ -242,14 +242,19 @@ impl RoleFile {
     }
 }
 
-/// Bytes escaped for one line, at most 64 of them.
+/// Bytes escaped for one line, at most 64 of them: their text by the one
+/// rule ([`protocol::text::one_line`]), and each byte that is not UTF-8 as
+/// `\xNN`. A role file may hold anything (half a write, a binary), and a
+/// byte no text rule can show is still worth seeing as it is, rather than
+/// as a replacement character.
 fn escaped(bytes: &[u8]) -> String {
-    let mut out: String = bytes
-        .iter()
-        .take(64)
-        .flat_map(|b| std::ascii::escape_default(*b))
-        .map(char::from)
-        .collect();
+    let mut out = String::new();
+    for chunk in bytes[..bytes.len().min(64)].utf8_chunks() {
+        out.push_str(&one_line(chunk.valid()));
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
     if bytes.len() > 64 {
         out.push('…');
     }
@@ -414,7 +419,7 @@ pub fn local_status(host: &Host) -> LocalStatus {
     if let Err(e) = crate::report::read_local(&host.paths) {
         degraded.push(format!(
             "`watch` refuses to start: {}",
-            protocol::controller::one_line(&e.to_string())
+            one_line(&e.to_string())
         ));
     }
     LocalStatus {

@@ -1,8 +1,11 @@
-//! `fleet-role-actuator`'s entry point: flags into settings, one command,
-//! errors printed once at the edge, an explicit exit code.
+//! `fleet-role-actuator`'s entry point: flags into settings, one function
+//! per command, errors printed once at the edge, an explicit exit code.
 //!
 //! Exit codes: [`protocol::exit::Exit`], shared with the controller and
 //! listed in the help; `is` answers 0 or 1 only.
+//!
+//! The program's edge: the one place that takes the machine's clock
+//! ([`Clock::system`]) and hands it to what reads time.
 #![forbid(unsafe_code)]
 
 use std::{process::ExitCode, sync::Arc};
@@ -10,7 +13,7 @@ use std::{process::ExitCode, sync::Arc};
 use actuator::{
     cli::{ApiArgs, Cli, Command},
     cluster::{self, Candidates},
-    config::{FileConfig, Overrides, Settings},
+    config::{self, Settings},
     local::{self, Switch},
     metrics::Metrics,
     output::{Format, print, print_error},
@@ -18,16 +21,34 @@ use actuator::{
 };
 use anyhow::Context;
 use clap::Parser;
+use clock::Clock;
 use protocol::{
     JoinUrl, Role, SwapId,
-    controller::one_line,
     exit::{Exit, Marked},
+    text::one_line,
 };
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let format = cli.output;
-    match run(cli) {
+    let clock = Clock::system();
+    let outcome = match &cli.command {
+        Command::Is { role, no_tombstone } => Ok(is(&cli, role, *no_tombstone)),
+        Command::PromoteLocal {
+            join,
+            check,
+            lock_timeout,
+        } => promote_local(&cli, join, *check, *lock_timeout),
+        Command::DemoteLocal {
+            check,
+            force,
+            lock_timeout,
+        } => demote_local(&cli, *check, *force, *lock_timeout),
+        Command::Snapshot { name } => snapshot(&cli, name),
+        Command::Status(api) => status(&cli, api, &clock),
+        Command::Watch(api) => watch(&cli, api, clock),
+    };
+    match outcome {
         Ok(code) => code,
         Err(e) => {
             let exit = exit_of(&e);
@@ -69,201 +90,204 @@ fn init_logging() {
         .init();
 }
 
+/// The settings of a command, any error in them the caller's.
 fn settings(
     cli: &Cli,
     api: Option<&ApiArgs>,
     lock_timeout: Option<u64>,
 ) -> anyhow::Result<Settings> {
-    let file = FileConfig::load(cli.config.as_deref()).map_err(usage)?;
-    let o = Overrides {
-        node: cli.node.clone(),
-        root: cli.root.clone(),
-        api: api.map(|a| a.api.clone()).unwrap_or_default(),
-        ca_file: api.and_then(|a| a.ca_file.clone()),
-        token_file: api.and_then(|a| a.token_file.clone()),
-        lock_timeout_secs: lock_timeout,
-    };
-    Settings::resolve(file, o).map_err(usage)
+    Settings::from_flags(cli, api, lock_timeout).map_err(usage)
 }
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let format = cli.output;
-    match &cli.command {
-        Command::Is { role, no_tombstone } => {
-            // An ExecCondition: any doubt, including a bad setting, is "no" (exit 1),
-            // so systemd skips the unit rather than failing it.
-            let Ok(role) = Role::parse(role) else {
-                return Ok(ExitCode::from(1));
-            };
-            let root = cli.root.clone().unwrap_or_else(|| "/".into());
-            let host = host::Host::new(root, cli.node.clone().unwrap_or_default());
-            let yes = local::is(&host, role, *no_tombstone);
-            if format == Format::Json {
-                print(
-                    format,
-                    &[],
-                    &serde_json::json!({ "ok": true, "role": role, "matches": yes }),
-                );
-            }
-            Ok(ExitCode::from(if yes { 0 } else { 1 }))
-        }
-        Command::PromoteLocal {
-            join,
-            check,
-            lock_timeout,
-        } => {
-            let join = JoinUrl::parse(join).map_err(usage)?;
-            let s = settings(&cli, None, *lock_timeout)?;
-            local::switch(
-                &s.host(),
-                &Switch::Promote(join),
-                *check,
-                s.lock_timeout,
-                format,
-            )?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::DemoteLocal {
-            check,
-            force,
-            lock_timeout,
-        } => {
-            let s = settings(&cli, None, *lock_timeout)?;
-            local::switch(
-                &s.host(),
-                &Switch::Demote { force: *force },
-                *check,
-                s.lock_timeout,
-                format,
-            )?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Snapshot { name } => {
-            let name = SwapId::parse(name).map_err(usage)?;
-            let s = settings(&cli, None, None)?;
-            local::snapshot(&s.host(), &name, s.lock_timeout, format)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Status(api) => {
-            let s = settings(&cli, Some(api), None)?;
-            let local = local::local_status(&s.host());
-            let mut lines = local.lines();
-            let mut remote = serde_json::Value::Null;
-            if !s.api.is_empty() {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?;
-                let candidates =
-                    Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())
-                        .map_err(usage)?;
-                // Each candidate in turn, as the watcher moves on: an
-                // etcd-only server's 503 as much as a refused connection.
-                let r = rt
-                    .block_on(candidates.first_answer(
-                        |client| {
-                            let (names, node) = (&s.names, s.node.as_str());
-                            async move { report::read(&client, names, node).await }
-                        },
-                        |e| matches!(e, report::LoadError::Api(k) if cluster::moves_on(k)),
-                    ))
-                    .context("reading the report")?;
-                // The report came from the API: whatever it holds is shown
-                // escaped on one line, so a reason carrying a newline or a
-                // terminal escape can neither forge a line nor drive the
-                // terminal.
-                lines.push(format!("report:       {}", report_line(r.as_ref())));
-                remote = kubeview::time::with_times(
-                    serde_json::to_value(&r)?,
-                    &["startedAt", "updatedAt"],
-                );
-            }
-            // The copy kept on the host, shown whatever it holds: a copy that
-            // does not parse is what makes `watch` refuse to start.
-            let (kept, kept_error) = match report::read_local(&s.host().paths) {
-                Ok(r) => {
-                    lines.push(format!("kept report:  {}", report_line(r.as_ref())));
-                    (serde_json::to_value(&r)?, None)
-                }
-                Err(e) => {
-                    // (`local` counts it as degraded.)
-                    lines.push(format!("kept report:  {}", one_line(&e.to_string())));
-                    (serde_json::Value::Null, Some(e.to_string()))
-                }
-            };
-            let expiry = s.token_file.as_deref().and_then(cluster::token_expiry);
-            if let Some(exp) = expiry {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-                let at = kubeview::time::rfc3339(Some(exp));
-                lines.push(format!(
-                    "credential:   lapses at {}{}",
-                    at.as_str().map_or_else(|| exp.to_string(), String::from),
-                    cluster::expiry_warning(exp, now)
-                        .map(|w| format!("; WARNING: {w}"))
-                        .unwrap_or_default()
-                ));
-            }
-            let exit = if local.degraded.is_empty() {
-                Exit::Done
-            } else {
-                Exit::Degraded
-            };
-            print(
-                format,
-                &lines,
-                &serde_json::json!({
-                    "ok": exit == Exit::Done,
-                    "exit": exit.code(),
-                    "host": local,
-                    "report": remote,
-                    "report_kept": kept,
-                    "report_kept_error": kept_error,
-                    "credential_expires": kubeview::time::rfc3339(expiry),
-                }),
-            );
-            Ok(ExitCode::from(exit.code()))
-        }
-        Command::Watch(api) => {
-            let s = settings(&cli, Some(api), None)?;
-            // A templated actuator.toml naming one Node on every host would
-            // make each host carry out that Node's steps: refuse to start
-            // unless the host itself says it is the configured Node.
-            let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
-            let addresses =
-                host::addresses::LocalAddresses::read(std::path::Path::new("/proc/net"))
-                    .context("reading this host's addresses")?;
-            // The configured node is at fault, not the host: a usage error.
-            host::identity::check(
-                &s.host().paths,
-                s.node.as_str(),
-                hostname.as_deref(),
-                &addresses,
-            )
-            .map_err(usage)?;
-            init_logging();
-            let candidates =
-                Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone())
-                    .map_err(usage)?;
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()?;
-            rt.block_on(async {
-                let metrics = Arc::new(Metrics::new());
-                // Off unless configured: most hosts need the report alone.
-                if let Some(addr) = s.metrics_address {
-                    let bound = metrics.clone().serve(addr).await?;
-                    tracing::info!("serving /metrics and /healthz on {bound}");
-                }
-                let mut w = watch::Watcher::new(s)
-                    .with_metrics(metrics)
-                    .with_addresses(addresses);
-                w.run(candidates, shutdown()).await
-            })?;
-            Ok(ExitCode::SUCCESS)
-        }
+/// `is ROLE`: systemd's `ExecCondition=`. Any doubt, including a bad
+/// setting, is "no" (exit 1), so systemd skips the unit rather than
+/// failing it.
+fn is(cli: &Cli, role: &str, no_tombstone: bool) -> ExitCode {
+    let Ok(role) = Role::parse(role) else {
+        return ExitCode::from(1);
+    };
+    let yes = local::is(&config::condition_host(cli), role, no_tombstone);
+    if cli.output == Format::Json {
+        print(
+            cli.output,
+            &[],
+            &serde_json::json!({ "ok": true, "role": role, "matches": yes }),
+        );
     }
+    ExitCode::from(if yes { 0 } else { 1 })
+}
+
+/// `promote-local --join URL`.
+fn promote_local(
+    cli: &Cli,
+    join: &str,
+    check: bool,
+    lock_timeout: Option<u64>,
+) -> anyhow::Result<ExitCode> {
+    let join = JoinUrl::parse(join).map_err(usage)?;
+    let s = settings(cli, None, lock_timeout)?;
+    local::switch(
+        &s.host(),
+        &Switch::Promote(join),
+        check,
+        s.lock_timeout,
+        cli.output,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `demote-local`.
+fn demote_local(
+    cli: &Cli,
+    check: bool,
+    force: bool,
+    lock_timeout: Option<u64>,
+) -> anyhow::Result<ExitCode> {
+    let s = settings(cli, None, lock_timeout)?;
+    local::switch(
+        &s.host(),
+        &Switch::Demote { force },
+        check,
+        s.lock_timeout,
+        cli.output,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `snapshot --name NAME`.
+fn snapshot(cli: &Cli, name: &str) -> anyhow::Result<ExitCode> {
+    let name = SwapId::parse(name).map_err(usage)?;
+    let s = settings(cli, None, None)?;
+    local::snapshot(&s.host(), &name, s.lock_timeout, cli.output)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `status`: the host as read here, with an API its report, and the
+/// credential's lapse; exit 5 when something is degraded.
+fn status(cli: &Cli, api: &ApiArgs, clock: &Clock) -> anyhow::Result<ExitCode> {
+    let format = cli.output;
+    let s = settings(cli, Some(api), None)?;
+    let local = local::local_status(&s.host());
+    let mut lines = local.lines();
+    let mut remote = serde_json::Value::Null;
+    if !s.api.is_empty() {
+        let r = api_report(&s)?;
+        // The report came from the API: whatever it holds is shown
+        // escaped on one line, so a reason carrying a newline or a
+        // terminal escape can neither forge a line nor drive the
+        // terminal.
+        lines.push(format!("report:       {}", report_line(r.as_ref())));
+        remote = kubeview::time::with_times(serde_json::to_value(&r)?, &["startedAt", "updatedAt"]);
+    }
+    // The copy kept on the host, shown whatever it holds: a copy that
+    // does not parse is what makes `watch` refuse to start.
+    let (kept, kept_error) = match report::read_local(&s.host().paths) {
+        Ok(r) => {
+            lines.push(format!("kept report:  {}", report_line(r.as_ref())));
+            (serde_json::to_value(&r)?, None)
+        }
+        Err(e) => {
+            // (`local` counts it as degraded.)
+            lines.push(format!("kept report:  {}", one_line(&e.to_string())));
+            (serde_json::Value::Null, Some(e.to_string()))
+        }
+    };
+    let expiry = s.token_file.as_deref().and_then(cluster::token_expiry);
+    if let Some(exp) = expiry {
+        let at = kubeview::time::rfc3339(Some(exp));
+        lines.push(format!(
+            "credential:   lapses at {}{}",
+            at.as_str().map_or_else(|| exp.to_string(), String::from),
+            cluster::expiry_warning(exp, clock.unix_secs())
+                .map(|w| format!("; WARNING: {w}"))
+                .unwrap_or_default()
+        ));
+    }
+    let exit = if local.degraded.is_empty() {
+        Exit::Done
+    } else {
+        Exit::Degraded
+    };
+    print(
+        format,
+        &lines,
+        &serde_json::json!({
+            "ok": exit == Exit::Done,
+            "exit": exit.code(),
+            "host": local,
+            "report": remote,
+            "report_kept": kept,
+            "report_kept_error": kept_error,
+            "credential_expires": kubeview::time::rfc3339(expiry),
+        }),
+    );
+    Ok(ExitCode::from(exit.code()))
+}
+
+/// The host's report as the API holds it, read through each candidate in
+/// turn, as the watcher moves on: an etcd-only server's 503 as much as a
+/// refused connection.
+fn api_report(s: &Settings) -> anyhow::Result<Option<protocol::Report>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let candidates =
+        Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone()).map_err(usage)?;
+    let r = rt
+        .block_on(candidates.first_answer(
+            |client| {
+                let (names, node) = (&s.names, s.node.as_str());
+                async move { report::read(&client, names, node).await }
+            },
+            |e| matches!(e, report::LoadError::Api(k) if cluster::moves_on(k)),
+        ))
+        .context("reading the report")?;
+    Ok(r)
+}
+
+/// `watch`: the host checked to be the configured Node, then the watcher
+/// run until SIGTERM.
+fn watch(cli: &Cli, api: &ApiArgs, clock: Clock) -> anyhow::Result<ExitCode> {
+    let s = settings(cli, Some(api), None)?;
+    // A templated actuator.toml naming one Node on every host would
+    // make each host carry out that Node's steps: refuse to start
+    // unless the host itself says it is the configured Node.
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
+    let addresses = host::addresses::LocalAddresses::read(std::path::Path::new("/proc/net"))
+        .context("reading this host's addresses")?;
+    // The configured node is at fault, not the host: a usage error.
+    host::identity::check(
+        &s.host().paths,
+        s.node.as_str(),
+        hostname.as_deref(),
+        &addresses,
+    )
+    .map_err(usage)?;
+    init_logging();
+    let candidates =
+        Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone()).map_err(usage)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let metrics = Arc::new(Metrics::new());
+        // Off unless configured: most hosts need the report alone.
+        if let Some(addr) = s.metrics_address {
+            let bound = metrics.clone().serve(addr).await?;
+            tracing::info!("serving /metrics and /healthz on {bound}");
+        }
+        let host = s.host();
+        // The crash test's failpoint, in a build that has it (never the
+        // packaged one): see `failpoint`.
+        #[cfg(feature = "failpoint")]
+        let host = actuator::failpoint::armed(host);
+        let mut w = watch::Watcher::with_host(s, host, clock)
+            .with_metrics(metrics)
+            .with_addresses(addresses);
+        w.run(candidates, shutdown()).await
+    })?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A report on one line, escaped (it may have come from the API, where a

@@ -23,6 +23,7 @@
 
 use std::time::Instant;
 
+use clock::Clock;
 use etcdview::Endpoint;
 use host::addresses::LocalAddresses;
 use protocol::etcd::{EtcdView, Member};
@@ -101,14 +102,25 @@ pub fn candidates(template: &Endpoint, view: Option<&EtcdView>, extra: &[String]
 }
 
 /// The last reading of the member list through another server.
-#[derive(Default)]
 pub struct RemoteReader {
+    /// What the pace is measured on, and the reading stamped with.
+    clock: Clock,
     last: Option<Instant>,
     answer: Option<bool>,
     failing: Option<String>,
 }
 
 impl RemoteReader {
+    /// No reading made yet; paced on `clock`.
+    pub fn new(clock: Clock) -> Self {
+        Self {
+            clock,
+            last: None,
+            answer: None,
+            failing: None,
+        }
+    }
+
     /// The last answer (none: not read, or no server answered).
     pub fn answer(&self) -> Option<bool> {
         self.answer
@@ -116,29 +128,28 @@ impl RemoteReader {
 
     /// Forgets the answer (the datastore is gone: nothing left to ask).
     pub fn forget(&mut self) {
-        *self = Self::default();
+        *self = Self::new(self.clock.clone());
     }
 
     /// Reads through `candidates` in turn (at most [`MAX_CANDIDATES`],
     /// each bounded) until one gives an answer, at most once per
-    /// [`READ_PACE`] ([`FAILED_READ_PACE`] after a failure); `now` stamps
-    /// the reading.
+    /// [`READ_PACE`] ([`FAILED_READ_PACE`] after a failure).
     pub async fn read(
         &mut self,
         candidates: &[Endpoint],
         member: Option<&str>,
         addresses: &LocalAddresses,
-        now: i64,
     ) -> Option<bool> {
         let pace = if self.failing.is_some() {
             FAILED_READ_PACE
         } else {
             READ_PACE
         };
-        if self.last.is_some_and(|t| t.elapsed() < pace) {
+        if self.last.is_some_and(|t| self.clock.since(t) < pace) {
             return self.answer;
         }
-        self.last = Some(Instant::now());
+        self.last = Some(self.clock.now());
+        let now = self.clock.unix_secs();
         let mut errors = Vec::new();
         for ep in candidates.iter().take(MAX_CANDIDATES) {
             match etcdview::read(ep, now).await {

@@ -57,7 +57,8 @@ subjects:
 
 /// Now as a Kubernetes Time.
 fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
+    k8s_openapi::jiff::Timestamp::try_from(clock::Clock::system().wall())
+        .unwrap()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
 }
@@ -134,7 +135,7 @@ impl World {
             dry_run: true,
             ..PatchParams::default()
         };
-        let started = std::time::Instant::now();
+        let started = clock::Clock::system().now();
         while let Err(e) = nodes
             .patch("voter-b", &dry_run, &Patch::Merge(json!({})))
             .await
@@ -264,7 +265,7 @@ async fn step_down_marks_written_early_on_the_swaps_own_outgoing_host_wait_until
     let old = w.host("old", server).await;
     patcher.mark("old", "s1", "step-down", "agent", None).await;
     let waits = "waiting: step-down waits: the regrade Lease shows the controller last asked for \"promote\", not step-down";
-    let started = std::time::Instant::now();
+    let started = clock::Clock::system().now();
     while old.watcher.count(waits) == 0 {
         assert!(
             started.elapsed() < DEADLINE,

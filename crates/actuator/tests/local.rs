@@ -6,7 +6,7 @@ use std::{
     path::Path,
     process::{Command, Output, Stdio},
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use standins::fixture::{K3S_TOKEN_MARKER, TestHost};
@@ -202,7 +202,7 @@ fn hold_lock(h: &TestHost, secs: &str) -> std::process::Child {
         .spawn()
         .expect("flock(1) from util-linux");
     // Wait until the other process holds it.
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     while !fs::File::open(&lock).is_ok_and(|f| f.try_lock().is_err()) {
         assert!(
             start.elapsed() < Duration::from_secs(30),
@@ -244,7 +244,7 @@ fn a_switch_waits_for_the_hosts_lock_and_fails_when_another_holds_it_too_long() 
         .spawn()
         .unwrap();
     let lock = fs::canonicalize(h.at("var/lib/rancher/k3s/fleet-role.lock")).unwrap();
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     while !has_open(switch.id(), &lock) {
         assert!(
             switch.try_wait().unwrap().is_none(),
@@ -618,12 +618,12 @@ fn status_names_an_invalid_role_file_with_its_bytes_escaped_and_exits_5() {
         "an escape reached the terminal: {text:?}"
     );
     assert!(
-        text.contains("role file:    INVALID: \"serv\\x1b[2Jer\\n\\xff\""),
+        text.contains("role file:    INVALID: \"serv\\u{1b}[2Jer\\n\\xff\""),
         "{text}"
     );
     assert!(
         text.contains(
-            "DEGRADED:     the role file is invalid (it holds \"serv\\x1b[2Jer\\n\\xff\""
+            "DEGRADED:     the role file is invalid (it holds \"serv\\u{1b}[2Jer\\n\\xff\""
         ),
         "{text}"
     );
@@ -752,7 +752,7 @@ fn state(h: &TestHost, unit: &str) -> standins::units::State {
 }
 
 fn until(what: &str, f: impl Fn() -> bool) {
-    let start = std::time::Instant::now();
+    let start = clock::Clock::system().now();
     while !f() {
         assert!(
             start.elapsed() < Duration::from_secs(60),

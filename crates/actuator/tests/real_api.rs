@@ -13,7 +13,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http::{Method, Request};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, ServiceAccount};
@@ -278,7 +278,7 @@ async fn wait_for_the_report_policy(client: &Client) {
         false,
     )
     .with(MERGE, json!({"data": {"node-b": "probe"}}));
-    let started = Instant::now();
+    let started = clock::Clock::system().now();
     while probe.send(client).await != 403 {
         assert!(
             started.elapsed() < support::DEADLINE,
@@ -952,7 +952,7 @@ async fn a_report_write_lost_before_a_crash_does_not_make_a_settled_step_repeat(
     std::fs::write(s.host.at(HOST_REPORT), learner.to_json()).unwrap();
     let third = s.watch("third");
     wait_decisions(&third, 0, 2).await;
-    let started = Instant::now();
+    let started = clock::Clock::system().now();
     while step_of(&s.kept_report()) != step_of(&done) {
         assert!(started.elapsed() < DEADLINE, "{}", third.log_tail(15));
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -1056,9 +1056,9 @@ async fn a_lease_that_lapsed_while_the_step_waited_for_the_host_lock_stops_the_s
     let lock = local.lock(Duration::from_secs(5)).expect("the host lock");
     // A Lease renewed 30 s ago for 60 s: valid for about 25 s more (the
     // host takes 5 s off for clock skew), and never renewed.
-    let renewed =
-        k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(30);
-    let lapses = Instant::now() + Duration::from_secs(26);
+    let renewed = k8s_openapi::jiff::Timestamp::try_from(clock::Clock::system().wall()).unwrap()
+        - k8s_openapi::jiff::SignedDuration::from_secs(30);
+    let lapses = clock::Clock::system().now() + Duration::from_secs(26);
     let lease = json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "fleet-regrade", "namespace": "kube-system",
@@ -1083,14 +1083,14 @@ async fn a_lease_that_lapsed_while_the_step_waited_for_the_host_lock_stops_the_s
     s.wait(&watcher, "the step's start", at(Phase::Started, None))
         .await;
     assert!(
-        Instant::now() < lapses,
+        clock::Clock::system().now() < lapses,
         "the step started only after its Lease lapsed: the machine is too slow for this test"
     );
     // The step waits for the lock (60 s) while its Lease lapses; then the
     // lock is let go.
     tokio::time::sleep_until((lapses + Duration::from_secs(1)).into()).await;
     drop(lock);
-    let started = Instant::now();
+    let started = clock::Clock::system().now();
     while watcher.count("step stopped, nothing changed") == 0 {
         assert!(
             started.elapsed() < DEADLINE,
@@ -1210,7 +1210,7 @@ async fn a_watch_answered_410_gone_lists_again_and_repeats_no_step() {
         lists = watcher.count_requests(LIST);
         relay.point_at(port_of(&plane.urls()[index]));
         relay.cut();
-        let cut = Instant::now();
+        let cut = clock::Clock::system().now();
         while watcher.count(GONE) == 0 && cut.elapsed() < Duration::from_secs(20) {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -1223,7 +1223,7 @@ async fn a_watch_answered_410_gone_lists_again_and_repeats_no_step() {
         "no 410 Gone:\n{}",
         watcher.log_tail(15)
     );
-    let started = Instant::now();
+    let started = clock::Clock::system().now();
     while watcher.count_requests(LIST) == lists {
         assert!(
             started.elapsed() < DEADLINE,
@@ -1472,7 +1472,7 @@ async fn no_token_appears_in_any_output_log_report_or_error_even_of_a_refused_re
             token_file: token.clone(),
         };
         let mut watcher = Actuator::watch_logging(&s.host, work, tag, &access, "trace");
-        let started = Instant::now();
+        let started = clock::Clock::system().now();
         while watcher.count("the API server failed") < 3 {
             assert!(
                 watcher.is_running(),

@@ -7,7 +7,7 @@ use std::{
     os::unix::process::{CommandExt, ExitStatusExt},
     path::Path,
     process::{Child, Command, ExitStatus, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use host::{Error, Host};
@@ -68,7 +68,7 @@ impl Etcd {
         .spawn()
         .expect("etcd from etcd-bin-vendored");
         let health = format!("http://127.0.0.1:{metrics}/health");
-        let start = Instant::now();
+        let start = clock::Clock::system().now();
         while !host::etcd::is_healthy(&health, Duration::from_millis(500)) {
             assert!(
                 start.elapsed() < Duration::from_secs(30),
@@ -111,7 +111,7 @@ fn start_shim(h: &TestHost) -> Shim {
             .unwrap(),
     );
     let cmdline = format!("/proc/{}/cmdline", child.0.id());
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         let arg0 = fs::read(&cmdline)
             .unwrap_or_default()
@@ -150,7 +150,7 @@ const DEADLINE: Duration = Duration::from_secs(30);
 /// `/proc`'s command lines (its memory released) a moment before it can be
 /// reaped, so "no shim found" does not yet mean `try_wait` sees it gone.
 fn ended(Shim(child): &mut Shim) -> ExitStatus {
-    let start = Instant::now();
+    let start = clock::Clock::system().now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             return status;

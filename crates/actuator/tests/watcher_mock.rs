@@ -7,14 +7,16 @@ use std::{
     collections::BTreeMap,
     path::Path,
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use actuator::{
     config::{FileConfig, Overrides, Settings},
+    etcdreport::READ_PACE,
     metrics::Metrics,
-    watch::Watcher,
+    watch::{Decided, Decisions, Watcher},
 };
+use clock::Clock;
 use http::{Method, Request, Response, StatusCode};
 use kube::{Client, client::Body};
 use protocol::{
@@ -253,11 +255,7 @@ fn lease_asking(swap: &str, step: &str) -> Value {
 }
 
 fn jiff_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
-    k8s_openapi::jiff::Timestamp::from_second(secs)
+    k8s_openapi::jiff::Timestamp::from_second(Clock::system().unix_secs())
         .unwrap()
         .strftime("%Y-%m-%dT%H:%M:%S.000000Z")
         .to_string()
@@ -268,6 +266,10 @@ struct Rig {
     seeded: Option<Report>,
     world: Shared,
     host: TestHost,
+    /// The watcher's clock (the system's unless the test moves its own).
+    clock: Clock,
+    /// The watcher's decisions, as it publishes them.
+    decisions: tokio::sync::watch::Receiver<Decisions>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -287,6 +289,16 @@ impl Rig {
     }
 
     fn with_config(host: TestHost, world: World, file: FileConfig, metrics: Arc<Metrics>) -> Rig {
+        Rig::with_clock(host, world, file, metrics, Clock::system())
+    }
+
+    fn with_clock(
+        host: TestHost,
+        world: World,
+        file: FileConfig,
+        metrics: Arc<Metrics>,
+        clock: Clock,
+    ) -> Rig {
         let seeded = world
             .report
             .get(&host.node)
@@ -307,9 +319,10 @@ impl Rig {
         let h = settings.host().with_search_path(host.path_env());
         // The Nodes say 10.0.0.9: this host's address, for the watcher.
         let here = host::addresses::LocalAddresses::parse("|-- 10.0.0.9\n /32 host LOCAL\n", "");
-        let mut watcher = Watcher::with_host(settings, h)
+        let mut watcher = Watcher::with_host(settings, h, clock.clone())
             .with_metrics(metrics)
             .with_addresses(here);
+        let decisions = watcher.decisions();
         let task = tokio::spawn(async move {
             watcher.session(client).await;
         });
@@ -317,6 +330,8 @@ impl Rig {
             seeded,
             world,
             host,
+            clock,
+            decisions,
             task,
         }
     }
@@ -347,10 +362,11 @@ impl Rig {
     }
 
     async fn until(&self, what: &str, f: impl Fn(&Rig) -> bool) {
-        let start = Instant::now();
+        let clock = Clock::system();
+        let start = clock.now();
         while !f(self) {
             assert!(
-                start.elapsed() < Duration::from_secs(20),
+                clock.since(start) < Duration::from_secs(20),
                 "timed out waiting for {what}; saw {:?}",
                 self.world.lock().unwrap().seen
             );
@@ -391,8 +407,29 @@ impl Rig {
             .count()
     }
 
-    async fn settle(&self) {
-        tokio::time::sleep(Duration::from_millis(700)).await;
+    /// Waits until the watcher has made `n` more decisions than it had
+    /// made when called, each with all it led to sent (a resync each
+    /// second makes one): what a test asserts was not sent after them, it
+    /// would have seen. Returns the decisions then.
+    async fn decided(&self, n: u64) -> Decisions {
+        let mut rx = self.decisions.clone();
+        let target = rx.borrow().made + n;
+        let got = tokio::time::timeout(Duration::from_secs(30), rx.wait_for(|d| d.made >= target))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the watcher made no {n} decisions in 30 s; saw {:?}",
+                    self.world.lock().unwrap().seen
+                )
+            })
+            .expect("the watcher runs");
+        *got
+    }
+
+    /// Waits for `n` more decisions and asserts the last took no step.
+    async fn decided_without_a_step(&self, n: u64) {
+        let d = self.decided(n).await;
+        assert_ne!(d.last, Some(Decided::Take), "{d:?}");
     }
 }
 
@@ -443,7 +480,8 @@ async fn the_watcher_watches_only_its_own_node_and_the_lease_and_applies_only_it
         r.report().is_some_and(|r| r.phase == Phase::Refused)
     })
     .await;
-    rig.settle().await;
+    // Two decisions more (resyncs): whatever they sent is seen below.
+    rig.decided(2).await;
     let w = rig.world.lock().unwrap();
     for (method, pq, body) in &w.seen {
         match *method {
@@ -571,7 +609,9 @@ async fn a_restarted_actuator_never_repeats_a_settled_step() {
             .any(|(_, pq, _)| pq.contains("leases"))
     })
     .await;
-    rig.settle().await;
+    // Decided on the settled step (and once more), with nothing to do.
+    let d = rig.decided(2).await;
+    assert_eq!(d.last, Some(Decided::Nothing), "{d:?}");
     assert!(rig.phases().is_empty(), "wrote {:?}", rig.phases());
     assert!(rig.host.systemd_log().is_empty(), "repeated the promotion");
 }
@@ -627,8 +667,7 @@ async fn the_watcher_leaves_a_refused_step_to_the_controller_once_its_reason_is_
     })
     .await;
     // Then resyncs decide again on what the watches hold.
-    rig.settle().await;
-    rig.settle().await;
+    rig.decided_without_a_step(2).await;
     assert_eq!(rig.phases().len(), 1, "{:?}", rig.phases());
     assert_eq!(rig.host.role().as_deref(), Some("agent"));
 }
@@ -747,7 +786,16 @@ async fn a_server_reports_its_members_etcd_view_writes_again_only_when_its_shape
         etcd_url: Some(etcd.client_url().to_string()),
         ..FileConfig::default()
     };
-    let rig = Rig::with_config(h, world_with(own), file, Arc::new(Metrics::new()));
+    // A clock the test moves: each reading is made when the test has moved
+    // it past the reading's pace, not when seconds have passed.
+    let clock = Clock::manual(Clock::system().unix_secs().try_into().unwrap());
+    let rig = Rig::with_clock(
+        h,
+        world_with(own),
+        file,
+        Arc::new(Metrics::new()),
+        clock.clone(),
+    );
     let view = |r: &Rig| r.report().and_then(|r| r.host).and_then(|h| h.etcd);
     rig.until("a report carrying etcd's view", |r| view(r).is_some())
         .await;
@@ -756,19 +804,26 @@ async fn a_server_reports_its_members_etcd_view_writes_again_only_when_its_shape
     assert_eq!(v.members[0].name, "old-0a1b2c3d");
     assert_eq!(v.leader, Some(v.member));
     assert!(v.healthy && !v.members[0].learner, "{v:?}");
-    // Several readings later (one each 5 s at most, a resync each second)
-    // nothing was written again: their time alone is no change of shape,
-    // and the heartbeat (60 s) is not due.
+    // Several readings later (one per pace, a resync each second) nothing
+    // was written again: their time alone is no change of shape, and the
+    // heartbeat (60 s) is not due.
     let written = patches(&rig);
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    let read_at = v.read_at;
+    for _ in 0..3 {
+        assert!(rig.clock.advance(READ_PACE));
+        rig.decided(2).await;
+    }
+    assert!(clock.unix_secs() >= read_at + 15);
     assert_eq!(
         patches(&rig),
         written,
         "{:?}",
         rig.world.lock().unwrap().seen
     );
-    // etcd gone: the report says none at once, long before the heartbeat.
+    // etcd gone: the report says none at the next reading, long before
+    // the heartbeat.
     etcd.stop().await;
+    assert!(rig.clock.advance(READ_PACE));
     rig.until("a report with no view", |r| {
         r.report()
             .and_then(|r| r.host)
@@ -801,7 +856,7 @@ async fn an_agent_reports_no_etcd_view_even_with_an_etcd_to_read() {
     );
     rig.until("a heartbeat", |r| r.report().and_then(|r| r.host).is_some())
         .await;
-    rig.settle().await;
+    rig.decided(2).await;
     let host = rig.report().and_then(|r| r.host).unwrap();
     assert_eq!((host.demotion, host.etcd), (None, None));
 }
@@ -881,7 +936,7 @@ async fn a_stepped_down_host_whose_etcd_still_lists_its_member_does_not_finish_o
     rig.until("a report carrying etcd's view", |r| view(r).is_some())
         .await;
     // Several resyncs with the member listed: no finish taken.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    rig.decided_without_a_step(3).await;
     assert!(rig.phases().is_empty(), "{:?}", rig.phases());
     assert!(rig.host.active("k3s") && !rig.host.active("k3s-agent"));
     // etcd no longer answers (slower than its bound, a certificate that
@@ -890,7 +945,7 @@ async fn a_stepped_down_host_whose_etcd_still_lists_its_member_does_not_finish_o
     etcd.stop().await;
     rig.until("a report with no view", |r| view(r).is_none())
         .await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    rig.decided_without_a_step(3).await;
     assert!(rig.phases().is_empty(), "{:?}", rig.phases());
     assert!(rig.host.active("k3s") && !rig.host.active("k3s-agent"));
     assert!(rig.host.at("var/lib/rancher/k3s/server/db/etcd").is_dir());
@@ -938,7 +993,7 @@ async fn a_stepped_down_host_whose_etcd_is_gone_finishes_only_once_another_membe
     members[0].kill();
     rig.until("a report with no view", |r| view(r).is_none())
         .await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    rig.decided_without_a_step(3).await;
     assert!(rig.phases().is_empty(), "{:?}", rig.phases());
     assert!(rig.host.active("k3s") && !rig.host.active("k3s-agent"));
     // The member removed (as k3s's removal does, through another member):
@@ -980,7 +1035,7 @@ async fn a_step_with_a_bad_annotation_is_refused_and_nothing_changes() {
         "{:?}",
         r.reason
     );
-    rig.settle().await;
+    rig.decided_without_a_step(2).await;
     assert_eq!(rig.phases().len(), 1, "refused more than once");
     assert!(rig.host.systemd_log().is_empty());
 }
@@ -1004,7 +1059,7 @@ async fn a_promotion_on_a_host_whose_role_file_is_damaged_is_refused_and_nothing
         "{:?}",
         r.reason
     );
-    rig.settle().await;
+    rig.decided_without_a_step(2).await;
     assert_eq!(rig.phases().len(), 1, "refused more than once");
     assert!(rig.host.systemd_log().is_empty());
     // Only the report changed: the copy kept on the host.
@@ -1094,9 +1149,7 @@ async fn an_idle_watcher_sends_nothing_but_its_watches_over_several_resyncs() {
     .await;
     let before = rig.world.lock().unwrap().seen.len();
     // Three resyncs (one a second), each a decision.
-    for _ in 0..5 {
-        rig.settle().await;
-    }
+    rig.decided_without_a_step(3).await;
     let w = rig.world.lock().unwrap();
     assert_eq!(
         w.seen.len(),
@@ -1128,11 +1181,12 @@ async fn a_lease_back_for_a_started_step_resumes_it_without_waiting_for_a_resync
         3600,
         Arc::new(Metrics::new()),
     );
-    rig.until("the Lease's watch open", |r| {
-        r.world.lock().unwrap().lease_parked.len() == 1
+    rig.until("the Lease's watch open and a decision made", |r| {
+        r.world.lock().unwrap().lease_parked.len() == 1 && r.decisions.borrow().made >= 1
     })
     .await;
-    rig.settle().await;
+    let d = *rig.decisions.borrow();
+    assert_eq!(d.last, Some(Decided::Wait), "{d:?}");
     assert!(rig.phases().is_empty(), "{:?}", rig.phases());
     assert_eq!(rig.host.role().as_deref(), Some("agent"));
     rig.set_lease(lease("s1"));

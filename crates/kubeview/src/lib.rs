@@ -21,7 +21,7 @@ pub mod time;
 pub use identity::Identity;
 pub use lease::{lease_facts, lease_object};
 pub use node::{
-    condition, condition_true, internal_ip, join_target, node_facts, node_patch,
+    addresses, condition, condition_true, internal_ip, join_target, node_facts, node_patch,
     voter_condition_cleared,
 };
 pub use pod::pod_facts;

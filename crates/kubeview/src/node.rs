@@ -38,6 +38,17 @@ pub fn internal_ip(node: &Node) -> Option<String> {
         .map(|a| a.address.clone())
 }
 
+/// Every address the Node's status lists (InternalIP, ExternalIP, Hostname,
+/// ...), raw and in its order: what the actuator tries for another server
+/// (it keeps the ones that parse as IP addresses).
+pub fn addresses(node: &Node) -> Vec<String> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .map(|a| a.iter().map(|a| a.address.clone()).collect())
+        .unwrap_or_default()
+}
+
 /// The join target of a promotion: k3s's etcd address annotation, else the
 /// Node's first InternalIP (k3s publishes the annotation once the server's
 /// member is up; a voter always has one of the two).
@@ -283,6 +294,12 @@ mod tests {
                 ..NodeStatus::default()
             }),
         }
+    }
+
+    #[test]
+    fn a_nodes_addresses_are_listed_in_their_order_and_none_without_a_status() {
+        assert_eq!(addresses(&server_node()), ["n1", "10.0.0.9"]);
+        assert!(addresses(&Node::default()).is_empty());
     }
 
     #[test]

@@ -75,6 +75,52 @@ fn actuator_deb() -> PathBuf {
     })
 }
 
+/// Whether `bytes` hold `marker` anywhere.
+fn holds(bytes: &[u8], marker: &str) -> bool {
+    bytes.windows(marker.len()).any(|w| w == marker.as_bytes())
+}
+
+/// The crash test's failpoint (`actuator::failpoint`) SIGKILLs the
+/// actuator after each change while its file exists: a testing aid no
+/// installed host may carry. It is built only with the actuator's
+/// `failpoint` feature, which this crate's dependency turns on for the
+/// workspace build and `scripts/package.sh` never does. The workspace's
+/// debug binary is checked to carry its marker first, so the check of the
+/// package is one that can fail. Needs the packages (no lab).
+#[test]
+fn the_packaged_actuator_is_built_without_the_failpoint_the_workspace_build_carries() {
+    let marker = actuator::failpoint::MARKER;
+    let built = Path::new(env!("CARGO_BIN_EXE_fleet-role-lab"))
+        .parent()
+        .unwrap()
+        .join("fleet-role-actuator");
+    let debug = fs::read(&built).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (build the workspace's binaries first)",
+            built.display()
+        )
+    });
+    assert!(
+        holds(&debug, marker),
+        "{} lacks the failpoint's marker: was it built by `cargo build --workspace --bins`?",
+        built.display()
+    );
+    let deb = actuator_deb();
+    let tree = tempfile::tempdir().unwrap();
+    run_here(
+        Command::new("dpkg-deb")
+            .arg("-x")
+            .arg(&deb)
+            .arg(tree.path()),
+    );
+    let packaged = fs::read(tree.path().join("usr/bin/fleet-role-actuator")).unwrap();
+    assert!(
+        !holds(&packaged, marker),
+        "the actuator in {} carries the failpoint",
+        deb.display()
+    );
+}
+
 /// Runs a command on this machine, bounded; a failure fails the test.
 fn run_here(cmd: &mut Command) -> String {
     bounded::run_ok(cmd, Duration::from_secs(120))

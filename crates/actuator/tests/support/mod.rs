@@ -21,7 +21,7 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicU16, Ordering},
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use futures::StreamExt;
@@ -138,7 +138,7 @@ pub async fn wait_refused(plane: &ControlPlane, what: &str, token: &SecretString
     let client = plane.client_for_token(token).unwrap();
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(client, "kube-system");
-    let started = Instant::now();
+    let started = clock::Clock::system().now();
     loop {
         match leases.get("fleet-regrade").await {
             Err(kube::Error::Api(s)) if s.code == 401 => return,
@@ -197,7 +197,7 @@ pub const DECIDED: &str = "decided decision=";
 /// Waits until the actuator has decided `n` more times than `before`: it
 /// has then decided again, each time on what its watches hold now.
 pub async fn wait_decisions(watcher: &Actuator, before: usize, n: usize) {
-    let started = Instant::now();
+    let started = clock::Clock::system().now();
     while watcher.count(DECIDED) < before + n {
         assert!(
             started.elapsed() < DEADLINE,
@@ -287,7 +287,7 @@ impl Controller {
             Api::namespaced(self.client.clone(), "kube-system");
         // kube-system is made by the API server's system-namespaces controller
         // just after `/readyz`; a fresh plane may need a moment.
-        let started = Instant::now();
+        let started = clock::Clock::system().now();
         loop {
             match leases
                 .patch(
@@ -469,7 +469,7 @@ impl Controller {
         actuator: &Actuator,
         done: impl Fn(&Report) -> bool,
     ) -> Report {
-        let started = Instant::now();
+        let started = clock::Clock::system().now();
         loop {
             let report = self.report(node).await;
             if let Some(r) = report.as_ref().filter(|r| done(r)) {
@@ -496,7 +496,8 @@ impl Drop for Renewing {
 
 /// Now as a Kubernetes MicroTime.
 pub fn micro_time_now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
+    k8s_openapi::jiff::Timestamp::try_from(clock::Clock::system().wall())
+        .unwrap()
         .strftime("%Y-%m-%dT%H:%M:%S.000000Z")
         .to_string()
 }
@@ -604,7 +605,7 @@ impl Reports {
         node: &str,
         want: &[(Phase, Option<Detail>)],
     ) -> Vec<(Phase, Option<Detail>)> {
-        let start = std::time::Instant::now();
+        let start = clock::Clock::system().now();
         loop {
             let seen = self.phases(node);
             if seen == want || start.elapsed() > std::time::Duration::from_secs(15) {
@@ -759,7 +760,7 @@ impl Actuator {
     /// Waits (polling, up to [`DEADLINE`]) until it exits, and returns its
     /// exit code; fails showing its log if it does not.
     pub async fn wait_exit(&mut self) -> Option<i32> {
-        let started = Instant::now();
+        let started = clock::Clock::system().now();
         loop {
             if let Some(status) = self
                 .child

@@ -1,0 +1,257 @@
+//! The heartbeat and the host's own checks: the report's host part (the
+//! demotion verdict, etcd's view), the credential's lapse warned about, the
+//! Node's address checked against this host's, and what the decisions read
+//! of etcd's member list.
+
+use std::time::{Duration, Instant};
+
+use clock::Clock;
+use k8s_openapi::api::core::v1::Node;
+use kube::{Api, Client};
+use protocol::{
+    Report, Role,
+    etcd::EtcdView,
+    report::{Eligibility, HostPart},
+};
+use tracing::{info, warn};
+
+use super::{AddressCheck, Watcher};
+use crate::{etcdreport::ViewReader, membership::RemoteReader};
+
+/// The credential's lapse is warned about at most this often.
+const EXPIRY_WARNING_EVERY: Duration = Duration::from_secs(3600);
+
+/// What the heartbeat reads, and when it last wrote.
+pub(super) struct Heartbeat {
+    /// When the host part was last written (`None`: not yet this run).
+    last: Option<Instant>,
+    /// The server Nodes as last listed, for the demotion verdict between
+    /// two heartbeats.
+    servers: Option<Vec<host::eligibility::ServerNode>>,
+    /// The local etcd member's view, read for the heartbeat.
+    etcd_view: ViewReader,
+    /// The member list read through another server, when the local member
+    /// does not answer.
+    remote: RemoteReader,
+    /// When the credential's lapse was last warned about.
+    expiry_warned: Option<Instant>,
+}
+
+impl Heartbeat {
+    /// Nothing read yet; the local member at `etcd`.
+    pub(super) fn new(etcd: &etcdview::Endpoint, clock: &Clock) -> Self {
+        Self {
+            last: None,
+            servers: None,
+            etcd_view: ViewReader::new(etcd, clock.clone()),
+            remote: RemoteReader::new(clock.clone()),
+            expiry_warned: None,
+        }
+    }
+}
+
+/// A server Node as the demotion verdict reads it, through kubeview's
+/// mapping (its `Ready` condition) and its addresses.
+fn server_node(names: &protocol::Names, n: &Node) -> host::eligibility::ServerNode {
+    let facts = kubeview::node_facts(names, n);
+    host::eligibility::ServerNode {
+        ready: facts.ready,
+        name: facts.name,
+        addresses: kubeview::addresses(n),
+    }
+}
+
+impl Watcher {
+    /// Refuses a Node whose InternalIP is not an address of this host (the
+    /// first time the Node is seen with one): its steps are another
+    /// machine's.
+    pub(super) fn check_address(&mut self, node: Option<&Node>) -> Result<(), String> {
+        let ip = node.and_then(kubeview::internal_ip);
+        if let (AddressCheck::Pending, Some(ip)) = (self.address_check, ip) {
+            host::identity::check_internal_ip(self.settings.node.as_str(), &ip, &self.addresses)
+                .map_err(|e| e.to_string())?;
+            self.address_check = AddressCheck::Passed;
+        }
+        Ok(())
+    }
+
+    /// Warns (at most once an hour) while the credential is within
+    /// [`crate::cluster::EXPIRY_WARNING_SECS`] of lapsing: a lapsed token
+    /// fails every request, and the host would stop taking steps.
+    pub(super) fn warn_expiry(&mut self) {
+        if self
+            .heartbeat
+            .expiry_warned
+            .is_some_and(|t| self.clock.since(t) < EXPIRY_WARNING_EVERY)
+        {
+            return;
+        }
+        let Some(exp) = self
+            .settings
+            .token_file
+            .as_deref()
+            .and_then(crate::cluster::token_expiry)
+        else {
+            return;
+        };
+        if let Some(w) = crate::cluster::expiry_warning(exp, self.clock.unix_secs()) {
+            warn!(expires = exp, "{w}");
+            self.heartbeat.expiry_warned = Some(self.clock.now());
+        }
+    }
+
+    /// Writes the report's host part when a heartbeat is due (once per
+    /// [`crate::config::Settings::heartbeat`]), the demotion verdict
+    /// changed, or etcd's view changed shape ([`EtcdView::same_shape`]):
+    /// the config files are read each time (no request), the server Nodes
+    /// are listed once a period. Only a server host has a verdict: one the
+    /// role file names, or one that still holds its datastore (a
+    /// stepped-down server names the agent already, and its removal and
+    /// finish are still ahead).
+    ///
+    /// Only a host that holds its datastore reads etcd's view (paced and
+    /// bounded, [`crate::etcdreport`]): without one there is no member to
+    /// read. A server whose unit is stopped still holds its datastore; its
+    /// reading fails and it reports no view, which is what it is.
+    pub(super) async fn beat(&mut self, client: &Client) -> Result<(), kube::Error> {
+        let due = self
+            .heartbeat
+            .last
+            .is_none_or(|t| self.clock.since(t) >= self.settings.heartbeat);
+        let server = matches!(host::role::read(&self.host.paths), Ok(Some(Role::Server)))
+            || self.host.has_datastore();
+        let demotion = if server {
+            if due || self.heartbeat.servers.is_none() {
+                self.heartbeat.servers = Some(self.server_nodes(client).await?);
+            }
+            let config = host::eligibility::read(&self.host.paths);
+            Some(Eligibility::of(&host::eligibility::assess(
+                &config,
+                self.settings.node.as_str(),
+                self.heartbeat.servers.as_deref(),
+            )))
+        } else {
+            None
+        };
+        let etcd = if self.host.has_datastore() {
+            self.heartbeat.etcd_view.current().await
+        } else {
+            self.heartbeat.etcd_view.forget();
+            self.heartbeat.remote.forget();
+            None
+        };
+        let reported = self.memory.report.as_ref().and_then(|r| r.host.as_ref());
+        let changed = reported.is_none_or(|h| {
+            h.demotion != demotion || !EtcdView::same_shape(h.etcd.as_ref(), etcd.as_ref())
+        });
+        if !due && !changed {
+            return Ok(());
+        }
+        if changed && let Some(Eligibility::Ineligible { reasons }) = &demotion {
+            // Said once, on the change; the verdict is in the report and in
+            // `fleet-role status`, where the operator looks.
+            info!("this host may not be demoted: {}", reasons.join("; "));
+        }
+        let t = self.clock.unix_secs();
+        let part = HostPart {
+            heartbeat_at: t,
+            demotion,
+            etcd,
+        };
+        self.heartbeat.last = Some(self.clock.now());
+        let r = Report::with_host_part(self.memory.report.as_ref(), part, t);
+        self.record(client, r).await
+    }
+
+    /// Why this host's agent could not start were it demoted
+    /// ([`host::eligibility`]), with the server Nodes as the API shows them
+    /// now. An `Err` means the API failed.
+    pub(super) async fn ineligibility(
+        &mut self,
+        client: &Client,
+    ) -> Result<Vec<String>, kube::Error> {
+        let servers = self.server_nodes(client).await?;
+        let config = host::eligibility::read(&self.host.paths);
+        let reasons =
+            host::eligibility::assess(&config, self.settings.node.as_str(), Some(&servers));
+        self.heartbeat.servers = Some(servers);
+        Ok(reasons)
+    }
+
+    /// The Nodes with k3s's control-plane label, as the API shows them now.
+    async fn server_nodes(
+        &self,
+        client: &Client,
+    ) -> Result<Vec<host::eligibility::ServerNode>, kube::Error> {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let selector = format!("{}=true", protocol::names::K3S_CONTROL_PLANE_LABEL);
+        let list = nodes
+            .list(&kube::api::ListParams::default().labels(&selector))
+            .await?;
+        Ok(list
+            .items
+            .iter()
+            .map(|n| server_node(&self.settings.names, n))
+            .collect())
+    }
+
+    /// Whether the local member's last view lists this host's member
+    /// ([`crate::membership::listed`]).
+    fn listed_locally(&self, member: Option<&str>) -> Option<bool> {
+        self.heartbeat
+            .etcd_view
+            .cached()
+            .and_then(|v| crate::membership::listed(v, member, &self.addresses))
+    }
+
+    /// Whether etcd lists this host's member, as far as any reading says:
+    /// the local member's, else the last one through another server.
+    pub(super) fn etcd_lists_member(&self, member: Option<&str>) -> Option<bool> {
+        self.listed_locally(member)
+            .or(self.heartbeat.remote.answer())
+    }
+
+    /// Reads etcd's member list through another server when a decision
+    /// hangs on it and the local member cannot say: the host holds a
+    /// datastore with no tombstone, its role file does not name the server
+    /// (a stepped-down host waiting to finish, a promotion over a
+    /// datastore), and the local view is missing or inconclusive. Paced
+    /// and bounded ([`crate::membership::RemoteReader::read`]).
+    pub(super) async fn read_membership(&mut self) {
+        let server = matches!(host::role::read(&self.host.paths), Ok(Some(Role::Server)));
+        let member = self.host.member_name();
+        if server
+            || !self.host.has_datastore()
+            || self.host.has_tombstone()
+            || self.listed_locally(member.as_deref()).is_some()
+        {
+            return;
+        }
+        let mut extra: Vec<String> = self
+            .host
+            .join_server()
+            .map(|j| j.host().to_string())
+            .into_iter()
+            .collect();
+        for s in self.heartbeat.servers.iter().flatten() {
+            if s.name != self.settings.node.as_str() {
+                // Only addresses: a Node's Hostname entry would need a
+                // name lookup, and TLS checks the address k3s certified.
+                let ips = s
+                    .addresses
+                    .iter()
+                    .filter(|a| a.parse::<std::net::IpAddr>().is_ok());
+                extra.extend(ips.cloned());
+            }
+        }
+        let candidates = crate::membership::candidates(
+            &self.settings.etcd,
+            self.heartbeat.etcd_view.last_read(),
+            &extra,
+        );
+        self.heartbeat
+            .remote
+            .read(&candidates, member.as_deref(), &self.addresses)
+            .await;
+    }
+}

@@ -1,0 +1,134 @@
+//! One session against one API server: the report read (once per run),
+//! both watches opened, and a decision on each change and on each resync
+//! tick, until the API server fails, the watcher must refuse, or it is
+//! stopped.
+
+use futures::{StreamExt, pin_mut};
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
+use kube::{Api, Client};
+use protocol::names::LEASE_NAMESPACE;
+use tracing::warn;
+
+use super::{
+    Copy, LeaseSeen, SessionEnd, Watcher, chain, step::step_end, streams::watched_by_name,
+};
+use crate::report;
+
+impl Watcher {
+    /// One session against one API server: watch the Node and the Lease,
+    /// decide on each change and on each resync tick.
+    pub async fn session(&mut self, client: Client) -> SessionEnd {
+        // A new session decides once the Lease's watch has listed, whatever
+        // it shows, and on the Node as its watch shows it.
+        self.last_view = None;
+        self.lease = LeaseSeen::NotListed;
+        self.warn_expiry();
+        if self.memory.copy == Copy::NotRead {
+            let node = self.settings.node.as_str();
+            match report::load(&client, &self.settings.names, node, &self.host.paths).await {
+                Ok((r, behind)) => {
+                    self.memory.report = r;
+                    // The API's copy behind the host's (a write lost before
+                    // a crash) is brought up to it first thing.
+                    self.memory.copy = if behind {
+                        Copy::Unwritten
+                    } else {
+                        Copy::Written
+                    };
+                }
+                Err(report::LoadError::Api(e)) => {
+                    warn!(error = %chain(&e), "cannot read the report");
+                    return SessionEnd::ApiTrouble;
+                }
+                Err(e) => return SessionEnd::Refused(e.to_string()),
+            }
+        }
+        let nodes = watched_by_name(
+            Api::<Node>::all(client.clone()),
+            self.settings.node.as_str(),
+        );
+        let leases = watched_by_name(
+            Api::<Lease>::namespaced(client.clone(), LEASE_NAMESPACE),
+            &self.settings.names.lease_name,
+        );
+        pin_mut!(nodes, leases);
+        let mut tick = tokio::time::interval(self.settings.resync);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Errors in a row, by watch.
+        let (mut node_errors, mut lease_errors) = (0u32, 0u32);
+        loop {
+            let changed = tokio::select! {
+                event = nodes.next() => match event {
+                    Some(Ok(node)) => {
+                        node_errors = 0;
+                        if let Err(why) = self.check_address(node.as_ref()) {
+                            return SessionEnd::Refused(why);
+                        }
+                        self.node_seen(node)
+                    }
+                    Some(Err(e)) => {
+                        if self.watch_failed("node", &e, &mut node_errors) {
+                            return SessionEnd::ApiTrouble;
+                        }
+                        false
+                    }
+                    None => return SessionEnd::ApiTrouble,
+                },
+                event = leases.next() => match event {
+                    Some(Ok(lease)) => {
+                        lease_errors = 0;
+                        let facts = lease.map(|l| kubeview::lease_facts(&self.settings.names, &l));
+                        let seen = LeaseSeen::Listed(facts);
+                        let changed = seen != self.lease;
+                        self.lease = seen;
+                        changed
+                    }
+                    Some(Err(e)) => {
+                        if self.watch_failed("lease", &e, &mut lease_errors) {
+                            return SessionEnd::ApiTrouble;
+                        }
+                        false
+                    }
+                    None => return SessionEnd::ApiTrouble,
+                },
+                _ = tick.tick() => {
+                    self.warn_expiry();
+                    true
+                }
+                outcome = step_end(&mut self.running), if self.running.is_some() => {
+                    let Some(running) = self.running.take() else { continue };
+                    if self.conclude(&client, running, outcome).await.is_err() {
+                        return SessionEnd::ApiTrouble;
+                    }
+                    false
+                }
+            };
+            if changed && self.node.is_some() && self.lease != LeaseSeen::NotListed {
+                self.decided = None;
+                let outcome = self.evaluate(&client).await;
+                let last = self.decided;
+                self.decisions.send_modify(|d| {
+                    d.made += 1;
+                    d.last = last;
+                });
+                if outcome.is_err() {
+                    return SessionEnd::ApiTrouble;
+                }
+            }
+        }
+    }
+
+    /// Keeps the Node as its watch shows it; says whether its view changed.
+    /// A kubelet heartbeat changes the Node every few seconds without
+    /// changing anything fleet-role reads: only a change of the view is
+    /// worth a decision.
+    fn node_seen(&mut self, node: Option<Node>) -> bool {
+        let view = node
+            .as_ref()
+            .map(|n| kubeview::node_facts(&self.settings.names, n));
+        let changed = view != self.last_view;
+        self.node = node;
+        self.last_view = view;
+        changed
+    }
+}

@@ -1,0 +1,265 @@
+//! A step's host part, run in a blocking task of its own under a budget
+//! that bounds it and can cancel it, so the watcher's loop goes on watching
+//! (and can take a rollback) while it runs: the host lock, the Lease read
+//! again under it, the etcd work some steps begin with, then the host's
+//! plan.
+
+use std::time::{Duration, Instant};
+
+use clock::Clock;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use protocol::{Step, SwapId, report::Detail, report::ReportStep};
+use tracing::debug;
+
+use super::chain;
+use crate::config::Settings;
+
+/// A step whose host part runs in a blocking task of its own.
+pub(super) struct Running {
+    pub(super) swap: Option<SwapId>,
+    pub(super) step: Step,
+    /// The report's milestone when the host part started.
+    pub(super) detail: Option<Detail>,
+    /// When the host part started (its duration's metric).
+    pub(super) started: Instant,
+    pub(super) budget: host::Budget,
+    pub(super) task: tokio::task::JoinHandle<Result<Option<String>, StepEnd>>,
+}
+
+impl Running {
+    /// Whether this is `step` of `swap`.
+    pub(super) fn is(&self, swap: &Option<SwapId>, step: &Step) -> bool {
+        &self.swap == swap && self.step.report_step() == step.report_step()
+    }
+
+    /// Cancels the host part and gives it [`CANCEL_GRACE`] to let go;
+    /// says whether it ended within it.
+    pub(super) async fn cancel(self) -> bool {
+        self.budget.cancel();
+        tokio::time::timeout(CANCEL_GRACE, self.task).await.is_ok()
+    }
+}
+
+/// How a step's host part ended short of its end.
+#[derive(Debug)]
+pub(super) enum StepEnd {
+    /// It failed part-way; the reason says what state the host was left in.
+    Failed(String),
+    /// It stopped before changing anything (its Lease lapsed while it
+    /// waited for the host lock). The report still says `started`, so the
+    /// step resumes when the Lease is back for its swap, or the controller
+    /// asks for another.
+    Stopped(String),
+}
+
+/// The Lease, read again once a step holds the host lock: the wait for the
+/// lock (up to `lock_timeout`, 60 s) can outlast the Lease that let the step
+/// start, and a step taken without its Lease could cost quorum.
+pub(super) struct LeaseGate {
+    pub(super) handle: tokio::runtime::Handle,
+    pub(super) leases: Api<Lease>,
+    pub(super) names: protocol::Names,
+    pub(super) swap: SwapId,
+    /// This host's Node: the Lease must still name it for the step.
+    pub(super) node: String,
+    pub(super) step: ReportStep,
+    pub(super) skew_margin: i64,
+    pub(super) clock: Clock,
+}
+
+impl LeaseGate {
+    /// Whether the Lease is still held for the step's swap. Called on the
+    /// step's blocking thread, so it may block on the request.
+    fn check(&self) -> Result<(), String> {
+        let lease = self
+            .handle
+            .block_on(self.leases.get_opt(&self.names.lease_name))
+            .map_err(|e| {
+                format!(
+                    "the regrade Lease could not be read again once the host lock was taken: {}",
+                    chain(&e)
+                )
+            })?;
+        let facts = lease.map(|l| kubeview::lease_facts(&self.names, &l));
+        protocol::decide::lease_holds(&protocol::decide::LeaseCheck {
+            lease: facts.as_ref(),
+            identity: &self.names.controller_identity,
+            swap: &self.swap,
+            node: &self.node,
+            step: self.step,
+            now: self.clock.unix_secs(),
+            skew_margin: self.skew_margin,
+        })
+    }
+}
+
+/// What a step reaches etcd with, from its blocking thread.
+pub(super) struct EtcdAccess {
+    pub(super) handle: tokio::runtime::Handle,
+    /// The local member.
+    pub(super) local: etcdview::Endpoint,
+    /// This host's addresses (a learner never started has only its peer
+    /// address to be known by).
+    pub(super) addresses: host::addresses::LocalAddresses,
+    pub(super) clock: Clock,
+}
+
+/// How long a cancelled step is given to let go (its programs are killed
+/// and its waits wake at once; this covers a machine too loaded to run them).
+/// Past it the next step goes on: it waits for the host lock, which the
+/// cancelled one still holds, so the two never act at once.
+const CANCEL_GRACE: Duration = Duration::from_secs(30);
+
+/// The bound of a step's host part: the host lock's wait, then every wait
+/// the step may make, and its `systemctl` calls. Past it the step is
+/// cancelled, so the host lock is never held longer.
+///
+/// Saturating: the settings are bounded when read (a week each), but a sum
+/// that overflowed would panic the watcher; at worst it is `Duration::MAX`,
+/// which [`host::Budget::within`] takes as no deadline past each wait's own.
+pub fn step_bound(s: &Settings, step: &Step) -> Duration {
+    let sum = |ds: &[Duration]| ds.iter().fold(Duration::ZERO, |a, d| a.saturating_add(*d));
+    let calls = s.systemctl_timeout.saturating_mul(12);
+    let waits = match step {
+        Step::Promote { .. } | Step::Rollback | Step::Finish => {
+            sum(&[s.stop_wait.saturating_mul(2), s.start_wait])
+        }
+        Step::StepDown => sum(&[s.stop_wait, s.start_wait, s.etcd_wait]),
+        Step::Snapshot => s.snapshot_timeout,
+    };
+    sum(&[s.lock_timeout, calls, waits])
+}
+
+/// The end of the running step's task (pending for ever when none runs;
+/// the loop only polls it when one does).
+pub(super) async fn step_end(running: &mut Option<Running>) -> Result<Option<String>, StepEnd> {
+    match running {
+        Some(r) => (&mut r.task)
+            .await
+            .unwrap_or_else(|e| Err(StepEnd::Failed(format!("the step's task failed: {e}")))),
+        None => std::future::pending().await,
+    }
+}
+
+/// The host-local part of a step, under the host lock. Returns the snapshot
+/// file for a snapshot, or the reason it failed (one line, no secrets: it is
+/// made of paths, unit names and validated values).
+pub(super) fn run_host_step(
+    host: &host::Host,
+    step: &Step,
+    swap: Option<&SwapId>,
+    lock_timeout: Duration,
+    gate: Option<&LeaseGate>,
+    etcd: Option<&EtcdAccess>,
+) -> Result<Option<String>, StepEnd> {
+    let lock = match host.lock(lock_timeout) {
+        Ok(l) => l,
+        Err(e) => return Err(StepEnd::Failed(e.to_string())),
+    };
+    // The Lease again, now that nothing else can act on the host: it let
+    // the step start, but may have lapsed while the step waited.
+    if let Some(Err(why)) = gate.map(LeaseGate::check) {
+        drop(lock);
+        return Err(StepEnd::Stopped(format!(
+            "{why} (checked again once the host lock was taken)"
+        )));
+    }
+    // Under the lock and the Lease, before any change: a step-down hands
+    // leadership over (a failure changes nothing, and says so); a rollback
+    // stops its server, then removes this host's learner through the voter
+    // it joined (best effort: the rollback goes on; see `learner`).
+    if let Some(e) = etcd {
+        match step {
+            Step::StepDown if host.role().ok().flatten() == Some(protocol::Role::Server) => {
+                if let Err(why) = crate::leadership::hand_over(&e.handle, &e.local, &e.clock) {
+                    drop(lock);
+                    return Err(StepEnd::Failed(format!(
+                        "{why}; nothing was changed: {}",
+                        left_state(host)
+                    )));
+                }
+            }
+            Step::Rollback => {
+                if let Some(join) = host.join_server() {
+                    let ep = crate::learner::endpoint_of(&e.local, &join);
+                    crate::learner::remove_own(&e.handle, &ep, host, &e.addresses);
+                }
+            }
+            _ => {}
+        }
+    }
+    let outcome = host_step(host, step, swap);
+    // The lock goes before the state is read, so a step that replaces this
+    // one (a rollback) is not kept waiting by that read.
+    drop(lock);
+    outcome.map_err(|reason| StepEnd::Failed(format!("{reason}; {}", left_state(host))))
+}
+
+/// What the host was left as, for a failure's report. Read without the
+/// step's budget: a cancelled step still says where it stopped.
+fn left_state(host: &host::Host) -> String {
+    let host = host.clone().with_budget(host::Budget::unbounded());
+    let s = crate::local::local_status(&host);
+    format!(
+        "host left with role file {}, k3s {}, k3s-agent {}",
+        s.role.map_or("missing or invalid", |r| r.as_str()),
+        s.server,
+        s.agent,
+    )
+}
+
+/// The host's plan for `step`, applied (a snapshot taken and named).
+fn host_step(
+    host: &host::Host,
+    step: &Step,
+    swap: Option<&SwapId>,
+) -> Result<Option<String>, String> {
+    let plan = match step {
+        Step::Promote { join, .. } => host.plan_promote(join),
+        Step::StepDown => host.plan_step_down(),
+        Step::Rollback => host.plan_demote(),
+        Step::Finish => host.plan_finish(),
+        Step::Snapshot => {
+            let swap = swap.ok_or("a snapshot needs a swap to name it")?;
+            return host.snapshot(swap).map(Some).map_err(|e| e.to_string());
+        }
+    }
+    .map_err(|e| e.to_string())?;
+    for change in &plan {
+        debug!("{}", host.show(change));
+    }
+    host.apply(&plan).map_err(|e| e.to_string())?;
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_steps_bound_saturates_rather_than_overflowing_on_huge_settings() {
+        let file: crate::config::FileConfig = toml::from_str("").unwrap();
+        let mut s = Settings::resolve(
+            file,
+            crate::config::Overrides {
+                node: Some("n".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for d in [
+            &mut s.lock_timeout,
+            &mut s.systemctl_timeout,
+            &mut s.stop_wait,
+            &mut s.start_wait,
+            &mut s.etcd_wait,
+            &mut s.snapshot_timeout,
+        ] {
+            *d = Duration::MAX;
+        }
+        for step in [Step::Rollback, Step::StepDown, Step::Snapshot, Step::Finish] {
+            assert_eq!(step_bound(&s, &step), Duration::MAX);
+        }
+    }
+}
