@@ -165,9 +165,9 @@ impl Overrides {
 /// `ExecCondition=` before every start of a k3s unit, so it reads no config
 /// file (one that does not parse must not stop k3s from starting) and needs
 /// no Node name (the role file is all it reads).
-pub fn condition_host(cli: &Cli) -> host::Host {
+pub fn condition_host(cli: &Cli, clock: &clock::Clock) -> host::Host {
     let root = cli.root.clone().unwrap_or_else(|| PathBuf::from("/"));
-    host::Host::new(root, cli.node.clone().unwrap_or_default())
+    host::Host::new(root, cli.node.clone().unwrap_or_default(), clock.clone())
 }
 
 fn hostname() -> Option<String> {
@@ -318,9 +318,9 @@ impl Settings {
         Settings::resolve(file, Overrides::from_flags(cli, api, lock_timeout_secs))
     }
 
-    /// The host these settings act on.
-    pub fn host(&self) -> host::Host {
-        let mut h = host::Host::new(&self.root, self.node.as_str())
+    /// The host these settings act on, reading time from `clock`.
+    pub fn host(&self, clock: &clock::Clock) -> host::Host {
+        let mut h = host::Host::new(&self.root, self.node.as_str(), clock.clone())
             .with_systemctl_timeout(self.systemctl_timeout);
         h.etcd_health_url = self.etcd_health_url.clone();
         h.etcd_wait = self.etcd_wait;
@@ -367,7 +367,10 @@ mod tests {
         assert_eq!(o.token_file, Some(PathBuf::from("/t")));
         assert_eq!(o.ca_file, None);
         assert_eq!(o.lock_timeout_secs, Some(7));
-        assert_eq!(condition_host(&cli).paths.root(), Path::new("/r"));
+        assert_eq!(
+            condition_host(&cli, &clock::Clock::manual(0)).paths.root(),
+            Path::new("/r")
+        );
     }
 
     #[test]

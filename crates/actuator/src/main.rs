@@ -33,18 +33,18 @@ fn main() -> ExitCode {
     let format = cli.output;
     let clock = Clock::system();
     let outcome = match &cli.command {
-        Command::Is { role, no_tombstone } => Ok(is(&cli, role, *no_tombstone)),
+        Command::Is { role, no_tombstone } => Ok(is(&cli, role, *no_tombstone, &clock)),
         Command::PromoteLocal {
             join,
             check,
             lock_timeout,
-        } => promote_local(&cli, join, *check, *lock_timeout),
+        } => promote_local(&cli, join, *check, *lock_timeout, &clock),
         Command::DemoteLocal {
             check,
             force,
             lock_timeout,
-        } => demote_local(&cli, *check, *force, *lock_timeout),
-        Command::Snapshot { name } => snapshot(&cli, name),
+        } => demote_local(&cli, *check, *force, *lock_timeout, &clock),
+        Command::Snapshot { name } => snapshot(&cli, name, &clock),
         Command::Status(api) => status(&cli, api, &clock),
         Command::Watch(api) => watch(&cli, api, clock),
     };
@@ -102,11 +102,11 @@ fn settings(
 /// `is ROLE`: systemd's `ExecCondition=`. Any doubt, including a bad
 /// setting, is "no" (exit 1), so systemd skips the unit rather than
 /// failing it.
-fn is(cli: &Cli, role: &str, no_tombstone: bool) -> ExitCode {
+fn is(cli: &Cli, role: &str, no_tombstone: bool, clock: &Clock) -> ExitCode {
     let Ok(role) = Role::parse(role) else {
         return ExitCode::from(1);
     };
-    let yes = local::is(&config::condition_host(cli), role, no_tombstone);
+    let yes = local::is(&config::condition_host(cli, clock), role, no_tombstone);
     if cli.output == Format::Json {
         print(
             cli.output,
@@ -123,11 +123,12 @@ fn promote_local(
     join: &str,
     check: bool,
     lock_timeout: Option<u64>,
+    clock: &Clock,
 ) -> anyhow::Result<ExitCode> {
     let join = JoinUrl::parse(join).map_err(usage)?;
     let s = settings(cli, None, lock_timeout)?;
     local::switch(
-        &s.host(),
+        &s.host(clock),
         &Switch::Promote(join),
         check,
         s.lock_timeout,
@@ -142,10 +143,11 @@ fn demote_local(
     check: bool,
     force: bool,
     lock_timeout: Option<u64>,
+    clock: &Clock,
 ) -> anyhow::Result<ExitCode> {
     let s = settings(cli, None, lock_timeout)?;
     local::switch(
-        &s.host(),
+        &s.host(clock),
         &Switch::Demote { force },
         check,
         s.lock_timeout,
@@ -155,10 +157,10 @@ fn demote_local(
 }
 
 /// `snapshot --name NAME`.
-fn snapshot(cli: &Cli, name: &str) -> anyhow::Result<ExitCode> {
+fn snapshot(cli: &Cli, name: &str, clock: &Clock) -> anyhow::Result<ExitCode> {
     let name = SwapId::parse(name).map_err(usage)?;
     let s = settings(cli, None, None)?;
-    local::snapshot(&s.host(), &name, s.lock_timeout, cli.output)?;
+    local::snapshot(&s.host(clock), &name, s.lock_timeout, cli.output)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -167,7 +169,7 @@ fn snapshot(cli: &Cli, name: &str) -> anyhow::Result<ExitCode> {
 fn status(cli: &Cli, api: &ApiArgs, clock: &Clock) -> anyhow::Result<ExitCode> {
     let format = cli.output;
     let s = settings(cli, Some(api), None)?;
-    let local = local::local_status(&s.host());
+    let local = local::local_status(&s.host(clock));
     let mut lines = local.lines();
     let mut remote = serde_json::Value::Null;
     if !s.api.is_empty() {
@@ -181,7 +183,7 @@ fn status(cli: &Cli, api: &ApiArgs, clock: &Clock) -> anyhow::Result<ExitCode> {
     }
     // The copy kept on the host, shown whatever it holds: a copy that
     // does not parse is what makes `watch` refuse to start.
-    let (kept, kept_error) = match report::read_local(&s.host().paths) {
+    let (kept, kept_error) = match report::read_local(&s.host(clock).paths) {
         Ok(r) => {
             lines.push(format!("kept report:  {}", report_line(r.as_ref())));
             (serde_json::to_value(&r)?, None)
@@ -257,7 +259,7 @@ fn watch(cli: &Cli, api: &ApiArgs, clock: Clock) -> anyhow::Result<ExitCode> {
         .context("reading this host's addresses")?;
     // The configured node is at fault, not the host: a usage error.
     host::identity::check(
-        &s.host().paths,
+        &s.host(&clock).paths,
         s.node.as_str(),
         hostname.as_deref(),
         &addresses,
@@ -277,7 +279,7 @@ fn watch(cli: &Cli, api: &ApiArgs, clock: Clock) -> anyhow::Result<ExitCode> {
             let bound = metrics.clone().serve(addr).await?;
             tracing::info!("serving /metrics and /healthz on {bound}");
         }
-        let host = s.host();
+        let host = s.host(&clock);
         // The crash test's failpoint, in a build that has it (never the
         // packaged one): see `failpoint`.
         #[cfg(feature = "failpoint")]

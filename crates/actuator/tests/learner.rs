@@ -57,7 +57,7 @@ fn a_rollback_removes_its_learner_only_once_its_server_is_confirmed_stopped() {
 
     // No systemctl to be found: the server cannot be confirmed stopped, so
     // the learner stays (k3s's stall timeout removes it).
-    let blind = host::Host::new(h.root(), "learner-host")
+    let blind = host::Host::new(h.root(), "learner-host", clock::Clock::system())
         .with_search_path(dir.path().join("no-programs-here"));
     assert_eq!(
         learner::remove_own(rt.handle(), &ep, &blind, &loopback()),
@@ -71,7 +71,8 @@ fn a_rollback_removes_its_learner_only_once_its_server_is_confirmed_stopped() {
 
     // The server stops first, then the learner goes; the server stays
     // enabled (the rollback's plan disables it).
-    let host = host::Host::new(h.root(), "learner-host").with_search_path(h.path_env());
+    let host = host::Host::new(h.root(), "learner-host", clock::Clock::system())
+        .with_search_path(h.path_env());
     assert_eq!(
         learner::remove_own(rt.handle(), &ep, &host, &loopback()),
         Some(id)

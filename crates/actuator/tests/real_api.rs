@@ -1052,7 +1052,7 @@ async fn a_lease_that_lapsed_while_the_step_waited_for_the_host_lock_stops_the_s
     let plane = plane().await;
     let s = Standby::on(&plane, 0).await;
     // The installer holds the host lock (a local switch in progress).
-    let local = host::Host::new(s.host.root(), "standby");
+    let local = host::Host::new(s.host.root(), "standby", clock::Clock::system());
     let lock = local.lock(Duration::from_secs(5)).expect("the host lock");
     // A Lease renewed 30 s ago for 60 s: valid for about 25 s more (the
     // host takes 5 s off for clock skew), and never renewed.

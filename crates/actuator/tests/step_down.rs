@@ -161,7 +161,8 @@ fn ended(Shim(child): &mut Shim) -> ExitStatus {
 }
 
 fn host(h: &TestHost, health: &str, wait: Duration) -> Host {
-    let mut host = Host::new(h.root(), h.node.as_str()).with_search_path(h.path_env());
+    let mut host =
+        Host::new(h.root(), h.node.as_str(), clock::Clock::system()).with_search_path(h.path_env());
     host.etcd_health_url = health.to_string();
     host.etcd_wait = wait;
     host

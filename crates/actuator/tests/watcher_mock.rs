@@ -316,7 +316,7 @@ impl Rig {
             },
         )
         .unwrap();
-        let h = settings.host().with_search_path(host.path_env());
+        let h = settings.host(&clock).with_search_path(host.path_env());
         // The Nodes say 10.0.0.9: this host's address, for the watcher.
         let here = host::addresses::LocalAddresses::parse("|-- 10.0.0.9\n /32 host LOCAL\n", "");
         let mut watcher = Watcher::with_host(settings, h, clock.clone())
@@ -1126,6 +1126,7 @@ async fn a_rollback_asked_while_a_promotion_waits_for_a_server_that_never_become
     let _free = host::lock::HostLock::acquire(
         &rig.host.at("var/lib/rancher/k3s/fleet-role.lock"),
         Duration::ZERO,
+        &clock::Clock::system(),
     )
     .expect("the host lock is free");
 }

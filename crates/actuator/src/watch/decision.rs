@@ -241,7 +241,7 @@ impl Watcher {
             self.phase(client, &swap, rstep, Phase::Started, None)
                 .await?;
         }
-        let budget = host::Budget::within(step_bound(&self.settings, &step));
+        let budget = host::Budget::within(&self.clock, step_bound(&self.settings, &step));
         let host = self.host.clone().with_budget(budget.clone());
         let lock_timeout = self.settings.lock_timeout;
         let detail = self.memory.report.as_ref().and_then(|r| r.detail);

@@ -198,7 +198,7 @@ pub struct Watcher {
 impl Watcher {
     /// A watcher for the host the settings name, reading time from `clock`.
     pub fn new(settings: Settings, clock: Clock) -> Self {
-        let host = settings.host();
+        let host = settings.host(&clock);
         Self::with_host(settings, host, clock)
     }
 

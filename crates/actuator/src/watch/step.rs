@@ -199,7 +199,9 @@ pub(super) fn run_host_step(
 /// What the host was left as, for a failure's report. Read without the
 /// step's budget: a cancelled step still says where it stopped.
 fn left_state(host: &host::Host) -> String {
-    let host = host.clone().with_budget(host::Budget::unbounded());
+    let host = host
+        .clone()
+        .with_budget(host::Budget::unbounded(host.clock()));
     let s = crate::local::local_status(&host);
     format!(
         "host left with role file {}, k3s {}, k3s-agent {}",
