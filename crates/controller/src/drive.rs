@@ -721,8 +721,9 @@ fn milestone(obs: &observe::Observed, action: &Action) -> Option<String> {
         }
         controller::SwapStep::Removal => {
             let o = node(&l.swap_out)?;
-            let mut m = o
-                .member_gone()
+            let mut m = obs
+                .view
+                .member_gone(&o.name)
                 .then(|| format!("k3s removed {}'s etcd member", o.name))?;
             if controller::finished(o) {
                 m.push_str(&format!(

@@ -163,24 +163,9 @@ impl Eligibility {
 }
 
 /// `raw` as one line (control characters escaped), at most
-/// [`MAX_REASON_CHARS`] characters.
+/// [`MAX_REASON_CHARS`] characters: the crate's one rule with this bound.
 fn bounded_line(raw: &str) -> String {
-    let mut out: String = raw
-        .chars()
-        .flat_map(|c| {
-            let esc: Vec<char> = if c.is_control() {
-                c.escape_debug().collect()
-            } else {
-                vec![c]
-            };
-            esc
-        })
-        .take(MAX_REASON_CHARS)
-        .collect();
-    if raw.chars().count() > MAX_REASON_CHARS {
-        out.push('…');
-    }
-    out
+    crate::text::one_line_within(raw, MAX_REASON_CHARS)
 }
 
 /// What the host says of itself, apart from any step: that its actuator is

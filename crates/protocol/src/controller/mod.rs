@@ -69,6 +69,7 @@ mod fixtures;
 #[cfg(test)]
 mod sim;
 
+pub use crate::text::one_line;
 pub use crate::view::{FleetMarks, K3sEtcd, LeaseFacts, MaintenanceMarks, NodeFacts};
 pub use abort::{AbortPlan, abort_action, abort_note, abort_plan};
 pub use action::{Action, LastSwap, Outcome, Start, StopKind, StopNote, SwapState, SwapStep};
@@ -94,5 +95,4 @@ pub use reasons::{Awaiting, Reached, Reason, VoterFor, Write};
 pub use run::{RunDecision, run_decision};
 pub use settings::{Settings, Timeouts};
 pub use swap::{finished, join_voter, next_action, snapshot_voter};
-pub use crate::text::one_line;
 pub use view::{FleetView, Recorded, apply_heartbeats};

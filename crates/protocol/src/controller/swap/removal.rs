@@ -26,7 +26,7 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
         .of_node(out)
         .map(|m| format!("{} ({})", one_line(&m.member.name), m.member.id));
     let node_says_gone = o.is_some_and(NodeFacts::member_gone);
-    if o.is_some() && (!node_says_gone || still_listed.is_some()) {
+    if o.is_some() && !v.member_gone(out) {
         if let Some(a) = enter(v, l, SwapStep::Removal) {
             return a;
         }
