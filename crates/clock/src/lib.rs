@@ -96,7 +96,7 @@ impl Clock {
             Source::Manual { start, moved, .. } => {
                 *start + *moved.lock().unwrap_or_else(PoisonError::into_inner)
             }
-                    Source::Tokio { .. } => tokio::time::Instant::now().into_std(),
+            Source::Tokio { .. } => tokio::time::Instant::now().into_std(),
         }
     }
 
@@ -107,7 +107,7 @@ impl Clock {
             Source::Manual { wall, moved, .. } => {
                 *wall + *moved.lock().unwrap_or_else(PoisonError::into_inner)
             }
-                    Source::Tokio { start, wall } => {
+            Source::Tokio { start, wall } => {
                 *wall + tokio::time::Instant::now().duration_since(*start)
             }
         }
