@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use protocol::names::{K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL};
 use support::{CONFIG, Harness, condition, three_voters};
@@ -196,7 +196,7 @@ async fn run_replaces_a_voter_that_stopped_within_its_grace_period_and_one_swap(
     let h = Harness::start(&three_voters(), CONFIG).await;
     let mut run = h.spawn(&["run"]);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let down_at = Instant::now();
+    let down_at = clock::Clock::system().now();
     h.fleet.set(|f| {
         f.down.insert("n2".into());
     });
@@ -345,7 +345,8 @@ async fn bad_input_is_a_usage_error_2_a_refused_credential_a_safe_failure_3_and_
 #[tokio::test]
 async fn a_swap_by_hand_asked_to_keep_to_the_window_is_refused_outside_it_and_changes_nothing() {
     // A one-hour window starting two hours from now (UTC): closed now.
-    let hour = std::time::SystemTime::now()
+    let hour = clock::Clock::system()
+        .wall()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs()

@@ -6,7 +6,7 @@ mod support;
 
 use std::{
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use kube::Client;
@@ -51,7 +51,7 @@ impl Printed {
     }
 
     async fn wait_for(&self, what: &str) {
-        let started = Instant::now();
+        let started = clock::Clock::system().now();
         while !self.text().contains(what) {
             assert!(
                 started.elapsed() < DEADLINE,
@@ -180,7 +180,7 @@ async fn two_run_instances_elect_one_leader_and_the_standby_finishes_the_swap_wh
         "the standby leads too:\n{}",
         b_out.text()
     );
-    let killed = Instant::now();
+    let killed = clock::Clock::system().now();
     a.start_kill().unwrap();
     a.wait().await.unwrap();
     h.fleet.set(|f| f.hold.clear());
@@ -290,7 +290,7 @@ async fn run_serves_its_metrics_and_health_and_counts_the_swap_it_made() {
         h.lease_annotation("last-swap").await.is_some()
     })
     .await;
-    let started = Instant::now();
+    let started = clock::Clock::system().now();
     loop {
         let (_, m) = get(&addr, "/metrics").await;
         // The count is made when the swap ends; the time since the last
@@ -455,7 +455,10 @@ async fn a_swap_interrupted_by_ctrl_c_says_how_to_resume_or_abort_and_abort_then
         let spec = l.spec.unwrap_or_default();
         let renewed = spec.renew_time.map(|t| t.0.as_second()).unwrap_or(0);
         let secs = i64::from(spec.lease_duration_seconds.unwrap_or(0));
-        k8s_openapi::jiff::Timestamp::now().as_second() > renewed + secs + 1
+        k8s_openapi::jiff::Timestamp::try_from(clock::Clock::system().wall())
+            .unwrap()
+            .as_second()
+            > renewed + secs + 1
     })
     .await;
     let abort = h.run(&["abort"]).await;

@@ -356,7 +356,9 @@ async fn an_agent_that_forges_its_etcd_view_to_hide_a_ghost_voter_is_ignored_and
     }
     forged.member = ghost.id;
     forged.healthy = true;
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let now = k8s_openapi::jiff::Timestamp::try_from(clock::Clock::system().wall())
+        .unwrap()
+        .as_second();
     forged.read_at = now;
     let part = HostPart {
         heartbeat_at: now,

@@ -249,7 +249,7 @@ current-context: test
 
     /// Runs `fleet-role ARGS` to its end (failing the test past the deadline).
     pub async fn run(&self, args: &[&str]) -> Run {
-        let started = Instant::now();
+        let started = clock::Clock::system().now();
         let child = self.command(args).spawn().expect("fleet-role starts");
         let out = tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
             .await
@@ -380,7 +380,9 @@ current-context: test
         let mut lease = api.get("fleet-regrade").await.unwrap();
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         spec.holder_identity = Some("intruder".into());
-        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        spec.renew_time = Some(MicroTime(
+            Timestamp::try_from(clock::Clock::system().wall()).unwrap(),
+        ));
         spec.lease_duration_seconds = Some(600);
         let a = lease.metadata.annotations.get_or_insert_with(BTreeMap::new);
         a.insert(format!("{P}/swap-instance"), "intruder-1".into());
@@ -541,7 +543,7 @@ current-context: test
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = bool>,
     {
-        let started = Instant::now();
+        let started = clock::Clock::system().now();
         while !check().await {
             assert!(started.elapsed() < DEADLINE, "timed out waiting for {what}");
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -697,7 +699,10 @@ fn k3s() -> PatchParams {
 }
 
 fn now_time() -> Value {
-    serde_json::to_value(Time(Timestamp::now())).unwrap()
+    serde_json::to_value(Time(
+        Timestamp::try_from(clock::Clock::system().wall()).unwrap(),
+    ))
+    .unwrap()
 }
 
 impl Fleet {
@@ -768,7 +773,9 @@ impl Fleet {
                         spec: Some(LeaseSpec {
                             holder_identity: Some(h.name.into()),
                             lease_duration_seconds: Some(40),
-                            renew_time: Some(MicroTime(Timestamp::now())),
+                            renew_time: Some(MicroTime(
+                                Timestamp::try_from(clock::Clock::system().wall()).unwrap(),
+                            )),
                             ..LeaseSpec::default()
                         }),
                     },
@@ -783,7 +790,7 @@ impl Fleet {
                     member,
                     address,
                     ready: Some(true),
-                    renewed: Some(Instant::now()),
+                    renewed: Some(clock::Clock::system().now()),
                     ..SimHost::default()
                 },
             );
@@ -791,7 +798,9 @@ impl Fleet {
         // Running actuators have written their heartbeat (and the servers
         // their view of etcd) before any swap is asked; the double goes on
         // writing them every few seconds.
-        let now = Timestamp::now().as_second();
+        let now = Timestamp::try_from(clock::Clock::system().wall())
+            .unwrap()
+            .as_second();
         let nodes: BTreeMap<String, Node> = Api::<Node>::all(admin.clone())
             .list(&ListParams::default())
             .await
@@ -949,10 +958,11 @@ async fn kubelet(admin: &Client, world: &Arc<Mutex<World>>, name: &str) -> Resul
             .patch(
                 name,
                 &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"renewTime": MicroTime(Timestamp::now())}})),
+                &Patch::Merge(json!({"spec": {"renewTime": MicroTime(Timestamp::try_from(clock::Clock::system().wall()).unwrap())}})),
             )
             .await?;
-        world.lock().unwrap().hosts.get_mut(name).unwrap().renewed = Some(Instant::now());
+        world.lock().unwrap().hosts.get_mut(name).unwrap().renewed =
+            Some(clock::Clock::system().now());
     }
     Ok(())
 }
@@ -1048,7 +1058,9 @@ async fn actuator(
     }
     // The heartbeat: the report's host part, every few seconds, with the
     // verdict a server whose agent could start gives.
-    let now = Timestamp::now().as_second();
+    let now = Timestamp::try_from(clock::Clock::system().wall())
+        .unwrap()
+        .as_second();
     let mut report = report;
     let demotion = (host.role == Some(protocol::Role::Server) || host.datastore).then(|| {
         if faults.ineligible.contains(&name) {
@@ -1126,7 +1138,7 @@ async fn actuator(
             .unwrap()
             .seen
             .entry(key.clone())
-            .or_insert_with(Instant::now);
+            .or_insert_with(|| clock::Clock::system().now());
         if first.elapsed() < faults.react_after {
             return Ok(());
         }
@@ -1138,7 +1150,9 @@ async fn actuator(
                 swap.clone(),
                 step,
                 phase,
-                Timestamp::now().as_second(),
+                Timestamp::try_from(clock::Clock::system().wall())
+                    .unwrap()
+                    .as_second(),
             );
             if detail.is_some() {
                 r.detail = detail;
@@ -1182,7 +1196,7 @@ async fn actuator(
                     h.datastore = true;
                     h.tombstone = false;
                     h.member = Some(member.clone());
-                    h.learner_since = Some(Instant::now());
+                    h.learner_since = Some(clock::Clock::system().now());
                 }
                 // k3s joins etcd as a learner and labels its own Node.
                 let mut labels = serde_json::Map::new();
@@ -1288,7 +1302,9 @@ async fn milestones(
             swap.clone(),
             step.report_step(),
             phase,
-            Timestamp::now().as_second(),
+            Timestamp::try_from(clock::Clock::system().wall())
+                .unwrap()
+                .as_second(),
         )
         .with_detail(milestone);
         r.snapshot_file.clone_from(&snapshot_file);
@@ -1376,7 +1392,7 @@ async fn member_controller(
                 .unwrap()
                 .seen
                 .entry(format!("remove/{member}"))
-                .or_insert_with(Instant::now);
+                .or_insert_with(|| clock::Clock::system().now());
             if first.elapsed() < wait {
                 continue;
             }
