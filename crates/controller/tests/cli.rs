@@ -18,7 +18,7 @@ fn has_line(out: &str, head: &str, tail: &str) -> bool {
 #[tokio::test]
 async fn status_shows_the_fleet_and_a_running_swap_at_a_glance() {
     let h = Harness::start(&three_voters(), CONFIG).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    h.fleet.settle().await;
     let run = h.run(&["status"]).await;
     run.expect(0);
     let out = &run.stdout;
@@ -111,7 +111,9 @@ async fn pause_halts_a_running_swap_at_its_next_safe_point_and_resume_lets_it_fi
         h.lease_annotation("swap-step").await.as_deref() == Some("paused")
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The controller's decision on the halted swap: it waits, and writes
+    // nothing until something changes.
+    Harness::read_until(&mut swap, "paused before ").await;
     let n1 = h.node("n1").await;
     assert_ne!(
         n1.spec.and_then(|s| s.unschedulable),
@@ -195,7 +197,8 @@ async fn a_swap_stopped_by_a_failed_step_down_says_what_to_do_and_resumes_when_r
 async fn run_replaces_a_voter_that_stopped_within_its_grace_period_and_one_swap() {
     let h = Harness::start(&three_voters(), CONFIG).await;
     let mut run = h.spawn(&["run"]);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The run has listed the fleet and found nothing to do.
+    Harness::read_until(&mut run, "idle: every voter is healthy").await;
     let down_at = clock::Clock::system().now();
     h.fleet.set(|f| {
         f.down.insert("n2".into());

@@ -13,6 +13,21 @@ use kube::Client;
 use support::{CONFIG, DEADLINE, Harness, three_voters};
 use tokio::{io::AsyncBufReadExt, process::Child};
 
+/// Ends a running `fleet-role` as systemd does (SIGTERM) and waits for it
+/// to exit at its next safe point.
+async fn stop(child: &mut Child) {
+    let pid = child.id().expect("running");
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    tokio::time::timeout(DEADLINE, child.wait())
+        .await
+        .expect("fleet-role stops on SIGTERM")
+        .unwrap();
+}
+
 /// What a running child printed so far, gathered as it prints.
 #[derive(Clone, Default)]
 struct Printed(Arc<Mutex<String>>);
@@ -322,8 +337,9 @@ async fn run_dry_run_prints_the_swap_it_would_make_and_writes_nothing() {
     let mut run = h.spawn(&["run", "--dry-run"]);
     let out = Printed::of(&mut run);
     out.wait_for("dry run: would swap out n3, in n4").await;
-    // Past its grace and more: a run that wrote would have taken the Lease.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The decision is taken: a run that wrote would have taken the Lease
+    // for it. Stopped and gone, it can write nothing more.
+    stop(&mut run).await;
     assert_eq!(
         h.lease_annotation("role-swap").await,
         None,

@@ -263,6 +263,32 @@ current-context: test
         self.command(args).spawn().expect("fleet-role starts")
     }
 
+    /// Reads a running `fleet-role`'s output until a line containing
+    /// `needle` (failing the test if it ends first or past 120 s); returns
+    /// the output read. The controller prints each decision as it takes it,
+    /// so this waits for a decision rather than for time to pass.
+    pub async fn read_until(child: &mut Child, needle: &str) -> String {
+        use tokio::io::{AsyncBufReadExt, BufReader};
+        let stdout = child.stdout.take().expect("stdout piped and not taken");
+        let mut lines = BufReader::new(stdout).lines();
+        let mut seen = String::new();
+        let found = tokio::time::timeout(Duration::from_secs(120), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                seen.push_str(&line);
+                seen.push('\n');
+                if line.contains(needle) {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert_eq!(found, Ok(true), "no line with {needle:?} in:\n{seen}");
+        // Keep draining, so the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        seen
+    }
+
     /// The Nodes.
     pub fn nodes(&self) -> Api<Node> {
         Api::all(self.admin.clone())
@@ -288,6 +314,15 @@ current-context: test
             .metadata
             .annotations
             .and_then(|a| a.get(&format!("{P}/{key}")).cloned())
+    }
+
+    /// Writes `node`'s heartbeat as if its actuator had gone silent `secs`
+    /// ago (freeze the fleet first, or the double writes a fresh one).
+    pub async fn age_heartbeat(&self, node: &str, secs: i64) {
+        let mut report = self.report(node).await.expect("a report");
+        let host = report.host.as_mut().expect("a host part");
+        host.heartbeat_at = host.heartbeat_at.saturating_sub(secs);
+        write_report(&self.admin, node, &report).await.unwrap();
     }
 
     /// A host's report.
@@ -677,6 +712,8 @@ struct World {
     log: Vec<String>,
     /// The steps of [`Faults::hold`] something was asked for and held back.
     held: BTreeSet<String>,
+    /// How many rounds the double has finished (frozen or not).
+    ticks: u64,
 }
 
 /// The scripted fleet: hosts and k3s, through the admin client.
@@ -830,6 +867,31 @@ impl Fleet {
         f(&mut self.world.lock().unwrap().faults);
     }
 
+    /// Waits until the double has finished `rounds` more rounds.
+    async fn rounds(&self, rounds: u64) {
+        let until = self.world.lock().unwrap().ticks + rounds;
+        while self.world.lock().unwrap().ticks < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until the fleet has acted on everything as it stands now (a
+    /// whole round of the double begun after this call).
+    pub async fn settle(&self) {
+        self.rounds(2).await;
+    }
+
+    /// Waits until the fleet has acted on everything as it stands now (a
+    /// whole round of the double begun after this call: the faults set so
+    /// far applied, every host's heartbeat written), then freezes it and
+    /// waits for the round in flight to end, so that from the return on
+    /// nothing but the controller writes.
+    pub async fn settle_and_freeze(&self) {
+        self.rounds(2).await;
+        self.set(|f| f.frozen = true);
+        self.rounds(1).await;
+    }
+
     /// Quorum violations k3s's removal saw (must stay empty).
     pub fn violations(&self) -> Vec<String> {
         self.world.lock().unwrap().violations.clone()
@@ -863,6 +925,7 @@ async fn run_fleet(admin: Client, world: Arc<Mutex<World>>) {
             // A transient API error: the next tick tries again.
             eprintln!("fleet double: {e}");
         }
+        world.lock().unwrap().ticks += 1;
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
 }
