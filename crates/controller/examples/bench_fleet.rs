@@ -36,11 +36,12 @@ use std::{
     path::{Path, PathBuf},
     process::{ExitCode, Stdio},
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use anyhow::{Context, bail};
 use clap::Parser;
+use clock::Clock;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::{
     api::{
@@ -151,7 +152,8 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("a runtime");
-    match rt.block_on(run(args)) {
+    // The machine's clock, read here at the edge and passed down.
+    match rt.block_on(run(args, Clock::system())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("bench_fleet: {e:#}");
@@ -160,12 +162,13 @@ fn main() -> ExitCode {
     }
 }
 
-fn say(line: &str) {
-    let now = Timestamp::now();
+fn say(clock: &Clock, line: &str) {
+    let now = Timestamp::try_from(clock.wall()).unwrap_or(Timestamp::UNIX_EPOCH);
     eprintln!("[{}] {line}", now.strftime("%H:%M:%S"));
 }
 
-async fn run(args: Args) -> anyhow::Result<()> {
+async fn run(args: Args, clock: Clock) -> anyhow::Result<()> {
+    let clock = &clock;
     let exe = std::env::current_exe()?;
     let fleet_role = match args.fleet_role.clone() {
         Some(p) => p,
@@ -184,10 +187,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for (i, &n) in args.sizes.iter().enumerate() {
         anyhow::ensure!(n >= VOTERS.len() + STANDBYS.len(), "a size below 5 Nodes");
-        say(&format!("=== {n} Nodes ==="));
+        say(clock, &format!("=== {n} Nodes ==="));
         let actuator = args.actuator_bin_dir.as_deref().filter(|_| i == 0);
-        let row = measure(n, &args, &fleet_role, actuator).await?;
-        say(&format!("{row:?}"));
+        let row = measure(n, &args, &fleet_role, actuator, clock).await?;
+        say(clock, &format!("{row:?}"));
         rows.push(row);
     }
     let machine = load_line();
@@ -393,14 +396,19 @@ current-context: bench
 
 // === The fleet ===
 
-fn now_json() -> Value {
-    json!(Timestamp::now().to_string())
+fn now_json(clock: &Clock) -> Value {
+    json!(kubeview::time::at_second(clock.unix_secs()))
 }
 
 /// Node `name` as k3s and its kubelet leave it: a voter with k3s's etcd
 /// labels, annotations and `EtcdIsVoter=True`, an eligible standby, or a
 /// plain agent; all Ready.
-fn node(names: &Names, name: &str, index: usize) -> anyhow::Result<Node> {
+/// Now, precisely, by `clock`.
+fn stamp(clock: &Clock) -> Timestamp {
+    Timestamp::try_from(clock.wall()).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+fn node(names: &Names, name: &str, index: usize, clock: &Clock) -> anyhow::Result<Node> {
     let voter = VOTERS.contains(&name);
     let eligible = voter || STANDBYS.contains(&name);
     let address = format!(
@@ -416,7 +424,7 @@ fn node(names: &Names, name: &str, index: usize) -> anyhow::Result<Node> {
     }
     let mut conditions = vec![json!({
         "type": "Ready", "status": "True", "reason": "KubeletReady",
-        "lastTransitionTime": now_json(), "lastHeartbeatTime": now_json(),
+        "lastTransitionTime": now_json(clock), "lastHeartbeatTime": now_json(clock),
     })];
     if voter {
         for l in [
@@ -433,7 +441,7 @@ fn node(names: &Names, name: &str, index: usize) -> anyhow::Result<Node> {
         annotations.insert(K3S_ETCD_NODE_ADDRESS.into(), json!(address));
         conditions.push(json!({
             "type": K3S_ETCD_IS_VOTER, "status": "True", "reason": "MemberIsVoter",
-            "lastTransitionTime": now_json(),
+            "lastTransitionTime": now_json(clock),
         }));
     }
     Ok(serde_json::from_value(json!({
@@ -458,14 +466,19 @@ fn node_names(n: usize) -> Vec<String> {
 
 /// Creates the Nodes (status included, as a kubelet registers) and the
 /// node Leases of the voters and standbys, `BATCH` at a time.
-async fn create_fleet(admin: &Client, names: &Names, n: usize) -> anyhow::Result<()> {
+async fn create_fleet(
+    admin: &Client,
+    names: &Names,
+    n: usize,
+    clock: &Clock,
+) -> anyhow::Result<()> {
     let nodes: Api<Node> = Api::all(admin.clone());
     let all = node_names(n);
     futures::stream::iter(all.iter().enumerate())
         .map(|(i, name)| {
             let nodes = nodes.clone();
             async move {
-                let node = node(names, name, i + 1)?;
+                let node = node(names, name, i + 1, clock)?;
                 nodes
                     .create(&PostParams::default(), &node)
                     .await
@@ -481,7 +494,7 @@ async fn create_fleet(admin: &Client, names: &Names, n: usize) -> anyhow::Result
     for name in VOTERS.iter().chain(STANDBYS.iter()) {
         let got = nodes.get(name).await?;
         if !kubeview::condition_true(&got, "Ready") {
-            let status = node(names, name, 0)?.status;
+            let status = node(names, name, 0, clock)?.status;
             nodes
                 .patch_status(
                     name,
@@ -493,7 +506,10 @@ async fn create_fleet(admin: &Client, names: &Names, n: usize) -> anyhow::Result
     }
     let sample = nodes.get(all.last().expect("Nodes")).await?;
     if !kubeview::condition_true(&sample, "Ready") {
-        say("note: the agents' Ready condition was dropped on create");
+        say(
+            clock,
+            "note: the agents' Ready condition was dropped on create",
+        );
     }
     let leases: Api<Lease> = Api::namespaced(admin.clone(), "kube-node-lease");
     for name in VOTERS.iter().chain(STANDBYS.iter()) {
@@ -508,7 +524,7 @@ async fn create_fleet(admin: &Client, names: &Names, n: usize) -> anyhow::Result
                     spec: Some(LeaseSpec {
                         holder_identity: Some((*name).into()),
                         lease_duration_seconds: Some(40),
-                        renew_time: Some(MicroTime(Timestamp::now())),
+                        renew_time: Some(MicroTime(stamp(clock))),
                         ..LeaseSpec::default()
                     }),
                 },
@@ -527,7 +543,7 @@ struct Kubelets {
 }
 
 impl Kubelets {
-    fn start(admin: Client) -> Self {
+    fn start(admin: Client, clock: Clock) -> Self {
         let stopped = Arc::new(Mutex::new(BTreeSet::new()));
         let s = stopped.clone();
         let task = tokio::spawn(async move {
@@ -537,12 +553,12 @@ impl Kubelets {
                     if s.lock().expect("not poisoned").contains(*name) {
                         continue;
                     }
-                    let renew = json!({"spec": {"renewTime": MicroTime(Timestamp::now())}});
+                    let renew = json!({"spec": {"renewTime": MicroTime(stamp(&clock))}});
                     if let Err(e) = leases
                         .patch(name, &PatchParams::default(), &Patch::Merge(renew))
                         .await
                     {
-                        say(&format!("kubelet {name}: {e}"));
+                        say(&clock, &format!("kubelet {name}: {e}"));
                     }
                 }
                 tokio::time::sleep(HEARTBEAT).await;
@@ -668,24 +684,29 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// The median time of `f` in microseconds, over `runs` runs.
-fn time_us<T>(runs: usize, mut f: impl FnMut() -> T) -> f64 {
+fn time_us<T>(clock: &Clock, runs: usize, mut f: impl FnMut() -> T) -> f64 {
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {
-        let t = Instant::now();
+        let t = clock.now();
         std::hint::black_box(f());
-        times.push(t.elapsed().as_secs_f64() * 1e6);
+        times.push(clock.since(t).as_secs_f64() * 1e6);
     }
     median(times)
 }
 
-async fn wait_until<F, Fut>(what: &str, limit: Duration, mut check: F) -> anyhow::Result<()>
+async fn wait_until<F, Fut>(
+    clock: &Clock,
+    what: &str,
+    limit: Duration,
+    mut check: F,
+) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<bool>>,
 {
-    let started = Instant::now();
+    let started = clock.now();
     while !check().await? {
-        if started.elapsed() > limit {
+        if clock.since(started) > limit {
             bail!("{what}: not within {} s", limit.as_secs());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -707,6 +728,7 @@ async fn measure(
     args: &Args,
     fleet_role: &Path,
     actuator_bins: Option<&Path>,
+    clock: &Clock,
 ) -> anyhow::Result<Row> {
     let mut row = Row {
         nodes: n,
@@ -714,13 +736,17 @@ async fn measure(
     };
     let world = World::start().await?;
     let settings =
-        controller::config::Settings::resolve(toml::from_str(CONFIG).context("CONFIG")?, None)?;
+        controller::config::Settings::resolve(toml::from_str(CONFIG).context("CONFIG")?, None)?
+            .with_clock(clock.clone());
     let names = settings.names().clone();
-    let t = Instant::now();
-    create_fleet(&world.admin, &names, n).await?;
-    row.create_secs = t.elapsed().as_secs_f64();
-    say(&format!("{n} Nodes created in {:.1} s", row.create_secs));
-    let kubelets = Kubelets::start(world.admin.clone());
+    let t = clock.now();
+    create_fleet(&world.admin, &names, n, clock).await?;
+    row.create_secs = clock.since(t).as_secs_f64();
+    say(
+        clock,
+        &format!("{n} Nodes created in {:.1} s", row.create_secs),
+    );
+    let kubelets = Kubelets::start(world.admin.clone(), clock.clone());
 
     // One decision, in this process, over the same Nodes.
     let nodes = Api::<Node>::all(world.admin.clone())
@@ -728,8 +754,8 @@ async fn measure(
         .await?
         .items;
     anyhow::ensure!(nodes.len() == n, "{} Nodes listed of {n}", nodes.len());
-    // As `run` does: each Node's facts are computed when its watch event
-    // arrives and kept in the store; a decision assembles the view from
+    // As `run` does: each Node's facts are mapped once per resourceVersion
+    // and kept beside the store; a decision assembles the view from
     // them (clones), applies the heartbeat rule and decides.
     let facts: Vec<_> = nodes
         .iter()
@@ -744,21 +770,21 @@ async fn measure(
         controller::observe::assemble(
             &settings,
             facts.iter().cloned(),
-            |_| Some(controller::observe::now()),
+            |_| Some(clock.unix_secs()),
             &BTreeMap::new(),
             None,
         )
     };
     let runs = if n >= 5000 { 51 } else { 201 };
-    row.facts_us = time_us(runs, || {
+    row.facts_us = time_us(clock, runs, || {
         nodes
             .iter()
             .map(|node| kubeview::node_facts(&names, node))
             .collect::<Vec<_>>()
     });
-    row.assemble_us = time_us(runs, &assemble);
+    row.assemble_us = time_us(clock, runs, &assemble);
     let view = assemble().view;
-    row.run_decision_us = time_us(runs, || run_decision(&view));
+    row.run_decision_us = time_us(clock, runs, || run_decision(&view));
     let swap = SwapState {
         out: protocol::NodeName::parse(STALE_VOTER)?,
         incoming: protocol::NodeName::parse(STANDBYS[0])?,
@@ -766,14 +792,17 @@ async fn measure(
         instance: "bench".into(),
         taken: None,
     };
-    row.next_action_us = time_us(runs, || next_action(&view, &swap));
-    say(&format!(
-        "decision: run_decision {:.1} µs, next_action {:.1} µs, view assembly {:.0} µs, every Node's facts (a relist) {:.0} µs (median of {runs})",
-        row.run_decision_us, row.next_action_us, row.assemble_us, row.facts_us
-    ));
+    row.next_action_us = time_us(clock, runs, || next_action(&view, &swap));
+    say(
+        clock,
+        &format!(
+            "decision: run_decision {:.1} µs, next_action {:.1} µs, view assembly {:.0} µs, every Node's facts (a relist) {:.0} µs (median of {runs})",
+            row.run_decision_us, row.next_action_us, row.assemble_us, row.facts_us
+        ),
+    );
 
     let actuator = match actuator_bins {
-        Some(bins) => Some(Actuator::start(&world, bins).await?),
+        Some(bins) => Some(Actuator::start(&world, bins, clock).await?),
         None => None,
     };
 
@@ -783,6 +812,7 @@ async fn measure(
     let controller = world.fleet_role(fleet_role, &["run"], "run.log")?;
     let pid = controller.id().context("fleet-role run has a pid")?;
     wait_until(
+        clock,
         "the leader Lease taken",
         Duration::from_secs(120),
         || async {
@@ -792,11 +822,11 @@ async fn measure(
         },
     )
     .await?;
-    let started = Instant::now();
-    let mut last_busy = Instant::now();
-    while last_busy.elapsed() < Duration::from_secs(5) {
+    let started = clock.now();
+    let mut last_busy = clock.now();
+    while clock.since(last_busy) < Duration::from_secs(5) {
         anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(120),
+            clock.since(started) < Duration::from_secs(120),
             "fleet-role run did not settle within 120 s"
         );
         for e in audit.new_requests() {
@@ -804,15 +834,18 @@ async fn measure(
                 && e.verb != "watch"
                 && !e.what.ends_with("leases/fleet-role-leader")
             {
-                last_busy = Instant::now();
+                last_busy = clock.now();
             }
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    say(&format!(
-        "settled {:.1} s after the leader Lease was taken",
-        started.elapsed().as_secs_f64()
-    ));
+    say(
+        clock,
+        &format!(
+            "settled {:.1} s after the leader Lease was taken",
+            started.elapsed().as_secs_f64()
+        ),
+    );
 
     // The quiet window.
     audit.new_requests();
@@ -834,7 +867,7 @@ async fn measure(
             }
             *f.kinds.entry(e.what.clone()).or_default() += 1;
         }
-        say(&format!("actuator: {f:?}"));
+        say(clock, &format!("actuator: {f:?}"));
         row.actuator = Some(f);
     }
     drop(actuator);
@@ -848,25 +881,31 @@ async fn measure(
     }
     row.other_kinds.retain(|_, v| *v > 0);
     row.rss_kib = proc_kib(pid, "VmRSS:").unwrap_or(0);
-    say(&format!(
-        "quiet {} s: {} watches, {} others {:?}; resident {} KiB",
-        args.quiet_secs, row.watches, row.others, row.other_kinds, row.rss_kib
-    ));
+    say(
+        clock,
+        &format!(
+            "quiet {} s: {} watches, {} others {:?}; resident {} KiB",
+            args.quiet_secs, row.watches, row.others, row.other_kinds, row.rss_kib
+        ),
+    );
 
     // `status`'s wall time.
     for _ in 0..3 {
-        let t = Instant::now();
+        let t = clock.now();
         let child = world.fleet_role(fleet_role, &["status"], "status.log")?;
         let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
             .await
             .context("fleet-role status within 60 s")??;
-        let took = t.elapsed().as_secs_f64() * 1000.0;
+        let took = clock.since(t).as_secs_f64() * 1000.0;
         if !out.status.success() {
-            say(&format!("fleet-role status exited {:?}", out.status.code()));
+            say(
+                clock,
+                &format!("fleet-role status exited {:?}", out.status.code()),
+            );
         }
         row.status_ms.push(took);
     }
-    say(&format!("status: {:?} ms", row.status_ms));
+    say(clock, &format!("status: {:?} ms", row.status_ms));
 
     // A voter's kubelet stops; the time from its node Lease going stale
     // past the grace to the regrade Lease taken for the swap.
@@ -885,6 +924,7 @@ async fn measure(
     let rule_at = (renewed.as_second() + HEARTBEAT_GRACE_SECS + 1) as f64;
     let taken = async {
         wait_until(
+            clock,
             "the regrade Lease taken",
             Duration::from_secs(120),
             || async {
@@ -897,16 +937,19 @@ async fn measure(
     };
     match taken.await {
         Ok(()) => {
-            let at = Timestamp::now().as_millisecond() as f64 / 1000.0;
+            let at = clock.unix_millis() as f64 / 1000.0;
             row.stale_to_taken = Some(at - stale_at);
             row.rule_to_taken = Some(at - rule_at);
-            say(&format!(
-                "stale -> Lease taken: {:.2} s ({:.2} s after the rule allows)",
-                at - stale_at,
-                at - rule_at
-            ));
+            say(
+                clock,
+                &format!(
+                    "stale -> Lease taken: {:.2} s ({:.2} s after the rule allows)",
+                    at - stale_at,
+                    at - rule_at
+                ),
+            );
         }
-        Err(e) => say(&format!("{e:#}")),
+        Err(e) => say(clock, &format!("{e:#}")),
     }
     row.hwm_kib = proc_kib(pid, "VmHWM:").unwrap_or(0);
     drop(controller);
@@ -936,8 +979,8 @@ struct Actuator {
 }
 
 impl Actuator {
-    async fn start(world: &World, bins: &Path) -> anyhow::Result<Self> {
-        let node = node(&Names::default(), ACTUATOR_NODE, 0)?;
+    async fn start(world: &World, bins: &Path, clock: &Clock) -> anyhow::Result<Self> {
+        let node = node(&Names::default(), ACTUATOR_NODE, 0, clock)?;
         Api::<Node>::all(world.admin.clone())
             .create(&PostParams::default(), &node)
             .await?;

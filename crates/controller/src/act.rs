@@ -4,11 +4,9 @@
 //! manager `fleet-role`, and an Event on the Nodes concerned, so that
 //! `kubectl describe node` tells the story.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::{
     api::{
-        coordination::v1::{Lease, LeaseSpec},
+        coordination::v1::Lease,
         core::v1::{Node, ObjectReference},
         events::v1::Event,
     },
@@ -22,9 +20,9 @@ use kube::{
 use protocol::{
     Names,
     controller::{self, Action, Outcome, StopKind, SwapState},
-    names::{K3S_ETCD_IS_VOTER, LEASE_NAMESPACE},
+    names::LEASE_NAMESPACE,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 use tracing::warn;
 
 use crate::{config::Settings, observe::Observed};
@@ -75,6 +73,12 @@ impl Actor {
         self.settings.names()
     }
 
+    /// Now, precisely, for the stamps the API keeps (a renewal, a
+    /// condition's transition, an Event).
+    fn stamp(&self) -> Timestamp {
+        Timestamp::try_from(self.settings.clock.wall()).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
     fn leases(&self) -> Api<Lease> {
         Api::namespaced(self.client.clone(), LEASE_NAMESPACE)
     }
@@ -96,7 +100,7 @@ impl Actor {
         };
         let facts = kubeview::lease_facts(self.names(), &lease);
         let view = protocol::controller::FleetView {
-            now: crate::observe::now(),
+            now: self.settings.clock.unix_secs(),
             settings: self.settings.core.clone(),
             nodes: Vec::new(),
             lease: Some(facts.clone()),
@@ -155,7 +159,7 @@ impl Actor {
             obs.lease.as_ref(),
             &before,
             &after,
-            MicroTime(Timestamp::now()),
+            MicroTime(self.stamp()),
         );
         let creating = obs.lease.is_none();
         let api = self.leases();
@@ -225,14 +229,7 @@ impl Actor {
                     .map_err(api_err)?,
             );
         }
-        if kubeview::voter_condition_cleared(&before, &after) {
-            let status = json!({"status": {"conditions": [{
-                "type": K3S_ETCD_IS_VOTER,
-                "status": "False",
-                "reason": "FleetRoleDemoted",
-                "message": "the host runs as an agent; its etcd member was removed",
-                "lastTransitionTime": Time(Timestamp::now()),
-            }]}});
+        if let Some(status) = kubeview::node_status_patch(&before, &after, Time(self.stamp())) {
             written = Some(
                 nodes
                     .patch_status(node, &params, &Patch::Strategic(&status))
@@ -255,7 +252,7 @@ impl Actor {
         };
         let api: Api<Event> = Api::namespaced(self.client.clone(), EVENT_NAMESPACE);
         for node in nodes {
-            let now = Timestamp::now();
+            let now = self.stamp();
             let event = Event {
                 metadata: ObjectMeta {
                     name: Some(format!("{node}.fleet-role.{:x}", now.as_nanosecond())),
@@ -295,10 +292,17 @@ impl Actor {
         note: &controller::StopNote,
     ) -> Result<(), ActError> {
         let names = self.names();
-        let patch = json!({"metadata": {
-            "resourceVersion": read.metadata.resource_version,
-            "annotations": {names.lease_stopping(): serde_json::to_string(note).expect("a note serializes")},
-        }});
+        let before = kubeview::lease_facts(names, read);
+        let after = controller::lease_asked_to_stop(&before, note);
+        let Some(patch) = kubeview::lease_patch(
+            names,
+            &before,
+            &after,
+            read.metadata.resource_version.as_deref(),
+        ) else {
+            // The note is there already.
+            return Ok(());
+        };
         match self.merge_patch_lease(&patch).await {
             Ok(_) => Ok(()),
             Err(e) if is_conflict(&e) => Err(ActError::Conflict),
@@ -321,41 +325,42 @@ impl Actor {
     }
 
     /// Sets or lifts the pause flag on the Lease (a merge patch of one
-    /// annotation: a running controller's next Lease write meets a 409,
-    /// reads again and sees the flag).
+    /// annotation, without a precondition: the pause lands whoever writes
+    /// the Lease meanwhile; a running controller's next Lease write meets a
+    /// 409, reads again and sees the flag). A missing Lease is created
+    /// holding the flag alone.
     pub async fn set_paused(&self, paused: bool) -> Result<(), ActError> {
         let names = self.names();
-        let value = if paused { json!("true") } else { Value::Null };
-        let patch = json!({"metadata": {"annotations": {names.lease_paused(): value}}});
-        match self.merge_patch_lease(&patch).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => {
-                let lease = Lease {
-                    metadata: ObjectMeta {
-                        name: Some(names.lease_name.clone()),
-                        annotations: paused
-                            .then(|| BTreeMap::from([(names.lease_paused(), "true".into())])),
-                        ..ObjectMeta::default()
-                    },
-                    spec: Some(LeaseSpec::default()),
-                };
-                self.leases()
-                    .create(&PostParams::default(), &lease)
-                    .await
-                    .map(drop)
-                    .map_err(|source| ActError::Api {
-                        context: format!(
-                            "creating the regrade Lease {} (apply deploy/rbac/controller.yaml)",
-                            self.settings.lease_ref()
-                        ),
-                        source,
-                    })
-            }
-            Err(source) => Err(ActError::Api {
-                context: format!("patching the regrade Lease {}", self.settings.lease_ref()),
-                source,
-            }),
+        let read = self.read_lease().await?;
+        let before = read
+            .as_ref()
+            .map(|l| kubeview::lease_facts(names, l))
+            .unwrap_or_default();
+        let after = controller::lease_paused(&before, paused);
+        if read.is_some() {
+            let Some(patch) = kubeview::lease_patch(names, &before, &after, None) else {
+                return Ok(());
+            };
+            return match self.merge_patch_lease(&patch).await {
+                Ok(_) => Ok(()),
+                Err(source) => Err(ActError::Api {
+                    context: format!("patching the regrade Lease {}", self.settings.lease_ref()),
+                    source,
+                }),
+            };
         }
+        let lease = kubeview::lease_object(names, None, &before, &after, MicroTime(self.stamp()));
+        self.leases()
+            .create(&PostParams::default(), &lease)
+            .await
+            .map(drop)
+            .map_err(|source| ActError::Api {
+                context: format!(
+                    "creating the regrade Lease {} (apply deploy/rbac/controller.yaml)",
+                    self.settings.lease_ref()
+                ),
+                source,
+            })
     }
 }
 

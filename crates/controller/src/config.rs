@@ -7,6 +7,7 @@
 
 use std::{path::Path, time::Duration};
 
+use clock::Clock;
 use protocol::{
     HolderIdentity, Names, NodeName,
     controller::{self, Timeouts},
@@ -159,6 +160,10 @@ pub struct Settings {
     pub replace_ineligible: bool,
     /// `run`: the address of the metrics and health endpoints, if any.
     pub metrics_address: Option<std::net::SocketAddr>,
+    /// The clock every reading of time goes through: the machine's, set at
+    /// the program's edge ([`Settings::resolve`]); a test gives its own
+    /// ([`Settings::with_clock`]).
+    pub clock: Clock,
 }
 
 /// `run`'s leader election: its own Lease, not the regrade Lease.
@@ -350,7 +355,42 @@ impl Settings {
                 drain_grace,
             },
             poll,
+            clock: Clock::system(),
         })
+    }
+
+    /// The same settings reading time from `clock`.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// `swap --timeout`: every step's timeout, when the flag is given.
+    pub fn with_timeout_flag(self, raw: Option<&str>) -> Result<Self, ConfigError> {
+        Ok(match raw {
+            Some(t) => self.with_step_timeout(parse_duration_of("--timeout", t)?),
+            None => self,
+        })
+    }
+
+    /// `run --metrics-address`, winning over the file's `metrics_address`.
+    pub fn with_metrics_address_flag(mut self, raw: Option<&str>) -> Result<Self, ConfigError> {
+        if let Some(a) = settings::listen_address("--metrics-address", raw)? {
+            self.metrics_address = Some(a);
+        }
+        Ok(self)
+    }
+
+    /// `swap --in-window`: why the maintenance window is closed now
+    /// (`Ok(None)`: open), or an error when the settings have no window.
+    pub fn window_closed_now(&self) -> Result<Option<String>, ConfigError> {
+        let Some(w) = self.core.window.as_ref() else {
+            return Err(ConfigError::invalid(
+                "--in-window",
+                "the settings have no [window]",
+            ));
+        };
+        Ok(w.closed_at(self.clock.unix_secs()))
     }
 
     /// Every step's timeout set to `d` (`swap --timeout`), at least a

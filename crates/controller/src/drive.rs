@@ -17,6 +17,7 @@ use std::{
 };
 
 use anyhow::{Context, bail};
+use clock::Clock;
 use kube::Client;
 use protocol::exit::{Exit, Marked};
 use protocol::{
@@ -167,10 +168,11 @@ pub struct Driver {
     abort: bool,
 }
 
-/// A new swap id: `swap-YYYYMMDD-HHMMSS-XXXX` (a DNS label, and a safe
-/// snapshot file name).
-pub fn new_swap_id() -> SwapId {
-    let now = k8s_openapi::jiff::Timestamp::now();
+/// A new swap id: `swap-YYYYMMDD-HHMMSS-XXXX`, now by `clock` (a DNS
+/// label, and a safe snapshot file name).
+pub fn new_swap_id(clock: &Clock) -> SwapId {
+    let now = k8s_openapi::jiff::Timestamp::from_second(clock.unix_secs())
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
     let id = format!("swap-{}-{}", now.strftime("%Y%m%d-%H%M%S"), random_hex(4));
     SwapId::parse(&id).expect("a generated swap id is valid")
 }
@@ -187,14 +189,16 @@ pub fn new_instance(identity: &str) -> String {
     ))
 }
 
+/// `len` random hex digits: std's per-process random hash keys (no clock:
+/// a test's standing clock must not make two ids alike), salted with a
+/// counter so that two ids of one process differ.
 fn random_hex(len: usize) -> String {
     use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
+    h.write_u64(COUNT.fetch_add(1, Ordering::Relaxed));
+    h.write_u32(std::process::id());
     format!("{:016x}", h.finish())[..len].to_string()
 }
 
@@ -202,6 +206,7 @@ impl Driver {
     /// A controller process over `client`.
     pub fn new(client: Client, settings: Settings, shutdown: watch::Receiver<bool>) -> Self {
         let instance = new_instance(&settings.names().controller_identity);
+        let metrics = Arc::new(Metrics::new(settings.clock.clone()));
         Self {
             actor: Actor::new(client.clone(), settings.clone()),
             client,
@@ -209,7 +214,7 @@ impl Driver {
             instance,
             shutdown,
             fleet: None,
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             abort: false,
         }
     }
@@ -294,9 +299,7 @@ impl Driver {
         changed.borrow_and_update();
         let sleep = edge
             .map(|e| {
-                let now_ms = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis());
+                let now_ms = u128::from(self.settings.clock.unix_millis());
                 let at_ms = u128::try_from(e.max(0)).unwrap_or(0).saturating_mul(1000);
                 Duration::from_millis(
                     u64::try_from(at_ms.saturating_sub(now_ms)).unwrap_or(u64::MAX),
@@ -327,7 +330,7 @@ impl Driver {
         if let Some((s, since)) = step
             && !matches!(ending, Ending::Interrupted { .. } | Ending::Lost(_))
         {
-            self.metrics.step_took(&s, since.elapsed());
+            self.metrics.step_took(&s, self.settings.clock.since(since));
         }
         self.metrics.swap_ended(ending.summary().0);
         Ok(ending)
@@ -355,7 +358,7 @@ impl Driver {
         let mut state = SwapState {
             out: out.clone(),
             incoming: incoming.clone(),
-            candidate: new_swap_id(),
+            candidate: new_swap_id(&self.settings.clock),
             instance: self.instance.clone(),
             taken: None,
         };
@@ -420,8 +423,8 @@ impl Driver {
                     continue;
                 }
                 Action::WaitForLease { until, .. } => {
-                    let since = *waiting_for_lease.get_or_insert_with(Instant::now);
-                    if since.elapsed() > lease_patience {
+                    let since = *waiting_for_lease.get_or_insert_with(|| self.settings.clock.now());
+                    if self.settings.clock.since(since) > lease_patience {
                         bail!(
                             "the regrade Lease stayed held by another controller process for {} s: it is alive; see `fleet-role status`",
                             lease_patience.as_secs()
@@ -454,9 +457,10 @@ impl Driver {
                     failing_since = None;
                     if let Action::MarkStep { step: s } = &action {
                         if let Some((prev, since)) = step.take() {
-                            self.metrics.step_took(&prev, since.elapsed());
+                            self.metrics
+                                .step_took(&prev, self.settings.clock.since(since));
                         }
-                        *step = Some((s.as_str().to_string(), Instant::now()));
+                        *step = Some((s.as_str().to_string(), self.settings.clock.now()));
                     }
                 }
                 Err(ActError::Lost(why)) => {
@@ -569,8 +573,8 @@ impl Driver {
         failing_since: &mut Option<Instant>,
         e: anyhow::Error,
     ) -> anyhow::Result<()> {
-        let since = *failing_since.get_or_insert_with(Instant::now);
-        if since.elapsed() > API_PATIENCE {
+        let since = *failing_since.get_or_insert_with(|| self.settings.clock.now());
+        if self.settings.clock.since(since) > API_PATIENCE {
             return Err(e.context(format!(
                 "the API failed for over {} s; run the same command again to resume",
                 API_PATIENCE.as_secs()
@@ -721,8 +725,9 @@ fn milestone(obs: &observe::Observed, action: &Action) -> Option<String> {
         }
         controller::SwapStep::Removal => {
             let o = node(&l.swap_out)?;
-            let mut m = o
-                .member_gone()
+            let mut m = obs
+                .view
+                .member_gone(&o.name)
                 .then(|| format!("k3s removed {}'s etcd member", o.name))?;
             if controller::finished(o) {
                 m.push_str(&format!(

@@ -5,7 +5,7 @@
 //! in the help.
 #![forbid(unsafe_code)]
 
-use std::{process::ExitCode, sync::Arc, time::Duration};
+use std::{path::Path, process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use clap::Parser;
@@ -136,9 +136,17 @@ fn node(raw: &str, flag: &str) -> anyhow::Result<NodeName> {
         .map_err(usage)
 }
 
-async fn run(cli: Cli) -> anyhow::Result<Exit> {
+/// The settings of this run: the file, then the flags. The machine's clock
+/// is read from here on through [`Settings::clock`], set here at the edge.
+fn settings(cli: &Cli) -> anyhow::Result<Settings> {
     let file = FileConfig::load(cli.config.as_deref()).map_err(usage)?;
-    let mut settings = Settings::resolve(file, cli.identity.clone()).map_err(usage)?;
+    let settings = Settings::resolve(file, cli.identity.clone()).map_err(usage)?;
+    Ok(settings.with_clock(clock::Clock::system()))
+}
+
+async fn run(cli: Cli) -> anyhow::Result<Exit> {
+    let settings = settings(&cli)?;
+    let kubeconfig = cli.kubeconfig.as_deref();
     match &cli.command {
         Command::Swap {
             out,
@@ -148,53 +156,17 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
             timeout,
             output,
         } => {
-            let out = node(out, "--out")?;
-            let incoming = node(incoming, "--in")?;
-            if out == incoming {
-                return Err(usage(anyhow::anyhow!(
-                    "--out and --in name the same Node {out}"
-                )));
-            }
-            if *in_window {
-                let Some(w) = settings.core.window.as_ref() else {
-                    return Err(usage(anyhow::anyhow!(
-                        "--in-window: the settings have no [window]"
-                    )));
-                };
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-                if let Some(why) = w.closed_at(now) {
-                    return Err(
-                        anyhow::anyhow!("swap refused: {why}").context(Marked(Exit::Refused))
-                    );
-                }
-            }
-            if let Some(t) = timeout {
-                let t = parse_duration_of("--timeout", t).map_err(usage)?;
-                settings = settings.with_step_timeout(t);
-            }
-            let (client, watching) = cluster::clients(cli.kubeconfig.as_deref()).await?;
-            let driver = Driver::new(client, settings.clone(), shutdown_signal());
-            let mut printer = Printer::new(*output);
-            if *dry_run {
-                // Reads only: nothing below writes.
-                let obs = driver.observe().await?;
-                let p = plan(&obs.view, out.as_str(), incoming.as_str());
-                printer.plan(out.as_str(), incoming.as_str(), &p);
-                return Ok(if protocol::controller::all_pass(&p.gates) {
-                    Exit::Done
-                } else {
-                    Exit::Refused
-                });
-            }
-            let fleet = Arc::new(FleetWatch::start(&watching, &settings));
-            fleet.wait_synced(SYNC_BOUND).await?;
-            let mut driver = driver.with_watch(fleet);
-            let ending = driver.swap(out, incoming, &mut printer).await?;
-            let (word, message) = ending.summary();
-            printer.result(word, ending.exit_code(), &message);
-            Ok(ending.exit())
+            let settings = settings
+                .with_timeout_flag(timeout.as_deref())
+                .map_err(usage)?;
+            let swap = SwapArgs {
+                out: node(out, "--out")?,
+                incoming: node(incoming, "--in")?,
+                dry_run: *dry_run,
+                in_window: *in_window,
+                output: *output,
+            };
+            swap_command(kubeconfig, settings, swap).await
         }
         Command::Status {
             output,
@@ -202,170 +174,26 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
             interval,
         } => {
             let interval = parse_duration_of("--interval", interval).map_err(usage)?;
-            let client = cluster::client(cli.kubeconfig.as_deref()).await?;
-            let driver = Driver::new(client, settings.clone(), watch::channel(false).1);
-            if !*keep_watching {
-                let obs = driver.observe().await?;
-                return Ok(show_status(*output, &obs.view, &settings));
-            }
-            let mut stop = shutdown_signal();
-            // What the last refresh said, for the exit at Ctrl-C.
-            let mut last = Exit::Done;
-            loop {
-                // Bounded: a refresh that hangs on the API is said, and the
-                // next one tried; Ctrl-C ends it at once.
-                let refresh = tokio::select! {
-                    _ = stop.changed() => return Ok(last),
-                    r = tokio::time::timeout(REFRESH_BOUND, driver.observe()) => r,
-                };
-                last = match refresh {
-                    Ok(Ok(obs)) => {
-                        if *output == Format::Text {
-                            println!("── {}", kubeview::time::now(&clock::Clock::system()));
-                        }
-                        show_status(*output, &obs.view, &settings)
-                    }
-                    Ok(Err(e)) => {
-                        print_error(*output, &e, exit_of(&e));
-                        exit_of(&e)
-                    }
-                    Err(_) => {
-                        let e = anyhow::anyhow!(
-                            "reading the cluster took over {} s; trying again",
-                            REFRESH_BOUND.as_secs()
-                        );
-                        print_error(*output, &e, Exit::FailedSafe);
-                        Exit::FailedSafe
-                    }
-                };
-                tokio::select! {
-                    _ = stop.changed() => return Ok(last),
-                    _ = tokio::time::sleep(interval) => {}
-                }
-            }
+            status_command(
+                kubeconfig,
+                settings,
+                *output,
+                keep_watching.then_some(interval),
+            )
+            .await
         }
         Command::Run {
             dry_run,
             metrics_address,
         } => {
-            if let Some(a) = metrics_address {
-                settings.metrics_address = Some(
-                    a.parse()
-                        .with_context(|| {
-                            format!(
-                                "--metrics-address {}: not HOST:PORT",
-                                protocol::validate::shown(a)
-                            )
-                        })
-                        .map_err(usage)?,
-                );
-            }
-            let (client, watching) = cluster::clients(cli.kubeconfig.as_deref()).await?;
-            let mut printer = Printer::new(Format::Text);
-            let metrics = Arc::new(Metrics::new());
-            if let Some(addr) = settings.metrics_address {
-                let bound = metrics.clone().serve(addr).await?;
-                printer.line(
-                    &format!("serving /metrics, /healthz and /readyz on {bound}"),
-                    serde_json::json!({"metrics": bound.to_string()}),
-                );
-            }
-            let fleet = Arc::new(FleetWatch::start(&watching, &settings));
-            fleet.wait_synced(SYNC_BOUND).await?;
-            metrics.set_ready(true);
-            let shutdown = shutdown_signal();
-            let mut driver = Driver::new(client.clone(), settings.clone(), shutdown.clone())
-                .with_watch(fleet)
-                .with_metrics(metrics);
-            if *dry_run {
-                if let Err(e) = driver.check_eligibility().await {
-                    printer.line(&format!("dry run: {e:#}"), serde_json::json!({}));
-                }
-                driver.run(&mut printer, true).await?;
-                return Ok(Exit::Done);
-            }
-            driver.check_eligibility().await?;
-            service::lead(&mut driver, client, &settings, shutdown, &mut printer).await?;
-            Ok(Exit::Done)
+            let settings = settings
+                .with_metrics_address_flag(metrics_address.as_deref())
+                .map_err(usage)?;
+            run_command(kubeconfig, settings, *dry_run).await
         }
-        Command::Abort { output } => {
-            let (client, watching) = cluster::clients(cli.kubeconfig.as_deref()).await?;
-            let driver = Driver::new(client.clone(), settings.clone(), shutdown_signal());
-            let mut printer = Printer::new(*output);
-            let obs = driver.observe().await?;
-            let plan = abort_plan(&obs.view);
-            let Some(rec) = obs.view.lease.as_ref().and_then(|l| l.recorded_swap()) else {
-                printer.result(
-                    "nothing",
-                    Exit::Done.code(),
-                    "no unfinished swap is recorded on the regrade Lease: nothing to abort",
-                );
-                return Ok(Exit::Done);
-            };
-            let l = obs
-                .view
-                .lease
-                .as_ref()
-                .expect("a recorded swap is on a Lease");
-            let said = match &plan {
-                AbortPlan::Nothing => unreachable!("a swap is recorded"),
-                AbortPlan::WindDown => format!(
-                    "swap {} (out {}, in {}): winding it down to the cluster as it was",
-                    rec.id, rec.out, rec.incoming
-                ),
-                AbortPlan::WindingDown => format!(
-                    "swap {} is already winding down to the cluster as it was",
-                    rec.id
-                ),
-                AbortPlan::Finish { why } => format!(
-                    "swap {} is past the point of no return ({why}): the nearest safe point is its end, so it is finished, not undone",
-                    rec.id
-                ),
-            };
-            printer.line(&said, serde_json::json!({"plan": plan}));
-            if l.is_held(obs.view.now) {
-                // Another process drives it: it is told, not raced.
-                let holder = l.instance.clone().unwrap_or_default();
-                if plan == AbortPlan::WindDown {
-                    let read = obs.lease.as_ref().expect("a held Lease was read");
-                    driver
-                        .actor()
-                        .set_stopping(read, &protocol::controller::abort_note())
-                        .await
-                        .context(
-                            "the swap moved on while it was judged; run `fleet-role abort` again",
-                        )?;
-                }
-                printer.result(
-                    "asked",
-                    Exit::Done.code(),
-                    &format!(
-                        "the controller holding it (instance {}) {}; `fleet-role status` shows it",
-                        protocol::controller::one_line(&holder),
-                        match plan {
-                            AbortPlan::Finish { .. } => "goes on to its end",
-                            _ => "winds it down at its next decision",
-                        }
-                    ),
-                );
-                return Ok(Exit::Done);
-            }
-            let fleet = Arc::new(FleetWatch::start(&watching, &settings));
-            fleet.wait_synced(SYNC_BOUND).await?;
-            let mut driver = driver.with_watch(fleet);
-            let ending = driver.abort(rec.out, rec.incoming, &mut printer).await?;
-            let (word, message) = ending.summary();
-            // Wound down is what an abort asks for.
-            let exit = match ending {
-                controller::drive::Ending::WoundDown { .. }
-                | controller::drive::Ending::Done { .. } => Exit::Done,
-                _ => ending.exit(),
-            };
-            printer.result(word, exit.code(), &message);
-            Ok(exit)
-        }
+        Command::Abort { output } => abort_command(kubeconfig, settings, *output).await,
         Command::Enroll(args) => {
-            let client = || async { Ok(cluster::client(cli.kubeconfig.as_deref()).await?) };
+            let client = || async { Ok(cluster::client(kubeconfig).await?) };
             enroll::command::enroll(settings.names(), args, client).await
         }
         Command::Manifests { which } => {
@@ -373,26 +201,258 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
             Ok(Exit::Done)
         }
         Command::Unenroll(args) => {
-            let client = || async { Ok(cluster::client(cli.kubeconfig.as_deref()).await?) };
+            let client = || async { Ok(cluster::client(kubeconfig).await?) };
             enroll::command::unenroll(settings.names(), args, client).await
         }
-        Command::Pause | Command::Resume => {
-            let paused = matches!(cli.command, Command::Pause);
-            let client = cluster::client(cli.kubeconfig.as_deref()).await?;
-            let driver = Driver::new(client, settings.clone(), watch::channel(false).1);
-            driver.actor().set_paused(paused).await?;
-            println!(
-                "{}",
-                if paused {
-                    format!(
-                        "paused ({}): no new swap starts, and a running swap halts at its next safe point",
-                        settings.lease_ref()
-                    )
-                } else {
-                    "resumed: a halted swap goes on".to_string()
+        Command::Pause => pause_command(kubeconfig, settings, true).await,
+        Command::Resume => pause_command(kubeconfig, settings, false).await,
+    }
+}
+
+/// `swap`'s flags, checked.
+struct SwapArgs {
+    out: NodeName,
+    incoming: NodeName,
+    dry_run: bool,
+    in_window: bool,
+    output: Format,
+}
+
+/// `fleet-role swap`: one swap driven to its end, or its plan (`--dry-run`).
+async fn swap_command(
+    kubeconfig: Option<&Path>,
+    settings: Settings,
+    args: SwapArgs,
+) -> anyhow::Result<Exit> {
+    let SwapArgs {
+        out,
+        incoming,
+        dry_run,
+        in_window,
+        output,
+    } = args;
+    if out == incoming {
+        return Err(usage(anyhow::anyhow!(
+            "--out and --in name the same Node {out}"
+        )));
+    }
+    if in_window && let Some(why) = settings.window_closed_now().map_err(usage)? {
+        return Err(anyhow::anyhow!("swap refused: {why}").context(Marked(Exit::Refused)));
+    }
+    let (client, watching) = cluster::clients(kubeconfig).await?;
+    let driver = Driver::new(client, settings.clone(), shutdown_signal());
+    let mut printer = Printer::new(output, settings.clock.clone());
+    if dry_run {
+        // Reads only: nothing below writes.
+        let obs = driver.observe().await?;
+        let p = plan(&obs.view, out.as_str(), incoming.as_str());
+        printer.plan(out.as_str(), incoming.as_str(), &p);
+        return Ok(if protocol::controller::all_pass(&p.gates) {
+            Exit::Done
+        } else {
+            Exit::Refused
+        });
+    }
+    let fleet = Arc::new(FleetWatch::start(&watching, &settings));
+    fleet.wait_synced(SYNC_BOUND).await?;
+    let mut driver = driver.with_watch(fleet);
+    let ending = driver.swap(out, incoming, &mut printer).await?;
+    let (word, message) = ending.summary();
+    printer.result(word, ending.exit_code(), &message);
+    Ok(ending.exit())
+}
+
+/// `fleet-role status`: the fleet once, or every `interval` until Ctrl-C
+/// (`--watch`).
+async fn status_command(
+    kubeconfig: Option<&Path>,
+    settings: Settings,
+    output: Format,
+    interval: Option<Duration>,
+) -> anyhow::Result<Exit> {
+    let client = cluster::client(kubeconfig).await?;
+    let driver = Driver::new(client, settings.clone(), watch::channel(false).1);
+    let Some(interval) = interval else {
+        let obs = driver.observe().await?;
+        return Ok(show_status(output, &obs.view, &settings));
+    };
+    let mut stop = shutdown_signal();
+    // What the last refresh said, for the exit at Ctrl-C.
+    let mut last = Exit::Done;
+    loop {
+        // Bounded: a refresh that hangs on the API is said, and the next
+        // one tried; Ctrl-C ends it at once.
+        let refresh = tokio::select! {
+            _ = stop.changed() => return Ok(last),
+            r = tokio::time::timeout(REFRESH_BOUND, driver.observe()) => r,
+        };
+        last = match refresh {
+            Ok(Ok(obs)) => {
+                if output == Format::Text {
+                    println!(
+                        "── {}",
+                        kubeview::time::at_second(settings.clock.unix_secs())
+                    );
                 }
-            );
-            Ok(Exit::Done)
+                show_status(output, &obs.view, &settings)
+            }
+            Ok(Err(e)) => {
+                print_error(output, &e, exit_of(&e));
+                exit_of(&e)
+            }
+            Err(_) => {
+                let e = anyhow::anyhow!(
+                    "reading the cluster took over {} s; trying again",
+                    REFRESH_BOUND.as_secs()
+                );
+                print_error(output, &e, Exit::FailedSafe);
+                Exit::FailedSafe
+            }
+        };
+        tokio::select! {
+            _ = stop.changed() => return Ok(last),
+            _ = tokio::time::sleep(interval) => {}
         }
     }
+}
+
+/// `fleet-role run`: the service, swapping by policy under leader election
+/// (or only saying what it would do, `--dry-run`).
+async fn run_command(
+    kubeconfig: Option<&Path>,
+    settings: Settings,
+    dry_run: bool,
+) -> anyhow::Result<Exit> {
+    let (client, watching) = cluster::clients(kubeconfig).await?;
+    let mut printer = Printer::new(Format::Text, settings.clock.clone());
+    let metrics = Arc::new(Metrics::new(settings.clock.clone()));
+    if let Some(addr) = settings.metrics_address {
+        let bound = metrics.clone().serve(addr).await?;
+        printer.line(
+            &format!("serving /metrics, /healthz and /readyz on {bound}"),
+            serde_json::json!({"metrics": bound.to_string()}),
+        );
+    }
+    let fleet = Arc::new(FleetWatch::start(&watching, &settings));
+    fleet.wait_synced(SYNC_BOUND).await?;
+    metrics.set_ready(true);
+    let shutdown = shutdown_signal();
+    let mut driver = Driver::new(client.clone(), settings.clone(), shutdown.clone())
+        .with_watch(fleet)
+        .with_metrics(metrics);
+    if dry_run {
+        if let Err(e) = driver.check_eligibility().await {
+            printer.line(&format!("dry run: {e:#}"), serde_json::json!({}));
+        }
+        driver.run(&mut printer, true).await?;
+        return Ok(Exit::Done);
+    }
+    driver.check_eligibility().await?;
+    service::lead(&mut driver, client, &settings, shutdown, &mut printer).await?;
+    Ok(Exit::Done)
+}
+
+/// `fleet-role abort`: the recorded swap wound down, or finished when it is
+/// past the point of no return; a swap another process holds is told.
+async fn abort_command(
+    kubeconfig: Option<&Path>,
+    settings: Settings,
+    output: Format,
+) -> anyhow::Result<Exit> {
+    let (client, watching) = cluster::clients(kubeconfig).await?;
+    let driver = Driver::new(client.clone(), settings.clone(), shutdown_signal());
+    let mut printer = Printer::new(output, settings.clock.clone());
+    let obs = driver.observe().await?;
+    let plan = abort_plan(&obs.view);
+    let Some(rec) = obs.view.lease.as_ref().and_then(|l| l.recorded_swap()) else {
+        printer.result(
+            "nothing",
+            Exit::Done.code(),
+            "no unfinished swap is recorded on the regrade Lease: nothing to abort",
+        );
+        return Ok(Exit::Done);
+    };
+    let l = obs
+        .view
+        .lease
+        .as_ref()
+        .expect("a recorded swap is on a Lease");
+    let said = match &plan {
+        AbortPlan::Nothing => unreachable!("a swap is recorded"),
+        AbortPlan::WindDown => format!(
+            "swap {} (out {}, in {}): winding it down to the cluster as it was",
+            rec.id, rec.out, rec.incoming
+        ),
+        AbortPlan::WindingDown => format!(
+            "swap {} is already winding down to the cluster as it was",
+            rec.id
+        ),
+        AbortPlan::Finish { why } => format!(
+            "swap {} is past the point of no return ({why}): the nearest safe point is its end, so it is finished, not undone",
+            rec.id
+        ),
+    };
+    printer.line(&said, serde_json::json!({"plan": plan}));
+    if l.is_held(obs.view.now) {
+        // Another process drives it: it is told, not raced.
+        let holder = l.instance.clone().unwrap_or_default();
+        if plan == AbortPlan::WindDown {
+            let read = obs.lease.as_ref().expect("a held Lease was read");
+            driver
+                .actor()
+                .set_stopping(read, &protocol::controller::abort_note())
+                .await
+                .context("the swap moved on while it was judged; run `fleet-role abort` again")?;
+        }
+        printer.result(
+            "asked",
+            Exit::Done.code(),
+            &format!(
+                "the controller holding it (instance {}) {}; `fleet-role status` shows it",
+                protocol::controller::one_line(&holder),
+                match plan {
+                    AbortPlan::Finish { .. } => "goes on to its end",
+                    _ => "winds it down at its next decision",
+                }
+            ),
+        );
+        return Ok(Exit::Done);
+    }
+    let fleet = Arc::new(FleetWatch::start(&watching, &settings));
+    fleet.wait_synced(SYNC_BOUND).await?;
+    let mut driver = driver.with_watch(fleet);
+    let ending = driver.abort(rec.out, rec.incoming, &mut printer).await?;
+    let (word, message) = ending.summary();
+    // Wound down is what an abort asks for.
+    let exit = match ending {
+        controller::drive::Ending::WoundDown { .. } | controller::drive::Ending::Done { .. } => {
+            Exit::Done
+        }
+        _ => ending.exit(),
+    };
+    printer.result(word, exit.code(), &message);
+    Ok(exit)
+}
+
+/// `fleet-role pause` (`paused`) and `resume`: the flag on the Lease.
+async fn pause_command(
+    kubeconfig: Option<&Path>,
+    settings: Settings,
+    paused: bool,
+) -> anyhow::Result<Exit> {
+    let client = cluster::client(kubeconfig).await?;
+    let driver = Driver::new(client, settings.clone(), watch::channel(false).1);
+    driver.actor().set_paused(paused).await?;
+    println!(
+        "{}",
+        if paused {
+            format!(
+                "paused ({}): no new swap starts, and a running swap halts at its next safe point",
+                settings.lease_ref()
+            )
+        } else {
+            "resumed: a halted swap goes on".to_string()
+        }
+    );
+    Ok(Exit::Done)
 }

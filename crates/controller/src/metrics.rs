@@ -53,6 +53,8 @@ pub struct Metrics {
     since_last_swap: Gauge,
     last_swap_at: AtomicI64,
     ready: AtomicBool,
+    /// Reads now for the time since the last swap.
+    clock: clock::Clock,
 }
 
 fn step_histogram() -> Histogram {
@@ -60,15 +62,10 @@ fn step_histogram() -> Histogram {
     Histogram::new(exponential_buckets(1.0, 2.0, 13))
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Metrics {
-    /// Every metric, registered under the prefix `fleet_role`.
-    pub fn new() -> Self {
+    /// Every metric, registered under the prefix `fleet_role`, with the
+    /// time since the last swap read from `clock`.
+    pub fn new(clock: clock::Clock) -> Self {
         let mut registry = Registry::with_prefix("fleet_role");
         let swaps = Family::<Labels, Counter>::default();
         registry.register(
@@ -136,6 +133,7 @@ impl Metrics {
             since_last_swap,
             last_swap_at: AtomicI64::new(i64::MIN),
             ready: AtomicBool::new(false),
+            clock,
         }
     }
 
@@ -200,7 +198,7 @@ impl Metrics {
     pub fn render(&self) -> String {
         let at = self.last_swap_at.load(Ordering::Relaxed);
         if at != i64::MIN {
-            let since = crate::observe::now().saturating_sub(at).max(0);
+            let since = self.clock.unix_secs().saturating_sub(at).max(0);
             self.since_last_swap.set(since);
         }
         let mut text = String::new();
@@ -235,7 +233,7 @@ mod tests {
 
     #[test]
     fn a_refusal_is_counted_under_its_gate() {
-        let m = Metrics::new();
+        let m = Metrics::new(clock::Clock::manual(1_000));
         m.refused_by("voters-healthy");
         m.refused_by("voters-healthy");
         let text = m.render();
@@ -247,7 +245,7 @@ mod tests {
 
     #[test]
     fn readyz_answers_503_until_the_watches_have_listed() {
-        let m = Metrics::new();
+        let m = Metrics::new(clock::Clock::manual(1_000));
         assert!(
             endpoints::answer("GET /readyz HTTP/1.1", &m)
                 .status
@@ -278,7 +276,7 @@ mod tests {
 
     #[test]
     fn with_no_swap_recorded_the_time_since_the_last_one_reads_minus_one() {
-        let text = Metrics::new().render();
+        let text = Metrics::new(clock::Clock::manual(1_000)).render();
         assert!(
             text.contains("fleet_role_seconds_since_last_swap -1"),
             "{text}"

@@ -34,13 +34,6 @@ pub struct Observed {
     pub uids: BTreeMap<String, String>,
 }
 
-/// Now, in unix seconds.
-pub fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
 /// Reads the cluster once, by lists (`status`, `swap --dry-run`: one
 /// reading, where starting watches would cost more than it saves).
 pub async fn observe(client: &Client, settings: &Settings) -> Result<Observed, kube::Error> {
@@ -82,7 +75,7 @@ pub async fn observe(client: &Client, settings: &Settings) -> Result<Observed, k
 /// Joins what was read into one [`Observed`]: each Node's facts with its
 /// node Lease's renew time and its host's report, the heartbeat rule
 /// applied. The one place the view is put together, from lists or from the
-/// watches' stores.
+/// watches' stores. Now is read from the settings' clock.
 pub fn assemble(
     settings: &Settings,
     nodes: impl Iterator<Item = (NodeFacts, Option<String>)>,
@@ -105,7 +98,7 @@ pub fn assemble(
         facts.push(f);
     }
     let mut view = FleetView {
-        now: now(),
+        now: settings.clock.unix_secs(),
         settings: settings.core.clone(),
         nodes: facts,
         lease: lease.as_ref().map(|l| kubeview::lease_facts(names, l)),

@@ -9,6 +9,7 @@
 
 use std::time::Instant;
 
+use clock::Clock;
 use k8s_openapi::jiff::Timestamp;
 use protocol::controller::{Action, Gate, Plan};
 use serde_json::{Value, json};
@@ -19,16 +20,18 @@ use crate::cli::Format;
 #[derive(Debug)]
 pub struct Printer {
     format: Format,
+    clock: Clock,
     start: Instant,
     last: Option<String>,
 }
 
 impl Printer {
-    /// A printer starting its clock now.
-    pub fn new(format: Format) -> Self {
+    /// A printer reading `clock`, counting from now.
+    pub fn new(format: Format, clock: Clock) -> Self {
         Self {
             format,
-            start: Instant::now(),
+            start: clock.now(),
+            clock,
             last: None,
         }
     }
@@ -41,12 +44,14 @@ impl Printer {
     /// The clock (the time of day for a terminal, RFC 3339 for JSON) and
     /// the seconds since the printer started.
     fn stamp(&self) -> (String, f64) {
-        let now = Timestamp::now();
+        let secs = self.clock.unix_secs();
         let clock = match self.format {
-            Format::Text => now.strftime("%H:%M:%S").to_string(),
-            Format::Json => kubeview::time::now(&clock::Clock::system()),
+            Format::Text => Timestamp::from_second(secs)
+                .map(|t| t.strftime("%H:%M:%S").to_string())
+                .unwrap_or_default(),
+            Format::Json => kubeview::time::at_second(secs),
         };
-        (clock, self.start.elapsed().as_secs_f64())
+        (clock, self.clock.since(self.start).as_secs_f64())
     }
 
     /// One line of progress (text) or one object (JSON).

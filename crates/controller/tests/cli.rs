@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use protocol::names::{K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL};
 use support::{CONFIG, Harness, condition, three_voters};
@@ -18,7 +18,7 @@ fn has_line(out: &str, head: &str, tail: &str) -> bool {
 #[tokio::test]
 async fn status_shows_the_fleet_and_a_running_swap_at_a_glance() {
     let h = Harness::start(&three_voters(), CONFIG).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    h.fleet.settle().await;
     let run = h.run(&["status"]).await;
     run.expect(0);
     let out = &run.stdout;
@@ -111,7 +111,9 @@ async fn pause_halts_a_running_swap_at_its_next_safe_point_and_resume_lets_it_fi
         h.lease_annotation("swap-step").await.as_deref() == Some("paused")
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The controller's decision on the halted swap: it waits, and writes
+    // nothing until something changes.
+    Harness::read_until(&mut swap, "paused before ").await;
     let n1 = h.node("n1").await;
     assert_ne!(
         n1.spec.and_then(|s| s.unschedulable),
@@ -195,8 +197,9 @@ async fn a_swap_stopped_by_a_failed_step_down_says_what_to_do_and_resumes_when_r
 async fn run_replaces_a_voter_that_stopped_within_its_grace_period_and_one_swap() {
     let h = Harness::start(&three_voters(), CONFIG).await;
     let mut run = h.spawn(&["run"]);
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let down_at = Instant::now();
+    // The run has listed the fleet and found nothing to do.
+    Harness::read_until(&mut run, "idle: every voter is healthy").await;
+    let down_at = clock::Clock::system().now();
     h.fleet.set(|f| {
         f.down.insert("n2".into());
     });
@@ -345,7 +348,8 @@ async fn bad_input_is_a_usage_error_2_a_refused_credential_a_safe_failure_3_and_
 #[tokio::test]
 async fn a_swap_by_hand_asked_to_keep_to_the_window_is_refused_outside_it_and_changes_nothing() {
     // A one-hour window starting two hours from now (UTC): closed now.
-    let hour = std::time::SystemTime::now()
+    let hour = clock::Clock::system()
+        .wall()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs()

@@ -7,7 +7,7 @@ use std::{
     os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
     process::Output,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
@@ -115,7 +115,7 @@ impl World {
     async fn wait_policy(&self, token: &SecretString) {
         let client = self.plane.client_for_token(token).unwrap();
         let cms: Api<ConfigMap> = Api::namespaced(client, "platform");
-        let started = Instant::now();
+        let started = clock::Clock::system().now();
         let params = PatchParams {
             dry_run: true,
             ..Default::default()
@@ -205,7 +205,7 @@ async fn enroll_writes_a_private_credential_that_writes_its_own_report_only_and_
             .unwrap()
             .is_none()
     );
-    let started = Instant::now();
+    let started = clock::Clock::system().now();
     for t in [&token, &rotated] {
         while w.write_key(t, "node-a").await != 401 {
             assert!(

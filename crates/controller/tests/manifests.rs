@@ -7,7 +7,7 @@
 use std::{
     path::{Path, PathBuf},
     process::Output,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::ConfigMap};
@@ -146,7 +146,7 @@ async fn under_another_namespace_the_rendered_policy_keeps_each_host_to_its_own_
 
     // The policy is in force once a dry run (which changes nothing) on
     // another host's key is denied by it.
-    let started = Instant::now();
+    let started = clock::Clock::system().now();
     loop {
         match write(&plane, &a, manager("node-a").dry_run(), "node-b", "{}").await {
             Err((403, m)) if m.contains("only its own key") => break,

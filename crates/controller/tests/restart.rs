@@ -10,7 +10,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::{CONFIG, Harness, three_voters};
 use tokio::process::Child;
@@ -19,7 +19,7 @@ use tokio::process::Child;
 /// controller there), then SIGKILLs the controller and checks that the
 /// Lease still shows `step`: the kill landed in it.
 async fn kill_at(h: &Harness, child: &mut Child, step: &str, held: impl Fn() -> bool) {
-    let started = Instant::now();
+    let started = clock::Clock::system().now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             panic!("the controller ended ({status}) before it was held at step {step}");

@@ -6,12 +6,27 @@ mod support;
 
 use std::{
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use kube::Client;
 use support::{CONFIG, DEADLINE, Harness, three_voters};
 use tokio::{io::AsyncBufReadExt, process::Child};
+
+/// Ends a running `fleet-role` as systemd does (SIGTERM) and waits for it
+/// to exit at its next safe point.
+async fn stop(child: &mut Child) {
+    let pid = child.id().expect("running");
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    tokio::time::timeout(DEADLINE, child.wait())
+        .await
+        .expect("fleet-role stops on SIGTERM")
+        .unwrap();
+}
 
 /// What a running child printed so far, gathered as it prints.
 #[derive(Clone, Default)]
@@ -51,7 +66,7 @@ impl Printed {
     }
 
     async fn wait_for(&self, what: &str) {
-        let started = Instant::now();
+        let started = clock::Clock::system().now();
         while !self.text().contains(what) {
             assert!(
                 started.elapsed() < DEADLINE,
@@ -180,7 +195,7 @@ async fn two_run_instances_elect_one_leader_and_the_standby_finishes_the_swap_wh
         "the standby leads too:\n{}",
         b_out.text()
     );
-    let killed = Instant::now();
+    let killed = clock::Clock::system().now();
     a.start_kill().unwrap();
     a.wait().await.unwrap();
     h.fleet.set(|f| f.hold.clear());
@@ -290,7 +305,7 @@ async fn run_serves_its_metrics_and_health_and_counts_the_swap_it_made() {
         h.lease_annotation("last-swap").await.is_some()
     })
     .await;
-    let started = Instant::now();
+    let started = clock::Clock::system().now();
     loop {
         let (_, m) = get(&addr, "/metrics").await;
         // The count is made when the swap ends; the time since the last
@@ -322,8 +337,9 @@ async fn run_dry_run_prints_the_swap_it_would_make_and_writes_nothing() {
     let mut run = h.spawn(&["run", "--dry-run"]);
     let out = Printed::of(&mut run);
     out.wait_for("dry run: would swap out n3, in n4").await;
-    // Past its grace and more: a run that wrote would have taken the Lease.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The decision is taken: a run that wrote would have taken the Lease
+    // for it. Stopped and gone, it can write nothing more.
+    stop(&mut run).await;
     assert_eq!(
         h.lease_annotation("role-swap").await,
         None,
@@ -455,7 +471,10 @@ async fn a_swap_interrupted_by_ctrl_c_says_how_to_resume_or_abort_and_abort_then
         let spec = l.spec.unwrap_or_default();
         let renewed = spec.renew_time.map(|t| t.0.as_second()).unwrap_or(0);
         let secs = i64::from(spec.lease_duration_seconds.unwrap_or(0));
-        k8s_openapi::jiff::Timestamp::now().as_second() > renewed + secs + 1
+        k8s_openapi::jiff::Timestamp::try_from(clock::Clock::system().wall())
+            .unwrap()
+            .as_second()
+            > renewed + secs + 1
     })
     .await;
     let abort = h.run(&["abort"]).await;

@@ -77,9 +77,7 @@ async fn a_dry_run_prints_the_plan_and_every_gate_and_writes_nothing() {
     let h = Harness::start(&three_voters(), CONFIG).await;
     // Let the fleet settle, then freeze it: from here on only the controller
     // could change anything.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    h.fleet.set(|f| f.frozen = true);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    h.fleet.settle_and_freeze().await;
     let before = h.versions().await;
     let run = h
         .run(&["swap", "--out", "n1", "--in", "n4", "--dry-run"])
@@ -178,9 +176,9 @@ async fn a_swap_of_a_server_whose_agent_could_not_start_is_refused_and_writes_no
 async fn a_swap_whose_incoming_hosts_actuator_is_silent_is_refused_and_writes_nothing() {
     let config = format!("actuator_heartbeat_max_age_secs = 5\n{CONFIG}");
     let h = Harness::start(&three_voters(), &config).await;
-    // n4's actuator stops: its heartbeat ages past the bound.
-    h.fleet.set(|f| f.frozen = true);
-    tokio::time::sleep(Duration::from_secs(7)).await;
+    // n4's actuator stops: its heartbeat is past the bound already.
+    h.fleet.settle_and_freeze().await;
+    h.age_heartbeat("n4", 7).await;
     let before = h.versions().await;
     let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
     run.expect(1);
@@ -201,9 +199,7 @@ async fn a_swap_whose_incoming_hosts_actuator_is_silent_is_refused_and_writes_no
 /// Runs a swap that a gate must refuse, and checks it wrote nothing and
 /// named the gate.
 async fn refused(h: &Harness, out: &str, incoming: &str, gate: &str) -> String {
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    h.fleet.set(|f| f.frozen = true);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    h.fleet.settle_and_freeze().await;
     let before = h.versions().await;
     let run = h.run(&["swap", "--out", out, "--in", incoming]).await;
     run.expect(1);
@@ -356,7 +352,9 @@ async fn an_agent_that_forges_its_etcd_view_to_hide_a_ghost_voter_is_ignored_and
     }
     forged.member = ghost.id;
     forged.healthy = true;
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let now = k8s_openapi::jiff::Timestamp::try_from(clock::Clock::system().wall())
+        .unwrap()
+        .as_second();
     forged.read_at = now;
     let part = HostPart {
         heartbeat_at: now,
@@ -569,8 +567,7 @@ async fn the_lease_taken_by_someone_else_mid_swap_stops_every_further_write() {
     .await;
     // From here on nothing but the controller could write: freeze the fleet,
     // take the Lease, and record every resourceVersion.
-    h.fleet.set(|f| f.frozen = true);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    h.fleet.settle_and_freeze().await;
     h.steal_lease().await;
     let after_theft = h.versions().await;
     let status = tokio::time::timeout(Duration::from_secs(120), child.wait())
@@ -591,8 +588,7 @@ async fn the_lease_taken_by_someone_else_mid_swap_stops_every_further_write() {
         out.contains("lost the regrade Lease") || out.contains("lost:"),
         "{out}"
     );
-    // Give a misbehaving controller time to write, then compare.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The controller has exited: nothing it could still write is missed.
     assert_eq!(
         h.versions().await,
         after_theft,

@@ -8,6 +8,7 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
 };
 use protocol::{LeaseFacts, Names, names::LEASE_NAMESPACE};
+use serde_json::{Map, Value, json};
 
 /// The regrade Lease as the decisions see it. An empty holder reads as none.
 pub fn lease_facts(names: &Names, lease: &Lease) -> LeaseFacts {
@@ -61,29 +62,7 @@ pub fn lease_object(
         spec: Some(LeaseSpec::default()),
     });
     let annotations = lease.metadata.annotations.get_or_insert_with(BTreeMap::new);
-    let text = |v: &Option<String>| v.clone();
-    for (key, value) in [
-        (names.lease_swap(), text(&after.swap)),
-        (names.lease_swap_out(), text(&after.swap_out)),
-        (names.lease_swap_in(), text(&after.swap_in)),
-        (names.lease_swap_snapshot(), text(&after.snapshot_from)),
-        (names.lease_swap_asked(), text(&after.asked)),
-        (names.lease_instance(), text(&after.instance)),
-        (names.lease_step(), text(&after.step)),
-        (
-            names.lease_step_since(),
-            after.step_since.map(|s| s.to_string()),
-        ),
-        (names.lease_stopping(), text(&after.stopping)),
-        (names.lease_stopped(), text(&after.stopped)),
-        (
-            names.lease_paused(),
-            after.paused.then(|| "true".to_string()),
-        ),
-        (names.lease_last_swap(), text(&after.last_swap)),
-        (names.lease_endings(), text(&after.endings)),
-        (names.lease_protocol(), text(&after.protocol)),
-    ] {
+    for (key, value) in lease_annotations(names, after) {
         match value {
             Some(v) => annotations.insert(key, v),
             None => annotations.remove(&key),
@@ -110,6 +89,63 @@ pub fn lease_object(
         spec.renew_time = Some(stamp);
     }
     lease
+}
+
+/// fleet-role's annotations on the regrade Lease as `l` has them
+/// (`None`: absent), in one list for every write of them.
+fn lease_annotations(names: &Names, l: &LeaseFacts) -> [(String, Option<String>); 14] {
+    let text = |v: &Option<String>| v.clone();
+    [
+        (names.lease_swap(), text(&l.swap)),
+        (names.lease_swap_out(), text(&l.swap_out)),
+        (names.lease_swap_in(), text(&l.swap_in)),
+        (names.lease_swap_snapshot(), text(&l.snapshot_from)),
+        (names.lease_swap_asked(), text(&l.asked)),
+        (names.lease_instance(), text(&l.instance)),
+        (names.lease_step(), text(&l.step)),
+        (
+            names.lease_step_since(),
+            l.step_since.map(|s| s.to_string()),
+        ),
+        (names.lease_stopping(), text(&l.stopping)),
+        (names.lease_stopped(), text(&l.stopped)),
+        (names.lease_paused(), l.paused.then(|| "true".to_string())),
+        (names.lease_last_swap(), text(&l.last_swap)),
+        (names.lease_endings(), text(&l.endings)),
+        (names.lease_protocol(), text(&l.protocol)),
+    ]
+}
+
+/// The merge patch that takes the regrade Lease's annotations from
+/// `before` to `after` (only those that differ, a removed one as `null`);
+/// `None` when none differ. With `resource_version`, the patch carries it
+/// as its precondition (a 409 if the Lease changed since it was read).
+/// For the writes of one annotation by a process that does not hold the
+/// Lease (`abort`, `pause`): the holder's spec is never touched.
+pub fn lease_patch(
+    names: &Names,
+    before: &LeaseFacts,
+    after: &LeaseFacts,
+    resource_version: Option<&str>,
+) -> Option<Value> {
+    let mut annotations = Map::new();
+    for ((key, b), (_, a)) in lease_annotations(names, before)
+        .into_iter()
+        .zip(lease_annotations(names, after))
+    {
+        if a != b {
+            annotations.insert(key, a.map_or(Value::Null, Value::String));
+        }
+    }
+    if annotations.is_empty() {
+        return None;
+    }
+    let mut meta = Map::new();
+    if let Some(rv) = resource_version {
+        meta.insert("resourceVersion".into(), json!(rv));
+    }
+    meta.insert("annotations".into(), Value::Object(annotations));
+    Some(json!({ "metadata": meta }))
 }
 
 #[cfg(test)]
@@ -139,6 +175,29 @@ mod tests {
             protocol: Some("1".into()),
             ..LeaseFacts::default()
         }
+    }
+
+    #[test]
+    fn a_lease_patch_names_only_the_annotations_that_change_with_its_precondition() {
+        let names = Names::default();
+        let before = held();
+        assert_eq!(lease_patch(&names, &before, &before, Some("7")), None);
+        let mut after = before.clone();
+        after.paused = false;
+        after.stopping = Some("{}".into());
+        assert_eq!(
+            lease_patch(&names, &before, &after, Some("7")).unwrap(),
+            json!({"metadata": {
+                "resourceVersion": "7",
+                "annotations": {names.lease_paused(): null, names.lease_stopping(): "{}"},
+            }})
+        );
+        assert_eq!(
+            lease_patch(&names, &after, &before, None).unwrap(),
+            json!({"metadata": {
+                "annotations": {names.lease_paused(): "true", names.lease_stopping(): null},
+            }})
+        );
     }
 
     #[test]

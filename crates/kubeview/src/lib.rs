@@ -19,10 +19,10 @@ mod pod;
 pub mod time;
 
 pub use identity::Identity;
-pub use lease::{lease_facts, lease_object};
+pub use lease::{lease_facts, lease_object, lease_patch};
 pub use node::{
     addresses, condition, condition_true, internal_ip, join_target, node_facts, node_patch,
-    voter_condition_cleared,
+    node_status_patch, voter_condition_cleared,
 };
 pub use pod::pod_facts;
 pub use protocol::{LeaseFacts, NodeFacts};

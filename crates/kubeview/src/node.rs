@@ -1,6 +1,9 @@
 //! A Node: read into [`NodeFacts`], and a write from its before and after.
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::{
+    api::core::v1::{Node, NodeCondition},
+    apimachinery::pkg::apis::meta::v1::Time,
+};
 use protocol::{
     FleetMarks, K3sEtcd, MaintenanceMarks, Names, NodeFacts,
     decide::JoinTarget,
@@ -228,6 +231,23 @@ pub fn voter_condition_cleared(before: &NodeFacts, after: &NodeFacts) -> bool {
     before.etcd_is_voter && !after.etcd_is_voter
 }
 
+/// The strategic-merge patch of the Node's status that takes it from
+/// `before` to `after` (`None` when the status does not change): k3s's
+/// `EtcdIsVoter` set `False` once the write clears it
+/// ([`voter_condition_cleared`]), changed at `now`. The one model of that
+/// write, as [`node_patch`] is of the Node's metadata and spec.
+pub fn node_status_patch(before: &NodeFacts, after: &NodeFacts, now: Time) -> Option<Value> {
+    voter_condition_cleared(before, after).then(|| {
+        json!({"status": {"conditions": [{
+            "type": K3S_ETCD_IS_VOTER,
+            "status": "False",
+            "reason": "FleetRoleDemoted",
+            "message": "the host runs as an agent; its etcd member was removed",
+            "lastTransitionTime": now,
+        }]}})
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -414,5 +434,20 @@ mod tests {
         after.etcd_is_voter = false;
         assert!(voter_condition_cleared(&before, &after));
         assert!(!voter_condition_cleared(&after, &before));
+    }
+
+    #[test]
+    fn the_status_is_patched_only_to_set_the_voter_condition_false_at_the_time_given() {
+        use k8s_openapi::jiff::Timestamp;
+        let at = Time(Timestamp::from_second(1_000).unwrap());
+        let before = node_facts(&Names::default(), &server_node());
+        let mut after = before.clone();
+        assert_eq!(node_status_patch(&before, &after, at.clone()), None);
+        after.etcd_is_voter = false;
+        let patch = node_status_patch(&before, &after, at).unwrap();
+        let c = &patch["status"]["conditions"][0];
+        assert_eq!(c["type"], K3S_ETCD_IS_VOTER);
+        assert_eq!(c["status"], "False");
+        assert_eq!(c["lastTransitionTime"], "1970-01-01T00:16:40Z");
     }
 }

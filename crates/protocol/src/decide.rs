@@ -2,6 +2,7 @@
 //! Lease, its own last report, its host), take a step, refuse it, wait, or do
 //! nothing. Every refusal's reason is written here and nowhere else.
 
+use crate::view::RemovalMark;
 use crate::{
     report::{Report, ReportStep},
     validate::{InvalidValue, JoinUrl, NodeName, Role, StepKind, SwapId, parse_address, shown},
@@ -39,7 +40,12 @@ impl HostState {
     /// on it would stop a member that may still vote, and move its
     /// datastore aside.
     pub fn member_gone(&self) -> bool {
-        self.tombstone || self.etcd_lists_member == Some(false)
+        let mark = if self.tombstone {
+            RemovalMark::Proof
+        } else {
+            RemovalMark::None
+        };
+        crate::view::member_gone(mark, self.etcd_lists_member)
     }
 
     /// Whether the host holds a datastore whose member may still vote: one

@@ -97,7 +97,10 @@ where
     let mut out: Vec<String> = Vec::new();
     let mut parent = String::new();
     for cause in chain {
-        let text = cause.to_string().replace('\n', " ");
+        // A library's line breaks are layout (a multi-line status), read
+        // best as spaces; any other control character goes through the one
+        // rule, unbounded, since a cut cause would lose what went wrong.
+        let text = crate::text::one_line_within(&cause.to_string().replace('\n', " "), usize::MAX);
         if !text.is_empty() && !parent.contains(&text) {
             out.push(text.clone());
         }
@@ -153,6 +156,7 @@ mod tests {
             "reading the cluster: 401 Unauthorized"
         );
         assert_eq!(said_once(["a\nb"]), "a b");
+        assert_eq!(said_once(["a\u{1b}[31mb"]), "a\\u{1b}[31mb");
         assert_eq!(said_once(Vec::<String>::new()), "");
     }
 

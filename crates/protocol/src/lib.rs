@@ -23,4 +23,6 @@ pub use names::Names;
 pub use report::{Phase, Report, Settled};
 pub use validate::{HolderIdentity, InvalidValue, JoinUrl, NodeName, Role, StepKind, SwapId};
 pub use version::PROTOCOL_VERSION;
-pub use view::{FleetMarks, K3sEtcd, LeaseFacts, MaintenanceMarks, NodeFacts};
+pub use view::{
+    FleetMarks, K3sEtcd, LeaseFacts, MaintenanceMarks, NodeFacts, RemovalMark, member_gone,
+};

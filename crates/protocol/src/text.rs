@@ -3,20 +3,34 @@
 
 // === Helpers ===
 
+/// How many characters [`one_line`] keeps.
+pub const ONE_LINE_MAX: usize = 240;
+
 /// An untrusted value made safe for one line of output: control characters
-/// escaped, at most 240 characters.
+/// escaped, at most [`ONE_LINE_MAX`] characters.
 pub fn one_line(raw: &str) -> String {
+    one_line_within(raw, ONE_LINE_MAX)
+}
+
+/// [`one_line`] with its own bound: control characters escaped (`\n`,
+/// `\u{1b}`), at most `max` characters of the escaped text, then `…` if
+/// anything was cut. An escape is never cut in half, so what is shown can
+/// always be read back.
+pub fn one_line_within(raw: &str, max: usize) -> String {
     let mut out = String::new();
-    for (i, c) in raw.chars().enumerate() {
-        if i >= 240 {
+    let mut len = 0usize;
+    for c in raw.chars() {
+        let piece: Vec<char> = if c.is_control() {
+            c.escape_default().collect()
+        } else {
+            vec![c]
+        };
+        if len.saturating_add(piece.len()) > max {
             out.push('…');
             break;
         }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
+        len += piece.len();
+        out.extend(piece);
     }
     out
 }
@@ -28,6 +42,16 @@ mod tests {
     #[test]
     fn an_untrusted_value_is_shown_on_one_line() {
         assert_eq!(one_line("a\nb\u{1b}[31m"), "a\\nb\\u{1b}[31m");
-        assert!(one_line(&"x".repeat(1000)).chars().count() <= 241);
+        assert!(one_line(&"x".repeat(1000)).chars().count() <= ONE_LINE_MAX + 1);
+    }
+
+    #[test]
+    fn a_value_is_cut_only_past_its_bound_and_never_inside_an_escape() {
+        assert_eq!(one_line_within("abcd", 4), "abcd");
+        assert_eq!(one_line_within("abcde", 4), "abcd…");
+        assert_eq!(one_line_within("ab\u{1b}", 4), "ab…");
+        assert_eq!(one_line_within("ab\n", 4), "ab\\n");
+        assert_eq!(one_line_within("", 0), "");
+        assert_eq!(one_line_within("a", 0), "…");
     }
 }

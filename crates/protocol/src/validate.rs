@@ -31,14 +31,10 @@ impl InvalidValue {
     }
 }
 
-/// Renders an untrusted value for a message: control characters escaped,
+/// Renders an untrusted value for a message: [`one_line`](crate::text::one_line_within)
 /// at most 48 characters, quoted.
 pub fn shown(raw: &str) -> String {
-    let mut out: String = raw.chars().take(48).flat_map(char::escape_debug).collect();
-    if raw.chars().count() > 48 {
-        out.push('…');
-    }
-    format!("\"{out}\"")
+    format!("\"{}\"", crate::text::one_line_within(raw, 48))
 }
 
 fn is_dns_label(s: &str, max: usize) -> bool {

@@ -139,19 +139,61 @@ pub struct NodeFacts {
     pub host: Option<crate::report::HostPart>,
 }
 
+/// A mark k3s leaves when it removes an etcd member, by how far it can be
+/// trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemovalMark {
+    /// No mark.
+    None,
+    /// A mark only k3s writes: the tombstone in the host's own datastore.
+    Proof,
+    /// A mark others can write too: the Node's `removed-node-name`
+    /// (any `patch nodes` holder's to write, and written by k3s even when
+    /// its `RemovePeer` matched no member).
+    Claimed,
+}
+
+/// The one rule for "the member is gone", on k3s's `mark` and on whether
+/// etcd, read just now, lists the member (`None`: not read, or no reading
+/// covers it).
+///
+/// Gone: a proof; or etcd read not listing it; or a claim that no reading
+/// of etcd contradicts. A reading that failed is no answer either way: a
+/// host that finished on it would stop a member that may still vote.
+pub fn member_gone(mark: RemovalMark, etcd_lists: Option<bool>) -> bool {
+    match mark {
+        RemovalMark::Proof => true,
+        RemovalMark::Claimed => etcd_lists != Some(true),
+        RemovalMark::None => etcd_lists == Some(false),
+    }
+}
+
 impl NodeFacts {
     /// Whether the Node carries any of k3s's server labels.
     pub fn has_server_labels(&self) -> bool {
         self.etcd_label || self.control_plane_label || self.master_label
     }
 
-    /// k3s removed this host's member: `removed-node-name` is set and no
-    /// newer member name replaced it (k3s clears both when a host rejoins).
+    /// k3s removed this host's member, by the Node's word alone
+    /// ([`member_gone`] on [`NodeFacts::k3s_mark`], with no etcd reading).
     pub fn member_gone(&self) -> bool {
-        match (&self.k3s.removed_node_name, &self.k3s.node_name) {
+        member_gone(self.k3s_mark(), None)
+    }
+
+    /// k3s's mark of a removal on the Node: `removed-node-name` is set and
+    /// no newer member name replaced it (k3s clears both when a host
+    /// rejoins). Any `patch nodes` holder can write it, so it is
+    /// [`RemovalMark::Claimed`], not proof.
+    pub fn k3s_mark(&self) -> RemovalMark {
+        let marked = match (&self.k3s.removed_node_name, &self.k3s.node_name) {
             (Some(removed), Some(current)) => removed == current,
             (Some(_), None) => true,
             (None, _) => false,
+        };
+        if marked {
+            RemovalMark::Claimed
+        } else {
+            RemovalMark::None
         }
     }
 
@@ -290,6 +332,24 @@ mod tests {
         );
         assert_eq!(marks(|m| m.step = Some("Promote".into())).step_kind(), None);
         assert_eq!(FleetMarks::default().step_kind(), None);
+    }
+
+    #[test]
+    fn a_member_is_gone_on_proof_on_etcd_not_listing_it_or_on_a_claim_etcd_does_not_contradict() {
+        use RemovalMark::{Claimed, None as Unmarked, Proof};
+        for (mark, lists, gone) in [
+            (Unmarked, None, false),
+            (Unmarked, Some(true), false),
+            (Unmarked, Some(false), true),
+            (Proof, None, true),
+            (Proof, Some(true), true),
+            (Proof, Some(false), true),
+            (Claimed, None, true),
+            (Claimed, Some(true), false),
+            (Claimed, Some(false), true),
+        ] {
+            assert_eq!(member_gone(mark, lists), gone, "{mark:?} {lists:?}");
+        }
     }
 
     #[test]

@@ -249,7 +249,7 @@ current-context: test
 
     /// Runs `fleet-role ARGS` to its end (failing the test past the deadline).
     pub async fn run(&self, args: &[&str]) -> Run {
-        let started = Instant::now();
+        let started = clock::Clock::system().now();
         let child = self.command(args).spawn().expect("fleet-role starts");
         let out = tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
             .await
@@ -261,6 +261,32 @@ current-context: test
     /// Starts `fleet-role ARGS` and returns the child.
     pub fn spawn(&self, args: &[&str]) -> Child {
         self.command(args).spawn().expect("fleet-role starts")
+    }
+
+    /// Reads a running `fleet-role`'s output until a line containing
+    /// `needle` (failing the test if it ends first or past 120 s); returns
+    /// the output read. The controller prints each decision as it takes it,
+    /// so this waits for a decision rather than for time to pass.
+    pub async fn read_until(child: &mut Child, needle: &str) -> String {
+        use tokio::io::{AsyncBufReadExt, BufReader};
+        let stdout = child.stdout.take().expect("stdout piped and not taken");
+        let mut lines = BufReader::new(stdout).lines();
+        let mut seen = String::new();
+        let found = tokio::time::timeout(Duration::from_secs(120), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                seen.push_str(&line);
+                seen.push('\n');
+                if line.contains(needle) {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert_eq!(found, Ok(true), "no line with {needle:?} in:\n{seen}");
+        // Keep draining, so the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        seen
     }
 
     /// The Nodes.
@@ -288,6 +314,15 @@ current-context: test
             .metadata
             .annotations
             .and_then(|a| a.get(&format!("{P}/{key}")).cloned())
+    }
+
+    /// Writes `node`'s heartbeat as if its actuator had gone silent `secs`
+    /// ago (freeze the fleet first, or the double writes a fresh one).
+    pub async fn age_heartbeat(&self, node: &str, secs: i64) {
+        let mut report = self.report(node).await.expect("a report");
+        let host = report.host.as_mut().expect("a host part");
+        host.heartbeat_at = host.heartbeat_at.saturating_sub(secs);
+        write_report(&self.admin, node, &report).await.unwrap();
     }
 
     /// A host's report.
@@ -380,7 +415,9 @@ current-context: test
         let mut lease = api.get("fleet-regrade").await.unwrap();
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         spec.holder_identity = Some("intruder".into());
-        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        spec.renew_time = Some(MicroTime(
+            Timestamp::try_from(clock::Clock::system().wall()).unwrap(),
+        ));
         spec.lease_duration_seconds = Some(600);
         let a = lease.metadata.annotations.get_or_insert_with(BTreeMap::new);
         a.insert(format!("{P}/swap-instance"), "intruder-1".into());
@@ -541,7 +578,7 @@ current-context: test
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = bool>,
     {
-        let started = Instant::now();
+        let started = clock::Clock::system().now();
         while !check().await {
             assert!(started.elapsed() < DEADLINE, "timed out waiting for {what}");
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -675,6 +712,8 @@ struct World {
     log: Vec<String>,
     /// The steps of [`Faults::hold`] something was asked for and held back.
     held: BTreeSet<String>,
+    /// How many rounds the double has finished (frozen or not).
+    ticks: u64,
 }
 
 /// The scripted fleet: hosts and k3s, through the admin client.
@@ -697,7 +736,10 @@ fn k3s() -> PatchParams {
 }
 
 fn now_time() -> Value {
-    serde_json::to_value(Time(Timestamp::now())).unwrap()
+    serde_json::to_value(Time(
+        Timestamp::try_from(clock::Clock::system().wall()).unwrap(),
+    ))
+    .unwrap()
 }
 
 impl Fleet {
@@ -768,7 +810,9 @@ impl Fleet {
                         spec: Some(LeaseSpec {
                             holder_identity: Some(h.name.into()),
                             lease_duration_seconds: Some(40),
-                            renew_time: Some(MicroTime(Timestamp::now())),
+                            renew_time: Some(MicroTime(
+                                Timestamp::try_from(clock::Clock::system().wall()).unwrap(),
+                            )),
                             ..LeaseSpec::default()
                         }),
                     },
@@ -783,7 +827,7 @@ impl Fleet {
                     member,
                     address,
                     ready: Some(true),
-                    renewed: Some(Instant::now()),
+                    renewed: Some(clock::Clock::system().now()),
                     ..SimHost::default()
                 },
             );
@@ -791,7 +835,9 @@ impl Fleet {
         // Running actuators have written their heartbeat (and the servers
         // their view of etcd) before any swap is asked; the double goes on
         // writing them every few seconds.
-        let now = Timestamp::now().as_second();
+        let now = Timestamp::try_from(clock::Clock::system().wall())
+            .unwrap()
+            .as_second();
         let nodes: BTreeMap<String, Node> = Api::<Node>::all(admin.clone())
             .list(&ListParams::default())
             .await
@@ -819,6 +865,31 @@ impl Fleet {
     /// Changes the faults.
     pub fn set(&self, f: impl FnOnce(&mut Faults)) {
         f(&mut self.world.lock().unwrap().faults);
+    }
+
+    /// Waits until the double has finished `rounds` more rounds.
+    async fn rounds(&self, rounds: u64) {
+        let until = self.world.lock().unwrap().ticks + rounds;
+        while self.world.lock().unwrap().ticks < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until the fleet has acted on everything as it stands now (a
+    /// whole round of the double begun after this call).
+    pub async fn settle(&self) {
+        self.rounds(2).await;
+    }
+
+    /// Waits until the fleet has acted on everything as it stands now (a
+    /// whole round of the double begun after this call: the faults set so
+    /// far applied, every host's heartbeat written), then freezes it and
+    /// waits for the round in flight to end, so that from the return on
+    /// nothing but the controller writes.
+    pub async fn settle_and_freeze(&self) {
+        self.rounds(2).await;
+        self.set(|f| f.frozen = true);
+        self.rounds(1).await;
     }
 
     /// Quorum violations k3s's removal saw (must stay empty).
@@ -854,6 +925,7 @@ async fn run_fleet(admin: Client, world: Arc<Mutex<World>>) {
             // A transient API error: the next tick tries again.
             eprintln!("fleet double: {e}");
         }
+        world.lock().unwrap().ticks += 1;
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
 }
@@ -949,10 +1021,11 @@ async fn kubelet(admin: &Client, world: &Arc<Mutex<World>>, name: &str) -> Resul
             .patch(
                 name,
                 &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"renewTime": MicroTime(Timestamp::now())}})),
+                &Patch::Merge(json!({"spec": {"renewTime": MicroTime(Timestamp::try_from(clock::Clock::system().wall()).unwrap())}})),
             )
             .await?;
-        world.lock().unwrap().hosts.get_mut(name).unwrap().renewed = Some(Instant::now());
+        world.lock().unwrap().hosts.get_mut(name).unwrap().renewed =
+            Some(clock::Clock::system().now());
     }
     Ok(())
 }
@@ -1048,7 +1121,9 @@ async fn actuator(
     }
     // The heartbeat: the report's host part, every few seconds, with the
     // verdict a server whose agent could start gives.
-    let now = Timestamp::now().as_second();
+    let now = Timestamp::try_from(clock::Clock::system().wall())
+        .unwrap()
+        .as_second();
     let mut report = report;
     let demotion = (host.role == Some(protocol::Role::Server) || host.datastore).then(|| {
         if faults.ineligible.contains(&name) {
@@ -1126,7 +1201,7 @@ async fn actuator(
             .unwrap()
             .seen
             .entry(key.clone())
-            .or_insert_with(Instant::now);
+            .or_insert_with(|| clock::Clock::system().now());
         if first.elapsed() < faults.react_after {
             return Ok(());
         }
@@ -1138,7 +1213,9 @@ async fn actuator(
                 swap.clone(),
                 step,
                 phase,
-                Timestamp::now().as_second(),
+                Timestamp::try_from(clock::Clock::system().wall())
+                    .unwrap()
+                    .as_second(),
             );
             if detail.is_some() {
                 r.detail = detail;
@@ -1182,7 +1259,7 @@ async fn actuator(
                     h.datastore = true;
                     h.tombstone = false;
                     h.member = Some(member.clone());
-                    h.learner_since = Some(Instant::now());
+                    h.learner_since = Some(clock::Clock::system().now());
                 }
                 // k3s joins etcd as a learner and labels its own Node.
                 let mut labels = serde_json::Map::new();
@@ -1288,7 +1365,9 @@ async fn milestones(
             swap.clone(),
             step.report_step(),
             phase,
-            Timestamp::now().as_second(),
+            Timestamp::try_from(clock::Clock::system().wall())
+                .unwrap()
+                .as_second(),
         )
         .with_detail(milestone);
         r.snapshot_file.clone_from(&snapshot_file);
@@ -1376,7 +1455,7 @@ async fn member_controller(
                 .unwrap()
                 .seen
                 .entry(format!("remove/{member}"))
-                .or_insert_with(Instant::now);
+                .or_insert_with(|| clock::Clock::system().now());
             if first.elapsed() < wait {
                 continue;
             }

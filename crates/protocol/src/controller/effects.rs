@@ -7,7 +7,9 @@
 //! simulations apply the same functions to their plain views, so the model
 //! the quorum properties are proved against is the shell's own.
 
-use super::{Action, Ending, FleetView, LastSwap, Outcome, Start, one_line, record_ending};
+use super::{
+    Action, Ending, FleetView, LastSwap, Outcome, Start, StopNote, one_line, record_ending,
+};
 use crate::{
     report::ReportStep,
     validate::StepKind,
@@ -193,6 +195,25 @@ pub fn node_after(before: &NodeFacts, action: &Action) -> Option<NodeFacts> {
     Some(n)
 }
 
+/// The regrade Lease after an operator's `abort` asks its holder to wind
+/// the swap down: the note alone (the holder's renewal, step and swap are
+/// its own to write; it meets a 409 on its next write and reads the note).
+pub fn lease_asked_to_stop(before: &LeaseFacts, note: &StopNote) -> LeaseFacts {
+    LeaseFacts {
+        stopping: Some(serde_json::to_string(note).expect("a note serializes")),
+        ..before.clone()
+    }
+}
+
+/// The regrade Lease after `pause` (`true`) or `resume` (`false`): the flag
+/// alone, whoever holds the Lease.
+pub fn lease_paused(before: &LeaseFacts, paused: bool) -> LeaseFacts {
+    LeaseFacts {
+        paused,
+        ..before.clone()
+    }
+}
+
 /// Whether an irreversible write may go now: the Lease is valid beyond the
 /// skew margin (the shell checks this on a fresh read right before each
 /// write to a Node; the Lease is not a fence, so as late as possible).
@@ -233,6 +254,27 @@ mod tests {
             duration_secs: Some(60),
             ..lease_held_by("someone", "ctl-old", "swap-1", "n1", "n4")
         }
+    }
+
+    #[test]
+    fn an_abort_or_a_pause_changes_its_one_annotation_and_nothing_the_holder_owns() {
+        let before = winding_down();
+        let note = crate::controller::abort_note();
+        let asked = lease_asked_to_stop(&before, &note);
+        assert_eq!(
+            asked.stopping.as_deref(),
+            Some(serde_json::to_string(&note).unwrap().as_str())
+        );
+        assert_eq!(
+            LeaseFacts {
+                stopping: before.stopping.clone(),
+                ..asked
+            },
+            before
+        );
+        let paused = lease_paused(&before, true);
+        assert!(paused.paused);
+        assert_eq!(lease_paused(&paused, false), before);
     }
 
     #[test]

@@ -33,6 +33,20 @@ impl FleetView {
         };
         picture(self.now, trust, &self.nodes, &views)
     }
+
+    /// Whether `node`'s member is gone, as the controller sees it: the
+    /// Node's claim ([`NodeFacts::k3s_mark`](crate::NodeFacts::k3s_mark))
+    /// that no server's view of etcd contradicts ([`crate::member_gone`]).
+    /// k3s writes `removed-node-name` even when `RemovePeer` matched no
+    /// member (its `node-address` not the member's peer host): the member
+    /// then still votes, and etcd still lists it.
+    pub fn member_gone(&self, node: &str) -> bool {
+        let Some(n) = self.node(node) else {
+            return false;
+        };
+        let listed = self.etcd().of_node(node).is_some().then_some(true);
+        crate::member_gone(n.k3s_mark(), listed)
+    }
 }
 
 /// A member as messages name it: its Node, or its etcd name and id.

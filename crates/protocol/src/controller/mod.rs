@@ -75,7 +75,9 @@ pub use abort::{AbortPlan, abort_action, abort_note, abort_plan};
 pub use action::{Action, LastSwap, Outcome, Start, StopKind, StopNote, SwapState, SwapStep};
 pub use class::{Class, classify, is_healthy_voter, is_voting};
 pub use drain::{PodFacts, PodRef};
-pub use effects::{Writer, lease_after, node_after, write_may_go};
+pub use effects::{
+    Writer, lease_after, lease_asked_to_stop, lease_paused, node_after, write_may_go,
+};
 pub use etcd_gates::{gate_etcd_views_agree, gate_no_etcd_alarm, gate_no_ghost_member};
 pub use gates::{
     Count, Gate, GateName, Outgoing, all_pass, failures, gate_incoming_agent,

@@ -4,6 +4,7 @@
 
 mod clean_up;
 mod drain;
+mod guard;
 mod promote;
 mod removal;
 mod replace_down;

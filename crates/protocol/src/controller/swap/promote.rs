@@ -1,13 +1,12 @@
 //! The promotion of the incoming host: the gates before it, the request,
 //! and the wait for a healthy voter that reported `voter`.
 
-use super::step::{
-    Progress, detail_word, enter, overdue, paused, progress, resume_hint, stop, wait,
-};
+use super::guard::{guarded, refused, shut};
+use super::step::{Progress, detail_word, enter, overdue, progress, resume_hint, stop, wait};
 use crate::{
     controller::{
         Action, Awaiting, Class, FleetView, LeaseFacts, NodeFacts, Reached, Reason, Recorded,
-        StopKind, StopNote, SwapStep, VoterFor, Write, all_pass, classify, failures,
+        StopKind, StopNote, SwapStep, VoterFor, Write, classify,
         gates::{
             Count, etcd_view_gates, gate_incoming_eligible, gate_no_learner,
             gate_quorum_after_removal, gate_voters_healthy, incoming_ready_until_asked,
@@ -60,35 +59,29 @@ pub(super) fn before_promote(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
         return a;
     }
     let gates = promote_gates(v, rec.out.as_str(), rec.incoming.as_str());
-    if !all_pass(&gates) {
-        return Action::BeginStop {
-            note: StopNote {
-                kind: StopKind::Refused,
-                reason: Reason::GatesShut {
-                    failures: failures(&gates),
-                },
+    guarded(
+        v,
+        l,
+        SwapStep::Promote,
+        shut(&gates),
+        refused,
+        || match join_voter(v, rec.out.as_str()) {
+            Some(join) => Action::Promote {
+                node: rec.incoming.clone(),
+                join,
+                swap: rec.id.clone(),
             },
-        };
-    }
-    if v.paused() {
-        return paused(l, SwapStep::Promote);
-    }
-    match join_voter(v, rec.out.as_str()) {
-        Some(join) => Action::Promote {
-            node: rec.incoming.clone(),
-            join,
-            swap: rec.id.clone(),
-        },
-        None => Action::BeginStop {
-            note: StopNote {
-                kind: StopKind::Refused,
-                reason: Reason::NoHealthyVoter {
-                    to: VoterFor::Join,
-                    other_than: Some(rec.out.to_string()),
+            None => Action::BeginStop {
+                note: StopNote {
+                    kind: StopKind::Refused,
+                    reason: Reason::NoHealthyVoter {
+                        to: VoterFor::Join,
+                        other_than: Some(rec.out.to_string()),
+                    },
                 },
             },
         },
-    }
+    )
 }
 
 /// Waits for the promotion. After a down voter's removal a failure stops
@@ -203,10 +196,8 @@ pub(super) fn promote_request(
         gates
     };
     let join = join_voter(v, out);
-    let blocked = if !all_pass(&gates) {
-        Some(Reason::GatesShut {
-            failures: failures(&gates),
-        })
+    let blocked = if let Some(failures) = shut(&gates) {
+        Some(Reason::GatesShut { failures })
     } else if join.is_none() {
         Some(Reason::NoHealthyVoter {
             to: VoterFor::Join,
@@ -215,7 +206,7 @@ pub(super) fn promote_request(
     } else {
         None
     };
-    if let Some(why) = blocked {
+    let on_blocked = |why: Reason| {
         if !late {
             return Action::BeginStop {
                 note: StopNote {
@@ -235,19 +226,18 @@ pub(super) fn promote_request(
                 format!("restore the voters' health, then {}", resume_hint(rec)),
             );
         }
-        return wait(
+        wait(
             v,
             l,
             SwapStep::Promote,
             Awaiting::Gates { before, failures },
-        );
-    }
-    if v.paused() {
-        return paused(l, SwapStep::Promote);
-    }
-    Action::Promote {
-        node: rec.incoming.clone(),
-        join: join.expect("checked above"),
-        swap: rec.id.clone(),
-    }
+        )
+    };
+    guarded(v, l, SwapStep::Promote, blocked, on_blocked, || {
+        Action::Promote {
+            node: rec.incoming.clone(),
+            join: join.expect("checked above"),
+            swap: rec.id.clone(),
+        }
+    })
 }

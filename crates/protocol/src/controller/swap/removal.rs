@@ -3,12 +3,13 @@
 
 use super::{
     clean_up::clean_up,
-    step::{enter, overdue, paused, resume_hint, stop, wait},
+    guard::{guarded, shut},
+    step::{enter, overdue, resume_hint, stop, wait},
 };
 use crate::{
     controller::{
         Action, Awaiting, FleetView, LeaseFacts, NodeFacts, Reason, Recorded, SwapStep, Write,
-        all_pass, failures, gates::removal_gates, one_line,
+        gates::removal_gates, one_line,
     },
     names::K3S_ETCD_REMOVE,
     report::{Phase, ReportStep},
@@ -26,7 +27,7 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
         .of_node(out)
         .map(|m| format!("{} ({})", one_line(&m.member.name), m.member.id));
     let node_says_gone = o.is_some_and(NodeFacts::member_gone);
-    if o.is_some() && (!node_says_gone || still_listed.is_some()) {
+    if o.is_some() && !v.member_gone(out) {
         if let Some(a) = enter(v, l, SwapStep::Removal) {
             return a;
         }
@@ -85,23 +86,22 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
             );
         }
         let gates = removal_gates(v, out, inc);
-        if !all_pass(&gates) {
-            return wait(
+        let on_shut = |failures| {
+            wait(
                 v,
                 l,
                 SwapStep::Removal,
                 Awaiting::Gates {
                     before: Write::Removal,
-                    failures: failures(&gates),
+                    failures,
                 },
-            );
-        }
-        if v.paused() {
-            return paused(l, SwapStep::Removal);
-        }
-        return Action::RemoveMember {
-            node: rec.out.clone(),
+            )
         };
+        return guarded(v, l, SwapStep::Removal, shut(&gates), on_shut, || {
+            Action::RemoveMember {
+                node: rec.out.clone(),
+            }
+        });
     }
     // The member is gone. A host that stepped down finishes by itself; one
     // that was down (never stepped down) cannot, and is left to the operator.

@@ -2,12 +2,13 @@
 //! joins, since etcd adds no member while a voter is unreachable.
 
 use super::{
+    guard::{guarded, refused, shut},
     promote::{Order, promote_request, promote_wait},
-    step::{enter, overdue, paused, resume_hint, stop, wait},
+    step::{enter, overdue, resume_hint, stop, wait},
 };
 use crate::controller::{
-    Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, StopKind, StopNote, SwapStep, Write,
-    all_pass, failures, gates::down_removal_gates,
+    Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, SwapStep, Write,
+    gates::down_removal_gates,
 };
 
 /// Replacing a down voter. etcd (with k3s's strict reconfiguration check)
@@ -65,39 +66,32 @@ pub(super) fn replace_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Act
             );
         }
         let gates = down_removal_gates(v, out, inc);
-        if !all_pass(&gates) {
+        let on_shut = |failures| {
             let touched = o.cordoned || i.is_some_and(|i| i.marks.step.is_some());
             if !touched {
-                return Action::BeginStop {
-                    note: StopNote {
-                        kind: StopKind::Refused,
-                        reason: Reason::GatesShut {
-                            failures: failures(&gates),
-                        },
-                    },
-                };
+                return refused(failures);
             }
-            return wait(
+            wait(
                 v,
                 l,
                 SwapStep::Removal,
                 Awaiting::Gates {
                     before: Write::Removal,
-                    failures: failures(&gates),
+                    failures,
                 },
-            );
-        }
-        if v.paused() {
-            return paused(l, SwapStep::Removal);
-        }
-        if !o.cordoned {
-            return Action::Cordon {
-                node: rec.out.clone(),
-            };
-        }
-        return Action::RemoveMember {
-            node: rec.out.clone(),
+            )
         };
+        return guarded(v, l, SwapStep::Removal, shut(&gates), on_shut, || {
+            if o.cordoned {
+                Action::RemoveMember {
+                    node: rec.out.clone(),
+                }
+            } else {
+                Action::Cordon {
+                    node: rec.out.clone(),
+                }
+            }
+        });
     }
     // The down voter's member is gone: promote the standby.
     // (A standby not asked yet is asked by `promote_wait` itself: its marks

@@ -2,15 +2,15 @@
 //! waited for.
 
 use super::{
+    guard::{guarded, refused, shut},
     promote::before_promote,
     replace_down::replace_down,
-    step::{Progress, enter, overdue, paused, progress, wait},
+    step::{Progress, enter, overdue, progress, wait},
 };
 use crate::{
     controller::{
         Action, Awaiting, Class, FleetView, LeaseFacts, NodeFacts, Reason, Recorded, StopKind,
-        StopNote, SwapStep, VoterFor, all_pass, classify, failures, gates::promote_gates,
-        is_healthy_voter,
+        StopNote, SwapStep, VoterFor, classify, gates::promote_gates, is_healthy_voter,
     },
     report::ReportStep,
     validate::NodeName,
@@ -69,34 +69,28 @@ pub(super) fn snapshot(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action 
         };
     }
     let gates = promote_gates(v, rec.out.as_str(), rec.incoming.as_str());
-    if !all_pass(&gates) {
-        return Action::BeginStop {
-            note: StopNote {
-                kind: StopKind::Refused,
-                reason: Reason::GatesShut {
-                    failures: failures(&gates),
-                },
+    guarded(
+        v,
+        l,
+        SwapStep::Snapshot,
+        shut(&gates),
+        refused,
+        || match snapshot_voter(v, rec.out.as_str()) {
+            Some(node) => Action::RequestSnapshot {
+                node,
+                swap: rec.id.clone(),
             },
-        };
-    }
-    if v.paused() {
-        return paused(l, SwapStep::Snapshot);
-    }
-    match snapshot_voter(v, rec.out.as_str()) {
-        Some(node) => Action::RequestSnapshot {
-            node,
-            swap: rec.id.clone(),
-        },
-        None => Action::BeginStop {
-            note: StopNote {
-                kind: StopKind::Refused,
-                reason: Reason::NoHealthyVoter {
-                    to: VoterFor::Snapshot,
-                    other_than: None,
+            None => Action::BeginStop {
+                note: StopNote {
+                    kind: StopKind::Refused,
+                    reason: Reason::NoHealthyVoter {
+                        to: VoterFor::Snapshot,
+                        other_than: None,
+                    },
                 },
             },
         },
-    }
+    )
 }
 
 /// The voter that takes the snapshot: a healthy voter other than the

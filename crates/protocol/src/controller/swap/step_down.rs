@@ -3,13 +3,14 @@
 
 use super::{
     drain::drain,
+    guard::{guarded, shut},
     removal::removal,
-    step::{Progress, enter, overdue, paused, progress, resume_hint, stop, wait},
+    step::{Progress, enter, overdue, progress, resume_hint, stop, wait},
 };
 use crate::{
     controller::{
-        Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, SwapStep, Write, all_pass,
-        failures, gates::removal_gates,
+        Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, SwapStep, Write,
+        gates::removal_gates,
     },
     report::{Detail, ReportStep},
 };
@@ -27,13 +28,13 @@ pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) ->
     }
     let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
     let gates = removal_gates(v, out, inc);
-    if !all_pass(&gates) {
+    let on_shut = |failures: String| {
         if overdue(v, l, step) {
             return stop(
                 step,
                 Reason::GatesStayedShut {
                     before: Write::StepDown,
-                    failures: failures(&gates),
+                    failures,
                 },
                 format!(
                     "{inc} is a voter (promoted by this swap) and {out} is still a voter: the cluster has one voter more than configured"
@@ -44,19 +45,25 @@ pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) ->
                 ),
             );
         }
-        return wait(
+        wait(
             v,
             l,
             step,
             Awaiting::Gates {
                 before: Write::StepDown,
-                failures: failures(&gates),
+                failures,
             },
-        );
-    }
-    if v.paused() {
-        return paused(l, SwapStep::StepDown);
-    }
+        )
+    };
+    guarded(v, l, SwapStep::StepDown, shut(&gates), on_shut, || {
+        step_down_write(v, l, rec, step)
+    })
+}
+
+/// The write the step-down's guard lets through: the cordon, a down
+/// voter's removal, the drain, or the step-down itself.
+fn step_down_write(v: &FleetView, l: &LeaseFacts, rec: &Recorded, step: SwapStep) -> Action {
+    let out = rec.out.as_str();
     let Some(o) = v.node(out) else {
         return wait(
             v,
@@ -112,24 +119,23 @@ pub(super) fn step_down_wait(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
     if o.marks.swap.as_deref() != Some(rec.id.as_str()) {
         // Asked under an earlier id of this swap: ask again under this one.
         let gates = removal_gates(v, out, inc);
-        if !all_pass(&gates) {
-            return wait(
+        let on_shut = |failures| {
+            wait(
                 v,
                 l,
                 SwapStep::StepDown,
                 Awaiting::Gates {
                     before: Write::StepDown,
-                    failures: failures(&gates),
+                    failures,
                 },
-            );
-        }
-        if v.paused() {
-            return paused(l, SwapStep::StepDown);
-        }
-        return Action::StepDown {
-            node: rec.out.clone(),
-            swap: rec.id.clone(),
+            )
         };
+        return guarded(v, l, SwapStep::StepDown, shut(&gates), on_shut, || {
+            Action::StepDown {
+                node: rec.out.clone(),
+                swap: rec.id.clone(),
+            }
+        });
     }
     let left = format!(
         "{inc} is a voter (promoted by this swap); {out} is cordoned and was asked to step down; its role file names the server unless its report says otherwise"
