@@ -23,17 +23,14 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::MicroTime,
     jiff::Timestamp,
 };
-use kube::{
-    Api,
-    api::{Patch, PatchParams, PostParams},
-};
+use kube::{Api, api::PostParams};
 use protocol::{
     LeaseFacts, Names, NodeName, Phase, Report, SwapId,
-    controller::{Action, Start, Writer, lease_after, node_after},
+    controller::{Action, Outcome, Start, Writer, lease_after, node_after},
     names::{LEASE_NAMESPACE, REPORT_CONFIGMAP},
     report::{Detail, ReportStep},
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{api::Apis, spec::LabSpec};
 
@@ -299,13 +296,13 @@ impl Hand {
             .await
     }
 
-    /// Releases the Lease.
+    /// Releases the Lease as the controller does at a swap's end (its
+    /// `ReleaseLease` effect: the holder and the swap's names cleared, the
+    /// swap recorded as done).
     pub async fn release_lease(&self) -> anyhow::Result<()> {
-        let n = &self.names;
-        self.patch_lease(json!({"spec": {"holderIdentity": null, "renewTime": null}, "metadata": {"annotations": {
-            n.lease_swap(): null, n.lease_swap_in(): null, n.lease_swap_out(): null,
-            n.lease_swap_snapshot(): null, n.lease_swap_asked(): null,
-        }}}))
+        self.write_lease(&Action::ReleaseLease {
+            outcome: Outcome::Done { warning: None },
+        })
         .await
     }
 
@@ -371,21 +368,6 @@ impl Hand {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-
-    /// Merges a patch (`null` removes) into the regrade Lease.
-    async fn patch_lease(&self, patch: Value) -> anyhow::Result<()> {
-        self.apis
-            .any(|c| {
-                let (p, name) = (patch.clone(), self.names.lease_name.clone());
-                async move {
-                    Api::<Lease>::namespaced(c, LEASE_NAMESPACE)
-                        .patch(&name, &PatchParams::default(), &Patch::Merge(&p))
-                        .await
-                }
-            })
-            .await
-            .map(drop)
-    }
 }
 
 #[cfg(test)]
@@ -397,7 +379,8 @@ mod tests {
     async fn hand_on(plane: &testcp::ControlPlane, names: &[&str]) -> Hand {
         let client = plane.admin_client().unwrap();
         for n in names {
-            let node: Node = serde_json::from_value(json!({"metadata": {"name": n}})).unwrap();
+            let node: Node =
+                serde_json::from_value(serde_json::json!({"metadata": {"name": n}})).unwrap();
             Api::<Node>::all(client.clone())
                 .create(&PostParams::default(), &node)
                 .await
