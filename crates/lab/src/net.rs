@@ -80,6 +80,9 @@ pub enum Error {
 /// The result type of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The datagram queue each host's namespace allows (see [`LabNet::add_host`]).
+const JOURNAL_QUEUE: u32 = 16_384;
+
 fn ip(args: &[&str]) -> Result<bounded::Output> {
     Ok(bounded::run_ok(Command::new("ip").args(args), IP_DEADLINE)?)
 }
@@ -224,6 +227,20 @@ impl LabNet {
         ip(&["netns", "add", &h.netns])?;
         // Its own loopback: 127.0.0.1 inside is the host's, as on a real one.
         ip(&["-n", &h.netns, "link", "set", "lo", "up"])?;
+        // The queue of journald's datagram socket, per network namespace:
+        // a new one starts at the kernel's 10. systemd (PID 1) waits at most
+        // 10 ms for room and then drops its record, so on a busy machine a
+        // host booting at debug level lost unit state changes the tests
+        // replay (`overlap.rs`). A real host gets 512 from systemd's
+        // sysctl.d at boot; the lab's hosts get more, before they boot.
+        ip(&[
+            "netns",
+            "exec",
+            &h.netns,
+            "sysctl",
+            "-qw",
+            &format!("net.unix.max_dgram_qlen={JOURNAL_QUEUE}"),
+        ])?;
         ip(&[
             "-n",
             &br,
