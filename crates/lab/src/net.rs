@@ -17,8 +17,7 @@
 
 use std::{
     collections::BTreeMap,
-    fs,
-    io::{self, Write},
+    fs, io,
     net::Ipv4Addr,
     path::{Path, PathBuf},
     process::Command,
@@ -359,30 +358,42 @@ fn routed(k: u8) -> bool {
 }
 
 /// Claims a lab number: the claim file is created exclusively, so two labs
-/// starting at once cannot take the same one.
+/// starting at once cannot take the same one, and it is created already
+/// naming its owner (written to a file of this process's own, then linked
+/// in its place, which fails if the name is taken): a claim seen empty
+/// would be taken for a crashed lab's and swept away by another lab
+/// starting meanwhile, namespaces and all.
 fn claim() -> Result<u8> {
     fs::create_dir_all(CLAIMS).map_err(|source| Error::Claim {
         path: CLAIMS.into(),
         source,
     })?;
     let me = identity(std::process::id()).unwrap_or_else(|| std::process::id().to_string());
+    // Not under the lab prefix: never read as a claim.
+    let mine = Path::new(CLAIMS).join(format!(".claiming-{}", std::process::id()));
+    fs::write(&mine, format!("{me}\n")).map_err(|source| Error::Claim {
+        path: mine.clone(),
+        source,
+    })?;
+    let claimed = take_a_number(&mine);
+    let _ = fs::remove_file(&mine);
+    claimed
+}
+
+/// Links `mine` (the owner's claim, written) in place of the first free lab
+/// number's claim.
+fn take_a_number(mine: &Path) -> Result<u8> {
     let seed = (std::process::id() as usize).wrapping_mul(31);
     for i in 0..256 {
         let k = ((seed + i) % 256) as u8;
         let path = claim_path(k);
-        match fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-        {
-            Ok(mut f) => {
+        match fs::hard_link(mine, &path) {
+            Ok(()) => {
                 // Something else (a VPN, another tool) may route the subnet.
                 if routed(k) {
                     let _ = fs::remove_file(&path);
                     continue;
                 }
-                f.write_all(format!("{me}\n").as_bytes())
-                    .map_err(|source| Error::Claim { path, source })?;
                 return Ok(k);
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -508,6 +519,17 @@ pub fn sweep_stale() -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claim_names_its_living_owner_from_the_moment_it_exists_and_leaves_no_file_behind() {
+        let k = claim().unwrap();
+        let owner = fs::read_to_string(claim_path(k)).unwrap();
+        assert!(owner_alive(&owner), "{owner:?}");
+        assert!(!stale_labs().contains(&k));
+        let leftover = Path::new(CLAIMS).join(format!(".claiming-{}", std::process::id()));
+        assert!(!leftover.exists());
+        fs::remove_file(claim_path(k)).unwrap();
+    }
 
     #[test]
     fn this_process_is_alive_and_a_reaped_child_is_not() {

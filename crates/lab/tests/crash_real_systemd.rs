@@ -113,6 +113,29 @@ fn disarm(lab: &SystemdLab, host: &str, restarts_before: u32, plan: &str) -> Vec
     crashed
 }
 
+/// The last records of `host`'s actuator, for a failure's message: what a
+/// run in CI leaves to look at once its lab is gone.
+fn actuator_log(lab: &SystemdLab, host: &str) -> String {
+    let Ok(m) = lab.machine(host) else {
+        return format!("no host {host}");
+    };
+    match m.journal_of(&["fleet-role-actuator"], Duration::from_secs(30)) {
+        Ok(records) => {
+            let lines: Vec<String> = records
+                .iter()
+                .filter_map(|r| r.get("MESSAGE").and_then(|v| v.as_str()))
+                .map(str::to_string)
+                .collect();
+            let tail = lines.len().saturating_sub(60);
+            format!(
+                "{host}'s actuator, its last records:\n{}",
+                lines[tail..].join("\n")
+            )
+        }
+        Err(e) => format!("{host}'s journal could not be read: {e}"),
+    }
+}
+
 fn has(crashed: &[String], change: &str) -> bool {
     crashed.iter().any(|c| c.starts_with(change))
 }
@@ -140,6 +163,7 @@ async fn started(hand: &Hand, host: &str, swap: &str, step: ReportStep) -> i64 {
 /// Waits for the step to end `done` and checks it was never started again:
 /// the report keeps the start time it first showed.
 async fn settles(
+    lab: &SystemdLab,
     hand: &Hand,
     host: &str,
     swap: &str,
@@ -151,7 +175,7 @@ async fn settles(
             println!("  {host}: {} {:?} {:?}", r.step.as_str(), r.phase, r.detail)
         })
         .await
-        .unwrap();
+        .unwrap_or_else(|e| panic!("{e}\n{}", actuator_log(lab, host)));
     assert_eq!(r.phase, Phase::Done);
     assert_eq!(
         r.started_at,
@@ -281,7 +305,7 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
     )
     .await
     .unwrap();
-    let r = settles(&hand, "agent-1", &swap_a, ReportStep::Promote).await;
+    let r = settles(&lab, &hand, "agent-1", &swap_a, ReportStep::Promote).await;
     let crashed = disarm(&lab, "agent-1", before, "promotion");
     println!("promotion: {:.0}s", mark.elapsed().as_secs_f64());
     assert_eq!(r.detail, Some(Detail::Voter));
@@ -320,7 +344,7 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
     let mark = clock::Clock::system().now();
     let before = arm(&lab, "agent-1");
     hand.ask("agent-1", Ask::Rollback).await.unwrap();
-    let r = settles(&hand, "agent-1", &swap_a, ReportStep::Rollback).await;
+    let r = settles(&lab, &hand, "agent-1", &swap_a, ReportStep::Rollback).await;
     let crashed = disarm(&lab, "agent-1", before, "rollback");
     println!("rollback: {:.0}s", mark.elapsed().as_secs_f64());
     assert_eq!(r.detail, Some(Detail::AgentReady));
@@ -378,12 +402,12 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
     )
     .await
     .unwrap();
-    settles(&hand, "agent-1", &swap_b, ReportStep::Promote).await;
+    settles(&lab, &hand, "agent-1", &swap_b, ReportStep::Promote).await;
     // A snapshot on server-2, which its demotion must keep.
     hand.ask("server-2", Ask::Snapshot { swap: &swap_b })
         .await
         .unwrap();
-    settles(&hand, "server-2", &swap_b, ReportStep::Snapshot).await;
+    settles(&lab, &hand, "server-2", &swap_b, ReportStep::Snapshot).await;
     let out_paths = host::HostPaths::new(root(&lab, "server-2"));
     let snapshots = || {
         let mut s: Vec<String> = std::fs::read_dir(out_paths.snapshots())
@@ -409,7 +433,7 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
     )
     .await
     .unwrap();
-    let r = settles(&hand, "server-2", &swap_b, ReportStep::StepDown).await;
+    let r = settles(&lab, &hand, "server-2", &swap_b, ReportStep::StepDown).await;
     let crashed = disarm(&lab, "server-2", before, "step-down");
     println!("step-down: {:.0}s", mark.elapsed().as_secs_f64());
     assert_eq!(r.detail, Some(Detail::EtcdOnly));
@@ -448,7 +472,7 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
     let mark = clock::Clock::system().now();
     let before = arm(&lab, "server-2");
     remove_member(&hand, "server-2").await;
-    let r = settles(&hand, "server-2", &swap_b, ReportStep::Finish).await;
+    let r = settles(&lab, &hand, "server-2", &swap_b, ReportStep::Finish).await;
     let crashed = disarm(&lab, "server-2", before, "finish");
     println!("finish: {:.0}s", mark.elapsed().as_secs_f64());
     assert_eq!(r.detail, Some(Detail::AgentReady));
