@@ -25,7 +25,7 @@ use protocol::{
 use serde_json::Value;
 use tracing::warn;
 
-use crate::{config::Settings, observe::Observed};
+use crate::{config::Settings, events::EventReason, observe::Observed};
 
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "fleet-role";
@@ -259,8 +259,8 @@ impl Actor {
                     namespace: Some(EVENT_NAMESPACE.into()),
                     ..ObjectMeta::default()
                 },
-                action: Some(reason.into()),
-                reason: Some(reason.into()),
+                action: Some(reason.as_str().into()),
+                reason: Some(reason.as_str().into()),
                 note: Some(truncate(&note, 1000)),
                 type_: Some(if warning { "Warning" } else { "Normal" }.into()),
                 event_time: Some(MicroTime(now)),
@@ -366,7 +366,7 @@ impl Actor {
 
 /// The Event of an action: its reason, whether it is a warning, and the
 /// Nodes it is about.
-fn event_of(action: &Action, obs: &Observed) -> Option<(&'static str, bool, Vec<String>)> {
+fn event_of(action: &Action, obs: &Observed) -> Option<(EventReason, bool, Vec<String>)> {
     let pair = || {
         let l = obs.view.lease.as_ref();
         [
@@ -381,26 +381,30 @@ fn event_of(action: &Action, obs: &Observed) -> Option<(&'static str, bool, Vec<
     let one = |n: &protocol::NodeName| vec![n.to_string()];
     Some(match action {
         Action::TakeLease { out, incoming, .. } => (
-            "SwapStarted",
+            EventReason::SwapStarted,
             false,
             vec![out.to_string(), incoming.to_string()],
         ),
-        Action::BeginStop { note } => ("SwapWindingDown", note.kind == StopKind::Failed, pair()),
-        Action::RequestSnapshot { node, .. } => ("SnapshotRequested", false, one(node)),
-        Action::Promote { node, .. } => ("PromoteRequested", false, one(node)),
-        Action::Rollback { node, .. } => ("RollbackRequested", true, one(node)),
-        Action::Cordon { node } => ("Cordoned", false, one(node)),
-        Action::Evict { node, .. } => ("PodsEvicted", false, one(node)),
-        Action::StepDown { node, .. } => ("StepDownRequested", false, one(node)),
-        Action::RemoveMember { node } => ("MemberRemovalRequested", false, one(node)),
-        Action::CleanUpServer { node } => ("ServerLabelsRemoved", false, one(node)),
-        Action::ClearSwapMarks { node } => ("SwapAnnotationsCleared", false, one(node)),
-        Action::Uncordon { node } => ("Uncordoned", false, one(node)),
+        Action::BeginStop { note } => (
+            EventReason::SwapWindingDown,
+            note.kind == StopKind::Failed,
+            pair(),
+        ),
+        Action::RequestSnapshot { node, .. } => (EventReason::SnapshotRequested, false, one(node)),
+        Action::Promote { node, .. } => (EventReason::PromoteRequested, false, one(node)),
+        Action::Rollback { node, .. } => (EventReason::RollbackRequested, true, one(node)),
+        Action::Cordon { node } => (EventReason::Cordoned, false, one(node)),
+        Action::Evict { node, .. } => (EventReason::PodsEvicted, false, one(node)),
+        Action::StepDown { node, .. } => (EventReason::StepDownRequested, false, one(node)),
+        Action::RemoveMember { node } => (EventReason::MemberRemovalRequested, false, one(node)),
+        Action::CleanUpServer { node } => (EventReason::ServerLabelsRemoved, false, one(node)),
+        Action::ClearSwapMarks { node } => (EventReason::SwapAnnotationsCleared, false, one(node)),
+        Action::Uncordon { node } => (EventReason::Uncordoned, false, one(node)),
         Action::ReleaseLease { outcome } => match outcome {
-            Outcome::Done { warning } => ("SwapDone", warning.is_some(), pair()),
-            Outcome::WoundDown { .. } => ("SwapWoundDown", true, pair()),
+            Outcome::Done { warning } => (EventReason::SwapDone, warning.is_some(), pair()),
+            Outcome::WoundDown { .. } => (EventReason::SwapWoundDown, true, pair()),
         },
-        Action::Stop { .. } => ("SwapStopped", true, pair()),
+        Action::Stop { .. } => (EventReason::SwapStopped, true, pair()),
         _ => return None,
     })
 }

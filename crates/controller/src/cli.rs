@@ -55,6 +55,12 @@ pub enum Command {
         /// the config file's step timeouts.
         #[arg(long, value_name = "DURATION")]
         timeout: Option<String>,
+        /// Let the drain evict the outgoing voter's pods that no controller
+        /// owns (gone for good: nothing starts them again), as `kubectl
+        /// drain --force` does; without it such a pod stops the swap, named
+        /// (the file's `drain_force` sets it for every swap).
+        #[arg(long)]
+        force: bool,
         /// Output format.
         #[arg(long, value_enum, default_value_t)]
         output: Format,

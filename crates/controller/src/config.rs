@@ -91,6 +91,12 @@ pub struct FileConfig {
     /// its own `terminationGracePeriodSeconds`). A bound set here cuts a
     /// long-running job's grace short: set it only when that is acceptable.
     pub drain_grace_secs: Option<i64>,
+    /// Whether the drain evicts the outgoing voter's pods that no
+    /// controller owns, which nothing starts again (default false: such a
+    /// pod stops the swap, named, as `kubectl drain` refuses it without
+    /// `--force`). `swap --force` sets it for one swap; this sets it for
+    /// every swap, `run`'s included.
+    pub drain_force: Option<bool>,
     /// Each step's timeout in seconds.
     #[serde(default)]
     pub timeouts: FileTimeouts,
@@ -353,6 +359,7 @@ impl Settings {
                 actuator_heartbeat_max_age,
                 timeouts,
                 drain_grace,
+                drain_force: file.drain_force.unwrap_or(d.drain_force),
             },
             poll,
             clock: Clock::system(),
@@ -371,6 +378,13 @@ impl Settings {
             Some(t) => self.with_step_timeout(parse_duration_of("--timeout", t)?),
             None => self,
         })
+    }
+
+    /// `swap --force`: the drain evicts pods no controller owns. The flag
+    /// can only force; without it the file's `drain_force` stands.
+    pub fn with_force_flag(mut self, force: bool) -> Self {
+        self.core.drain_force |= force;
+        self
     }
 
     /// `run --metrics-address`, winning over the file's `metrics_address`.
@@ -511,6 +525,7 @@ leader_lease_duration_secs = 9
 replace_ineligible = true
 metrics_address = "127.0.0.1:9464"
 drain_grace_secs = 45
+drain_force = true
 maintenance_grace_secs = 900
 retry_max = 3
 retry_period_secs = 7200
@@ -573,6 +588,7 @@ finish = 7
             }
         );
         assert_eq!(c.drain_grace, Some(45));
+        assert!(c.drain_force);
         assert_eq!(
             (
                 c.maintenance_grace,
@@ -587,6 +603,79 @@ finish = 7
             c.window.as_ref().map(|w| w.describe()).as_deref(),
             Some("sun,sat 22:00:00-06:00:00 +01:00")
         );
+    }
+
+    /// The settings file the controller's package ships.
+    const SHIPPED: &str = include_str!("../../../deploy/controller.toml");
+
+    /// `SHIPPED` with every `# key = value` line and `# [table]` header
+    /// uncommented (an indented example, `#   key = value`, stays a comment).
+    fn shipped_uncommented() -> String {
+        let setting = |rest: &str| {
+            let key = rest.split_once(" = ").map_or("", |(k, _)| k);
+            let header = rest.starts_with('[') && rest.ends_with(']') && !rest.contains(' ');
+            header || (!key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        };
+        SHIPPED
+            .lines()
+            .map(|l| match l.strip_prefix("# ") {
+                Some(rest) if setting(rest) => rest,
+                _ => l,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn the_shipped_settings_file_sets_nothing_and_every_key_it_shows_is_real_and_its_default() {
+        let defaults = Settings::resolve(FileConfig::default(), None).unwrap();
+        let shipped = parse(SHIPPED).unwrap();
+        assert_eq!(shipped.core, defaults.core);
+        let text = shipped_uncommented();
+        let file: FileConfig = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        // Every key with a default is shown, at it.
+        let shown = [
+            file.prefix.is_some(),
+            file.lease_name.is_some(),
+            file.report_namespace.is_some(),
+            file.identity.is_some(),
+            file.voters.is_some(),
+            file.lease_duration_secs.is_some(),
+            file.skew_margin_secs.is_some(),
+            file.poll_millis.is_some(),
+            file.grace_period_secs.is_some(),
+            file.settle_secs.is_some(),
+            file.maintenance_grace_secs.is_some(),
+            file.retry_max.is_some(),
+            file.retry_period_secs.is_some(),
+            file.retry_backoff_secs.is_some(),
+            file.standby_min_healthy_secs.is_some(),
+            file.heartbeat_grace_secs.is_some(),
+            file.actuator_heartbeat_max_age_secs.is_some(),
+            file.leader_lease_name.is_some(),
+            file.leader_lease_namespace.is_some(),
+            file.leader_lease_duration_secs.is_some(),
+            file.replace_ineligible.is_some(),
+            file.drain_force.is_some(),
+            file.timeouts.finish.is_some(),
+        ];
+        assert!(shown.iter().all(|&s| s), "{shown:?}");
+        let uncommented = Settings::resolve(file, None).unwrap();
+        assert_eq!(uncommented.core, defaults.core);
+        assert_eq!(uncommented.poll, defaults.poll);
+        assert_eq!(uncommented.leader, defaults.leader);
+        assert_eq!(uncommented.replace_ineligible, defaults.replace_ineligible);
+        assert_eq!(uncommented.metrics_address, None);
+    }
+
+    #[test]
+    fn the_force_flag_forces_and_its_absence_leaves_the_files_setting() {
+        let off = Settings::resolve(FileConfig::default(), None).unwrap();
+        assert!(!off.core.drain_force);
+        assert!(off.clone().with_force_flag(true).core.drain_force);
+        assert!(!off.with_force_flag(false).core.drain_force);
+        let on = parse("drain_force = true").unwrap();
+        assert!(on.with_force_flag(false).core.drain_force);
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod config;
 pub mod drain;
 pub mod drive;
 pub mod enroll;
+pub mod events;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;

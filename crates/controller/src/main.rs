@@ -154,11 +154,13 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
             dry_run,
             in_window,
             timeout,
+            force,
             output,
         } => {
             let settings = settings
                 .with_timeout_flag(timeout.as_deref())
-                .map_err(usage)?;
+                .map_err(usage)?
+                .with_force_flag(*force);
             let swap = SwapArgs {
                 out: node(out, "--out")?,
                 incoming: node(incoming, "--in")?,

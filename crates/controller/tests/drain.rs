@@ -1,8 +1,10 @@
 //! The drain before a step-down, against a real kube-apiserver: the
 //! outgoing voter's pods are evicted through the Eviction API (its
 //! PodDisruptionBudgets checked by the API server itself) with the
-//! configured grace, DaemonSet pods stay, and a budget that allows no
-//! eviction stops the swap at its drain timeout with no step-down asked.
+//! configured grace, DaemonSet pods stay, a budget that allows no
+//! eviction stops the swap at its drain timeout with no step-down asked,
+//! and a pod no controller owns stops it before any eviction unless the
+//! swap is run with `--force`.
 //!
 //! There is no kubelet here: the test plays its part in pod deletion (a
 //! pod whose deletion began is deleted for good, as a kubelet does once
@@ -13,7 +15,7 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::{
-    apps::v1::DaemonSet,
+    apps::v1::{DaemonSet, ReplicaSet},
     core::v1::{Namespace, Pod, ServiceAccount},
     policy::v1::PodDisruptionBudget,
 };
@@ -32,10 +34,42 @@ fn config(drain_timeout: u64) -> String {
     )
 }
 
-async fn create_pod(admin: &Client, name: &str, node: &str, labels: serde_json::Value) {
+/// A ReplicaSet in `ci` to own the test's pods (nothing runs it here: no
+/// controller-manager), and the ownerReferences that make a pod its, as a
+/// ReplicaSet's own pods carry them.
+async fn replica_set(admin: &Client) -> serde_json::Value {
+    let rs: ReplicaSet = serde_json::from_value(json!({
+        "metadata": {"name": "runners"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"owned": "yes"}},
+            "template": {"metadata": {"labels": {"owned": "yes"}},
+                "spec": {"containers": [{"name": "a", "image": "a"}]}}
+        }
+    }))
+    .unwrap();
+    let rs = Api::<ReplicaSet>::namespaced(admin.clone(), "ci")
+        .create(&PostParams::default(), &rs)
+        .await
+        .unwrap();
+    json!([{
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "runners",
+        "uid": rs.metadata.uid.unwrap(), "controller": true
+    }])
+}
+
+/// A Running pod `ci/name` on `node`, with `owners` as its ownerReferences
+/// (`[]`: a pod no controller owns).
+async fn create_pod(
+    admin: &Client,
+    name: &str,
+    node: &str,
+    labels: serde_json::Value,
+    owners: &serde_json::Value,
+) {
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "ci");
     let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {"name": name, "labels": labels, "ownerReferences": owners},
         "spec": {
             "nodeName": node,
             "automountServiceAccountToken": false,
@@ -75,8 +109,8 @@ async fn ci_namespace(admin: &Client) {
 }
 
 /// Plays the kubelet's part: a pod whose deletion began is deleted for
-/// good; records the grace each was given.
-fn kubelet(admin: Client) -> tokio::task::JoinHandle<Vec<(String, i64)>> {
+/// good; records the grace each was given, until `pods_wanted` pods were.
+fn kubelet(admin: Client, pods_wanted: usize) -> tokio::task::JoinHandle<Vec<(String, i64)>> {
     tokio::spawn(async move {
         let pods: Api<Pod> = Api::namespaced(admin, "ci");
         let mut graces = Vec::new();
@@ -95,7 +129,10 @@ fn kubelet(admin: Client) -> tokio::task::JoinHandle<Vec<(String, i64)>> {
                     }
                 }
             }
-            if !graces.is_empty() {
+            let mut seen: Vec<&String> = graces.iter().map(|(n, _)| n).collect();
+            seen.sort();
+            seen.dedup();
+            if seen.len() >= pods_wanted {
                 return graces;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -108,7 +145,8 @@ async fn the_outgoing_voters_pods_are_evicted_with_the_set_grace_before_its_step
  {
     let h = Harness::start(&three_voters(), &config(90)).await;
     ci_namespace(&h.admin).await;
-    create_pod(&h.admin, "job-1", "n1", json!({"app": "ci"})).await;
+    let owned = replica_set(&h.admin).await;
+    create_pod(&h.admin, "job-1", "n1", json!({"app": "ci"}), &owned).await;
     // A DaemonSet's pod (its controller reference is what marks it).
     let ds: DaemonSet = serde_json::from_value(json!({
         "metadata": {"name": "agent"},
@@ -138,8 +176,8 @@ async fn the_outgoing_voters_pods_are_evicted_with_the_set_grace_before_its_step
         .unwrap();
     running(&h.admin, "agent-n1").await;
     // A pod on another Node is nobody's business here.
-    create_pod(&h.admin, "job-2", "n2", json!({"app": "ci"})).await;
-    let kubelet = kubelet(h.admin.clone());
+    create_pod(&h.admin, "job-2", "n2", json!({"app": "ci"}), &owned).await;
+    let kubelet = kubelet(h.admin.clone(), 1);
 
     let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
     run.expect(0);
@@ -180,7 +218,8 @@ async fn a_budget_that_allows_no_eviction_stops_the_swap_at_its_drain_timeout_wi
  {
     let h = Harness::start(&three_voters(), &config(8)).await;
     ci_namespace(&h.admin).await;
-    create_pod(&h.admin, "runner-1", "n1", json!({"app": "runner"})).await;
+    let owned = replica_set(&h.admin).await;
+    create_pod(&h.admin, "runner-1", "n1", json!({"app": "runner"}), &owned).await;
     // No controller-manager runs here to count the budget's healthy pods, so
     // the API server, which checks the budget, allows no disruption: the
     // answer a busy CI runner's budget gives.
@@ -221,4 +260,66 @@ async fn a_budget_that_allows_no_eviction_stops_the_swap_at_its_drain_timeout_wi
         Some("step-down")
     );
     assert_eq!(n1.spec.and_then(|s| s.unschedulable), Some(true));
+}
+
+#[tokio::test]
+async fn a_pod_no_controller_owns_stops_the_swap_naming_it_until_the_swap_is_forced() {
+    let h = Harness::start(&three_voters(), &config(90)).await;
+    ci_namespace(&h.admin).await;
+    let owned = replica_set(&h.admin).await;
+    create_pod(&h.admin, "job-1", "n1", json!({"app": "ci"}), &owned).await;
+    // Started by hand: nothing would start it again once evicted.
+    create_pod(&h.admin, "debug", "n1", json!({"app": "debug"}), &json!([])).await;
+
+    let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
+    run.expect(4);
+    assert!(
+        run.stdout.contains("that no controller owns") && run.stdout.contains("ci/debug"),
+        "the stop names the pod and why: {}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("ci/job-1"),
+        "only the pod no controller owns is named: {}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("--force"), "{}", run.stdout);
+    // Nothing was evicted, not even the owned pod, and n1 was never asked
+    // to step down: it is cordoned and still votes.
+    let pods: Api<Pod> = Api::namespaced(h.admin.clone(), "ci");
+    for name in ["debug", "job-1"] {
+        let p = pods.get(name).await.unwrap();
+        assert!(
+            p.metadata.deletion_timestamp.is_none(),
+            "{name} was evicted"
+        );
+    }
+    let n1 = h.node("n1").await;
+    let ann = n1.metadata.annotations.clone().unwrap_or_default();
+    assert_ne!(
+        ann.get(&format!("{P}/role-step")).map(String::as_str),
+        Some("step-down")
+    );
+    assert_eq!(n1.spec.and_then(|s| s.unschedulable), Some(true));
+    assert!(
+        !h.events()
+            .await
+            .contains(&("n1".into(), "PodsEvicted".into()))
+    );
+
+    // The same swap, forced: both pods are evicted and the swap finishes.
+    let kubelet = kubelet(h.admin.clone(), 2);
+    let run = h
+        .run(&["swap", "--out", "n1", "--in", "n4", "--force"])
+        .await;
+    run.expect(0);
+    h.assert_swapped("n1", "n4").await;
+    run.assert_in_order(&[
+        "evict 2 pods from n1 (ci/debug, ci/job-1)",
+        "ask n1 to step down",
+    ]);
+    let mut evicted: Vec<String> = kubelet.await.unwrap().into_iter().map(|(n, _)| n).collect();
+    evicted.sort();
+    evicted.dedup();
+    assert_eq!(evicted, ["debug", "job-1"]);
 }

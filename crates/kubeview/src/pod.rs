@@ -6,9 +6,10 @@ use protocol::controller::PodFacts;
 /// The annotation the kubelet puts on a static pod's mirror in the API.
 const MIRROR: &str = "kubernetes.io/config.mirror";
 
-/// What the drain reads of `pod`: where it is, whether a DaemonSet owns it
-/// (its controller reference), whether it mirrors a static pod, whether its
-/// deletion has begun and whether it has finished.
+/// What the drain reads of `pod`: where it is, whether a controller owns it
+/// and whether that is a DaemonSet (its controller reference), whether it
+/// mirrors a static pod, whether its deletion has begun and whether it has
+/// finished.
 pub fn pod_facts(pod: &Pod) -> PodFacts {
     let meta = &pod.metadata;
     PodFacts {
@@ -18,6 +19,13 @@ pub fn pod_facts(pod: &Pod) -> PodFacts {
             o.iter()
                 .any(|r| r.controller == Some(true) && r.kind == "DaemonSet")
         }),
+        // As `kubectl drain` tells a pod it may evict: a controller
+        // reference, of any kind (a merely owning reference starts nothing
+        // again).
+        controlled: meta
+            .owner_references
+            .as_ref()
+            .is_some_and(|o| o.iter().any(|r| r.controller == Some(true))),
         mirror: meta
             .annotations
             .as_ref()
@@ -51,6 +59,30 @@ mod tests {
         };
         assert!(pod_facts(&owned(true)).daemon_set);
         assert!(!pod_facts(&owned(false)).daemon_set);
+    }
+
+    #[test]
+    fn a_pod_is_controlled_only_by_an_owner_reference_marked_controller() {
+        let owned = |refs: serde_json::Value| {
+            pod_facts(&pod(
+                json!({"metadata": {"name": "p", "namespace": "n", "ownerReferences": refs}}),
+            ))
+            .controlled
+        };
+        let rs = |controller: Option<bool>| {
+            let mut r =
+                json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "u"});
+            if let Some(c) = controller {
+                r["controller"] = json!(c);
+            }
+            r
+        };
+        assert!(owned(json!([rs(Some(true))])));
+        assert!(owned(json!([rs(Some(false)), rs(Some(true))])));
+        assert!(!owned(json!([rs(Some(false))])));
+        assert!(!owned(json!([rs(None)])));
+        assert!(!owned(json!([])));
+        assert!(!pod_facts(&pod(json!({"metadata": {"name": "p", "namespace": "n"}}))).controlled);
     }
 
     #[test]

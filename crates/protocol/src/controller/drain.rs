@@ -15,6 +15,12 @@
 //! DaemonSet pods (their controller would put them back, and they belong to
 //! the host, not to a workload) and static (mirror) pods; pods that have
 //! finished need nothing.
+//!
+//! Refused, as `kubectl drain` refuses them without `--force`: pods no
+//! controller owns (no ownerReference with `controller: true`). Evicted,
+//! such a pod is gone for good, since nothing starts it again elsewhere; a
+//! drain that meets one stops the swap naming it, unless the operator said
+//! `--force` (`swap --force`, or `drain_force` in the settings).
 
 use serde::Serialize;
 
@@ -37,6 +43,10 @@ pub struct PodFacts {
     pub name: String,
     /// Owned by a DaemonSet (left in place).
     pub daemon_set: bool,
+    /// Owned by a controller (an ownerReference with `controller: true`: a
+    /// ReplicaSet, a Job, a StatefulSet...), which starts it again
+    /// elsewhere once it is evicted. A pod without one is gone for good.
+    pub controlled: bool,
     /// A static pod's mirror (`kubernetes.io/config.mirror`): the API cannot
     /// evict it; it goes with the kubelet.
     pub mirror: bool,
@@ -56,6 +66,14 @@ impl PodFacts {
     /// Whether the drain must see it gone before the step-down.
     pub fn blocks_drain(&self) -> bool {
         !self.daemon_set && !self.mirror && !self.finished
+    }
+
+    /// Whether the drain refuses to evict it unless forced: it holds the
+    /// drain open, no controller owns it, and its deletion has not begun
+    /// (one already terminating is going anyway; evicting it ends nothing
+    /// more).
+    pub fn unmanaged(&self) -> bool {
+        self.blocks_drain() && !self.controlled && !self.terminating
     }
 
     /// Whether its namespace and name are names the API could hold (a
@@ -90,6 +108,14 @@ pub fn blocking(pods: &[PodFacts]) -> Vec<&PodFacts> {
     left
 }
 
+/// The pods on the outgoing Node no controller owns, which the drain
+/// evicts only when forced, sorted.
+pub fn unmanaged(pods: &[PodFacts]) -> Vec<&PodFacts> {
+    let mut left: Vec<&PodFacts> = pods.iter().filter(|p| p.unmanaged()).collect();
+    left.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    left
+}
+
 /// At most this many pods are named in one line of output.
 const NAMED: usize = 5;
 
@@ -114,8 +140,40 @@ mod tests {
         PodFacts {
             namespace: ns.into(),
             name: name.into(),
+            controlled: true,
             ..PodFacts::default()
         }
+    }
+
+    #[test]
+    fn only_a_running_pod_no_controller_owns_is_refused_unless_forced() {
+        let bare = PodFacts {
+            controlled: false,
+            ..pod("ci", "bare")
+        };
+        let ds = PodFacts {
+            daemon_set: true,
+            ..bare.clone()
+        };
+        let mirror = PodFacts {
+            mirror: true,
+            ..bare.clone()
+        };
+        let done = PodFacts {
+            finished: true,
+            ..bare.clone()
+        };
+        let going = PodFacts {
+            terminating: true,
+            ..bare.clone()
+        };
+        let a = PodFacts {
+            name: "a".into(),
+            ..bare.clone()
+        };
+        let pods = [bare, pod("ci", "owned"), ds, mirror, done, going, a];
+        let refused: Vec<String> = unmanaged(&pods).iter().map(|p| p.key()).collect();
+        assert_eq!(refused, ["ci/a", "ci/bare"]);
     }
 
     #[test]

@@ -144,6 +144,14 @@ pub enum Reason {
         /// The pods left, one line.
         pods: String,
     },
+    /// Pods no controller owns are on the outgoing host, and the swap was
+    /// not run with `--force`: evicted, they would be gone for good.
+    Unmanaged {
+        /// The outgoing host.
+        node: String,
+        /// The pods, one line.
+        pods: String,
+    },
     /// The host that finished was not Ready as an agent within the timeout.
     AgentNotReady {
         /// The host.
@@ -237,6 +245,10 @@ impl fmt::Display for Reason {
             Reason::NotDrained { node, secs, pods } => write!(
                 f,
                 "pods stayed on {node} past the drain's {secs} s (a PodDisruptionBudget allows no eviction, or they did not terminate): {pods}"
+            ),
+            Reason::Unmanaged { node, pods } => write!(
+                f,
+                "pods on {node} that no controller owns would be gone for good once evicted, and the swap was not forced (as `kubectl drain` refuses them without --force): {pods}"
             ),
             Reason::AgentNotReady { node, secs } => {
                 write!(f, "{node}'s agent was not Ready within {secs} s")

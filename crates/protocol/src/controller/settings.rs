@@ -133,6 +133,11 @@ pub struct Settings {
     /// (the default): the pod's own `terminationGracePeriodSeconds`, so a
     /// CI job is given the time its owner asked for.
     pub drain_grace: Option<i64>,
+    /// Whether the drain evicts pods no controller owns (`swap --force`,
+    /// `drain_force`); off (the default), such a pod stops the swap, named,
+    /// as `kubectl drain` refuses it without `--force`: nothing would start
+    /// it again once evicted.
+    pub drain_force: bool,
 }
 
 impl Default for Settings {
@@ -154,6 +159,7 @@ impl Default for Settings {
             actuator_heartbeat_max_age: 180,
             timeouts: Timeouts::default(),
             drain_grace: None,
+            drain_force: false,
         }
     }
 }

@@ -1,11 +1,12 @@
 //! The drain phase: after the cordon, before the step-down, the outgoing
 //! host's pods are evicted (see [`crate::controller::drain`] for which, and
-//! why), within the drain step's timeout.
+//! why), within the drain step's timeout. A pod no controller owns stops
+//! the swap before anything is evicted, unless the swap is forced.
 
 use super::step::{enter, overdue, wait};
 use crate::controller::{
     Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, SwapStep,
-    drain::{PodRef, blocking, named},
+    drain::{PodRef, blocking, named, unmanaged},
 };
 
 /// The drain's next action for the outgoing Node, once it is cordoned and
@@ -21,9 +22,29 @@ pub(super) fn drain(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Option<Act
     if let Some(a) = enter(v, l, SwapStep::Drain) {
         return Some(a);
     }
+    let out = rec.out.as_str();
+    let inc = rec.incoming.as_str();
+    let bare = unmanaged(&v.pods);
+    if !v.settings.drain_force && !bare.is_empty() {
+        // Checked before every round, not only the first: a pod bound to
+        // the Node by name skips the scheduler, so the cordon does not keep
+        // a new one off. Nothing of the drain is undone by stopping here:
+        // the pods already evicted had controllers to start them elsewhere.
+        return Some(Action::Stop {
+            step: SwapStep::Drain,
+            reason: Reason::Unmanaged {
+                node: out.to_string(),
+                pods: named(&bare),
+            },
+            left: format!(
+                "{inc} is a voter (promoted by this swap) and {out} is still a voter, cordoned, no step-down asked: the cluster has one voter more than configured"
+            ),
+            next: format!(
+                "move or delete those pods yourself (`kubectl get pods -A --field-selector spec.nodeName={out}`), then `fleet-role swap --out {out} --in {inc}` resumes the swap; or resume it with `--force` (`drain_force = true` for `run`) to evict them, gone for good"
+            ),
+        });
+    }
     if overdue(v, l, SwapStep::Drain) {
-        let out = rec.out.as_str();
-        let inc = rec.incoming.as_str();
         return Some(Action::Stop {
             step: SwapStep::Drain,
             reason: Reason::NotDrained {

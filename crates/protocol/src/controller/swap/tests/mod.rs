@@ -296,11 +296,22 @@ fn the_outgoing_voter_is_cordoned_then_asked_to_step_down() {
     );
 }
 
+/// A pod on the outgoing Node that a controller owns (a ReplicaSet's, a
+/// Job's): what a drain evicts without `--force`.
 fn pod_on_out(name: &str) -> PodFacts {
     PodFacts {
         namespace: "ci".into(),
         name: name.into(),
+        controlled: true,
         ..PodFacts::default()
+    }
+}
+
+/// A pod on the outgoing Node that no controller owns.
+fn bare_pod_on_out(name: &str) -> PodFacts {
+    PodFacts {
+        controlled: false,
+        ..pod_on_out(name)
     }
 }
 
@@ -428,6 +439,96 @@ fn a_drain_past_its_timeout_stops_the_swap_naming_the_pods_left_and_asks_no_step
         }
     );
     assert!(left.contains("n1 is still a voter, cordoned"), "{left}");
+}
+
+#[test]
+fn a_pod_no_controller_owns_stops_the_drain_naming_it_before_any_eviction() {
+    let v = cordoned_with_pods(
+        SwapStep::Drain,
+        vec![
+            pod_on_out("job-1"),
+            bare_pod_on_out("debug"),
+            PodFacts {
+                terminating: true,
+                ..bare_pod_on_out("going")
+            },
+        ],
+    );
+    let Action::Stop {
+        step: SwapStep::Drain,
+        reason,
+        left,
+        next,
+    } = next_action(&v, &taken())
+    else {
+        panic!("{:?}", next_action(&v, &taken()))
+    };
+    assert_eq!(
+        reason,
+        Reason::Unmanaged {
+            node: "n1".into(),
+            pods: "ci/debug".into()
+        }
+    );
+    assert!(
+        reason.to_string().contains("no controller owns"),
+        "{reason}"
+    );
+    assert!(left.contains("no step-down asked"), "{left}");
+    assert!(next.contains("--force"), "{next}");
+    // Before the drain's step is marked, the mark comes first, as for any
+    // drain: the stop is recorded in the drain step.
+    let v = cordoned_with_pods(SwapStep::StepDown, vec![bare_pod_on_out("debug")]);
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::MarkStep {
+            step: SwapStep::Drain
+        }
+    );
+}
+
+#[test]
+fn a_forced_drain_evicts_the_pods_no_controller_owns_with_the_others() {
+    let mut v = cordoned_with_pods(
+        SwapStep::Drain,
+        vec![pod_on_out("job-1"), bare_pod_on_out("debug")],
+    );
+    v.settings.drain_force = true;
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::Evict {
+            node: name("n1"),
+            pods: vec![
+                PodRef {
+                    namespace: "ci".into(),
+                    name: "debug".into()
+                },
+                PodRef {
+                    namespace: "ci".into(),
+                    name: "job-1".into()
+                },
+            ],
+            grace: None,
+        }
+    );
+}
+
+#[test]
+fn a_pod_no_controller_owns_that_is_already_terminating_only_keeps_the_drain_waiting() {
+    let v = cordoned_with_pods(
+        SwapStep::Drain,
+        vec![PodFacts {
+            terminating: true,
+            ..bare_pod_on_out("going")
+        }],
+    );
+    assert!(matches!(
+        next_action(&v, &taken()),
+        Action::Wait {
+            reason: Awaiting::Drain { .. },
+            ..
+        }
+    ));
 }
 
 #[test]
