@@ -4,13 +4,19 @@
 //! The token is never held by this code: kube keeps it in a `SecretString`
 //! (and re-reads a token file at least once a minute), so nothing here can
 //! print it, and errors are kube's, which name URLs and status codes only.
+//! Only the token's `exp` claim is read here ([`Credential`]), for the
+//! metric that warns before it lapses.
 
-use std::{path::Path, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use kube::{
     Client, Config,
     config::{KubeConfigOptions, Kubeconfig},
 };
+use secrecy::ExposeSecret;
 
 /// Why no client could be made.
 #[derive(Debug, thiserror::Error)]
@@ -34,15 +40,33 @@ pub enum ClusterError {
 
 /// A client for the cluster, for requests (each bounded).
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClusterError> {
-    Ok(clients(kubeconfig).await?.0)
+    Ok(connect(kubeconfig).await?.requests)
 }
 
 /// Two clients: one for requests, each bounded by a short read timeout, and
-/// one for watches, whose read timeout outlasts the API server's own watch
-/// timeout (kube's watcher asks for 290 s and bookmarks arrive about once a
-/// minute): with the short one, every quiet watch would break and be
-/// restarted every 20 s, which is exactly the polling the watches replace.
+/// one for watches (see [`Clients`]).
 pub async fn clients(kubeconfig: Option<&Path>) -> Result<(Client, Client), ClusterError> {
+    let c = connect(kubeconfig).await?;
+    Ok((c.requests, c.watches))
+}
+
+/// What [`connect`] makes of the configuration.
+pub struct Clients {
+    /// For requests, each bounded by a short read timeout.
+    pub requests: Client,
+    /// For watches, whose read timeout outlasts the API server's own watch
+    /// timeout (kube's watcher asks for 290 s and bookmarks arrive about
+    /// once a minute): with the short one, every quiet watch would break
+    /// and be restarted every 20 s, which is exactly the polling the
+    /// watches replace.
+    pub watches: Client,
+    /// Where the credential's expiry can be read.
+    pub credential: Credential,
+}
+
+/// The clients for the cluster, and where their credential's expiry can
+/// be read.
+pub async fn connect(kubeconfig: Option<&Path>) -> Result<Clients, ClusterError> {
     let mut config = match kubeconfig {
         Some(path) => {
             let err = |source| ClusterError::Kubeconfig {
@@ -66,10 +90,125 @@ pub async fn clients(kubeconfig: Option<&Path>) -> Result<(Client, Client), Clus
     // hang the loop, and no retry would be bounded by a step's timeout.
     // The loop retries at its own pace instead.
     config.default_retry = false;
+    let credential = Credential::of(&config);
     let mut watching = config.clone();
     watching.read_timeout = Some(Duration::from_secs(330));
-    Ok((
-        Client::try_from(config).map_err(ClusterError::Client)?,
-        Client::try_from(watching).map_err(ClusterError::Client)?,
-    ))
+    Ok(Clients {
+        requests: Client::try_from(config).map_err(ClusterError::Client)?,
+        watches: Client::try_from(watching).map_err(ClusterError::Client)?,
+        credential,
+    })
+}
+
+/// Where the expiry of the controller's credential can be read, for
+/// `fleet_role_credential_expiry_timestamp_seconds`. A ServiceAccount
+/// token is a JWT whose `exp` claim says when it lapses (`kubectl create
+/// token` makes one that lapses in an hour unless `--duration` says
+/// otherwise); a client certificate's `notAfter` would need an X.509
+/// parser this crate does not carry, and an exec plugin's credential is
+/// the plugin's to renew.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Credential {
+    /// Nothing says when the credential lapses (a client certificate, an
+    /// exec plugin, a token that is no JWT, no credential at all).
+    #[default]
+    Unknown,
+    /// A token given in the kubeconfig: its `exp`, read once (the token
+    /// itself is not kept).
+    Expires(i64),
+    /// A token file (in a Pod, the ServiceAccount's projected token, which
+    /// the kubelet rotates and kube re-reads): read again at each look.
+    TokenFile(PathBuf),
+}
+
+impl Credential {
+    /// Where `config`'s credential says when it lapses. kube sends the
+    /// inline token over the token file when both are given: so does this.
+    pub fn of(config: &Config) -> Self {
+        let auth = &config.auth_info;
+        if let Some(token) = &auth.token {
+            return jwt_expiry(token.expose_secret())
+                .map_or(Credential::Unknown, Credential::Expires);
+        }
+        match &auth.token_file {
+            Some(file) => Credential::TokenFile(file.into()),
+            None => Credential::Unknown,
+        }
+    }
+
+    /// When the credential lapses (unix seconds), if it says.
+    pub fn expiry(&self) -> Option<i64> {
+        match self {
+            Credential::Unknown => None,
+            Credential::Expires(at) => Some(*at),
+            Credential::TokenFile(path) => {
+                let bytes = std::fs::read(path).ok()?;
+                jwt_expiry(std::str::from_utf8(&bytes).ok()?)
+            }
+        }
+    }
+}
+
+/// The `exp` claim of the JWT `token`, if it is one that has it. The
+/// middle part of a JWT is plain base64url JSON: its `exp` is read without
+/// any key. Only `exp` is taken; nothing of the token is kept or shown.
+pub fn jwt_expiry(token: &str) -> Option<i64> {
+    use base64::Engine;
+    let payload = token.trim().split('.').nth(1)?;
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&json).ok()?;
+    claims.get("exp")?.as_i64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine;
+
+    fn jwt(claims: &str) -> String {
+        let b = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        format!("{}.{}.c2ln", b(r#"{"alg":"RS256"}"#), b(claims))
+    }
+
+    #[test]
+    fn a_tokens_expiry_is_its_exp_claim_and_a_token_without_one_says_nothing() {
+        assert_eq!(
+            jwt_expiry(&jwt(
+                r#"{"sub":"system:serviceaccount:x:y","exp":1800000000}"#
+            )),
+            Some(1_800_000_000)
+        );
+        assert_eq!(jwt_expiry(&jwt(r#"{"sub":"y"}"#)), None);
+        assert_eq!(jwt_expiry("not-a-jwt"), None);
+        assert_eq!(jwt_expiry("a.%%%.c"), None);
+    }
+
+    #[test]
+    fn a_token_file_is_read_again_at_each_look() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, jwt(r#"{"exp":100}"#)).unwrap();
+        let c = Credential::TokenFile(file.clone());
+        assert_eq!(c.expiry(), Some(100));
+        // The kubelet rotates a projected token in place.
+        std::fs::write(&file, jwt(r#"{"exp":200}"#)).unwrap();
+        assert_eq!(c.expiry(), Some(200));
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(c.expiry(), None);
+    }
+
+    #[test]
+    fn an_inline_token_is_preferred_to_a_token_file_as_kube_sends_it() {
+        let mut config = Config::new("https://127.0.0.1:6443".parse().unwrap());
+        assert_eq!(Credential::of(&config), Credential::Unknown);
+        config.auth_info.token_file = Some("/var/run/token".into());
+        assert_eq!(
+            Credential::of(&config),
+            Credential::TokenFile("/var/run/token".into())
+        );
+        config.auth_info.token = Some(jwt(r#"{"exp":42}"#).into());
+        assert_eq!(Credential::of(&config), Credential::Expires(42));
+    }
 }

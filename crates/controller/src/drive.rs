@@ -206,7 +206,7 @@ impl Driver {
     /// A controller process over `client`.
     pub fn new(client: Client, settings: Settings, shutdown: watch::Receiver<bool>) -> Self {
         let instance = new_instance(&settings.names().controller_identity);
-        let metrics = Arc::new(Metrics::new(settings.clock.clone()));
+        let metrics = Arc::new(Metrics::new());
         Self {
             actor: Actor::new(client.clone(), settings.clone()),
             client,

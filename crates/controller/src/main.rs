@@ -325,9 +325,13 @@ async fn run_command(
     settings: Settings,
     dry_run: bool,
 ) -> anyhow::Result<Exit> {
-    let (client, watching) = cluster::clients(kubeconfig).await?;
+    let cluster::Clients {
+        requests: client,
+        watches: watching,
+        credential,
+    } = cluster::connect(kubeconfig).await?;
     let mut printer = Printer::new(Format::Text, settings.clock.clone());
-    let metrics = Arc::new(Metrics::new(settings.clock.clone()));
+    let metrics = Arc::new(Metrics::new().with_credential(credential));
     if let Some(addr) = settings.metrics_address {
         let bound = metrics.clone().serve(addr).await?;
         printer.line(

@@ -8,14 +8,24 @@
 //! - `/readyz`: 200 once the watches have listed the cluster, 503 before
 //!   (a readiness probe; a standby is ready too: it is ready to lead).
 //!
+//! The fleet's state (etcd's membership, the Lease's pause, swap and last
+//! ending, what is degraded) is read from the same [`FleetView`] and by the
+//! same functions as the gates and `fleet-role status`: one model, so an
+//! alert fires exactly when a gate would shut. Those series appear once
+//! this process has observed the fleet (while it leads, or under
+//! `run --dry-run`) and are withdrawn when it stops leading, so a query
+//! over every instance reads the leader's alone; a value that is not known
+//! (no server reports etcd's view, no swap ever ended) has no sample
+//! rather than a sentinel.
+//!
 //! The HTTP side (the request read, the answer written, every wait bounded)
 //! is the `endpoints` crate's, shared with the actuator.
 
 use std::{
     net::SocketAddr,
     sync::{
-        Arc,
-        atomic::{AtomicBool, AtomicI64, Ordering},
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
     },
     time::Duration,
 };
@@ -31,7 +41,9 @@ use prometheus_client::{
     },
     registry::Registry,
 };
-use protocol::controller::{Class, FleetView, classify, count_voters, is_healthy_voter};
+use protocol::controller::{FleetView, degradations, pending_learners};
+
+use crate::cluster::Credential;
 
 /// Labels of one series.
 type Labels = Vec<(String, String)>;
@@ -39,22 +51,61 @@ type Labels = Vec<(String, String)>;
 /// Why the endpoints could not be served.
 pub use endpoints::ServeError as MetricsError;
 
+/// A gauge whose samples come and go: each [`Shown::show`] sets the series
+/// given and withdraws those no longer given, so a scrape never sees a
+/// stale one (nor, for a series kept, a moment without it).
+#[derive(Default)]
+struct Shown {
+    family: Family<Labels, Gauge>,
+    /// The label sets shown now.
+    shown: Mutex<Vec<Labels>>,
+}
+
+impl Shown {
+    fn show(&self, series: Vec<(Labels, i64)>) {
+        let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
+        for (labels, value) in &series {
+            self.family.get_or_create(labels).set(*value);
+        }
+        for old in shown.iter() {
+            if !series.iter().any(|(l, _)| l == old) {
+                self.family.remove(old);
+            }
+        }
+        *shown = series.into_iter().map(|(l, _)| l).collect();
+    }
+
+    /// One unlabelled sample, or none.
+    fn one(&self, value: Option<i64>) {
+        self.show(value.map(|v| (Vec::new(), v)).into_iter().collect());
+    }
+}
+
+/// `n` as a gauge's value.
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 /// The controller's metrics.
 pub struct Metrics {
     registry: Registry,
     swaps: Family<Labels, Counter>,
     refusals: Family<Labels, Counter>,
     steps: Family<Labels, Histogram, fn() -> Histogram>,
-    voters_healthy: Gauge,
-    learners: Gauge,
-    members: Gauge,
+    voters_healthy: Shown,
+    learners: Shown,
+    members: Shown,
+    ghosts: Shown,
+    paused: Shown,
+    swap_in_progress: Shown,
+    degraded: Shown,
+    last_swap_end: Shown,
+    credential_expiry: Shown,
     regrade_lease_held: Gauge,
     leader: Gauge,
-    since_last_swap: Gauge,
-    last_swap_at: AtomicI64,
     ready: AtomicBool,
-    /// Reads now for the time since the last swap.
-    clock: clock::Clock,
+    /// Where the credential's expiry is read at each scrape.
+    credential: Credential,
 }
 
 fn step_histogram() -> Histogram {
@@ -62,11 +113,25 @@ fn step_histogram() -> Histogram {
     Histogram::new(exponential_buckets(1.0, 2.0, 13))
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Metrics {
-    /// Every metric, registered under the prefix `fleet_role`, with the
-    /// time since the last swap read from `clock`.
-    pub fn new(clock: clock::Clock) -> Self {
+    /// Every metric, registered under the prefix `fleet_role`.
+    pub fn new() -> Self {
         let mut registry = Registry::with_prefix("fleet_role");
+        let build_info = Family::<Labels, Gauge>::default();
+        registry.register(
+            "build_info",
+            "1, labelled with the version of this fleet-role build",
+            build_info.clone(),
+        );
+        build_info
+            .get_or_create(&vec![("version".into(), env!("CARGO_PKG_VERSION").into())])
+            .set(1);
         let swaps = Family::<Labels, Counter>::default();
         registry.register(
             "swaps",
@@ -87,19 +152,55 @@ impl Metrics {
             "How long each step of a swap took, as this process saw it",
             steps.clone(),
         );
-        let voters_healthy = Gauge::default();
-        registry.register(
+        let shown = |registry: &mut Registry, name: &str, help: &str| {
+            let s = Shown::default();
+            registry.register(name, help, s.family.clone());
+            s
+        };
+        let voters_healthy = shown(
+            &mut registry,
             "voters_healthy",
-            "etcd voters Ready with EtcdIsVoter",
-            voters_healthy.clone(),
+            "etcd voting members healthy by their own host's fresh view (etcd's membership as the servers report it); no sample while no server reports one",
         );
-        let learners = Gauge::default();
-        registry.register("learners", "etcd learners pending", learners.clone());
-        let members = Gauge::default();
-        registry.register(
+        let members = shown(
+            &mut registry,
             "members",
-            "etcd voting members, counting configured voters not seen as down",
-            members.clone(),
+            "etcd voting members (etcd's membership as the servers report it); no sample while no server reports one",
+        );
+        let ghosts = shown(
+            &mut registry,
+            "ghost_members",
+            "etcd members no Node matches (the no-ghost-member gate); no sample while no server reports etcd's view",
+        );
+        let learners = shown(
+            &mut registry,
+            "learners",
+            "Learners pending, by the Nodes and by etcd's membership (the no-learner gate)",
+        );
+        let paused = shown(
+            &mut registry,
+            "paused",
+            "1 while the regrade Lease records a pause (fleet-role pause), else 0",
+        );
+        let swap_in_progress = shown(
+            &mut registry,
+            "swap_in_progress",
+            "1 while the regrade Lease is held for a swap, labelled with the step it records; no sample otherwise",
+        );
+        let degraded = shown(
+            &mut registry,
+            "degraded",
+            "1 for each kind of thing degraded about the fleet (as fleet-role status says), by reason; no sample when nothing is",
+        );
+        let last_swap_end = shown(
+            &mut registry,
+            "last_swap_end_timestamp_seconds",
+            "When the last swap ended (unix seconds), as the regrade Lease records it, whoever ran it; no sample before the first",
+        );
+        let credential_expiry = shown(
+            &mut registry,
+            "credential_expiry_timestamp_seconds",
+            "When the controller's bearer token lapses (unix seconds, its exp claim); no sample when the credential is not a token that says",
         );
         let regrade_lease_held = Gauge::default();
         registry.register(
@@ -113,13 +214,6 @@ impl Metrics {
             "1 while this process leads (run's leader election)",
             leader.clone(),
         );
-        let since_last_swap = Gauge::default();
-        registry.register(
-            "seconds_since_last_swap",
-            "Seconds since the last swap ended, as recorded on the regrade Lease (-1: none recorded)",
-            since_last_swap.clone(),
-        );
-        since_last_swap.set(-1);
         Self {
             registry,
             swaps,
@@ -128,13 +222,23 @@ impl Metrics {
             voters_healthy,
             learners,
             members,
+            ghosts,
+            paused,
+            swap_in_progress,
+            degraded,
+            last_swap_end,
+            credential_expiry,
             regrade_lease_held,
             leader,
-            since_last_swap,
-            last_swap_at: AtomicI64::new(i64::MIN),
             ready: AtomicBool::new(false),
-            clock,
+            credential: Credential::Unknown,
         }
+    }
+
+    /// Reads the credential's expiry from `credential` at each scrape.
+    pub fn with_credential(mut self, credential: Credential) -> Self {
+        self.credential = credential;
+        self
     }
 
     /// A swap ended with `outcome` (the word `swap` prints last).
@@ -158,35 +262,75 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    /// What a view shows: the voters, learners and members, the regrade
-    /// Lease held by `instance`, the last swap's time.
+    /// What a view shows: etcd's membership and the learners as the gates
+    /// read them, the Lease's pause, swap and last ending, what is
+    /// degraded, and whether `instance` holds the regrade Lease.
     pub fn observed(&self, v: &FleetView, instance: &str) {
-        let count = count_voters(v, None);
-        let gauge = |g: &Gauge, n: usize| g.set(i64::try_from(n).unwrap_or(i64::MAX));
-        gauge(
-            &self.voters_healthy,
-            v.nodes.iter().filter(|n| is_healthy_voter(n)).count(),
+        let etcd = v.etcd();
+        let by_etcd = |n: usize| etcd.known().then(|| count(n));
+        let (voting, healthy) = etcd.voters_after(None);
+        self.members.one(by_etcd(voting));
+        self.voters_healthy.one(by_etcd(healthy));
+        self.ghosts.one(by_etcd(etcd.ghosts().count()));
+        self.learners
+            .one(Some(count(pending_learners(v, None).len())));
+        self.paused.one(Some(i64::from(v.paused())));
+        let swapping = v
+            .lease
+            .as_ref()
+            .filter(|l| l.is_held(v.now) && l.swap.is_some());
+        self.swap_in_progress.show(
+            swapping
+                .map(|l| {
+                    // The step as this build knows it; a Lease written by
+                    // another version may name one it does not.
+                    let step = match (l.current_step(), l.step.as_deref()) {
+                        (Some(s), _) => s.as_str(),
+                        (None, None) => "none",
+                        (None, Some(_)) => "unknown",
+                    };
+                    (vec![("step".into(), step.into())], 1)
+                })
+                .into_iter()
+                .collect(),
         );
-        gauge(
-            &self.learners,
-            v.nodes
-                .iter()
-                .filter(|n| classify(n) == Class::Learner)
-                .count(),
+        let mut reasons: Vec<_> = degradations(v).into_iter().map(|d| d.reason).collect();
+        reasons.sort_unstable();
+        reasons.dedup();
+        self.degraded.show(
+            reasons
+                .into_iter()
+                .map(|r| (vec![("reason".into(), r.as_str().into())], 1))
+                .collect(),
         );
-        gauge(&self.members, count.members());
-        let held = v.lease.as_ref().is_some_and(|l| {
-            l.is_held(v.now) && l.instance.as_deref() == Some(instance) && l.swap.is_some()
-        });
+        self.last_swap_end.one(
+            v.lease
+                .as_ref()
+                .and_then(|l| l.endings().iter().map(|e| e.at).max()),
+        );
+        let held = swapping.is_some_and(|l| l.instance.as_deref() == Some(instance));
         self.regrade_lease_held.set(i64::from(held));
-        if let Some(last) = v.lease.as_ref().and_then(|l| l.last()) {
-            self.last_swap_at.store(last.at, Ordering::Relaxed);
-        }
     }
 
-    /// Whether this process leads.
+    /// Whether this process leads. A process that stops leading withdraws
+    /// what it showed of the fleet: the new leader shows it now.
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+        if !leading {
+            for s in [
+                &self.voters_healthy,
+                &self.learners,
+                &self.members,
+                &self.ghosts,
+                &self.paused,
+                &self.swap_in_progress,
+                &self.degraded,
+                &self.last_swap_end,
+            ] {
+                s.show(Vec::new());
+            }
+            self.regrade_lease_held.set(0);
+        }
     }
 
     /// Whether the watches have listed the cluster.
@@ -194,13 +338,10 @@ impl Metrics {
         self.ready.store(ready, Ordering::Relaxed);
     }
 
-    /// The exposition text, the time since the last swap computed now.
+    /// The exposition text, the credential's expiry read now (a token
+    /// file is rotated under the process).
     pub fn render(&self) -> String {
-        let at = self.last_swap_at.load(Ordering::Relaxed);
-        if at != i64::MIN {
-            let since = self.clock.unix_secs().saturating_sub(at).max(0);
-            self.since_last_swap.set(since);
-        }
+        self.credential_expiry.one(self.credential.expiry());
         let mut text = String::new();
         // Writing to a String cannot fail.
         let _ = encode(&mut text, &self.registry);
@@ -230,10 +371,111 @@ impl Route for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use protocol::{
+        controller::{Ending, GateName, LeaseFacts, Settings, gate_no_learner, record_ending},
+        etcd::{EtcdView, Member, MemberId},
+        report::{Eligibility, HostPart},
+        view::NodeFacts,
+    };
+
+    const NOW: i64 = 10_000;
+    const ME: &str = "fleet-role@here-1-abcdef";
+
+    fn member(id: u64, node: &str, learner: bool) -> Member {
+        Member {
+            id: MemberId(id),
+            name: format!("{node}-0a1b2c3d"),
+            peer_urls: vec![format!("https://10.0.0.{id}:2380")],
+            client_urls: vec![],
+            learner,
+        }
+    }
+
+    /// A server's view of etcd, read by its own member `me`.
+    fn view(me: u64, members: Vec<Member>) -> EtcdView {
+        EtcdView {
+            read_at: NOW - 10,
+            member: MemberId(me),
+            members,
+            leader: Some(MemberId(1)),
+            raft_term: 3,
+            raft_index: 77,
+            db_size: 3 << 20,
+            alarms: vec![],
+            healthy: true,
+        }
+    }
+
+    fn node(name: &str, voter: bool, etcd: Option<EtcdView>) -> NodeFacts {
+        let mut n = NodeFacts {
+            name: name.into(),
+            ready: true,
+            etcd_label: voter,
+            etcd_is_voter: voter,
+            control_plane_label: voter,
+            host: Some(HostPart {
+                heartbeat_at: NOW - 5,
+                demotion: voter.then_some(Eligibility::Ok),
+                etcd,
+            }),
+            ..NodeFacts::default()
+        };
+        n.k3s.node_address = voter.then(|| format!("10.0.0.{}", &name[1..]));
+        n
+    }
+
+    /// Three healthy voters n1..n3, each reporting etcd's membership
+    /// (`members`), and the agents n4 and n5; the regrade Lease free.
+    fn fleet_with(members: &[Member]) -> FleetView {
+        FleetView {
+            now: NOW,
+            settings: Settings::default(),
+            nodes: vec![
+                node("n1", true, Some(view(1, members.to_vec()))),
+                node("n2", true, Some(view(2, members.to_vec()))),
+                node("n3", true, Some(view(3, members.to_vec()))),
+                node("n4", false, None),
+                node("n5", false, None),
+            ],
+            lease: Some(LeaseFacts::default()),
+            pods: vec![],
+        }
+    }
+
+    fn voters() -> Vec<Member> {
+        (1..=3)
+            .map(|i| member(i, &format!("n{i}"), false))
+            .collect()
+    }
+
+    fn fleet() -> FleetView {
+        fleet_with(&voters())
+    }
+
+    /// The samples of `name` (with its labels), as `name{...} value` lines,
+    /// sorted (a family's series come in no set order).
+    fn samples(text: &str, name: &str) -> Vec<String> {
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+            })
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        lines
+    }
+
+    fn observed(v: &FleetView) -> String {
+        let m = Metrics::new();
+        m.observed(v, ME);
+        m.render()
+    }
 
     #[test]
     fn a_refusal_is_counted_under_its_gate() {
-        let m = Metrics::new(clock::Clock::manual(1_000));
+        let m = Metrics::new();
         m.refused_by("voters-healthy");
         m.refused_by("voters-healthy");
         let text = m.render();
@@ -245,7 +487,7 @@ mod tests {
 
     #[test]
     fn readyz_answers_503_until_the_watches_have_listed() {
-        let m = Metrics::new(clock::Clock::manual(1_000));
+        let m = Metrics::new();
         assert!(
             endpoints::answer("GET /readyz HTTP/1.1", &m)
                 .status
@@ -275,11 +517,342 @@ mod tests {
     }
 
     #[test]
-    fn with_no_swap_recorded_the_time_since_the_last_one_reads_minus_one() {
-        let text = Metrics::new(clock::Clock::manual(1_000)).render();
+    fn the_build_is_shown_by_its_version() {
+        let text = Metrics::new().render();
+        assert_eq!(
+            samples(&text, "fleet_role_build_info"),
+            [format!(
+                "fleet_role_build_info{{version=\"{}\"}} 1",
+                env!("CARGO_PKG_VERSION")
+            )]
+        );
+    }
+
+    #[test]
+    fn before_it_observes_the_fleet_a_process_shows_nothing_of_it() {
+        let text = Metrics::new().render();
+        for name in [
+            "fleet_role_voters_healthy",
+            "fleet_role_members",
+            "fleet_role_ghost_members",
+            "fleet_role_learners",
+            "fleet_role_paused",
+            "fleet_role_swap_in_progress",
+            "fleet_role_degraded",
+            "fleet_role_last_swap_end_timestamp_seconds",
+            "fleet_role_credential_expiry_timestamp_seconds",
+        ] {
+            assert!(samples(&text, name).is_empty(), "{name} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_healthy_fleet_shows_its_voters_as_etcd_lists_them_and_nothing_degraded() {
+        let text = observed(&fleet());
+        for line in [
+            "fleet_role_voters_healthy 3",
+            "fleet_role_members 3",
+            "fleet_role_ghost_members 0",
+            "fleet_role_learners 0",
+            "fleet_role_paused 0",
+            "fleet_role_regrade_lease_held 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+        }
+        assert!(samples(&text, "fleet_role_degraded").is_empty(), "{text}");
         assert!(
-            text.contains("fleet_role_seconds_since_last_swap -1"),
+            samples(&text, "fleet_role_swap_in_progress").is_empty(),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_learner_only_etcds_view_shows_is_counted_as_the_no_learner_gate_counts_it() {
+        // n4 joined as a learner: its Node carries no etcd label (k3s
+        // writes none until it is promoted), only etcd's members list it.
+        let mut members = voters();
+        members.push(member(4, "n4", true));
+        let v = fleet_with(&members);
+        assert!(!v.node("n4").unwrap().etcd_label);
+        // The gate shuts on it...
+        let gate = gate_no_learner(&v, None);
+        assert_eq!(gate.name, GateName::NoLearner);
+        assert!(!gate.passed, "{}", gate.reason);
+        // ...and the metric counts it; it does not vote.
+        let text = observed(&v);
+        assert_eq!(
+            samples(&text, "fleet_role_learners"),
+            ["fleet_role_learners 1"]
+        );
+        assert_eq!(
+            samples(&text, "fleet_role_members"),
+            ["fleet_role_members 3"]
+        );
+        assert!(
+            text.contains("fleet_role_degraded{reason=\"etcd-learner\"} 1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_ghost_member_and_an_unhealthy_voter_are_counted_by_etcds_view() {
+        let mut members = voters();
+        members.push(member(9, "gone", false));
+        let mut v = fleet_with(&members);
+        // n3's own host says its member is unhealthy; its Node is Ready.
+        if let Some(e) = v.nodes[2].host.as_mut().and_then(|h| h.etcd.as_mut()) {
+            e.healthy = false;
+        }
+        let text = observed(&v);
+        assert_eq!(
+            samples(&text, "fleet_role_ghost_members"),
+            ["fleet_role_ghost_members 1"]
+        );
+        assert_eq!(
+            samples(&text, "fleet_role_members"),
+            ["fleet_role_members 4"]
+        );
+        assert_eq!(
+            samples(&text, "fleet_role_voters_healthy"),
+            ["fleet_role_voters_healthy 2"]
+        );
+        assert!(
+            text.contains("fleet_role_degraded{reason=\"etcd-ghost-member\"} 1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn with_no_fresh_view_of_etcd_its_counts_have_no_sample_and_the_fleet_is_degraded() {
+        let mut v = fleet();
+        for n in &mut v.nodes {
+            if let Some(e) = n.host.as_mut().and_then(|h| h.etcd.as_mut()) {
+                e.read_at = NOW - 500;
+            }
+        }
+        let text = observed(&v);
+        for name in [
+            "fleet_role_voters_healthy",
+            "fleet_role_members",
+            "fleet_role_ghost_members",
+        ] {
+            assert!(samples(&text, name).is_empty(), "{name} in:\n{text}");
+        }
+        assert_eq!(
+            samples(&text, "fleet_role_degraded"),
+            ["fleet_role_degraded{reason=\"etcd-views\"} 1"]
+        );
+    }
+
+    #[test]
+    fn each_kind_degraded_is_one_series_and_one_that_clears_is_withdrawn() {
+        let m = Metrics::new();
+        let mut v = fleet();
+        v.nodes[1].ready = false;
+        v.nodes[2].ready = false;
+        v.lease.as_mut().unwrap().stopped = Some("the step-down failed".into());
+        m.observed(&v, ME);
+        let text = m.render();
+        assert_eq!(
+            samples(&text, "fleet_role_degraded"),
+            [
+                "fleet_role_degraded{reason=\"swap-stopped\"} 1",
+                "fleet_role_degraded{reason=\"voters-unhealthy\"} 1",
+            ]
+            .map(String::from),
+            "{text}"
+        );
+        v.lease.as_mut().unwrap().stopped = None;
+        m.observed(&v, ME);
+        assert_eq!(
+            samples(&m.render(), "fleet_role_degraded"),
+            ["fleet_role_degraded{reason=\"voters-unhealthy\"} 1"]
+        );
+    }
+
+    #[test]
+    fn the_pause_and_the_swap_in_progress_are_read_from_the_lease_with_its_step() {
+        let m = Metrics::new();
+        let mut v = fleet();
+        let l = v.lease.as_mut().unwrap();
+        l.paused = true;
+        m.observed(&v, ME);
+        let text = m.render();
+        assert_eq!(samples(&text, "fleet_role_paused"), ["fleet_role_paused 1"]);
+        assert!(samples(&text, "fleet_role_swap_in_progress").is_empty());
+        // Held for a swap in its promotion, by this process.
+        let l = v.lease.as_mut().unwrap();
+        l.paused = false;
+        l.holder = Some("fleet-role".into());
+        l.instance = Some(ME.into());
+        l.renew_time = Some(NOW - 1);
+        l.duration_secs = Some(60);
+        l.swap = Some("swap-1".into());
+        l.swap_out = Some("n1".into());
+        l.swap_in = Some("n4".into());
+        l.step = Some("promote".into());
+        m.observed(&v, ME);
+        let text = m.render();
+        assert_eq!(samples(&text, "fleet_role_paused"), ["fleet_role_paused 0"]);
+        assert_eq!(
+            samples(&text, "fleet_role_swap_in_progress"),
+            ["fleet_role_swap_in_progress{step=\"promote\"} 1"]
+        );
+        assert!(text.contains("fleet_role_regrade_lease_held 1"), "{text}");
+        // The next step replaces the series: one at a time.
+        v.lease.as_mut().unwrap().step = Some("step-down".into());
+        m.observed(&v, ME);
+        assert_eq!(
+            samples(&m.render(), "fleet_role_swap_in_progress"),
+            ["fleet_role_swap_in_progress{step=\"step-down\"} 1"]
+        );
+        // Held by another process (a `fleet-role swap` run by hand): in
+        // progress all the same, not held by this one.
+        v.lease.as_mut().unwrap().instance = Some("someone-else".into());
+        m.observed(&v, ME);
+        let text = m.render();
+        assert_eq!(samples(&text, "fleet_role_swap_in_progress").len(), 1);
+        assert!(text.contains("fleet_role_regrade_lease_held 0"), "{text}");
+        // Lapsed: no swap is in progress any more.
+        v.now = NOW + 120;
+        m.observed(&v, ME);
+        assert!(samples(&m.render(), "fleet_role_swap_in_progress").is_empty());
+    }
+
+    #[test]
+    fn the_last_swap_end_is_the_latest_ending_the_lease_records_whoever_ran_it() {
+        let m = Metrics::new();
+        let mut v = fleet();
+        m.observed(&v, ME);
+        assert!(
+            samples(&m.render(), "fleet_role_last_swap_end_timestamp_seconds").is_empty(),
+            "no sentinel before the first swap"
+        );
+        let ending = |swap: &str, at| Ending {
+            swap: swap.into(),
+            out: "n1".into(),
+            at,
+            failed: false,
+        };
+        let raw = record_ending(None, ending("swap-1", 9_000));
+        let raw = record_ending(Some(&raw), ending("swap-2", 9_500));
+        v.lease.as_mut().unwrap().endings = Some(raw);
+        m.observed(&v, "another-instance");
+        assert_eq!(
+            samples(&m.render(), "fleet_role_last_swap_end_timestamp_seconds"),
+            ["fleet_role_last_swap_end_timestamp_seconds 9500"]
+        );
+    }
+
+    #[test]
+    fn a_process_that_stops_leading_withdraws_what_it_showed_of_the_fleet() {
+        let m = Metrics::new();
+        m.set_leader(true);
+        m.observed(&fleet(), ME);
+        assert!(m.render().contains("fleet_role_members 3"));
+        m.set_leader(false);
+        let text = m.render();
+        assert!(text.contains("fleet_role_leader 0"), "{text}");
+        for name in [
+            "fleet_role_members",
+            "fleet_role_learners",
+            "fleet_role_paused",
+        ] {
+            assert!(samples(&text, name).is_empty(), "{name} in:\n{text}");
+        }
+        // What is not the fleet's stays.
+        assert_eq!(samples(&text, "fleet_role_build_info").len(), 1);
+    }
+
+    #[test]
+    fn the_credentials_expiry_is_shown_when_its_token_says() {
+        let m = Metrics::new().with_credential(Credential::Expires(1_800_000_000));
+        assert_eq!(
+            samples(
+                &m.render(),
+                "fleet_role_credential_expiry_timestamp_seconds"
+            ),
+            ["fleet_role_credential_expiry_timestamp_seconds 1800000000"]
+        );
+        let m = Metrics::new().with_credential(Credential::Unknown);
+        assert!(
+            samples(
+                &m.render(),
+                "fleet_role_credential_expiry_timestamp_seconds"
+            )
+            .is_empty()
+        );
+    }
+
+    /// The sample names of every family `text` describes (a counter's with
+    /// its `_total`).
+    fn families(text: &str) -> std::collections::BTreeSet<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| match l.split_once(' ') {
+                Some((name, "counter")) => format!("{name}_total"),
+                Some((name, _)) => name.to_string(),
+                None => l.to_string(),
+            })
+            .collect()
+    }
+
+    /// The controller's metric names a doc mentions.
+    fn documented(doc: &str) -> std::collections::BTreeSet<String> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs")
+            .join(doc);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut names = std::collections::BTreeSet::new();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("fleet_role_") {
+            rest = &rest[at..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .unwrap_or(rest.len());
+            let name = &rest[..end];
+            if !name.starts_with("fleet_role_actuator") {
+                names.insert(name.to_string());
+            }
+            rest = &rest[end..];
+        }
+        names
+    }
+
+    /// Metrics with a sample in every family (a family without one is not
+    /// described at all).
+    fn every_family() -> Metrics {
+        let m = Metrics::new().with_credential(Credential::Expires(1_800_000_000));
+        m.swap_ended("done");
+        m.refused_by("no-learner");
+        m.step_took("promote", Duration::from_secs(3));
+        let mut v = fleet();
+        v.nodes[1].ready = false;
+        let l = v.lease.as_mut().unwrap();
+        l.holder = Some("fleet-role".into());
+        l.renew_time = Some(NOW);
+        l.duration_secs = Some(60);
+        l.swap = Some("swap-1".into());
+        l.step = Some("promote".into());
+        l.endings = Some(record_ending(
+            None,
+            Ending {
+                swap: "swap-0".into(),
+                out: "n3".into(),
+                at: 9_000,
+                failed: false,
+            },
+        ));
+        m.observed(&v, ME);
+        m
+    }
+
+    #[test]
+    fn the_docs_name_every_metric_served_and_no_other() {
+        let served = families(&every_family().render());
+        assert_eq!(served.len(), 15, "{served:?}");
+        for doc in ["reference.md", "controller.md"] {
+            assert_eq!(documented(doc), served, "docs/{doc}");
+        }
     }
 }

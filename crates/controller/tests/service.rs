@@ -10,6 +10,7 @@ use std::{
 };
 
 use kube::Client;
+use secrecy::ExposeSecret;
 use support::{CONFIG, DEADLINE, Harness, three_voters};
 use tokio::{io::AsyncBufReadExt, process::Child};
 
@@ -280,23 +281,37 @@ async fn run_serves_its_metrics_and_health_and_counts_the_swap_it_made() {
     let mut run = h.spawn(&["run", "--metrics-address", "127.0.0.1:0"]);
     let out = Printed::of(&mut run);
     out.wait_for("leading:").await;
-    let addr = out
-        .text()
-        .lines()
-        .find_map(|l| l.split("/readyz on ").nth(1).map(str::to_string))
-        .expect("run says where it serves");
+    let addr = served_at(&out);
     assert_eq!(get(&addr, "/healthz").await.0, "HTTP/1.1 200 OK");
     assert_eq!(get(&addr, "/readyz").await.0, "HTTP/1.1 200 OK");
-    let (_, idle) = get(&addr, "/metrics").await;
+    // The fleet's series appear with its first observation, a moment
+    // after it leads.
+    let idle = metrics_show(&addr, "fleet_role_members 3").await;
+    // Its ServiceAccount token's own `exp`, read from the kubeconfig's
+    // token file.
+    let exp = controller::cluster::jwt_expiry(h.token.expose_secret()).expect("a bound token");
     for line in [
-        "fleet_role_leader 1",
-        "fleet_role_voters_healthy 3",
-        "fleet_role_learners 0",
-        "fleet_role_members 3",
-        "fleet_role_regrade_lease_held 0",
-        "fleet_role_seconds_since_last_swap -1",
+        format!(
+            "fleet_role_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        ),
+        "fleet_role_leader 1".into(),
+        "fleet_role_voters_healthy 3".into(),
+        "fleet_role_learners 0".into(),
+        "fleet_role_members 3".into(),
+        "fleet_role_ghost_members 0".into(),
+        "fleet_role_paused 0".into(),
+        "fleet_role_regrade_lease_held 0".into(),
+        format!("fleet_role_credential_expiry_timestamp_seconds {exp}"),
     ] {
         assert!(idle.lines().any(|l| l == line), "no {line:?} in:\n{idle}");
+    }
+    for absent in [
+        "fleet_role_swap_in_progress{",
+        "fleet_role_degraded{",
+        "fleet_role_last_swap_end_timestamp_seconds ",
+    ] {
+        assert!(!idle.contains(absent), "{absent:?} in:\n{idle}");
     }
     h.fleet.set(|f| {
         f.down.insert("n2".into());
@@ -305,14 +320,17 @@ async fn run_serves_its_metrics_and_health_and_counts_the_swap_it_made() {
         h.lease_annotation("last-swap").await.is_some()
     })
     .await;
+    let ended = recorded_end(&h).await;
     let started = clock::Clock::system().now();
     loop {
         let (_, m) = get(&addr, "/metrics").await;
-        // The count is made when the swap ends; the time since the last
-        // swap comes from the next reading of the regrade Lease, a moment
-        // later on a busy machine: both are waited for.
+        // The count is made when the swap ends; its end comes from the
+        // next reading of the regrade Lease, a moment later on a busy
+        // machine: both are waited for.
         if m.contains("fleet_role_swaps_total{outcome=\"done\"} 1")
-            && !m.contains("fleet_role_seconds_since_last_swap -1")
+            && m.contains(&format!(
+                "fleet_role_last_swap_end_timestamp_seconds {ended}\n"
+            ))
         {
             assert!(
                 m.contains("fleet_role_step_duration_seconds_count{step=\"promote\"} 1"),
@@ -322,10 +340,82 @@ async fn run_serves_its_metrics_and_health_and_counts_the_swap_it_made() {
         }
         assert!(
             started.elapsed() < DEADLINE,
-            "the swap was never counted:\n{m}"
+            "the swap was never counted (it ended at {ended}):\n{m}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Where a running `run` says it serves its metrics.
+fn served_at(out: &Printed) -> String {
+    out.text()
+        .lines()
+        .find_map(|l| l.split("/readyz on ").nth(1).map(str::to_string))
+        .expect("run says where it serves")
+}
+
+/// When the last swap ended, as the regrade Lease records it.
+async fn recorded_end(h: &Harness) -> i64 {
+    let last: serde_json::Value =
+        serde_json::from_str(&h.lease_annotation("last-swap").await.expect("a last swap")).unwrap();
+    last["at"].as_i64().expect("its end")
+}
+
+/// Waits until `run`'s metrics at `addr` hold `line`, and returns them.
+async fn metrics_show(addr: &str, line: &str) -> String {
+    let started = clock::Clock::system().now();
+    loop {
+        let (_, m) = get(addr, "/metrics").await;
+        if m.lines().any(|l| l == line) {
+            return m;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "timed out waiting for {line:?} in:\n{m}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn runs_metrics_show_a_swap_run_by_hand_in_progress_with_its_step_then_its_end() {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    let mut run = h.spawn(&["run", "--dry-run", "--metrics-address", "127.0.0.1:0"]);
+    let out = Printed::of(&mut run);
+    out.wait_for("/readyz on ").await;
+    let addr = served_at(&out);
+    metrics_show(&addr, "fleet_role_members 3").await;
+    h.fleet.set(|f| {
+        f.hold.insert("promote".into());
+    });
+    let mut swap = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
+    let swapping = Printed::of(&mut swap);
+    let m = metrics_show(&addr, "fleet_role_swap_in_progress{step=\"promote\"} 1").await;
+    // The Lease is the hand's process's, not run's.
+    assert!(
+        m.lines().any(|l| l == "fleet_role_regrade_lease_held 0"),
+        "{m}"
+    );
+    assert!(
+        !m.contains("fleet_role_last_swap_end_timestamp_seconds "),
+        "{m}"
+    );
+    h.fleet.set(|f| {
+        f.hold.remove("promote");
+    });
+    let ended = tokio::time::timeout(DEADLINE, swap.wait())
+        .await
+        .expect("the swap ends")
+        .unwrap();
+    assert!(ended.success(), "{}", swapping.text());
+    let at = recorded_end(&h).await;
+    let m = metrics_show(
+        &addr,
+        &format!("fleet_role_last_swap_end_timestamp_seconds {at}"),
+    )
+    .await;
+    assert!(!m.contains("fleet_role_swap_in_progress{"), "{m}");
+    stop(&mut run).await;
 }
 
 #[tokio::test]

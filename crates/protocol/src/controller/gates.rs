@@ -486,11 +486,11 @@ pub fn gate_voters_healthy(v: &FleetView, out: &str) -> Gate {
     }
 }
 
-/// Gate: no learner is pending (other than `except`, the swap's own
-/// incoming host while it joins), by the Nodes and by etcd's member list
-/// (a learner's Node shows nothing of it on k3s).
-pub fn gate_no_learner(v: &FleetView, except: Option<&str>) -> Gate {
-    let name = GateName::NoLearner;
+/// The learners pending, other than `except`'s: the Nodes' (by their
+/// classes) and then etcd's own (by its member list, as the servers report
+/// it: a learner's Node shows nothing of it on k3s), each named once. What
+/// the `no-learner` gate refuses on, and what `run`'s metrics count.
+pub fn pending_learners(v: &FleetView, except: Option<&str>) -> Vec<String> {
     let mut learners: Vec<String> = v
         .sorted()
         .into_iter()
@@ -502,6 +502,15 @@ pub fn gate_no_learner(v: &FleetView, except: Option<&str>) -> Gate {
             learners.push(l);
         }
     }
+    learners
+}
+
+/// Gate: no learner is pending (other than `except`, the swap's own
+/// incoming host while it joins), by the Nodes and by etcd's member list
+/// (a learner's Node shows nothing of it on k3s).
+pub fn gate_no_learner(v: &FleetView, except: Option<&str>) -> Gate {
+    let name = GateName::NoLearner;
+    let learners = pending_learners(v, except);
     if learners.is_empty() {
         Gate::pass(name, "no learner")
     } else {

@@ -1,13 +1,96 @@
 //! Whether the fleet is degraded: what `fleet-role status` names and exits
 //! non-zero for, so that a cron job or an alert can ask it.
 
+use serde::Serialize;
+
 use super::{
-    Class, FleetView, classify, count_voters, etcd_gates::etcd_learners, gates::etcd_view_gates,
-    one_line,
+    Class, FleetView, GateName, classify, count_voters, etcd_gates::etcd_learners,
+    gates::etcd_view_gates, one_line,
 };
 use crate::version;
 
+/// The kind of one thing degraded about the fleet: a fixed, short name
+/// (the `reason` label of `fleet_role_degraded`) an alert can match on,
+/// where the line itself names hosts and members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DegradedReason {
+    /// Fewer healthy voters than configured.
+    VotersUnhealthy,
+    /// The regrade Lease is missing: no swap can run.
+    LeaseMissing,
+    /// A swap stopped part-way, recorded on the Lease.
+    SwapStopped,
+    /// A host left between roles with no swap under way.
+    HostBetweenRoles,
+    /// A host reports a protocol version this build does not know.
+    UnknownProtocol,
+    /// No server reported a fresh view of etcd, or their views disagree.
+    EtcdViews,
+    /// An etcd member no Node matches.
+    EtcdGhostMember,
+    /// An alarm on an etcd member.
+    EtcdAlarm,
+    /// A learner only etcd lists, with no swap under way.
+    EtcdLearner,
+}
+
+impl DegradedReason {
+    /// Every reason, in the order [`degradations`] lists them.
+    pub const ALL: [DegradedReason; 9] = [
+        DegradedReason::VotersUnhealthy,
+        DegradedReason::LeaseMissing,
+        DegradedReason::SwapStopped,
+        DegradedReason::HostBetweenRoles,
+        DegradedReason::UnknownProtocol,
+        DegradedReason::EtcdViews,
+        DegradedReason::EtcdGhostMember,
+        DegradedReason::EtcdAlarm,
+        DegradedReason::EtcdLearner,
+    ];
+
+    /// The reason's name (kebab-case, stable: alerts match on it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DegradedReason::VotersUnhealthy => "voters-unhealthy",
+            DegradedReason::LeaseMissing => "lease-missing",
+            DegradedReason::SwapStopped => "swap-stopped",
+            DegradedReason::HostBetweenRoles => "host-between-roles",
+            DegradedReason::UnknownProtocol => "unknown-protocol",
+            DegradedReason::EtcdViews => "etcd-views",
+            DegradedReason::EtcdGhostMember => "etcd-ghost-member",
+            DegradedReason::EtcdAlarm => "etcd-alarm",
+            DegradedReason::EtcdLearner => "etcd-learner",
+        }
+    }
+
+    /// The reason an etcd view gate's refusal degrades the fleet by.
+    fn of_etcd_gate(name: GateName) -> Self {
+        match name {
+            GateName::NoGhostMember => DegradedReason::EtcdGhostMember,
+            GateName::NoEtcdAlarm => DegradedReason::EtcdAlarm,
+            _ => DegradedReason::EtcdViews,
+        }
+    }
+}
+
+/// One thing degraded about the fleet: its kind and its line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Degradation {
+    /// Its kind.
+    pub reason: DegradedReason,
+    /// What it is, one line, naming the hosts or members.
+    pub text: String,
+}
+
 /// What is degraded about the fleet, one line each; empty when nothing is.
+/// The lines of [`degradations`].
+pub fn degraded(v: &FleetView) -> Vec<String> {
+    degradations(v).into_iter().map(|d| d.text).collect()
+}
+
+/// What is degraded about the fleet, each with its kind; empty when
+/// nothing is:
 ///
 /// - fewer healthy voters than configured (a missing voter Node counts as
 ///   down);
@@ -23,56 +106,76 @@ use crate::version;
 ///
 /// A swap under way is not degraded by itself: its learner and its
 /// etcd-only host are its steps.
-pub fn degraded(v: &FleetView) -> Vec<String> {
+pub fn degradations(v: &FleetView) -> Vec<Degradation> {
     let mut out = Vec::new();
+    let mut push = |reason, text: String| out.push(Degradation { reason, text });
     let incoming = v.lease.as_ref().and_then(|l| l.swap_in.as_deref());
     let count = count_voters(v, incoming);
     if count.healthy < v.settings.voters {
-        out.push(format!(
-            "{} healthy voter(s) of {} configured{}",
-            count.healthy,
-            v.settings.voters,
-            if count.missing > 0 {
-                format!(" ({} voter Node(s) missing)", count.missing)
-            } else {
-                String::new()
-            }
-        ));
+        push(
+            DegradedReason::VotersUnhealthy,
+            format!(
+                "{} healthy voter(s) of {} configured{}",
+                count.healthy,
+                v.settings.voters,
+                if count.missing > 0 {
+                    format!(" ({} voter Node(s) missing)", count.missing)
+                } else {
+                    String::new()
+                }
+            ),
+        );
     }
     let held = v.lease.as_ref().is_some_and(|l| l.is_held(v.now));
     match &v.lease {
-        None => out.push("the regrade Lease is missing: no swap can run".into()),
+        None => push(
+            DegradedReason::LeaseMissing,
+            "the regrade Lease is missing: no swap can run".into(),
+        ),
         Some(l) => {
             if let Some(s) = &l.stopped {
-                out.push(format!("a swap stopped part-way: {}", one_line(s)));
+                push(
+                    DegradedReason::SwapStopped,
+                    format!("a swap stopped part-way: {}", one_line(s)),
+                );
             }
         }
     }
     for n in v.sorted() {
         let class = classify(n);
         if !held && matches!(class, Class::Learner | Class::EtcdOnly | Class::RolledBack) {
-            out.push(format!(
-                "{} is {} and no swap is under way to move it on",
-                n.name,
-                class.as_str()
-            ));
+            push(
+                DegradedReason::HostBetweenRoles,
+                format!(
+                    "{} is {} and no swap is under way to move it on",
+                    n.name,
+                    class.as_str()
+                ),
+            );
         }
         if let Err(e) = version::check(n.report_protocol.as_deref()) {
-            out.push(format!("{}'s report: {e}", n.name));
+            push(
+                DegradedReason::UnknownProtocol,
+                format!("{}'s report: {e}", n.name),
+            );
         }
     }
     for g in etcd_view_gates(v) {
         if !g.passed {
-            out.push(format!("etcd: {}", g.reason));
+            push(
+                DegradedReason::of_etcd_gate(g.name),
+                format!("etcd: {}", g.reason),
+            );
         }
     }
     if !held {
         let by_nodes = |l: &String| v.node(l).is_some_and(|n| classify(n) == Class::Learner);
         for l in etcd_learners(&v.etcd(), None) {
             if !by_nodes(&l) {
-                out.push(format!(
-                    "etcd lists the learner {l} and no swap is under way to move it on"
-                ));
+                push(
+                    DegradedReason::EtcdLearner,
+                    format!("etcd lists the learner {l} and no swap is under way to move it on"),
+                );
             }
         }
     }
@@ -204,6 +307,63 @@ mod tests {
             d[0].starts_with("etcd: no server reported etcd's view"),
             "{d:?}"
         );
+    }
+
+    #[test]
+    fn each_degradation_is_named_by_its_kind() {
+        let reasons = |v: &FleetView| -> Vec<&'static str> {
+            degradations(v).iter().map(|d| d.reason.as_str()).collect()
+        };
+        let mut v = healthy();
+        node_mut(&mut v, "n2").ready = false;
+        assert_eq!(reasons(&v), ["voters-unhealthy"]);
+        let mut v = healthy();
+        v.lease = None;
+        assert_eq!(reasons(&v), ["lease-missing"]);
+        let mut v = healthy();
+        v.lease.as_mut().unwrap().stopped = Some("the step-down failed".into());
+        assert_eq!(reasons(&v), ["swap-stopped"]);
+        let mut v = healthy();
+        node_mut(&mut v, "n4").etcd_label = true;
+        assert_eq!(reasons(&v), ["host-between-roles"]);
+        let mut v = healthy();
+        node_mut(&mut v, "n5").report_protocol = Some("2".into());
+        assert_eq!(reasons(&v), ["unknown-protocol"]);
+        let mut v = healthy();
+        v.nodes.retain(|n| n.name != "n3");
+        assert_eq!(reasons(&v), ["voters-unhealthy", "etcd-ghost-member"]);
+        let mut v = healthy();
+        for n in &mut v.nodes {
+            if let Some(e) = n.host.as_mut().and_then(|h| h.etcd.as_mut()) {
+                e.members.push(crate::etcd::Member {
+                    id: crate::etcd::MemberId(9),
+                    name: "n4-0a1b2c3d".into(),
+                    peer_urls: vec!["https://10.0.0.4:2380".into()],
+                    client_urls: vec![],
+                    learner: true,
+                });
+                e.alarms.push(crate::etcd::Alarm {
+                    member: crate::etcd::MemberId(9),
+                    kind: "NOSPACE".into(),
+                });
+            }
+        }
+        assert_eq!(reasons(&v), ["etcd-alarm", "etcd-learner"]);
+        let mut v = healthy();
+        for n in &mut v.nodes {
+            if let Some(e) = n.host.as_mut().and_then(|h| h.etcd.as_mut()) {
+                e.read_at = NOW - 500;
+            }
+        }
+        assert_eq!(reasons(&v), ["etcd-views"]);
+        // The lines are degraded()'s, in the same order.
+        let texts: Vec<String> = degradations(&v).into_iter().map(|d| d.text).collect();
+        assert_eq!(texts, degraded(&v));
+        // Every name is distinct (an alert tells them apart).
+        let mut names: Vec<&str> = DegradedReason::ALL.iter().map(|r| r.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), DegradedReason::ALL.len());
     }
 
     #[test]

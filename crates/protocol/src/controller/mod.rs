@@ -84,9 +84,9 @@ pub use gates::{
     gate_incoming_eligible, gate_incoming_ready, gate_incoming_voter, gate_known_protocol,
     gate_no_learner, gate_no_other_swap, gate_not_paused, gate_outgoing_voter,
     gate_quorum_after_removal, gate_quorum_at_host_stop, gate_quorum_for, gate_voters_healthy,
-    preflight,
+    pending_learners, preflight,
 };
-pub use health::degraded;
+pub use health::{Degradation, DegradedReason, degradations, degraded};
 pub use life::{
     DAYS, ENDINGS_KEPT, Ending, Grace, GraceKind, Pace, Window, WindowError, fixed_zone, grace_for,
     pace, record_ending, standby_ready_at,
