@@ -13,6 +13,7 @@ use std::{
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::{
+    apps::v1::ReplicaSet,
     authentication::v1::TokenRequest,
     core::v1::{Namespace, Node, Pod, ServiceAccount},
 };
@@ -245,16 +246,61 @@ pub(crate) async fn apply_deploy(apis: &Apis, rel: &str) -> anyhow::Result<()> {
 /// How many pods the lab binds to each host.
 pub const PODS_PER_HOST: usize = 2;
 
-/// The lab's workload: [`PODS_PER_HOST`] bare pods bound to each host by
+/// The ReplicaSet that owns the lab's workload, as a Deployment's pods are
+/// owned in a real cluster (the drain evicts only pods a controller owns
+/// unless forced, as `kubectl drain` does). Nothing runs it: the lab has no
+/// controller-manager, so an evicted pod is not made again. Returns the
+/// ownerReferences its pods carry.
+async fn workload_owner(apis: &Apis) -> anyhow::Result<serde_json::Value> {
+    let rs: ReplicaSet = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "lab-workload", "namespace": "default"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": "lab-workload"}},
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": "lab-workload"}},
+                "spec": {"containers": [{"name": "sleep", "image": "lab.invalid/sleep:1"}]},
+            },
+        },
+    }))?;
+    let api = |c| Api::<ReplicaSet>::namespaced(c, "default");
+    let created = apis
+        .any(|c| {
+            let rs = rs.clone();
+            async move { api(c).create(&PostParams::default(), &rs).await }
+        })
+        .await;
+    let rs = match created {
+        Ok(rs) => rs,
+        Err(e)
+            if e.downcast_ref::<kube::Error>()
+                .is_some_and(|k| matches!(k, kube::Error::Api(s) if s.code == 409)) =>
+        {
+            apis.any(|c| async move { api(c).get("lab-workload").await })
+                .await?
+        }
+        Err(e) => return Err(e.context("creating the workload's ReplicaSet")),
+    };
+    let uid = rs.metadata.uid.context("the ReplicaSet has no uid")?;
+    Ok(serde_json::json!([{
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "lab-workload",
+        "uid": uid, "controller": true, "blockOwnerDeletion": true,
+    }]))
+}
+
+/// The lab's workload: [`PODS_PER_HOST`] pods bound to each host by
 /// `spec.nodeName` (the lab runs no scheduler or controller-manager), in
-/// `default`, mounting no ServiceAccount token. Waits until each host's
-/// kubelet runs them (`Running`, which it sets once their shims start).
+/// `default`, owned by one ReplicaSet ([`workload_owner`]), mounting no
+/// ServiceAccount token. Waits until each host's kubelet runs them
+/// (`Running`, which it sets once their shims start).
 pub async fn create_pods(apis: &Apis, spec: &LabSpec, timeout: Duration) -> anyhow::Result<()> {
+    let owners = workload_owner(apis).await?;
     for h in &spec.hosts {
         for i in 1..=PODS_PER_HOST {
             let pod: Pod = serde_json::from_value(serde_json::json!({
                 "metadata": {"name": format!("{}-pod-{i}", h.name), "namespace": "default",
-                             "labels": {"app.kubernetes.io/name": "lab-workload"}},
+                             "labels": {"app.kubernetes.io/name": "lab-workload"},
+                             "ownerReferences": owners},
                 "spec": {
                     "nodeName": h.name,
                     "automountServiceAccountToken": false,
