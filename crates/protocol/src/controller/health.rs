@@ -267,9 +267,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn what_etcd_alone_shows_degrades_the_fleet() {
-        let mut v = healthy();
+    /// A learner no Node shows, with a NOSPACE alarm, in every server's view.
+    fn learner_with_an_alarm_in_every_view(v: &mut FleetView) {
         for n in &mut v.nodes {
             if let Some(e) = n.host.as_mut().and_then(|h| h.etcd.as_mut()) {
                 e.members.push(crate::etcd::Member {
@@ -285,6 +284,12 @@ mod tests {
                 });
             }
         }
+    }
+
+    #[test]
+    fn what_etcd_alone_shows_degrades_the_fleet() {
+        let mut v = healthy();
+        learner_with_an_alarm_in_every_view(&mut v);
         assert_eq!(
             degraded(&v),
             vec![
@@ -333,21 +338,7 @@ mod tests {
         v.nodes.retain(|n| n.name != "n3");
         assert_eq!(reasons(&v), ["voters-unhealthy", "etcd-ghost-member"]);
         let mut v = healthy();
-        for n in &mut v.nodes {
-            if let Some(e) = n.host.as_mut().and_then(|h| h.etcd.as_mut()) {
-                e.members.push(crate::etcd::Member {
-                    id: crate::etcd::MemberId(9),
-                    name: "n4-0a1b2c3d".into(),
-                    peer_urls: vec!["https://10.0.0.4:2380".into()],
-                    client_urls: vec![],
-                    learner: true,
-                });
-                e.alarms.push(crate::etcd::Alarm {
-                    member: crate::etcd::MemberId(9),
-                    kind: "NOSPACE".into(),
-                });
-            }
-        }
+        learner_with_an_alarm_in_every_view(&mut v);
         assert_eq!(reasons(&v), ["etcd-alarm", "etcd-learner"]);
         let mut v = healthy();
         for n in &mut v.nodes {
