@@ -18,6 +18,8 @@ pub mod drain;
 pub mod drive;
 pub mod enroll;
 pub mod events;
+#[cfg(test)]
+mod fixtures;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;

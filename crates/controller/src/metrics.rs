@@ -371,57 +371,17 @@ impl Route for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::{NOW, etcd_view, member, node};
     use protocol::{
         controller::{Ending, GateName, LeaseFacts, Settings, gate_no_learner, record_ending},
-        etcd::{EtcdView, Member, MemberId},
-        report::{Eligibility, HostPart},
-        view::NodeFacts,
+        etcd::{EtcdView, Member},
     };
 
-    const NOW: i64 = 10_000;
     const ME: &str = "fleet-role@here-1-abcdef";
-
-    fn member(id: u64, node: &str, learner: bool) -> Member {
-        Member {
-            id: MemberId(id),
-            name: format!("{node}-0a1b2c3d"),
-            peer_urls: vec![format!("https://10.0.0.{id}:2380")],
-            client_urls: vec![],
-            learner,
-        }
-    }
 
     /// A server's view of etcd, read by its own member `me`.
     fn view(me: u64, members: Vec<Member>) -> EtcdView {
-        EtcdView {
-            read_at: NOW - 10,
-            member: MemberId(me),
-            members,
-            leader: Some(MemberId(1)),
-            raft_term: 3,
-            raft_index: 77,
-            db_size: 3 << 20,
-            alarms: vec![],
-            healthy: true,
-        }
-    }
-
-    fn node(name: &str, voter: bool, etcd: Option<EtcdView>) -> NodeFacts {
-        let mut n = NodeFacts {
-            name: name.into(),
-            ready: true,
-            etcd_label: voter,
-            etcd_is_voter: voter,
-            control_plane_label: voter,
-            host: Some(HostPart {
-                heartbeat_at: NOW - 5,
-                demotion: voter.then_some(Eligibility::Ok),
-                etcd,
-            }),
-            ..NodeFacts::default()
-        };
-        n.k3s.node_address = voter.then(|| format!("10.0.0.{}", &name[1..]));
-        n
+        etcd_view(me, NOW - 10, 1, members)
     }
 
     /// Three healthy voters n1..n3, each reporting etcd's membership

@@ -3,20 +3,10 @@
 use super::*;
 use protocol::{
     etcd::{Alarm, Member, MemberId},
-    report::{Eligibility, HostPart},
+    report::Eligibility,
 };
 
-const NOW: i64 = 10_000;
-
-fn member(id: u64, node: &str, learner: bool) -> Member {
-    Member {
-        id: MemberId(id),
-        name: format!("{node}-0a1b2c3d"),
-        peer_urls: vec![format!("https://10.0.0.{id}:2380")],
-        client_urls: vec![],
-        learner,
-    }
-}
+use crate::fixtures::{NOW, etcd_view, member, node};
 
 /// Three voters n1..n3, the learner n4 (its Node shows no etcd
 /// metadata, as on k3s) and a ghost voter whose Node is gone.
@@ -31,35 +21,7 @@ fn members() -> Vec<Member> {
 }
 
 fn view(me: u64, read_at: i64, members: Vec<Member>) -> EtcdView {
-    EtcdView {
-        read_at,
-        member: MemberId(me),
-        members,
-        leader: Some(MemberId(2)),
-        raft_term: 3,
-        raft_index: 77,
-        db_size: 3 << 20,
-        alarms: vec![],
-        healthy: true,
-    }
-}
-
-fn node(name: &str, voter: bool, etcd: Option<EtcdView>) -> NodeFacts {
-    let mut n = NodeFacts {
-        name: name.into(),
-        ready: true,
-        etcd_label: voter,
-        etcd_is_voter: voter,
-        control_plane_label: voter,
-        host: Some(HostPart {
-            heartbeat_at: NOW - 5,
-            demotion: voter.then_some(Eligibility::Ok),
-            etcd,
-        }),
-        ..NodeFacts::default()
-    };
-    n.k3s.node_address = voter.then(|| format!("10.0.0.{}", &name[1..]));
-    n
+    etcd_view(me, read_at, 2, members)
 }
 
 /// n1 fresh, with an alarm on n3; n2 fresh but not listing the learner;
