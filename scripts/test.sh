@@ -43,7 +43,7 @@ export FLEET_ROLE_KUBE_APISERVER
 
 # The summary is printed even when a test fails, so errexit is off here.
 set +e
-# nextest runs the tests two at a time across binaries, each in its own
+# nextest runs the tests four at a time across binaries, each in its own
 # process, with the limits of .config/nextest.toml (two labs at most); it
 # does not run doc tests, which cargo test does on its own.
 "$nextest" nextest run --workspace --no-fail-fast 2>&1 | tee .cache/test.log
@@ -60,7 +60,7 @@ echo "the slowest tests:"
     | sort -rn | uniq | head -10 \
     | awk '{printf "  %7.1fs  %s\n", $1, substr($0, index($0, " ") + 1)}'
 ) || true
-summary=$(grep -E '^ +Summary' .cache/test.log | tail -1)
+summary=$(grep -E '^ +Summary' .cache/test.log | tail -1 || true)
 echo "$summary"
 passed=$(echo "$summary" | grep -Eo '[0-9]+ passed' | grep -Eo '[0-9]+' || echo 0)
 failed=$(echo "$summary" | { grep -Eo '[0-9]+ (failed|timed out)' || true; } | awk '{s+=$1} END {print s+0}')
