@@ -369,8 +369,11 @@ fn claim() -> Result<u8> {
         source,
     })?;
     let me = identity(std::process::id()).unwrap_or_else(|| std::process::id().to_string());
-    // Not under the lab prefix: never read as a claim.
-    let mine = Path::new(CLAIMS).join(format!(".claiming-{}", std::process::id()));
+    // Not under the lab prefix: never read as a claim. One file per call, so
+    // two threads of one process claiming at once do not share it.
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mine = Path::new(CLAIMS).join(format!(".claiming-{}-{call}", std::process::id()));
     fs::write(&mine, format!("{me}\n")).map_err(|source| Error::Claim {
         path: mine.clone(),
         source,
@@ -526,8 +529,13 @@ mod tests {
         let owner = fs::read_to_string(claim_path(k)).unwrap();
         assert!(owner_alive(&owner), "{owner:?}");
         assert!(!stale_labs().contains(&k));
-        let leftover = Path::new(CLAIMS).join(format!(".claiming-{}", std::process::id()));
-        assert!(!leftover.exists());
+        let prefix = format!(".claiming-{}-", std::process::id());
+        let leftovers = fs::read_dir(CLAIMS)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .count();
+        assert_eq!(leftovers, 0);
         fs::remove_file(claim_path(k)).unwrap();
     }
 
