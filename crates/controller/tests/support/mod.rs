@@ -573,6 +573,23 @@ current-context: test
     }
 
     /// Waits until `check` holds.
+    /// Runs `args` until a run exits 0 and returns that run. For commands
+    /// whose exit follows the fleet's health (`status`): the servers' views
+    /// of etcd take in a change one heartbeat at a time, and until they all
+    /// have, `status` rightly exits 5. Past [`DEADLINE`] the test fails with
+    /// the last run's whole output.
+    pub async fn run_until_done(&self, args: &[&str]) -> Run {
+        let started = clock::Clock::system().now();
+        loop {
+            let run = self.run(args).await;
+            if run.code == Some(0) || started.elapsed() >= DEADLINE {
+                run.expect(0);
+                return run;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub async fn wait_for<F, Fut>(&self, what: &str, check: F)
     where
         F: Fn() -> Fut,
