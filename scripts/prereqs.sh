@@ -5,13 +5,20 @@
 # - systemd-nspawn (systemd-container): boots each real-systemd lab host;
 # - ip(8) (iproute2): makes the lab's network namespaces;
 # - protoc (protobuf-compiler): the etcd client's build compiles etcd's
-#   protocol files with it.
+#   protocol files with it;
+# - lintian: Debian's checker, run on the packages by a test;
+# - promtool (prometheus): checks the metrics scrapes and the alert rules.
+#   --no-install-recommends keeps both lean; the prometheus server the
+#   package also holds is never started (no init runs here).
 need=()
 command -v flock >/dev/null || need+=(util-linux)
 command -v systemd-nspawn >/dev/null || need+=(systemd-container)
 command -v ip >/dev/null || need+=(iproute2)
 command -v protoc >/dev/null || need+=(protobuf-compiler)
+command -v lintian >/dev/null || need+=(lintian)
+command -v promtool >/dev/null || need+=(prometheus)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}" >&2
-  apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
