@@ -681,6 +681,8 @@ async fn watch_serves_its_metrics_only_when_an_address_is_set() {
     ] {
         assert!(metrics.contains(series), "no {series} in\n{metrics}");
     }
+    let (_, body) = metrics.split_once("\r\n\r\n").expect("a head and a body");
+    testcp::promtool::check_metrics(body).await;
     assert!(get("/healthz").await.starts_with("HTTP/1.1 200 OK\r\n"));
 }
 

@@ -41,7 +41,7 @@ use prometheus_client::{
     },
     registry::Registry,
 };
-use protocol::controller::{FleetView, degradations, pending_learners};
+use protocol::controller::{FleetView, degradations, pending_learners, standbys};
 
 use crate::cluster::Credential;
 
@@ -101,6 +101,9 @@ pub struct Metrics {
     degraded: Shown,
     last_swap_end: Shown,
     credential_expiry: Shown,
+    voters_configured: Shown,
+    standbys: Shown,
+    heartbeats: Shown,
     regrade_lease_held: Gauge,
     leader: Gauge,
     ready: AtomicBool,
@@ -202,6 +205,21 @@ impl Metrics {
             "credential_expiry_timestamp_seconds",
             "When the controller's bearer token lapses (unix seconds, its exp claim); no sample when the credential is not a token that says",
         );
+        let voters_configured = shown(
+            &mut registry,
+            "voters_configured",
+            "The voters the settings ask for (voters)",
+        );
+        let standbys = shown(
+            &mut registry,
+            "standbys",
+            "Eligible agents run could promote now (Ready, uncordoned, no step asked, rested after a replacement)",
+        );
+        let heartbeats = shown(
+            &mut registry,
+            "host_heartbeat_timestamp_seconds",
+            "When each eligible host's or server's actuator last wrote its heartbeat (unix seconds, as the host wrote it), by node",
+        );
         let regrade_lease_held = Gauge::default();
         registry.register(
             "regrade_lease_held",
@@ -228,6 +246,9 @@ impl Metrics {
             degraded,
             last_swap_end,
             credential_expiry,
+            voters_configured,
+            standbys,
+            heartbeats,
             regrade_lease_held,
             leader,
             ready: AtomicBool::new(false),
@@ -275,6 +296,20 @@ impl Metrics {
         self.learners
             .one(Some(count(pending_learners(v, None).len())));
         self.paused.one(Some(i64::from(v.paused())));
+        self.voters_configured.one(Some(count(v.settings.voters)));
+        self.standbys.one(Some(count(standbys(v).len())));
+        // The host's own claim of when it wrote: an alert on its age finds
+        // an actuator that stopped writing (a compromised host can only
+        // make its own look fresh, which the gates do not take on trust).
+        self.heartbeats.show(
+            v.nodes
+                .iter()
+                .filter_map(|n| {
+                    let at = n.host.as_ref()?.heartbeat_at;
+                    Some((vec![("node".into(), n.name.clone())], at))
+                })
+                .collect(),
+        );
         let swapping = v
             .lease
             .as_ref()
@@ -326,6 +361,9 @@ impl Metrics {
                 &self.swap_in_progress,
                 &self.degraded,
                 &self.last_swap_end,
+                &self.voters_configured,
+                &self.standbys,
+                &self.heartbeats,
             ] {
                 s.show(Vec::new());
             }
@@ -501,6 +539,9 @@ mod tests {
             "fleet_role_degraded",
             "fleet_role_last_swap_end_timestamp_seconds",
             "fleet_role_credential_expiry_timestamp_seconds",
+            "fleet_role_voters_configured",
+            "fleet_role_standbys",
+            "fleet_role_host_heartbeat_timestamp_seconds",
         ] {
             assert!(samples(&text, name).is_empty(), "{name} in:\n{text}");
         }
@@ -522,6 +563,41 @@ mod tests {
         assert!(samples(&text, "fleet_role_degraded").is_empty(), "{text}");
         assert!(
             samples(&text, "fleet_role_swap_in_progress").is_empty(),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_configured_voters_the_free_standbys_and_each_hosts_heartbeat_are_shown() {
+        let mut v = fleet();
+        let standbys = |v: &FleetView| samples(&observed(v), "fleet_role_standbys");
+        assert_eq!(standbys(&v), ["fleet_role_standbys 0"], "no eligible agent");
+        v.nodes[3].eligible = true;
+        assert_eq!(standbys(&v), ["fleet_role_standbys 1"], "n4 is eligible");
+        let text = observed(&v);
+        assert_eq!(
+            samples(&text, "fleet_role_voters_configured"),
+            ["fleet_role_voters_configured 3"]
+        );
+        assert!(
+            text.lines().any(|l| l
+                == format!(
+                    "fleet_role_host_heartbeat_timestamp_seconds{{node=\"n1\"}} {}",
+                    NOW - 5
+                )),
+            "{text}"
+        );
+        // A cordoned standby is no standby; a host with no heartbeat has
+        // no sample.
+        v.nodes[3].cordoned = true;
+        v.nodes[0].host = None;
+        let text = observed(&v);
+        assert_eq!(
+            samples(&text, "fleet_role_standbys"),
+            ["fleet_role_standbys 0"]
+        );
+        assert!(
+            !text.contains("fleet_role_host_heartbeat_timestamp_seconds{node=\"n1\"}"),
             "{text}"
         );
     }
@@ -810,7 +886,7 @@ mod tests {
     #[test]
     fn the_docs_name_every_metric_served_and_no_other() {
         let served = families(&every_family().render());
-        assert_eq!(served.len(), 15, "{served:?}");
+        assert_eq!(served.len(), 18, "{served:?}");
         for doc in ["reference.md", "controller.md"] {
             assert_eq!(documented(doc), served, "docs/{doc}");
         }

@@ -33,6 +33,10 @@ pub const PLAIN: &str = "text/plain; charset=utf-8";
 /// text, which Prometheus reads).
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// The content type of Prometheus's classic text format (0.0.4), which a
+/// client that does not ask for OpenMetrics gets ([`negotiate`]).
+pub const CLASSIC: &str = "text/plain; version=0.0.4; charset=utf-8";
+
 /// Why the endpoints could not be served.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -118,6 +122,62 @@ pub fn answer(line: &str, route: &dyn Route) -> Answer {
     route.route(path.split('?').next().unwrap_or(path))
 }
 
+/// The answer in the form the request's head asks for: OpenMetrics text
+/// to a client whose `Accept` names it (Prometheus does), else the classic
+/// text format ([`classic_text`]), which `promtool check metrics`, `curl`
+/// and older scrapers read. Answers of other types are left as they are.
+pub fn negotiate(head: &str, a: Answer) -> Answer {
+    let wants_openmetrics = head.lines().skip(1).any(|l| {
+        l.split_once(':').is_some_and(|(name, value)| {
+            name.trim().eq_ignore_ascii_case("accept")
+                && value.contains("application/openmetrics-text")
+        })
+    });
+    if a.content_type != OPENMETRICS || wants_openmetrics {
+        return a;
+    }
+    Answer {
+        content_type: CLASSIC,
+        body: classic_text(&a.body),
+        ..a
+    }
+}
+
+/// OpenMetrics text, as `prometheus-client` writes it, in the classic
+/// text format: a counter's `# HELP` and `# TYPE` name its `_total`
+/// series (OpenMetrics names the family without it, which a classic
+/// parser reads as an untyped series with no help), and the `# EOF` and
+/// `# UNIT` lines, which the classic format has not, are dropped.
+pub fn classic_text(openmetrics: &str) -> String {
+    let counters: Vec<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| Some((p, line.strip_prefix(p)?)));
+        match meta {
+            Some((p, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let name = if counters.contains(&name) {
+                    format!("{name}_total")
+                } else {
+                    name.to_string()
+                };
+                out.push_str(format!("{p}{name} {tail}").trim_end());
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// Serves `route` on `addr` until the process ends. Returns once bound,
 /// with the address bound (a port 0 is chosen by the kernel).
 pub async fn serve(addr: SocketAddr, route: Arc<dyn Route>) -> Result<SocketAddr, ServeError> {
@@ -180,7 +240,10 @@ async fn respond(mut stream: TcpStream, route: &dyn Route) -> std::io::Result<()
         return Ok(());
     }
     let head = String::from_utf8_lossy(&buf[..len]);
-    let a = answer(head.lines().next().unwrap_or_default(), route);
+    let a = negotiate(
+        &head,
+        answer(head.lines().next().unwrap_or_default(), route),
+    );
     let response = format!(
         "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
         a.status,
@@ -218,6 +281,26 @@ mod tests {
                 .starts_with("405")
         );
         assert!(answer("", &Echo).status.starts_with("405"));
+    }
+
+    const SCRAPE: &str = "# HELP x_swaps Swaps.\n# TYPE x_swaps counter\nx_swaps_total{outcome=\"done\"} 1\n# HELP x_up Up.\n# TYPE x_up gauge\n# UNIT x_up seconds\nx_up 1\n# EOF\n";
+
+    #[test]
+    fn a_scrape_that_asks_for_openmetrics_gets_it_and_any_other_gets_the_classic_text() {
+        let om = Answer::metrics(SCRAPE.into());
+        let asked = "GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5\r\n";
+        assert_eq!(negotiate(asked, om.clone()), om);
+        let classic = negotiate("GET /metrics HTTP/1.1\r\nAccept: */*\r\n", om);
+        assert_eq!(classic.content_type, CLASSIC);
+        assert_eq!(
+            classic.body,
+            "# HELP x_swaps_total Swaps.\n# TYPE x_swaps_total counter\nx_swaps_total{outcome=\"done\"} 1\n# HELP x_up Up.\n# TYPE x_up gauge\nx_up 1\n"
+        );
+        // A plain answer is left as it is.
+        assert_eq!(
+            negotiate("GET /healthz HTTP/1.1\r\n", Answer::ok("ok")),
+            Answer::ok("ok")
+        );
     }
 
     #[tokio::test]

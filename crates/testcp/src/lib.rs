@@ -99,6 +99,7 @@ pub mod pki;
 pub mod plain_http;
 pub mod plane;
 mod process;
+pub mod promtool;
 pub mod tokens;
 
 pub use apiserver::{ApiServer, ApiServerOptions};

@@ -94,7 +94,7 @@ pub use life::{
 pub use plan::{Plan, plan};
 pub use quorum::{Removing, VoterCount, count_voters, keeps_quorum, quorum, removing};
 pub use reasons::{Awaiting, Reached, Reason, VoterFor, Write};
-pub use run::{RunDecision, run_decision};
+pub use run::{RunDecision, free_standby, run_decision, standbys};
 pub use settings::{Settings, Timeouts};
 pub use swap::{finished, join_voter, next_action, snapshot_voter};
 pub use view::{FleetView, Recorded, apply_heartbeats};

@@ -185,17 +185,9 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
         held_back.extend(waiting);
         return idle(held_back.join("; "), soonest);
     };
-    let free = |n: &&&NodeFacts| {
-        classify(n) == Class::Agent
-            && !n.has_server_labels()
-            && n.eligible
-            && n.ready
-            && !n.cordoned
-            && !n.marks.any_annotation()
-    };
     let mut resting: Vec<String> = Vec::new();
     let mut rested = None;
-    for n in sorted.iter().filter(free) {
+    for n in sorted.iter().filter(|n| free_standby(n)) {
         match standby_ready_at(v, n) {
             Some(t) if v.now < t => {
                 resting.push(format!(
@@ -230,6 +222,28 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
             soonest,
         ),
     }
+}
+
+/// Whether `n` could stand in for a voter now, but for the rest a host
+/// `run` replaced lately must take ([`standby_ready_at`]): an eligible,
+/// Ready, uncordoned agent with no server labels and no step asked of it.
+pub fn free_standby(n: &NodeFacts) -> bool {
+    classify(n) == Class::Agent
+        && !n.has_server_labels()
+        && n.eligible
+        && n.ready
+        && !n.cordoned
+        && !n.marks.any_annotation()
+}
+
+/// The standbys `run` could promote now: free ([`free_standby`]) and
+/// rested, in name order.
+pub fn standbys(v: &FleetView) -> Vec<&NodeFacts> {
+    v.sorted()
+        .into_iter()
+        .filter(|n| free_standby(n))
+        .filter(|n| standby_ready_at(v, n).is_none_or(|t| v.now >= t))
+        .collect()
 }
 
 #[cfg(test)]
