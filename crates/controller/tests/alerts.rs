@@ -1,0 +1,60 @@
+//! The alert rules shipped in `deploy/prometheus/`: valid to Prometheus,
+//! each alert firing on the series that mean it and only on those
+//! (`promtool test rules`), and over metrics the controller serves.
+
+use std::{collections::BTreeSet, fs, path::PathBuf};
+
+fn prometheus_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus")
+}
+
+/// The `fleet_role_*` names in `text`.
+fn metric_names(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("fleet_role_") {
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        names.insert(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    names
+}
+
+#[tokio::test]
+async fn the_alert_rules_are_valid_and_each_alert_fires_on_its_series_and_only_then() {
+    let dir = prometheus_dir();
+    let checked = testcp::promtool::run(&dir, &["check", "rules", "fleet-role.rules.yaml"]).await;
+    assert!(checked.contains("SUCCESS: 7 rules found"), "{checked}");
+    let tested =
+        testcp::promtool::run(&dir, &["test", "rules", "fleet-role.rules.test.yaml"]).await;
+    assert!(tested.contains("SUCCESS"), "{tested}");
+    // Every alert is tested, firing at least once.
+    let rules = fs::read_to_string(dir.join("fleet-role.rules.yaml")).unwrap();
+    let tests = fs::read_to_string(dir.join("fleet-role.rules.test.yaml")).unwrap();
+    for alert in rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+    {
+        assert!(
+            tests.contains(&format!("alertname: {alert}\n")),
+            "{alert} never fires in the tests"
+        );
+    }
+}
+
+#[test]
+fn the_alert_rules_read_only_metrics_the_reference_documents() {
+    let rules = fs::read_to_string(prometheus_dir().join("fleet-role.rules.yaml")).unwrap();
+    let reference = fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/reference.md"),
+    )
+    .unwrap();
+    let documented = metric_names(&reference);
+    let used = metric_names(&rules);
+    assert!(used.len() >= 8, "{used:?}");
+    let unknown: Vec<_> = used.difference(&documented).collect();
+    assert!(unknown.is_empty(), "not in docs/reference.md: {unknown:?}");
+}
