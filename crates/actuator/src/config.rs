@@ -61,6 +61,8 @@ pub struct FileConfig {
     pub systemctl_timeout_secs: Option<u64>,
     /// How long `k3s etcd-snapshot save` may take before it is killed.
     pub snapshot_timeout_secs: Option<u64>,
+    /// How many swap snapshots the host keeps (0: every one).
+    pub snapshot_retention: Option<u32>,
     /// How long a queued start waits for its unit to be active.
     pub start_wait_secs: Option<u64>,
     /// How long a queued stop waits for its unit to be stopped.
@@ -115,6 +117,8 @@ pub struct Settings {
     pub systemctl_timeout: Duration,
     /// The bound of one `k3s etcd-snapshot save`.
     pub snapshot_timeout: Duration,
+    /// How many swap snapshots the host keeps (0: every one).
+    pub snapshot_retention: u32,
     /// How long a queued start waits for its unit to be active.
     pub start_wait: Duration,
     /// How long a queued stop waits for its unit to be stopped.
@@ -299,6 +303,9 @@ impl Settings {
             )?,
             systemctl_timeout,
             snapshot_timeout,
+            snapshot_retention: file
+                .snapshot_retention
+                .unwrap_or(host::k3s::DEFAULT_SNAPSHOT_RETENTION),
             start_wait,
             stop_wait,
             resync: secs("resync_secs", file.resync_secs, 10)?.max(Duration::from_secs(1)),
@@ -325,6 +332,7 @@ impl Settings {
         h.etcd_health_url = self.etcd_health_url.clone();
         h.etcd_wait = self.etcd_wait;
         h.snapshot_timeout = self.snapshot_timeout;
+        h.snapshot_retention = self.snapshot_retention;
         h.start_wait = self.start_wait;
         h.stop_wait = self.stop_wait;
         h

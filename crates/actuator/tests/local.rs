@@ -515,6 +515,65 @@ fn a_voter_takes_the_snapshot_named_for_the_swap_and_reports_its_file() {
     );
 }
 
+/// The file names in a host's snapshot directory, sorted.
+fn snapshot_names(h: &TestHost) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(h.at("var/lib/rancher/k3s/server/db/snapshots"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn pruning_keeps_the_newest_swap_snapshots_and_never_another_name_and_a_failed_prune_keeps_all() {
+    let h = server("voter-a");
+    let dir = h.at("var/lib/rancher/k3s/server/db/snapshots");
+    fs::create_dir_all(&dir).unwrap();
+    for name in [
+        "swap-a-voter-a-100",
+        "swap-b-voter-a-300.zip",
+        "swap-c-voter-a-200",
+        "etcd-snapshot-voter-a-50",
+        "before-upgrade-voter-a-10",
+    ] {
+        fs::write(dir.join(name), "old\n").unwrap();
+    }
+    let mut host =
+        host::Host::new(h.root(), "voter-a", clock::Clock::system()).with_search_path(h.path_env());
+    let taken = host
+        .snapshot(&protocol::SwapId::parse("swap-new").unwrap())
+        .unwrap();
+    host.snapshot_retention = 2;
+    assert_eq!(host.prune_snapshots().unwrap(), Some(2));
+    let left = snapshot_names(&h);
+    assert_eq!(
+        left.iter()
+            .filter(|n| n.starts_with("swap-"))
+            .cloned()
+            .collect::<Vec<_>>(),
+        vec![
+            "swap-b-voter-a-300.zip".to_string(),
+            taken.rsplit('/').next().unwrap().to_string()
+        ],
+        "the newest two by the time in their names"
+    );
+    assert!(left.contains(&"etcd-snapshot-voter-a-50".to_string()));
+    assert!(left.contains(&"before-upgrade-voter-a-10".to_string()));
+    // 0 keeps every one, and asks k3s nothing.
+    host.snapshot_retention = 0;
+    assert_eq!(host.prune_snapshots().unwrap(), None);
+    // With k3s down the prune fails, saying what it left, and removes nothing.
+    h.systemctl(&["stop", "k3s"]);
+    host.snapshot_retention = 1;
+    let e = host.prune_snapshots().unwrap_err().to_string();
+    assert!(
+        e.contains("k3s etcd-snapshot prune --name swap- --snapshot-retention 1"),
+        "{e}"
+    );
+    assert_eq!(snapshot_names(&h), left);
+}
+
 #[test]
 fn a_bad_config_file_is_a_clear_error() {
     let h = agent("a");

@@ -23,6 +23,15 @@ use crate::{
 /// written the whole snapshot.
 pub const DEFAULT_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// The name prefix of every snapshot a swap takes: a swap id is
+/// `swap-<date>-<time>-<hex>` ([`SwapId`]), and k3s names the file
+/// `<name>-<node>-<unix>`.
+pub const SWAP_SNAPSHOT_PREFIX: &str = "swap-";
+
+/// How many swap snapshots a host keeps by default (k3s's own default
+/// retention for its scheduled snapshots).
+pub const DEFAULT_SNAPSHOT_RETENTION: u32 = 5;
+
 /// Where k3s writes its snapshots and whether it compresses them, as its
 /// own configuration says: `etcd-snapshot-dir` and `etcd-snapshot-compress`
 /// in `/etc/rancher/k3s/config.yaml`, then `config.yaml.d/*.yaml|*.yml` in
@@ -209,6 +218,63 @@ pub fn snapshot_save(
         name: name.to_string(),
         dir: config.dir.clone(),
     })
+}
+
+/// Keeps the newest `keep` swap snapshots on this host and deletes the
+/// older ones, through k3s itself: `k3s etcd-snapshot prune --name swap-
+/// --snapshot-retention KEEP` (k3s sorts the files whose name starts with
+/// the prefix by the unix time in their name, newest first, and removes
+/// those past `keep`, in its snapshot directory, and reconciles its own
+/// record of them). k3s prunes only snapshots of the same `--name` after
+/// a save, and every swap has its own, so without this they pile up.
+/// Returns the snapshot files left with the prefix.
+pub fn snapshot_prune(
+    paths: &HostPaths,
+    keep: u32,
+    search_path: Option<&OsString>,
+    timeout: Duration,
+    budget: &crate::Budget,
+) -> Result<usize> {
+    let line = format!(
+        "k3s etcd-snapshot prune --name {SWAP_SNAPSHOT_PREFIX} --snapshot-retention {keep}"
+    );
+    let mut c = command("k3s", search_path);
+    c.args([
+        "etcd-snapshot",
+        "prune",
+        "--name",
+        SWAP_SNAPSHOT_PREFIX,
+        "--snapshot-retention",
+        &keep.to_string(),
+    ]);
+    #[cfg(feature = "test-hooks")]
+    c.env("FLEET_ROLE_ROOT", paths.root());
+    let out = Bounded {
+        command: c,
+        line: &line,
+        timeout,
+        left: "k3s may still remove old snapshots; the newest are never removed, and the next swap prunes again",
+        budget,
+    }
+    .run()?;
+    if !out.status.success() {
+        return Err(Error::Command {
+            command: line,
+            detail: describe(&out),
+        });
+    }
+    let config = SnapshotConfig::read(paths)?;
+    Ok(fs::read_dir(&config.dir)
+        .map(|es| {
+            es.filter_map(|e| e.ok())
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(SWAP_SNAPSHOT_PREFIX)
+                })
+                .count()
+        })
+        .unwrap_or(0))
 }
 
 /// The newest snapshot file of `name` taken on `node`, if any, where

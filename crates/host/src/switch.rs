@@ -127,6 +127,9 @@ pub struct Host {
     pub etcd_wait: Duration,
     /// How long `k3s etcd-snapshot save` may take before it is killed.
     pub snapshot_timeout: Duration,
+    /// How many swap snapshots [`Host::prune_snapshots`] keeps; 0 keeps
+    /// every one.
+    pub snapshot_retention: u32,
     /// How long a queued start waits for its unit to be active.
     pub start_wait: Duration,
     /// How long a queued stop waits for its unit to be stopped.
@@ -179,6 +182,7 @@ impl Host {
             etcd_health_url: etcd::DEFAULT_HEALTH_URL.to_string(),
             etcd_wait: Duration::from_secs(120),
             snapshot_timeout: k3s::DEFAULT_SNAPSHOT_TIMEOUT,
+            snapshot_retention: k3s::DEFAULT_SNAPSHOT_RETENTION,
             start_wait: DEFAULT_START_WAIT,
             stop_wait: DEFAULT_STOP_WAIT,
             budget: Budget::unbounded(&clock),
@@ -585,6 +589,24 @@ impl Host {
                 .unwrap_or(&file)
                 .display()
         ))
+    }
+
+    /// Deletes all but the newest [`Host::snapshot_retention`] swap
+    /// snapshots ([`k3s::snapshot_prune`]); returns how many are left, or
+    /// `None` when retention is off (0). Housekeeping after a swap's
+    /// snapshot: its failure leaves every snapshot in place.
+    pub fn prune_snapshots(&self) -> Result<Option<usize>> {
+        if self.snapshot_retention == 0 {
+            return Ok(None);
+        }
+        k3s::snapshot_prune(
+            &self.paths,
+            self.snapshot_retention,
+            self.search_path.as_ref(),
+            self.snapshot_timeout,
+            &self.budget,
+        )
+        .map(Some)
     }
 
     /// Whether the datastore holds k3s's tombstone.

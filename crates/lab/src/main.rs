@@ -126,6 +126,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             match a.as_slice() {
                 ["server", ..] => k3s::server::run(ctx).await?,
                 ["agent", ..] => k3s::agent::run(ctx).await?,
+                [
+                    "etcd-snapshot",
+                    "prune",
+                    "--name",
+                    prefix,
+                    "--snapshot-retention",
+                    keep,
+                ] => {
+                    for file in k3s::snapshot_prune(&ctx, prefix, keep.parse()?).await? {
+                        eprintln!("Removing local snapshot {}", file.display());
+                    }
+                }
                 ["etcd-snapshot", "save", "--name", name] => {
                     let file = k3s::snapshot_save(&ctx, name).await?;
                     eprintln!(

@@ -777,6 +777,19 @@ async fn a_host_rebooted_mid_promotion_on_real_systemd_converges_without_repeati
     let hand = Hand::new(&lab.spec).unwrap();
     let n = hand.names.clone();
     let swap = format!("swap-{}", clock::Clock::system().unix_secs());
+    // Five earlier swaps' snapshots (the retention kept by default) and one
+    // of k3s's own schedule: the new one pushes the oldest swap's out.
+    let snapshots = lab
+        .spec
+        .root("server-1")
+        .join("var/lib/rancher/k3s/server/db/snapshots");
+    std::fs::create_dir_all(&snapshots).unwrap();
+    for name in (1..=5)
+        .map(|i| format!("swap-old{i}-server-1-{}", 100 + i))
+        .chain(["etcd-snapshot-server-1-50".to_string()])
+    {
+        std::fs::write(snapshots.join(name), "an earlier snapshot\n").unwrap();
+    }
     hand.hold_lease(&swap, "server-2", "agent-1", &n.controller_identity)
         .await
         .unwrap();
@@ -792,6 +805,26 @@ async fn a_host_rebooted_mid_promotion_on_real_systemd_converges_without_repeati
     )
     .await
     .unwrap();
+    let names = |dir: &std::path::Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let kept = names(&snapshots);
+    assert!(
+        !kept.contains(&"swap-old1-server-1-101".to_string())
+            && kept.contains(&"swap-old2-server-1-102".to_string())
+            && kept.contains(&"etcd-snapshot-server-1-50".to_string()),
+        "the swap's snapshot step prunes the oldest swap snapshot only: {kept:?}"
+    );
+    assert_eq!(
+        kept.iter().filter(|n| n.starts_with("swap-")).count(),
+        5,
+        "{kept:?}"
+    );
     hand.ask(
         "agent-1",
         Ask::Promote {
@@ -835,13 +868,10 @@ async fn a_host_rebooted_mid_promotion_on_real_systemd_converges_without_repeati
     let r = tokio::select! { r = done => r.unwrap(), _ = renew => unreachable!() };
     // A promotion started again would report a new start time.
     assert_eq!(r.started_at, started, "the promotion was started again");
-    let snaps = std::fs::read_dir(
-        lab.spec
-            .root("server-1")
-            .join("var/lib/rancher/k3s/server/db/snapshots"),
-    )
-    .unwrap()
-    .count();
+    let snaps = names(&snapshots)
+        .iter()
+        .filter(|n| n.starts_with(&format!("{swap}-")))
+        .count();
     assert_eq!(snaps, 1, "the settled snapshot was taken again");
     // (The report is the record of a step's start: its `started_at` above.
     // The actuator's journal is not, here: a host's first-boot records of

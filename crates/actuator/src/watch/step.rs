@@ -10,7 +10,7 @@ use clock::Clock;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use protocol::{Step, SwapId, report::Detail, report::ReportStep};
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::chain;
 use crate::config::Settings;
@@ -224,7 +224,18 @@ fn host_step(
         Step::Finish => host.plan_finish(),
         Step::Snapshot => {
             let swap = swap.ok_or("a snapshot needs a swap to name it")?;
-            return host.snapshot(swap).map(Some).map_err(|e| e.to_string());
+            let file = host.snapshot(swap).map_err(|e| e.to_string())?;
+            // The snapshot is taken: pruning the older ones is
+            // housekeeping, and its failure fails nothing.
+            match host.prune_snapshots() {
+                Ok(Some(left)) if left > host.snapshot_retention as usize => warn!(
+                    "k3s etcd-snapshot prune left {left} swap snapshots, more than the {} kept (a k3s that prunes by another rule?)",
+                    host.snapshot_retention
+                ),
+                Ok(_) => {}
+                Err(e) => warn!("pruning the older swap snapshots: {e}; every snapshot is kept"),
+            }
+            return Ok(Some(file));
         }
     }
     .map_err(|e| e.to_string())?;

@@ -1,4 +1,5 @@
-//! The k3s stand-in: `k3s server`, `k3s agent` and `k3s etcd-snapshot save`,
+//! The k3s stand-in: `k3s server`, `k3s agent` and `k3s etcd-snapshot
+//! save|prune`,
 //! doing what shared `K3S.md` says k3s does, with real etcd members and a real
 //! kube-apiserver. What it leaves out is listed in `docs/testing.md`.
 
@@ -103,6 +104,47 @@ pub async fn snapshot_save(ctx: &Ctx, name: &str) -> anyhow::Result<PathBuf> {
     write_snapshot(ctx, name, &data, clock.unix_secs())
 }
 
+/// The server process's config and its `etcd-snapshot-dir` (default
+/// `server/db/snapshots`): `save` and `prune` ask the server's supervisor,
+/// so its config files and its unit's command line say where.
+fn snapshot_dir(ctx: &Ctx) -> anyhow::Result<(config::K3sConfig, PathBuf)> {
+    let server =
+        config::K3sConfig::load(&ctx.root, &config::server_unit_args(&ctx.root), |_| None)?;
+    let dir = match server.get("etcd-snapshot-dir") {
+        Some(d) => ctx.at(d.trim_start_matches('/')),
+        None => ctx.at("var/lib/rancher/k3s/server/db/snapshots"),
+    };
+    Ok((server, dir))
+}
+
+/// `k3s etcd-snapshot prune --name PREFIX --snapshot-retention KEEP`: the
+/// local snapshots of that prefix past the newest `keep` are removed, by
+/// k3s's rule (`snapshotRetention`, `pkg/etcd/snapshot.go`:
+/// [`standins::snapshots::to_prune`]). Like `save` it asks the running
+/// server, so with no local etcd answering it fails. Returns the removed
+/// files.
+pub async fn snapshot_prune(ctx: &Ctx, prefix: &str, keep: usize) -> anyhow::Result<Vec<PathBuf>> {
+    let url = ctx.etcd(&LabSpec::etcd_url(ctx.ip()?))?;
+    crate::etcd_gw::member_list(&url)
+        .await
+        .context("etcd-snapshot error: cannot reach the local etcd (is k3s running?)")?;
+    let (_, dir) = snapshot_dir(ctx)?;
+    let names: Vec<String> = match std::fs::read_dir(&dir) {
+        Ok(es) => es
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let mut removed = Vec::new();
+    for name in standins::snapshots::to_prune(&names, prefix, keep) {
+        let file = dir.join(name);
+        std::fs::remove_file(&file)?;
+        removed.push(file);
+    }
+    Ok(removed)
+}
+
 /// Writes a snapshot's `data` where and as k3s does (`pkg/etcd/snapshot.go`):
 /// in `etcd-snapshot-dir` as the server process has it (`save` asks the
 /// server's supervisor: its config files, then its unit's command line),
@@ -110,12 +152,7 @@ pub async fn snapshot_save(ctx: &Ctx, name: &str) -> anyhow::Result<PathBuf> {
 /// `<that>.zip`, one entry of that name (`compressSnapshot`; the
 /// uncompressed file is removed).
 pub fn write_snapshot(ctx: &Ctx, name: &str, data: &[u8], now: i64) -> anyhow::Result<PathBuf> {
-    let server =
-        config::K3sConfig::load(&ctx.root, &config::server_unit_args(&ctx.root), |_| None)?;
-    let dir = match server.get("etcd-snapshot-dir") {
-        Some(d) => ctx.at(d.trim_start_matches('/')),
-        None => ctx.at("var/lib/rancher/k3s/server/db/snapshots"),
-    };
+    let (server, dir) = snapshot_dir(ctx)?;
     std::fs::create_dir_all(&dir)?;
     let base = format!("{name}-{}-{now}", ctx.node()?);
     let (file, contents) = if server.flag("etcd-snapshot-compress") {

@@ -4,6 +4,9 @@
 //! `server/db/snapshots`), read from `config.yaml` then `config.yaml.d/*.yaml`
 //! as k3s reads them (top-level `key: value` lines only, a later file
 //! winning), and fails as k3s would when the server is not up.
+//! `k3s etcd-snapshot prune --name PREFIX --snapshot-retention N` removes
+//! the older files of that prefix there, by k3s's rule
+//! ([`standins::snapshots::to_prune`]).
 
 use std::{fs, process::ExitCode};
 
@@ -42,6 +45,15 @@ fn config_value(root: &std::path::Path, key: &str) -> Option<String> {
     found
 }
 
+/// Where the server writes snapshots: `etcd-snapshot-dir`, by default
+/// `server/db/snapshots`.
+fn snapshot_dir(root: &std::path::Path) -> std::path::PathBuf {
+    config_value(root, "etcd-snapshot-dir").map_or_else(
+        || root.join("var/lib/rancher/k3s/server/db/snapshots"),
+        |d| root.join(d.trim_start_matches('/')),
+    )
+}
+
 fn main() -> ExitCode {
     let clock = clock::Clock::system();
     let root = match root() {
@@ -59,6 +71,47 @@ fn main() -> ExitCode {
         .collect::<Vec<_>>()
         .as_slice()
     {
+        [
+            "etcd-snapshot",
+            "prune",
+            "--name",
+            prefix,
+            "--snapshot-retention",
+            keep,
+        ] => {
+            // Like save, prune asks the running server's supervisor.
+            if units::state(&root, "k3s").active != "active" {
+                eprintln!(
+                    "level=fatal msg=\"etcd-snapshot error: dial tcp 127.0.0.1:6443: connect: connection refused\""
+                );
+                return ExitCode::from(1);
+            }
+            let Ok(keep) = keep.parse::<usize>() else {
+                eprintln!(
+                    "level=fatal msg=\"invalid value {keep:?} for flag -snapshot-retention\""
+                );
+                return ExitCode::from(1);
+            };
+            let dir = snapshot_dir(&root);
+            let names: Vec<String> = fs::read_dir(&dir)
+                .map(|es| {
+                    es.filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            for name in standins::snapshots::to_prune(&names, prefix, keep) {
+                eprintln!(
+                    "level=info msg=\"Removing local snapshot {}\"",
+                    dir.join(&name).display()
+                );
+                if let Err(e) = fs::remove_file(dir.join(&name)) {
+                    eprintln!("level=fatal msg=\"etcd-snapshot error: {e}\"");
+                    return ExitCode::from(1);
+                }
+            }
+            ExitCode::SUCCESS
+        }
         ["etcd-snapshot", "save", "--name", name] => {
             // The server answers only once it is up (a learner's k3s is
             // still activating: it refuses, as k3s's learner does).
@@ -72,10 +125,7 @@ fn main() -> ExitCode {
                 eprintln!("level=fatal msg=\"etcd-snapshot error: snapshot failed (injected)\"");
                 return ExitCode::from(1);
             }
-            let dir = config_value(&root, "etcd-snapshot-dir").map_or_else(
-                || root.join("var/lib/rancher/k3s/server/db/snapshots"),
-                |d| root.join(d.trim_start_matches('/')),
-            );
+            let dir = snapshot_dir(&root);
             let zip = if config_value(&root, "etcd-snapshot-compress").as_deref() == Some("true") {
                 ".zip"
             } else {
