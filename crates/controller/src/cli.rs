@@ -114,6 +114,15 @@ pub enum Command {
     Enroll(crate::enroll::EnrollArgs),
     /// Remove host NODE's identity, revoking its credential.
     Unenroll(crate::enroll::UnenrollArgs),
+    /// Remove what fleet-role made in the cluster (the controller's
+    /// workload, every host's identity, the roles, Leases, report and
+    /// admission policy); refused while a swap is under way. The
+    /// namespaces and the Nodes' labels are kept.
+    Uninstall {
+        /// Print what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Print the cluster-side objects as YAML, rendered from the config
     /// file (namespace, Lease names); needs no cluster: pipe it to
     /// `kubectl apply -f -`.

@@ -147,7 +147,36 @@ impl Credential {
             }
         }
     }
+
+    /// What `run` warns of at its start, at `now` (unix seconds): a token
+    /// that has lapsed (every request will be refused), or an inline one
+    /// that lapses within [`EXPIRY_WARNING_SECS`] (nothing renews it:
+    /// `kubectl create token` gives an hour unless told otherwise). A token
+    /// file is re-read at each request and a Pod's is rotated by the
+    /// kubelet long before its hour is out, so only a lapsed one is named.
+    pub fn warning(&self, now: i64) -> Option<String> {
+        let at = self.expiry()?;
+        let when = k8s_openapi::jiff::Timestamp::from_second(at)
+            .map_or_else(|_| at.to_string(), |t| t.to_string());
+        if at <= now {
+            return Some(format!(
+                "the controller's token lapsed at {when}: the API server will refuse every request (401); give it a new token (docs/controller.md)"
+            ));
+        }
+        let left = at - now;
+        (matches!(self, Credential::Expires(_)) && left < EXPIRY_WARNING_SECS).then(|| {
+            format!(
+                "the controller's token lapses at {when}, in {} h {} min, and nothing renews a token written in the kubeconfig: give it a longer-lived one (kubectl create token --duration, or a ServiceAccount token Secret) before then (docs/controller.md)",
+                left / 3600,
+                left % 3600 / 60
+            )
+        })
+    }
 }
+
+/// How far ahead `run` warns of an inline token's expiry: a week, as the
+/// alert `FleetRoleCredentialExpiring` does.
+pub const EXPIRY_WARNING_SECS: i64 = 7 * 86_400;
 
 /// The `exp` claim of the JWT `token`, if it is one that has it. The
 /// middle part of a JWT is plain base64url JSON: its `exp` is read without
@@ -183,6 +212,29 @@ mod tests {
         assert_eq!(jwt_expiry(&jwt(r#"{"sub":"y"}"#)), None);
         assert_eq!(jwt_expiry("not-a-jwt"), None);
         assert_eq!(jwt_expiry("a.%%%.c"), None);
+    }
+
+    #[test]
+    fn run_warns_of_an_inline_token_lapsing_within_a_week_and_of_any_lapsed_token_only() {
+        let now = 1_800_000_000;
+        let inline = |left: i64| Credential::Expires(now + left).warning(now);
+        assert_eq!(inline(EXPIRY_WARNING_SECS), None, "a week away");
+        let soon = inline(3_600 + 120).expect("an hour away");
+        assert!(soon.contains("in 1 h 2 min"), "{soon}");
+        assert!(soon.contains("at 2027-01-15T09:02:00Z"), "{soon}");
+        let lapsed = inline(0).expect("lapsed");
+        assert!(
+            lapsed.contains("lapsed") && lapsed.contains("401"),
+            "{lapsed}"
+        );
+        // A token file rotates: named only once it has lapsed.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, jwt(&format!(r#"{{"exp":{}}}"#, now + 60))).unwrap();
+        assert_eq!(Credential::TokenFile(file.clone()).warning(now), None);
+        std::fs::write(&file, jwt(&format!(r#"{{"exp":{}}}"#, now - 1))).unwrap();
+        assert!(Credential::TokenFile(file).warning(now).is_some());
+        assert_eq!(Credential::Unknown.warning(now), None);
     }
 
     #[test]

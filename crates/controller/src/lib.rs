@@ -28,5 +28,6 @@ pub mod output;
 pub mod policy;
 pub mod service;
 pub mod status;
+pub mod uninstall;
 pub mod wake;
 pub mod watch;

@@ -17,7 +17,7 @@ use controller::{
     enroll, manifests,
     metrics::Metrics,
     output::{Printer, print_error},
-    service, status,
+    service, status, uninstall,
     watch::FleetWatch,
 };
 use protocol::{
@@ -202,6 +202,10 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
             print!("{}", manifests::render(*which, &settings));
             Ok(Exit::Done)
         }
+        Command::Uninstall { dry_run } => {
+            let client = cluster::client(kubeconfig).await?;
+            uninstall::command(&client, &settings, *dry_run).await
+        }
         Command::Unenroll(args) => {
             let client = || async { Ok(cluster::client(kubeconfig).await?) };
             enroll::command::unenroll(settings.names(), args, client).await
@@ -330,6 +334,9 @@ async fn run_command(
         watches: watching,
         credential,
     } = cluster::connect(kubeconfig).await?;
+    if let Some(w) = credential.warning(settings.clock.unix_secs()) {
+        tracing::warn!("{w}");
+    }
     let mut printer = Printer::new(Format::Text, settings.clock.clone());
     let metrics = Arc::new(Metrics::new().with_credential(credential));
     if let Some(addr) = settings.metrics_address {

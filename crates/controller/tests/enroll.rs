@@ -34,14 +34,7 @@ struct World {
 }
 
 fn kubeconfig(plane: &ControlPlane, path: &Path, token: &SecretString) {
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {}\ncontexts:\n- name: t\n  context: {{cluster: t, user: u}}\ncurrent-context: t\n",
-        plane.urls()[0],
-        plane.ca_file().display(),
-        token.expose_secret()
-    );
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    plane.write_kubeconfig(path, token).unwrap();
 }
 
 impl World {
@@ -306,5 +299,111 @@ async fn enroll_refuses_a_bad_node_name_and_a_credential_that_may_not_make_ident
     assert!(
         !names.iter().any(|n| n.starts_with("fleet-role-actuator-")),
         "{names:?}"
+    );
+}
+
+#[tokio::test]
+async fn uninstall_refuses_during_a_swap_then_removes_every_object_fleet_role_made_and_revokes_each_host()
+ {
+    use k8s_openapi::api::{
+        apps::v1::Deployment, coordination::v1::Lease, core::v1::Node, rbac::v1::ClusterRole,
+    };
+    let w = World::start().await;
+    w.plane
+        .apply_yaml_file(&workspace().join("deploy/kubernetes/fleet-role.yaml"))
+        .await
+        .expect("the controller's workload applies");
+    let token_file = w.dir.path().join("host-a.token");
+    let out = w.admin(&[
+        "enroll",
+        "host-a",
+        "--credential",
+        token_file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let out = w.admin(&["enroll", "host-b", "--credential", "host-b.token"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let host_a = SecretString::from(std::fs::read_to_string(&token_file).unwrap());
+    w.wait_policy(&host_a).await;
+    assert_eq!(w.write_key(&host_a, "host-a").await, 200);
+
+    let admin = w.plane.admin_client().unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), "platform");
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), "platform");
+    let there = || async {
+        (
+            deployments.get_opt("fleet-role").await.unwrap().is_some(),
+            accounts
+                .get_opt("fleet-role-actuator-host-a")
+                .await
+                .unwrap()
+                .is_some(),
+        )
+    };
+
+    // A Node marked by a swap: refused, nothing removed.
+    let names = protocol::Names::default();
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": "n1", "annotations": {names.role_swap(): "swap-1"}},
+    }))
+    .unwrap();
+    nodes.create(&Default::default(), &node).await.unwrap();
+    let out = w.admin(&["uninstall"]);
+    let (_, err) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{:?}", text(&out));
+    assert!(
+        err.contains("n1") && err.contains("nothing was removed"),
+        "{err}"
+    );
+    assert_eq!(there().await, (true, true));
+    nodes.delete("n1", &Default::default()).await.unwrap();
+
+    // The dry run lists, and removes nothing.
+    let out = w.admin(&["uninstall", "--dry-run"]);
+    let (said, _) = text(&out);
+    assert!(out.status.success(), "{:?}", text(&out));
+    for line in [
+        "would remove Deployment platform/fleet-role",
+        "would unenroll host-a",
+        "would unenroll host-b",
+        "would remove Lease kube-system/fleet-regrade",
+        "would remove ClusterRole fleet-role",
+        "would remove ValidatingAdmissionPolicy fleet-role-actuator-report",
+    ] {
+        assert!(said.lines().any(|l| l == line), "no {line:?} in:\n{said}");
+    }
+    assert_eq!(there().await, (true, true));
+
+    // The uninstall: every object gone, each host's token revoked, the
+    // namespace kept.
+    let out = w.admin(&["uninstall"]);
+    let (said, _) = text(&out);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert_eq!(there().await, (false, false));
+    assert!(
+        said.contains("removed ServiceAccount platform/fleet-role-actuator-host-b"),
+        "{said}"
+    );
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), "kube-system");
+    assert!(leases.get_opt("fleet-regrade").await.unwrap().is_none());
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    for r in ["fleet-role", "fleet-role-actuator"] {
+        assert!(roles.get_opt(r).await.unwrap().is_none(), "{r} is left");
+    }
+    assert_ne!(
+        w.write_key(&host_a, "host-a").await,
+        200,
+        "host-a's token still writes"
+    );
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
+    assert!(namespaces.get_opt("platform").await.unwrap().is_some());
+    // Again: nothing left to remove, and it says so.
+    let out = w.admin(&["uninstall"]);
+    let (said, _) = text(&out);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(
+        said.contains("fleet-role's objects are removed (0)"),
+        "{said}"
     );
 }

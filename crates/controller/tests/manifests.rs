@@ -16,7 +16,7 @@ use kube::{
     api::{Patch, PatchParams},
 };
 use protocol::report::MAX_REPORT_BYTES;
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use serde_json::json;
 use testcp::ControlPlane;
 
@@ -112,16 +112,9 @@ async fn under_another_namespace_the_rendered_policy_keeps_each_host_to_its_own_
             .unwrap_or_else(|e| panic!("the {which} manifests apply: {e}"));
     }
     let kubeconfig = d.join("admin.kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {}\ncontexts:\n- name: t\n  context: {{cluster: t, user: u}}\ncurrent-context: t\n",
-            plane.urls()[0],
-            plane.ca_file().display(),
-            plane.admin_token().expose_secret()
-        ),
-    )
-    .unwrap();
+    plane
+        .write_kubeconfig(&kubeconfig, plane.admin_token())
+        .unwrap();
     let admin = |args: &[&str]| {
         let mut all = vec!["--kubeconfig", "admin.kubeconfig"];
         all.extend_from_slice(args);

@@ -213,6 +213,31 @@ impl ControlPlane {
         self.apiservers.iter().map(ApiServer::url).collect()
     }
 
+    /// Writes a kubeconfig at `path` (mode 0600: it holds the token) for
+    /// the plane's first API server, trusting its CA file and sending
+    /// `token` inline.
+    pub fn write_kubeconfig(
+        &self,
+        path: &std::path::Path,
+        token: &SecretString,
+    ) -> std::io::Result<()> {
+        use secrecy::ExposeSecret;
+        use std::{io::Write, os::unix::fs::OpenOptionsExt};
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {}\ncontexts:\n- name: t\n  context: {{cluster: t, user: u}}\ncurrent-context: t\n",
+            self.urls()[0],
+            self.ca_file().display(),
+            token.expose_secret()
+        );
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o600)
+            .open(path)?;
+        f.write_all(text.as_bytes())
+    }
+
     /// The CA file that verifies every API server of the plane.
     pub fn ca_file(&self) -> std::path::PathBuf {
         self.pki.ca_file()
