@@ -7,7 +7,10 @@
 # - protoc (protobuf-compiler): the etcd client's build compiles etcd's
 #   protocol files with it;
 # - lintian: Debian's checker, run on the packages by a test;
-# - promtool (prometheus): checks the metrics scrapes and the alert rules.
+# - promtool (prometheus): checks the metrics scrapes and the alert rules;
+# - podman: builds the controller's image (scripts/image.sh) and runs it in
+#   a test, with runc (this machine's hybrid cgroups are refused by crun,
+#   the runtime podman would take).
 #   --no-install-recommends keeps both lean; the prometheus server the
 #   package also holds is never started (no init runs here).
 need=()
@@ -17,6 +20,8 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v protoc >/dev/null || need+=(protobuf-compiler)
 command -v lintian >/dev/null || need+=(lintian)
 command -v promtool >/dev/null || need+=(prometheus)
+command -v podman >/dev/null || need+=(podman)
+command -v runc >/dev/null || need+=(runc)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive \

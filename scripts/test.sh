@@ -30,6 +30,8 @@ cargo build --workspace --bins --examples --quiet
 # tests: tests/package_install.rs installs, upgrades and purges them in a lab
 # host. A change that breaks packaging fails here.
 scripts/package.sh
+# The controller's image, from the same release binary (tests/image.rs runs it).
+scripts/image.sh
 FLEET_ROLE_DEB_DIR="$top/target/debian"
 export FLEET_ROLE_DEB_DIR
 

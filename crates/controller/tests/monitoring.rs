@@ -1,11 +1,22 @@
-//! The alert rules shipped in `deploy/prometheus/`: valid to Prometheus,
-//! each alert firing on the series that mean it and only on those
-//! (`promtool test rules`), and over metrics the controller serves.
+//! What an operator monitors fleet-role with: the alert rules in
+//! `deploy/prometheus/` (valid to Prometheus, each alert firing on the
+//! series that mean it and only on those: `promtool test rules`) and the
+//! Grafana dashboard in `deploy/grafana/`, both over documented metrics
+//! only (docs/reference.md, which other tests hold to the code).
 
 use std::{collections::BTreeSet, fs, path::PathBuf};
 
+fn top() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
 fn prometheus_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus")
+    top().join("deploy/prometheus")
+}
+
+/// The metrics docs/reference.md documents.
+fn documented() -> BTreeSet<String> {
+    metric_names(&fs::read_to_string(top().join("docs/reference.md")).unwrap())
 }
 
 /// The `fleet_role_*` names in `text`.
@@ -48,13 +59,31 @@ async fn the_alert_rules_are_valid_and_each_alert_fires_on_its_series_and_only_t
 #[test]
 fn the_alert_rules_read_only_metrics_the_reference_documents() {
     let rules = fs::read_to_string(prometheus_dir().join("fleet-role.rules.yaml")).unwrap();
-    let reference = fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/reference.md"),
-    )
-    .unwrap();
-    let documented = metric_names(&reference);
+    let documented = documented();
     let used = metric_names(&rules);
     assert!(used.len() >= 8, "{used:?}");
     let unknown: Vec<_> = used.difference(&documented).collect();
     assert!(unknown.is_empty(), "not in docs/reference.md: {unknown:?}");
+}
+
+#[test]
+fn the_dashboard_charts_every_documented_metric_and_no_other() {
+    let text = fs::read_to_string(top().join("deploy/grafana/fleet-role.dashboard.json")).unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let panels = dashboard["panels"].as_array().expect("panels");
+    let mut charted = BTreeSet::new();
+    for p in panels {
+        let targets = p["targets"].as_array().expect("each panel has queries");
+        assert!(!targets.is_empty(), "{} has no query", p["title"]);
+        for t in targets {
+            let expr = t["expr"].as_str().expect("a PromQL expr");
+            charted.extend(metric_names(expr));
+        }
+    }
+    // A histogram is documented by its family and charted by its buckets.
+    let charted: BTreeSet<String> = charted
+        .into_iter()
+        .map(|m| m.trim_end_matches("_bucket").to_string())
+        .collect();
+    assert_eq!(charted, documented());
 }
