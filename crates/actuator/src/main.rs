@@ -194,6 +194,21 @@ fn status(cli: &Cli, api: &ApiArgs, clock: &Clock) -> anyhow::Result<ExitCode> {
             (serde_json::Value::Null, Some(e.to_string()))
         }
     };
+    let k3s = s.host(clock).k3s_version();
+    lines.push(match &k3s {
+        Ok(v) => format!(
+            "k3s release:  {}{}",
+            v.text,
+            v.warning()
+                .map(|w| format!("; WARNING: {w}"))
+                .unwrap_or_default()
+        ),
+        Err(e) => format!("k3s release:  unknown ({})", one_line(&e.to_string())),
+    });
+    let k3s = match k3s {
+        Ok(v) => serde_json::json!({"version": v.text, "supported": v.supported()}),
+        Err(e) => serde_json::json!({"error": e.to_string()}),
+    };
     let expiry = s.token_file.as_deref().and_then(cluster::token_expiry);
     if let Some(exp) = expiry {
         let at = kubeview::time::rfc3339(Some(exp));
@@ -221,6 +236,7 @@ fn status(cli: &Cli, api: &ApiArgs, clock: &Clock) -> anyhow::Result<ExitCode> {
             "report_kept": kept,
             "report_kept_error": kept_error,
             "credential_expires": kubeview::time::rfc3339(expiry),
+            "k3s": k3s,
         }),
     );
     Ok(ExitCode::from(exit.code()))
@@ -266,6 +282,15 @@ fn watch(cli: &Cli, api: &ApiArgs, clock: Clock) -> anyhow::Result<ExitCode> {
     )
     .map_err(usage)?;
     init_logging();
+    // Said, never refused: a fleet upgrading k3s host by host passes
+    // through releases newer than this build knows.
+    match s.host(&clock).k3s_version() {
+        Ok(v) => match v.warning() {
+            Some(w) => tracing::warn!("{w}"),
+            None => tracing::info!("k3s {}", v.text),
+        },
+        Err(e) => tracing::warn!("cannot tell this host's k3s release: {e}"),
+    }
     let candidates =
         Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone()).map_err(usage)?;
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -609,6 +609,10 @@ fn status_shows_the_role_file_the_drop_ins_and_each_units_state_and_exits_0_when
         assert!(text.lines().any(|l| l.starts_with(line)), "{line}\n{text}");
     }
     assert!(text.contains("kept report:  none"), "{text}");
+    assert!(
+        text.lines().any(|l| l == "k3s release:  v1.34.3+k3s1"),
+        "{text}"
+    );
     let out = run(&h, &["--output", "json", "status"]);
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_eq!(v["host"]["role"], "server");
@@ -620,6 +624,22 @@ fn status_shows_the_role_file_the_drop_ins_and_each_units_state_and_exits_0_when
     assert_eq!(v["report_kept"], serde_json::Value::Null);
     assert_eq!(v["host"]["degraded"], serde_json::json!([]));
     assert_eq!(v["exit"], 0);
+    assert_eq!(
+        v["k3s"],
+        serde_json::json!({"version": "v1.34.3+k3s1", "supported": true})
+    );
+
+    // A k3s release fleet-role was not checked against: said, not degraded.
+    let state = h.at("run/fleet-role-standin/k3s");
+    fs::create_dir_all(&state).unwrap();
+    fs::write(state.join("version"), "v1.37.0+k3s1\n").unwrap();
+    let out = run(&h, &["status"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.lines().any(|l| l.starts_with("k3s release:  v1.37.0+k3s1; WARNING: k3s v1.37.0+k3s1 is not a release fleet-role was checked against (v1.32 to v1.36)")),
+        "{text}"
+    );
 }
 
 #[test]

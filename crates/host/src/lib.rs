@@ -17,6 +17,7 @@ pub mod fsutil;
 pub mod identity;
 pub mod k3s;
 pub mod k3s_config;
+pub mod k3s_version;
 pub mod lock;
 pub mod paths;
 pub mod process;

@@ -609,6 +609,11 @@ impl Host {
         .map(Some)
     }
 
+    /// The k3s release this host runs (`k3s --version`, bounded).
+    pub fn k3s_version(&self) -> Result<crate::k3s_version::K3sVersion> {
+        crate::k3s_version::read(self.search_path.as_ref(), &self.budget)
+    }
+
     /// Whether the datastore holds k3s's tombstone.
     pub fn has_tombstone(&self) -> bool {
         self.paths.tombstone().exists()

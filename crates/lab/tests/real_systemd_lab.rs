@@ -76,6 +76,22 @@ async fn a_lab_on_real_systemd_comes_up_with_ready_k3s_units_voters_and_running_
             )
             .unwrap();
         assert_eq!(restarts.text(), "0", "the actuator on {} restarted", h.name);
+        // At its start it read the host's k3s release, the stand-in's
+        // own (`k3s --version`), and found it one it was checked against.
+        let journal = m
+            .journal_of(&["fleet-role-actuator"], Duration::from_secs(60))
+            .unwrap();
+        let said: Vec<&str> = journal
+            .iter()
+            .filter_map(|r| r["MESSAGE"].as_str())
+            .filter(|l| l.contains("k3s v1.") || l.contains("k3s release"))
+            .collect();
+        assert!(
+            said.iter()
+                .any(|l| l.contains(&format!("k3s {}", lab::k3s::VERSION)))
+                && !said.iter().any(|l| l.contains("WARN")),
+            "{said:?}"
+        );
         assert_eq!(
             overlap::of_k3s_units(m, Duration::from_secs(60)).unwrap(),
             vec![],

@@ -17,6 +17,10 @@ use anyhow::Context;
 
 use crate::spec::LabSpec;
 
+/// The release `k3s --version` names: one whose source the stand-in was
+/// checked against (docs/lab.md names the files).
+pub const VERSION: &str = "v1.34.3+k3s1";
+
 /// What a k3s process on one host knows: its root, its config, the lab.
 pub struct Ctx {
     /// The host root.

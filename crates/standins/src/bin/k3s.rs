@@ -45,6 +45,10 @@ fn config_value(root: &std::path::Path, key: &str) -> Option<String> {
     found
 }
 
+/// The release `k3s --version` names unless a test says otherwise: one
+/// fleet-role was checked against.
+const STANDIN_VERSION: &str = "v1.34.3+k3s1";
+
 /// Where the server writes snapshots: `etcd-snapshot-dir`, by default
 /// `server/db/snapshots`.
 fn snapshot_dir(root: &std::path::Path) -> std::path::PathBuf {
@@ -71,6 +75,15 @@ fn main() -> ExitCode {
         .collect::<Vec<_>>()
         .as_slice()
     {
+        ["--version"] => {
+            // k3s's own two lines; a test may name another release in
+            // the stand-in's state (`k3s/version`).
+            let version = fs::read_to_string(state_dir(&root, "k3s").join("version"))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_else(|_| STANDIN_VERSION.to_string());
+            println!("k3s version {version} (fleet-role stand-in)\ngo version go1.24.11");
+            ExitCode::SUCCESS
+        }
         [
             "etcd-snapshot",
             "prune",
