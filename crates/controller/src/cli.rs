@@ -22,6 +22,9 @@ pub struct Cli {
     /// ServiceAccount).
     #[arg(long, global = true, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig's context to use (else its current context).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
     /// The config file (TOML; every key is optional, see docs/controller.md).
     #[arg(long, global = true, value_name = "FILE", env = "FLEET_ROLE_CONFIG")]
     pub config: Option<PathBuf>,

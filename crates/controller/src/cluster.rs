@@ -1,5 +1,6 @@
 //! The client: `--kubeconfig FILE`, else kube's inference (KUBECONFIG,
-//! `~/.kube/config`, then the in-cluster ServiceAccount).
+//! `~/.kube/config`, then the in-cluster ServiceAccount); `--context NAME`
+//! picks one of the kubeconfig's contexts instead of its current one.
 //!
 //! The token is never held by this code: kube keeps it in a `SecretString`
 //! (and re-reads a token file at least once a minute), so nothing here can
@@ -30,6 +31,18 @@ pub enum ClusterError {
         #[source]
         source: kube::config::KubeconfigError,
     },
+    /// The kubeconfig found through KUBECONFIG or `~/.kube/config` could
+    /// not be used with the context asked for.
+    #[error(
+        "cannot use the context {context:?} of the kubeconfig (KUBECONFIG or ~/.kube/config): {source}"
+    )]
+    Context {
+        /// The context.
+        context: String,
+        /// The cause.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
     /// No configuration could be inferred.
     #[error("no cluster configuration (give --kubeconfig, set KUBECONFIG, or run in a Pod): {0}")]
     Infer(#[source] kube::config::InferConfigError),
@@ -38,14 +51,24 @@ pub enum ClusterError {
     Client(#[source] kube::Error),
 }
 
+/// Where the cluster's configuration comes from: `--kubeconfig` (else
+/// kube's inference) and `--context` (else the kubeconfig's current one).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Source<'a> {
+    /// The kubeconfig file named.
+    pub kubeconfig: Option<&'a Path>,
+    /// The context named.
+    pub context: Option<&'a str>,
+}
+
 /// A client for the cluster, for requests (each bounded).
-pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClusterError> {
+pub async fn client(kubeconfig: Source<'_>) -> Result<Client, ClusterError> {
     Ok(connect(kubeconfig).await?.requests)
 }
 
 /// Two clients: one for requests, each bounded by a short read timeout, and
 /// one for watches (see [`Clients`]).
-pub async fn clients(kubeconfig: Option<&Path>) -> Result<(Client, Client), ClusterError> {
+pub async fn clients(kubeconfig: Source<'_>) -> Result<(Client, Client), ClusterError> {
     let c = connect(kubeconfig).await?;
     Ok((c.requests, c.watches))
 }
@@ -66,19 +89,33 @@ pub struct Clients {
 
 /// The clients for the cluster, and where their credential's expiry can
 /// be read.
-pub async fn connect(kubeconfig: Option<&Path>) -> Result<Clients, ClusterError> {
-    let mut config = match kubeconfig {
-        Some(path) => {
+pub async fn connect(source: Source<'_>) -> Result<Clients, ClusterError> {
+    let options = KubeConfigOptions {
+        context: source.context.map(str::to_string),
+        ..KubeConfigOptions::default()
+    };
+    let mut config = match (source.kubeconfig, source.context) {
+        (Some(path), _) => {
             let err = |source| ClusterError::Kubeconfig {
                 path: path.into(),
                 source,
             };
             let kc = Kubeconfig::read_from(path).map_err(err)?;
-            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            Config::from_custom_kubeconfig(kc, &options)
                 .await
                 .map_err(err)?
         }
-        None => Config::infer().await.map_err(ClusterError::Infer)?,
+        // A context names a kubeconfig's entry: the in-cluster
+        // configuration has none to pick.
+        (None, Some(context)) => {
+            Config::from_kubeconfig(&options)
+                .await
+                .map_err(|source| ClusterError::Context {
+                    context: context.to_string(),
+                    source,
+                })?
+        }
+        (None, None) => Config::infer().await.map_err(ClusterError::Infer)?,
     };
     // Bounded requests: a controller waiting on a dead API server must come
     // back to its loop (and its Lease) rather than hang.

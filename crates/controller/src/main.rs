@@ -5,7 +5,7 @@
 //! in the help.
 #![forbid(unsafe_code)]
 
-use std::{path::Path, process::ExitCode, sync::Arc, time::Duration};
+use std::{process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use clap::Parser;
@@ -89,9 +89,11 @@ fn exit_of(e: &anyhow::Error) -> Exit {
     }
     // The kubeconfig named or inferred is the caller's.
     match e.downcast_ref::<cluster::ClusterError>() {
-        Some(cluster::ClusterError::Kubeconfig { .. } | cluster::ClusterError::Infer(_)) => {
-            Exit::Usage
-        }
+        Some(
+            cluster::ClusterError::Kubeconfig { .. }
+            | cluster::ClusterError::Context { .. }
+            | cluster::ClusterError::Infer(_),
+        ) => Exit::Usage,
         _ => Exit::FailedSafe,
     }
 }
@@ -146,7 +148,10 @@ fn settings(cli: &Cli) -> anyhow::Result<Settings> {
 
 async fn run(cli: Cli) -> anyhow::Result<Exit> {
     let settings = settings(&cli)?;
-    let kubeconfig = cli.kubeconfig.as_deref();
+    let kubeconfig = cluster::Source {
+        kubeconfig: cli.kubeconfig.as_deref(),
+        context: cli.context.as_deref(),
+    };
     match &cli.command {
         Command::Swap {
             out,
@@ -226,7 +231,7 @@ struct SwapArgs {
 
 /// `fleet-role swap`: one swap driven to its end, or its plan (`--dry-run`).
 async fn swap_command(
-    kubeconfig: Option<&Path>,
+    kubeconfig: cluster::Source<'_>,
     settings: Settings,
     args: SwapArgs,
 ) -> anyhow::Result<Exit> {
@@ -271,7 +276,7 @@ async fn swap_command(
 /// `fleet-role status`: the fleet once, or every `interval` until Ctrl-C
 /// (`--watch`).
 async fn status_command(
-    kubeconfig: Option<&Path>,
+    kubeconfig: cluster::Source<'_>,
     settings: Settings,
     output: Format,
     interval: Option<Duration>,
@@ -325,7 +330,7 @@ async fn status_command(
 /// `fleet-role run`: the service, swapping by policy under leader election
 /// (or only saying what it would do, `--dry-run`).
 async fn run_command(
-    kubeconfig: Option<&Path>,
+    kubeconfig: cluster::Source<'_>,
     settings: Settings,
     dry_run: bool,
 ) -> anyhow::Result<Exit> {
@@ -368,7 +373,7 @@ async fn run_command(
 /// `fleet-role abort`: the recorded swap wound down, or finished when it is
 /// past the point of no return; a swap another process holds is told.
 async fn abort_command(
-    kubeconfig: Option<&Path>,
+    kubeconfig: cluster::Source<'_>,
     settings: Settings,
     output: Format,
 ) -> anyhow::Result<Exit> {
@@ -449,7 +454,7 @@ async fn abort_command(
 
 /// `fleet-role pause` (`paused`) and `resume`: the flag on the Lease.
 async fn pause_command(
-    kubeconfig: Option<&Path>,
+    kubeconfig: cluster::Source<'_>,
     settings: Settings,
     paused: bool,
 ) -> anyhow::Result<Exit> {

@@ -407,3 +407,36 @@ async fn uninstall_refuses_during_a_swap_then_removes_every_object_fleet_role_ma
         "{said}"
     );
 }
+
+#[tokio::test]
+async fn context_picks_the_kubeconfigs_context_and_an_unknown_one_is_a_usage_error() {
+    let w = World::start().await;
+    // Two contexts: the current one with a token the API server does not
+    // know, and `admin` with the admin's.
+    let file = w.dir.path().join("two.kubeconfig");
+    let config = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {url}\n    certificate-authority: {ca}\nusers:\n- name: nobody\n  user:\n    token: not-a-token-anyone-issued\n- name: admin\n  user:\n    token: {token}\ncontexts:\n- name: nobody\n  context: {{cluster: t, user: nobody}}\n- name: admin\n  context: {{cluster: t, user: admin}}\ncurrent-context: nobody\n",
+        url = w.plane.urls()[0],
+        ca = w.plane.ca_file().display(),
+        token = w.plane.admin_token().expose_secret(),
+    );
+    std::fs::write(&file, config).unwrap();
+    let refused = w.run(&file, &["status"]);
+    assert_eq!(refused.status.code(), Some(3), "{:?}", text(&refused));
+    let picked = w.run(&file, &["--context", "admin", "status"]);
+    let (out, err) = text(&picked);
+    assert!(matches!(picked.status.code(), Some(0 | 5)), "{out}{err}");
+    assert!(
+        out.contains("Lease kube-system/fleet-regrade"),
+        "{out}{err}"
+    );
+    let unknown = w.run(&file, &["--context", "elsewhere", "status"]);
+    let (_, err) = text(&unknown);
+    assert_eq!(unknown.status.code(), Some(2), "{err}");
+    assert!(err.contains("elsewhere"), "{err}");
+    for o in [&refused, &picked, &unknown] {
+        let (out, err) = text(o);
+        let token = w.plane.admin_token().expose_secret();
+        assert!(!out.contains(token) && !err.contains(token));
+    }
+}
