@@ -178,6 +178,43 @@ pub fn server_exec_args(paths: &HostPaths) -> Vec<String> {
     }
 }
 
+/// Runs `k3s etcd-snapshot ARGS`, bounded by `timeout`; a failure names
+/// the command and what a kill past the deadline leaves (`left`).
+fn etcd_snapshot(
+    paths: &HostPaths,
+    args: &[&str],
+    search_path: Option<&OsString>,
+    timeout: Duration,
+    left: &str,
+    budget: &crate::Budget,
+) -> Result<()> {
+    let line = format!("k3s etcd-snapshot {}", args.join(" "));
+    let mut c = command("k3s", search_path);
+    c.arg("etcd-snapshot").args(args);
+    // The stand-in keeps its state per host under FLEET_ROLE_ROOT; k3s has
+    // no use for it (docs/testing.md, `test-hooks`).
+    #[cfg(feature = "test-hooks")]
+    c.env("FLEET_ROLE_ROOT", paths.root());
+    #[cfg(not(feature = "test-hooks"))]
+    let _ = paths;
+    let out = Bounded {
+        command: c,
+        line: &line,
+        timeout,
+        left,
+        budget,
+    }
+    .run()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(Error::Command {
+            command: line,
+            detail: describe(&out),
+        })
+    }
+}
+
 /// Takes an on-demand etcd snapshot named `name` and returns its file.
 ///
 /// k3s names the file `<name>-<node>-<unix time>` in its snapshot directory
@@ -192,27 +229,14 @@ pub fn snapshot_save(
     timeout: Duration,
     budget: &crate::Budget,
 ) -> Result<PathBuf> {
-    let line = format!("k3s etcd-snapshot save --name {name}");
-    let mut c = command("k3s", search_path);
-    c.args(["etcd-snapshot", "save", "--name", name.as_str()]);
-    // The stand-in keeps its state per host under FLEET_ROLE_ROOT; k3s has
-    // no use for it (docs/testing.md, `test-hooks`).
-    #[cfg(feature = "test-hooks")]
-    c.env("FLEET_ROLE_ROOT", paths.root());
-    let out = Bounded {
-        command: c,
-        line: &line,
+    etcd_snapshot(
+        paths,
+        &["save", "--name", name.as_str()],
+        search_path,
         timeout,
-        left: "the server may still write the snapshot, but none is reported: the step can be asked again",
+        "the server may still write the snapshot, but none is reported: the step can be asked again",
         budget,
-    }
-    .run()?;
-    if !out.status.success() {
-        return Err(Error::Command {
-            command: line,
-            detail: describe(&out),
-        });
-    }
+    )?;
     let config = SnapshotConfig::read(paths)?;
     find_snapshot(&config, node, name).ok_or_else(|| Error::SnapshotMissing {
         name: name.to_string(),
@@ -235,34 +259,20 @@ pub fn snapshot_prune(
     timeout: Duration,
     budget: &crate::Budget,
 ) -> Result<usize> {
-    let line = format!(
-        "k3s etcd-snapshot prune --name {SWAP_SNAPSHOT_PREFIX} --snapshot-retention {keep}"
-    );
-    let mut c = command("k3s", search_path);
-    c.args([
-        "etcd-snapshot",
-        "prune",
-        "--name",
-        SWAP_SNAPSHOT_PREFIX,
-        "--snapshot-retention",
-        &keep.to_string(),
-    ]);
-    #[cfg(feature = "test-hooks")]
-    c.env("FLEET_ROLE_ROOT", paths.root());
-    let out = Bounded {
-        command: c,
-        line: &line,
+    etcd_snapshot(
+        paths,
+        &[
+            "prune",
+            "--name",
+            SWAP_SNAPSHOT_PREFIX,
+            "--snapshot-retention",
+            &keep.to_string(),
+        ],
+        search_path,
         timeout,
-        left: "k3s may still remove old snapshots; the newest are never removed, and the next swap prunes again",
+        "k3s may still remove old snapshots; the newest are never removed, and the next swap prunes again",
         budget,
-    }
-    .run()?;
-    if !out.status.success() {
-        return Err(Error::Command {
-            command: line,
-            detail: describe(&out),
-        });
-    }
+    )?;
     let config = SnapshotConfig::read(paths)?;
     Ok(fs::read_dir(&config.dir)
         .map(|es| {
