@@ -39,6 +39,12 @@ pub enum Which {
     /// The controller's ServiceAccount, its roles and the Leases it uses
     /// (`deploy/rbac/controller.yaml` with the defaults).
     Controller,
+    /// All of fleet-role's cluster side in one file for k3s's auto-deploy
+    /// folder (`/var/lib/rancher/k3s/server/manifests/`): `controller`,
+    /// `actuators`, then the controller's workload
+    /// (`deploy/kubernetes/fleet-role.yaml`); `deploy/k3s/fleet-role.yaml`
+    /// with the defaults.
+    K3s,
 }
 
 /// The objects of `which` as YAML documents, rendered from `settings`.
@@ -46,8 +52,29 @@ pub fn render(which: Which, settings: &Settings) -> String {
     match which {
         Which::Actuators => actuators(settings),
         Which::Controller => controller(settings),
+        Which::K3s => format!(
+            "{K3S_HEADER}{}---\n{}---\n{WORKLOAD}",
+            controller(settings),
+            actuators(settings)
+        ),
     }
 }
+
+/// The controller's workload, as `deploy/kubernetes/fleet-role.yaml` ships it.
+const WORKLOAD: &str = include_str!("../../../deploy/kubernetes/fleet-role.yaml");
+
+/// What the k3s rendering says of itself.
+const K3S_HEADER: &str = "\
+# fleet-role's whole cluster side, for k3s's auto-deploy: put this file on
+# each server as /var/lib/rancher/k3s/server/manifests/fleet-role.yaml and
+# k3s applies it (and again whenever it changes). Rendered by
+# `fleet-role manifests k3s [--config FILE]`; deploy/k3s/fleet-role.yaml is
+# the rendering of the defaults (a test fails while it differs). Each
+# host's identity is still `fleet-role enroll NODE`'s, and the image named
+# below must be on the nodes (scripts/image.sh). The controller's settings
+# are the ConfigMap `platform/fleet-role` at the end: edit them there.
+#
+";
 
 /// What every host's actuator shares, for `settings`.
 pub fn actuators(settings: &Settings) -> String {

@@ -50,6 +50,7 @@ fn the_manifests_in_deploy_rbac_are_the_rendering_of_the_default_settings() {
             &["manifests", "controller"][..],
             "deploy/rbac/controller.yaml",
         ),
+        (&["manifests", "k3s"][..], "deploy/k3s/fleet-role.yaml"),
     ] {
         let out = fleet_role(dir.path(), args);
         let kept = std::fs::read(workspace().join(file)).unwrap();
@@ -209,4 +210,35 @@ async fn under_another_namespace_the_rendered_policy_keeps_each_host_to_its_own_
         matches!(&other, Err(kube::Error::Api(s)) if s.code == 403),
         "{other:?}"
     );
+}
+
+#[tokio::test]
+async fn the_k3s_auto_deploy_file_applies_server_side_as_a_dry_run_with_every_part_of_fleet_role() {
+    let plane = ControlPlane::start().await.expect("a control plane starts");
+    let yaml = std::fs::read_to_string(workspace().join("deploy/k3s/fleet-role.yaml")).unwrap();
+    let applied = plane
+        .dry_run_yaml(&yaml)
+        .await
+        .unwrap_or_else(|e| panic!("deploy/k3s/fleet-role.yaml applies: {e}"));
+    let kinds: std::collections::BTreeSet<String> = applied
+        .iter()
+        .filter_map(|o| o.types.as_ref().map(|t| t.kind.clone()))
+        .collect();
+    for kind in [
+        "Namespace",
+        "ServiceAccount",
+        "Lease",
+        "ClusterRole",
+        "RoleBinding",
+        "ConfigMap",
+        "ValidatingAdmissionPolicy",
+        "Deployment",
+    ] {
+        assert!(kinds.contains(kind), "no {kind} in {kinds:?}");
+    }
+    // A dry run: nothing but the namespaces was stored.
+    let admin = plane.admin_client().unwrap();
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(admin, "platform");
+    assert!(deployments.get_opt("fleet-role").await.unwrap().is_none());
 }

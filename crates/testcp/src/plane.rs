@@ -380,6 +380,37 @@ impl ControlPlane {
     pub async fn apply_yaml(&self, yaml: &str) -> Result<Vec<DynamicObject>, Error> {
         apply_manifest(&self.admin_client()?, yaml).await
     }
+
+    /// Server-side applies every document of `yaml` as a dry run (the API
+    /// server admits, validates and defaults each, and stores nothing),
+    /// but for its Namespaces, which are applied for real first: a dry
+    /// run of an object in a namespace that does not exist is refused.
+    /// Returns the objects as the API server would store them.
+    ///
+    /// # Errors
+    /// As [`ControlPlane::apply_yaml`].
+    pub async fn dry_run_yaml(&self, yaml: &str) -> Result<Vec<DynamicObject>, Error> {
+        let client = self.admin_client()?;
+        let documents = documents(yaml)?;
+        for (index, d) in documents.iter().enumerate() {
+            if d["kind"] == "Namespace" {
+                apply_one(&client, index, d.clone(), false).await?;
+            }
+        }
+        let mut applied = Vec::with_capacity(documents.len());
+        for (index, document) in documents.into_iter().enumerate() {
+            applied.push(apply_one(&client, index, document, true).await?);
+        }
+        Ok(applied)
+    }
+}
+
+/// The documents of a multi-document YAML manifest.
+fn documents(yaml: &str) -> Result<Vec<serde_json::Value>, Error> {
+    serde_saphyr::from_multiple(yaml).map_err(|e| Error::Manifest {
+        context: "parsing YAML".into(),
+        message: e.to_string(),
+    })
 }
 
 /// Server-side applies one manifest document.
@@ -390,14 +421,10 @@ impl ControlPlane {
 /// # Errors
 /// A document that does not parse or resolve, or the API's refusal.
 pub async fn apply_manifest(client: &Client, yaml: &str) -> Result<Vec<DynamicObject>, Error> {
-    let documents: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple(yaml).map_err(|e| Error::Manifest {
-            context: "parsing YAML".into(),
-            message: e.to_string(),
-        })?;
+    let documents = documents(yaml)?;
     let mut applied = Vec::with_capacity(documents.len());
     for (index, document) in documents.into_iter().enumerate() {
-        applied.push(apply_one(client, index, document).await?);
+        applied.push(apply_one(client, index, document, false).await?);
     }
     Ok(applied)
 }
@@ -406,6 +433,7 @@ async fn apply_one(
     client: &Client,
     index: usize,
     document: serde_json::Value,
+    dry_run: bool,
 ) -> Result<DynamicObject, Error> {
     let bad = |message: &str| Error::Manifest {
         context: format!("document {index}"),
@@ -442,16 +470,14 @@ async fn apply_one(
         }
         Scope::Cluster => Api::all_with(client.clone(), &resource),
     };
-    api.patch(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&object),
-    )
-    .await
-    .map_err(|source| Error::Kube {
-        context: context(),
-        source,
-    })
+    let mut params = PatchParams::apply(FIELD_MANAGER).force();
+    params.dry_run = dry_run;
+    api.patch(&name, &params, &Patch::Apply(&object))
+        .await
+        .map_err(|source| Error::Kube {
+            context: context(),
+            source,
+        })
 }
 
 const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
