@@ -90,6 +90,15 @@ pub struct Clients {
 /// The clients for the cluster, and where their credential's expiry can
 /// be read.
 pub async fn connect(source: Source<'_>) -> Result<Clients, ClusterError> {
+    connect_at(source, None).await
+}
+
+/// [`connect`], to `server` instead of the kubeconfig's own (`run`'s
+/// failover: [`crate::failover`]), with the kubeconfig's credential and CA.
+pub async fn connect_at(
+    source: Source<'_>,
+    server: Option<&http::Uri>,
+) -> Result<Clients, ClusterError> {
     let options = KubeConfigOptions {
         context: source.context.map(str::to_string),
         ..KubeConfigOptions::default()
@@ -127,6 +136,9 @@ pub async fn connect(source: Source<'_>) -> Result<Clients, ClusterError> {
     // hang the loop, and no retry would be bounded by a step's timeout.
     // The loop retries at its own pace instead.
     config.default_retry = false;
+    if let Some(s) = server {
+        config.cluster_url = s.clone();
+    }
     let credential = Credential::of(&config);
     let mut watching = config.clone();
     watching.read_timeout = Some(Duration::from_secs(330));

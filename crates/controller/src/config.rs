@@ -86,6 +86,10 @@ pub struct FileConfig {
     /// `run`: where to serve `/metrics`, `/healthz` and `/readyz`
     /// (`HOST:PORT`; default: not served).
     pub metrics_address: Option<String>,
+    /// `run`: the API servers to fail over between (`https://HOST:PORT`),
+    /// in order, with the kubeconfig's credential and CA; default: the
+    /// kubeconfig's server alone.
+    pub api_servers: Option<Vec<String>>,
     /// The termination grace, in seconds, that the drain's evictions give
     /// each pod of the outgoing host (default: none set, so each pod gets
     /// its own `terminationGracePeriodSeconds`). A bound set here cuts a
@@ -166,6 +170,9 @@ pub struct Settings {
     pub replace_ineligible: bool,
     /// `run`: the address of the metrics and health endpoints, if any.
     pub metrics_address: Option<std::net::SocketAddr>,
+    /// `run`: the API servers it fails over between, in order (empty: the
+    /// kubeconfig's server alone).
+    pub api_servers: Vec<http::Uri>,
     /// The clock every reading of time goes through: the machine's, set at
     /// the program's edge ([`Settings::resolve`]); a test gives its own
     /// ([`Settings::with_clock`]).
@@ -338,8 +345,10 @@ impl Settings {
         }
         let metrics_address =
             settings::listen_address("metrics_address", file.metrics_address.as_deref())?;
+        let api_servers = api_servers(file.api_servers.as_deref().unwrap_or_default())?;
         Ok(Self {
             leader,
+            api_servers,
             replace_ineligible: file.replace_ineligible.unwrap_or(false),
             metrics_address,
             core: controller::Settings {
@@ -480,6 +489,36 @@ pub fn parse_duration_of(key: &'static str, raw: &str) -> Result<Duration, Confi
         return Err(bad());
     }
     Ok(Duration::from_secs(secs))
+}
+
+/// At most this many API servers to fail over between.
+pub const MAX_API_SERVERS: usize = 16;
+
+/// `api_servers`, checked: each an `https://HOST[:PORT]` URL with nothing
+/// after the authority, none twice, at most [`MAX_API_SERVERS`].
+fn api_servers(raw: &[String]) -> Result<Vec<http::Uri>, ConfigError> {
+    if raw.len() > MAX_API_SERVERS {
+        return Err(ConfigError::invalid("api_servers", "at most 16 servers"));
+    }
+    let mut out: Vec<http::Uri> = Vec::with_capacity(raw.len());
+    for r in raw {
+        let bad = || {
+            ConfigError::invalid(
+                "api_servers",
+                "each must be an https://HOST[:PORT] URL with no path, given once",
+            )
+        };
+        let uri: http::Uri = r.parse().map_err(|_| bad())?;
+        let path_ok = matches!(uri.path(), "" | "/") && uri.query().is_none();
+        if uri.scheme_str() != Some("https") || uri.authority().is_none() || !path_ok {
+            return Err(bad());
+        }
+        if out.contains(&uri) {
+            return Err(bad());
+        }
+        out.push(uri);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -775,5 +814,30 @@ finish = 7
         for bad in ["", "0", "m", "1d", "-1s", "1.5m", "1 h"] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn api_servers_are_https_urls_with_no_path_each_once() {
+        let ok = parse("api_servers = [\"https://10.0.0.1:6443\", \"https://s2.example:6443/\"]")
+            .unwrap();
+        assert_eq!(ok.api_servers.len(), 2);
+        assert_eq!(ok.api_servers[0].to_string(), "https://10.0.0.1:6443/");
+        assert!(parse("").unwrap().api_servers.is_empty());
+        for bad in [
+            "api_servers = [\"http://10.0.0.1:6443\"]",
+            "api_servers = [\"https://10.0.0.1:6443/api\"]",
+            "api_servers = [\"10.0.0.1:6443\"]",
+            "api_servers = [\"https://a:1\", \"https://a:1\"]",
+        ] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains("api_servers"), "{bad}: {e}");
+        }
+        let many: Vec<String> = (0..17)
+            .map(|i| format!("\"https://10.0.0.{i}:6443\""))
+            .collect();
+        let e = parse(&format!("api_servers = [{}]", many.join(", ")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at most 16"), "{e}");
     }
 }

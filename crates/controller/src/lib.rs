@@ -18,6 +18,7 @@ pub mod drain;
 pub mod drive;
 pub mod enroll;
 pub mod events;
+pub mod failover;
 #[cfg(test)]
 mod fixtures;
 pub mod leader;

@@ -14,7 +14,7 @@ use controller::{
     cluster,
     config::{FileConfig, Settings, parse_duration_of},
     drive::Driver,
-    enroll, manifests,
+    enroll, failover, manifests,
     metrics::Metrics,
     output::{Printer, print_error},
     service, status, uninstall,
@@ -334,27 +334,91 @@ async fn run_command(
     settings: Settings,
     dry_run: bool,
 ) -> anyhow::Result<Exit> {
+    let shutdown = shutdown_signal();
+    let mut servers = failover::Servers::new(&settings.api_servers);
+    let mut printer = Printer::new(Format::Text, settings.clock.clone());
+    let mut served: Option<Arc<Metrics>> = None;
+    let mut failures = 0u32;
+    loop {
+        let clients = cluster::connect_at(kubeconfig, servers.current()).await?;
+        let metrics = match &served {
+            Some(m) => m.clone(),
+            None => {
+                if let Some(w) = clients.credential.warning(settings.clock.unix_secs()) {
+                    tracing::warn!("{w}");
+                }
+                let m = Arc::new(Metrics::new().with_credential(clients.credential.clone()));
+                if let Some(addr) = settings.metrics_address {
+                    let bound = m.clone().serve(addr).await?;
+                    printer.line(
+                        &format!("serving /metrics, /healthz and /readyz on {bound}"),
+                        serde_json::json!({"metrics": bound.to_string()}),
+                    );
+                }
+                served = Some(m.clone());
+                m
+            }
+        };
+        let session = failover::Session::start(
+            clients.requests.clone(),
+            shutdown.clone(),
+            servers.len() > 1,
+        );
+        let ended = run_session(
+            &settings,
+            clients,
+            metrics,
+            session.stop(),
+            dry_run,
+            &mut printer,
+        )
+        .await;
+        let moved = session.end().await;
+        if *shutdown.borrow() || servers.len() == 1 || (ended.is_ok() && !moved) {
+            return ended;
+        }
+        // Another server to go to: whatever ended this session (its
+        // server stopped serving, or an error through it) moves on.
+        if let Err(e) = &ended {
+            tracing::warn!("{e:#}");
+        }
+        failures += 1;
+        let from = servers.shown();
+        let next = servers.rotate();
+        printer.line(
+            &format!("the API server {from} stopped serving; moving to {next}"),
+            serde_json::json!({"api_server": next}),
+        );
+        // A whole round of failed servers backs off, up to 10 s.
+        if (failures as usize).is_multiple_of(servers.len()) {
+            let wait = Duration::from_millis(500 * u64::from(failures.min(20)));
+            let mut stop = shutdown.clone();
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+}
+
+/// One session of `run` through one API server, until `stop`.
+async fn run_session(
+    settings: &Settings,
+    clients: cluster::Clients,
+    metrics: Arc<Metrics>,
+    stop: watch::Receiver<bool>,
+    dry_run: bool,
+    printer: &mut Printer,
+) -> anyhow::Result<Exit> {
     let cluster::Clients {
         requests: client,
         watches: watching,
-        credential,
-    } = cluster::connect(kubeconfig).await?;
-    if let Some(w) = credential.warning(settings.clock.unix_secs()) {
-        tracing::warn!("{w}");
-    }
-    let mut printer = Printer::new(Format::Text, settings.clock.clone());
-    let metrics = Arc::new(Metrics::new().with_credential(credential));
-    if let Some(addr) = settings.metrics_address {
-        let bound = metrics.clone().serve(addr).await?;
-        printer.line(
-            &format!("serving /metrics, /healthz and /readyz on {bound}"),
-            serde_json::json!({"metrics": bound.to_string()}),
-        );
-    }
-    let fleet = Arc::new(FleetWatch::start(&watching, &settings));
+        ..
+    } = clients;
+    let fleet = Arc::new(FleetWatch::start(&watching, settings));
     fleet.wait_synced(SYNC_BOUND).await?;
     metrics.set_ready(true);
-    let shutdown = shutdown_signal();
+    let shutdown = stop;
     let mut driver = Driver::new(client.clone(), settings.clone(), shutdown.clone())
         .with_watch(fleet)
         .with_metrics(metrics);
@@ -362,11 +426,11 @@ async fn run_command(
         if let Err(e) = driver.check_eligibility().await {
             printer.line(&format!("dry run: {e:#}"), serde_json::json!({}));
         }
-        driver.run(&mut printer, true).await?;
+        driver.run(printer, true).await?;
         return Ok(Exit::Done);
     }
     driver.check_eligibility().await?;
-    service::lead(&mut driver, client, &settings, shutdown, &mut printer).await?;
+    service::lead(&mut driver, client, settings, shutdown, printer).await?;
     Ok(Exit::Done)
 }
 

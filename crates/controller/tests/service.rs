@@ -626,3 +626,51 @@ async fn run_leaves_a_down_cordoned_voter_alone_within_its_maintenance_grace_and
     })
     .await;
 }
+
+#[tokio::test]
+async fn run_moves_to_the_next_api_server_when_the_one_in_use_stops_serving_and_leads_again() {
+    let mut h = Harness::start(&three_voters(), CONFIG).await;
+    // The controller starts on a second API server (the fleet double keeps
+    // the first), which is then stopped under it.
+    let second = h.plane.add_apiserver().await.unwrap();
+    let urls = h.plane.urls();
+    std::fs::write(
+        &h.config,
+        format!(
+            "api_servers = [\"{}\", \"{}\"]\n{CONFIG}",
+            urls[second], urls[0]
+        ),
+    )
+    .unwrap();
+    let mut run = h.spawn(&["run", "--metrics-address", "127.0.0.1:0"]);
+    let out = Printed::of(&mut run);
+    out.wait_for("leading:").await;
+    let addr = served_at(&out);
+    h.plane.stop_apiserver(second).await.unwrap();
+    let moved = format!(
+        "the API server {}/ stopped serving; moving to {}/",
+        urls[second], urls[0]
+    );
+    out.wait_for(&moved).await;
+    // It leads again through the next server, and still serves its
+    // metrics from the same address.
+    let started = clock::Clock::system().now();
+    while out.text().matches("leading:").count() < 2 {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "it did not lead again:\n{}",
+            out.text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    metrics_show(&addr, "fleet_role_leader 1").await;
+    // A voter goes down: the run on the next server replaces it.
+    h.fleet.set(|f| {
+        f.down.insert("n2".into());
+    });
+    h.wait_for("a swap through the next server", || async {
+        h.lease_annotation("last-swap").await.is_some()
+    })
+    .await;
+    let _ = run.start_kill();
+}
