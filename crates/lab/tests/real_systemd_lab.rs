@@ -533,26 +533,60 @@ async fn fleet_role_run_on_real_systemd_replaces_a_voter_whose_k3s_stopped() {
     let dir = lab_dir();
     let lab = lab_of(3, 1, dir.path()).await;
     let config = lab.spec.dir.join("fleet-role.toml");
+    // The controller's kubeconfig names server-2, the server that dies: it
+    // fails over to the next of the servers listed.
+    let url = |h: &str| {
+        let ip = lab.spec.hosts.iter().find(|x| x.name == h).unwrap().ip;
+        lab::spec::LabSpec::api_url(ip)
+    };
     std::fs::write(
         &config,
-        "grace_period_secs = 5\nheartbeat_grace_secs = 10\nsettle_secs = 5\npoll_millis = 500\n",
+        format!(
+            "grace_period_secs = 5\nheartbeat_grace_secs = 10\nsettle_secs = 5\npoll_millis = 500\napi_servers = [\"{}\", \"{}\", \"{}\"]\n",
+            url("server-2"),
+            url("server-1"),
+            url("server-3")
+        ),
     )
     .unwrap();
-    // server-2's k3s stops for good, as on a host that died; systemd's
-    // Restart=always does not bring back a unit stopped by systemctl.
-    lab.systemctl("server-2", &["stop", "k3s"]).unwrap();
-    let stopped = clock::Clock::system().now();
     let mut run = tokio::process::Command::new(fleet_role())
         .args([
             "--kubeconfig",
-            &lab::world::kubeconfig(&lab.spec).display().to_string(),
+            &lab::world::kubeconfig_for(&lab.spec, "server-2")
+                .unwrap()
+                .display()
+                .to_string(),
             "--config",
             &config.display().to_string(),
             "run",
         ])
+        .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
+    let printed = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    {
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(run.stdout.take().unwrap()).lines();
+        let printed = printed.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(l)) = lines.next_line().await {
+                println!("run: {l}");
+                let mut p = printed.lock().unwrap();
+                p.push_str(&l);
+                p.push('\n');
+            }
+        });
+    }
+    let leading = clock::Clock::system().now();
+    while !printed.lock().unwrap().contains("leading:") {
+        assert!(leading.elapsed() < Duration::from_secs(120), "run never led");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // server-2's k3s stops for good, as on a host that died; systemd's
+    // Restart=always does not bring back a unit stopped by systemctl.
+    lab.systemctl("server-2", &["stop", "k3s"]).unwrap();
+    let stopped = clock::Clock::system().now();
     let mut replaced = false;
     while stopped.elapsed() < Duration::from_secs(240) {
         if let Ok(m) = lab::scenario::members(&lab.spec).await {
@@ -575,6 +609,15 @@ async fn fleet_role_run_on_real_systemd_replaces_a_voter_whose_k3s_stopped() {
     assert!(
         replaced,
         "run did not replace the stopped voter within 240 s"
+    );
+    let said = printed.lock().unwrap().clone();
+    assert!(
+        said.contains(&format!(
+            "the API server {}/ stopped serving; moving to {}/",
+            url("server-2"),
+            url("server-1")
+        )),
+        "{said}"
     );
     println!(
         "replaced {:.1}s after its k3s stopped",
