@@ -15,7 +15,9 @@ cd "$top"
 source scripts/prereqs.sh
 
 version=$(cargo pkgid -p controller | sed 's/.*[#@]//')
-cargo build --release --quiet -p controller
+# The same package set as scripts/package.sh, so that this reuses its build
+# (another set unifies features differently and rebuilds).
+cargo build --release --quiet -p actuator -p controller
 bin=target/release/fleet-role
 
 ctx=target/image/context
