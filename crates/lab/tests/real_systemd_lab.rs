@@ -580,7 +580,10 @@ async fn fleet_role_run_on_real_systemd_replaces_a_voter_whose_k3s_stopped() {
     }
     let leading = clock::Clock::system().now();
     while !printed.lock().unwrap().contains("leading:") {
-        assert!(leading.elapsed() < Duration::from_secs(120), "run never led");
+        assert!(
+            leading.elapsed() < Duration::from_secs(120),
+            "run never led"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // server-2's k3s stops for good, as on a host that died; systemd's
