@@ -382,6 +382,11 @@ async fn run_command(
         if let Err(e) = &ended {
             tracing::warn!("{e:#}");
         }
+        // A server that served until its probe failed starts the count
+        // again: only sessions that end in errors one after another back off.
+        if moved {
+            failures = 0;
+        }
         failures += 1;
         let from = servers.shown();
         let next = servers.rotate();

@@ -68,6 +68,17 @@ fn main() -> ExitCode {
         }
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args == ["--version"] {
+        // k3s's own two lines, and like k3s it writes nothing (not even
+        // the stand-in's log of commands: the tests that check a refused
+        // step changed nothing on the host read every file). A test may
+        // name another release in the stand-in's state (`k3s/version`).
+        let version = fs::read_to_string(state_dir(&root, "k3s").join("version"))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_else(|_| STANDIN_VERSION.to_string());
+        println!("k3s version {version} (fleet-role stand-in)\ngo version go1.24.11");
+        return ExitCode::SUCCESS;
+    }
     log(&root, "k3s", &args.join(" "));
     match args
         .iter()
@@ -75,15 +86,6 @@ fn main() -> ExitCode {
         .collect::<Vec<_>>()
         .as_slice()
     {
-        ["--version"] => {
-            // k3s's own two lines; a test may name another release in
-            // the stand-in's state (`k3s/version`).
-            let version = fs::read_to_string(state_dir(&root, "k3s").join("version"))
-                .map(|v| v.trim().to_string())
-                .unwrap_or_else(|_| STANDIN_VERSION.to_string());
-            println!("k3s version {version} (fleet-role stand-in)\ngo version go1.24.11");
-            ExitCode::SUCCESS
-        }
         [
             "etcd-snapshot",
             "prune",
