@@ -61,7 +61,7 @@ pub fn render(which: Which, settings: &Settings) -> String {
 }
 
 /// The controller's workload, as `deploy/kubernetes/fleet-role.yaml` ships it.
-const WORKLOAD: &str = include_str!("../../../deploy/kubernetes/fleet-role.yaml");
+pub const WORKLOAD: &str = include_str!("../../../deploy/kubernetes/fleet-role.yaml");
 
 /// What the k3s rendering says of itself.
 const K3S_HEADER: &str = "\

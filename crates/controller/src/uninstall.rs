@@ -77,20 +77,33 @@ impl std::fmt::Display for Target {
     }
 }
 
-/// The controller's own workload (`deploy/kubernetes/fleet-role.yaml`).
-fn workload() -> Vec<Target> {
-    ["apps/v1 Deployment", "v1 ConfigMap"]
-        .into_iter()
-        .map(|k| {
-            let (api_version, kind) = k.split_once(' ').expect("two words");
-            Target {
-                api_version: api_version.into(),
-                kind: kind.into(),
-                namespace: CONTROLLER_NAMESPACE.into(),
-                name: "fleet-role".into(),
-            }
+/// The objects of `yaml`, Namespaces left out, in the reverse of their
+/// order (bindings before the roles they bind, the policy's binding
+/// before the policy, a Deployment before its ConfigMap).
+fn targets(yaml: &str) -> Result<Vec<Target>, UninstallError> {
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(yaml).map_err(|e| UninstallError::Manifests(e.to_string()))?;
+    let mut these: Vec<Target> = docs
+        .iter()
+        .filter(|o| o["kind"] != "Namespace")
+        .map(|o| Target {
+            api_version: o["apiVersion"].as_str().unwrap_or_default().into(),
+            kind: o["kind"].as_str().unwrap_or_default().into(),
+            namespace: o["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .into(),
+            name: o["metadata"]["name"].as_str().unwrap_or_default().into(),
         })
-        .collect()
+        .collect();
+    these.reverse();
+    Ok(these)
+}
+
+/// The controller's own workload, read from the file that ships it
+/// (`deploy/kubernetes/fleet-role.yaml`, [`manifests::WORKLOAD`]).
+fn workload() -> Result<Vec<Target>, UninstallError> {
+    targets(manifests::WORKLOAD)
 }
 
 /// The objects the manifests render from `settings`, Namespaces left out,
@@ -98,26 +111,8 @@ fn workload() -> Vec<Target> {
 /// in reverse (bindings before the roles they bind, the policy's binding
 /// before the policy).
 pub fn rendered(settings: &Settings) -> Result<Vec<Target>, UninstallError> {
-    let mut out = Vec::new();
-    for which in [Which::Controller, Which::Actuators] {
-        let docs: Vec<Value> = serde_saphyr::from_multiple(&manifests::render(which, settings))
-            .map_err(|e| UninstallError::Manifests(e.to_string()))?;
-        let mut these: Vec<Target> = docs
-            .iter()
-            .filter(|o| o["kind"] != "Namespace")
-            .map(|o| Target {
-                api_version: o["apiVersion"].as_str().unwrap_or_default().into(),
-                kind: o["kind"].as_str().unwrap_or_default().into(),
-                namespace: o["metadata"]["namespace"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .into(),
-                name: o["metadata"]["name"].as_str().unwrap_or_default().into(),
-            })
-            .collect();
-        these.reverse();
-        out.extend(these);
-    }
+    let mut out = targets(&manifests::render(Which::Controller, settings))?;
+    out.extend(targets(&manifests::render(Which::Actuators, settings))?);
     Ok(out)
 }
 
@@ -198,8 +193,9 @@ pub async fn command(client: &Client, settings: &Settings, dry_run: bool) -> any
     }
     let hosts = enrolled(client, settings).await?;
     let rendered = rendered(settings)?;
+    let workload = workload()?;
     if dry_run {
-        for t in workload() {
+        for t in &workload {
             println!("would remove {t}");
         }
         for h in &hosts {
@@ -220,8 +216,8 @@ pub async fn command(client: &Client, settings: &Settings, dry_run: bool) -> any
         },
         source,
     };
-    for t in workload() {
-        match delete(client, &t).await {
+    for t in &workload {
+        match delete(client, t).await {
             Ok(true) => removed.push(t.to_string()),
             Ok(false) => {}
             Err(e) => return Err(failed(format!("removing {t}"), &removed, e).into()),
