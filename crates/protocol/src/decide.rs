@@ -48,6 +48,16 @@ impl HostState {
         crate::view::member_gone(mark, self.etcd_lists_member)
     }
 
+    /// Whether the host's member is gone on a reading that names it: k3s's
+    /// tombstone, or etcd read not listing the member by the name in its
+    /// datastore. Stricter than [`HostState::member_gone`]: with no name
+    /// to look for, etcd can only be asked for an unnamed member at this
+    /// host's address, and a voter whose name file was lost would then
+    /// read as gone. What a server that comes home by itself needs.
+    pub fn member_gone_for_good(&self) -> bool {
+        self.tombstone || (self.member.is_some() && self.etcd_lists_member == Some(false))
+    }
+
     /// Whether the host holds a datastore whose member may still vote: one
     /// not proved gone ([`HostState::member_gone`]).
     pub fn member_may_vote(&self) -> bool {
@@ -167,9 +177,12 @@ pub enum Decision {
 ///    finishes once its member is gone ([`HostState::member_gone`]: a
 ///    tombstone, or etcd read not listing it), with no Lease needed:
 ///    finishing can never cost quorum;
-/// 3. a snapshot request is taken on a voter while the Lease is held for its
+/// 3. a host whose role file says `server` and whose member was removed
+///    while it was down comes home as an agent by itself
+///    ([`come_home`]), on a reading of its member gone that names it;
+/// 4. a snapshot request is taken on a voter while the Lease is held for its
 ///    swap;
-/// 4. a role step is taken while the Lease is held for its swap, its
+/// 5. a role step is taken while the Lease is held for its swap, its
 ///    `desired-role` goes with it, and the host can take it.
 ///
 /// A snapshot request or role step whose marks (the Node's or the Lease's
@@ -228,7 +241,12 @@ pub fn decide(o: &Observation<'_>) -> Decision {
         }
     }
 
-    // 3. A snapshot request.
+    // 3. A replaced server comes home.
+    if let Some(d) = come_home(o) {
+        return d;
+    }
+
+    // 4. A snapshot request.
     if let Some(raw) = o.node.marks.snapshot_request.as_deref() {
         match SwapId::parse(raw) {
             Err(e) => {
@@ -272,11 +290,68 @@ pub fn decide(o: &Observation<'_>) -> Decision {
         }
     }
 
-    // 4. A role step.
+    // 5. A role step.
     decide_role_step(o)
 }
 
-/// Step 4 of [`decide`]: a role step asked on the Node.
+/// Rule 3 of [`decide`]: a server whose member was removed while it was
+/// down (a laptop that slept through its replacement, a host powered off
+/// past its grace) finishes as an agent by itself, with no Lease and no
+/// operator: its role file still names the server, but its member is gone,
+/// so the only role it can take is the agent's, and finishing can never
+/// cost quorum.
+///
+/// Only on a positive reading that the member is gone
+/// ([`HostState::member_gone_for_good`]), and only while nothing else is
+/// asked of the host: a role step or a snapshot on its Node, a step its
+/// report shows under way, or the regrade Lease naming it the incoming
+/// host of a swap (a promotion's datastore exists before etcd lists its
+/// member). A finish with no swap that failed is left to the operator, as
+/// any failed finish.
+fn come_home(o: &Observation<'_>) -> Option<Decision> {
+    if o.host.role != Some(Role::Server) {
+        return None;
+    }
+    let asked = o.node.marks.step.is_some() || o.node.marks.snapshot_request.is_some();
+    let incoming = o
+        .lease
+        .is_some_and(|l| l.swap_in.as_deref() == Some(o.node.name.as_str()));
+    if asked || incoming {
+        return None;
+    }
+    let take = |resume| {
+        Some(Decision::Take {
+            swap: None,
+            step: Step::Finish,
+            resume,
+        })
+    };
+    // One the report shows under way resumes (a reboot came between the
+    // datastore's move and the role file's write), if the disk agrees: the
+    // member is gone, or its datastore is moved aside already.
+    if o.report
+        .is_some_and(|r| r.is_running(None, ReportStep::Finish))
+    {
+        return (!o.host.datastore || o.host.member_gone_for_good())
+            .then(|| take(true))
+            .flatten();
+    }
+    if !o.host.datastore || !o.host.member_gone_for_good() {
+        return None;
+    }
+    // The last thing reported: a step under way, or a homecoming already
+    // settled (a failed one is left to the operator, as any failed finish).
+    let busy_or_settled = o.report.is_some_and(|r| {
+        (!r.phase.is_settled() && r.step != ReportStep::None)
+            || (r.swap.is_none() && r.step == ReportStep::Finish)
+    });
+    if busy_or_settled {
+        return None;
+    }
+    take(false)
+}
+
+/// Step 5 of [`decide`]: a role step asked on the Node.
 fn decide_role_step(o: &Observation<'_>) -> Decision {
     let report = o.report;
     let Some(raw_step) = o.node.marks.step.as_deref() else {

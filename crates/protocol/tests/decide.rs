@@ -464,7 +464,9 @@ fn a_finish_names_the_swap_of_the_step_down_and_resumes_after_a_restart() {
 }
 
 #[test]
-fn a_finish_needs_the_role_file_to_name_the_agent() {
+fn a_finish_of_a_swap_needs_the_role_file_to_name_the_agent() {
+    // The host is the Lease's incoming host (Case::new names it for every
+    // part): a server of a swap does not finish on a tombstone.
     let mut c = Case::new(
         NodeFacts {
             name: "old".into(),
@@ -488,6 +490,146 @@ fn a_finish_needs_the_role_file_to_name_the_agent() {
         etcd_lists_member: None,
     };
     assert_eq!(c.decide(), Decision::Nothing);
+}
+
+/// A server whose member was removed while it was down, and nothing asked
+/// of it: the Lease (if any) is another swap's.
+fn returned_server(host: HostState) -> Case<'static> {
+    let mut c = Case::new(
+        NodeFacts {
+            name: "laptop".into(),
+            ..Default::default()
+        },
+        host,
+    );
+    c.lease = Some(LeaseFacts {
+        swap_out: Some("laptop".into()),
+        swap_in: Some("standby".into()),
+        ..lease_for("s1")
+    });
+    c
+}
+
+fn home() -> Decision {
+    Decision::Take {
+        swap: None,
+        step: Step::Finish,
+        resume: false,
+    }
+}
+
+#[test]
+fn a_server_replaced_while_it_was_down_comes_home_as_an_agent_on_a_reading_that_names_its_member_gone()
+ {
+    let named = |listed| HostState {
+        member: Some("laptop-1234abcd".into()),
+        etcd_lists_member: listed,
+        ..server_host()
+    };
+    // etcd, read through another server, does not list the member named
+    // in its datastore: it comes home, with or without any Lease.
+    let mut c = returned_server(named(Some(false)));
+    assert_eq!(c.decide(), home());
+    c.lease = None;
+    assert_eq!(c.decide(), home());
+    // k3s's tombstone is its own reading of the removal.
+    let c = returned_server(HostState {
+        tombstone: true,
+        ..server_host()
+    });
+    assert_eq!(c.decide(), home());
+    // Listed, or no reading at all: it stays the server it is.
+    for listed in [Some(true), None] {
+        assert_eq!(returned_server(named(listed)).decide(), Decision::Nothing);
+    }
+    // With no member name to look for, a "not listed" is no proof: a voter
+    // whose name file was lost would read as gone.
+    let c = returned_server(HostState {
+        member: None,
+        etcd_lists_member: Some(false),
+        ..server_host()
+    });
+    assert_eq!(c.decide(), Decision::Nothing);
+    // No datastore: nothing to come home from.
+    let c = returned_server(HostState {
+        datastore: false,
+        tombstone: true,
+        ..server_host()
+    });
+    assert_eq!(c.decide(), Decision::Nothing);
+}
+
+#[test]
+fn a_server_with_something_asked_of_it_or_incoming_in_a_swap_does_not_come_home_by_itself() {
+    let gone = HostState {
+        tombstone: true,
+        ..server_host()
+    };
+    // The incoming host of a swap: a promotion's datastore exists before
+    // etcd lists its member.
+    let mut c = returned_server(gone.clone());
+    c.lease.as_mut().unwrap().swap_in = Some("laptop".into());
+    assert_eq!(c.decide(), Decision::Nothing);
+    // A role step or a snapshot asked on its Node: those rules decide.
+    let mut c = returned_server(gone.clone());
+    c.node.marks.step = Some("promote".into());
+    assert_ne!(c.decide(), home());
+    let mut c = returned_server(gone.clone());
+    c.node.marks.snapshot_request = Some("s1".into());
+    assert_ne!(c.decide(), home());
+    // A step its report shows under way.
+    let mut c = returned_server(gone.clone());
+    c.report = Some(reported(ReportStep::Promote, Phase::Started));
+    assert_eq!(c.decide(), Decision::Nothing);
+    // A settled step of a swap is no obstacle.
+    c.report = Some(reported(ReportStep::Promote, Phase::Done));
+    assert_eq!(c.decide(), home());
+}
+
+#[test]
+fn a_homecoming_resumes_after_a_reboot_and_one_that_failed_is_left_to_the_operator() {
+    let started = Report::next(None, None, ReportStep::Finish, Phase::Started, NOW - 10);
+    // The datastore already moved aside, the role file not yet written.
+    let mut c = returned_server(HostState {
+        datastore: false,
+        ..server_host()
+    });
+    c.report = Some(started.clone());
+    assert_eq!(
+        c.decide(),
+        Decision::Take {
+            swap: None,
+            step: Step::Finish,
+            resume: true
+        }
+    );
+    // A report saying so under a datastore whose member may vote changes
+    // nothing.
+    c.host = server_host();
+    assert_eq!(c.decide(), Decision::Nothing);
+    // Settled, done or failed: not taken again.
+    for phase in [Phase::Done, Phase::Failed] {
+        let mut c = returned_server(HostState {
+            tombstone: true,
+            ..server_host()
+        });
+        c.report = Some(Report::next(
+            Some(&started),
+            None,
+            ReportStep::Finish,
+            phase,
+            NOW,
+        ));
+        assert_eq!(c.decide(), Decision::Nothing, "{phase:?}");
+    }
+    // A finish settled for a swap long ago does not hold back a new
+    // homecoming.
+    let mut c = returned_server(HostState {
+        tombstone: true,
+        ..server_host()
+    });
+    c.report = Some(reported(ReportStep::Finish, Phase::Done));
+    assert_eq!(c.decide(), home());
 }
 
 #[test]
@@ -938,7 +1080,18 @@ proptest! {
                 }
                 if let Step::Finish = step {
                     // Finish: only when the member is gone, or resuming one.
-                    prop_assert!(*resume || (host.role == Some(Role::Agent) && host.datastore && host.member_gone()));
+                    let demoted = host.role == Some(Role::Agent) && host.datastore && host.member_gone();
+                    // Or a replaced server coming home: no swap, nothing
+                    // asked on its Node, not the Lease's incoming host, and
+                    // its member gone on a reading that names it.
+                    let home = swap.is_none()
+                        && host.role == Some(Role::Server)
+                        && host.datastore
+                        && host.member_gone_for_good()
+                        && node.marks.step.is_none()
+                        && node.marks.snapshot_request.is_none()
+                        && lease.as_ref().is_none_or(|l| l.swap_in.as_deref() != Some(node.name.as_str()));
+                    prop_assert!(*resume || demoted || home, "finish: {:?}", d);
                     // Gone only on a tombstone or a reading of etcd.
                     prop_assert!(*resume || host.tombstone || host.etcd_lists_member == Some(false));
                 } else {

@@ -213,15 +213,16 @@ impl Watcher {
 
     /// Reads etcd's member list through another server when a decision
     /// hangs on it and the local member cannot say: the host holds a
-    /// datastore with no tombstone, its role file does not name the server
-    /// (a stepped-down host waiting to finish, a promotion over a
-    /// datastore), and the local view is missing or inconclusive. Paced
-    /// and bounded ([`crate::membership::RemoteReader::read`]).
+    /// datastore with no tombstone, and the local view is missing or
+    /// inconclusive. Whatever the role file names: a stepped-down host
+    /// waiting to finish, a promotion over a datastore, and a server whose
+    /// member was removed while it was down (its etcd no longer answers,
+    /// and k3s wrote no tombstone when it was not running at the removal)
+    /// each decide on it. Paced and bounded
+    /// ([`crate::membership::RemoteReader::read`]).
     pub(super) async fn read_membership(&mut self) {
-        let server = matches!(host::role::read(&self.host.paths), Ok(Some(Role::Server)));
         let member = self.host.member_name();
-        if server
-            || !self.host.has_datastore()
+        if !self.host.has_datastore()
             || self.host.has_tombstone()
             || self.listed_locally(member.as_deref()).is_some()
         {
