@@ -568,6 +568,29 @@ impl Driver {
         Ok(())
     }
 
+    /// Makes `run`'s write to a returned host's Node
+    /// ([`controller::tidy`]), outside any swap: only while the regrade
+    /// Lease, read again right before, records no swap and is not held, so
+    /// that it never meets a swap's own writes. Whether it was made.
+    async fn tidy(&self, obs: &observe::Observed, action: &Action) -> Result<bool, ActError> {
+        if let Some(lease) = self.actor.read_lease().await? {
+            let facts = kubeview::lease_facts(self.settings.names(), &lease);
+            if facts.recorded_swap().is_some() || facts.is_held(self.settings.clock.unix_secs()) {
+                if let Some(f) = &self.fleet {
+                    f.apply_lease(&self.settings, &lease);
+                }
+                return Ok(false);
+            }
+        }
+        if let Some(node) = self.actor.node_write(obs, action).await?
+            && let Some(f) = &self.fleet
+        {
+            f.apply_node(&self.settings, &node);
+        }
+        self.actor.events(obs, action, None).await;
+        Ok(true)
+    }
+
     fn api_trouble(
         &self,
         failing_since: &mut Option<Instant>,
@@ -629,7 +652,7 @@ impl Driver {
             // view's own edges.
             let until = match &decided {
                 RunDecision::Idle { until, .. } => until.filter(|t| *t > obs.view.now),
-                RunDecision::Swap { .. } => None,
+                RunDecision::Swap { .. } | RunDecision::Tidy { .. } => None,
             };
             let edge = |view: &controller::FleetView| {
                 let e = wake::next_edge(view, None);
@@ -641,6 +664,9 @@ impl Driver {
             if dry_run {
                 let line = match &decided {
                     RunDecision::Idle { why, .. } => format!("dry run: would stay idle: {why}"),
+                    RunDecision::Tidy { action, why } => {
+                        format!("dry run: would {}: {why}", action.describe())
+                    }
                     RunDecision::Swap { out, incoming, why } => {
                         let p = controller::plan(&obs.view, out.as_str(), incoming.as_str());
                         let verdict = if controller::all_pass(&p.gates) {
@@ -670,6 +696,21 @@ impl Driver {
                     }
                     let edge = edge(&obs.view);
                     self.wait_for_change(edge).await;
+                }
+                RunDecision::Tidy { action, why } => {
+                    last_idle = None;
+                    match self.tidy(&obs, &action).await {
+                        Ok(true) => printer.line(
+                            &format!("{}: {why}", action.describe()),
+                            json!({"tidy": action, "why": why}),
+                        ),
+                        // A swap took the Lease meanwhile: decided again.
+                        Ok(false) => {}
+                        Err(e) => {
+                            self.api_trouble(&mut failing_since, e.into())?;
+                            self.pause_a_moment().await;
+                        }
+                    }
                 }
                 RunDecision::Swap { out, incoming, why } => {
                     last_idle = None;

@@ -577,6 +577,9 @@ pub fn run_now(v: &FleetView, settings: &Settings) -> controller::RunDecision {
 pub fn run_line(d: &controller::RunDecision) -> String {
     match d {
         controller::RunDecision::Idle { why, .. } => format!("would stay idle: {why}"),
+        controller::RunDecision::Tidy { action, why } => {
+            format!("would {}: {why}", action.describe())
+        }
         controller::RunDecision::Swap { out, incoming, why } => {
             format!("would swap out {out}, in {incoming}: {why}")
         }

@@ -61,6 +61,7 @@ mod reasons;
 mod run;
 mod settings;
 mod swap;
+mod tidy;
 
 mod view;
 
@@ -97,4 +98,5 @@ pub use reasons::{Awaiting, Reached, Reason, VoterFor, Write};
 pub use run::{RunDecision, free_standby, run_decision, standbys};
 pub use settings::{Settings, Timeouts};
 pub use swap::{finished, join_voter, next_action, snapshot_voter};
+pub use tidy::{Tidy, tidy};
 pub use view::{FleetView, Recorded, apply_heartbeats};

@@ -4,8 +4,8 @@ use crate::text::one_line;
 use serde::Serialize;
 
 use super::{
-    Class, FleetView, GraceKind, NodeFacts, Pace, classify, grace_for, life::show_time, pace,
-    standby_ready_at,
+    Action, Class, FleetView, GraceKind, NodeFacts, Pace, classify, grace_for, life::show_time,
+    pace, standby_ready_at, tidy,
 };
 use crate::validate::NodeName;
 
@@ -21,6 +21,15 @@ pub enum RunDecision {
         out: NodeName,
         /// The standby to promote.
         incoming: NodeName,
+        /// Why.
+        why: String,
+    },
+    /// Write to a returned host's Node, outside any swap ([`tidy`]): it
+    /// came home as an agent by itself, and its Node still shows the
+    /// server it was.
+    Tidy {
+        /// The write.
+        action: Action,
         /// Why.
         why: String,
     },
@@ -40,7 +49,8 @@ pub enum RunDecision {
 /// The `run` policy: replace a voter that has been NotReady past its grace
 /// ([`grace_for`]: the ordinary one, or a maintenance grace for a voter
 /// that shows planned maintenance), or sits on a host not eligible to vote,
-/// with a healthy eligible standby. One swap at a time; a new swap, or a
+/// with a healthy eligible standby; first, with no swap under way, tidy
+/// the Node of a host that came home as an agent ([`tidy`]). One swap at a time; a new swap, or a
 /// retry of one that stopped, only when [`pace`] lets it (the window, the
 /// delay between swaps, the cap on failed swaps of the voter). A swap whose
 /// controller went away (its Lease lapsed, nothing stopped it) is resumed
@@ -99,6 +109,14 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
                 None,
             );
         }
+    }
+    // A returned host tidied first: it is then a plain agent, and soon a
+    // standby. No window holds it back: it touches no member of etcd.
+    if let Some(t) = tidy(v) {
+        return RunDecision::Tidy {
+            action: t.action,
+            why: t.why,
+        };
     }
     let sorted = v.sorted();
     let mut wanted: Vec<(&NodeFacts, String)> = Vec::new();
