@@ -1,7 +1,9 @@
 //! A lab on real systemd kept up between commands: `fleet-role-lab up`
 //! brings it up and holds it in the foreground (its hosts are its
-//! containers: they live as long as it does), and `status` and `down`, run
-//! from another shell, ask it over a Unix socket in the lab's directory.
+//! containers: they live as long as it does), and `status`, `down` and the
+//! host actions (`poweroff`, `boot`, `reboot`, `cut`, `restore` HOST), run
+//! from another shell or a test, ask it over a Unix socket in the lab's
+//! directory.
 //!
 //! One holder owns the machines, so nothing else has to find a host's
 //! systemd by its pid or could kill one it does not own. The holder powers
@@ -31,7 +33,11 @@ const ASK: Duration = Duration::from_secs(120);
 
 /// Holds `lab` (whose directory is `dir`) until `down`, SIGINT or SIGTERM,
 /// answering `status` meanwhile; then powers its hosts off.
-pub async fn hold(lab: SystemdLab, dir: &Path, say: &(dyn Fn(&str) + Sync)) -> anyhow::Result<()> {
+pub async fn hold(
+    mut lab: SystemdLab,
+    dir: &Path,
+    say: &(dyn Fn(&str) + Sync),
+) -> anyhow::Result<()> {
     let path = socket(dir);
     let _ = std::fs::remove_file(&path);
     let listener =
@@ -65,9 +71,17 @@ pub async fn hold(lab: SystemdLab, dir: &Path, say: &(dyn Fn(&str) + Sync)) -> a
                         down_asked = Some(stream);
                         break;
                     }
-                    _ => {
-                        let _ = stream.write_all(b"unknown request (status, down)\n").await;
+                    (Ok(Ok(_)), request) => {
+                        let answer = match HostAction::parse(request) {
+                            Some((action, host)) => match act(&mut lab, action, host) {
+                                Ok(done) => format!("{done}\n"),
+                                Err(e) => format!("error: {e:#}\n"),
+                            },
+                            None => format!("unknown request (status, down, {} HOST)\n", HostAction::NAMES),
+                        };
+                        let _ = stream.write_all(answer.as_bytes()).await;
                     }
+                    _ => {}
                 }
             }
         }
@@ -80,6 +94,85 @@ pub async fn hold(lab: SystemdLab, dir: &Path, say: &(dyn Fn(&str) + Sync)) -> a
         let _ = s.write_all(b"the lab is down\n").await;
     }
     Ok(())
+}
+
+/// What can be done to one host of a held lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostAction {
+    /// Power it off cleanly (its units stop as at any shutdown).
+    Poweroff,
+    /// Boot it again after a poweroff.
+    Boot,
+    /// Reboot it.
+    Reboot,
+    /// Cut it off the lab's network.
+    Cut,
+    /// Put it back on the network.
+    Restore,
+}
+
+impl HostAction {
+    /// The actions' names, as the requests and the CLI spell them.
+    pub const NAMES: &'static str = "poweroff, boot, reboot, cut, restore";
+
+    /// The action's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostAction::Poweroff => "poweroff",
+            HostAction::Boot => "boot",
+            HostAction::Reboot => "reboot",
+            HostAction::Cut => "cut",
+            HostAction::Restore => "restore",
+        }
+    }
+
+    /// Reads a request `ACTION HOST`.
+    pub fn parse(request: &str) -> Option<(HostAction, &str)> {
+        let (action, host) = request.split_once(' ')?;
+        let action = match action {
+            "poweroff" => HostAction::Poweroff,
+            "boot" => HostAction::Boot,
+            "reboot" => HostAction::Reboot,
+            "cut" => HostAction::Cut,
+            "restore" => HostAction::Restore,
+            _ => return None,
+        };
+        let host = host.trim();
+        (!host.is_empty() && !host.contains(char::is_whitespace)).then_some((action, host))
+    }
+}
+
+/// Carries out `action` on `host` of `lab`; what was done, in a line. A
+/// host the lab does not have is an error, and nothing is done.
+fn act(lab: &mut SystemdLab, action: HostAction, host: &str) -> anyhow::Result<String> {
+    // Checked first, so that no action reaches the network for a name the
+    // lab does not have.
+    lab.machine(host)?;
+    Ok(match action {
+        HostAction::Poweroff => {
+            lab.poweroff(host)?;
+            format!("{host} is powered off")
+        }
+        HostAction::Boot => {
+            if lab.boot(host)? {
+                format!("{host} booted")
+            } else {
+                format!("{host} was running already")
+            }
+        }
+        HostAction::Reboot => {
+            lab.reboot(host)?;
+            format!("{host} rebooted")
+        }
+        HostAction::Cut => {
+            lab.net().cut_off(host)?;
+            format!("{host} is cut off the network")
+        }
+        HostAction::Restore => {
+            lab.net().restore(host)?;
+            format!("{host} is back on the network")
+        }
+    })
 }
 
 /// Asks the holder of the lab in `dir` (`status` or `down`) and returns its
@@ -95,7 +188,7 @@ pub async fn ask(dir: &Path, what: &str) -> anyhow::Result<String> {
     })?;
     stream.write_all(format!("{what}\n").as_bytes()).await?;
     let mut answer = String::new();
-    let bound = if what == "down" { ASK * 2 } else { ASK };
+    let bound = if what == "status" { ASK } else { ASK * 2 };
     tokio::time::timeout(bound, stream.read_to_string(&mut answer))
         .await
         .with_context(|| {

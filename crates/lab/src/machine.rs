@@ -504,6 +504,18 @@ impl Machine {
             .map(|_| ())
     }
 
+    /// Boots a host that was powered off again, from the same spec, as the
+    /// power button would (its enabled units start as at any boot), and
+    /// waits until it is up (bounded by `bound`). Whether it was off: a
+    /// host still running is left as it is.
+    pub fn power_on(&mut self, bound: Duration) -> Result<bool> {
+        if self.nspawn.is_some() {
+            return Ok(false);
+        }
+        *self = Machine::boot(self.spec.clone(), bound)?;
+        Ok(true)
+    }
+
     /// Reboots the host: `systemctl reboot` inside (nspawn exits with 133,
     /// as it does for a reboot), then boots it again from the same spec and
     /// waits until it is up (each half bounded by `bound`).

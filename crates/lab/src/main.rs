@@ -44,6 +44,31 @@ enum Cmd {
     Down,
     /// Show the held lab's hosts, their units and etcd's members.
     Status,
+    /// Power a host of the held lab off cleanly.
+    Poweroff {
+        /// The host.
+        host: String,
+    },
+    /// Boot a host of the held lab that was powered off.
+    Boot {
+        /// The host.
+        host: String,
+    },
+    /// Reboot a host of the held lab.
+    Reboot {
+        /// The host.
+        host: String,
+    },
+    /// Cut a host of the held lab off its network.
+    Cut {
+        /// The host.
+        host: String,
+    },
+    /// Put a host of the held lab back on its network.
+    Restore {
+        /// The host.
+        host: String,
+    },
     /// A lab on real systemd (3 servers, 1 agent, one container each) that
     /// swaps a voter for a standby with `fleet-role swap` (or by hand, the
     /// controller's part done by the lab), then powers off.
@@ -183,6 +208,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", held::ask(&cli.dir.join("systemd"), "down").await?);
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Poweroff { host } => act_on(&cli.dir, held::HostAction::Poweroff, &host).await,
+        Cmd::Boot { host } => act_on(&cli.dir, held::HostAction::Boot, &host).await,
+        Cmd::Reboot { host } => act_on(&cli.dir, held::HostAction::Reboot, &host).await,
+        Cmd::Cut { host } => act_on(&cli.dir, held::HostAction::Cut, &host).await,
+        Cmd::Restore { host } => act_on(&cli.dir, held::HostAction::Restore, &host).await,
         Cmd::Status => {
             print!("{}", held::ask(&cli.dir.join("systemd"), "status").await?);
             Ok(ExitCode::SUCCESS)
@@ -244,4 +274,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })
         }
     }
+}
+
+/// Asks the held lab under `dir` to do `action` to `host`; fails when it
+/// could not.
+async fn act_on(
+    dir: &std::path::Path,
+    action: held::HostAction,
+    host: &str,
+) -> anyhow::Result<ExitCode> {
+    let answer = held::ask(&dir.join("systemd"), &format!("{} {host}", action.as_str())).await?;
+    print!("{answer}");
+    Ok(if answer.starts_with("error:") {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -333,12 +333,30 @@ impl SystemdLab {
     /// Reboots a host (`systemctl reboot` inside, then a new boot from the
     /// same directories); its enabled units start again as at any boot.
     pub fn reboot(&mut self, host: &str) -> anyhow::Result<()> {
-        let m = self
-            .machines
-            .get_mut(host)
-            .with_context(|| format!("no host {host} in this lab"))?;
+        let m = self.machine_mut(host)?;
         block(|| m.reboot(BOOT))?;
         Ok(())
+    }
+
+    /// Powers a host off cleanly (`systemctl poweroff` inside: its units
+    /// stop as at any shutdown), as a laptop's lid or an operator would.
+    pub fn poweroff(&mut self, host: &str) -> anyhow::Result<()> {
+        let m = self.machine_mut(host)?;
+        block(|| m.poweroff(BOOT))?;
+        Ok(())
+    }
+
+    /// Boots a host that was powered off; whether it was off (a host
+    /// still running is left as it is).
+    pub fn boot(&mut self, host: &str) -> anyhow::Result<bool> {
+        let m = self.machine_mut(host)?;
+        Ok(block(|| m.power_on(BOOT))?)
+    }
+
+    fn machine_mut(&mut self, host: &str) -> anyhow::Result<&mut Machine> {
+        self.machines
+            .get_mut(host)
+            .with_context(|| format!("no host {host} in this lab"))
     }
 
     /// Where host `host`'s actuator token is, on this machine: its

@@ -103,11 +103,13 @@ async fn a_lab_on_real_systemd_comes_up_with_ready_k3s_units_voters_and_running_
     a_held_lab_answers_status_and_powers_off_on_down(lab).await;
 }
 
-/// `fleet-role-lab up` holds its lab for `status` and `down` from other
-/// processes: the same exchange over the lab's socket.
+/// `fleet-role-lab up` holds its lab for `status`, `down` and the host
+/// actions from other processes: the same exchange over the lab's socket.
 async fn a_held_lab_answers_status_and_powers_off_on_down(lab: SystemdLab) {
     let dir = lab.spec.dir.clone();
+    let spec = lab.spec.clone();
     let leader = lab.machine("server-1").unwrap().leader();
+    let agent_leader = lab.machine("agent-1").unwrap().leader();
     let holder = tokio::spawn({
         let dir = dir.clone();
         async move { lab::held::hold(lab, &dir, &|l| eprintln!("{l}")).await }
@@ -125,6 +127,7 @@ async fn a_held_lab_answers_status_and_powers_off_on_down(lab: SystemdLab) {
         status.contains("server-1") && status.contains("active: k3s,fleet-role-actuator"),
         "{status}"
     );
+    host_actions_on_a_held_lab(&dir, &spec, agent_leader).await;
     let down = lab::held::ask(&dir, "down").await.unwrap();
     assert!(down.ends_with("the lab is down\n"), "{down}");
     holder.await.unwrap().unwrap();
@@ -133,6 +136,81 @@ async fn a_held_lab_answers_status_and_powers_off_on_down(lab: SystemdLab) {
         "server-1's systemd is gone"
     );
     assert!(lab::held::ask(&dir, "status").await.is_err());
+}
+
+/// `poweroff`, `boot`, `cut` and `restore` asked of the holder, as
+/// `fleet-role-lab poweroff HOST` (and the rest) ask it: each does what it
+/// says, and a name the lab does not have, or an action it does not know,
+/// is refused with nothing done.
+async fn host_actions_on_a_held_lab(
+    dir: &std::path::Path,
+    spec: &lab::spec::LabSpec,
+    agent_leader: u32,
+) {
+    let ask = |what: &'static str| lab::held::ask(dir, what);
+    assert_eq!(
+        ask("poweroff agent-1").await.unwrap(),
+        "agent-1 is powered off\n"
+    );
+    assert!(
+        !std::path::Path::new(&format!("/proc/{agent_leader}")).exists(),
+        "agent-1's systemd is gone"
+    );
+    assert_eq!(ask("boot agent-1").await.unwrap(), "agent-1 booted\n");
+    assert_eq!(
+        ask("boot agent-1").await.unwrap(),
+        "agent-1 was running already\n"
+    );
+    // Booted as at any boot: its enabled units start again.
+    let clock = clock::Clock::system();
+    let booted = clock.now();
+    loop {
+        let status = ask("status").await.unwrap();
+        if status.lines().any(|l| {
+            l.starts_with("agent-1 ") && l.contains("active: k3s-agent,fleet-role-actuator")
+        }) {
+            break;
+        }
+        assert!(clock.since(booted) < Duration::from_secs(120), "{status}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Cut off, server-2's etcd does not answer from outside; restored, it
+    // does again.
+    let ip = spec.hosts.iter().find(|h| h.name == "server-2").unwrap().ip;
+    let ep = spec.etcd(ip).unwrap();
+    assert_eq!(
+        ask("cut server-2").await.unwrap(),
+        "server-2 is cut off the network\n"
+    );
+    assert!(etcd_gw::member_list(&ep).await.is_err());
+    assert_eq!(
+        ask("restore server-2").await.unwrap(),
+        "server-2 is back on the network\n"
+    );
+    let back = clock.now();
+    while etcd_gw::member_list(&ep).await.is_err() {
+        assert!(
+            clock.since(back) < Duration::from_secs(60),
+            "server-2's etcd never answered again"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        ask("poweroff nosuch").await.unwrap(),
+        "error: no host nosuch in this lab\n"
+    );
+    assert!(
+        ask("frobnicate server-1")
+            .await
+            .unwrap()
+            .starts_with("unknown request")
+    );
+    assert!(
+        ask("poweroff")
+            .await
+            .unwrap()
+            .starts_with("unknown request")
+    );
 }
 
 /// The actuator's unit as shipped, its command replaced by a drop-in (the
@@ -205,6 +283,14 @@ fn a_switch_runs_in_the_actuators_sandbox_and_nothing_else_is_writable(lab: &Sys
         log.contains(&format!("(not an address of this host) says \"{other}\"")),
         "{log}"
     );
+    // The unit as shipped again, running: the host boots as any other.
+    std::fs::remove_file(&dropin).unwrap();
+    let o = m.systemctl(&["daemon-reload"], quick).unwrap();
+    assert!(o.status.success(), "daemon-reload: {o:?}");
+    let o = m
+        .systemctl(&["restart", "fleet-role-actuator"], quick)
+        .unwrap();
+    assert!(o.status.success(), "restart: {o:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -528,15 +614,17 @@ async fn rollback_marks_on_a_voter_outside_the_swap(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fleet_role_run_on_real_systemd_replaces_a_voter_whose_k3s_stopped() {
+async fn fleet_role_run_on_real_systemd_replaces_a_powered_off_voter_which_comes_home_as_an_agent_by_itself()
+ {
     let _turn = SERIAL.lock().await;
     let dir = lab_dir();
-    let lab = lab_of(3, 1, dir.path()).await;
+    let mut lab = lab_of(3, 1, dir.path()).await;
     let config = lab.spec.dir.join("fleet-role.toml");
     // The controller's kubeconfig names server-2, the server that dies: it
     // fails over to the next of the servers listed.
+    let hosts = lab.spec.hosts.clone();
     let url = |h: &str| {
-        let ip = lab.spec.hosts.iter().find(|x| x.name == h).unwrap().ip;
+        let ip = hosts.iter().find(|x| x.name == h).unwrap().ip;
         lab::spec::LabSpec::api_url(ip)
     };
     std::fs::write(
@@ -586,9 +674,8 @@ async fn fleet_role_run_on_real_systemd_replaces_a_voter_whose_k3s_stopped() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // server-2's k3s stops for good, as on a host that died; systemd's
-    // Restart=always does not bring back a unit stopped by systemctl.
-    lab.systemctl("server-2", &["stop", "k3s"]).unwrap();
+    // server-2 powers off, as a laptop that sleeps or a host that dies.
+    lab.poweroff("server-2").unwrap();
     let stopped = clock::Clock::system().now();
     let mut replaced = false;
     while stopped.elapsed() < Duration::from_secs(240) {
@@ -608,7 +695,6 @@ async fn fleet_role_run_on_real_systemd_replaces_a_voter_whose_k3s_stopped() {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let _ = run.kill().await;
     assert!(
         replaced,
         "run did not replace the stopped voter within 240 s"
@@ -623,9 +709,32 @@ async fn fleet_role_run_on_real_systemd_replaces_a_voter_whose_k3s_stopped() {
         "{said}"
     );
     println!(
-        "replaced {:.1}s after its k3s stopped",
+        "replaced {:.1}s after it powered off",
         stopped.elapsed().as_secs_f64()
     );
+    // The swap ends with its warning before server-2 is back: what tidies
+    // its Node is then `run`'s own tidy, not the swap's clean-up.
+    let ended = clock::Clock::system().now();
+    while !printed
+        .lock()
+        .unwrap()
+        .contains("done: the swap is complete")
+    {
+        assert!(
+            ended.elapsed() < Duration::from_secs(120),
+            "the swap did not end"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    the_replaced_voter_boots_and_comes_home_as_an_agent_with_no_command_typed_on_it(&mut lab).await;
+    let said = printed.lock().unwrap().clone();
+    for tidy in [
+        "uncordon server-2: server-2 came home as an agent",
+        "remove server-2's server role labels and k3s etcd annotations: server-2 came home as an agent",
+    ] {
+        assert!(said.contains(tidy), "{said}");
+    }
+    let _ = run.kill().await;
     for h in &lab.spec.hosts {
         assert_eq!(
             lab.most_k3s_at_once(&h.name).unwrap(),
@@ -633,6 +742,108 @@ async fn fleet_role_run_on_real_systemd_replaces_a_voter_whose_k3s_stopped() {
             "k3s units together on {}",
             h.name
         );
+    }
+}
+
+/// server-2, replaced while it was off, boots again with its role file
+/// naming the server and its datastore's member removed: with `run` still
+/// leading and nothing typed on the host, it ends running the agent only,
+/// Ready, its Node tidied by `run` (no server labels or k3s annotations,
+/// uncordoned), etcd holding three voters and no member of it, and
+/// `fleet-role status` healthy.
+async fn the_replaced_voter_boots_and_comes_home_as_an_agent_with_no_command_typed_on_it(
+    lab: &mut SystemdLab,
+) {
+    assert!(lab.boot("server-2").unwrap(), "server-2 was off");
+    let clock = clock::Clock::system();
+    let booted = clock.now();
+    let apis = Apis::for_lab(&lab.spec).unwrap();
+    let mut last = String::new();
+    loop {
+        let node = apis
+            .any(|c| async move { Api::<Node>::all(c).get("server-2").await })
+            .await;
+        let m = lab.machine("server-2").unwrap();
+        let agent = m.active_state("k3s-agent").unwrap_or_default();
+        let server = m.active_state("k3s").unwrap_or_default();
+        let members = lab::scenario::members(&lab.spec).await.unwrap_or_default();
+        let voters = members.iter().filter(|x| !x.is_learner).count();
+        let its_member = members.iter().any(|x| x.name.starts_with("server-2-"));
+        if let Ok(n) = &node {
+            let view = kubeview::node_facts(&Default::default(), n);
+            let now = format!(
+                "k3s-agent {agent}, k3s {server}; Ready {}; server labels {}; k3s annotations {}; cordoned {}; {voters} voters; its member listed {its_member}",
+                view.ready,
+                view.has_server_labels(),
+                view.k3s.any(),
+                view.cordoned
+            );
+            if agent == "active"
+                && server == "inactive"
+                && view.ready
+                && !view.has_server_labels()
+                && !view.k3s.any()
+                && !view.cordoned
+                && voters == 3
+                && members.len() == 3
+                && !its_member
+            {
+                println!(
+                    "server-2 came home {:.1}s after it booted: {now}",
+                    clock.since(booted).as_secs_f64()
+                );
+                break;
+            }
+            if now != last {
+                println!("server-2: {now}");
+                last = now;
+            }
+        }
+        assert!(
+            clock.since(booted) < Duration::from_secs(300),
+            "server-2 did not come home within 300 s of its boot: {last}\n{}",
+            lab.machine("server-2")
+                .unwrap()
+                .journal_of(&["fleet-role-actuator"], Duration::from_secs(30))
+                .map(|j| j
+                    .iter()
+                    .filter_map(|r| r["MESSAGE"].as_str().map(str::to_string))
+                    .collect::<Vec<_>>()
+                    .join("\n"))
+                .unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The role file names the agent; the datastore is moved aside, kept.
+    let root = lab.spec.root("server-2");
+    assert_eq!(
+        std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role"))
+            .unwrap()
+            .trim(),
+        "agent"
+    );
+    assert!(!root.join("var/lib/rancher/k3s/server/db/etcd").exists());
+    // `fleet-role status` says nothing is degraded (the servers' views of
+    // etcd take in the change one heartbeat at a time).
+    let healthy = clock.now();
+    loop {
+        let out = std::process::Command::new(fleet_role())
+            .args([
+                "--kubeconfig",
+                &lab::world::kubeconfig(&lab.spec).display().to_string(),
+                "status",
+            ])
+            .output()
+            .unwrap();
+        if out.status.code() == Some(0) {
+            break;
+        }
+        assert!(
+            clock.since(healthy) < Duration::from_secs(120),
+            "status is not healthy: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

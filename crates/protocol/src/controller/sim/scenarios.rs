@@ -157,7 +157,7 @@ fn a_failed_step_down_stops_with_the_lease_released_and_a_resume_finishes_it() {
 }
 
 #[test]
-fn a_down_voter_is_replaced_without_a_step_down_and_left_for_the_operator() {
+fn a_down_voter_is_replaced_without_a_step_down_and_told_it_comes_home_by_itself() {
     let mut v = fleet();
     node_mut(&mut v, "n1").ready = false;
     let mut w = World::new(
@@ -174,7 +174,7 @@ fn a_down_voter_is_replaced_without_a_step_down_and_left_for_the_operator() {
     else {
         panic!("{end:?}")
     };
-    assert!(w_.contains("demote-local"));
+    assert!(w_.contains("comes home as an agent by itself"), "{w_}");
     let kinds = write_kinds(&w.writes);
     assert_eq!(
         kinds[..5],

@@ -47,7 +47,7 @@ pub(super) fn clean_up(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action 
             "{out}'s Node is gone (k3s removes a deleted Node's member itself)"
         )),
         Some(_) if !finished => Some(format!(
-            "{out} was down, so it did not step down or finish: its member is removed; when it returns, run `fleet-role-actuator demote-local --force` on it, then remove its server labels and uncordon it (docs/controller.md)"
+            "{out} was down, so it did not step down or finish: its member is removed; when it boots it comes home as an agent by itself, and `run` tidies its Node (docs/controller.md, \"The replaced host comes home\")"
         )),
         Some(_) => None,
     };
