@@ -76,6 +76,14 @@ pub enum Command {
         #[arg(long)]
         name: String,
     },
+    /// Hand etcd's leadership to another voter if this host's member leads:
+    /// what `fleet-role-handover.service` runs before the host sleeps, and
+    /// `fleet-role-handover-shutdown.service` before k3s stops at shutdown.
+    HandOver {
+        /// What the host is about to do, for the log: `sleep` or `shutdown`.
+        #[arg(long, value_parser = ["sleep", "shutdown"], default_value = "shutdown")]
+        before: String,
+    },
     /// Show the role file as read, fleet-role's drop-ins, each unit's state
     /// and, with an API, the host's report; exit 5 when something is degraded.
     Status(ApiArgs),

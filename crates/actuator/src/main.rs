@@ -45,6 +45,7 @@ fn main() -> ExitCode {
             lock_timeout,
         } => demote_local(&cli, *check, *force, *lock_timeout, &clock),
         Command::Snapshot { name } => snapshot(&cli, name, &clock),
+        Command::HandOver { before } => hand_over(&cli, before, &clock),
         Command::Status(api) => status(&cli, api, &clock),
         Command::Watch(api) => watch(&cli, api, clock),
     };
@@ -161,6 +162,54 @@ fn snapshot(cli: &Cli, name: &str, clock: &Clock) -> anyhow::Result<ExitCode> {
     let name = SwapId::parse(name).map_err(usage)?;
     let s = settings(cli, None, None)?;
     local::snapshot(&s.host(clock), &name, s.lock_timeout, cli.output)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `hand-over --before sleep|shutdown`: etcd's leadership moved off this
+/// host's member, if it leads, before the host sleeps or k3s stops. A
+/// suspend is no graceful stop: a leader that sleeps leaves the cluster
+/// with no leader, and writes stalled, until the others' election timeout.
+/// Nothing to do on a host that is no voter. A failure is said and the
+/// host goes on (the units that run this never hold the sleep or the
+/// shutdown back past their own bound).
+fn hand_over(cli: &Cli, before: &str, clock: &Clock) -> anyhow::Result<ExitCode> {
+    let s = settings(cli, None, None)?;
+    let host = s.host(clock);
+    let voter = host.role()? == Some(Role::Server) && host.has_datastore() && !host.has_tombstone();
+    let (line, moved) = if voter {
+        // `hand_over` blocks on the handle: a runtime of its own, whose
+        // worker drives the calls (a current-thread runtime's handle could
+        // not).
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .context("starting the runtime")?;
+        match actuator::leadership::hand_over(rt.handle(), &s.etcd, clock)
+            .map_err(|why| anyhow::anyhow!("before {before}: {why}; the host goes on, and etcd elects a new leader after its election timeout"))?
+        {
+            actuator::leadership::HandOver::NotLeader => {
+                (format!("before {before}: this member does not lead etcd; nothing to hand over"), None)
+            }
+            actuator::leadership::HandOver::Moved { to, took } => (
+                format!(
+                    "before {before}: etcd leadership moved to {to} in {} ms",
+                    took.as_millis()
+                ),
+                Some(to.to_string()),
+            ),
+        }
+    } else {
+        (
+            format!("before {before}: this host holds no etcd voter; nothing to hand over"),
+            None,
+        )
+    };
+    print(
+        cli.output,
+        &[line],
+        &serde_json::json!({ "ok": true, "before": before, "movedTo": moved }),
+    );
     Ok(ExitCode::SUCCESS)
 }
 

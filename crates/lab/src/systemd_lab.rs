@@ -278,6 +278,16 @@ impl SystemdLab {
             world::mark_eligible(&apis, &h.name).await?;
             if matches!(self.fleet_role, FleetRole::Laid) {
                 self.enable_now(&h.name, "fleet-role-actuator")?;
+                // The leadership hand-overs, as the package enables them
+                // (the one for sleep runs only when the host goes to sleep).
+                let m = self.machine(&h.name)?;
+                block(|| {
+                    m.exec_ok(
+                        &["systemctl", "enable", "fleet-role-handover.service"],
+                        QUICK,
+                    )
+                })?;
+                self.enable_now(&h.name, "fleet-role-handover-shutdown.service")?;
             }
         }
         if matches!(self.fleet_role, FleetRole::Laid) {
