@@ -347,12 +347,26 @@ async fn the_actuator_package_installs_on_a_running_k3s_server_and_upgrades_and_
             "systemd-analyze",
             "verify",
             "/usr/lib/systemd/system/fleet-role-actuator.service",
+            "/usr/lib/systemd/system/fleet-role-handover.service",
+            "/usr/lib/systemd/system/fleet-role-handover-shutdown.service",
             "/etc/systemd/system/k3s.service",
             "/etc/systemd/system/k3s-agent.service",
         ],
         QUICK,
     );
     assert_eq!(verify.stderr.trim(), "", "systemd-analyze verify is silent");
+    // The leadership hand-overs need no settings: enabled by the first
+    // install (the actuator itself is not).
+    for unit in [
+        "fleet-role-handover.service",
+        "fleet-role-handover-shutdown.service",
+    ] {
+        assert_eq!(
+            inside(m, &["systemctl", "is-enabled", unit], QUICK).text(),
+            "enabled",
+            "{unit}"
+        );
+    }
     let cat = inside(m, &["systemctl", "cat", "k3s"], QUICK).stdout;
     assert!(
         cat.contains("# /usr/lib/systemd/system/k3s.service.d/50-fleet-role.conf")
@@ -485,6 +499,9 @@ async fn the_actuator_package_installs_on_a_running_k3s_server_and_upgrades_and_
     for link in [
         "etc/systemd/system/multi-user.target.wants/fleet-role-actuator.service",
         "etc/systemd/system/fleet-role-actuator.service",
+        "etc/systemd/system/sleep.target.wants/fleet-role-handover.service",
+        "etc/systemd/system/multi-user.target.wants/fleet-role-handover-shutdown.service",
+        "etc/systemd/system/fleet-role-handover.service",
     ] {
         assert!(
             fs::symlink_metadata(root.join(link)).is_err(),

@@ -630,7 +630,7 @@ async fn fleet_role_run_on_real_systemd_replaces_a_powered_off_voter_which_comes
     std::fs::write(
         &config,
         format!(
-            "grace_period_secs = 5\nheartbeat_grace_secs = 10\nsettle_secs = 5\npoll_millis = 500\napi_servers = [\"{}\", \"{}\", \"{}\"]\n",
+            "grace_period_secs = 5\nmaintenance_grace_secs = 3600\nheartbeat_grace_secs = 10\nsettle_secs = 5\npoll_millis = 500\napi_servers = [\"{}\", \"{}\", \"{}\"]\n",
             url("server-2"),
             url("server-1"),
             url("server-3")
@@ -674,8 +674,49 @@ async fn fleet_role_run_on_real_systemd_replaces_a_powered_off_voter_which_comes
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // server-2 powers off, as a laptop that sleeps or a host that dies.
+    // server-2 is cordoned for maintenance (as `kubectl drain` or kured
+    // would), then powers off: down past the ordinary grace, it is given
+    // the maintenance grace (an hour) and not replaced.
+    let apis = Apis::for_lab(&lab.spec).unwrap();
+    let cordon = |on: bool| {
+        let apis = &apis;
+        async move {
+            apis.any(|c| async move {
+                Api::<Node>::all(c)
+                    .patch(
+                        "server-2",
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(
+                            serde_json::json!({"spec": {"unschedulable": on}}),
+                        ),
+                    )
+                    .await
+            })
+            .await
+            .unwrap();
+        }
+    };
+    cordon(true).await;
     lab.poweroff("server-2").unwrap();
+    let held = clock::Clock::system().now();
+    let within =
+        "server-2 is NotReady, within a maintenance grace (at most 3600 s): it is cordoned";
+    while !printed.lock().unwrap().contains(within) {
+        assert!(
+            held.elapsed() < Duration::from_secs(120),
+            "run never said server-2 is within its maintenance grace:\n{}",
+            printed.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Said once the ordinary grace had run out: nothing was swapped.
+    assert!(
+        !printed.lock().unwrap().contains("swap out"),
+        "{}",
+        printed.lock().unwrap()
+    );
+    // Uncordoned, the same down voter is replaced.
+    cordon(false).await;
     let stopped = clock::Clock::system().now();
     let mut replaced = false;
     while stopped.elapsed() < Duration::from_secs(240) {
