@@ -136,6 +136,18 @@ mod tests {
         assert_eq!(tidy(&v), None);
         // The whole of it: tidied.
         assert!(tidy(&came_home()).is_some());
+        // Either k3s's labels or its annotations left is enough: an
+        // operator who removed only the labels by hand.
+        let mut v = came_home();
+        let n = node_mut(&mut v, "n1");
+        (n.etcd_label, n.control_plane_label, n.master_label) = (false, false, false);
+        n.cordoned = false;
+        assert_eq!(
+            tidy(&v).map(|t| t.action),
+            Some(Action::CleanUpServer {
+                node: NodeName::parse("n1").unwrap()
+            })
+        );
     }
 
     #[test]
