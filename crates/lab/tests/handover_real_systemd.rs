@@ -16,14 +16,10 @@ use std::{
 use clock::Clock;
 use lab::{etcd_gw, systemd_lab::SystemdLab};
 
-/// The server whose member leads etcd, as the members that answer say.
-async fn leader(lab: &SystemdLab, skip: &[&str]) -> Option<String> {
-    for h in lab
-        .spec
-        .hosts
-        .iter()
-        .filter(|h| !skip.contains(&h.name.as_str()))
-    {
+/// The server whose member leads etcd, as the first member that answers
+/// with a leader says.
+async fn leader(lab: &SystemdLab) -> Option<String> {
+    for h in &lab.spec.hosts {
         let Ok(ep) = lab.spec.etcd(h.ip) else {
             continue;
         };
@@ -46,19 +42,17 @@ async fn leader(lab: &SystemdLab, skip: &[&str]) -> Option<String> {
     None
 }
 
-/// Waits until some member leads, other than `not`, within a bound.
-async fn wait_leader(lab: &SystemdLab, not: Option<&str>, skip: &[&str]) -> String {
+/// Waits until some member leads, within a bound.
+async fn wait_leader(lab: &SystemdLab) -> String {
     let clock = Clock::system();
     let start = clock.now();
     loop {
-        if let Some(l) = leader(lab, skip).await
-            && Some(l.as_str()) != not
-        {
+        if let Some(l) = leader(lab).await {
             return l;
         }
         assert!(
             clock.since(start) < Duration::from_secs(120),
-            "no leader other than {not:?} within 120 s"
+            "no leader within 120 s"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -159,10 +153,17 @@ fn journal(lab: &SystemdLab, host: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The write gap a writer through `writer` sees while `host` powers off,
-/// from the poweroff's start to 15 s after it ended.
-async fn gap_over_poweroff(lab: &mut SystemdLab, host: &str, writer: &str) -> Duration {
-    let w = Writer::start(lab, writer);
+/// The write gap a writer through another server sees while `host` powers
+/// off, from the poweroff's start to 15 s after it ended.
+async fn gap_over_poweroff(lab: &mut SystemdLab, host: &str) -> Duration {
+    let writer = lab
+        .spec
+        .hosts
+        .iter()
+        .map(|h| h.name.clone())
+        .find(|h| h != host)
+        .unwrap();
+    let w = Writer::start(lab, &writer);
     // Writes go through before the poweroff.
     let clock = Clock::system();
     let warm = clock.now();
@@ -189,7 +190,7 @@ async fn a_leader_hands_etcd_leadership_over_before_it_sleeps_and_before_k3s_sto
     // Sleep. A container cannot suspend, and sleep.target refuses a manual
     // start: a lab unit pulls it in exactly as systemd-suspend.service does
     // (Requires= and After= sleep.target), without systemd-sleep itself.
-    let l = wait_leader(&lab, None, &[]).await;
+    let l = wait_leader(&lab).await;
     let m = lab.machine(&l).unwrap();
     m.exec_ok(
         &[
@@ -207,7 +208,7 @@ async fn a_leader_hands_etcd_leadership_over_before_it_sleeps_and_before_k3s_sto
         said.contains("before sleep: etcd leadership moved to"),
         "{l}: {said}"
     );
-    let after = wait_leader(&lab, None, &[]).await;
+    let after = wait_leader(&lab).await;
     assert_ne!(after, l, "{l} still leads after its sleep's hand-over");
     // On a member that does not lead, nothing to hand over.
     let o = m.systemctl(&["start", "lab-sleep.service"], quick).unwrap();
@@ -220,7 +221,7 @@ async fn a_leader_hands_etcd_leadership_over_before_it_sleeps_and_before_k3s_sto
 
     // Shutdown without the hand-over: a runtime drop-in (gone at the next
     // boot) empties its ExecStop on the leader.
-    let l = wait_leader(&lab, None, &[]).await;
+    let l = wait_leader(&lab).await;
     lab.machine(&l)
         .unwrap()
         .exec_ok(
@@ -232,14 +233,7 @@ async fn a_leader_hands_etcd_leadership_over_before_it_sleeps_and_before_k3s_sto
             quick,
         )
         .unwrap();
-    let writer = lab
-        .spec
-        .hosts
-        .iter()
-        .map(|h| h.name.clone())
-        .find(|h| *h != l)
-        .unwrap();
-    let without = gap_over_poweroff(&mut lab, &l, &writer).await;
+    let without = gap_over_poweroff(&mut lab, &l).await;
     assert!(
         !journal(&lab, &l).contains("before shutdown"),
         "the hand-over ran on {l} with its ExecStop emptied"
@@ -251,7 +245,7 @@ async fn a_leader_hands_etcd_leadership_over_before_it_sleeps_and_before_k3s_sto
 
     // Shutdown with it: the leader (another host now, or the same one
     // back) hands leadership over before its k3s stops.
-    let l2 = wait_leader(&lab, None, &[]).await;
+    let l2 = wait_leader(&lab).await;
     lab.wait_active(
         &l2,
         "fleet-role-handover-shutdown.service",
@@ -259,14 +253,7 @@ async fn a_leader_hands_etcd_leadership_over_before_it_sleeps_and_before_k3s_sto
     )
     .await
     .unwrap();
-    let writer = lab
-        .spec
-        .hosts
-        .iter()
-        .map(|h| h.name.clone())
-        .find(|h| *h != l2)
-        .unwrap();
-    let with = gap_over_poweroff(&mut lab, &l2, &writer).await;
+    let with = gap_over_poweroff(&mut lab, &l2).await;
     let said = journal(&lab, &l2);
     assert!(
         said.contains("before shutdown: etcd leadership moved to"),
