@@ -613,41 +613,21 @@ async fn rollback_marks_on_a_voter_outside_the_swap(
     invocation
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fleet_role_run_on_real_systemd_replaces_a_powered_off_voter_which_comes_home_as_an_agent_by_itself()
- {
-    let _turn = SERIAL.lock().await;
-    let dir = lab_dir();
-    let mut lab = lab_of(3, 1, dir.path()).await;
-    let config = lab.spec.dir.join("fleet-role.toml");
-    // The controller's kubeconfig names server-2, the server that dies: it
-    // fails over to the next of the servers listed.
-    let hosts = lab.spec.hosts.clone();
-    let url = |h: &str| {
-        let ip = hosts.iter().find(|x| x.name == h).unwrap().ip;
-        lab::spec::LabSpec::api_url(ip)
-    };
-    std::fs::write(
-        &config,
-        format!(
-            "grace_period_secs = 5\nmaintenance_grace_secs = 3600\nheartbeat_grace_secs = 10\nsettle_secs = 5\npoll_millis = 500\napi_servers = [\"{}\", \"{}\", \"{}\"]\n",
-            url("server-2"),
-            url("server-1"),
-            url("server-3")
-        ),
-    )
-    .unwrap();
+/// `fleet-role run` with `config` through `kubeconfig`, and what it prints
+/// (echoed as it comes).
+fn spawn_run(
+    config: &std::path::Path,
+    kubeconfig: &std::path::Path,
+) -> (
+    tokio::process::Child,
+    std::sync::Arc<std::sync::Mutex<String>>,
+) {
     let mut run = tokio::process::Command::new(fleet_role())
-        .args([
-            "--kubeconfig",
-            &lab::world::kubeconfig_for(&lab.spec, "server-2")
-                .unwrap()
-                .display()
-                .to_string(),
-            "--config",
-            &config.display().to_string(),
-            "run",
-        ])
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--config")
+        .arg(config)
+        .arg("run")
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -666,14 +646,84 @@ async fn fleet_role_run_on_real_systemd_replaces_a_powered_off_voter_which_comes
             }
         });
     }
-    let leading = clock::Clock::system().now();
-    while !printed.lock().unwrap().contains("leading:") {
+    (run, printed)
+}
+
+/// Waits until `run` has printed `what`, within `bound`.
+async fn wait_printed(printed: &std::sync::Mutex<String>, what: &str, bound: Duration) {
+    let clock = clock::Clock::system();
+    let start = clock.now();
+    while !printed.lock().unwrap().contains(what) {
         assert!(
-            leading.elapsed() < Duration::from_secs(120),
-            "run never led"
+            clock.since(start) < bound,
+            "run never said {what:?} within {} s:\n{}",
+            bound.as_secs(),
+            printed.lock().unwrap()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Stops `run` as systemd would (SIGTERM: it steps down as leader at a
+/// safe point), within a bound.
+async fn stop_run(run: &mut tokio::process::Child) {
+    let pid = run.id().expect("run is running").to_string();
+    let o = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "kill: {o:?}");
+    tokio::time::timeout(Duration::from_secs(60), run.wait())
+        .await
+        .expect("run stopped within 60 s of SIGTERM")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_role_run_on_real_systemd_holds_a_voter_in_maintenance_and_outside_its_window_then_replaces_it_and_it_comes_home_as_an_agent()
+ {
+    let _turn = SERIAL.lock().await;
+    let dir = lab_dir();
+    let mut lab = lab_of(3, 1, dir.path()).await;
+    let config = lab.spec.dir.join("fleet-role.toml");
+    // The controller's kubeconfig names server-2, the server that dies: it
+    // fails over to the next of the servers listed.
+    let hosts = lab.spec.hosts.clone();
+    let url = |h: &str| {
+        let ip = hosts.iter().find(|x| x.name == h).unwrap().ip;
+        lab::spec::LabSpec::api_url(ip)
+    };
+    // First with a window closed now (an hour, starting two hours from
+    // now, UTC), through server-2 (which dies); then with no window,
+    // through the servers left.
+    let hour = (clock::Clock::system().unix_secs() / 3600 + 2) % 24;
+    let settings = |window: bool| {
+        let servers: Vec<String> = if window {
+            ["server-2", "server-1", "server-3"]
+        } else {
+            ["server-1", "server-3", "server-2"]
+        }
+        .iter()
+        .map(|h| format!("\"{}\"", url(h)))
+        .collect();
+        format!(
+            "grace_period_secs = 5\nmaintenance_grace_secs = 3600\nheartbeat_grace_secs = 10\nsettle_secs = 5\npoll_millis = 500\napi_servers = [{}]\n{}",
+            servers.join(", "),
+            if window {
+                format!(
+                    "[window]\nstart = \"{hour:02}:00\"\nend = \"{:02}:00\"\n",
+                    (hour + 1) % 24
+                )
+            } else {
+                String::new()
+            }
+        )
+    };
+    std::fs::write(&config, settings(true)).unwrap();
+    let spec = lab.spec.clone();
+    let kubeconfig = |h: &str| lab::world::kubeconfig_for(&spec, h).unwrap();
+    let (mut run, printed) = spawn_run(&config, &kubeconfig("server-2"));
+    wait_printed(&printed, "leading:", Duration::from_secs(120)).await;
     // server-2 is cordoned for maintenance (as `kubectl drain` or kured
     // would), then powers off: down past the ordinary grace, it is given
     // the maintenance grace (an hour) and not replaced.
@@ -698,25 +748,46 @@ async fn fleet_role_run_on_real_systemd_replaces_a_powered_off_voter_which_comes
     };
     cordon(true).await;
     lab.poweroff("server-2").unwrap();
-    let held = clock::Clock::system().now();
-    let within =
-        "server-2 is NotReady, within a maintenance grace (at most 3600 s): it is cordoned";
-    while !printed.lock().unwrap().contains(within) {
-        assert!(
-            held.elapsed() < Duration::from_secs(120),
-            "run never said server-2 is within its maintenance grace:\n{}",
-            printed.lock().unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_printed(
+        &printed,
+        "server-2 is NotReady, within a maintenance grace (at most 3600 s): it is cordoned",
+        Duration::from_secs(120),
+    )
+    .await;
     // Said once the ordinary grace had run out: nothing was swapped.
     assert!(
         !printed.lock().unwrap().contains("swap out"),
         "{}",
         printed.lock().unwrap()
     );
-    // Uncordoned, the same down voter is replaced.
+    // Uncordoned, it is past its grace, but `run` is outside its window:
+    // it says when it next may, and swaps nothing.
     cordon(false).await;
+    wait_printed(
+        &printed,
+        "server-2 has been NotReady for over 5 s, but outside its window",
+        Duration::from_secs(120),
+    )
+    .await;
+    assert!(
+        !printed.lock().unwrap().contains("swap out"),
+        "{}",
+        printed.lock().unwrap()
+    );
+    // It had moved off server-2's API server when server-2 went.
+    let said = printed.lock().unwrap().clone();
+    assert!(
+        said.contains(&format!(
+            "the API server {}/ stopped serving; moving to {}/",
+            url("server-2"),
+            url("server-1")
+        )),
+        "{said}"
+    );
+    // `run` again with no window: the same down voter is replaced.
+    stop_run(&mut run).await;
+    std::fs::write(&config, settings(false)).unwrap();
+    let (mut run, printed) = spawn_run(&config, &kubeconfig("server-1"));
     let stopped = clock::Clock::system().now();
     let mut replaced = false;
     while stopped.elapsed() < Duration::from_secs(240) {
@@ -740,33 +811,18 @@ async fn fleet_role_run_on_real_systemd_replaces_a_powered_off_voter_which_comes
         replaced,
         "run did not replace the stopped voter within 240 s"
     );
-    let said = printed.lock().unwrap().clone();
-    assert!(
-        said.contains(&format!(
-            "the API server {}/ stopped serving; moving to {}/",
-            url("server-2"),
-            url("server-1")
-        )),
-        "{said}"
-    );
     println!(
-        "replaced {:.1}s after it powered off",
+        "replaced {:.1}s after run started with no window",
         stopped.elapsed().as_secs_f64()
     );
     // The swap ends with its warning before server-2 is back: what tidies
     // its Node is then `run`'s own tidy, not the swap's clean-up.
-    let ended = clock::Clock::system().now();
-    while !printed
-        .lock()
-        .unwrap()
-        .contains("done: the swap is complete")
-    {
-        assert!(
-            ended.elapsed() < Duration::from_secs(120),
-            "the swap did not end"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_printed(
+        &printed,
+        "done: the swap is complete",
+        Duration::from_secs(120),
+    )
+    .await;
     the_replaced_voter_boots_and_comes_home_as_an_agent_with_no_command_typed_on_it(&mut lab).await;
     let said = printed.lock().unwrap().clone();
     for tidy in [
