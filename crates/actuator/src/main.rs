@@ -175,7 +175,7 @@ fn snapshot(cli: &Cli, name: &str, clock: &Clock) -> anyhow::Result<ExitCode> {
 fn hand_over(cli: &Cli, before: &str, clock: &Clock) -> anyhow::Result<ExitCode> {
     let s = settings(cli, None, None)?;
     let host = s.host(clock);
-    let voter = host.role()? == Some(Role::Server) && host.has_datastore() && !host.has_tombstone();
+    let voter = host.role()? == Some(Role::Server) && host.member_may_vote();
     let (line, moved) = if voter {
         // `hand_over` blocks on the handle: a runtime of its own, whose
         // worker drives the calls (a current-thread runtime's handle could

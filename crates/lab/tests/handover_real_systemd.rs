@@ -201,23 +201,17 @@ async fn a_leader_hands_etcd_leadership_over_before_it_sleeps_and_before_k3s_sto
         quick,
     )
     .unwrap();
-    let o = m.systemctl(&["start", "lab-sleep.service"], quick).unwrap();
-    assert!(o.status.success(), "start lab-sleep.service: {o:?}");
-    let said = journal(&lab, &l);
-    assert!(
-        said.contains("before sleep: etcd leadership moved to"),
-        "{l}: {said}"
-    );
+    let goes_to_sleep = |says: &str| {
+        let o = m.systemctl(&["start", "lab-sleep.service"], quick).unwrap();
+        assert!(o.status.success(), "start lab-sleep.service: {o:?}");
+        let said = journal(&lab, &l);
+        assert!(said.contains(says), "{l}: {said}");
+    };
+    goes_to_sleep("before sleep: etcd leadership moved to");
     let after = wait_leader(&lab).await;
     assert_ne!(after, l, "{l} still leads after its sleep's hand-over");
     // On a member that does not lead, nothing to hand over.
-    let o = m.systemctl(&["start", "lab-sleep.service"], quick).unwrap();
-    assert!(o.status.success(), "start lab-sleep.service: {o:?}");
-    let said = journal(&lab, &l);
-    assert!(
-        said.contains("before sleep: this member does not lead etcd; nothing to hand over"),
-        "{l}: {said}"
-    );
+    goes_to_sleep("before sleep: this member does not lead etcd; nothing to hand over");
 
     // Shutdown without the hand-over: a runtime drop-in (gone at the next
     // boot) empties its ExecStop on the leader.

@@ -664,6 +664,12 @@ async fn wait_printed(printed: &std::sync::Mutex<String>, what: &str, bound: Dur
     }
 }
 
+/// Asserts that `run` has started no swap so far.
+fn swapped_nothing(printed: &std::sync::Mutex<String>) {
+    let said = printed.lock().unwrap();
+    assert!(!said.contains("swap out"), "{said}");
+}
+
 /// Stops `run` as systemd would (SIGTERM: it steps down as leader at a
 /// safe point), within a bound.
 async fn stop_run(run: &mut tokio::process::Child) {
@@ -755,11 +761,7 @@ async fn fleet_role_run_on_real_systemd_holds_a_voter_in_maintenance_and_outside
     )
     .await;
     // Said once the ordinary grace had run out: nothing was swapped.
-    assert!(
-        !printed.lock().unwrap().contains("swap out"),
-        "{}",
-        printed.lock().unwrap()
-    );
+    swapped_nothing(&printed);
     // Uncordoned, it is past its grace, but `run` is outside its window:
     // it says when it next may, and swaps nothing.
     cordon(false).await;
@@ -769,11 +771,7 @@ async fn fleet_role_run_on_real_systemd_holds_a_voter_in_maintenance_and_outside
         Duration::from_secs(120),
     )
     .await;
-    assert!(
-        !printed.lock().unwrap().contains("swap out"),
-        "{}",
-        printed.lock().unwrap()
-    );
+    swapped_nothing(&printed);
     // It had moved off server-2's API server when server-2 went.
     let said = printed.lock().unwrap().clone();
     assert!(

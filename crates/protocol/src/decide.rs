@@ -332,9 +332,8 @@ fn come_home(o: &Observation<'_>) -> Option<Decision> {
     if o.report
         .is_some_and(|r| r.is_running(None, ReportStep::Finish))
     {
-        return (!o.host.datastore || o.host.member_gone_for_good())
-            .then(|| take(true))
-            .flatten();
+        let agrees = !o.host.datastore || o.host.member_gone_for_good();
+        return if agrees { take(true) } else { None };
     }
     if !o.host.datastore || !o.host.member_gone_for_good() {
         return None;
