@@ -84,6 +84,20 @@ pub enum Command {
         #[arg(long, value_parser = ["sleep", "shutdown"], default_value = "shutdown")]
         before: String,
     },
+    /// Wait, bounded, until the server k3s joins through answers: for a
+    /// network wrapper's `ExecStartPre` (Tailscale's, say). The server is
+    /// `--url`, else `FLEET_ROLE_JOIN_URL` (fleet-role's unit drop-in sets it
+    /// to the voter a promotion joined or a step-down named), else the
+    /// `server:` k3s's config or `K3S_URL` names; with none, nothing to wait
+    /// for. Exit 3 when the bound passes first.
+    WaitJoin {
+        /// The server to wait for: https://HOST:PORT.
+        #[arg(long, env = "FLEET_ROLE_JOIN_URL")]
+        url: Option<String>,
+        /// The bound, in seconds.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+    },
     /// Show the role file as read, fleet-role's drop-ins, each unit's state
     /// and, with an API, the host's report; exit 5 when something is degraded.
     Status(ApiArgs),

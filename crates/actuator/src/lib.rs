@@ -12,6 +12,7 @@ pub mod config;
 pub mod etcdreport;
 #[cfg(feature = "failpoint")]
 pub mod failpoint;
+pub mod join;
 pub mod leadership;
 pub mod learner;
 pub mod local;

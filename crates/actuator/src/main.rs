@@ -46,6 +46,7 @@ fn main() -> ExitCode {
         } => demote_local(&cli, *check, *force, *lock_timeout, &clock),
         Command::Snapshot { name } => snapshot(&cli, name, &clock),
         Command::HandOver { before } => hand_over(&cli, before, &clock),
+        Command::WaitJoin { url, timeout } => wait_join(&cli, url.as_deref(), *timeout, &clock),
         Command::Status(api) => status(&cli, api, &clock),
         Command::Watch(api) => watch(&cli, api, clock),
     };
@@ -162,6 +163,54 @@ fn snapshot(cli: &Cli, name: &str, clock: &Clock) -> anyhow::Result<ExitCode> {
     let name = SwapId::parse(name).map_err(usage)?;
     let s = settings(cli, None, None)?;
     local::snapshot(&s.host(clock), &name, s.lock_timeout, cli.output)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wait-join [--url URL] [--timeout SECS]`: a bounded wait for the server
+/// k3s joins through, for a network wrapper started before k3s.
+fn wait_join(
+    cli: &Cli,
+    url: Option<&str>,
+    timeout: u64,
+    clock: &Clock,
+) -> anyhow::Result<ExitCode> {
+    let url = match url.filter(|u| !u.trim().is_empty()) {
+        Some(u) => Some(JoinUrl::parse(u.trim()).map_err(usage)?),
+        None => {
+            let s = settings(cli, None, None)?;
+            match host::join::configured(&s.host(clock).paths) {
+                None => None,
+                Some((Ok(u), _)) => Some(u),
+                Some((Err(why), file)) => {
+                    return Err(usage(anyhow::anyhow!("{}: server: {why}", file.display())));
+                }
+            }
+        }
+    };
+    let Some(url) = url else {
+        print(
+            cli.output,
+            &[
+                "no join server is configured (the cluster's first server): nothing to wait for"
+                    .into(),
+            ],
+            &serde_json::json!({ "ok": true, "url": null }),
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let bound = std::time::Duration::from_secs(timeout);
+    let took = rt
+        .block_on(actuator::join::wait_join(&url, bound, clock))
+        .map_err(|why| anyhow::anyhow!("{why}; nothing was changed"))?;
+    print(
+        cli.output,
+        &[format!("{url} answers (after {} ms)", took.as_millis())],
+        &serde_json::json!({ "ok": true, "url": url.as_str(), "tookMs": took.as_millis() as u64 }),
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -175,7 +175,7 @@ fn a_step_down_goes_to_etcd_only_with_no_shim_left_and_then_names_the_agent() {
     let mut shim = start_shim(&h);
     let host = host(&h, &etcd.health, Duration::from_secs(20));
     assert_eq!(host::shims::find(&host.paths).len(), 1);
-    host.apply(&host.plan_step_down().unwrap()).unwrap();
+    host.apply(&host.plan_step_down(None).unwrap()).unwrap();
     let dropin =
         fs::read_to_string(h.at("etc/rancher/k3s/config.yaml.d/90-fleet-role-etcd-only.yaml"))
             .unwrap();
@@ -193,7 +193,7 @@ fn a_step_down_goes_to_etcd_only_with_no_shim_left_and_then_names_the_agent() {
     assert_eq!(ended(&mut shim).signal(), Some(9), "killed with SIGKILL");
     assert_eq!(h.role().as_deref(), Some("agent"));
     // Resumed after it finished: no second restart.
-    let again = host.plan_step_down().unwrap();
+    let again = host.plan_step_down(None).unwrap();
     assert!(!again.contains(&host::Change::Restart("k3s")), "{again:?}");
 }
 
@@ -202,7 +202,7 @@ fn a_step_down_whose_etcd_does_not_come_back_fails_with_the_role_file_still_nami
     let closed = format!("http://127.0.0.1:{}/health", free_port());
     let h = TestHost::new("old-voter", bin_dir()).as_server();
     let host = host(&h, &closed, Duration::from_secs(2));
-    let err = host.apply(&host.plan_step_down().unwrap()).unwrap_err();
+    let err = host.apply(&host.plan_step_down(None).unwrap()).unwrap_err();
     assert!(matches!(err, Error::EtcdNotBack { .. }), "{err}");
     assert!(
         err.to_string()

@@ -15,6 +15,7 @@ pub mod error;
 pub mod etcd;
 pub mod fsutil;
 pub mod identity;
+pub mod join;
 pub mod k3s;
 pub mod k3s_config;
 pub mod k3s_version;

@@ -349,32 +349,36 @@ impl Host {
             }
             plan.push(Change::MoveDatastoreAside);
         }
-        let config = format!(
-            "# Written by fleet-role-actuator: the voter this server joins.\nserver: \"{join}\"\n"
-        );
-        self.write_if_differs(
-            &mut plan,
-            self.paths.k3s_dropins().join(JOIN_DROPIN),
-            config,
-        );
+        self.plan_join(&mut plan, join)?;
         self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(ETCD_ONLY_DROPIN));
-        // The unit drop-in lets a network wrapper (Tailscale's, say) wait for
-        // the voter this server joins rather than the inventory's join host.
-        let unit = format!(
-            "# Written by fleet-role-actuator.\n[Service]\nEnvironment=\"FLEET_ROLE_JOIN_URL={join}\"\n"
-        );
-        let wrote = self.write_if_differs(
-            &mut plan,
-            self.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN),
-            unit,
-        );
-        self.reload_if(&mut plan, wrote)?;
         if role != Some(Role::Server) {
             plan.push(Change::Role(Role::Server));
         }
         self.stop_and_disable(&mut plan, AGENT)?;
         self.enable_now(&mut plan, SERVER)?;
         Ok(plan)
+    }
+
+    /// The join drop-ins naming `join`, each written only where it differs:
+    /// `server:` in k3s's config, and `FLEET_ROLE_JOIN_URL` in the server
+    /// unit's environment, with systemd reloaded when that changed.
+    fn plan_join(&self, plan: &mut Vec<Change>, join: &JoinUrl) -> Result<()> {
+        let config = format!(
+            "# Written by fleet-role-actuator: the voter this server joins.\nserver: \"{join}\"\n"
+        );
+        self.write_if_differs(plan, self.paths.k3s_dropins().join(JOIN_DROPIN), config);
+        // The unit drop-in lets a network wrapper (Tailscale's, say) wait for
+        // the voter this server joins rather than the inventory's join host
+        // (`fleet-role-actuator wait-join`).
+        let unit = format!(
+            "# Written by fleet-role-actuator.\n[Service]\nEnvironment=\"FLEET_ROLE_JOIN_URL={join}\"\n"
+        );
+        let wrote = self.write_if_differs(
+            plan,
+            self.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN),
+            unit,
+        );
+        self.reload_if(plan, wrote)
     }
 
     /// The plan of `demote-local` (and of a rollback; a finish adds to it, see
@@ -433,8 +437,26 @@ impl Host {
     /// etcd-only level (the drop-in is durable), one after it leaves the
     /// server refused by its `ExecCondition` until the finish, the agent
     /// still disabled.
-    pub fn plan_step_down(&self) -> Result<Vec<Change>> {
+    ///
+    /// `join`, when given, is the voter the host's `server:` must name from
+    /// now on ([`protocol::join::for_step_down`]): at the etcd-only level
+    /// k3s bootstraps from `server:`, so one naming a host that left keeps
+    /// the restart from coming up. Its drop-ins come first; a config file
+    /// sorting after them that sets `server:` refuses the plan, since k3s
+    /// would read that one instead.
+    pub fn plan_step_down(&self, join: Option<&JoinUrl>) -> Result<Vec<Change>> {
         let mut plan = vec![];
+        if let Some(join) = join {
+            if let Some(path) = crate::join::overridden_by(&self.paths) {
+                return Err(Error::K3sConfig {
+                    path,
+                    why: format!(
+                        "sets server:, which k3s reads instead of fleet-role's join drop-in; the step-down must name {join}, a voter that is there, and was not begun"
+                    ),
+                });
+            }
+            self.plan_join(&mut plan, join)?;
+        }
         let dropin = self.paths.k3s_dropins().join(ETCD_ONLY_DROPIN);
         self.write_if_differs(&mut plan, dropin, ETCD_ONLY_CONFIG.to_string());
         let role = self.role()?;
@@ -649,150 +671,5 @@ fn other(unit: &str) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::{os::unix::fs::PermissionsExt, sync::Mutex};
-
-    use super::*;
-
-    /// A host whose `systemctl` (a script, shell built-ins only) shows every
-    /// unit stopped and disabled, and answers `NeedDaemonReload` with what
-    /// the returned file holds.
-    fn host_with_systemctl(dir: &std::path::Path) -> (Host, PathBuf) {
-        let bin = dir.join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        let answer = dir.join("need-reload");
-        std::fs::write(&answer, "no\n").unwrap();
-        let script = format!(
-            "#!/bin/sh\ncase \"$*\" in\n*NeedDaemonReload*) read -r v < \"{}\"; echo \"$v\" ;;\nshow*) echo ActiveState=inactive; echo SubState=dead; echo Result=success ;;\nis-enabled*) exit 1 ;;\nesac\nexit 0\n",
-            answer.display()
-        );
-        let systemctl = bin.join("systemctl");
-        std::fs::write(&systemctl, script).unwrap();
-        std::fs::set_permissions(&systemctl, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let root = dir.join("root");
-        std::fs::create_dir_all(&root).unwrap();
-        (
-            Host::new(&root, "n1", clock::Clock::system()).with_search_path(&bin),
-            answer,
-        )
-    }
-
-    fn unit_dropin_changes(plan: &[Change]) -> Vec<&Change> {
-        plan.iter()
-            .filter(|c| match c {
-                Change::Write { path, .. } | Change::Remove { path } => {
-                    path.ends_with(JOIN_UNIT_DROPIN)
-                }
-                _ => false,
-            })
-            .collect()
-    }
-
-    #[test]
-    fn the_server_a_promotion_joined_is_read_from_its_drop_in_until_the_drop_in_goes() {
-        let dir = tempfile::tempdir().unwrap();
-        let (host, _) = host_with_systemctl(dir.path());
-        assert_eq!(host.join_server(), None);
-        let join = JoinUrl::parse("https://10.0.0.7:6443").unwrap();
-        let plan = host.plan_promote(&join).unwrap();
-        let writes: Vec<Change> = plan
-            .iter()
-            .filter(|c| matches!(c, Change::Write { .. }))
-            .cloned()
-            .collect();
-        host.apply(&writes).unwrap();
-        assert_eq!(host.join_server(), Some(join));
-        std::fs::write(
-            host.paths.k3s_dropins().join(JOIN_DROPIN),
-            "server: not-a-url\n",
-        )
-        .unwrap();
-        assert_eq!(host.join_server(), None);
-    }
-
-    #[test]
-    fn a_promotion_resumed_after_a_crash_between_its_unit_dropin_and_the_reload_still_reloads_systemd()
-     {
-        let dir = tempfile::tempdir().unwrap();
-        let (host, answer) = host_with_systemctl(dir.path());
-        let join = JoinUrl::parse("https://10.0.0.1:6443").unwrap();
-        let plan = host.plan_promote(&join).unwrap();
-        let write = unit_dropin_changes(&plan);
-        assert_eq!(write.len(), 1, "{plan:?}");
-        assert!(plan.contains(&Change::DaemonReload));
-        // The drop-in written, then the crash: systemd has not loaded it.
-        host.apply(&[write[0].clone()]).unwrap();
-        std::fs::write(&answer, "yes\n").unwrap();
-        let resumed = host.plan_promote(&join).unwrap();
-        assert!(unit_dropin_changes(&resumed).is_empty(), "{resumed:?}");
-        assert!(resumed.contains(&Change::DaemonReload), "{resumed:?}");
-        // Once systemd has it, no reload is planned again.
-        std::fs::write(&answer, "no\n").unwrap();
-        assert!(
-            !host
-                .plan_promote(&join)
-                .unwrap()
-                .contains(&Change::DaemonReload)
-        );
-    }
-
-    #[test]
-    fn a_demotion_resumed_after_a_crash_between_its_unit_dropin_removal_and_the_reload_still_reloads_systemd()
-     {
-        let dir = tempfile::tempdir().unwrap();
-        let (host, answer) = host_with_systemctl(dir.path());
-        let dropin = host.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN);
-        write_atomic(&dropin, b"[Service]\n", 0o644).unwrap();
-        let plan = host.plan_demote().unwrap();
-        let remove = unit_dropin_changes(&plan);
-        assert_eq!(remove.len(), 1, "{plan:?}");
-        assert!(plan.contains(&Change::DaemonReload));
-        host.apply(&[remove[0].clone()]).unwrap();
-        std::fs::write(&answer, "yes\n").unwrap();
-        let resumed = host.plan_demote().unwrap();
-        assert!(unit_dropin_changes(&resumed).is_empty(), "{resumed:?}");
-        assert!(resumed.contains(&Change::DaemonReload), "{resumed:?}");
-        std::fs::write(&answer, "no\n").unwrap();
-        assert!(!host.plan_demote().unwrap().contains(&Change::DaemonReload));
-    }
-
-    #[test]
-    fn apply_calls_the_observer_after_each_change_it_applied_and_not_after_one_that_failed() {
-        let dir = tempfile::tempdir().unwrap();
-        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
-        let host = Host::new(dir.path(), "n1", clock::Clock::system()).with_after_change({
-            let seen = seen.clone();
-            move |host: &Host, c: &Change| {
-                // The change is already made when the observer is told.
-                if let Change::Write { path, .. } = c {
-                    assert!(path.exists());
-                }
-                seen.lock().unwrap().push(host.show(c).to_string());
-            }
-        });
-        let file = dir.path().join("etc/a.conf");
-        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        // A file where a directory should be: the write under it fails.
-        let blocked = file.join("b.conf");
-        let plan = [
-            Change::Write {
-                path: file.clone(),
-                contents: "a\n".into(),
-            },
-            Change::Role(Role::Agent),
-            Change::Write {
-                path: blocked,
-                contents: "b\n".into(),
-            },
-            Change::Remove { path: file },
-        ];
-        assert!(host.apply(&plan).is_err());
-        assert_eq!(
-            *seen.lock().unwrap(),
-            [
-                "write /etc/a.conf".to_string(),
-                "name agent in /var/lib/rancher/k3s/fleet-role".to_string()
-            ]
-        );
-    }
-}
+#[path = "switch_tests.rs"]
+mod tests;

@@ -10,6 +10,7 @@ pub mod controller;
 pub mod decide;
 pub mod etcd;
 pub mod exit;
+pub mod join;
 pub mod milestones;
 pub mod names;
 pub mod report;

@@ -325,6 +325,14 @@ impl JoinUrl {
         let rest = self.0.trim_start_matches("https://");
         rest.rsplit_once(':').map_or(rest, |(h, _)| h)
     }
+
+    /// Its port (a parsed URL always names one).
+    pub fn port(&self) -> u16 {
+        self.0
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse().ok())
+            .unwrap_or(6443)
+    }
 }
 text_newtype!(JoinUrl);
 

@@ -169,15 +169,21 @@ pub(super) fn run_host_step(
     // leadership over (a failure changes nothing, and says so); a rollback
     // stops its server, then removes this host's learner through the voter
     // it joined (best effort: the rollback goes on; see `learner`).
+    let mut name_server = None;
     if let Some(e) = etcd {
         match step {
             Step::StepDown if host.role().ok().flatten() == Some(protocol::Role::Server) => {
-                if let Err(why) = crate::leadership::hand_over(&e.handle, &e.local, &e.clock) {
-                    drop(lock);
-                    return Err(StepEnd::Failed(format!(
-                        "{why}; nothing was changed: {}",
-                        left_state(host)
-                    )));
+                let before = crate::leadership::hand_over(&e.handle, &e.local, &e.clock)
+                    .and_then(|_| crate::join::for_step_down(host, &e.handle, &e.local, &e.clock));
+                match before {
+                    Ok(join) => name_server = join,
+                    Err(why) => {
+                        drop(lock);
+                        return Err(StepEnd::Failed(format!(
+                            "{why}; nothing was changed: {}",
+                            left_state(host)
+                        )));
+                    }
                 }
             }
             Step::Rollback => {
@@ -189,7 +195,7 @@ pub(super) fn run_host_step(
             _ => {}
         }
     }
-    let outcome = host_step(host, step, swap);
+    let outcome = host_step(host, step, swap, name_server.as_ref());
     // The lock goes before the state is read, so a step that replaces this
     // one (a rollback) is not kept waiting by that read.
     drop(lock);
@@ -211,15 +217,17 @@ fn left_state(host: &host::Host) -> String {
     )
 }
 
-/// The host's plan for `step`, applied (a snapshot taken and named).
+/// The host's plan for `step`, applied (a snapshot taken and named); a
+/// step-down names `name_server` in `server:` when given.
 fn host_step(
     host: &host::Host,
     step: &Step,
     swap: Option<&SwapId>,
+    name_server: Option<&protocol::JoinUrl>,
 ) -> Result<Option<String>, String> {
     let plan = match step {
         Step::Promote { join, .. } => host.plan_promote(join),
-        Step::StepDown => host.plan_step_down(),
+        Step::StepDown => host.plan_step_down(name_server),
         Step::Rollback => host.plan_demote(),
         Step::Finish => host.plan_finish(),
         Step::Snapshot => {

@@ -215,6 +215,20 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let mut apiserver: Option<ApiServer> = None;
     let mut registered = false;
     let mut ready = false;
+    // k3s (`pkg/cli/server/server.go`, `pkg/agent/run.go`): with
+    // `disable-apiserver` the embedded agent bootstraps from `server:` when
+    // one is set, and only from it; the less convenient reading is taken:
+    // until that server's supervisor answers, the host is not up (no READY=1,
+    // no kubelet). A `server:` naming a host that left blocks the start.
+    let etcd_only_join = if with_api {
+        None
+    } else {
+        ctx.config
+            .get("server")
+            .map(protocol::JoinUrl::parse)
+            .transpose()?
+    };
+    let mut bootstrapped = etcd_only_join.is_none();
     let heartbeat = spec.heartbeat();
     let promote_every = Duration::from_millis(spec.timings.promote_every_ms);
     let mut last_promote = clock.now() - promote_every;
@@ -310,9 +324,16 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             }
         }
         // k3s (pkg/cli/server/server.go) sends READY=1 once its API server is
-        // ready (unless disabled) and its etcd passes ETCD.Test, which a
-        // learner does not. Until then `systemctl start k3s` does not return.
+        // ready (unless disabled; etcd-only, once its agent has bootstrapped)
+        // and its etcd passes ETCD.Test, which a learner does not. Until then `systemctl start k3s` does not return.
+        if let Some(join) = etcd_only_join.as_ref().filter(|_| !bootstrapped) {
+            bootstrapped = supervisor::answers_ping(&spec.pki_dir(), &spec.ips(), join).await;
+            if !bootstrapped {
+                warn!("Waiting to retrieve agent configuration; server {join} is not ready");
+            }
+        }
         if !ready
+            && bootstrapped
             && voter
             && (apiserver.is_some() || !with_api)
             && etcd

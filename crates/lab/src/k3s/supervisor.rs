@@ -339,6 +339,39 @@ async fn answer<S: AsyncWrite + Unpin>(s: &mut S, r: &Route) -> anyhow::Result<(
     Ok(())
 }
 
+/// Whether the supervisor at `server` (a join URL naming an address) answers
+/// `/ping` with `pong` within [`IO_BOUND`]: what a host's embedded agent
+/// needs before it can bootstrap from that server. An address with no k3s
+/// server on it (an agent's: it runs no supervisor) refuses the connection.
+pub async fn answers_ping(
+    pki_dir: &Path,
+    ips: &[std::net::IpAddr],
+    server: &protocol::JoinUrl,
+) -> bool {
+    let ping = async {
+        let tls = Tls::load(&testcp::Pki::load(pki_dir, ips))?;
+        let ip: std::net::IpAddr = server.host().parse().context("the join URL's address")?;
+        let port: u16 = server
+            .as_str()
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse().ok())
+            .unwrap_or(API_PORT);
+        let tcp = TcpStream::connect((ip, port)).await?;
+        let mut s = tls
+            .connector
+            .connect(ServerName::IpAddress(ip.into()), tcp)
+            .await?;
+        s.write_all(
+            format!("GET /ping HTTP/1.1\r\nHost: {ip}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await?;
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).await?;
+        anyhow::Ok(answer.starts_with("HTTP/1.1 200") && answer.ends_with("pong"))
+    };
+    matches!(tokio::time::timeout(IO_BOUND, ping).await, Ok(Ok(true)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
