@@ -10,6 +10,7 @@ pub mod node;
 pub mod pods;
 pub mod server;
 pub mod supervisor;
+pub mod tombstone;
 
 use std::path::PathBuf;
 

@@ -8,7 +8,7 @@
 //! which starts only once the local API server is up (a learner's Node shows
 //! nothing of etcd).
 
-use std::{net::Ipv4Addr, path::PathBuf, time::Duration};
+use std::{net::Ipv4Addr, time::Duration};
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Node;
@@ -26,6 +26,7 @@ use tracing::{info, warn};
 use super::{
     Ctx, learners, node, pods,
     supervisor::{self, Supervisor},
+    tombstone,
 };
 use crate::{
     api::Apis,
@@ -77,20 +78,11 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let db = ctx.at("var/lib/rancher/k3s/server/db");
     let etcd_dir = db.join("etcd");
     let tombstone = etcd_dir.join("tombstone");
-    if tombstone.exists() {
-        // k3s (pkg/etcd/etcd.go, `Register`): "tombstone file has been
-        // detected, removing data dir to rejoin the cluster"; the datastore
-        // is backed up (`backupDirWithRetention`) and k3s starts afresh: it
-        // joins again as a new learner through `server:`, or, with none,
-        // starts a new cluster. A fleet-role host must never get here: its
-        // drop-in's condition keeps k3s from starting over a tombstone.
-        let backup = db.join(format!("etcd-old-{}", clock.unix_secs()));
-        info!(
-            "tombstone file has been detected, removing data dir to rejoin the cluster (backed up to {})",
-            backup.display()
-        );
-        std::fs::rename(&etcd_dir, &backup).context("backing up the removed member's datastore")?;
-    }
+    // k3s's start over a tombstone (`tombstone.rs`): refused without
+    // `server:`, else the datastore backed up and a new learner joins. A
+    // fleet-role host must never get here: its drop-in's condition keeps k3s
+    // from starting over a tombstone.
+    tombstone::on_start(&etcd_dir, ctx.config.get("server"), clock.unix_secs())?;
     let own_client = LabSpec::etcd_url(ip);
     // k3s's clients of etcd (itself, kube-apiserver) use the host's
     // server/tls/etcd/ certificates; etcd refuses a client without one.
@@ -280,7 +272,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 supervisor.set(supervisor::Api::NotReady);
                 a.kill();
             }
-            write_tombstone(&tombstone)?;
+            tombstone::write(&tombstone)?;
             return removed_but_running(&ctx, &kubelet, &member_name, ip, with_api, term).await;
         };
         let voter = members.iter().any(|m| m.id == me && !m.is_learner);
@@ -628,13 +620,6 @@ async fn removed_but_running(
             warn!("pods: {e:#}");
         }
     }
-}
-
-fn write_tombstone(tombstone: &PathBuf) -> anyhow::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(tombstone, "")?;
-    std::fs::set_permissions(tombstone, std::fs::Permissions::from_mode(0o600))?;
-    Ok(())
 }
 
 #[cfg(test)]
