@@ -267,13 +267,28 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             Some(list).filter(|m| m.iter().any(|m| m.id == me))
         };
         let Some(members) = listed else {
+            // k3s closes etcd only: its in-process kube-apiserver stays, over
+            // a closed etcd, and the supervisor still hands it every request
+            // (what a client then gets is that API server's own: a request
+            // held until its timeout, a 500).
             etcd.kill();
-            if let Some(mut a) = apiserver.take() {
-                supervisor.set(supervisor::Api::NotReady);
-                a.kill();
-            }
             tombstone::write(&tombstone)?;
-            return removed_but_running(&ctx, &kubelet, &member_name, ip, with_api, term).await;
+            let others = spec
+                .all_api_urls()
+                .into_iter()
+                .filter(|u| *u != own_api)
+                .collect();
+            let kubelet = node::Kubelet {
+                apis: Apis::new(&spec.pki_dir(), &spec.ips(), tokens.admin_token(), others)?,
+                ..kubelet
+            };
+            let removed = Removed {
+                kubelet,
+                member: member_name,
+                apiserver,
+                supervisor,
+            };
+            return removed.run(&ctx, ip, with_api, term).await;
         };
         let voter = members.iter().any(|m| m.id == me && !m.is_learner);
         // The API server runs over the local member once it votes: a learner
@@ -587,37 +602,67 @@ async fn others_list(
     None
 }
 
-/// k3s once its member is removed (pkg/etcd/etcd.go, on `ErrMemberRemoved`):
-/// the tombstone is written, etcd closed and k3s's message logged, and k3s
-/// stays up. Its kubelet keeps the Node Ready through the other servers, and
-/// the metadata controller puts `node-name`/`node-address` back beside
-/// `removed-node-name` (the leader's loop then says `NotAMember`). Only a
-/// stop (SIGTERM) ends it.
-async fn removed_but_running(
-    ctx: &Ctx,
-    kubelet: &node::Kubelet,
-    member: &str,
-    ip: Ipv4Addr,
-    with_api: bool,
-    mut term: tokio::signal::unix::Signal,
-) -> anyhow::Result<()> {
-    warn!("This node has been removed from the cluster - please restart k3s to rejoin the cluster");
-    let mut registered = false;
-    let agent = !ctx.config.flag("disable-agent");
-    let mut tick = tokio::time::interval(ctx.spec.heartbeat());
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = term.recv() => {
-                info!("SIGTERM: stopping (this node's member was removed)");
-                return Ok(());
+/// k3s once its member is removed (`pkg/etcd/etcd.go` and
+/// `pkg/daemons/executor/embed.go`, on `ErrMemberRemoved`): the tombstone is
+/// written, etcd closed and k3s's message logged, and k3s stays up, its
+/// in-process kube-apiserver with it, over the closed etcd (the stand-in
+/// keeps its real kube-apiserver running over the stopped member, so a client
+/// sent there gets what that API server answers without its etcd). Its
+/// kubelet keeps the Node Ready through the other servers, and the metadata
+/// controller puts `node-name`/`node-address` back beside `removed-node-name`
+/// (the leader's loop then says `NotAMember`). Only a stop (SIGTERM) ends it.
+struct Removed {
+    /// The kubelet, reaching the other servers' API only.
+    kubelet: node::Kubelet,
+    /// The removed member's name.
+    member: String,
+    /// kube-apiserver, left running over the stopped etcd.
+    apiserver: Option<ApiServer>,
+    /// The supervisor, still handing requests to it.
+    supervisor: Supervisor,
+}
+
+impl Removed {
+    async fn run(
+        mut self,
+        ctx: &Ctx,
+        ip: Ipv4Addr,
+        with_api: bool,
+        mut term: tokio::signal::unix::Signal,
+    ) -> anyhow::Result<()> {
+        warn!(
+            "This node has been removed from the cluster - please restart k3s to rejoin the cluster"
+        );
+        let mut registered = false;
+        let agent = !ctx.config.flag("disable-agent");
+        let mut tick = tokio::time::interval(ctx.spec.heartbeat());
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = term.recv() => {
+                    info!("SIGTERM: stopping kube-apiserver (this node's member was removed)");
+                    self.supervisor.set(supervisor::Api::NotReady);
+                    if let Some(mut a) = self.apiserver.take() {
+                        a.kill();
+                    }
+                    return Ok(());
+                }
             }
-        }
-        if let Err(e) = kubelet_beat(ctx, kubelet, &mut registered, with_api, member, ip).await {
-            warn!("kubelet: {e:#}");
-        }
-        if agent && let Err(e) = kubelet.sync_pods(&ctx.root).await {
-            warn!("pods: {e:#}");
+            if let Err(e) = kubelet_beat(
+                ctx,
+                &self.kubelet,
+                &mut registered,
+                with_api,
+                &self.member,
+                ip,
+            )
+            .await
+            {
+                warn!("kubelet: {e:#}");
+            }
+            if agent && let Err(e) = self.kubelet.sync_pods(&ctx.root).await {
+                warn!("pods: {e:#}");
+            }
         }
     }
 }
