@@ -88,8 +88,9 @@ pub enum Command {
     /// network wrapper's `ExecStartPre` (Tailscale's, say). The server is
     /// `--url`, else `FLEET_ROLE_JOIN_URL` (fleet-role's unit drop-in sets it
     /// to the voter a promotion joined or a step-down named), else the
-    /// `server:` k3s's config or `K3S_URL` names; with none, nothing to wait
-    /// for. Exit 3 when the bound passes first.
+    /// `server:` k3s's config names, else `K3S_URL` of the server unit, then
+    /// of the agent unit; with none, nothing to wait for. Exit 3 when the
+    /// bound passes first.
     WaitJoin {
         /// The server to wait for: https://HOST:PORT.
         #[arg(long, env = "FLEET_ROLE_JOIN_URL")]

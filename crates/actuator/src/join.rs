@@ -22,30 +22,47 @@ pub fn for_step_down(
     local: &Endpoint,
     clock: &Clock,
 ) -> Result<Option<JoinUrl>, String> {
-    let configured = host::join::configured(&host.paths);
-    let current = match &configured {
-        None => Configured::Nothing,
-        Some((Ok(url), _)) => Configured::Url(url),
-        Some((Err(_), _)) => Configured::NotAUrl,
-    };
-    if current == Configured::Nothing {
-        return Ok(None);
+    let server = host::join::server_unit(&host.paths);
+    let agent = host::join::agent_unit(&host.paths);
+    let urls = [&server, &agent].map(|c| c.as_ref().map(host::join::Configured::url));
+    fn configured(u: &Option<Result<JoinUrl, String>>) -> Configured<'_> {
+        match u {
+            None => Configured::Nothing,
+            Some(Ok(url)) => Configured::Url(url),
+            Some(Err(_)) => Configured::NotAUrl,
+        }
     }
     let view = handle
         .block_on(etcdview::read(local, clock.unix_secs()))
         .map_err(|e| {
             format!("could not read etcd's members to check the server k3s bootstraps from: {e}")
         })?;
-    match protocol::join::for_step_down(&view, current) {
+    let sources = [&server, &agent]
+        .iter()
+        .filter_map(|c| c.as_ref().map(host::join::Configured::source))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match protocol::join::for_step_down(&view, configured(&urls[0]), configured(&urls[1])) {
         JoinChoice::Keep => Ok(None),
         JoinChoice::Name(url) => {
-            let file = configured.map(|(_, f)| f.display().to_string()).unwrap_or_default();
-            info!("{file} names a server that is no voter: the step-down names {url} instead");
+            info!(
+                "the server k3s bootstraps from ({}) is no voter for one of its units: the step-down names {url}",
+                if sources.is_empty() {
+                    "none set"
+                } else {
+                    &sources
+                }
+            );
             Ok(Some(url))
         }
-        JoinChoice::NoVoter => Err(
-            "the server k3s bootstraps from at the etcd-only level is no voter, and etcd lists no other started voter to name".into(),
-        ),
+        JoinChoice::NoVoter => Err(format!(
+            "the server k3s bootstraps from ({}) is no voter, and etcd lists no other started voter to name",
+            if sources.is_empty() {
+                "none set"
+            } else {
+                &sources
+            }
+        )),
     }
 }
 

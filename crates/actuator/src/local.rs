@@ -81,7 +81,12 @@ fn refuse_promotion_over_voting_member(host: &Host) -> anyhow::Result<()> {
 /// reads no API (the watcher, which does, also checks that the agent's
 /// `server:` is a live server other than this host).
 pub fn refuse_ineligible(host: &Host, node: &str) -> anyhow::Result<()> {
-    let reasons = host::eligibility::assess(&host::eligibility::read(&host.paths), node, None);
+    let reasons = host::eligibility::assess(
+        &host::eligibility::read(&host.paths),
+        node,
+        None,
+        host::eligibility::Judged::All,
+    );
     if !reasons.is_empty() {
         anyhow::bail!(
             "nothing changed: this host is not eligible for demotion, its agent could not start: {}",

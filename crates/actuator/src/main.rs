@@ -178,12 +178,13 @@ fn wait_join(
         Some(u) => Some(JoinUrl::parse(u.trim()).map_err(usage)?),
         None => {
             let s = settings(cli, None, None)?;
-            match host::join::configured(&s.host(clock).paths) {
+            let paths = &s.host(clock).paths;
+            match host::join::server_unit(paths).or_else(|| host::join::agent_unit(paths)) {
                 None => None,
-                Some((Ok(u), _)) => Some(u),
-                Some((Err(why), file)) => {
-                    return Err(usage(anyhow::anyhow!("{}: server: {why}", file.display())));
-                }
+                Some(c) => Some(
+                    c.url()
+                        .map_err(|why| usage(anyhow::anyhow!("{}: {why}", c.source())))?,
+                ),
             }
         }
     };

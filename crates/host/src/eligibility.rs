@@ -13,26 +13,19 @@
 //! and a finish on it, and reports it so that the controller refuses a swap
 //! of it before anything is written.
 //!
-//! fleet-role's own drop-ins ([`crate::paths::JOIN_DROPIN`],
-//! [`crate::paths::ETCD_ONLY_DROPIN`]) are not counted: the demotion removes
-//! both before the agent starts.
+//! fleet-role's etcd-only drop-in ([`crate::paths::ETCD_ONLY_DROPIN`]) is
+//! not counted: the demotion removes it before the agent starts. Its join
+//! drop-in ([`crate::paths::JOIN_DROPIN`]) is: a finish keeps it, and the
+//! agent bootstraps from the server it names. A server whose member votes
+//! goes through a step-down first, which names a voter that is there
+//! ([`crate::join`], `protocol::join`): for it, where the agent's server
+//! points is not judged ([`Judged::KeysOnly`]).
 //!
 //! [`read`] reads what the host holds; [`assess`] is the pure judgement.
 
-use std::{fs, path::PathBuf};
+use std::path::PathBuf;
 
-use crate::{
-    HostPaths, k3s_config,
-    paths::{ETCD_ONLY_DROPIN, JOIN_DROPIN},
-};
-
-/// The agent unit's environment files, in the order systemd reads them (a
-/// later one wins): install.sh's unit names all three.
-const AGENT_ENV_FILES: &[&str] = &[
-    "etc/default/k3s-agent",
-    "etc/sysconfig/k3s-agent",
-    "etc/systemd/system/k3s-agent.service.env",
-];
+use crate::{HostPaths, k3s_config, paths::ETCD_ONLY_DROPIN};
 
 /// What the host holds that decides whether its agent could start.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -60,16 +53,22 @@ pub struct ServerNode {
     pub addresses: Vec<String>,
 }
 
+/// What [`assess`] judges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judged {
+    /// The keys and the server the agent would bootstrap from.
+    All,
+    /// The keys only: a step-down comes first and names the server.
+    KeysOnly,
+}
+
 /// Reads k3s's config files and the agent unit's environment under the host
-/// root, leaving fleet-role's own drop-ins out (a demotion removes them).
+/// root, leaving fleet-role's etcd-only drop-in out (a demotion removes it).
 pub fn read(paths: &HostPaths) -> AgentConfig {
     let mut out = AgentConfig::default();
-    let own = [
-        paths.k3s_dropins().join(JOIN_DROPIN),
-        paths.k3s_dropins().join(ETCD_ONLY_DROPIN),
-    ];
+    let etcd_only = paths.k3s_dropins().join(ETCD_ONLY_DROPIN);
     for file in k3s_config::read(paths) {
-        if own.contains(&file.path) {
+        if file.path == etcd_only {
             continue;
         }
         // A file that cannot be used counts against the host (the module
@@ -98,21 +97,7 @@ pub fn read(paths: &HostPaths) -> AgentConfig {
         }
     }
     if out.server.is_none() {
-        for rel in AGENT_ENV_FILES {
-            let file = paths.at(rel);
-            let Ok(text) = fs::read_to_string(&file) else {
-                continue;
-            };
-            for line in text.lines().map(str::trim) {
-                if let Some(v) = line.strip_prefix("K3S_URL=") {
-                    let v = v.trim().trim_matches(['"', '\'']);
-                    if !v.is_empty() {
-                        out.server =
-                            Some((v.to_string(), format!("K3S_URL in {}", file.display())));
-                    }
-                }
-            }
-        }
+        out.server = crate::join::agent_env(paths).map(|c| (c.value.clone(), c.source()));
     }
     out
 }
@@ -132,8 +117,14 @@ fn url_host(url: &str) -> Option<&str> {
 /// Why this host's agent could not start, were it demoted; empty when it
 /// could. `node` is this host's Node name; `servers` the server Nodes as
 /// the API shows them, or `None` where the API is not read (`demote-local`):
-/// then only what the host holds is judged.
-pub fn assess(config: &AgentConfig, node: &str, servers: Option<&[ServerNode]>) -> Vec<String> {
+/// then only what the host holds is judged. `judged` says whether the
+/// server counts ([`Judged::KeysOnly`] for a host whose step-down names it).
+pub fn assess(
+    config: &AgentConfig,
+    node: &str,
+    servers: Option<&[ServerNode]>,
+    judged: Judged,
+) -> Vec<String> {
     let mut reasons = Vec::new();
     // One rule for keys: k3s agent's own flags (`crate::agent_flags`). A
     // server-only key and a misspelt one fail the agent alike.
@@ -153,9 +144,12 @@ pub fn assess(config: &AgentConfig, node: &str, servers: Option<&[ServerNode]>) 
             file.display()
         ));
     }
+    if judged == Judged::KeysOnly {
+        return reasons;
+    }
     match &config.server {
         None => reasons.push(
-            "the agent has no server to bootstrap from (no server: outside fleet-role's drop-ins, no K3S_URL in k3s-agent.service.env)".to_string(),
+            "the agent has no server to bootstrap from (no server: in k3s's config, no K3S_URL in k3s-agent.service.env)".to_string(),
         ),
         Some((url, source)) => match (url_host(url), servers) {
             (None, _) => reasons.push(format!("{source} ({url:?}) names no host")),
@@ -183,6 +177,7 @@ pub fn assess(config: &AgentConfig, node: &str, servers: Option<&[ServerNode]>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn server(name: &str, ip: &str, ready: bool) -> ServerNode {
         ServerNode {
@@ -213,7 +208,7 @@ mod tests {
             ("etc/rancher/k3s/config.yaml.d/20-x.yaml", "tls-san+: [x]\n"),
         ]);
         let c = read(&paths);
-        let r = assess(&c, "a", Some(&[server("b", "10.0.0.2", true)]));
+        let r = assess(&c, "a", Some(&[server("b", "10.0.0.2", true)]), Judged::All);
         assert_eq!(r.len(), 2, "{r:?}");
         assert!(r[0].contains("flag provided but not defined: -cluster-init"));
         assert!(r[1].contains("20-x.yaml sets tls-san+,"), "{r:?}");
@@ -228,7 +223,12 @@ mod tests {
             "etc/rancher/k3s/config.yaml",
             "node-name: a\nsupervisor-metrics: true\nserver: https://10.0.0.2:6443\n",
         )]);
-        let r = assess(&read(&paths), "a", Some(&[server("b", "10.0.0.2", true)]));
+        let r = assess(
+            &read(&paths),
+            "a",
+            Some(&[server("b", "10.0.0.2", true)]),
+            Judged::All,
+        );
         assert_eq!(r.len(), 1, "{r:?}");
         let file = paths.k3s_config();
         assert!(
@@ -253,7 +253,7 @@ mod tests {
                 "kubelet-args:\n  - max-pods=200\n",
             ),
         ]);
-        let r = assess(&read(&paths), "a", None);
+        let r = assess(&read(&paths), "a", None, Judged::All);
         assert_eq!(r.len(), 1, "{r:?}");
         let file = paths.k3s_dropins().join("50-kubelet.yaml");
         assert!(
@@ -279,20 +279,16 @@ mod tests {
         ]);
         let c = read(&paths);
         assert_eq!(c.keys.len(), 7, "{c:?}");
-        assert!(assess(&c, "a", Some(&[server("b", "10.0.0.2", true)])).is_empty());
+        assert!(assess(&c, "a", Some(&[server("b", "10.0.0.2", true)]), Judged::All).is_empty());
     }
 
     #[test]
-    fn fleet_roles_own_drop_ins_are_not_counted_as_they_go_before_the_agent_starts() {
+    fn the_etcd_only_drop_in_is_not_counted_and_the_join_drop_in_names_the_agents_server() {
         let (_d, paths) = host_with(&[
             ("etc/rancher/k3s/config.yaml", "node-name: a\n"),
             (
                 "etc/rancher/k3s/config.yaml.d/90-fleet-role-etcd-only.yaml",
                 crate::switch::ETCD_ONLY_CONFIG,
-            ),
-            (
-                "etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml",
-                "server: \"https://10.0.0.2:6443\"\n",
             ),
             (
                 "etc/systemd/system/k3s-agent.service.env",
@@ -302,13 +298,27 @@ mod tests {
         let c = read(&paths);
         assert_eq!(c.keys, [("node-name".to_string(), paths.k3s_config())]);
         assert_eq!(c.server.as_ref().unwrap().0, "https://10.0.0.3:6443");
-        assert!(assess(&c, "a", Some(&[server("c", "10.0.0.3", true)])).is_empty());
+        assert!(assess(&c, "a", Some(&[server("c", "10.0.0.3", true)]), Judged::All).is_empty());
+        // A finish keeps the join drop-in: the agent bootstraps from it.
+        let join = paths.k3s_dropins().join("90-fleet-role-join.yaml");
+        fs::write(&join, "server: \"https://10.0.0.2:6443\"\n").unwrap();
+        let c = read(&paths);
+        assert_eq!(c.server.as_ref().unwrap().0, "https://10.0.0.2:6443");
+        let nodes = [server("c", "10.0.0.3", true)];
+        assert!(assess(&c, "a", Some(&nodes), Judged::All)[0].contains("no Ready"));
+        // A host whose step-down names the server is judged on its keys.
+        assert!(assess(&c, "a", Some(&nodes), Judged::KeysOnly).is_empty());
+        fs::write(paths.k3s_config(), "node-name: a\ncluster-init: true\n").unwrap();
+        assert_eq!(
+            assess(&read(&paths), "a", Some(&nodes), Judged::KeysOnly).len(),
+            1
+        );
     }
 
     #[test]
     fn an_agent_with_no_server_or_only_itself_or_a_dead_one_is_ineligible() {
         let none = AgentConfig::default();
-        assert_eq!(assess(&none, "a", None).len(), 1);
+        assert_eq!(assess(&none, "a", None, Judged::All).len(), 1);
         let to = |url: &str| AgentConfig {
             server: Some((url.to_string(), "server: in x".to_string())),
             ..AgentConfig::default()
@@ -318,13 +328,22 @@ mod tests {
             server("b", "10.0.0.2", false),
             server("c", "10.0.0.3", true),
         ];
-        assert!(assess(&to("https://10.0.0.1:6443"), "a", Some(&nodes))[0].contains("itself"));
-        assert!(assess(&to("https://10.0.0.2:6443"), "a", Some(&nodes))[0].contains("no Ready"));
-        assert!(assess(&to("https://10.0.0.9:6443"), "a", Some(&nodes))[0].contains("no Ready"));
-        assert!(assess(&to("https://10.0.0.3:6443"), "a", Some(&nodes)).is_empty());
-        assert!(assess(&to("https://c:6443"), "a", Some(&nodes)).is_empty());
+        assert!(
+            assess(&to("https://10.0.0.1:6443"), "a", Some(&nodes), Judged::All)[0]
+                .contains("itself")
+        );
+        assert!(
+            assess(&to("https://10.0.0.2:6443"), "a", Some(&nodes), Judged::All)[0]
+                .contains("no Ready")
+        );
+        assert!(
+            assess(&to("https://10.0.0.9:6443"), "a", Some(&nodes), Judged::All)[0]
+                .contains("no Ready")
+        );
+        assert!(assess(&to("https://10.0.0.3:6443"), "a", Some(&nodes), Judged::All).is_empty());
+        assert!(assess(&to("https://c:6443"), "a", Some(&nodes), Judged::All).is_empty());
         // Without the API, what the host holds is all that is judged.
-        assert!(assess(&to("https://10.0.0.2:6443"), "a", None).is_empty());
+        assert!(assess(&to("https://10.0.0.2:6443"), "a", None, Judged::All).is_empty());
     }
 
     #[test]
@@ -332,7 +351,7 @@ mod tests {
         let (_d, paths) = host_with(&[("etc/rancher/k3s/config.yaml", "- just\n- a list\n")]);
         let c = read(&paths);
         assert_eq!(c.unreadable.len(), 1);
-        assert!(!assess(&c, "a", None).is_empty());
+        assert!(!assess(&c, "a", None, Judged::All).is_empty());
     }
 
     #[test]
@@ -349,7 +368,7 @@ mod tests {
         ]);
         let c = read(&paths);
         assert_eq!(c.unreadable.len(), 1, "{c:?}");
-        assert!(!assess(&c, "a", None).is_empty());
+        assert!(!assess(&c, "a", None, Judged::All).is_empty());
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! The server this host's k3s bootstraps from (`server:`), as k3s would
-//! read it, and whether fleet-role's join drop-in decides it.
+//! read it for either unit, and whether fleet-role's join drop-in decides it.
 //!
 //! k3s turns every config file's keys into flags, a later file winning
 //! (`pkg/configfilearg/parser.go`), and a flag beats the `K3S_URL`
-//! environment variable install.sh writes to `k3s.service.env`. So the
-//! server is the last config file's `server:` (`crate::k3s_config`'s
-//! order), else `K3S_URL` from that file.
+//! environment variable install.sh writes for each unit. So a unit's server
+//! is the last config file's `server:` ([`crate::k3s_config`]'s order), else
+//! `K3S_URL` from that unit's environment files (a later file winning, as
+//! systemd reads them). Both units read the same config files: fleet-role's
+//! join drop-in names the server for the two at once.
 
 use std::path::PathBuf;
 
@@ -13,111 +15,121 @@ use protocol::JoinUrl;
 
 use crate::{HostPaths, k3s_config, paths::JOIN_DROPIN};
 
-/// Where install.sh keeps the server unit's environment (`K3S_URL`,
-/// `K3S_TOKEN`): read for `K3S_URL` only.
-pub const SERVER_ENV_FILE: &str = "etc/systemd/system/k3s.service.env";
+/// The server unit's environment files, in systemd's order (install.sh's
+/// unit names all three): read for `K3S_URL` only.
+pub const SERVER_ENV_FILES: &[&str] = &[
+    "etc/default/k3s",
+    "etc/sysconfig/k3s",
+    "etc/systemd/system/k3s.service.env",
+];
 
-/// The `server:` k3s would start with, and the file that sets it: `None`
-/// when none sets one (the cluster's first server). A value that is no
-/// join URL is `Err` with the file: k3s would not reach it either.
-pub fn configured(paths: &HostPaths) -> Option<(Result<JoinUrl, String>, PathBuf)> {
+/// The agent unit's environment files, in systemd's order.
+pub const AGENT_ENV_FILES: &[&str] = &[
+    "etc/default/k3s-agent",
+    "etc/sysconfig/k3s-agent",
+    "etc/systemd/system/k3s-agent.service.env",
+];
+
+/// A unit's server as configured: the value and the file that sets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Configured {
+    /// The value as written (a join URL or not: see [`Configured::url`]).
+    pub value: String,
+    /// The file that sets it.
+    pub file: PathBuf,
+    /// Set by `K3S_URL` in an environment file rather than `server:`.
+    pub from_env: bool,
+}
+
+impl Configured {
+    /// The value as a join URL, or why k3s would reach no server with it.
+    pub fn url(&self) -> Result<JoinUrl, String> {
+        JoinUrl::parse(self.value.trim()).map_err(|e| e.to_string())
+    }
+
+    /// Where it is set, for a message: `server: in FILE` or `K3S_URL in FILE`.
+    pub fn source(&self) -> String {
+        let key = if self.from_env { "K3S_URL" } else { "server:" };
+        format!("{key} in {}", self.file.display())
+    }
+}
+
+/// The last config file's `server:`, fleet-role's join drop-in included.
+/// An unusable file sets nothing readable here (eligibility counts it).
+fn from_config_files(paths: &HostPaths) -> Option<Configured> {
     #[derive(Default, serde::Deserialize)]
     struct ServerKey {
         server: Option<String>,
     }
-    let from_files = k3s_config::read(paths).into_iter().rev().find_map(|f| {
-        // An unusable file sets nothing fleet-role can read; eligibility
-        // refuses a demotion over one before any step-down.
-        let value = f.content.ok()?.get::<ServerKey>().ok()?.server?;
-        Some((
-            JoinUrl::parse(value.trim()).map_err(|e| e.to_string()),
-            f.path,
-        ))
-    });
-    from_files.or_else(|| {
-        let file = paths.at(SERVER_ENV_FILE);
-        let text = std::fs::read_to_string(&file).ok()?;
-        let value = text.lines().find_map(|l| {
-            let l = l.trim().strip_prefix("export ").unwrap_or(l.trim());
-            l.strip_prefix("K3S_URL=")
-        })?;
-        let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
-        (!value.is_empty()).then(|| (JoinUrl::parse(value).map_err(|e| e.to_string()), file))
+    k3s_config::read(paths).into_iter().rev().find_map(|f| {
+        let map = f.content.ok()?;
+        // A value of a type k3s would not take still sets the key: it reads
+        // as no URL rather than as no server.
+        let value = match map.get::<ServerKey>() {
+            Ok(ServerKey { server: Some(s) }) => s,
+            Ok(ServerKey { server: None }) => return None,
+            Err(_) => "(a value k3s would not take)".to_string(),
+        };
+        Some(Configured {
+            value,
+            file: f.path,
+            from_env: false,
+        })
     })
+}
+
+/// The last `K3S_URL=` of `files` (a later file winning).
+fn from_env_files(paths: &HostPaths, files: &[&str]) -> Option<Configured> {
+    let mut found = None;
+    for rel in files {
+        let file = paths.at(rel);
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        for line in text.lines().map(str::trim) {
+            let line = line.strip_prefix("export ").unwrap_or(line);
+            if let Some(v) = line.strip_prefix("K3S_URL=") {
+                let v = v.trim().trim_matches(['"', '\'']);
+                if !v.is_empty() {
+                    found = Some(Configured {
+                        value: v.to_string(),
+                        file: file.clone(),
+                        from_env: true,
+                    });
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The server `k3s server` would start with: `None` when none is set (the
+/// cluster's first server bootstraps from its own supervisor).
+pub fn server_unit(paths: &HostPaths) -> Option<Configured> {
+    from_config_files(paths).or_else(|| from_env_files(paths, SERVER_ENV_FILES))
+}
+
+/// The server `k3s agent` would bootstrap from: `None` when none is set
+/// (an agent with none does not start).
+pub fn agent_unit(paths: &HostPaths) -> Option<Configured> {
+    from_config_files(paths).or_else(|| agent_env(paths))
+}
+
+/// `K3S_URL` in the agent unit's environment files.
+pub(crate) fn agent_env(paths: &HostPaths) -> Option<Configured> {
+    from_env_files(paths, AGENT_ENV_FILES)
 }
 
 /// The config file sorting after fleet-role's join drop-in that sets
 /// `server:`, if any: a join drop-in written now would not be what k3s reads.
 pub fn overridden_by(paths: &HostPaths) -> Option<PathBuf> {
     let ours = paths.k3s_dropins().join(JOIN_DROPIN);
-    match configured(paths) {
-        Some((_, file)) if file != ours && file.starts_with(paths.k3s_dropins()) && file > ours => {
-            Some(file)
-        }
+    match from_config_files(paths) {
+        Some(c) if c.file.starts_with(paths.k3s_dropins()) && c.file > ours => Some(c.file),
         _ => None,
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn write(paths: &HostPaths, rel: &str, text: &str) {
-        let p = paths.at(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-
-    #[test]
-    fn the_server_is_the_last_config_files_then_install_sh_s_k3s_url() {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = HostPaths::new(dir.path());
-        assert!(configured(&paths).is_none());
-        write(
-            &paths,
-            SERVER_ENV_FILE,
-            "K3S_TOKEN=x\nK3S_URL='https://10.0.0.1:6443'\n",
-        );
-        let (url, file) = configured(&paths).unwrap();
-        assert_eq!(url.unwrap().as_str(), "https://10.0.0.1:6443");
-        assert_eq!(file, paths.at(SERVER_ENV_FILE));
-        write(
-            &paths,
-            "etc/rancher/k3s/config.yaml",
-            "server: https://10.0.0.2:6443\n",
-        );
-        write(
-            &paths,
-            "etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml",
-            "server: \"https://10.0.0.3:6443\"\n",
-        );
-        write(
-            &paths,
-            "etc/rancher/k3s/config.yaml.d/95-other.yaml",
-            "node-label: [a=b]\n",
-        );
-        let (url, file) = configured(&paths).unwrap();
-        assert_eq!(url.unwrap().as_str(), "https://10.0.0.3:6443");
-        assert_eq!(file, paths.k3s_dropins().join(JOIN_DROPIN));
-        assert_eq!(overridden_by(&paths), None);
-    }
-
-    #[test]
-    fn a_later_drop_in_that_sets_server_overrides_fleet_roles_and_is_named() {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = HostPaths::new(dir.path());
-        write(
-            &paths,
-            "etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml",
-            "server: \"https://10.0.0.3:6443\"\n",
-        );
-        write(
-            &paths,
-            "etc/rancher/k3s/config.yaml.d/99-site.yaml",
-            "server: not-a-url\n",
-        );
-        let (url, file) = configured(&paths).unwrap();
-        assert!(url.is_err());
-        assert_eq!(overridden_by(&paths), Some(file));
-    }
-}
+#[path = "join_tests.rs"]
+mod tests;

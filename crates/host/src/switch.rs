@@ -381,11 +381,11 @@ impl Host {
         self.reload_if(plan, wrote)
     }
 
-    /// The plan of `demote-local` (and of a rollback; a finish adds to it, see
-    /// [`Host::plan_finish`]): the server
-    /// stopped and disabled, the datastore moved aside, fleet-role's drop-ins
-    /// removed, `agent` in the role file, the agent enabled and started. The
-    /// node password is never touched.
+    /// The plan of `demote-local` (a finish adds to it, see
+    /// [`Host::plan_finish`]; a rollback removes more, [`Host::plan_rollback`]): the server
+    /// stopped and disabled, the datastore moved aside, fleet-role's
+    /// etcd-only and unit drop-ins removed, `agent` in the role file, the
+    /// agent enabled and started. The node password is never touched.
     ///
     /// The order on disk, and what a crash or power cut after each leaves:
     /// 1. the server stopped and disabled, its datastore moved aside: no
@@ -396,13 +396,30 @@ impl Host {
     ///    `disable-apiserver`, so none may come back once it can start;
     /// 3. `agent` in the role file, then the agent enabled and started: both
     ///    after the removals are on disk.
+    ///
+    /// fleet-role's join drop-in stays: the server it names (the voter the
+    /// promotion joined, or the one the step-down named) is the one the
+    /// agent bootstraps from, and the eligibility check judged that.
     pub fn plan_demote(&self) -> Result<Vec<Change>> {
+        self.plan_demote_keeping(true)
+    }
+
+    /// The plan of a rollback: [`Host::plan_demote`]'s, the join drop-in
+    /// removed too, so the host goes back to the agent it was, with the
+    /// server its own configuration names.
+    pub fn plan_rollback(&self) -> Result<Vec<Change>> {
+        self.plan_demote_keeping(false)
+    }
+
+    fn plan_demote_keeping(&self, keep_join: bool) -> Result<Vec<Change>> {
         let mut plan = vec![];
         self.stop_and_disable(&mut plan, SERVER)?;
         if self.paths.etcd_dir().exists() || self.paths.db_demoted_new().exists() {
             plan.push(Change::MoveDatastoreAside);
         }
-        self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(JOIN_DROPIN));
+        if !keep_join {
+            self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(JOIN_DROPIN));
+        }
         self.remove_if_there(&mut plan, self.paths.k3s_dropins().join(ETCD_ONLY_DROPIN));
         let removed = self.remove_if_there(
             &mut plan,
@@ -662,6 +679,18 @@ impl Host {
     /// member list can tell (`demote-local --force` is for that case).
     pub fn member_may_vote(&self) -> bool {
         self.has_datastore() && !self.has_tombstone()
+    }
+
+    /// What the eligibility check judges on this host: a server whose member
+    /// votes steps down before it finishes, and the step-down names the
+    /// server its agent bootstraps from, so only its keys are judged; any
+    /// other host is judged on its keys and its server.
+    pub fn eligibility_judged(&self) -> crate::eligibility::Judged {
+        if self.role().ok().flatten() == Some(Role::Server) && self.member_may_vote() {
+            crate::eligibility::Judged::KeysOnly
+        } else {
+            crate::eligibility::Judged::All
+        }
     }
 }
 

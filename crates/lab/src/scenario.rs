@@ -268,12 +268,7 @@ pub async fn swap_by_hand(
     let spec = hosts.spec();
     let hand = Hand::new(spec)?;
     let n = &hand.names;
-    let stay = spec
-        .hosts
-        .iter()
-        .find(|h| h.role == protocol::Role::Server && h.name != out)
-        .context("a voter that stays")?
-        .clone();
+    let stay = a_voter_that_stays(spec, out)?;
     let out_root = spec.root(out);
     let swap = format!("swap-{}", clock.unix_secs());
     let t0 = clock.now();
@@ -552,6 +547,23 @@ async fn conclude(
     })
 }
 
+/// A host other than `out` whose role file names the server now (an
+/// earlier swap may have moved the lab's first servers): the writer's and
+/// the controller's way in.
+fn a_voter_that_stays(spec: &LabSpec, out: &str) -> anyhow::Result<crate::spec::HostSpec> {
+    spec.hosts
+        .iter()
+        .find(|h| {
+            h.name != out
+                && host::role::read(&host::HostPaths::new(spec.root(&h.name)))
+                    .ok()
+                    .flatten()
+                    == Some(protocol::Role::Server)
+        })
+        .cloned()
+        .context("a voter that stays")
+}
+
 /// Swaps the voter `out` for the standby `incoming` with the controller,
 /// `fleet-role swap`, run with the lab's kubeconfig, while a writer puts to
 /// etcd; its output is passed to `say` line by line.
@@ -566,12 +578,7 @@ pub async fn swap_with_controller(
     use tokio::io::AsyncBufReadExt;
     let spec = hosts.spec();
     let hand = Hand::new(spec)?;
-    let stay = spec
-        .hosts
-        .iter()
-        .find(|h| h.role == protocol::Role::Server && h.name != out)
-        .context("a voter that stays")?
-        .clone();
+    let stay = a_voter_that_stays(spec, out)?;
     let before = Before::read(hosts, &hand, out).await?;
     say(&format!(
         "writer: a put every 50 ms through {} (a voter that stays)",

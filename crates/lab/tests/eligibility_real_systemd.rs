@@ -174,12 +174,17 @@ async fn a_server_only_key_in_k3s_config_fails_the_agent_and_its_server_is_not_d
 /// The first server (`K3S_CLUSTER_INIT` in its unit's environment, nothing
 /// server-only in config.yaml) swapped out by `fleet-role swap`: its agent
 /// starts from `K3S_URL` in k3s-agent.service.env, and fleet-role's etcd-only
-/// drop-in (server-only keys) is gone before it does.
+/// drop-in (server-only keys) is gone before it does. Then the second
+/// server, which joined through the first (`K3S_URL` in k3s.service.env
+/// names it, and it is an agent now: no supervisor answers there), is
+/// swapped out too: its step-down names a voter that is there, so its
+/// etcd-only k3s bootstraps and comes up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_first_server_laid_out_for_either_role_is_swapped_out_and_its_agent_starts() {
+async fn the_first_server_laid_out_for_either_role_is_swapped_out_and_its_agent_starts_then_a_server_that_joined_through_it_steps_down_cleanly()
+ {
     let _turn = SERIAL.lock().await;
     let dir = lab_dir();
-    let lab = lab_of(3, 1, dir.path()).await;
+    let lab = lab_of(3, 2, dir.path()).await;
     let root = lab.spec.root("server-1");
     let config = std::fs::read_to_string(root.join("etc/rancher/k3s/config.yaml")).unwrap();
     assert!(!config.contains("cluster-init"), "{config}");
@@ -220,5 +225,44 @@ async fn the_first_server_laid_out_for_either_role_is_swapped_out_and_its_agent_
     assert!(
         root.join("var/lib/rancher/k3s/agent/etc/k3s-agent-load-balancer.json")
             .exists()
+    );
+
+    // The second server joined through the first, which is gone.
+    let env2 = std::fs::read_to_string(
+        lab.spec
+            .root("server-2")
+            .join("etc/systemd/system/k3s.service.env"),
+    )
+    .unwrap();
+    assert!(env2.contains(&first), "{env2}");
+    let r = scenario::swap_with_controller(&lab, &fleet_role(), "server-2", "agent-2", &|l| {
+        eprintln!("{l}")
+    })
+    .await
+    .expect("fleet-role swap of a server that joined through the first");
+    for line in r.lines() {
+        println!("{line}");
+    }
+    let broken: Vec<String> = r
+        .broken_promises("server-2", "agent-2")
+        .into_iter()
+        .filter(|b| !b.starts_with("writes failed"))
+        .collect();
+    assert!(broken.is_empty(), "promises broken: {broken:#?}");
+    let m2 = lab.machine("server-2").unwrap();
+    assert_eq!(m2.active_state("k3s-agent").unwrap(), "active");
+    // The event this test is about happened: the step-down found the first
+    // server gone and named another voter.
+    let said: Vec<String> = m2
+        .journal_of(&["fleet-role-actuator"], std::time::Duration::from_secs(30))
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["MESSAGE"].as_str().map(str::to_string))
+        .filter(|m| m.contains("the step-down names"))
+        .collect();
+    assert!(
+        said.iter()
+            .any(|m| m.contains("k3s.service.env") && !m.contains(&format!("names {first}"))),
+        "no step-down renamed the server: {said:?}"
     );
 }

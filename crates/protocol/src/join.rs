@@ -5,10 +5,12 @@
 //! (`pkg/cli/server/server.go`): a `server:` naming a host that has left
 //! (a voter swapped out since this host joined through it, or the first
 //! server an installer named) keeps the step-down's restart from ever
-//! coming up. So the step-down names a voter that is there, read from etcd's
-//! own member list just before it, unless what the host names already is one.
-//! With no `server:` at all (the cluster's first server) k3s bootstraps from
-//! its own supervisor, and nothing is written.
+//! coming up. The agent the host finishes as bootstraps from its own
+//! `server:` (or `K3S_URL`) the same way. So the step-down names a voter
+//! that is there, read from etcd's own member list just before it, in the
+//! join drop-in both units read, unless what each unit names already is
+//! one. The server unit may name none (the cluster's first server
+//! bootstraps from its own supervisor); the agent must name one.
 
 use std::net::IpAddr;
 
@@ -37,29 +39,40 @@ pub enum Configured<'a> {
     NotAUrl,
 }
 
-/// The choice for a host whose k3s would bootstrap from `current`, with
-/// `view` its own member's reading of etcd. A voter counts when it has
-/// started (it has client URLs), is not this host's member, and its peer
-/// URL names an address (the supervisor listens on the same host, at the
-/// port `current` names, 6443 when it names none). Of several, the lowest member id, so that every
-/// retry names the same one.
-pub fn for_step_down(view: &EtcdView, current: Configured<'_>) -> JoinChoice {
-    let (named, port) = match current {
-        Configured::Nothing => return JoinChoice::Keep,
-        Configured::Url(u) => (
-            u.host().trim_start_matches('[').trim_end_matches(']'),
-            u.port(),
-        ),
-        Configured::NotAUrl => ("", 6443),
-    };
+/// The choice for a host whose server unit would bootstrap from `server`
+/// and whose agent from `agent`, with `view` its own member's reading of
+/// etcd. A voter counts when it has started (it has client URLs), is not
+/// this host's member, and its peer URL names an address (the supervisor
+/// listens on the same host, at the port the host's `server:` names, 6443
+/// when it names none). The name kept is the server unit's where it is a
+/// voter, else the lowest member id's, so that every retry names the same.
+pub fn for_step_down(view: &EtcdView, server: Configured<'_>, agent: Configured<'_>) -> JoinChoice {
     let mut voters: Vec<(crate::etcd::MemberId, IpAddr)> = view
         .voters()
         .filter(|m| m.id != view.member && !m.client_urls.is_empty())
         .filter_map(|m| Some((m.id, m.peer_host()?.parse().ok()?)))
         .collect();
     voters.sort();
-    if voters.iter().any(|(_, ip)| named.parse() == Ok(*ip)) {
+    let names_a_voter = |c: Configured<'_>| match c {
+        Configured::Url(u) => {
+            let host = u.host().trim_start_matches('[').trim_end_matches(']');
+            voters.iter().any(|(_, ip)| host.parse() == Ok(*ip))
+        }
+        Configured::Nothing | Configured::NotAUrl => false,
+    };
+    let server_ok = server == Configured::Nothing || names_a_voter(server);
+    if server_ok && names_a_voter(agent) {
         return JoinChoice::Keep;
+    }
+    let port = |c: Configured<'_>| match c {
+        Configured::Url(u) => Some(u.port()),
+        _ => None,
+    };
+    let port = port(server).or(port(agent)).unwrap_or(6443);
+    if let Configured::Url(u) = server
+        && names_a_voter(server)
+    {
+        return JoinChoice::Name(u.clone());
     }
     voters.first().map_or(JoinChoice::NoVoter, |(_, ip)| {
         JoinChoice::Name(JoinUrl::for_address(*ip, port))

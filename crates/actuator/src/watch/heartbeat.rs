@@ -129,6 +129,7 @@ impl Watcher {
                 &config,
                 self.settings.node.as_str(),
                 self.heartbeat.servers.as_deref(),
+                self.host.eligibility_judged(),
             )))
         } else {
             None
@@ -172,8 +173,12 @@ impl Watcher {
     ) -> Result<Vec<String>, kube::Error> {
         let servers = self.server_nodes(client).await?;
         let config = host::eligibility::read(&self.host.paths);
-        let reasons =
-            host::eligibility::assess(&config, self.settings.node.as_str(), Some(&servers));
+        let reasons = host::eligibility::assess(
+            &config,
+            self.settings.node.as_str(),
+            Some(&servers),
+            self.host.eligibility_judged(),
+        );
         self.heartbeat.servers = Some(servers);
         Ok(reasons)
     }

@@ -228,7 +228,7 @@ fn host_step(
     let plan = match step {
         Step::Promote { join, .. } => host.plan_promote(join),
         Step::StepDown => host.plan_step_down(name_server),
-        Step::Rollback => host.plan_demote(),
+        Step::Rollback => host.plan_rollback(),
         Step::Finish => host.plan_finish(),
         Step::Snapshot => {
             let swap = swap.ok_or("a snapshot needs a swap to name it")?;
