@@ -227,7 +227,8 @@ fn a_switch_runs_in_the_actuators_sandbox_and_nothing_else_is_writable(lab: &Sys
     assert!(o.status.success(), "stop: {o:?}");
     let join = root.join("etc/rancher/k3s/config.yaml.d/90-fleet-role-join.yaml");
     std::fs::create_dir_all(join.parent().unwrap()).unwrap();
-    std::fs::write(&join, "server: https://198.18.0.9:6443\n").unwrap();
+    let server = lab::spec::LabSpec::api_url(lab.spec.hosts[0].ip);
+    std::fs::write(&join, format!("server: {server}\n")).unwrap();
     let unit_join = root.join("etc/systemd/system/k3s.service.d/90-fleet-role-join.conf");
     std::fs::write(&unit_join, "[Service]\nEnvironment=FLEET_ROLE_JOIN=x\n").unwrap();
     let dropin = root.join("etc/systemd/system/fleet-role-actuator.service.d/99-lab.conf");
@@ -258,7 +259,8 @@ fn a_switch_runs_in_the_actuators_sandbox_and_nothing_else_is_writable(lab: &Sys
 
     let (ok, log) = run("/usr/bin/fleet-role-actuator demote-local");
     assert!(ok, "demote-local failed in the unit's sandbox:\n{log}");
-    assert!(!join.exists() && !unit_join.exists(), "{log}");
+    // The join drop-in stays: the agent bootstraps from the server it names.
+    assert!(join.exists() && !unit_join.exists(), "{log}");
     assert!(root.join("var/lib/rancher/k3s/fleet-role.lock").exists());
     assert_eq!(
         std::fs::read_to_string(root.join("var/lib/rancher/k3s/fleet-role")).unwrap(),
@@ -285,6 +287,7 @@ fn a_switch_runs_in_the_actuators_sandbox_and_nothing_else_is_writable(lab: &Sys
     );
     // The unit as shipped again, running: the host boots as any other.
     std::fs::remove_file(&dropin).unwrap();
+    std::fs::remove_file(&join).unwrap();
     let o = m.systemctl(&["daemon-reload"], quick).unwrap();
     assert!(o.status.success(), "daemon-reload: {o:?}");
     let o = m
