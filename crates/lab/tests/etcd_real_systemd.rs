@@ -1,7 +1,8 @@
 //! The k3s stand-in's etcd on real systemd, as unkind as k3s's: a learner
 //! invisible on its Node, `EtcdIsVoter` written by the etcd leader's loop
-//! only, a stalled learner removed by the leader, and `RemovePeer` matching
-//! a member's name and peer host. Fails (never skips) when containers
+//! only, a stalled learner removed by the leader, `RemovePeer` matching
+//! a member's name and peer host, and a removal that waits out the
+//! `k3s-etcd` Lease of a holder cut off. Fails (never skips) when containers
 //! cannot run here.
 
 use std::{net::Ipv4Addr, path::Path, time::Duration};
@@ -400,5 +401,85 @@ async fn etcd_refuses_a_client_without_the_certificate_and_serves_health_in_plai
     assert!(
         outside.is_err(),
         "the metrics port answers on the host's address: {outside:?}"
+    );
+}
+
+/// The holder of k3s's `kube-system/k3s-etcd` Lease, once there is one.
+async fn k3s_etcd_holder(apis: &Apis) -> String {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let start = clock::Clock::system().now();
+    loop {
+        let lease = apis
+            .any(|c| async move {
+                Api::<Lease>::namespaced(c, "kube-system")
+                    .get_opt("k3s-etcd")
+                    .await
+            })
+            .await
+            .ok()
+            .flatten();
+        if let Some(h) = lease
+            .and_then(|l| l.spec?.holder_identity)
+            .filter(|h| !h.is_empty())
+        {
+            return h;
+        }
+        assert!(
+            start.elapsed() < QUICK,
+            "no server holds the k3s-etcd Lease"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removal_waits_out_the_k3s_etcd_lease_of_a_holder_cut_off_and_is_done_by_the_next_holder()
+{
+    let _serial = SERIAL.lock().await;
+    let dir = lab_dir();
+    let lab = common::lab_of(3, 0, dir.path()).await;
+    let spec = lab.spec.clone();
+    let apis = Apis::for_lab(&spec).unwrap();
+
+    // Only the holder of k3s's leader-elected `k3s-etcd` controllers runs the
+    // member-removal controller. Cut off, it renews no more, and nobody else
+    // takes the Lease until it has gone unchanged for its whole duration
+    // (45 s); meanwhile a removal asked for on its Node waits.
+    let holder = k3s_etcd_holder(&apis).await;
+    let h = spec.host(&holder).unwrap().clone();
+    let member = annotation(&node(&apis, &holder).await, K3S_ETCD_NODE_NAME)
+        .expect("the holder's node-name")
+        .to_string();
+    let cut = clock::Clock::system().now();
+    lab.net().cut_off(&holder).unwrap();
+    apis.patch_node(
+        &holder,
+        &json!({"metadata": {"annotations": { K3S_ETCD_REMOVE: "true" }}}),
+    )
+    .await
+    .unwrap();
+    wait_node(
+        &apis,
+        &holder,
+        "removed-node-name",
+        Duration::from_secs(180),
+        |n| annotation(n, K3S_ETCD_REMOVED_NODE_NAME) == Some(member.as_str()),
+    )
+    .await;
+    let waited = cut.elapsed();
+    eprintln!(
+        "removed {:.0}s after its holder was cut off",
+        waited.as_secs_f64()
+    );
+    assert!(
+        waited >= Duration::from_secs(35),
+        "the removal went through {}s after the Lease's holder was cut off: no one waited out its Lease",
+        waited.as_secs()
+    );
+    let next = k3s_etcd_holder(&apis).await;
+    assert_ne!(next, holder, "the cut-off server still holds the Lease");
+    assert!(
+        member_at(&members(&spec).await, h.ip).is_none(),
+        "{holder}'s member is still listed"
     );
 }

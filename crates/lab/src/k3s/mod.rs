@@ -5,6 +5,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod election;
 pub mod learners;
 pub mod node;
 pub mod pods;

@@ -24,7 +24,7 @@ use testcp::{
 use tracing::{info, warn};
 
 use super::{
-    Ctx, learners, node, pods,
+    Ctx, election, learners, node, pods,
     supervisor::{self, Supervisor},
     tombstone,
 };
@@ -37,6 +37,10 @@ use protocol::names::{
     K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME, K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME,
     K3S_ETCD_ROLE_LABEL,
 };
+
+/// How often the `k3s-etcd` leader's member-removal controller looks at
+/// the Nodes (k3s's reacts to each change through a watch).
+const REMOVAL_EVERY: Duration = Duration::from_secs(1);
 
 fn random_hex8() -> String {
     let mut b = [0u8; 4];
@@ -205,6 +209,10 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         apis: apis.clone(),
     };
     let mut apiserver: Option<ApiServer> = None;
+    // k3s's `k3s-etcd` leader election (`election.rs`), once this server's
+    // API server is up: only its holder runs the member-removal controller.
+    let mut election: Option<election::Handle> = None;
+    let mut last_removal = clock.now();
     let mut registered = false;
     let mut ready = false;
     // k3s (`pkg/cli/server/server.go`, `pkg/agent/run.go`): with
@@ -236,6 +244,9 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 // are gone too. The stand-in runs them as children, so it stops
                 // them before it exits (a restart must not find their ports taken).
                 info!("SIGTERM: stopping kube-apiserver and etcd");
+                if let Some(e) = election.take() {
+                    e.release().await;
+                }
                 supervisor.set(supervisor::Api::NotReady);
                 if let Some(mut a) = apiserver.take() {
                     a.kill();
@@ -243,6 +254,18 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 etcd.kill();
                 return Ok(());
             }
+        }
+        if election
+            .as_ref()
+            .is_some_and(|e| e.state() == election::State::Lost)
+        {
+            // wrangler's `OnStoppedLeading`: "leaderelection lost", and k3s
+            // exits, its etcd and API server with it; the unit restarts.
+            if let Some(mut a) = apiserver.take() {
+                a.kill();
+            }
+            etcd.kill();
+            bail!("leaderelection lost for {}", election::LEASE);
         }
         // The member list while this host is a member; `None` once removed.
         let listed = if !etcd.is_running() {
@@ -287,6 +310,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 member: member_name,
                 apiserver,
                 supervisor,
+                election,
             };
             return removed.run(&ctx, ip, with_api, term).await;
         };
@@ -326,6 +350,15 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                     info!("kube-apiserver serving at {}", a.url());
                     apiserver = Some(a);
                     supervisor.set(supervisor::Api::Up);
+                    let own_only = Apis::new(
+                        &spec.pki_dir(),
+                        &spec.ips(),
+                        tokens.admin_token(),
+                        vec![own_api.clone()],
+                    )?;
+                    election = Some(
+                        election::Election::new(name.clone(), own_only, clock.clone()).spawn(),
+                    );
                 }
                 Err(e) => warn!("kube-apiserver: {e:#}"),
             }
@@ -363,9 +396,16 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             }
             .run(&members)
             .await;
-            if apiserver.is_some()
-                && let Err(e) = removal_controller(&apis, &own, &members).await
-            {
+        }
+        // k3s's member-removal controller reacts to Node changes (a watch);
+        // here it looks every second, and only on the `k3s-etcd` leader.
+        if clock.since(last_removal) >= REMOVAL_EVERY
+            && election
+                .as_ref()
+                .is_some_and(|e| e.state() == election::State::Leading)
+        {
+            last_removal = clock.now();
+            if let Err(e) = removal_controller(&apis, &own, &members).await {
                 warn!("member removal: {e:#}");
             }
         }
@@ -620,6 +660,11 @@ struct Removed {
     apiserver: Option<ApiServer>,
     /// The supervisor, still handing requests to it.
     supervisor: Supervisor,
+    /// The `k3s-etcd` candidacy, still running: a holder cannot renew
+    /// through its own API server any more, loses the Lease after the renew
+    /// deadline, and k3s exits (k3s-io/k3s#13498 describes removed servers
+    /// exiting and being restarted by systemd).
+    election: Option<election::Handle>,
 }
 
 impl Removed {
@@ -641,12 +686,25 @@ impl Removed {
                 _ = tick.tick() => {}
                 _ = term.recv() => {
                     info!("SIGTERM: stopping kube-apiserver (this node's member was removed)");
+                    if let Some(e) = self.election.take() {
+                        e.release().await;
+                    }
                     self.supervisor.set(supervisor::Api::NotReady);
                     if let Some(mut a) = self.apiserver.take() {
                         a.kill();
                     }
                     return Ok(());
                 }
+            }
+            if self
+                .election
+                .as_ref()
+                .is_some_and(|e| e.state() == election::State::Lost)
+            {
+                if let Some(mut a) = self.apiserver.take() {
+                    a.kill();
+                }
+                bail!("leaderelection lost for {}", election::LEASE);
             }
             if let Err(e) = kubelet_beat(
                 ctx,
@@ -668,58 +726,5 @@ impl Removed {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn member(name: &str) -> etcd_gw::Member {
-        etcd_gw::Member {
-            id: 1,
-            name: name.into(),
-            peer_urls: vec![],
-            client_urls: vec![],
-            is_learner: true,
-        }
-    }
-
-    #[test]
-    fn remove_peer_takes_only_the_member_whose_name_and_peer_host_both_match() {
-        let m = etcd_gw::Member {
-            id: 9,
-            name: "server-2-0a1b2c3d".into(),
-            peer_urls: vec!["https://198.18.3.2:2380".into()],
-            client_urls: vec![],
-            is_learner: false,
-        };
-        let members = [m.clone()];
-        assert_eq!(
-            remove_peer_target(&members, "server-2-0a1b2c3d", "198.18.3.2"),
-            Some(&m)
-        );
-        // The right name at another address, or another name: nothing.
-        assert_eq!(
-            remove_peer_target(&members, "server-2-0a1b2c3d", "198.18.3.9"),
-            None
-        );
-        assert_eq!(
-            remove_peer_target(&members, "server-2-ffffffff", "198.18.3.2"),
-            None
-        );
-    }
-
-    #[test]
-    fn a_join_is_refused_while_a_member_carries_the_nodes_name() {
-        let left = [member("server-1-0a1b2c3d"), member("agent-1-deadbeef")];
-        assert_eq!(
-            duplicate_member(&left, "agent-1").as_deref(),
-            Some("agent-1-deadbeef")
-        );
-        // A name that only starts like the node's is another node.
-        assert_eq!(duplicate_member(&left, "agent"), None);
-        assert_eq!(
-            duplicate_member(&[member("agent-10-deadbeef")], "agent-1"),
-            None
-        );
-        // A learner that has not started yet has no name.
-        assert_eq!(duplicate_member(&[member("")], "agent-1"), None);
-    }
-}
+#[path = "server_tests.rs"]
+mod tests;
