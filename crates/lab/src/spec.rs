@@ -21,11 +21,14 @@ pub struct HostSpec {
     pub role: Role,
 }
 
-/// Timings of the lab's k3s. k3s's own are slower (the learner loop runs every
-/// 15 s); the lab's are shorter so a swap takes seconds, and each is named.
+/// Timings of the lab's k3s. The etcd leader's learner loop runs at k3s's
+/// pace by default (15 s); the kubelet's heartbeat is shorter than a
+/// kubelet's so a Node's readiness is seen within seconds.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Timings {
-    /// How often the etcd leader tries to promote learners (k3s: 15 s).
+    /// How often the etcd leader's loop runs (k3s's `manageTickerTime`,
+    /// 15 s, the default): it promotes learners, removes a stalled one and
+    /// writes `EtcdIsVoter`. A test sets a faster pace only where it says why.
     pub promote_every_ms: u64,
     /// How often a kubelet heartbeats its Node and renews its node Lease
     /// (kubelet: 10 s).
@@ -43,7 +46,7 @@ fn default_learner_max_stall_ms() -> u64 {
 impl Default for Timings {
     fn default() -> Self {
         Self {
-            promote_every_ms: 2000,
+            promote_every_ms: crate::k3s::learners::MANAGE_EVERY.as_millis() as u64,
             heartbeat_ms: 2000,
             learner_max_stall_ms: default_learner_max_stall_ms(),
         }

@@ -1,5 +1,6 @@
 //! The etcd leader's loop, as k3s runs it (`pkg/etcd/etcd.go`,
-//! `manageLearners`, every 15 s; the lab's `promote_every_ms`): on the
+//! `manageLearners`, every 15 s, [`MANAGE_EVERY`]; the lab's
+//! `promote_every_ms`): on the
 //! leader only, each learner is promoted if etcd lets it, or its raft
 //! progress tracked and a learner stalled for [`LEARNER_MAX_STALL`] removed
 //! (`trackLearnerProgress`); and every Node with the etcd label whose
@@ -23,6 +24,9 @@ use tracing::{info, warn};
 
 use crate::{api::Apis, etcd_gw};
 use protocol::names::{K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_NAME, K3S_ETCD_ROLE_LABEL};
+
+/// k3s's `manageTickerTime`: how often the leader's loop runs.
+pub const MANAGE_EVERY: Duration = Duration::from_secs(15);
 
 /// k3s's `learnerMaxStallTime`: a learner whose applied raft index has not
 /// moved for this long is removed by the leader.

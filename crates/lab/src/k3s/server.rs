@@ -231,7 +231,8 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let mut bootstrapped = etcd_only_join.is_none();
     let heartbeat = spec.heartbeat();
     let promote_every = Duration::from_millis(spec.timings.promote_every_ms);
-    let mut last_promote = clock.now() - promote_every;
+    // k3s's loop is a ticker: its first round comes one period after start.
+    let mut last_promote = clock.now();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     let mut last_beat = clock.now() - heartbeat;
     let mut last_sync = clock.now() - pods::SYNC_EVERY;
