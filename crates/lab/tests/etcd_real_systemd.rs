@@ -483,3 +483,87 @@ async fn a_removal_waits_out_the_k3s_etcd_lease_of_a_holder_cut_off_and_is_done_
         "{holder}'s member is still listed"
     );
 }
+
+/// Whether `host`'s k3s journal has a message containing `text`.
+fn k3s_logged(lab: &SystemdLab, host: &str, text: &str) -> bool {
+    lab.machine(host)
+        .unwrap()
+        .journal(&["k3s"], QUICK)
+        .unwrap()
+        .iter()
+        .any(|e| e["MESSAGE"].as_str().is_some_and(|m| m.contains(text)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_joining_with_an_agent_token_or_a_wrong_one_is_refused_by_the_supervisor_adds_no_member_and_restarts()
+ {
+    let _serial = SERIAL.lock().await;
+    let dir = lab_dir();
+    let lab = common::lab_of(2, 1, dir.path()).await;
+    let spec = lab.spec.clone();
+    let agent = spec.host("agent-1").unwrap().clone();
+    let config = spec.root("agent-1").join("etc/rancher/k3s/config.yaml");
+    let laid_out = std::fs::read_to_string(&config).unwrap();
+    let server_token = lab::world::K3S_TOKEN;
+    let (ca_hash, password) = server_token.split_once("::server:").unwrap();
+    let m = lab.machine("agent-1").unwrap();
+    let restarts = || -> u32 {
+        m.systemctl(&["show", "-p", "NRestarts", "--value", "k3s"], QUICK)
+            .unwrap()
+            .stdout
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+
+    // k3s reads the join server's bootstrap data through its supervisor
+    // with the server token before it adds a member: the agent token (user
+    // `node`, the same password, as when no agent-token is set) is
+    // forbidden, a wrong password not authorized, and k3s exits each time.
+    let mut started = false;
+    for (token, status) in [
+        (format!("{ca_hash}::node:{password}"), "403 Forbidden"),
+        (
+            format!("{ca_hash}::server:not-the-token"),
+            "401 Unauthorized",
+        ),
+    ] {
+        std::fs::write(&config, laid_out.replace(server_token, &token)).unwrap();
+        let before = restarts();
+        if !started {
+            start_server_on(&lab, "agent-1");
+            started = true;
+        }
+        let start = clock::Clock::system().now();
+        while !(k3s_logged(&lab, "agent-1", status) && restarts() > before) {
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "no refused bootstrap ({status}) and restart seen on agent-1"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        assert!(
+            member_at(&members(&spec).await, agent.ip).is_none(),
+            "a member was added with a refused token"
+        );
+    }
+    assert!(
+        k3s_logged(&lab, "agent-1", "failed to get bootstrap data from"),
+        "k3s's message"
+    );
+    assert!(
+        !k3s_logged(&lab, "agent-1", password),
+        "the token is in the journal"
+    );
+
+    // With the server token, the next restart joins as a learner.
+    std::fs::write(&config, &laid_out).unwrap();
+    let start = clock::Clock::system().now();
+    while member_at(&members(&spec).await, agent.ip).is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "agent-1 did not join with the server token"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

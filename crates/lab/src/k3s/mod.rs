@@ -11,6 +11,7 @@ pub mod node;
 pub mod pods;
 pub mod server;
 pub mod supervisor;
+pub mod token;
 pub mod tombstone;
 
 use std::path::PathBuf;

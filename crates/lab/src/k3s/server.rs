@@ -26,7 +26,7 @@ use tracing::{info, warn};
 use super::{
     Ctx, election, learners, node, pods,
     supervisor::{self, Supervisor},
-    tombstone,
+    token, tombstone,
 };
 use crate::{
     api::Apis,
@@ -77,6 +77,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         } else {
             supervisor::Api::Disabled
         },
+        token::Passwd::new(server_token(&ctx).as_deref(), ctx.config.get("agent-token")),
     )
     .await?;
     let db = ctx.at("var/lib/rancher/k3s/server/db");
@@ -109,6 +110,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             .map(|(h, _)| h)
             .unwrap_or_default()
             .to_string();
+        bootstrap(&ctx, &join).await?;
         let join_etcd = own.at(format!("https://{host}:{ETCD_CLIENT_PORT}"));
         // k3s (pkg/etcd/etcd.go, `join`) refuses to join while any member
         // carries this node's name, a learner left by a rolled-back
@@ -429,6 +431,44 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             if let Err(e) = kubelet.sync_pods(&ctx.root).await {
                 warn!("pods: {e:#}");
             }
+        }
+    }
+}
+
+/// The host's token: `token`, else the contents of `token-file`.
+fn server_token(ctx: &Ctx) -> Option<String> {
+    ctx.config.get("token").map(str::to_string).or_else(|| {
+        let file = ctx.config.get("token-file")?;
+        std::fs::read_to_string(ctx.at(file.trim_start_matches('/'))).ok()
+    })
+}
+
+/// k3s's first step of a join (`pkg/cluster/bootstrap.go`
+/// `httpBootstrap`): the bootstrap data from the join server's supervisor,
+/// with this host's token as the `server` user. Without a token, k3s stops
+/// ("token is required to join a cluster"); an answer other than 200 (a
+/// wrong token's 401, an agent token's 403) stops it too, before any
+/// member is added, and the unit restarts. While the supervisor does not
+/// answer it is asked again (the join's own retries, as `add_learner`'s).
+async fn bootstrap(ctx: &Ctx, join: &protocol::JoinUrl) -> anyhow::Result<()> {
+    let creds = server_token(ctx)
+        .and_then(|t| token::parse(&t, "server"))
+        .context("token is required to join a cluster")?;
+    let clock = clock::Clock::system();
+    let start = clock.now();
+    loop {
+        match supervisor::server_bootstrap(&ctx.spec.pki_dir(), &ctx.spec.ips(), join, &creds).await
+        {
+            Ok(status) if status.starts_with("200") => return Ok(()),
+            Ok(status) => bail!(
+                "failed to get bootstrap data from {join}{}: {status}",
+                supervisor::BOOTSTRAP_PATH
+            ),
+            Err(e) if clock.since(start) < Duration::from_secs(120) => {
+                warn!("bootstrap data from {join}: {e:#}; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(e.context(format!("bootstrap data from {join}"))),
         }
     }
 }

@@ -37,6 +37,7 @@ use tokio_rustls::{
 };
 use tracing::{debug, info, warn};
 
+use super::token;
 use crate::spec::{API_PORT, APISERVER_PORT};
 
 /// The longest a client may take to finish its TLS handshake and send its
@@ -80,19 +81,50 @@ pub enum Route {
 /// k3s's error answer: a `Status` as `apierrors.NewServiceUnavailable(msg)`
 /// makes it, which clients (kube, client-go) read as an API error of code 503.
 pub fn unavailable(message: &str) -> Route {
+    failure("503 Service Unavailable", "ServiceUnavailable", message)
+}
+
+/// A `Status` of failure with `status` (`<code> <text>`), `reason` and
+/// `message` (`pkg/util/apierrors.go` `SendError`).
+fn failure(status: &'static str, reason: &str, message: &str) -> Route {
+    let code: u16 = status
+        .split(' ')
+        .next()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(500);
     let body = serde_json::json!({
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": "ServiceUnavailable",
-        "code": 503,
+        "reason": reason,
+        "code": code,
     });
     Route::Answer {
-        status: "503 Service Unavailable",
+        status,
         content_type: "application/json",
         body: body.to_string(),
+    }
+}
+
+/// k3s's bootstrap path, what a joining server reads first with the server
+/// token (`pkg/cluster/bootstrap.go` `httpBootstrap`).
+pub const BOOTSTRAP_PATH: &str = "/v1-k3s/server-bootstrap";
+
+/// The answer to [`BOOTSTRAP_PATH`] (role `k3s:server` required, whatever
+/// stands behind the supervisor): the bootstrap data for the server user
+/// (the stand-in's holds only the cluster CA), `403` "forbidden" for the
+/// agent's, `401` "not authorized" for anyone else.
+pub fn bootstrap(auth: token::Auth, ca_pem: &str) -> Route {
+    match auth {
+        token::Auth::Server => Route::Answer {
+            status: "200 OK",
+            content_type: "application/json",
+            body: serde_json::json!({ "ServerCA": { "Content": ca_pem } }).to_string(),
+        },
+        token::Auth::Agent => failure("403 Forbidden", "Forbidden", "forbidden"),
+        token::Auth::Refused => failure("401 Unauthorized", "Unauthorized", "not authorized"),
     }
 }
 
@@ -122,8 +154,9 @@ pub fn route(path: &str, api: Api, ca_pem: &str) -> Route {
     }
 }
 
-/// The first request's head: its method, path and `Content-Length`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The first request's head: its method, path, `Content-Length` and
+/// `Authorization` (never shown: `Debug` hides it).
+#[derive(Clone, PartialEq, Eq)]
 pub struct Head {
     /// `GET`, `POST`…
     pub method: String,
@@ -131,6 +164,22 @@ pub struct Head {
     pub path: String,
     /// The body's length, when given.
     pub content_length: Option<usize>,
+    /// The `Authorization` header, when given (never logged).
+    pub authorization: Option<String>,
+}
+
+impl std::fmt::Debug for Head {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Head")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field("content_length", &self.content_length)
+            .field(
+                "authorization",
+                &self.authorization.as_ref().map(|_| "<hidden>"),
+            )
+            .finish()
+    }
 }
 
 /// Reads `head` (up to and without its blank line), or `None` when it is
@@ -143,14 +192,18 @@ pub fn parse_head(head: &[u8]) -> Option<Head> {
     if !version.starts_with("HTTP/1.") || method.is_empty() || !path.starts_with('/') {
         return None;
     }
-    let content_length = lines
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse().ok());
+    let headers: Vec<(&str, &str)> = lines.filter_map(|l| l.split_once(':')).collect();
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim())
+    };
     Some(Head {
         method: method.into(),
         path: path.into(),
-        content_length,
+        content_length: header("content-length").and_then(|v| v.parse().ok()),
+        authorization: header("authorization").map(str::to_string),
     })
 }
 
@@ -161,6 +214,8 @@ struct Tls {
     acceptor: TlsAcceptor,
     connector: TlsConnector,
     ca_pem: String,
+    /// The server's own tokens, for its authenticated paths.
+    passwd: token::Passwd,
 }
 
 impl Tls {
@@ -191,6 +246,7 @@ impl Tls {
             connector: TlsConnector::from(Arc::new(client)),
             ca_pem: std::fs::read_to_string(&ca_file)
                 .with_context(|| ca_file.display().to_string())?,
+            passwd: token::Passwd::default(),
         })
     }
 }
@@ -207,8 +263,16 @@ impl Supervisor {
     /// # Errors
     /// When the port cannot be bound (k3s fails too, and the unit restarts)
     /// or the lab's certificates cannot be read.
-    pub async fn start(pki_dir: &Path, ips: &[std::net::IpAddr], api: Api) -> anyhow::Result<Self> {
-        let tls = Arc::new(Tls::load(&testcp::Pki::load(pki_dir, ips))?);
+    pub async fn start(
+        pki_dir: &Path,
+        ips: &[std::net::IpAddr],
+        api: Api,
+        passwd: token::Passwd,
+    ) -> anyhow::Result<Self> {
+        let tls = Arc::new(Tls {
+            passwd,
+            ..Tls::load(&testcp::Pki::load(pki_dir, ips))?
+        });
         let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, API_PORT))
             .await
             .with_context(|| format!("the supervisor cannot listen on :{API_PORT}"))?;
@@ -257,7 +321,14 @@ async fn connection(tcp: TcpStream, tls: &Tls, api: Api) -> anyhow::Result<()> {
     let Some(parsed) = parse_head(&read[..head]) else {
         return answer(&mut client, &unavailable("bad request")).await;
     };
-    let mut r = route(&parsed.path, api, &tls.ca_pem);
+    let mut r = if parsed.path.split('?').next() == Some(BOOTSTRAP_PATH) {
+        bootstrap(
+            token::authenticate(&tls.passwd, parsed.authorization.as_deref()),
+            &tls.ca_pem,
+        )
+    } else {
+        route(&parsed.path, api, &tls.ca_pem)
+    };
     if r == Route::ToApiServer {
         match backend(tls).await {
             Ok(mut up) => {
@@ -339,16 +410,18 @@ async fn answer<S: AsyncWrite + Unpin>(s: &mut S, r: &Route) -> anyhow::Result<(
     Ok(())
 }
 
-/// Whether the supervisor at `server` (a join URL naming an address) answers
-/// `/ping` with `pong` within [`IO_BOUND`]: what a host's embedded agent
-/// needs before it can bootstrap from that server. An address with no k3s
-/// server on it (an agent's: it runs no supervisor) refuses the connection.
-pub async fn answers_ping(
+/// `GET path` from the supervisor at `server` (a join URL naming an
+/// address), with `authorization` if given: the whole answer, within
+/// [`IO_BOUND`]. An address with no k3s server on it (an agent's: it runs no
+/// supervisor) refuses the connection.
+async fn get(
     pki_dir: &Path,
     ips: &[std::net::IpAddr],
     server: &protocol::JoinUrl,
-) -> bool {
-    let ping = async {
+    path: &str,
+    authorization: Option<&str>,
+) -> anyhow::Result<String> {
+    let get = async {
         let tls = Tls::load(&testcp::Pki::load(pki_dir, ips))?;
         let ip: std::net::IpAddr = server.host().parse().context("the join URL's address")?;
         let port: u16 = server
@@ -361,15 +434,63 @@ pub async fn answers_ping(
             .connector
             .connect(ServerName::IpAddress(ip.into()), tcp)
             .await?;
+        let auth = authorization
+            .map(|a| format!("Authorization: {a}\r\n"))
+            .unwrap_or_default();
         s.write_all(
-            format!("GET /ping HTTP/1.1\r\nHost: {ip}\r\nConnection: close\r\n\r\n").as_bytes(),
+            format!("GET {path} HTTP/1.1\r\nHost: {ip}\r\n{auth}Connection: close\r\n\r\n")
+                .as_bytes(),
         )
         .await?;
         let mut answer = String::new();
         s.read_to_string(&mut answer).await?;
-        anyhow::Ok(answer.starts_with("HTTP/1.1 200") && answer.ends_with("pong"))
+        anyhow::Ok(answer)
     };
-    matches!(tokio::time::timeout(IO_BOUND, ping).await, Ok(Ok(true)))
+    tokio::time::timeout(IO_BOUND, get)
+        .await
+        .context("no answer in time")?
+}
+
+/// Whether the supervisor at `server` answers `/ping` with `pong` within
+/// [`IO_BOUND`]: what a host's embedded agent needs before it can bootstrap
+/// from that server.
+pub async fn answers_ping(
+    pki_dir: &Path,
+    ips: &[std::net::IpAddr],
+    server: &protocol::JoinUrl,
+) -> bool {
+    get(pki_dir, ips, server, "/ping", None)
+        .await
+        .is_ok_and(|a| a.starts_with("HTTP/1.1 200") && a.ends_with("pong"))
+}
+
+/// A joining server's first read (`pkg/cluster/bootstrap.go`
+/// `httpBootstrap`): [`BOOTSTRAP_PATH`] from the supervisor at `server`
+/// with `creds`. `Ok(status line)` when it answers (`200 OK` lets the join
+/// go on; k3s stops at any other), `Err` when it does not.
+///
+/// # Errors
+/// No answer: refused, timed out, TLS.
+pub async fn server_bootstrap(
+    pki_dir: &Path,
+    ips: &[std::net::IpAddr],
+    server: &protocol::JoinUrl,
+    creds: &token::Creds,
+) -> anyhow::Result<String> {
+    let answer = get(
+        pki_dir,
+        ips,
+        server,
+        BOOTSTRAP_PATH,
+        Some(&token::basic(creds)),
+    )
+    .await?;
+    let line = answer.lines().next().unwrap_or_default();
+    Ok(line
+        .strip_prefix("HTTP/1.1 ")
+        .unwrap_or(line)
+        .trim()
+        .to_string())
 }
 
 #[cfg(test)]
@@ -418,6 +539,28 @@ mod tests {
     }
 
     #[test]
+    fn the_bootstrap_path_answers_the_server_token_refuses_a_wrong_one_and_forbids_the_agents() {
+        let code = |r: Route| match r {
+            Route::Answer { status, .. } => status,
+            Route::ToApiServer => panic!("not an answer"),
+        };
+        assert_eq!(code(bootstrap(token::Auth::Server, "PEM")), "200 OK");
+        assert_eq!(
+            code(bootstrap(token::Auth::Refused, "PEM")),
+            "401 Unauthorized"
+        );
+        assert_eq!(code(bootstrap(token::Auth::Agent, "PEM")), "403 Forbidden");
+        let Route::Answer { body, .. } = bootstrap(token::Auth::Refused, "PEM") else {
+            unreachable!()
+        };
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            (v["code"].as_u64(), v["message"].as_str()),
+            (Some(401), Some("not authorized"))
+        );
+    }
+
+    #[test]
     fn a_request_head_gives_its_path_and_body_length() {
         let h = parse_head(
             b"POST /api/v1/namespaces/x/configmaps HTTP/1.1\r\nhost: a\r\ncontent-length: 42",
@@ -426,6 +569,16 @@ mod tests {
         assert_eq!(h.method, "POST");
         assert_eq!(h.path, "/api/v1/namespaces/x/configmaps");
         assert_eq!(h.content_length, Some(42));
+        assert_eq!(h.authorization, None);
+        let h = parse_head(
+            b"GET /v1-k3s/server-bootstrap HTTP/1.1\r\nAuthorization: Basic c2VjcmV0\r\nhost: a",
+        )
+        .unwrap();
+        assert_eq!(h.authorization.as_deref(), Some("Basic c2VjcmV0"));
+        assert!(
+            !format!("{h:?}").contains("c2VjcmV0"),
+            "the head shows its credentials"
+        );
         assert_eq!(
             parse_head(b"GET /ping HTTP/1.1\r\nhost: a")
                 .unwrap()
