@@ -1,9 +1,10 @@
 //! The k3s stand-in's etcd on real systemd, as unkind as k3s's: a learner
 //! invisible on its Node, `EtcdIsVoter` written by the etcd leader's loop
-//! only, a stalled learner removed by the leader, `RemovePeer` matching
-//! a member's name and peer host, and a removal that waits out the
-//! `k3s-etcd` Lease of a holder cut off. Fails (never skips) when containers
-//! cannot run here.
+//! only, a stalled learner removed by the leader, `RemovePeer` matching a
+//! member's name and peer host, a removal that waits out the `k3s-etcd`
+//! Lease of a holder cut off, a removed server's API server kept over its
+//! closed etcd, and a join refused for its token. Fails (never skips) when
+//! containers cannot run here.
 
 use std::{net::Ipv4Addr, path::Path, time::Duration};
 
@@ -15,6 +16,7 @@ use kube::{
 use lab::{
     api::Apis,
     etcd_gw::{self, Member},
+    hosts::Hosts,
     spec::{LabSpec, Timings},
     systemd_lab::{Options, SystemdLab},
     world::Bins,
@@ -433,8 +435,8 @@ async fn k3s_etcd_holder(apis: &Apis) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_removal_waits_out_the_k3s_etcd_lease_of_a_holder_cut_off_and_is_done_by_the_next_holder()
-{
+async fn a_removal_waits_out_the_k3s_etcd_lease_of_a_holder_cut_off_and_a_removed_server_keeps_its_api_server_over_the_closed_etcd()
+ {
     let _serial = SERIAL.lock().await;
     let dir = lab_dir();
     let lab = common::lab_of(3, 0, dir.path()).await;
@@ -481,6 +483,72 @@ async fn a_removal_waits_out_the_k3s_etcd_lease_of_a_holder_cut_off_and_is_done_
     assert!(
         member_at(&members(&spec).await, h.ip).is_none(),
         "{holder}'s member is still listed"
+    );
+
+    // A server removed while its API server runs keeps that API server, over
+    // its closed etcd, as k3s keeps its in-process one: its supervisor still
+    // hands it every request, so `/version` answers and a Node list is held
+    // (no quick 503 that would send a client on at once).
+    let other = spec
+        .hosts
+        .iter()
+        .find(|o| o.name != holder && o.name != next)
+        .unwrap()
+        .clone();
+    let other_member = annotation(&node(&apis, &other.name).await, K3S_ETCD_NODE_NAME)
+        .expect("its node-name")
+        .to_string();
+    apis.patch_node(
+        &other.name,
+        &json!({"metadata": {"annotations": { K3S_ETCD_REMOVE: "true" }}}),
+    )
+    .await
+    .unwrap();
+    wait_node(
+        &apis,
+        &other.name,
+        "removed-node-name",
+        Duration::from_secs(120),
+        |n| annotation(n, K3S_ETCD_REMOVED_NODE_NAME) == Some(other_member.as_str()),
+    )
+    .await;
+    let tombstone = spec
+        .root(&other.name)
+        .join("var/lib/rancher/k3s/server/db/etcd/tombstone");
+    let start = clock::Clock::system().now();
+    while !tombstone.exists() {
+        assert!(start.elapsed() < QUICK, "{} wrote no tombstone", other.name);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let tokens = testcp::TokenAuthFile::load(&spec.tokens_file()).unwrap();
+    let removed = Apis::new(
+        &spec.pki_dir(),
+        &spec.ips(),
+        tokens.admin_token(),
+        vec![LabSpec::api_url(other.ip)],
+    )
+    .unwrap();
+    let version = removed
+        .any(|c| async move { c.apiserver_version().await })
+        .await;
+    assert!(
+        version.is_ok(),
+        "the removed server's API server is gone: {version:?}"
+    );
+    let asked = clock::Clock::system().now();
+    let list = removed
+        .any(|c| async move { Api::<Node>::all(c).list(&Default::default()).await })
+        .await;
+    let took = asked.elapsed();
+    let err = list.expect_err("a Node list answered over a closed etcd");
+    assert!(
+        took >= Duration::from_secs(10) && !format!("{err:#}").contains("503"),
+        "the removed server answered in {:.1}s: {err:#}",
+        took.as_secs_f64()
+    );
+    assert!(
+        lab.is_active(&other.name, "k3s").unwrap(),
+        "k3s exited on its removal"
     );
 }
 
