@@ -53,6 +53,9 @@ impl Default for Timings {
     }
 }
 
+/// The etcd leader loop's period while the lab brings its servers up.
+pub const BRING_UP_PACE: Duration = Duration::from_secs(2);
+
 /// The whole lab.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LabSpec {
@@ -194,6 +197,24 @@ impl LabSpec {
     /// write, so the condition can lag behind etcd's membership).
     pub fn hold_etcd_is_voter_file(&self) -> PathBuf {
         self.dir.join("inject/hold-etcd-is-voter")
+    }
+
+    /// A file that, while it exists, has the etcd leader's loop run every
+    /// [`BRING_UP_PACE`] instead of `promote_every_ms`: the lab makes it
+    /// while it brings its servers up one by one (making the world, not a
+    /// test of it) and removes it before any actuator starts, so every test
+    /// meets k3s's pace.
+    pub fn bring_up_pace_file(&self) -> PathBuf {
+        self.dir.join("pace/bring-up")
+    }
+
+    /// The etcd leader loop's period now ([`LabSpec::bring_up_pace_file`]).
+    pub fn promote_every(&self) -> Duration {
+        if self.bring_up_pace_file().exists() {
+            BRING_UP_PACE
+        } else {
+            Duration::from_millis(self.timings.promote_every_ms)
+        }
     }
 
     /// The heartbeat period.

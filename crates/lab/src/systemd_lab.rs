@@ -222,6 +222,10 @@ impl SystemdLab {
         let spec = &self.spec;
         let apis = Apis::for_lab(spec)?;
         let first = spec.hosts[0].clone();
+        // The servers join one by one, each promoted by the leader's loop:
+        // at a faster pace while the lab is made, k3s's once it is.
+        let pace = spec.bring_up_pace_file();
+        world::write(&pace, "", 0o644)?;
         say(&format!(
             "starting {} (etcd cluster-init, kube-apiserver)",
             first.name
@@ -268,6 +272,7 @@ impl SystemdLab {
                 }
             }
         }
+        fs::remove_file(&pace)?;
         for h in spec.hosts.iter().filter(|h| h.role == Role::Agent) {
             world::wait_condition(&apis, &h.name, "Ready", Duration::from_secs(180)).await?;
             self.wait_active(&h.name, "k3s-agent", Duration::from_secs(120))

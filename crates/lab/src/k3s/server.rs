@@ -232,7 +232,6 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     };
     let mut bootstrapped = etcd_only_join.is_none();
     let heartbeat = spec.heartbeat();
-    let promote_every = Duration::from_millis(spec.timings.promote_every_ms);
     // k3s's loop is a ticker: its first round comes one period after start.
     let mut last_promote = clock.now();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -387,7 +386,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             ready = true;
             super::notify_ready("server");
         }
-        if clock.since(last_promote) >= promote_every {
+        if clock.since(last_promote) >= spec.promote_every() {
             last_promote = clock.now();
             learners::Loop {
                 own: &own,
