@@ -84,7 +84,7 @@ pub enum Command {
         #[arg(long, value_parser = ["sleep", "shutdown"], default_value = "shutdown")]
         before: String,
     },
-    /// Wait, bounded, until the server k3s joins through answers: for a
+    /// Wait, bounded, until the server k3s joins through is reachable: for a
     /// network wrapper's `ExecStartPre` (Tailscale's, say). The server is
     /// `--url`, else `FLEET_ROLE_JOIN_URL` (fleet-role's unit drop-in sets it
     /// to the voter a promotion joined or a step-down named), else the

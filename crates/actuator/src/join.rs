@@ -1,6 +1,7 @@
 //! The server a host's k3s bootstraps from: named afresh at a step-down
-//! ([`for_step_down`]), and waited for by a network wrapper before k3s
-//! starts ([`wait_join`], `fleet-role-actuator wait-join`).
+//! ([`for_step_down`]), waited for by a network wrapper before k3s starts
+//! ([`wait_join`], `fleet-role-actuator wait-join`), and reached by a
+//! standby's preflight ([`reachable`]).
 
 use std::time::Duration;
 
@@ -69,50 +70,39 @@ pub fn for_step_down(
 /// How often [`wait_join`] asks again.
 const RETRY: Duration = Duration::from_secs(1);
 
-/// The longest one `/ping` may take.
-const PING_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest one connection attempt of [`wait_join`] may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Asks the supervisor at `url` for `/ping` once, bounded.
-///
-/// Any TLS certificate is taken: this says only that a k3s server is there
-/// and answers; the join itself checks the cluster's CA against the token.
-pub async fn ping(url: &JoinUrl) -> Result<(), String> {
-    let uri: http::Uri = url.as_str().parse().map_err(|e| format!("{e}"))?;
-    let mut config = kube::Config::new(uri);
-    config.accept_invalid_certs = true;
-    config.connect_timeout = Some(PING_TIMEOUT);
-    config.read_timeout = Some(PING_TIMEOUT);
-    let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
-    let request = http::Request::get("/ping")
-        .body(Vec::new())
-        .map_err(|e| e.to_string())?;
-    match tokio::time::timeout(PING_TIMEOUT, client.request_text(request)).await {
-        Ok(Ok(body)) if body.trim() == "pong" => Ok(()),
-        Ok(Ok(body)) => Err(format!(
-            "answered {:?}, not pong",
-            body.chars().take(40).collect::<String>()
-        )),
+/// Whether something accepts a TCP connection at `url`'s address and port
+/// (k3s's supervisor, on a server), within `bound`: the route to the server
+/// is there. What answers is not checked: the join itself checks the
+/// cluster's CA and the token.
+pub async fn reachable(url: &JoinUrl, bound: Duration) -> Result<(), String> {
+    let host = url.host().trim_start_matches('[').trim_end_matches(']');
+    let connect = tokio::net::TcpStream::connect((host, url.port()));
+    match tokio::time::timeout(bound, connect).await {
+        Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {} s", PING_TIMEOUT.as_secs())),
+        Err(_) => Err(format!("no connection within {} s", bound.as_secs())),
     }
 }
 
-/// Waits until the supervisor at `url` answers `/ping` (every k3s server
-/// serves it from its start, an etcd-only one included), at most `bound`.
-/// Returns how long that took.
+/// Waits until [`reachable`] says the server at `url` is there (every k3s
+/// server's supervisor listens from its start, an etcd-only one's
+/// included), at most `bound`. Returns how long that took.
 ///
 /// # Errors
-/// When `bound` passes first: the last reason the server did not answer.
+/// When `bound` passes first: the last reason the server was not reached.
 pub async fn wait_join(url: &JoinUrl, bound: Duration, clock: &Clock) -> Result<Duration, String> {
     let start = clock.now();
     loop {
-        let why = match ping(url).await {
+        let why = match reachable(url, CONNECT_TIMEOUT.min(bound)).await {
             Ok(()) => return Ok(clock.since(start)),
             Err(e) => e,
         };
         if clock.since(start) + RETRY > bound {
             return Err(format!(
-                "{url} did not answer /ping within {} s (last: {why})",
+                "{url} was not reached within {} s (last: {why})",
                 bound.as_secs()
             ));
         }

@@ -209,7 +209,10 @@ fn wait_join(
         .map_err(|why| anyhow::anyhow!("{why}; nothing was changed"))?;
     print(
         cli.output,
-        &[format!("{url} answers (after {} ms)", took.as_millis())],
+        &[format!(
+            "{url} is reachable (after {} ms)",
+            took.as_millis()
+        )],
         &serde_json::json!({ "ok": true, "url": url.as_str(), "tookMs": took.as_millis() as u64 }),
     );
     Ok(ExitCode::SUCCESS)

@@ -188,6 +188,7 @@ mod tests {
         };
         let part = HostPart {
             heartbeat_at: 5,
+            promotion: None,
             demotion: Some(Eligibility::Ok),
             etcd: Some(etcd),
         };

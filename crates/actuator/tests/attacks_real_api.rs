@@ -89,7 +89,7 @@ impl World {
             admin.create_node(node, json!({})).await;
         }
         // voter-a is a Ready server at the address the test hosts' k3s
-        // config names (192.0.2.1), so a server host here could be demoted:
+        // config names (`JOIN_SERVER_IP`), so a server host here could be demoted:
         // its agent would have a server to bootstrap from.
         let nodes: Api<Node> = Api::all(admin.client.clone());
         let server =
@@ -99,7 +99,7 @@ impl World {
             .await
             .unwrap();
         let ready = json!({"status": {
-            "addresses": [{"type": "InternalIP", "address": "192.0.2.1"}],
+            "addresses": [{"type": "InternalIP", "address": standins::fixture::JOIN_SERVER_IP}],
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                 "lastHeartbeatTime": now(), "lastTransitionTime": now()}],
         }});

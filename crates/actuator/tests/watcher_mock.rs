@@ -448,7 +448,7 @@ fn registration_server() -> Value {
             "labels": {"node-role.kubernetes.io/control-plane": "true"}},
         "status": {
             "conditions": [{"type": "Ready", "status": "True"}],
-            "addresses": [{"type": "InternalIP", "address": "192.0.2.1"}]
+            "addresses": [{"type": "InternalIP", "address": standins::fixture::JOIN_SERVER_IP}]
         }
     })
 }
@@ -748,6 +748,47 @@ async fn a_server_reports_its_demotion_verdict_at_once_when_it_changes() {
             verdict(r),
             Some(protocol::report::Eligibility::Ineligible { .. })
         )
+    })
+    .await;
+    assert!(rig.phases().is_empty(), "{:?}", rig.phases());
+}
+
+#[tokio::test]
+async fn a_standby_whose_server_cannot_be_reached_reports_it_could_not_join_and_once_it_can_that_it_could()
+ {
+    // A port nothing listens on: bound, then closed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let h = TestHost::new("standby", bin_dir());
+    let config = h.at("etc/rancher/k3s/config.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let live = format!(
+        "https://127.0.0.1:{}",
+        standins::fixture::join_server_port()
+    );
+    std::fs::write(
+        &config,
+        text.replace(&live, &format!("https://127.0.0.1:{closed}")),
+    )
+    .unwrap();
+    let own = node("standby", json!({}), json!({}), false);
+    let rig = Rig::new(h, world_with(own));
+    let verdict = |r: &Rig| r.report().and_then(|r| r.host).and_then(|h| h.promotion);
+    rig.until("a verdict that it could not join", |r| {
+        matches!(
+            verdict(r),
+            Some(protocol::report::Eligibility::Ineligible { ref reasons })
+                if reasons.iter().any(|x| x.contains("no k3s server answers") && x.contains(&closed.to_string()))
+        )
+    })
+    .await;
+    assert!(rig.report().unwrap().host.unwrap().demotion.is_none());
+    std::fs::write(&config, text).unwrap();
+    rig.until("a verdict that it could join", |r| {
+        verdict(r) == Some(protocol::report::Eligibility::Ok)
     })
     .await;
     assert!(rig.phases().is_empty(), "{:?}", rig.phases());

@@ -49,6 +49,7 @@ pub fn node(name: &str, voter: bool, etcd: Option<EtcdView>) -> NodeFacts {
         host: Some(HostPart {
             heartbeat_at: NOW - 5,
             demotion: voter.then_some(Eligibility::Ok),
+            promotion: None,
             etcd,
         }),
         ..NodeFacts::default()

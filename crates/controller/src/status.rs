@@ -37,17 +37,26 @@ fn protocol_cell(n: &NodeFacts) -> String {
     }
 }
 
-/// The demotion verdict of a host's report: `yes`, `NO` (the reasons are
+/// The demotion verdict of a server's report: `yes`, `NO` (the reasons are
 /// in `swap --dry-run`'s `outgoing-demotable` and in `--output json`),
-/// `unknown` (a newer actuator's), `-` (none reported: an agent, or an
-/// actuator older than this controller).
+/// `unknown` (a newer actuator's); an agent's promotion verdict the same
+/// way, prefixed `join ` (the reasons in `incoming-eligible`); `-` (none
+/// reported: an actuator older than this controller).
 fn demotable_cell(n: &protocol::NodeFacts) -> String {
     use protocol::report::Eligibility;
-    match n.host.as_ref().and_then(|h| h.demotion.as_ref()) {
-        Some(Eligibility::Ok) => "yes".into(),
-        Some(Eligibility::Ineligible { .. }) => "NO".into(),
-        Some(Eligibility::Unknown) => "unknown".into(),
-        None => "-".into(),
+    let word = |e: &Eligibility| match e {
+        Eligibility::Ok => "yes",
+        Eligibility::Ineligible { .. } => "NO",
+        Eligibility::Unknown => "unknown",
+    };
+    let host = n.host.as_ref();
+    match (
+        host.and_then(|h| h.demotion.as_ref()),
+        host.and_then(|h| h.promotion.as_ref()),
+    ) {
+        (Some(d), _) => word(d).into(),
+        (None, Some(p)) => format!("join {}", word(p)),
+        (None, None) => "-".into(),
     }
 }
 
@@ -608,12 +617,13 @@ pub fn json(v: &FleetView, settings: &Settings) -> Value {
                     Err(e) => json!(e.shown),
                 },
                 "report": n.report.as_ref().map(|r| with_times(json!(r), &["startedAt", "updatedAt"])),
-                // The actuator's heartbeat and the demotion verdict, with
+                // The actuator's heartbeat and the two verdicts, with
                 // the heartbeat's age by this controller's clock.
                 "host": n.host.as_ref().map(|h| json!({
                     "heartbeatAt": rfc3339(Some(h.heartbeat_at)),
                     "heartbeatAgeSecs": v.now.saturating_sub(h.heartbeat_at),
                     "demotion": h.demotion,
+                    "promotion": h.promotion,
                 })),
             })
         })

@@ -358,6 +358,7 @@ async fn an_agent_that_forges_its_etcd_view_to_hide_a_ghost_voter_is_ignored_and
     forged.read_at = now;
     let part = HostPart {
         heartbeat_at: now,
+        promotion: None,
         demotion: None,
         etcd: Some(forged),
     };

@@ -21,6 +21,7 @@ pub mod k3s_config;
 pub mod k3s_version;
 pub mod lock;
 pub mod paths;
+pub mod preflight;
 pub mod process;
 pub mod role;
 pub mod secrets;

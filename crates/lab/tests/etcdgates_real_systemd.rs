@@ -240,6 +240,7 @@ impl Forger {
             view.read_at = now;
             let part = report.host.get_or_insert(protocol::report::HostPart {
                 heartbeat_at: now,
+                promotion: None,
                 demotion: None,
                 etcd: None,
             });

@@ -131,10 +131,11 @@ pub const MAX_REASON_CHARS: usize = 400;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "verdict", rename_all = "kebab-case")]
 pub enum Eligibility {
-    /// Its agent could start: `server:` names another live server, and
-    /// k3s's config files hold no key `k3s agent` does not define.
+    /// Nothing stands in the way: for a demotion, its agent could start
+    /// (`server:` names another live server, and k3s's config files hold no
+    /// key `k3s agent` does not define); for a promotion, it could join.
     Ok,
-    /// Its agent could not start, and why (one line each).
+    /// It could not, and why (one line each).
     Ineligible {
         /// The reasons, at most [`MAX_REASONS`] of [`MAX_REASON_CHARS`].
         #[serde(default)]
@@ -181,6 +182,10 @@ pub struct HostPart {
     /// The demotion verdict of a server host (none on an agent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub demotion: Option<Eligibility>,
+    /// The promotion verdict of an agent host (none on a server): whether
+    /// it could join as a server (`host::preflight`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion: Option<Eligibility>,
     /// etcd's view, as this server's local member gave it (none on an agent,
     /// or when etcd could not be read). A view that does not read or does
     /// not [`EtcdView::check`] is dropped on reading, the rest of the part
@@ -210,13 +215,15 @@ fn lenient_host<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<HostPar
         .and_then(|v| serde_json::from_value::<HostPart>(v).ok())
         .filter(|h| h.heartbeat_at > 0)
         .map(|mut h| {
-            if let Some(Eligibility::Ineligible { reasons }) = &mut h.demotion {
-                let bounded: Vec<String> = reasons
-                    .iter()
-                    .take(MAX_REASONS)
-                    .map(|r| bounded_line(r))
-                    .collect();
-                *reasons = bounded;
+            for verdict in [&mut h.demotion, &mut h.promotion] {
+                if let Some(Eligibility::Ineligible { reasons }) = verdict {
+                    let bounded: Vec<String> = reasons
+                        .iter()
+                        .take(MAX_REASONS)
+                        .map(|r| bounded_line(r))
+                        .collect();
+                    *reasons = bounded;
+                }
             }
             h
         }))
@@ -458,14 +465,18 @@ impl Report {
             }
             let changed = match part {
                 Dropped::EtcdView => r.host.as_mut().and_then(|h| h.etcd.take()).is_some(),
-                Dropped::DemotionReasons => match r.host.as_mut().and_then(|h| h.demotion.as_mut())
-                {
-                    Some(Eligibility::Ineligible { reasons }) if !reasons.is_empty() => {
-                        reasons.clear();
-                        true
+                Dropped::DemotionReasons => r.host.as_mut().is_some_and(|h| {
+                    let mut cleared = false;
+                    for verdict in [&mut h.demotion, &mut h.promotion] {
+                        if let Some(Eligibility::Ineligible { reasons }) = verdict
+                            && !reasons.is_empty()
+                        {
+                            reasons.clear();
+                            cleared = true;
+                        }
                     }
-                    _ => false,
-                },
+                    cleared
+                }),
                 Dropped::Reason => match &mut r.reason {
                     Some(reason) if reason.chars().count() > MAX_REASON_CHARS => {
                         *reason = bounded_line(reason);

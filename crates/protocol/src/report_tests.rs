@@ -5,6 +5,7 @@ use super::*;
 fn hb(at: i64, demotion: Option<Eligibility>) -> HostPart {
     HostPart {
         heartbeat_at: at,
+        promotion: None,
         demotion,
         etcd: None,
     }

@@ -321,6 +321,29 @@ pub mod fixture {
     /// check it appears in nothing the actuator prints or reports.
     pub const K3S_TOKEN_MARKER: &str = "K10fixturek3stokenMARKER::server:f1xtur3s3cr3t";
 
+    /// The address of the server every test host's `server:` names: a
+    /// Ready server Node at it makes a host's agent bootstrap from a live
+    /// server, as eligibility judges it.
+    pub const JOIN_SERVER_IP: &str = "127.0.0.1";
+
+    /// The port of the server test hosts name: a listener of this process
+    /// that accepts and drops every connection, so that a standby's
+    /// preflight finds its server reachable.
+    pub fn join_server_port() -> u16 {
+        static PORT: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+        *PORT.get_or_init(|| {
+            let listener =
+                std::net::TcpListener::bind((JOIN_SERVER_IP, 0)).expect("a loopback listener");
+            let port = listener.local_addr().expect("its address").port();
+            std::thread::spawn(move || {
+                for conn in listener.incoming() {
+                    drop(conn);
+                }
+            });
+            port
+        })
+    }
+
     /// One test host.
     pub struct TestHost {
         dir: tempfile_dir::TempDir,
@@ -416,7 +439,8 @@ pub mod fixture {
             write(
                 &root.join("etc/rancher/k3s/config.yaml"),
                 &format!(
-                    "node-name: {node}\ntoken: \"{K3S_TOKEN_MARKER}\"\nwith-node-id: false\nserver: \"https://192.0.2.1:6443\"\n"
+                    "node-name: {node}\ntoken: \"{K3S_TOKEN_MARKER}\"\nwith-node-id: false\nserver: \"https://{JOIN_SERVER_IP}:{}\"\n",
+                    join_server_port()
                 ),
             );
             let pw = root.join("etc/rancher/node/password");

@@ -35,6 +35,11 @@ pub(super) struct Heartbeat {
     remote: RemoteReader,
     /// When the credential's lapse was last warned about.
     expiry_warned: Option<Instant>,
+    /// The answer of the server the agent bootstraps from, as last asked
+    /// (once a heartbeat), for the promotion verdict.
+    join_answer: Option<Result<(), String>>,
+    /// The ask under way: the heartbeat never waits for it.
+    join_asking: Option<tokio::task::JoinHandle<Result<(), String>>>,
 }
 
 impl Heartbeat {
@@ -45,6 +50,8 @@ impl Heartbeat {
             servers: None,
             etcd_view: ViewReader::new(etcd, clock.clone()),
             remote: RemoteReader::new(clock.clone()),
+            join_answer: None,
+            join_asking: None,
             expiry_warned: None,
         }
     }
@@ -134,6 +141,17 @@ impl Watcher {
         } else {
             None
         };
+        let promotion = if server {
+            self.heartbeat.join_answer = None;
+            None
+        } else {
+            self.ask_join_server(due);
+            let config = host::preflight::read(&self.host.paths);
+            Some(Eligibility::of(&host::preflight::assess(
+                &config,
+                self.heartbeat.join_answer.as_ref(),
+            )))
+        };
         let etcd = if self.host.has_datastore() {
             self.heartbeat.etcd_view.current().await
         } else {
@@ -143,7 +161,9 @@ impl Watcher {
         };
         let reported = self.memory.report.as_ref().and_then(|r| r.host.as_ref());
         let changed = reported.is_none_or(|h| {
-            h.demotion != demotion || !EtcdView::same_shape(h.etcd.as_ref(), etcd.as_ref())
+            h.demotion != demotion
+                || h.promotion != promotion
+                || !EtcdView::same_shape(h.etcd.as_ref(), etcd.as_ref())
         });
         if !due && !changed {
             return Ok(());
@@ -153,10 +173,17 @@ impl Watcher {
             // `fleet-role status`, where the operator looks.
             info!("this host may not be demoted: {}", reasons.join("; "));
         }
+        if changed && let Some(Eligibility::Ineligible { reasons }) = &promotion {
+            info!(
+                "this host could not join as a server: {}",
+                reasons.join("; ")
+            );
+        }
         let t = self.clock.unix_secs();
         let part = HostPart {
             heartbeat_at: t,
             demotion,
+            promotion,
             etcd,
         };
         self.heartbeat.last = Some(self.clock.now());
@@ -181,6 +208,36 @@ impl Watcher {
         );
         self.heartbeat.servers = Some(servers);
         Ok(reasons)
+    }
+
+    /// Asks, in the background, whether the server this host's agent
+    /// bootstraps from is reachable (bounded); takes the answer of an ask
+    /// that has ended. The verdict uses the last answer.
+    fn ask_join_server(&mut self, due: bool) {
+        let hb = &mut self.heartbeat;
+        if hb.join_asking.as_ref().is_some_and(|t| t.is_finished())
+            && let Some(task) = hb.join_asking.take()
+        {
+            hb.join_answer = Some(
+                futures::FutureExt::now_or_never(task)
+                    .and_then(Result::ok)
+                    .unwrap_or_else(|| Err("the ask ended without an answer".into())),
+            );
+        }
+        // Again at each heartbeat, and at each resync while the last ask
+        // failed: a server back (or a route mended) is seen within a resync.
+        let again = due || !matches!(hb.join_answer, Some(Ok(())));
+        if hb.join_asking.is_some() || !again {
+            return;
+        }
+        let server = host::join::agent_unit(&self.host.paths);
+        hb.join_asking = Some(tokio::spawn(async move {
+            let c = server.ok_or("the agent names no server to reach")?;
+            let url = c.url().map_err(|why| format!("{}: {why}", c.source()))?;
+            crate::join::reachable(&url, std::time::Duration::from_secs(5))
+                .await
+                .map_err(|why| format!("{url} ({}): {why}", c.source()))
+        }));
     }
 
     /// The Nodes with k3s's control-plane label, as the API shows them now.

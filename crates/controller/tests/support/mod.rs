@@ -866,6 +866,7 @@ impl Fleet {
         for (name, h) in &world.hosts {
             let part = protocol::report::HostPart {
                 heartbeat_at: now,
+                promotion: None,
                 demotion: (h.role == Some(Role::Server) || h.datastore)
                     .then_some(protocol::report::Eligibility::Ok),
                 etcd: etcd_view(&Names::default(), h, &nodes, now, &[]),
@@ -1164,6 +1165,7 @@ async fn actuator(
     {
         let part = protocol::report::HostPart {
             heartbeat_at: now,
+            promotion: None,
             demotion,
             etcd,
         };

@@ -40,6 +40,7 @@ pub(crate) fn alive(demotion: Option<crate::report::Eligibility>) -> crate::repo
     crate::report::HostPart {
         heartbeat_at: NOW,
         demotion,
+        promotion: None,
         etcd: None,
     }
 }

@@ -393,7 +393,32 @@ pub fn gate_incoming_eligible(v: &FleetView, incoming: &str) -> Gate {
     let label = v.settings.names.eligible();
     match v.node(incoming) {
         None => Gate::fail(name, format!("no Node {incoming}")),
-        Some(n) if n.eligible => Gate::pass(name, format!("{incoming} carries {label}=true")),
+        Some(n) if n.eligible => match n.host.as_ref().and_then(|h| h.promotion.as_ref()) {
+            Some(crate::report::Eligibility::Ineligible { reasons }) => Gate::fail(
+                name,
+                format!(
+                    "{incoming} carries {label}=true but reports it could not join as a server: {}",
+                    reasons
+                        .iter()
+                        .map(|r| one_line(r))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            ),
+            Some(crate::report::Eligibility::Unknown) => Gate::fail(
+                name,
+                format!(
+                    "{incoming} reports a promotion verdict this build does not know; upgrade fleet-role"
+                ),
+            ),
+            Some(crate::report::Eligibility::Ok) => Gate::pass(
+                name,
+                format!("{incoming} carries {label}=true and reports it could join"),
+            ),
+            // An actuator older than the preflight reports none: the label
+            // decides, as it did before.
+            None => Gate::pass(name, format!("{incoming} carries {label}=true")),
+        },
         // The old label is one the host's own kubelet can set: it counts for
         // nothing, but the operator who set it should learn why.
         Some(n) if n.legacy_eligible => Gate::fail(

@@ -140,6 +140,7 @@ fn a_swap_is_refused_while_a_host_of_it_has_no_fresh_actuator_heartbeat() {
             let mut v = fleet();
             node_mut(&mut v, host).host = age.map(|a: i64| crate::report::HostPart {
                 heartbeat_at: NOW - a,
+                promotion: None,
                 demotion: Some(crate::report::Eligibility::Ok),
                 etcd: None,
             });
@@ -280,6 +281,33 @@ fn a_swap_is_refused_while_a_node_carries_a_step_of_another_swap() {
 fn a_swap_is_refused_for_an_ineligible_host() {
     let a = next_action(&fleet(), &request("n1", "n5"));
     assert_eq!(refused_by(&a), vec![GateName::IncomingEligible]);
+}
+
+#[test]
+fn a_swap_is_refused_before_any_write_for_an_eligible_host_that_reports_it_could_not_join() {
+    use crate::report::Eligibility;
+    let mut v = fleet();
+    let host = node_mut(&mut v, "n4")
+        .host
+        .get_or_insert_with(|| alive(None));
+    host.promotion = Some(Eligibility::of(&["no k3s server answers: refused".into()]));
+    let a = next_action(&v, &request("n1", "n4"));
+    assert_eq!(refused_by(&a), vec![GateName::IncomingEligible]);
+    let gate = gate_incoming_eligible(&v, "n4");
+    assert!(
+        gate.reason
+            .contains("could not join as a server: no k3s server answers"),
+        "{gate:?}"
+    );
+    node_mut(&mut v, "n4").host.as_mut().unwrap().promotion = Some(Eligibility::Ok);
+    assert!(gate_incoming_eligible(&v, "n4").passed);
+    node_mut(&mut v, "n4").host.as_mut().unwrap().promotion = Some(Eligibility::Unknown);
+    assert!(!gate_incoming_eligible(&v, "n4").passed);
+    node_mut(&mut v, "n4").host.as_mut().unwrap().promotion = None;
+    assert!(
+        gate_incoming_eligible(&v, "n4").passed,
+        "an older actuator: the label decides"
+    );
 }
 
 #[test]

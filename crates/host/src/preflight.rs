@@ -1,0 +1,126 @@
+//! Whether this agent host could join as a server, were it promoted: the
+//! check an eligible standby reports before any swap picks it, so that a
+//! host that cannot join is refused before the first write rather than
+//! found after `start_wait_secs` and a rollback.
+//!
+//! What is checked, each a reason when it fails:
+//!
+//! - **a join token for the server unit.** `k3s server` joining a cluster
+//!   needs `token:`/`token-file:` in k3s's config (both roles take them),
+//!   or `K3S_TOKEN`/`K3S_TOKEN_FILE` in the server unit's environment; an
+//!   agent installed by install.sh has its token only in
+//!   `k3s-agent.service.env`, which the server unit does not read;
+//! - **a server that answers.** The server the host's agent bootstraps
+//!   from ([`crate::join::agent_unit`]) answers `/ping` on its supervisor:
+//!   the host can reach a k3s server at all (the caller asks; the token
+//!   itself is checked only by the join);
+//! - **room on disk.** At least [`MIN_FREE_BYTES`] free where k3s keeps its
+//!   datastore: a learner that cannot write its copy of etcd stalls, and
+//!   k3s removes it only after five minutes;
+//! - **keys a later demotion takes.** Every key of k3s's config is one
+//!   `k3s agent` defines ([`crate::eligibility`]): a voter whose agent
+//!   could not start can never be swapped out again.
+//!
+//! [`assess`] is the pure judgement; [`read`] what the host holds.
+
+use std::path::Path;
+
+use crate::{HostPaths, eligibility, join, k3s_config};
+
+/// The least free space a host needs where k3s keeps its datastore: etcd's
+/// default quota (2 GiB) is the largest its copy of the cluster's data can
+/// grow to.
+pub const MIN_FREE_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+
+/// What the host holds that decides whether it could join.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinConfig {
+    /// Where the server unit's token is set, if anywhere.
+    pub token: Option<String>,
+    /// Free bytes where k3s keeps its datastore, or why they could not be read.
+    pub free: Result<u64, String>,
+    /// The agent's keys, for the later demotion.
+    pub agent: eligibility::AgentConfig,
+}
+
+/// Reads the token's place, the free space and the agent's keys.
+pub fn read(paths: &HostPaths) -> JoinConfig {
+    JoinConfig {
+        token: token_source(paths),
+        free: free_bytes(&paths.data_dir()),
+        agent: eligibility::read(paths),
+    }
+}
+
+/// Where the server unit would take its token from: a config file's
+/// `token`/`token-file`, else `K3S_TOKEN`/`K3S_TOKEN_FILE` in its
+/// environment files. Only the place: the token is never read here.
+fn token_source(paths: &HostPaths) -> Option<String> {
+    let from_files = k3s_config::read(paths).into_iter().rev().find_map(|f| {
+        let map = f.content.ok()?;
+        let key = map
+            .keys()
+            .iter()
+            .find(|k| *k == "token" || *k == "token-file" || *k == "t")?;
+        Some(format!("{key}: in {}", f.path.display()))
+    });
+    from_files.or_else(|| {
+        join::SERVER_ENV_FILES.iter().rev().find_map(|rel| {
+            let file = paths.at(rel);
+            let text = std::fs::read_to_string(&file).ok()?;
+            text.lines()
+                .map(str::trim)
+                .map(|l| l.strip_prefix("export ").unwrap_or(l))
+                .find_map(|l| {
+                    let (key, value) = l.split_once('=')?;
+                    let set = !value.trim().trim_matches(['"', '\'']).is_empty();
+                    ((key == "K3S_TOKEN" || key == "K3S_TOKEN_FILE") && set)
+                        .then(|| format!("{key} in {}", file.display()))
+                })
+        })
+    })
+}
+
+/// Free bytes (for an unprivileged user) on the filesystem of `dir`, or of
+/// its nearest existing parent.
+fn free_bytes(dir: &Path) -> Result<u64, String> {
+    let existing = dir
+        .ancestors()
+        .find(|d| d.exists())
+        .ok_or_else(|| format!("{}: no part of it exists", dir.display()))?;
+    let s = rustix::fs::statvfs(existing).map_err(|e| format!("{}: {e}", existing.display()))?;
+    Ok(s.f_bavail.saturating_mul(s.f_frsize))
+}
+
+/// Why this host could not join as a server; empty when it could.
+/// `server` is the answer of the server its agent bootstraps from (`Err`
+/// with why not), or `None` where it was not asked.
+pub fn assess(config: &JoinConfig, server: Option<&Result<(), String>>) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if config.token.is_none() {
+        reasons.push(
+            "k3s server would have no join token: set token: in k3s's config (both roles take it) or K3S_TOKEN in k3s.service.env; k3s-agent.service.env is read by the agent only".to_string(),
+        );
+    }
+    match &config.free {
+        Ok(free) if *free < MIN_FREE_BYTES => reasons.push(format!(
+            "{} MiB free where k3s keeps its datastore, under the {} MiB a copy of etcd may need",
+            free / (1024 * 1024),
+            MIN_FREE_BYTES / (1024 * 1024)
+        )),
+        Ok(_) => {}
+        Err(why) => reasons.push(format!("the free space could not be read: {why}")),
+    }
+    if let Some(Err(why)) = server {
+        reasons.push(format!("no k3s server answers: {why}"));
+    }
+    // Judged on its keys: once a voter, its step-down names its server.
+    for r in eligibility::assess(&config.agent, "", None, eligibility::Judged::KeysOnly) {
+        reasons.push(format!("once promoted it could never be demoted: {r}"));
+    }
+    reasons
+}
+
+#[cfg(test)]
+#[path = "preflight_tests.rs"]
+mod tests;

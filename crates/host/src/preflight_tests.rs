@@ -1,0 +1,74 @@
+//! Unit tests of `preflight.rs`: whether an agent host could join.
+use super::*;
+
+fn host_with(files: &[(&str, &str)]) -> (tempfile::TempDir, HostPaths) {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = HostPaths::new(dir.path());
+    for (rel, text) in files {
+        let p = paths.at(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    (dir, paths)
+}
+
+fn plenty(mut c: JoinConfig) -> JoinConfig {
+    c.free = Ok(MIN_FREE_BYTES);
+    c
+}
+
+#[test]
+fn a_host_with_a_token_room_a_server_that_answers_and_agent_keys_could_join() {
+    let (_d, paths) = host_with(&[("etc/rancher/k3s/config.yaml", "node-name: a\ntoken: x\n")]);
+    let c = plenty(read(&paths));
+    assert_eq!(
+        c.token,
+        Some(format!("token: in {}", paths.k3s_config().display()))
+    );
+    assert!(assess(&c, Some(&Ok(()))).is_empty());
+    assert!(assess(&c, None).is_empty());
+}
+
+#[test]
+fn a_token_only_in_the_agents_environment_is_no_token_for_the_server() {
+    let (_d, paths) = host_with(&[
+        ("etc/rancher/k3s/config.yaml", "node-name: a\n"),
+        ("etc/systemd/system/k3s-agent.service.env", "K3S_TOKEN=x\n"),
+    ]);
+    let r = assess(&plenty(read(&paths)), None);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert!(r[0].contains("no join token"), "{r:?}");
+    std::fs::write(
+        paths.at("etc/systemd/system/k3s.service.env"),
+        "K3S_TOKEN=x\n",
+    )
+    .unwrap();
+    assert!(assess(&plenty(read(&paths)), None).is_empty());
+}
+
+#[test]
+fn too_little_room_a_server_that_does_not_answer_and_a_server_only_key_are_each_a_reason() {
+    let (_d, paths) = host_with(&[(
+        "etc/rancher/k3s/config.yaml",
+        "token: x\ncluster-init: true\n",
+    )]);
+    let mut c = read(&paths);
+    c.free = Ok(MIN_FREE_BYTES - 1);
+    let r = assess(&c, Some(&Err("connection refused".into())));
+    assert_eq!(r.len(), 3, "{r:?}");
+    assert!(r[0].contains("MiB free"), "{r:?}");
+    assert!(
+        r[1].contains("no k3s server answers: connection refused"),
+        "{r:?}"
+    );
+    assert!(
+        r[2].contains("could never be demoted") && r[2].contains("cluster-init"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn the_free_space_is_read_from_the_nearest_existing_parent() {
+    let (_d, paths) = host_with(&[]);
+    assert!(read(&paths).free.unwrap() > 0);
+}
