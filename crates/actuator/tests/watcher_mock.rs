@@ -471,7 +471,8 @@ fn world_with(own: Value) -> World {
 }
 
 #[tokio::test]
-async fn the_watcher_watches_only_its_own_node_and_the_lease_and_applies_only_its_own_report_key() {
+async fn the_watcher_watches_only_its_own_node_and_the_lease_lists_only_the_server_nodes_and_applies_only_its_own_report_key()
+ {
     let rig = Rig::new(
         TestHost::new("standby", bin_dir()).as_agent(),
         world_with(promote_node(false)),
@@ -485,10 +486,15 @@ async fn the_watcher_watches_only_its_own_node_and_the_lease_and_applies_only_it
     let w = rig.world.lock().unwrap();
     for (method, pq, body) in &w.seen {
         match *method {
+            // Its own Node watched; the server Nodes listed (no watch),
+            // once a heartbeat, for the preflight's reach.
             Method::GET if pq.starts_with("/api/v1/nodes?") => {
                 assert!(
-                    pq.contains("fieldSelector=metadata.name%3Dstandby"),
-                    "a watch or list beyond its own Node: {pq}"
+                    pq.contains("fieldSelector=metadata.name%3Dstandby")
+                        || (pq.contains(
+                            "labelSelector=node-role.kubernetes.io%2Fcontrol-plane%3Dtrue"
+                        ) && !pq.contains("watch")),
+                    "a watch or list beyond its own Node and the server Nodes: {pq}"
                 )
             }
             Method::GET if pq.starts_with(&format!("{LEASES}?")) => {
@@ -781,7 +787,7 @@ async fn a_standby_whose_server_cannot_be_reached_reports_it_could_not_join_and_
         matches!(
             verdict(r),
             Some(protocol::report::Eligibility::Ineligible { ref reasons })
-                if reasons.iter().any(|x| x.contains("no k3s server answers") && x.contains(&closed.to_string()))
+                if reasons.iter().any(|x| x.contains("no k3s server could be reached") && x.contains(&closed.to_string()))
         )
     })
     .await;

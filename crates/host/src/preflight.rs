@@ -10,10 +10,9 @@
 //!   or `K3S_TOKEN`/`K3S_TOKEN_FILE` in the server unit's environment; an
 //!   agent installed by install.sh has its token only in
 //!   `k3s-agent.service.env`, which the server unit does not read;
-//! - **a server that answers.** The server the host's agent bootstraps
-//!   from ([`crate::join::agent_unit`]) answers `/ping` on its supervisor:
-//!   the host can reach a k3s server at all (the caller asks; the token
-//!   itself is checked only by the join);
+//! - **a server it can reach.** A Ready server Node accepts a connection at
+//!   its address (the caller asks: the voter a promotion joins is one of
+//!   them; the token itself is checked only by the join);
 //! - **room on disk.** At least [`MIN_FREE_BYTES`] free where k3s keeps its
 //!   datastore: a learner that cannot write its copy of etcd stalls, and
 //!   k3s removes it only after five minutes;
@@ -93,8 +92,8 @@ fn free_bytes(dir: &Path) -> Result<u64, String> {
 }
 
 /// Why this host could not join as a server; empty when it could.
-/// `server` is the answer of the server its agent bootstraps from (`Err`
-/// with why not), or `None` where it was not asked.
+/// `server` says whether a server was reached (`Err` with why not), or is
+/// `None` where that was not asked.
 pub fn assess(config: &JoinConfig, server: Option<&Result<(), String>>) -> Vec<String> {
     let mut reasons = Vec::new();
     if config.token.is_none() {
@@ -112,7 +111,7 @@ pub fn assess(config: &JoinConfig, server: Option<&Result<(), String>>) -> Vec<S
         Err(why) => reasons.push(format!("the free space could not be read: {why}")),
     }
     if let Some(Err(why)) = server {
-        reasons.push(format!("no k3s server answers: {why}"));
+        reasons.push(format!("no k3s server could be reached: {why}"));
     }
     // Judged on its keys: once a voter, its step-down names its server.
     for r in eligibility::assess(&config.agent, "", None, eligibility::Judged::KeysOnly) {

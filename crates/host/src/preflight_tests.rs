@@ -58,7 +58,7 @@ fn too_little_room_a_server_that_does_not_answer_and_a_server_only_key_are_each_
     assert_eq!(r.len(), 3, "{r:?}");
     assert!(r[0].contains("MiB free"), "{r:?}");
     assert!(
-        r[1].contains("no k3s server answers: connection refused"),
+        r[1].contains("no k3s server could be reached: connection refused"),
         "{r:?}"
     );
     assert!(

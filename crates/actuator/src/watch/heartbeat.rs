@@ -25,8 +25,8 @@ const EXPIRY_WARNING_EVERY: Duration = Duration::from_secs(3600);
 pub(super) struct Heartbeat {
     /// When the host part was last written (`None`: not yet this run).
     last: Option<Instant>,
-    /// The server Nodes as last listed, for the demotion verdict between
-    /// two heartbeats.
+    /// The server Nodes as last listed, for the two verdicts between two
+    /// heartbeats.
     servers: Option<Vec<host::eligibility::ServerNode>>,
     /// The local etcd member's view, read for the heartbeat.
     etcd_view: ViewReader,
@@ -35,11 +35,11 @@ pub(super) struct Heartbeat {
     remote: RemoteReader,
     /// When the credential's lapse was last warned about.
     expiry_warned: Option<Instant>,
-    /// The answer of the server the agent bootstraps from, as last asked
-    /// (once a heartbeat), for the promotion verdict.
+    /// Whether a Ready server Node was reachable, as last asked, for the
+    /// promotion verdict (`None`: not asked yet, or no server Node known).
     join_answer: Option<Result<(), String>>,
     /// The ask under way: the heartbeat never waits for it.
-    join_asking: Option<tokio::task::JoinHandle<Result<(), String>>>,
+    join_asking: Option<tokio::task::JoinHandle<Option<Result<(), String>>>>,
 }
 
 impl Heartbeat {
@@ -127,10 +127,12 @@ impl Watcher {
             .is_none_or(|t| self.clock.since(t) >= self.settings.heartbeat);
         let server = matches!(host::role::read(&self.host.paths), Ok(Some(Role::Server)))
             || self.host.has_datastore();
+        // The server Nodes: where a server's agent could bootstrap, and what
+        // a standby could join.
+        if due || self.heartbeat.servers.is_none() {
+            self.heartbeat.servers = Some(self.server_nodes(client).await?);
+        }
         let demotion = if server {
-            if due || self.heartbeat.servers.is_none() {
-                self.heartbeat.servers = Some(self.server_nodes(client).await?);
-            }
             let config = host::eligibility::read(&self.host.paths);
             Some(Eligibility::of(&host::eligibility::assess(
                 &config,
@@ -210,19 +212,20 @@ impl Watcher {
         Ok(reasons)
     }
 
-    /// Asks, in the background, whether the server this host's agent
-    /// bootstraps from is reachable (bounded); takes the answer of an ask
-    /// that has ended. The verdict uses the last answer.
+    /// Asks, in the background, whether a Ready server Node is reachable
+    /// (bounded): the supervisor of the voter a promotion will join is one
+    /// of them. Its address (InternalIP, ExternalIP) at the port of the
+    /// server the host's agent names (6443 by default); no server Node known
+    /// is no answer, not a failure. Takes the answer of an ask that has
+    /// ended; the verdict uses the last answer.
     fn ask_join_server(&mut self, due: bool) {
         let hb = &mut self.heartbeat;
         if hb.join_asking.as_ref().is_some_and(|t| t.is_finished())
             && let Some(task) = hb.join_asking.take()
         {
-            hb.join_answer = Some(
-                futures::FutureExt::now_or_never(task)
-                    .and_then(Result::ok)
-                    .unwrap_or_else(|| Err("the ask ended without an answer".into())),
-            );
+            hb.join_answer = futures::FutureExt::now_or_never(task)
+                .and_then(Result::ok)
+                .flatten();
         }
         // Again at each heartbeat, and at each resync while the last ask
         // failed: a server back (or a route mended) is seen within a resync.
@@ -230,13 +233,35 @@ impl Watcher {
         if hb.join_asking.is_some() || !again {
             return;
         }
-        let server = host::join::agent_unit(&self.host.paths);
+        let port = host::join::agent_unit(&self.host.paths)
+            .and_then(|c| c.url().ok())
+            .map_or(6443, |u| u.port());
+        let candidates: Vec<(String, std::net::IpAddr)> = hb
+            .servers
+            .iter()
+            .flatten()
+            .filter(|s| s.ready && s.name != self.settings.node.as_str())
+            .flat_map(|s| {
+                s.addresses
+                    .iter()
+                    .filter_map(|a| a.parse().ok())
+                    .map(|ip| (s.name.clone(), ip))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
         hb.join_asking = Some(tokio::spawn(async move {
-            let c = server.ok_or("the agent names no server to reach")?;
-            let url = c.url().map_err(|why| format!("{}: {why}", c.source()))?;
-            crate::join::reachable(&url, std::time::Duration::from_secs(5))
-                .await
-                .map_err(|why| format!("{url} ({}): {why}", c.source()))
+            if candidates.is_empty() {
+                return None;
+            }
+            let mut tried = Vec::new();
+            for (name, ip) in &candidates {
+                let url = protocol::JoinUrl::for_address(*ip, port);
+                match crate::join::reachable(&url, std::time::Duration::from_secs(5)).await {
+                    Ok(()) => return Some(Ok(())),
+                    Err(why) => tried.push(format!("{name} at {url}: {why}")),
+                }
+            }
+            Some(Err(tried.join("; ")))
         }));
     }
 

@@ -290,13 +290,15 @@ fn a_swap_is_refused_before_any_write_for_an_eligible_host_that_reports_it_could
     let host = node_mut(&mut v, "n4")
         .host
         .get_or_insert_with(|| alive(None));
-    host.promotion = Some(Eligibility::of(&["no k3s server answers: refused".into()]));
+    host.promotion = Some(Eligibility::of(&[
+        "no k3s server could be reached: refused".into(),
+    ]));
     let a = next_action(&v, &request("n1", "n4"));
     assert_eq!(refused_by(&a), vec![GateName::IncomingEligible]);
     let gate = gate_incoming_eligible(&v, "n4");
     assert!(
         gate.reason
-            .contains("could not join as a server: no k3s server answers"),
+            .contains("could not join as a server: no k3s server could be reached"),
         "{gate:?}"
     );
     node_mut(&mut v, "n4").host.as_mut().unwrap().promotion = Some(Eligibility::Ok);
