@@ -198,6 +198,29 @@ fn a_step_down_goes_to_etcd_only_with_no_shim_left_and_then_names_the_agent() {
 }
 
 #[test]
+fn a_step_down_stops_a_running_regrade_watcher_before_it_restarts_the_server() {
+    let etcd = Etcd::start();
+    let h = TestHost::new("old-voter", bin_dir()).as_server();
+    standins::units::set_active(h.root(), "fleet-regrade", true);
+    let host = host(&h, &etcd.health, Duration::from_secs(20));
+    let plan = host.plan_step_down(None).unwrap();
+    let stop = plan
+        .iter()
+        .position(|c| *c == host::Change::Stop("fleet-regrade"));
+    let restart = plan.iter().position(|c| *c == host::Change::Restart("k3s"));
+    assert!(stop.is_some() && stop < restart, "{plan:?}");
+    host.apply(&plan).unwrap();
+    assert!(!h.active("fleet-regrade"));
+    // Nothing to stop once it is stopped.
+    assert!(
+        !host
+            .plan_step_down(None)
+            .unwrap()
+            .contains(&host::Change::Stop("fleet-regrade"))
+    );
+}
+
+#[test]
 fn a_step_down_whose_etcd_does_not_come_back_fails_with_the_role_file_still_naming_the_server() {
     let closed = format!("http://127.0.0.1:{}/health", free_port());
     let h = TestHost::new("old-voter", bin_dir()).as_server();

@@ -13,6 +13,7 @@ pub mod datastore;
 pub mod eligibility;
 pub mod error;
 pub mod etcd;
+pub mod etcd_only;
 pub mod fsutil;
 pub mod identity;
 pub mod join;

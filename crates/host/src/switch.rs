@@ -155,6 +155,9 @@ impl fmt::Debug for AfterChange {
 
 const SERVER: &str = "k3s";
 const AGENT: &str = "k3s-agent";
+/// The regrade watcher's unit (the seed's `fleet-regrade`): it moves a
+/// server between levels, so it must not run once the host steps down.
+pub const REGRADE: &str = "fleet-regrade";
 
 /// The config drop-in that takes a server to the etcd-only level: k3s's own
 /// (experimental) component flags, the same level an operator's regrade uses.
@@ -163,7 +166,8 @@ const AGENT: &str = "k3s-agent";
 /// k3s run `agent.RunStandalone` instead of its embedded agent
 /// (`pkg/cli/server/server.go`): no containerd and no kubelet, so no pod
 /// runs on the host and none is restarted once its shim is killed. Its cost:
-/// the host's Node is not heartbeated while it serves etcd only.
+/// the host's Node is not heartbeated while it serves etcd only. Its keys
+/// are [`crate::etcd_only::KEYS`], each `true`.
 pub const ETCD_ONLY_CONFIG: &str = "# Written by fleet-role-actuator: this server is stepping down (etcd only).\ndisable-apiserver: true\ndisable-controller-manager: true\ndisable-scheduler: true\ndisable-agent: true\n";
 
 /// How long a step-down watches for shims after killing them: a kubelet
@@ -444,7 +448,8 @@ impl Host {
         Ok(plan)
     }
 
-    /// The plan of a step-down: the etcd-only drop-in, the server restarted at
+    /// The plan of a step-down: the regrade watcher stopped if it runs, the
+    /// etcd-only drop-in, the server restarted at
     /// that level, every shim killed, etcd serving again, and only then
     /// `agent` in the role file. If etcd does not come back the plan stops
     /// there, with the role file still naming the server.
@@ -463,6 +468,20 @@ impl Host {
     /// would read that one instead.
     pub fn plan_step_down(&self, join: Option<&JoinUrl>) -> Result<Vec<Change>> {
         let mut plan = vec![];
+        if let Some((path, key)) = crate::etcd_only::overridden_by(&self.paths) {
+            return Err(Error::K3sConfig {
+                path,
+                why: format!(
+                    "sets {key}, which k3s reads instead of fleet-role's etcd-only drop-in (it sorts later); the step-down was not begun"
+                ),
+            });
+        }
+        // A running regrade watcher would move the server's level back while
+        // it steps down; its `ExecCondition` keeps it from starting again
+        // once the role file names the agent.
+        if !self.systemctl.state(REGRADE)?.is_stopped() {
+            plan.push(Change::Stop(REGRADE));
+        }
         if let Some(join) = join {
             if let Some(path) = crate::join::overridden_by(&self.paths) {
                 return Err(Error::K3sConfig {

@@ -192,3 +192,18 @@ fn a_step_down_is_refused_with_nothing_changed_when_a_later_drop_in_sets_server(
         .collect();
     assert_eq!(files.len(), 1);
 }
+
+#[test]
+fn a_step_down_is_refused_with_nothing_changed_when_a_later_drop_in_sets_an_etcd_only_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (host, _) = host_with_systemctl(dir.path());
+    std::fs::create_dir_all(host.paths.k3s_dropins()).unwrap();
+    let level = host.paths.k3s_dropins().join("99-level.yaml");
+    std::fs::write(&level, "disable-agent: false\n").unwrap();
+    let err = host.plan_step_down(None).unwrap_err();
+    assert!(
+        matches!(&err, Error::K3sConfig { path, .. } if *path == level),
+        "{err}"
+    );
+    assert!(err.to_string().contains("sets disable-agent"), "{err}");
+}

@@ -293,6 +293,11 @@ impl SystemdLab {
                     )
                 })?;
                 self.enable_now(&h.name, "fleet-role-handover-shutdown.service")?;
+                // The regrade watcher on the servers, as the seed runs it
+                // (its drop-in's condition keeps it off the agents).
+                if h.role == Role::Server {
+                    self.enable_now(&h.name, "fleet-regrade.service")?;
+                }
             }
         }
         if matches!(self.fleet_role, FleetRole::Laid) {
@@ -422,6 +427,11 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec, laid: bool) -> a
     units::write_k3s_units(&sys)?;
     if laid {
         units::write_fleet_role_units(&units::deploy_dir(), &sys)?;
+        world::write(
+            &sys.join("fleet-regrade.service"),
+            units::REGRADE_UNIT,
+            0o644,
+        )?;
     }
     // exec keeps the pid: the stand-in is the unit's main process, so its
     // READY=1 counts (NotifyAccess=main). The same environment for the

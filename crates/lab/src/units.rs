@@ -111,6 +111,25 @@ ExecStart=/usr/local/bin/k3s \\
     }
 }
 
+/// A stand-in for the seed's regrade watcher, `fleet-regrade.service`: a
+/// long-running service restarted when it exits, as a watcher is. What it
+/// would do (move the server between levels) is not imitated: the lab shows
+/// that fleet-role's drop-in keeps it from starting on a stepped-down host
+/// and that a step-down stops it.
+pub const REGRADE_UNIT: &str = "[Unit]
+Description=fleet-regrade (the lab's stand-in watcher)
+After=k3s.service
+
+[Install]
+WantedBy=multi-user.target
+
+[Service]
+Type=simple
+ExecStart=/bin/sh -c 'exec sleep infinity'
+Restart=always
+RestartSec=2s
+";
+
 /// The checkout's `deploy/systemd/` (fleet-role's units and drop-ins).
 pub fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/systemd")

@@ -358,6 +358,11 @@ async fn the_seeds_swap_on_real_systemd_keeps_every_promise_with_the_units_never
     let _turn = SERIAL.lock().await;
     let dir = lab_dir();
     let lab = lab_of(3, 1, dir.path()).await;
+    // The regrade watcher runs on the voter, under fleet-role's drop-in.
+    let m = lab.machine("server-3").unwrap();
+    lab.wait_active("server-3", "fleet-regrade", Duration::from_secs(60))
+        .await
+        .unwrap();
     let r = scenario::swap_by_hand(&lab, "server-3", "agent-1", &|l| eprintln!("{l}"))
         .await
         .expect("the swap on real systemd");
@@ -368,9 +373,30 @@ async fn the_seeds_swap_on_real_systemd_keeps_every_promise_with_the_units_never
     // records of the units' states), not from a counter of the lab's.
     let broken = r.broken_promises("server-3", "agent-1");
     assert!(broken.is_empty(), "promises broken: {broken:#?}");
-    let m = lab.machine("server-3").unwrap();
     assert_eq!(m.active_state("k3s-agent").unwrap(), "active");
     assert_eq!(m.active_state("k3s").unwrap(), "inactive");
+    // The step-down stopped the watcher, and its condition keeps it from
+    // starting again on the host that is an agent now.
+    assert_eq!(m.active_state("fleet-regrade").unwrap(), "inactive");
+    let o = m
+        .systemctl(&["start", "fleet-regrade"], Duration::from_secs(60))
+        .unwrap();
+    eprintln!("systemctl start fleet-regrade: {o:?}");
+    assert_eq!(m.active_state("fleet-regrade").unwrap(), "inactive");
+    let result = m
+        .exec_ok(
+            &[
+                "systemctl",
+                "show",
+                "-p",
+                "Result",
+                "--value",
+                "fleet-regrade",
+            ],
+            Duration::from_secs(30),
+        )
+        .unwrap();
+    assert_eq!(result.text(), "exec-condition", "skipped by its condition");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
