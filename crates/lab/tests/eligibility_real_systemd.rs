@@ -49,7 +49,8 @@ fn run_as_actuator(lab: &SystemdLab, host: &str, command: &str) -> (bool, String
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_only_key_in_k3s_config_fails_the_agent_and_its_server_is_not_demoted() {
+async fn a_server_only_key_in_k3s_config_fails_the_agent_and_its_server_is_not_demoted_and_a_standby_without_a_server_token_is_not_promoted()
+ {
     let _turn = SERIAL.lock().await;
     let dir = lab_dir();
     let lab = lab_of(2, 1, dir.path()).await;
@@ -169,6 +170,67 @@ async fn a_server_only_key_in_k3s_config_fails_the_agent_and_its_server_is_not_d
             .is_dir()
     );
     assert!(!sroot.join("var/lib/rancher/k3s/server/db.demoted").exists());
+
+    // A standby whose join token only its agent reads (install.sh's agent
+    // install): its actuator reports it could not join, and a swap that
+    // would promote it is refused at incoming-eligible before any write.
+    std::fs::remove_file(dropins.join("50-operator.yaml")).unwrap();
+    let aconfig = root.join("etc/rancher/k3s/config.yaml");
+    let text = std::fs::read_to_string(&aconfig).unwrap();
+    let token = text
+        .lines()
+        .find(|l| l.starts_with("token:"))
+        .expect("the lab's config names the token")
+        .to_string();
+    std::fs::write(&aconfig, text.replace(&format!("{token}\n"), "")).unwrap();
+    let env = root.join("etc/systemd/system/k3s-agent.service.env");
+    let mut etext = std::fs::read_to_string(&env).unwrap_or_default();
+    let value = token.trim_start_matches("token:").trim().trim_matches('"');
+    etext.push_str(&format!("K3S_TOKEN={value}\n"));
+    std::fs::write(&env, etext).unwrap();
+    let start = clock::Clock::system().now();
+    loop {
+        let r = hand.report("agent-1").await.unwrap();
+        if let Some(HostPart {
+            promotion: Some(Eligibility::Ineligible { reasons }),
+            ..
+        }) = r.and_then(|r| r.host)
+            && reasons.iter().any(|r| r.contains("no join token"))
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "agent-1 never reported that it could not join"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let before = unchanged(&lab, &hand).await;
+    let out = std::process::Command::new(fleet_role())
+        .args([
+            "--kubeconfig",
+            &lab::world::kubeconfig(&lab.spec).display().to_string(),
+            "swap",
+            "--out",
+            "server-1",
+            "--in",
+            "agent-1",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.contains("FAIL")
+            && l.contains("incoming-eligible")
+            && l.contains("no join token")),
+        "{stdout}"
+    );
+    assert_eq!(
+        unchanged(&lab, &hand).await,
+        before,
+        "the refused swap changed something"
+    );
 }
 
 /// The first server (`K3S_CLUSTER_INIT` in its unit's environment, nothing
