@@ -48,6 +48,8 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(d.join("50-level.yaml"), "disable-agent: false\n").unwrap();
         std::fs::write(d.join("95-labels.yaml"), "node-label: [a=b]\n").unwrap();
+        // fleet-role's own drop-in (left by a crashed step-down) is no other.
+        std::fs::write(d.join(ETCD_ONLY_DROPIN), crate::switch::ETCD_ONLY_CONFIG).unwrap();
         assert_eq!(overridden_by(&paths), None);
         std::fs::write(d.join("99-level.yaml"), "disable-apiserver: false\n").unwrap();
         assert_eq!(

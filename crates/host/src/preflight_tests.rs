@@ -70,5 +70,41 @@ fn too_little_room_a_server_that_does_not_answer_and_a_server_only_key_are_each_
 #[test]
 fn the_free_space_is_read_from_the_nearest_existing_parent() {
     let (_d, paths) = host_with(&[]);
-    assert!(read(&paths).free.unwrap() > 0);
+    // Any machine that builds this has more than a MiB free.
+    assert!(read(&paths).free.unwrap() > 1024 * 1024);
+}
+
+#[test]
+fn the_least_free_space_is_etcds_default_quota_of_2_gib() {
+    assert_eq!(MIN_FREE_BYTES, 2_147_483_648);
+}
+
+#[test]
+fn a_token_file_its_alias_and_k3s_token_file_count_and_an_empty_k3s_token_does_not() {
+    for (rel, text) in [
+        (
+            "etc/rancher/k3s/config.yaml",
+            "token-file: /etc/k3s-token\n",
+        ),
+        ("etc/rancher/k3s/config.yaml", "t: x\n"),
+        (
+            "etc/systemd/system/k3s.service.env",
+            "K3S_TOKEN_FILE=/etc/k3s-token\n",
+        ),
+        ("etc/default/k3s", "export K3S_TOKEN=\"x\"\n"),
+    ] {
+        let (_d, paths) = host_with(&[(rel, text)]);
+        assert!(read(&paths).token.is_some(), "{rel}: {text}");
+    }
+    for (rel, text) in [
+        ("etc/systemd/system/k3s.service.env", "K3S_TOKEN=\n"),
+        (
+            "etc/systemd/system/k3s.service.env",
+            "K3S_URL=https://10.0.0.1:6443\n",
+        ),
+        ("etc/rancher/k3s/config.yaml", "node-name: a\n"),
+    ] {
+        let (_d, paths) = host_with(&[(rel, text)]);
+        assert!(read(&paths).token.is_none(), "{rel}: {text}");
+    }
 }

@@ -281,6 +281,9 @@ fn a_swap_is_refused_while_a_node_carries_a_step_of_another_swap() {
 fn a_swap_is_refused_for_an_ineligible_host() {
     let a = next_action(&fleet(), &request("n1", "n5"));
     assert_eq!(refused_by(&a), vec![GateName::IncomingEligible]);
+    // Without the old label, nothing is said of it.
+    let gate = gate_incoming_eligible(&fleet(), "n5");
+    assert!(!gate.reason.contains("no longer counts"), "{gate:?}");
 }
 
 #[test]
