@@ -38,31 +38,24 @@ pub fn for_step_down(
         .map_err(|e| {
             format!("could not read etcd's members to check the server k3s bootstraps from: {e}")
         })?;
-    let sources = [&server, &agent]
+    let mut sources = [&server, &agent]
         .iter()
         .filter_map(|c| c.as_ref().map(host::join::Configured::source))
         .collect::<Vec<_>>()
         .join(", ");
+    if sources.is_empty() {
+        sources = "none set".into();
+    }
     match protocol::join::for_step_down(&view, configured(&urls[0]), configured(&urls[1])) {
         JoinChoice::Keep => Ok(None),
         JoinChoice::Name(url) => {
             info!(
-                "the server k3s bootstraps from ({}) is no voter for one of its units: the step-down names {url}",
-                if sources.is_empty() {
-                    "none set"
-                } else {
-                    &sources
-                }
+                "the server k3s bootstraps from ({sources}) is no voter for one of its units: the step-down names {url}"
             );
             Ok(Some(url))
         }
         JoinChoice::NoVoter => Err(format!(
-            "the server k3s bootstraps from ({}) is no voter, and etcd lists no other started voter to name",
-            if sources.is_empty() {
-                "none set"
-            } else {
-                &sources
-            }
+            "the server k3s bootstraps from ({sources}) is no voter, and etcd lists no other started voter to name"
         )),
     }
 }
