@@ -326,8 +326,8 @@ impl Host {
     ///
     /// The order on disk, and what a crash or power cut after each leaves
     /// (every file change is durable before the next, see [`Host::apply`]):
-    /// 1. the datastore moved aside, the join drop-in written, the etcd-only
-    ///    drop-in removed, the unit drop-in written and loaded: the role file
+    /// 1. the datastore moved aside, the join drop-ins written (the unit's
+    ///    loaded), the etcd-only drop-in removed: the role file
     ///    still names the agent (or nothing), so the server's `ExecCondition`
     ///    refuses it whatever the drop-ins say; the step run again plans
     ///    what is left;
