@@ -297,6 +297,24 @@ async fn the_first_server_laid_out_for_either_role_is_swapped_out_and_its_agent_
     )
     .unwrap();
     assert!(env2.contains(&first), "{env2}");
+    // The servers' etcd views settle after the first swap (each reports with
+    // its heartbeat): `fleet-role status` exits 0 once they agree.
+    let start = clock::Clock::system().now();
+    loop {
+        let status = std::process::Command::new(fleet_role())
+            .args(["--kubeconfig", &kubeconfig.display().to_string(), "status"])
+            .output()
+            .unwrap();
+        if status.status.success() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "the fleet never settled after the first swap:\n{}",
+            String::from_utf8_lossy(&status.stdout)
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
     let r = scenario::swap_with_controller(&lab, &fleet_role(), "server-2", "agent-2", &|l| {
         eprintln!("{l}")
     })

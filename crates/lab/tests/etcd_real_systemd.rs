@@ -541,9 +541,17 @@ async fn a_removal_waits_out_the_k3s_etcd_lease_of_a_holder_cut_off_and_a_remove
         .await;
     let took = asked.elapsed();
     let err = list.expect_err("a Node list answered over a closed etcd");
+    // k3s's quick 503 is what the stand-in used to answer; a held request
+    // (measured: 60 s, then closed unanswered) or a connection closed with no
+    // answer is what a removed k3s gives. Once, on a loaded machine, the
+    // connection closed after 0.7 s: the time is printed, not asserted.
+    eprintln!(
+        "the removed server's Node list failed after {:.1}s: {err:#}",
+        took.as_secs_f64()
+    );
     assert!(
-        took >= Duration::from_secs(10) && !format!("{err:#}").contains("503"),
-        "the removed server answered in {:.1}s: {err:#}",
+        !format!("{err:#}").contains("503"),
+        "the removed server answered a 503 in {:.1}s: {err:#}",
         took.as_secs_f64()
     );
     assert!(
