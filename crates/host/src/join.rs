@@ -80,6 +80,21 @@ fn from_config_files(paths: &HostPaths) -> Option<Configured> {
 
 /// The last `K3S_URL=` of `files` (a later file winning).
 fn from_env_files(paths: &HostPaths, files: &[&str]) -> Option<Configured> {
+    env_value(paths, files, &["K3S_URL"]).map(|(_, value, file)| Configured {
+        value,
+        file,
+        from_env: true,
+    })
+}
+
+/// The last non-empty assignment of one of `keys` in the environment files
+/// `files` (a later line and a later file winning, as systemd reads them):
+/// the key, its value unquoted, and the file.
+pub(crate) fn env_value(
+    paths: &HostPaths,
+    files: &[&str],
+    keys: &[&str],
+) -> Option<(String, String, PathBuf)> {
     let mut found = None;
     for rel in files {
         let file = paths.at(rel);
@@ -88,14 +103,12 @@ fn from_env_files(paths: &HostPaths, files: &[&str]) -> Option<Configured> {
         };
         for line in text.lines().map(str::trim) {
             let line = line.strip_prefix("export ").unwrap_or(line);
-            if let Some(v) = line.strip_prefix("K3S_URL=") {
+            if let Some((key, v)) = line.split_once('=')
+                && keys.contains(&key)
+            {
                 let v = v.trim().trim_matches(['"', '\'']);
                 if !v.is_empty() {
-                    found = Some(Configured {
-                        value: v.to_string(),
-                        file: file.clone(),
-                        from_env: true,
-                    });
+                    found = Some((key.to_string(), v.to_string(), file.clone()));
                 }
             }
         }

@@ -64,19 +64,12 @@ fn token_source(paths: &HostPaths) -> Option<String> {
         Some(format!("{key}: in {}", f.path.display()))
     });
     from_files.or_else(|| {
-        join::SERVER_ENV_FILES.iter().rev().find_map(|rel| {
-            let file = paths.at(rel);
-            let text = std::fs::read_to_string(&file).ok()?;
-            text.lines()
-                .map(str::trim)
-                .map(|l| l.strip_prefix("export ").unwrap_or(l))
-                .find_map(|l| {
-                    let (key, value) = l.split_once('=')?;
-                    let set = !value.trim().trim_matches(['"', '\'']).is_empty();
-                    ((key == "K3S_TOKEN" || key == "K3S_TOKEN_FILE") && set)
-                        .then(|| format!("{key} in {}", file.display()))
-                })
-        })
+        join::env_value(
+            paths,
+            join::SERVER_ENV_FILES,
+            &["K3S_TOKEN", "K3S_TOKEN_FILE"],
+        )
+        .map(|(key, _, file)| format!("{key} in {}", file.display()))
     })
 }
 
