@@ -45,8 +45,8 @@ export FLEET_ROLE_KUBE_APISERVER
 
 # The summary is printed even when a test fails, so errexit is off here.
 set +e
-# nextest runs the tests four at a time across binaries, each in its own
-# process, with the limits of .config/nextest.toml (two labs at most); it
+# nextest runs the tests five at a time across binaries, each in its own
+# process, with the limits of .config/nextest.toml (three labs at most); it
 # does not run doc tests, which cargo test does on its own.
 "$nextest" nextest run --workspace --no-fail-fast 2>&1 | tee .cache/test.log
 status=${PIPESTATUS[0]}

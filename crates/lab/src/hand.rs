@@ -325,6 +325,33 @@ impl Hand {
             .and_then(|d| d.get(node).and_then(|v| Report::from_json(v))))
     }
 
+    /// [`Hand::wait_step`] while renewing the regrade Lease every 5 s as
+    /// `holder`, as a controller does through a step: at k3s's pace (a
+    /// learner promoted at the leader's next 15 s round) a promotion
+    /// outlasts the Lease's 30 s, and an actuator whose Lease expired holds
+    /// the step until it is renewed.
+    pub async fn wait_step_holding(
+        &self,
+        node: &str,
+        (swap, out, incoming, holder): (&str, &str, &str, &str),
+        step: ReportStep,
+        timeout: Duration,
+        progress: &dyn Fn(&Report),
+    ) -> anyhow::Result<Report> {
+        let renew = async {
+            loop {
+                // A failed renewal is tried again at the next round; the
+                // wait's own bound ends the whole.
+                let _ = self.hold_lease(swap, out, incoming, holder).await;
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        };
+        tokio::select! {
+            r = self.wait_step(node, swap, step, timeout, progress) => r,
+            () = renew => bail!("the Lease's renewal ended"),
+        }
+    }
+
     /// Waits for `node`'s report of `step` in `swap` to be done (a refusal or
     /// failure ends the wait with an error); `progress` is told each new detail.
     pub async fn wait_step(

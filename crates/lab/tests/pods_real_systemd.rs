@@ -161,9 +161,9 @@ async fn a_servers_kubelet_brings_back_a_killed_pod_while_cordoned_and_after_a_s
     .await
     .unwrap();
     let report = hand
-        .wait_step(
+        .wait_step_holding(
             "server-3",
-            &swap,
+            (&swap, "server-3", "agent-1", &n.controller_identity),
             ReportStep::StepDown,
             Duration::from_secs(180),
             &|r| println!("{r:?}"),

@@ -1132,9 +1132,9 @@ async fn a_rolled_back_promotion_removes_its_learner_and_the_same_host_is_promot
         .await
         .unwrap();
     hand.ask("agent-1", Ask::Rollback).await.unwrap();
-    hand.wait_step(
+    hand.wait_step_holding(
         "agent-1",
-        &first,
+        (&first, "server-2", "agent-1", &n.controller_identity),
         ReportStep::Rollback,
         Duration::from_secs(180),
         &|_| {},
@@ -1150,9 +1150,9 @@ async fn a_rolled_back_promotion_removes_its_learner_and_the_same_host_is_promot
     std::fs::remove_file(&fails).unwrap();
     let again = format!("swap-{}-b", clock::Clock::system().unix_secs());
     promote(again.clone()).await;
-    hand.wait_step(
+    hand.wait_step_holding(
         "agent-1",
-        &again,
+        (&again, "server-2", "agent-1", &n.controller_identity),
         ReportStep::Promote,
         Duration::from_secs(240),
         &|_| {},
@@ -1247,22 +1247,16 @@ async fn a_host_rebooted_mid_promotion_on_real_systemd_converges_without_repeati
     lab.reboot("agent-1").unwrap();
     // Rebooting server-1 too: its settled snapshot must not be taken again.
     lab.reboot("server-1").unwrap();
-    let renew = async {
-        loop {
-            let _ = hand
-                .hold_lease(&swap, "server-2", "agent-1", &n.controller_identity)
-                .await;
-            tokio::time::sleep(Duration::from_secs(5)).await;
-        }
-    };
-    let done = hand.wait_step(
-        "agent-1",
-        &swap,
-        ReportStep::Promote,
-        Duration::from_secs(180),
-        &|r| println!("{r:?}"),
-    );
-    let r = tokio::select! { r = done => r.unwrap(), _ = renew => unreachable!() };
+    let r = hand
+        .wait_step_holding(
+            "agent-1",
+            (&swap, "server-2", "agent-1", &n.controller_identity),
+            ReportStep::Promote,
+            Duration::from_secs(180),
+            &|r| println!("{r:?}"),
+        )
+        .await
+        .unwrap();
     // A promotion started again would report a new start time.
     assert_eq!(r.started_at, started, "the promotion was started again");
     let snaps = names(&snapshots)

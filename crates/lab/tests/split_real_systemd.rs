@@ -118,9 +118,13 @@ async fn a_servers_api_is_reached_through_its_supervisor_only_and_an_etcd_only_h
     )
     .await
     .unwrap();
-    hand.wait_step("server-3", &swap, ReportStep::StepDown, BOUND, &|r| {
-        println!("{r:?}")
-    })
+    hand.wait_step_holding(
+        "server-3",
+        (&swap, "server-3", "agent-1", &n.controller_identity),
+        ReportStep::StepDown,
+        BOUND,
+        &|r| println!("{r:?}"),
+    )
     .await
     .expect("the step-down succeeds");
 
