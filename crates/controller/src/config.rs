@@ -32,6 +32,10 @@ pub struct FileConfig {
     /// How many etcd voters the fleet has (odd; default 3). A voter Node
     /// missing from the API counts as a down voter in the quorum gate.
     pub voters: Option<usize>,
+    /// The Node label whose value is a host's zone: `run` keeps at most
+    /// ⌈voters / zones⌉ voters in a zone where the zones' hosts allow it
+    /// (default `topology.kubernetes.io/zone`; `""`: voters are not spread).
+    pub spread_label: Option<String>,
     /// The regrade Lease's duration in seconds (default 60); it is renewed
     /// every third of it.
     pub lease_duration_secs: Option<i64>,
@@ -233,6 +237,14 @@ impl Settings {
         if voters == 0 || voters.is_multiple_of(2) {
             return Err(invalid("voters", "must be odd (1, 3, 5, ...)"));
         }
+        let spread_label = match file.spread_label.as_deref() {
+            None => d.spread_label.clone(),
+            Some("") => None,
+            Some(k) => Some(
+                protocol::validate::LabelKey::parse(k)
+                    .map_err(|e| ConfigError::invalid("spread_label", e))?,
+            ),
+        };
         let lease_duration = file.lease_duration_secs.unwrap_or(d.lease_duration);
         if !(3..=3600).contains(&lease_duration) {
             return Err(invalid("lease_duration_secs", "must be 3 to 3600"));
@@ -354,6 +366,7 @@ impl Settings {
             core: controller::Settings {
                 names,
                 voters,
+                spread_label,
                 lease_duration,
                 skew_margin,
                 grace_period,
@@ -373,6 +386,16 @@ impl Settings {
             poll,
             clock: Clock::system(),
         })
+    }
+
+    /// A Node as the controller sees it: [`kubeview::node_facts`] with the
+    /// zone of the spread label.
+    pub fn node_facts(&self, node: &k8s_openapi::api::core::v1::Node) -> protocol::NodeFacts {
+        kubeview::node_facts_zoned(
+            self.names(),
+            self.core.spread_label.as_ref().map(|k| k.as_str()),
+            node,
+        )
     }
 
     /// The same settings reading time from `clock`.

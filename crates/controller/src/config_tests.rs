@@ -156,6 +156,7 @@ fn the_shipped_settings_file_sets_nothing_and_every_key_it_shows_is_real_and_its
         file.report_namespace.is_some(),
         file.identity.is_some(),
         file.voters.is_some(),
+        file.spread_label.is_some(),
         file.lease_duration_secs.is_some(),
         file.skew_margin_secs.is_some(),
         file.poll_millis.is_some(),
@@ -315,4 +316,28 @@ fn api_servers_are_https_urls_with_no_path_each_once() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("at most 16"), "{e}");
+}
+
+#[test]
+fn the_spread_label_is_a_checked_label_key_and_empty_turns_spreading_off() {
+    let d = Settings::resolve(FileConfig::default(), None).unwrap();
+    assert_eq!(
+        d.core.spread_label.as_ref().map(|k| k.as_str()),
+        Some("topology.kubernetes.io/zone")
+    );
+    let own = parse("spread_label = \"node-restriction.kubernetes.io/site\"").unwrap();
+    assert_eq!(
+        own.core.spread_label.as_ref().map(|k| k.as_str()),
+        Some("node-restriction.kubernetes.io/site")
+    );
+    assert_eq!(
+        parse("spread_label = \"\"").unwrap().core.spread_label,
+        None
+    );
+    for bad in ["a b", "-zone", "Example.org/zone", "x/", "zone\\n"] {
+        let err = parse(&format!("spread_label = \"{bad}\""))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("spread_label"), "{bad}: {err}");
+    }
 }

@@ -678,7 +678,11 @@ impl Driver {
                     }
                 };
                 if last_idle.as_deref() != Some(line.as_str()) {
-                    printer.line(&line, json!({"dryRun": true, "decision": decided}));
+                    // The voter set's whole path, each step's tolerance with it.
+                    let set = crate::status::voter_set_lines(&obs.view, &self.settings);
+                    let path = controller::voterset::path_of(&obs.view);
+                    let fields = json!({"dryRun": true, "decision": decided, "voterSet": path});
+                    printer.line(&format!("{line}\n{}", set.join("\n")), fields);
                     last_idle = Some(line);
                 }
                 let edge = edge(&obs.view);

@@ -62,7 +62,7 @@ pub async fn observe(client: &Client, settings: &Settings) -> Result<Observed, k
         .items
         .iter()
         .filter(|n| n.metadata.name.is_some())
-        .map(|n| (kubeview::node_facts(names, n), n.metadata.uid.clone()));
+        .map(|n| (settings.node_facts(n), n.metadata.uid.clone()));
     Ok(assemble(
         settings,
         facts,

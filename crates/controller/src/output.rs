@@ -131,7 +131,8 @@ impl Printer {
                 self.gates(&plan.gates);
                 println!("plan:");
                 for (i, s) in plan.steps.iter().enumerate() {
-                    println!("  {}. {s}", i + 1);
+                    println!("  {}. {}", i + 1, s.step);
+                    println!("     {}", s.tolerance.describe());
                 }
                 println!(
                     "{}",

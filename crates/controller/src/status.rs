@@ -272,6 +272,7 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
         },
         quorum(count.members())
     ));
+    lines.extend(voter_set_lines(v, settings));
     for (label, class) in [
         ("  voters", Class::Voter),
         ("  learners", Class::Learner),
@@ -345,6 +346,33 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
     lines.push(String::new());
     lines.extend(etcd_lines(v));
     lines.join("\n")
+}
+
+/// The voter set as policy ([`controller::voterset`]): the tolerance now,
+/// the spread over the zones, and the path to the configured set.
+pub fn voter_set_lines(v: &FleetView, settings: &Settings) -> Vec<String> {
+    let p = controller::voterset::path_of(v);
+    let mut lines = vec![format!("Voter set: {}", p.start.describe())];
+    lines.push(match &settings.core.spread_label {
+        Some(label) => format!("  spread by {label}: {}", p.spread.describe()),
+        None => "  spread: off (spread_label is empty)".into(),
+    });
+    if p.stages.is_empty() {
+        lines.push("  path: none, the configured set stands".into());
+    }
+    for (i, st) in p.stages.iter().enumerate() {
+        lines.push(format!(
+            "  path {}. {}: {}; lowest {}",
+            i + 1,
+            st.change.describe(),
+            st.why,
+            st.lowest.describe()
+        ));
+    }
+    if let Some(short) = &p.short {
+        lines.push(format!("  path stops short: {short}"));
+    }
+    lines
 }
 
 /// A table: the header, then each row, every column but the last padded to
@@ -597,6 +625,7 @@ pub fn run_line(d: &controller::RunDecision) -> String {
 
 /// The status as one JSON object.
 pub fn json(v: &FleetView, settings: &Settings) -> Value {
+    let voter_path = controller::voterset::path_of(v);
     let count = count_voters(v, v.lease.as_ref().and_then(|l| l.swap_in.as_deref()));
     let nodes: Vec<Value> = v
         .nodes
@@ -651,6 +680,12 @@ pub fn json(v: &FleetView, settings: &Settings) -> Value {
         "legacyEligibleOnly": legacy_eligible_only(v),
         "protocol": {"writes": version::PROTOCOL_VERSION, "reads": [version::OLDEST_KNOWN, version::PROTOCOL_VERSION]},
         "voters": {"seen": count.seen, "healthy": count.healthy, "missing": count.missing, "configured": settings.core.voters, "quorum": quorum(count.members())},
+        // The voter set as policy: tolerance, spread and the path to the
+        // configured set.
+        "voterSet": {
+            "spreadLabel": settings.core.spread_label.as_ref().map(|k| k.as_str()),
+            "path": voter_path,
+        },
         "nodes": nodes,
         "etcd": etcd_json(v),
     })

@@ -248,3 +248,35 @@ fn an_age_from_an_extreme_time_on_the_lease_is_shown_not_overflowed() {
     assert_eq!(age(1_000, i64::MAX), "in the future");
     assert_eq!(age(1_000, i64::MIN), format!("{}h ago", i64::MAX / 3600));
 }
+
+#[test]
+fn status_shows_the_voter_sets_tolerance_its_spread_and_the_path_to_the_configured_set() {
+    let settings = Settings::resolve(crate::config::FileConfig::default(), None).unwrap();
+    let mut v = fleet();
+    v.settings = settings.core.clone();
+    // n1..n3 vote, all in zone a; n5 (an eligible standby) is in zone b.
+    for n in &mut v.nodes {
+        n.zone = Some(if n.name == "n5" { "b" } else { "a" }.into());
+    }
+    v.nodes[4].eligible = true;
+    v.nodes[4].host.as_mut().unwrap().heartbeat_at = NOW;
+    let lines: Vec<String> = text(&v, &settings).lines().map(String::from).collect();
+    assert_eq!(
+        line(&lines, "Voter set:"),
+        "Voter set: 3 voting (3 healthy), quorum 2, 1 more may fail"
+    );
+    assert_eq!(
+        line(&lines, "spread by"),
+        "  spread by topology.kubernetes.io/zone: a 3, b 0 (at most 2 per zone: 3 in one zone, 2 possible)"
+    );
+    let step = line(&lines, "path 1.");
+    assert!(
+        step.contains("path 1. swap --out n3 --in n5")
+            && step.ends_with("lowest 4 voting (3 healthy), quorum 3, 0 more may fail"),
+        "{step}"
+    );
+    let j = json(&v, &settings);
+    assert_eq!(j["voterSet"]["spreadLabel"], "topology.kubernetes.io/zone");
+    assert_eq!(j["voterSet"]["path"]["stages"][0]["move"], "swap");
+    assert_eq!(j["voterSet"]["path"]["start"]["mayFail"], 1);
+}

@@ -259,12 +259,12 @@ impl FleetWatch {
         let last_error = Arc::new(Mutex::new(None));
         let grace = settings.core.heartbeat_grace;
         let clock = settings.clock.clone();
-        let node_names = names.clone();
+        let node_settings = settings.clone();
         let nodes = kept(
             "Nodes",
             Box::new(move |a: Option<&Node>, b: Option<&Node>| {
                 let facts = |n: Option<&Node>| {
-                    n.map(|n| (kubeview::node_facts(&node_names, n), n.metadata.uid.clone()))
+                    n.map(|n| (node_settings.node_facts(n), n.metadata.uid.clone()))
                 };
                 facts(a) != facts(b)
             }),
@@ -444,7 +444,7 @@ impl FleetWatch {
             let rv = n.metadata.resource_version.clone();
             let facts = match cache.remove(&name) {
                 Some((held, f)) if held.is_some() && held == rv => f,
-                _ => kubeview::node_facts(settings.names(), &n),
+                _ => settings.node_facts(&n),
             };
             fresh.insert(name, (rv, facts, n.metadata.uid.clone()));
         }

@@ -21,8 +21,8 @@ pub mod time;
 pub use identity::Identity;
 pub use lease::{lease_facts, lease_object, lease_patch};
 pub use node::{
-    addresses, condition, condition_true, internal_ip, join_target, node_facts, node_patch,
-    node_status_patch, voter_condition_cleared,
+    addresses, condition, condition_true, internal_ip, join_target, node_facts, node_facts_zoned,
+    node_patch, node_status_patch, voter_condition_cleared,
 };
 pub use pod::pod_facts;
 pub use protocol::{LeaseFacts, NodeFacts};

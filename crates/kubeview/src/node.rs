@@ -70,6 +70,24 @@ pub fn join_target(node: Option<&Node>) -> JoinTarget {
     }
 }
 
+/// [`node_facts`] with the host's zone: the value of `spread_label` on
+/// the Node when it is a valid label value (the controller's view).
+pub fn node_facts_zoned(names: &Names, spread_label: Option<&str>, node: &Node) -> NodeFacts {
+    let mut facts = node_facts(names, node);
+    facts.zone = spread_label.and_then(|k| zone(node, k));
+    facts
+}
+
+/// The value of `label` on `node`, if it is a valid label value.
+pub fn zone(node: &Node, label: &str) -> Option<String> {
+    node.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(label))
+        .and_then(|v| protocol::validate::label_value(v))
+        .map(str::to_string)
+}
+
 /// A Node as fleet-role sees it, without its node Lease and its report
 /// (those live in other objects; the caller adds them).
 pub fn node_facts(names: &Names, node: &Node) -> NodeFacts {
@@ -104,6 +122,7 @@ pub fn node_facts(names: &Names, node: &Node) -> NodeFacts {
             .as_ref()
             .and_then(|s| s.unschedulable)
             .unwrap_or(false),
+        zone: None,
         maintenance: MaintenanceMarks {
             kured_reboot: annotation(KURED_REBOOT_IN_PROGRESS),
             until: annotation(&names.maintenance()),
@@ -363,6 +382,28 @@ mod tests {
         labels.insert(protocol::names::ELIGIBLE_LABEL.into(), "true".into());
         let f = node_facts(&Names::default(), &node);
         assert!(f.eligible && f.legacy_eligible);
+    }
+
+    #[test]
+    fn a_nodes_zone_is_the_spread_labels_value_when_it_is_a_valid_label_value() {
+        let mut n = server_node();
+        let names = Names::default();
+        assert_eq!(node_facts_zoned(&names, Some("site"), &n).zone, None);
+        let labels = n.metadata.labels.as_mut().unwrap();
+        labels.insert("site".into(), "rack-2".into());
+        assert_eq!(
+            node_facts_zoned(&names, Some("site"), &n).zone.as_deref(),
+            Some("rack-2")
+        );
+        assert_eq!(
+            node_facts_zoned(&names, None, &n).zone,
+            None,
+            "spreading off"
+        );
+        assert_eq!(node_facts(&names, &n).zone, None, "the hosts read no zone");
+        let labels = n.metadata.labels.as_mut().unwrap();
+        labels.insert("site".into(), "rack 2\n".into());
+        assert_eq!(node_facts_zoned(&names, Some("site"), &n).zone, None);
     }
 
     #[test]

@@ -140,6 +140,53 @@ impl NodeName {
     }
 }
 
+/// Whether `s` is a label name or value's characters: 1 to 63 of
+/// `A-Za-z0-9-_.`, alphanumeric at both ends.
+fn is_label_name(s: &str) -> bool {
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && alnum(s.chars().next())
+        && alnum(s.chars().last())
+}
+
+/// A label key (`[prefix/]name`, the prefix a DNS subdomain): the spread
+/// label the settings name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct LabelKey(String);
+
+impl LabelKey {
+    /// Checks a raw label key.
+    pub fn parse(raw: &str) -> Result<Self, InvalidValue> {
+        let (prefix, name) = raw
+            .rsplit_once('/')
+            .map_or((None, raw), |(p, n)| (Some(p), n));
+        if is_label_name(name) && prefix.is_none_or(|p| NodeName::parse(p).is_ok()) {
+            Ok(Self(raw.to_string()))
+        } else {
+            Err(InvalidValue::new(
+                "label key",
+                raw,
+                "must be [prefix/]name: a DNS subdomain, then 1 to 63 of A-Za-z0-9-_. alphanumeric at both ends",
+            ))
+        }
+    }
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A label's value as read from a Node (a zone): 1 to 63 of
+/// `A-Za-z0-9-_.`, alphanumeric at both ends; `None` for anything else,
+/// the empty value included.
+pub fn label_value(raw: &str) -> Option<&str> {
+    is_label_name(raw).then_some(raw)
+}
+
 macro_rules! text_newtype {
     ($($t:ty),*) => {$(
         impl fmt::Display for $t {
@@ -166,7 +213,7 @@ macro_rules! text_newtype {
         }
     )*};
 }
-text_newtype!(SwapId, NodeName);
+text_newtype!(SwapId, NodeName, LabelKey);
 
 /// The role a host runs: which k3s unit may be active.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -346,6 +393,34 @@ pub fn parse_address(raw: &str) -> Result<IpAddr, InvalidValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_label_key_is_an_optional_dns_prefix_and_a_name_and_a_zone_a_label_value() {
+        for ok in [
+            "topology.kubernetes.io/zone",
+            "node-restriction.kubernetes.io/site",
+            "site",
+            "Site_1.a",
+        ] {
+            assert!(LabelKey::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "a b",
+            "-zone",
+            "Example.org/zone",
+            "x/",
+            "/zone",
+            "a/b/c",
+            "zone\n",
+        ] {
+            assert!(LabelKey::parse(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(label_value("eu-west-1a"), Some("eu-west-1a"));
+        for bad in ["", "a\nb", "-a", &"z".repeat(64)] {
+            assert_eq!(label_value(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_join_urls_host_is_its_address_or_name_without_the_port() {

@@ -123,6 +123,11 @@ pub struct NodeFacts {
     pub legacy_eligible: bool,
     /// `spec.unschedulable`.
     pub cordoned: bool,
+    /// The value of the settings' spread label: the host's zone. The
+    /// host's own kubelet may set it (`topology.kubernetes.io/*` is among
+    /// the labels NodeRestriction lets a kubelet set), so it only ever
+    /// chooses among moves the gates allow, never passes one.
+    pub zone: Option<String>,
     /// The marks of planned maintenance on the Node.
     pub maintenance: MaintenanceMarks,
     /// fleet-role's label and annotations.

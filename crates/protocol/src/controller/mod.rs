@@ -64,6 +64,7 @@ mod swap;
 mod tidy;
 
 mod view;
+pub mod voterset;
 
 #[cfg(test)]
 mod fixtures;
@@ -92,11 +93,11 @@ pub use life::{
     DAYS, ENDINGS_KEPT, Ending, Grace, GraceKind, Pace, Window, WindowError, fixed_zone, grace_for,
     pace, record_ending, standby_ready_at,
 };
-pub use plan::{Plan, plan};
+pub use plan::{Plan, PlanStep, plan};
 pub use quorum::{Removing, VoterCount, count_voters, keeps_quorum, quorum, removing};
 pub use reasons::{Awaiting, Reached, Reason, VoterFor, Write};
 pub use run::{RunDecision, free_standby, run_decision, standbys};
-pub use settings::{Settings, Timeouts};
+pub use settings::{DEFAULT_SPREAD_LABEL, Settings, Timeouts};
 pub use swap::{finished, join_voter, next_action, snapshot_voter};
 pub use tidy::{Tidy, tidy};
 pub use view::{FleetView, Recorded, apply_heartbeats};

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::{
     Action, Class, FleetView, GraceKind, NodeFacts, Pace, classify, grace_for, life::show_time,
-    pace, standby_ready_at, tidy,
+    pace, standby_ready_at, tidy, voterset,
 };
 use crate::validate::NodeName;
 
@@ -171,19 +171,7 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
                 soonest,
             );
         }
-        let voters = sorted
-            .iter()
-            .filter(|n| classify(n) == Class::Voter)
-            .count();
-        let note = if voters == v.settings.voters {
-            String::new()
-        } else {
-            format!(
-                "; {voters} voters seen, {} configured (run swaps voters, it never adds or removes one)",
-                v.settings.voters
-            )
-        };
-        return idle(format!("every voter is healthy and eligible{note}"), None);
+        return voter_set(v);
     }
     let mut held_back: Vec<String> = Vec::new();
     let mut chosen = None;
@@ -204,25 +192,21 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
         return idle(held_back.join("; "), soonest);
     };
     let mut resting: Vec<String> = Vec::new();
-    let mut rested = None;
     for n in sorted.iter().filter(|n| free_standby(n)) {
-        match standby_ready_at(v, n) {
-            Some(t) if v.now < t => {
-                resting.push(format!(
-                    "{} was replaced lately and may stand by from {} (Ready for {} s)",
-                    n.name,
-                    show_time(t, v.settings.window.as_ref().map(|w| w.zone())),
-                    v.settings.standby_min_healthy
-                ));
-                sooner(Some(t));
-            }
-            _ => {
-                rested = Some(*n);
-                break;
-            }
+        if let Some(t) = standby_ready_at(v, n).filter(|t| v.now < *t) {
+            resting.push(format!(
+                "{} was replaced lately and may stand by from {} (Ready for {} s)",
+                n.name,
+                show_time(t, v.settings.window.as_ref().map(|w| w.zone())),
+                v.settings.standby_min_healthy
+            ));
+            sooner(Some(t));
         }
     }
-    match rested.and_then(|n| NodeName::parse(&n.name).ok()) {
+    // Of the rested standbys, one of the zone with the fewest voters.
+    let (voters, free) = voterset::hosts_of(v);
+    let rested = voterset::standby_for(&voters, &out.name, &free);
+    match rested.and_then(|n| NodeName::parse(&n).ok()) {
         Some(incoming) => match NodeName::parse(&out.name) {
             Ok(out) => RunDecision::Swap { out, incoming, why },
             Err(e) => idle(format!("{why}, but its name is not valid: {e}"), None),
@@ -238,6 +222,57 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
                 }
             ),
             soonest,
+        ),
+    }
+}
+
+/// `run` with every voter healthy and eligible: the voter set's next move
+/// ([`voterset::path`]). A swap that spreads the voters over more zones is
+/// made, paced as any swap; a grow or shrink toward the configured count
+/// is only said (`run` does not add or remove a voter).
+fn voter_set(v: &FleetView) -> RunDecision {
+    let p = voterset::path_of(v);
+    let seen = p.start.voting;
+    let count = if seen == v.settings.voters {
+        String::new()
+    } else {
+        format!(
+            "; {seen} voters seen, {} configured (run swaps voters, it never adds or removes one)",
+            v.settings.voters
+        )
+    };
+    let idle = |why: String, until: Option<i64>| RunDecision::Idle { why, until };
+    let Some(first) = p.stages.first() else {
+        return idle(format!("every voter is healthy and eligible{count}"), None);
+    };
+    let spreading = v.settings.spread_label.is_some() && seen == v.settings.voters;
+    match &first.change {
+        voterset::Move::Swap { out, incoming } if spreading => {
+            let names = NodeName::parse(out).and_then(|o| Ok((o, NodeName::parse(incoming)?)));
+            let Ok((out_name, incoming_name)) = names else {
+                return idle(format!("{}, but a name is not valid", first.why), None);
+            };
+            match pace(v, out) {
+                Pace::Go => RunDecision::Swap {
+                    out: out_name,
+                    incoming: incoming_name,
+                    why: format!("to spread the voters: {}", first.why),
+                },
+                Pace::Wait { until, why } => idle(
+                    format!(
+                        "every voter is healthy; a swap would spread them ({}), but {why}",
+                        first.why
+                    ),
+                    until,
+                ),
+            }
+        }
+        _ => idle(
+            format!(
+                "every voter is healthy and eligible{count}; the voter set's next move would be `{}`",
+                first.change.describe()
+            ),
+            None,
         ),
     }
 }
@@ -640,3 +675,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "run_spread_tests.rs"]
+mod spread_tests;

@@ -84,6 +84,10 @@ impl Timeouts {
     }
 }
 
+/// The spread label by default: the well-known zone label (cloud
+/// providers set it; on bare metal the operator does).
+pub const DEFAULT_SPREAD_LABEL: &str = "topology.kubernetes.io/zone";
+
 /// The controller's settings, validated by the shell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -91,6 +95,9 @@ pub struct Settings {
     pub names: Names,
     /// How many etcd voters the fleet should have (odd).
     pub voters: usize,
+    /// The label whose value is a host's zone, over which voters are
+    /// spread ([`super::voterset`]); `None`: voters are not spread.
+    pub spread_label: Option<crate::validate::LabelKey>,
     /// The regrade Lease's duration, in seconds.
     pub lease_duration: i64,
     /// Seconds taken off the Lease's validity before an irreversible write,
@@ -145,6 +152,7 @@ impl Default for Settings {
         Self {
             names: Names::default(),
             voters: 3,
+            spread_label: crate::validate::LabelKey::parse(DEFAULT_SPREAD_LABEL).ok(),
             lease_duration: 60,
             skew_margin: 5,
             grace_period: 300,

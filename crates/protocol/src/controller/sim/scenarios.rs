@@ -253,11 +253,60 @@ fn a_controller_whose_lease_is_stolen_writes_nothing_more() {
 fn the_dry_run_plan_names_the_snapshot_voter_and_the_join_node() {
     let p = plan(&fleet(), "n1", "n4");
     assert!(all_pass(&p.gates));
-    assert!(p.steps[1].contains("ask n2"), "{:?}", p.steps);
+    assert!(p.steps[1].step.contains("ask n2"), "{:?}", p.steps);
     assert!(
-        p.steps[2].contains("promote n4 joining n2"),
+        p.steps[2].step.contains("promote n4 joining n2"),
         "{:?}",
         p.steps
     );
     assert_eq!(p.steps.len(), 8);
+}
+
+#[test]
+fn the_dry_run_shows_each_steps_lowest_tolerance_with_the_step_down_restart_as_the_dip() {
+    let p = plan(&fleet(), "n1", "n4");
+    let t: Vec<(usize, usize, Option<usize>)> = p
+        .steps
+        .iter()
+        .map(|s| {
+            (
+                s.tolerance.voting,
+                s.tolerance.healthy,
+                s.tolerance.may_fail,
+            )
+        })
+        .collect();
+    assert_eq!(
+        t,
+        [
+            (3, 3, Some(1)), // the Lease
+            (3, 3, Some(1)), // the snapshot
+            (3, 3, Some(1)), // the promotion: a learner, then a fourth voter
+            (4, 3, Some(0)), // the step-down: n1's etcd restarts
+            (4, 4, Some(1)), // the removal: four voters until it is done
+            (3, 3, Some(1)),
+            (3, 3, Some(1)),
+            (3, 3, Some(1)),
+        ]
+    );
+    // An outgoing voter that is down is removed without a restart: the
+    // tolerance rises once it has left (the removal's lowest moment is
+    // before).
+    let mut v = fleet();
+    let n1 = node_mut(&mut v, "n1");
+    n1.ready = false;
+    let p = plan(&v, "n1", "n4");
+    let fails: Vec<Option<usize>> = p.steps.iter().map(|s| s.tolerance.may_fail).collect();
+    assert_eq!(
+        fails,
+        [
+            Some(0),
+            Some(0),
+            Some(0),
+            Some(0),
+            Some(0),
+            Some(1),
+            Some(1)
+        ]
+    );
 }

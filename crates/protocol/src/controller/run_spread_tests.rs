@@ -1,0 +1,99 @@
+//! `run` and the voter set: the spread over zones and the count.
+use super::*;
+use crate::controller::{fixtures::*, *};
+use jiff::tz::TimeZone;
+
+/// The fleet with each Node's zone.
+fn zoned(zones: &[(&str, &str)]) -> FleetView {
+    let mut v = fleet();
+    for (n, z) in zones {
+        node_mut(&mut v, n).zone = Some((*z).to_string());
+    }
+    v
+}
+
+#[test]
+fn run_swaps_a_voter_of_a_full_zone_for_a_standby_of_an_empty_one() {
+    let v = zoned(&[("n1", "a"), ("n2", "a"), ("n3", "a"), ("n4", "b")]);
+    let RunDecision::Swap { out, incoming, why } = run_decision(&v) else {
+        panic!("{:?}", run_decision(&v))
+    };
+    assert_eq!((out.as_str(), incoming.as_str()), ("n3", "n4"));
+    assert!(why.starts_with("to spread the voters"), "{why}");
+    assert!(why.contains("a 3, b 0"), "{why}");
+}
+
+#[test]
+fn run_leaves_voters_as_spread_as_the_zones_allow() {
+    // Two zones, three voters: two in one zone is the rule's bound.
+    let v = zoned(&[("n1", "a"), ("n2", "a"), ("n3", "b"), ("n4", "b")]);
+    let RunDecision::Idle { why, .. } = run_decision(&v) else {
+        panic!("{:?}", run_decision(&v))
+    };
+    assert_eq!(why, "every voter is healthy and eligible");
+    // Unlabelled hosts are one zone: nothing to spread.
+    assert!(matches!(run_decision(&fleet()), RunDecision::Idle { .. }));
+}
+
+#[test]
+fn run_does_not_spread_without_a_spread_label() {
+    let mut v = zoned(&[("n1", "a"), ("n2", "a"), ("n3", "a"), ("n4", "b")]);
+    v.settings.spread_label = None;
+    assert!(matches!(run_decision(&v), RunDecision::Idle { .. }));
+}
+
+#[test]
+fn run_spreads_only_inside_its_window() {
+    let mut v = zoned(&[("n1", "a"), ("n2", "a"), ("n3", "a"), ("n4", "b")]);
+    v.settings.window = Some(Window::new(&[], "00:00", "00:01", TimeZone::UTC, "UTC").unwrap());
+    let RunDecision::Idle { why, until } = run_decision(&v) else {
+        panic!("run spread outside its window")
+    };
+    assert!(why.contains("a swap would spread them"), "{why}");
+    assert!(until.is_some());
+}
+
+#[test]
+fn run_does_not_spread_while_a_voter_is_down_within_its_grace() {
+    let mut v = zoned(&[("n1", "a"), ("n2", "a"), ("n3", "a"), ("n4", "b")]);
+    let n2 = node_mut(&mut v, "n2");
+    n2.ready = false;
+    n2.ready_since = Some(NOW - 10);
+    let RunDecision::Idle { why, .. } = run_decision(&v) else {
+        panic!("{:?}", run_decision(&v))
+    };
+    assert!(why.starts_with("no voter to replace yet"), "{why}");
+}
+
+#[test]
+fn run_replacing_a_down_voter_promotes_the_standby_of_the_zone_it_leaves_empty() {
+    let mut v = zoned(&[("n1", "a"), ("n2", "b"), ("n3", "c"), ("n4", "a")]);
+    let mut n6 = agent("n6", true);
+    n6.zone = Some("c".into());
+    v.nodes.push(n6);
+    let n3 = node_mut(&mut v, "n3");
+    n3.ready = false;
+    n3.ready_since = Some(NOW - 301);
+    let RunDecision::Swap { out, incoming, .. } = run_decision(&v) else {
+        panic!("{:?}", run_decision(&v))
+    };
+    assert_eq!(
+        (out.as_str(), incoming.as_str()),
+        ("n3", "n6"),
+        "n4 comes first by name, but its zone keeps a voter"
+    );
+}
+
+#[test]
+fn run_says_the_voter_sets_next_move_when_the_count_differs_and_makes_none() {
+    let mut v = fleet();
+    v.settings.voters = 5;
+    v.nodes.push(agent("n6", true));
+    let RunDecision::Idle { why, .. } = run_decision(&v) else {
+        panic!("{:?}", run_decision(&v))
+    };
+    assert!(
+        why.contains("3 voters seen, 5 configured") && why.contains("`grow --in n4`"),
+        "{why}"
+    );
+}
