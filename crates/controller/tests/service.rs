@@ -674,3 +674,36 @@ async fn run_moves_to_the_next_api_server_when_the_one_in_use_stops_serving_and_
     .await;
     let _ = run.start_kill();
 }
+
+#[tokio::test]
+async fn run_dry_run_would_swap_a_voter_of_a_full_zone_for_a_standby_of_an_empty_one_and_prints_the_voter_set()
+ {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    for (node, zone) in [("n1", "a"), ("n2", "a"), ("n3", "a"), ("n4", "b")] {
+        h.nodes()
+            .patch(
+                node,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({
+                    "metadata": {"labels": {"topology.kubernetes.io/zone": zone}}
+                })),
+            )
+            .await
+            .unwrap();
+    }
+    let mut run = h.spawn(&["run", "--dry-run"]);
+    let out = Printed::of(&mut run);
+    out.wait_for("dry run: would swap out n3, in n4: to spread the voters")
+        .await;
+    out.wait_for("spread by topology.kubernetes.io/zone: a 3, b 0 (at most 2 per zone")
+        .await;
+    out.wait_for("path 1. swap --out n3 --in n4").await;
+    stop(&mut run).await;
+    assert_eq!(
+        h.lease_annotation("role-swap").await,
+        None,
+        "{}",
+        out.text()
+    );
+    assert!(h.fleet.log().is_empty(), "{:?}", h.fleet.log());
+}
