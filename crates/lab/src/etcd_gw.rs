@@ -89,6 +89,18 @@ pub async fn member_list(ep: &Endpoint) -> anyhow::Result<(u64, Vec<Member>)> {
     Ok((id_of(&v["header"]["member_id"]), members_of(&v)))
 }
 
+/// The member list as the answering member has applied it (a
+/// serializable read: no leader needed, so it answers during an election).
+pub async fn member_list_local(ep: &Endpoint) -> anyhow::Result<Vec<Member>> {
+    let v = post(
+        ep,
+        "/v3/cluster/member/list",
+        json!({ "linearizable": false }),
+    )
+    .await?;
+    Ok(members_of(&v))
+}
+
 /// Adds a learner with `peer_url`; returns its id and the new member list.
 pub async fn member_add_learner(
     ep: &Endpoint,

@@ -742,7 +742,7 @@ async fn fleet_role_run_on_real_systemd_holds_a_voter_in_maintenance_and_outside
         .map(|h| format!("\"{}\"", url(h)))
         .collect();
         format!(
-            "grace_period_secs = 5\nmaintenance_grace_secs = 3600\nheartbeat_grace_secs = 10\nsettle_secs = 5\npoll_millis = 500\napi_servers = [{}]\n{}",
+            "grace_period_secs = 5\nmaintenance_grace_secs = 3600\nheartbeat_grace_secs = 10\nsettle_secs = 5\nstandby_min_healthy_secs = 5\npoll_millis = 500\napi_servers = [{}]\n{}",
             servers.join(", "),
             if window {
                 format!(
@@ -858,6 +858,7 @@ async fn fleet_role_run_on_real_systemd_holds_a_voter_in_maintenance_and_outside
     ] {
         assert!(said.contains(tidy), "{said}");
     }
+    voters_spread_over_two_zones(&lab, &printed).await;
     let _ = run.kill().await;
     for h in &lab.spec.hosts {
         assert_eq!(
@@ -866,6 +867,66 @@ async fn fleet_role_run_on_real_systemd_holds_a_voter_in_maintenance_and_outside
             "k3s units together on {}",
             h.name
         );
+    }
+}
+
+/// Two zones: the voters (server-1, server-3, agent-1) in zone a, server-2
+/// (home as an agent, eligible, rested) in zone b. `run` swaps a voter of
+/// zone a for server-2, and etcd's voters end spread: two in a, one in b.
+async fn voters_spread_over_two_zones(lab: &SystemdLab, printed: &std::sync::Mutex<String>) {
+    let apis = Apis::for_lab(&lab.spec).unwrap();
+    for (node, zone) in [
+        ("server-1", "a"),
+        ("server-3", "a"),
+        ("agent-1", "a"),
+        ("server-2", "b"),
+    ] {
+        let patch =
+            serde_json::json!({"metadata": {"labels": {"topology.kubernetes.io/zone": zone}}});
+        apis.patch_node(node, &patch).await.unwrap();
+    }
+    let clock = clock::Clock::system();
+    let labelled = clock.now();
+    wait_printed(printed, "to spread the voters", Duration::from_secs(120)).await;
+    loop {
+        let members = lab::scenario::members(&lab.spec).await.unwrap_or_default();
+        let voters: Vec<&str> = members
+            .iter()
+            .filter(|m| !m.is_learner)
+            .map(|m| m.name.as_str())
+            .collect();
+        if members.len() == 3 && voters.iter().any(|v| v.starts_with("server-2-")) {
+            println!(
+                "voters spread over two zones {:.1}s after the labels: {voters:?}",
+                clock.since(labelled).as_secs_f64()
+            );
+            break;
+        }
+        assert!(
+            clock.since(labelled) < Duration::from_secs(360),
+            "the voters were not spread within 360 s: {voters:?}\n{}",
+            printed.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The swap ends; run then leaves the set as the zones allow: idle, and
+    // no second swap to spread them.
+    let said = || printed.lock().unwrap().clone();
+    let start = clock.now();
+    loop {
+        let text = said();
+        let after = text
+            .match_indices("done: the swap is complete")
+            .nth(1)
+            .map(|(i, _)| &text[i..]);
+        if let Some(after) = after
+            && after.contains("idle: every voter is healthy and eligible")
+        {
+            assert!(!after.contains("to spread the voters"), "{text}");
+            break;
+        }
+        assert!(clock.since(start) < Duration::from_secs(300), "{text}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 

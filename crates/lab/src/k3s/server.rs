@@ -663,10 +663,34 @@ async fn patch_annotations(
 
 /// Whether the other members no longer list this one.
 async fn removed(ctx: &Ctx, own: &etcd_gw::Endpoint, me: u64, ip: Ipv4Addr) -> bool {
-    others_list(ctx, own, ip)
-        .await
-        .is_some_and(|members| !members.iter().any(|m| m.id == me))
+    // k3s learns it from its own etcd (`ErrMemberRemoved`); the stand-in's
+    // etcd is a process of its own that exits on it, so the stand-in asks
+    // the others. A removal is committed before the removed member learns
+    // it: a peer that has applied it lists this member no more. Every peer
+    // is asked for its applied list (a removed member was often the
+    // leader: linearizable reads fail while the others elect one), and a
+    // peer cut off or behind, which still lists it, proves nothing. Tried
+    // for a few seconds, as the others apply the change.
+    let clock = clock::Clock::system();
+    let start = clock.now();
+    loop {
+        for url in peers(ctx, own, ip) {
+            if let Ok(members) = etcd_gw::member_list_local(&url).await
+                && !members.is_empty()
+                && !members.iter().any(|m| m.id == me)
+            {
+                return true;
+            }
+        }
+        if clock.since(start) > REMOVAL_CHECK {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
+
+/// How long an exited etcd's removal is looked for at the other members.
+const REMOVAL_CHECK: Duration = Duration::from_secs(10);
 
 /// The member list as the first other server that answers has it.
 async fn others_list(
