@@ -498,6 +498,11 @@ async fn a_removal_waits_out_the_k3s_etcd_lease_of_a_holder_cut_off_and_a_remove
     let other_member = annotation(&node(&apis, &other.name).await, K3S_ETCD_NODE_NAME)
         .expect("its node-name")
         .to_string();
+    // Its actuator is stopped first: on a reading of its member gone it
+    // would finish the host as an agent (the replaced host coming home),
+    // stopping the very k3s this part watches.
+    lab.systemctl(&other.name, &["stop", "fleet-role-actuator"])
+        .unwrap();
     apis.patch_node(
         &other.name,
         &json!({"metadata": {"annotations": { K3S_ETCD_REMOVE: "true" }}}),

@@ -887,7 +887,24 @@ async fn voters_spread_over_two_zones(lab: &SystemdLab, printed: &std::sync::Mut
     }
     let clock = clock::Clock::system();
     let labelled = clock.now();
-    wait_printed(printed, "to spread the voters", Duration::from_secs(120)).await;
+    while !printed.lock().unwrap().contains("to spread the voters") {
+        if clock.since(labelled) > Duration::from_secs(120) {
+            let status = std::process::Command::new(fleet_role())
+                .args([
+                    "--kubeconfig",
+                    &lab::world::kubeconfig(&lab.spec).display().to_string(),
+                    "status",
+                ])
+                .output()
+                .unwrap();
+            panic!(
+                "run did not swap to spread the voters within 120 s:\n{}\nstatus:\n{}",
+                printed.lock().unwrap(),
+                String::from_utf8_lossy(&status.stdout)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     loop {
         let members = lab::scenario::members(&lab.spec).await.unwrap_or_default();
         let voters: Vec<&str> = members
@@ -902,11 +919,26 @@ async fn voters_spread_over_two_zones(lab: &SystemdLab, printed: &std::sync::Mut
             );
             break;
         }
-        assert!(
-            clock.since(labelled) < Duration::from_secs(360),
-            "the voters were not spread within 360 s: {voters:?}\n{}",
-            printed.lock().unwrap()
-        );
+        if clock.since(labelled) > Duration::from_secs(360) {
+            let journal: Vec<String> = lab
+                .machine("server-2")
+                .ok()
+                .and_then(|m| {
+                    m.journal(&["fleet-role-actuator"], Duration::from_secs(30))
+                        .ok()
+                })
+                .map(|es| {
+                    es.iter()
+                        .filter_map(|e| e["MESSAGE"].as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            panic!(
+                "the voters were not spread within 360 s: {voters:?}\n{}\nserver-2's actuator:\n{}",
+                printed.lock().unwrap(),
+                journal[journal.len().saturating_sub(40)..].join("\n")
+            );
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     // The swap ends; run then leaves the set as the zones allow: idle, and

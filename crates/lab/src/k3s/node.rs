@@ -192,12 +192,29 @@ impl Kubelet {
     ) -> anyhow::Result<()> {
         let clock = clock::Clock::system();
         let now = crate::stamps::rfc3339(&clock);
+        // A condition's transition time moves only when its status changes,
+        // as the kubelet keeps it (`pkg/kubelet/nodestatus/setters.go`):
+        // `run` counts a host's healthy time from its Ready transition.
+        let current = self.get().await.ok().flatten();
+        let since = |kind: &str, status: &str| -> Option<Value> {
+            let c = current
+                .as_ref()?
+                .status
+                .as_ref()?
+                .conditions
+                .as_ref()?
+                .iter()
+                .find(|c| c.type_ == kind && c.status == status)?;
+            Some(json!(c.last_transition_time.as_ref()?.0.to_string()))
+        };
         let conditions: Vec<Value> = conditions
             .iter()
             .map(|(kind, on, reason)| {
+                let status = if *on { "True" } else { "False" };
                 let mut c = json!({
-                    "type": kind, "status": if *on { "True" } else { "False" }, "reason": reason,
-                    "lastHeartbeatTime": now, "lastTransitionTime": now,
+                    "type": kind, "status": status, "reason": reason,
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": since(kind, status).unwrap_or_else(|| json!(now)),
                 });
                 if *kind == "Ready" {
                     c["message"] = json!("kubelet is posting ready status (lab)");
@@ -242,3 +259,7 @@ pub fn server_meta(control_plane: bool, member: &str, ip: &str) -> (Value, Value
     });
     (json!(labels), annotations)
 }
+
+#[cfg(test)]
+#[path = "node_tests.rs"]
+mod tests;

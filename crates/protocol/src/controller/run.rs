@@ -242,8 +242,20 @@ fn voter_set(v: &FleetView) -> RunDecision {
         )
     };
     let idle = |why: String, until: Option<i64>| RunDecision::Idle { why, until };
+    // A standby still resting stands by later, and the path may change
+    // then by time alone.
+    let rested_at = v
+        .nodes
+        .iter()
+        .filter(|n| free_standby(n))
+        .filter_map(|n| standby_ready_at(v, n))
+        .filter(|t| *t > v.now)
+        .min();
     let Some(first) = p.stages.first() else {
-        return idle(format!("every voter is healthy and eligible{count}"), None);
+        return idle(
+            format!("every voter is healthy and eligible{count}"),
+            rested_at,
+        );
     };
     let spreading = v.settings.spread_label.is_some() && seen == v.settings.voters;
     match &first.change {
@@ -272,7 +284,7 @@ fn voter_set(v: &FleetView) -> RunDecision {
                 "every voter is healthy and eligible{count}; the voter set's next move would be `{}`",
                 first.change.describe()
             ),
-            None,
+            rested_at,
         ),
     }
 }

@@ -97,3 +97,22 @@ fn run_says_the_voter_sets_next_move_when_the_count_differs_and_makes_none() {
         "{why}"
     );
 }
+
+#[test]
+fn run_spreads_once_a_host_it_replaced_has_rested_and_says_when_that_is() {
+    let mut v = zoned(&[("n1", "a"), ("n2", "a"), ("n3", "a"), ("n4", "b")]);
+    // n4 was replaced by run 600 s ago and is Ready again since 200 s.
+    v.lease = Some(lease_with_endings(&[("n4", NOW - 600, false)]));
+    node_mut(&mut v, "n4").ready_since = Some(NOW - 200);
+    let RunDecision::Idle { until, .. } = run_decision(&v) else {
+        panic!("{:?}", run_decision(&v))
+    };
+    let rested = NOW - 200 + v.settings.standby_min_healthy;
+    assert_eq!(until, Some(rested), "run must wake when n4 may stand by");
+    v.now = rested;
+    assert!(
+        matches!(run_decision(&v), RunDecision::Swap { .. }),
+        "{:?}",
+        run_decision(&v)
+    );
+}

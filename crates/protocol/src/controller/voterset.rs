@@ -43,7 +43,8 @@ impl Tolerance {
             voting,
             healthy,
             quorum: q,
-            may_fail: (voting > 0 && healthy >= q).then(|| healthy - q),
+            // No member at all is no quorum: `quorum(0)` is 1.
+            may_fail: (healthy >= q).then(|| healthy - q),
         }
     }
 
@@ -264,7 +265,8 @@ fn best_fullest(n: usize, hosts: &BTreeMap<String, usize>) -> usize {
 
 /// The voters and the free, rested standbys of `v` as the voter set sees
 /// them ([`super::standbys`]); a voter is healthy when Ready with its
-/// member voting.
+/// member voting. A voter whose Node is missing is not among them (the
+/// quorum gates count it as down, and `status`'s `Voters:` line names it).
 pub fn hosts_of(v: &super::FleetView) -> (Vec<Host>, Vec<Host>) {
     let host = |n: &super::NodeFacts, healthy: bool| Host {
         name: n.name.clone(),
@@ -348,10 +350,12 @@ impl Path {
 ///    fewer standbys than that it stops short. A shrink removes down
 ///    voters first (which raises the tolerance), then voters of the
 ///    fullest zone.
-/// 2. Then the spread: a voter of the fullest zone is swapped for a
-///    standby of the emptiest zone while that moves the two zones at least
-///    one apart, so the path ends with the fullest zone as low as the
-///    zones' hosts allow ([`Spread::best`]) and never swaps back.
+/// 2. Then the spread: while the fullest zone holds at least two voters
+///    more than the emptiest zone that has a standby, one of its voters is
+///    swapped for that standby. After the swap the two zones differ by at
+///    most one the other way, so no later swap undoes it, and the path ends
+///    with the fullest zone as low as the zones' hosts allow
+///    ([`Spread::best`]).
 ///
 /// A set without quorum gets no path: etcd takes no membership change
 /// then.
@@ -378,8 +382,12 @@ pub fn path(voters: &[Host], standbys: &[Host], target: usize) -> Path {
         stages: vec![],
     };
     let mut short = None;
+    // Each move takes a standby or a voter out of the reckoning, so a path
+    // has at most as many moves as there are hosts; the bound holds that
+    // should a move ever fail to.
+    let most = voters.len() + standbys.len();
     // 1. The count.
-    while w.set.len() < target {
+    while w.set.len() < target && w.stages.len() < most {
         let need = if w.set.len() % 2 == 1 { 2 } else { 1 };
         if w.free.len() < need {
             short = Some(format!(
@@ -400,7 +408,7 @@ pub fn path(voters: &[Host], standbys: &[Host], target: usize) -> Path {
             w.push(Move::Grow { incoming }, why);
         }
     }
-    while w.set.len() > target {
+    while w.set.len() > target && w.stages.len() < most {
         let Some(out) = fullest_voter(&w.set) else {
             break;
         };
@@ -408,7 +416,9 @@ pub fn path(voters: &[Host], standbys: &[Host], target: usize) -> Path {
         w.push(Move::Shrink { out }, why);
     }
     // 2. The spread.
-    while let Some((out, incoming)) = spread_swap(&w.set, &w.free) {
+    while w.stages.len() < most
+        && let Some((out, incoming)) = spread_swap(&w.set, &w.free)
+    {
         let why = format!(
             "{out}'s zone has two voters more than {incoming}'s: {}",
             spread(&w.set, &w.free).describe()
@@ -463,7 +473,7 @@ fn apply(set: &mut Vec<Host>, free: &mut Vec<Host>, change: &Move) {
     match change {
         Move::Grow { incoming } => {
             if let Some(h) = take(free, incoming) {
-                set.push(Host { healthy: true, ..h });
+                set.push(h);
             }
         }
         Move::Shrink { out } => {
@@ -473,7 +483,7 @@ fn apply(set: &mut Vec<Host>, free: &mut Vec<Host>, change: &Move) {
         Move::Swap { out, incoming } => {
             take(set, out);
             if let Some(h) = take(free, incoming) {
-                set.push(Host { healthy: true, ..h });
+                set.push(h);
             }
         }
     }
