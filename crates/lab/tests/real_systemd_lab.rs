@@ -870,6 +870,18 @@ async fn fleet_role_run_on_real_systemd_holds_a_voter_in_maintenance_and_outside
     }
 }
 
+/// `fleet-role status` on the lab, its output.
+fn fleet_role_status(lab: &SystemdLab) -> std::process::Output {
+    std::process::Command::new(fleet_role())
+        .args([
+            "--kubeconfig",
+            &lab::world::kubeconfig(&lab.spec).display().to_string(),
+            "status",
+        ])
+        .output()
+        .unwrap()
+}
+
 /// Two zones: the voters (server-1, server-3, agent-1) and server-2 (home
 /// as an agent) in zone a, agent-2 in zone b. `run` swaps a voter of zone a
 /// for agent-2, and etcd's voters end spread: two in a, one in b. (Not
@@ -892,14 +904,7 @@ async fn voters_spread_over_two_zones(lab: &SystemdLab, printed: &std::sync::Mut
     let labelled = clock.now();
     while !printed.lock().unwrap().contains("to spread the voters") {
         if clock.since(labelled) > Duration::from_secs(120) {
-            let status = std::process::Command::new(fleet_role())
-                .args([
-                    "--kubeconfig",
-                    &lab::world::kubeconfig(&lab.spec).display().to_string(),
-                    "status",
-                ])
-                .output()
-                .unwrap();
+            let status = fleet_role_status(lab);
             panic!(
                 "run did not swap to spread the voters within 120 s:\n{}\nstatus:\n{}",
                 printed.lock().unwrap(),
@@ -1047,14 +1052,7 @@ async fn the_replaced_voter_boots_and_comes_home_as_an_agent_with_no_command_typ
     // etcd take in the change one heartbeat at a time).
     let healthy = clock.now();
     loop {
-        let out = std::process::Command::new(fleet_role())
-            .args([
-                "--kubeconfig",
-                &lab::world::kubeconfig(&lab.spec).display().to_string(),
-                "status",
-            ])
-            .output()
-            .unwrap();
+        let out = fleet_role_status(lab);
         if out.status.code() == Some(0) {
             break;
         }
