@@ -56,8 +56,12 @@ pub enum RunDecision {
 /// controller went away (its Lease lapsed, nothing stopped it) is resumed
 /// at once, whatever the window: it began inside it, and a swap left
 /// half-way is worse than one finished late. A host `run` replaced stands
-/// by again only after [`Settings::standby_min_healthy`]. The voter count
-/// is left as it is: a swap never changes it.
+/// by again only after [`Settings::standby_min_healthy`]. The standby
+/// promoted is one of the zone that keeps the fewest voters
+/// ([`voterset::standby_for`]); with every voter healthy and eligible, a
+/// swap that spreads the voters over the zones is made, paced the same
+/// way ([`voterset::path`]). The voter count is left as it is: a swap
+/// never changes it.
 ///
 /// [`Settings::standby_min_healthy`]: super::Settings::standby_min_healthy
 pub fn run_decision(v: &FleetView) -> RunDecision {

@@ -177,7 +177,7 @@ pub fn walk(start: Tolerance, events: &[Event]) -> (Vec<Tolerance>, Tolerance) {
 pub struct Host {
     /// The Node's name.
     pub name: String,
-    /// Its zone ([`Spread::label`]'s value); `None`: unlabelled, counted
+    /// Its zone (the value of the settings' `spread_label`); `None`: unlabelled, counted
     /// as one zone of its own.
     pub zone: Option<String>,
     /// A voter: healthy (Ready, its member voting). A standby: free and
