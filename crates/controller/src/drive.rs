@@ -679,8 +679,8 @@ impl Driver {
                 };
                 if last_idle.as_deref() != Some(line.as_str()) {
                     // The voter set's whole path, each step's tolerance with it.
-                    let set = crate::status::voter_set_lines(&obs.view, &self.settings);
                     let path = controller::voterset::path_of(&obs.view);
+                    let set = crate::status::voter_set_lines(&path, &self.settings);
                     let fields = json!({"dryRun": true, "decision": decided, "voterSet": path});
                     printer.line(&format!("{line}\n{}", set.join("\n")), fields);
                     last_idle = Some(line);

@@ -272,7 +272,7 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
         },
         quorum(count.members())
     ));
-    lines.extend(voter_set_lines(v, settings));
+    lines.extend(voter_set_lines(&controller::voterset::path_of(v), settings));
     for (label, class) in [
         ("  voters", Class::Voter),
         ("  learners", Class::Learner),
@@ -349,9 +349,8 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
 }
 
 /// The voter set as policy ([`controller::voterset`]): the tolerance now,
-/// the spread over the zones, and the path to the configured set.
-pub fn voter_set_lines(v: &FleetView, settings: &Settings) -> Vec<String> {
-    let p = controller::voterset::path_of(v);
+/// the spread over the zones, and the path `p` to the configured set.
+pub fn voter_set_lines(p: &controller::voterset::Path, settings: &Settings) -> Vec<String> {
     let mut lines = vec![format!("Voter set: {}", p.start.describe())];
     lines.push(match &settings.core.spread_label {
         Some(label) => format!("  spread by {label}: {}", p.spread.describe()),
