@@ -6,6 +6,7 @@
 use anyhow::{Context, bail};
 use base64::Engine;
 use serde_json::{Value, json};
+use std::time::Duration;
 
 pub use crate::etcd_tls::Endpoint;
 
@@ -34,10 +35,22 @@ fn id_of(v: &Value) -> u64 {
 }
 
 async fn post(ep: &Endpoint, path: &str, body: Value) -> anyhow::Result<Value> {
-    let r = ep
-        .request(path, Some(&body.to_string()))
-        .await
-        .with_context(|| format!("POST {}{path}", ep.url()))?;
+    post_within(ep, path, body, None).await
+}
+
+/// A POST within `bound` (the endpoint's own bound by path when `None`).
+async fn post_within(
+    ep: &Endpoint,
+    path: &str,
+    body: Value,
+    bound: Option<Duration>,
+) -> anyhow::Result<Value> {
+    let body = body.to_string();
+    let r = match bound {
+        Some(b) => ep.request_within(path, Some(&body), b).await,
+        None => ep.request(path, Some(&body)).await,
+    }
+    .with_context(|| format!("POST {}{path}", ep.url()))?;
     let v: Value = serde_json::from_str(r.body.trim()).unwrap_or(Value::Null);
     if r.status != 200 {
         let msg = v
@@ -178,13 +191,27 @@ pub async fn get(ep: &Endpoint, key: &str) -> anyhow::Result<Option<String>> {
     Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
-/// Puts a key (a quorum write).
+/// Puts a key (a quorum write), within 5 s.
 pub async fn put(ep: &Endpoint, key: &str, value: &str) -> anyhow::Result<()> {
+    put_within(ep, key, value, Duration::from_secs(5)).await
+}
+
+/// Puts a key, waiting up to `bound` for the answer: a writer that counts
+/// slow puts apart from failed ones gives etcd longer than its own request
+/// timeout (7 s by default), so that etcd, not the writer, says a put
+/// failed.
+pub async fn put_within(
+    ep: &Endpoint,
+    key: &str,
+    value: &str,
+    bound: Duration,
+) -> anyhow::Result<()> {
     let b64 = base64::engine::general_purpose::STANDARD;
-    post(
+    post_within(
         ep,
         "/v3/kv/put",
         json!({ "key": b64.encode(key), "value": b64.encode(value) }),
+        Some(bound),
     )
     .await
     .map(drop)

@@ -85,6 +85,25 @@ impl Endpoint {
     /// Connection and TLS errors (a member that refuses the certificate
     /// included), the timeout, or a malformed response.
     pub async fn request(&self, path: &str, body: Option<&str>) -> io::Result<Response> {
+        let bound = if path.contains("snapshot") {
+            Duration::from_secs(60)
+        } else {
+            Duration::from_secs(5)
+        };
+        self.request_within(path, body, bound).await
+    }
+
+    /// [`Endpoint::request`] with its own bound (a TLS member's; a plain
+    /// one keeps its 5 s).
+    ///
+    /// # Errors
+    /// As [`Endpoint::request`].
+    pub async fn request_within(
+        &self,
+        path: &str,
+        body: Option<&str>,
+        bound: Duration,
+    ) -> io::Result<Response> {
         let url = format!("{}{path}", self.url);
         let Some(tls) = &self.tls else {
             return plain_http::request(&url, body).await;
@@ -116,11 +135,6 @@ impl Endpoint {
                 Err(e) => return Err(e),
             }
             Ok::<_, io::Error>(response)
-        };
-        let bound = if path.contains("snapshot") {
-            Duration::from_secs(60)
-        } else {
-            Duration::from_secs(5)
         };
         let response = tokio::time::timeout(bound, exchange).await.map_err(|_| {
             io::Error::new(

@@ -30,14 +30,25 @@ pub use crate::hand::{Ask, Hand};
 use crate::{etcd_gw, hosts::Hosts, spec::LabSpec, world};
 
 /// A steady writer to etcd through one voter: every put must succeed.
+///
+/// A put is given [`PUT_BOUND`], longer than etcd's own request timeout,
+/// so that a failed put is one etcd failed (or one with no answer at all),
+/// never a slow one: how long a put took is a figure the report prints
+/// ([`WriterStats::longest`]), not a promise a loaded machine could break.
 pub struct Writer {
     stop: Arc<AtomicBool>,
     ok: Arc<AtomicU64>,
     failed: Arc<AtomicU64>,
+    longest_ms: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<Vec<String>>,
     started: Instant,
     clock: clock::Clock,
 }
+
+/// How long the writer waits for one put's answer: etcd fails a write it
+/// could not commit after its request timeout (5 s plus two election
+/// timeouts, 7 s by default), so 30 s leaves the verdict to etcd.
+pub const PUT_BOUND: Duration = Duration::from_secs(30);
 
 /// What the writer saw.
 #[derive(Debug, Clone)]
@@ -50,6 +61,9 @@ pub struct WriterStats {
     pub rate: f64,
     /// The first failures, if any.
     pub errors: Vec<String>,
+    /// The longest a put took, answered or not (a figure: a starved
+    /// member stalls puts without failing them).
+    pub longest: Duration,
 }
 
 impl Writer {
@@ -58,7 +72,9 @@ impl Writer {
         let clock = clock::Clock::system();
         let stop = Arc::new(AtomicBool::new(false));
         let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-        let (s, o, f) = (stop.clone(), ok.clone(), failed.clone());
+        let longest_ms = Arc::new(AtomicU64::new(0));
+        let (s, o, f, l) = (stop.clone(), ok.clone(), failed.clone(), longest_ms.clone());
+        let timer = clock.clone();
         let task = tokio::spawn(async move {
             let mut errors = vec![];
             let mut tick = tokio::time::interval(every);
@@ -66,9 +82,12 @@ impl Writer {
             while !s.load(Ordering::Relaxed) {
                 tick.tick().await;
                 n += 1;
-                match etcd_gw::put(&member, &format!("/lab/writer/{}", n % 100), &n.to_string())
-                    .await
-                {
+                let asked = timer.now();
+                let key = format!("/lab/writer/{}", n % 100);
+                let put = etcd_gw::put_within(&member, &key, &n.to_string(), PUT_BOUND).await;
+                let took = u64::try_from(timer.since(asked).as_millis()).unwrap_or(u64::MAX);
+                l.fetch_max(took, Ordering::Relaxed);
+                match put {
                     Ok(()) => {
                         o.fetch_add(1, Ordering::Relaxed);
                     }
@@ -86,6 +105,7 @@ impl Writer {
             stop,
             ok,
             failed,
+            longest_ms,
             task,
             started: clock.now(),
             clock,
@@ -102,6 +122,7 @@ impl Writer {
             failed: self.failed.load(Ordering::Relaxed),
             rate: ok as f64 / self.clock.since(self.started).as_secs_f64(),
             errors,
+            longest: Duration::from_millis(self.longest_ms.load(Ordering::Relaxed)),
         }
     }
 }
@@ -229,8 +250,11 @@ impl SwapReport {
             out.push(format!("  {s}: {:.1}s", d.as_secs_f64()));
         }
         let mut w = format!(
-            "writer: {} puts, {} failed, {:.1}/s",
-            self.writer.ok, self.writer.failed, self.writer.rate
+            "writer: {} puts, {} failed, {:.1}/s, the longest put {} ms",
+            self.writer.ok,
+            self.writer.failed,
+            self.writer.rate,
+            self.writer.longest.as_millis()
         );
         if !self.writer.errors.is_empty() {
             let _ = write!(w, " (first error: {})", self.writer.errors[0]);

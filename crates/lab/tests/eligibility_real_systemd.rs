@@ -265,15 +265,10 @@ async fn the_first_server_laid_out_for_either_role_is_swapped_out_and_its_agent_
     for line in r.lines() {
         println!("{line}");
     }
-    // The first server is often etcd's leader: its removal makes etcd elect
-    // anew, and on a loaded machine one write can wait past the writer's
-    // 5 s. Every other promise holds; the writes' own promise is kept by the
-    // swap of a follower in real_systemd_lab.rs.
-    let broken: Vec<String> = r
-        .broken_promises("server-1", "agent-1")
-        .into_iter()
-        .filter(|b| !b.starts_with("writes failed"))
-        .collect();
+    // Every promise, the writes' included: a put is given longer than
+    // etcd's own request timeout, so a slow one on a loaded machine is a
+    // figure in the report's lines, not a failure (scenario::Writer).
+    let broken = r.broken_promises("server-1", "agent-1");
     assert!(broken.is_empty(), "promises broken: {broken:#?}");
     let m = lab.machine("server-1").unwrap();
     assert_eq!(m.active_state("k3s-agent").unwrap(), "active");
