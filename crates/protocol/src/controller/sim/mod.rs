@@ -3,8 +3,10 @@
 //! controller's writes are carried out with the shell's own effects
 //! (`effects.rs`). The scenarios and the property tests live beside it.
 
+mod campaign;
 mod properties;
 mod scenarios;
+mod views;
 
 use std::collections::BTreeMap;
 
@@ -13,7 +15,7 @@ use crate::{
         fixtures::{node_mut, refresh_etcd_views_voting},
         *,
     },
-    decide::{Decision, HostState, JoinTarget, Observation, Step, decide},
+    decide::{Decision, HostState, JoinTarget, LeaseCheck, Observation, Step, decide, lease_holds},
     milestones::after_host_part,
     report::{Detail, Phase, Report, ReportStep},
     validate::{Role, SwapId},
@@ -32,6 +34,8 @@ struct Host {
     /// etcd promoted its member to a voter, whether or not k3s marked the
     /// Node `EtcdIsVoter`.
     votes: bool,
+    /// The tick a fault took it down.
+    down_since: Option<usize>,
 }
 
 /// What can go wrong.
@@ -58,6 +62,9 @@ struct Faults {
     /// At this tick a `patch nodes` holder copies the Lease's swap id onto
     /// a Node with a step of its choosing: (tick, which Node, which step).
     intruder_at: Option<(usize, usize, Intrusion)>,
+    /// Lagging watches, crashes between an effect and its report, a frozen
+    /// controller, skewed clocks (`views.rs`).
+    chaos: views::Chaos,
 }
 
 /// The marks a `patch nodes` holder writes, copying the swap's id.
@@ -75,8 +82,16 @@ struct World {
     faults: Faults,
     /// Every write the controller made, in order.
     writes: Vec<Action>,
+    /// The tick each of `writes` was made at.
+    write_ticks: Vec<usize>,
     /// Quorum violations seen at the moment a removal was asked.
     violations: Vec<String>,
+    /// The tick being played.
+    tick: usize,
+    /// The past the lagging watches read.
+    past: views::Past,
+    /// What happened, counted.
+    counts: views::Counts,
 }
 
 impl World {
@@ -94,6 +109,7 @@ impl World {
                         tombstone: false,
                         up: n.ready,
                         votes: n.etcd_is_voter,
+                        down_since: None,
                     },
                 )
             })
@@ -103,7 +119,11 @@ impl World {
             hosts,
             faults,
             writes: Vec::new(),
+            write_ticks: Vec::new(),
             violations: Vec::new(),
+            tick: 0,
+            past: views::Past::default(),
+            counts: views::Counts::default(),
         };
         w.report_etcd();
         w
@@ -125,9 +145,11 @@ impl World {
         node_mut(&mut self.v, name)
     }
 
-    /// Carries out a controller's write with the shell's own effects.
-    fn write(&mut self, a: &Action, s: &mut SwapState) {
+    /// Carries out a controller's write, decided on `view`, with the
+    /// shell's own effects.
+    fn write(&mut self, view: &FleetView, a: &Action, s: &mut SwapState) {
         self.writes.push(a.clone());
+        self.write_ticks.push(self.tick);
         let writer = Writer {
             identity: &self.v.settings.names.controller_identity,
             instance: &s.instance,
@@ -154,13 +176,16 @@ impl World {
         if let Action::Rollback { .. } = a {
             self.check_stop_quorum(&node);
         }
-        let after = node_after(self.node(&node), a).expect("a Node write");
-        *self.node(&node) = after;
+        self.patch_node(view, &node, a);
     }
 
     /// The truth about etcd: the members that vote, how many of them are
     /// healthy (the host up with its datastore, no tombstone), and whether
-    /// `node` is one of them and one of those healthy.
+    /// `node` is one of them and one of those healthy. A host that went
+    /// down more recently than the controller's watches could show counts
+    /// as up: that race is no observer's to win (a real Node turns NotReady
+    /// only 40 s after its kubelet stops), and etcd's own check refuses a
+    /// removal without a quorum of started members.
     fn voters_truth(&self, node: &str) -> (usize, usize, Option<bool>) {
         let (mut members, mut healthy, mut of_node) = (0, 0, None);
         for n in &self.v.nodes {
@@ -168,7 +193,10 @@ impl World {
             if !n.has_member() || !(n.etcd_is_voter || h.votes) {
                 continue;
             }
-            let up = h.up && n.ready && h.role.is_some() && !h.tombstone && h.datastore;
+            let up = ((h.up && n.ready) || self.down_unseen(&n.name))
+                && h.role.is_some()
+                && !h.tombstone
+                && h.datastore;
             members += 1;
             healthy += usize::from(up);
             if n.name == node {
@@ -260,7 +288,12 @@ impl World {
         if !host.up {
             return;
         }
+        let index = self.v.nodes.iter().position(|x| x.name == name).unwrap();
+        let now = now + i64::from(self.faults.chaos.skew[index % views::HOSTS]);
+        // What the truth is (k3s's part is played on it), and what the
+        // actuator's watches show it.
         let n = self.v.node(name).unwrap().clone();
+        let (seen, lease, lease_tick) = self.host_view(name);
         let join = match n.marks.join_node.as_deref().and_then(|j| self.v.node(j)) {
             Some(j) => JoinTarget::Found {
                 address: j.k3s.node_address.clone(),
@@ -268,10 +301,11 @@ impl World {
             None if n.marks.join_node.is_some() => JoinTarget::Missing,
             None => JoinTarget::NotLooked,
         };
+        self.counts.host_steps += 1;
         let decision = decide(&Observation {
             now,
-            node: &n,
-            lease: self.v.lease.as_ref(),
+            node: &seen,
+            lease: lease.as_ref(),
             report: n.report.as_ref(),
             host: HostState {
                 role: host.role,
@@ -284,19 +318,53 @@ impl World {
             },
             join: &join,
             identity: &self.v.settings.names.controller_identity,
-            skew_margin: 1,
+            skew_margin: self.v.settings.skew_margin,
             join_port: 6443,
         });
         let prev = n.report.clone();
-        let next =
-            |swap: Option<SwapId>, step: ReportStep, phase: Phase, detail: Option<Detail>| {
-                let mut r = Report::next(prev.as_ref(), swap, step, phase, now);
-                if detail.is_some() {
-                    r.detail = detail;
+        if let Decision::Take {
+            swap: Some(swap),
+            step,
+            resume,
+        } = &decision
+            && step.report_step() != ReportStep::Finish
+        {
+            // The actuator reads the Lease again once it holds the host
+            // lock, by its own clock: a step whose Lease lapsed meanwhile
+            // changes nothing and reports nothing past `started`.
+            let rstep = step.report_step();
+            let held = lease_holds(&LeaseCheck {
+                lease: self.v.lease.as_ref(),
+                identity: &self.v.settings.names.controller_identity,
+                swap,
+                node: name,
+                step: rstep,
+                now,
+                skew_margin: self.v.settings.skew_margin,
+            });
+            if held.is_err() {
+                if !resume {
+                    let r = Report::next(
+                        prev.as_ref(),
+                        Some(swap.clone()),
+                        rstep,
+                        Phase::Started,
+                        now,
+                    );
+                    self.node(name).report = Some(r);
                 }
-                r
-            };
-        let faults = self.faults;
+                return;
+            }
+            // Whatever the host's clock and views said, the step acts
+            // while the controller's Lease truly holds.
+            let truth = self.v.now;
+            if !self.v.lease.as_ref().is_some_and(|l| l.valid_at(truth, 0)) {
+                self.violations.push(format!(
+                    "{name} acted on {} for {swap} at {truth} with the Lease lapsed",
+                    rstep.as_str()
+                ));
+            }
+        }
         if let Decision::Take {
             swap,
             step,
@@ -304,7 +372,8 @@ impl World {
         } = &decision
         {
             let rstep = step.report_step();
-            if rstep != ReportStep::Finish && !self.asked(name, swap.as_ref(), rstep) {
+            if rstep != ReportStep::Finish && !self.asked_by(name, swap.as_ref(), rstep, lease_tick)
+            {
                 self.violations.push(format!(
                     "{name} took {} for {swap:?}, which the controller did not ask of it, at {now}",
                     rstep.as_str()
@@ -322,6 +391,41 @@ impl World {
                 ));
             }
         }
+        let crash = match decision {
+            Decision::Take { .. } => {
+                let fired = &self.past.crashed;
+                self.faults.chaos.loses_report(index, self.tick, fired)
+            }
+            _ => None,
+        };
+        self.carry_out(name, &n, decision, now, prev.as_ref());
+        if let Some(k) = crash
+            && self.v.node(name).unwrap().report != prev
+        {
+            self.node(name).report = prev;
+            self.past.crashed[k] = true;
+            self.counts.lost_reports += 1;
+        }
+    }
+
+    /// Carries out `decision` on `name`'s host (`n` its Node as it was).
+    fn carry_out(
+        &mut self,
+        name: &str,
+        n: &NodeFacts,
+        decision: Decision,
+        now: i64,
+        prev: Option<&Report>,
+    ) {
+        let next =
+            |swap: Option<SwapId>, step: ReportStep, phase: Phase, detail: Option<Detail>| {
+                let mut r = Report::next(prev, swap, step, phase, now);
+                if detail.is_some() {
+                    r.detail = detail;
+                }
+                r
+            };
+        let faults = self.faults;
         match decision {
             Decision::Refuse { swap, step, reason } => {
                 let r = next(swap, step, Phase::Refused, None).with_reason(reason);
@@ -437,25 +541,6 @@ impl World {
         m.join_node = join;
     }
 
-    /// Whether the controller's last ask of `name` was `step` for `swap`:
-    /// a host acts on what the controller asked of it, whatever else its
-    /// Node's marks say.
-    fn asked(&self, name: &str, swap: Option<&SwapId>, step: ReportStep) -> bool {
-        let last = self
-            .writes
-            .iter()
-            .rev()
-            .find(|a| a.node().is_some_and(|n| n.as_str() == name) && a.writes_lease_first());
-        let (kind, asked_swap) = match last {
-            Some(Action::RequestSnapshot { swap, .. }) => (ReportStep::Snapshot, swap),
-            Some(Action::Promote { swap, .. }) => (ReportStep::Promote, swap),
-            Some(Action::StepDown { swap, .. }) => (ReportStep::StepDown, swap),
-            Some(Action::Rollback { swap, .. }) => (ReportStep::Rollback, swap),
-            _ => return false,
-        };
-        kind == step && Some(asked_swap) == swap
-    }
-
     /// Reports the milestones of `step` once its host part is done, as the
     /// actuator does (the one list in `protocol::milestones`).
     fn milestones(&mut self, name: &str, swap: Option<SwapId>, step: &Step) {
@@ -493,12 +578,15 @@ impl World {
         mut check: impl FnMut(&World, &SwapState, &Action) -> Result<(), E>,
     ) -> Result<Action, E> {
         for tick in 0..max_ticks {
+            self.remember(tick);
             for (at, which) in self.faults.down_at.into_iter().flatten() {
                 if at != tick {
                     continue;
                 }
                 let name = self.v.nodes[which % self.v.nodes.len()].name.clone();
-                self.hosts.get_mut(&name).unwrap().up = false;
+                let h = self.hosts.get_mut(&name).unwrap();
+                h.up = false;
+                h.down_since = Some(tick);
                 self.node(&name).ready = false;
                 self.node(&name).ready_since = Some(self.v.now);
             }
@@ -524,11 +612,15 @@ impl World {
             }
             // Several controller actions per tick (writes are quick);
             // the hosts react between ticks.
-            for _ in 0..8 {
-                let a = next_action(&self.v, s);
+            let frozen = self.faults.chaos.frozen_at(tick);
+            self.counts.frozen_ticks += u64::from(frozen);
+            for _ in 0..if frozen { 0 } else { 8 } {
+                let view = self.controller_view();
+                let a = next_action(&view, s);
+                self.counts.controller_steps += 1;
                 check(self, s, &a)?;
                 if a.writes() {
-                    self.write(&a, s);
+                    self.write(&view, &a, s);
                 }
                 if a.is_terminal() {
                     return Ok(a);

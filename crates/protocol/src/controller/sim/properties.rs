@@ -11,7 +11,7 @@ use crate::controller::{fixtures::*, *};
 
 // === Property tests ===
 
-fn arb_fleet() -> impl Strategy<Value = (FleetView, usize, usize)> {
+pub(super) fn arb_fleet() -> impl Strategy<Value = (FleetView, usize, usize)> {
     // 1 to 5 voters (now and then one NotReady), 1 to 3 agents (now and
     // then ineligible or NotReady), configured as many as there are
     // voters or, now and then, 1, 3 or 5.
@@ -55,7 +55,7 @@ fn arb_fleet() -> impl Strategy<Value = (FleetView, usize, usize)> {
         })
 }
 
-fn arb_faults() -> impl Strategy<Value = Faults> {
+pub(super) fn arb_faults() -> impl Strategy<Value = Faults> {
     let down = || prop::option::weighted(0.3, (0usize..60, 0usize..8));
     (
         (prop::bool::weighted(0.15), prop::bool::weighted(0.15)),
@@ -105,6 +105,7 @@ fn arb_faults() -> impl Strategy<Value = Faults> {
                 tick_secs: tick,
                 etcd_unread: unread,
                 intruder_at: intruder,
+                chaos: Default::default(),
             },
         )
 }
