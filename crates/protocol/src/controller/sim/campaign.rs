@@ -233,3 +233,22 @@ fn a_seeded_campaign_of_swaps_under_lagging_watches_crashes_frozen_controllers_a
         }
     }
 }
+
+/// Seed 34390 of the first long campaign: the incoming host's promotion,
+/// first stopped by the actuator's fresh read of a stolen Lease (its
+/// report `started`, nothing changed), was resumed under the next
+/// controller's Lease; the simulation's resume skipped the plan's changes,
+/// so the host voted with no datastore. A resumed step makes what is left
+/// of its plan.
+#[test]
+fn seed_34390_a_promotion_the_lease_stopped_at_first_is_made_whole_when_it_resumes() {
+    assert_eq!(play(34390, &mut Counts::default()), Ok("done"));
+}
+
+/// Seed 2617: a voter down for less than the controller's view lags, while
+/// it removes a rolled-back learner etcd had promoted unmarked: a race no
+/// observer wins, which the quorum invariant names (`World::voters_truth`).
+#[test]
+fn seed_2617_a_voter_down_within_the_watch_lag_is_a_race_and_not_a_removal_below_quorum() {
+    assert_eq!(play(2617, &mut Counts::default()), Ok("wound down"));
+}

@@ -444,12 +444,17 @@ impl World {
                     }
                 }
                 Step::Promote { .. } if !n.etcd_label => {
-                    if !resume {
-                        let h = self.hosts.get_mut(name).unwrap();
+                    // The plan's changes, each idempotent: a resumed step
+                    // makes those left (a first try the Lease's fresh read
+                    // stopped made none).
+                    let h = self.hosts.get_mut(name).unwrap();
+                    if h.role != Some(Role::Server) || !h.datastore {
                         h.role = Some(Role::Server);
                         h.datastore = true;
                         h.tombstone = false;
                         h.votes = false;
+                    }
+                    if !resume {
                         if faults.promotion_fails {
                             let r = next(swap, ReportStep::Promote, Phase::Failed, None)
                                 .with_reason("k3s did not start");
