@@ -27,3 +27,13 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+
+# Each lab host boots its own systemd, and each systemd takes inotify
+# instances of its own: with three labs of up to five hosts side by side
+# the kernel's default of 128 per user runs out, and a host's systemd then
+# exits at boot ("Failed to create control group inotify object: Too many
+# open files"). Raised for the whole machine, never lowered.
+inotify=/proc/sys/fs/inotify/max_user_instances
+if [ -w "$inotify" ] && [ "$(cat "$inotify")" -lt 1024 ]; then
+  echo 1024 > "$inotify"
+fi

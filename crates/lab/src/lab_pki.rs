@@ -55,49 +55,102 @@ fn mkdir(dir: &Path) -> Result<()> {
 
 /// k3s's etcd certificates: two CAs (etcd's server CA, which also signs
 /// its clients, and the peer CA), and for each host (its root and address)
-/// under [`HOST_ETCD_TLS`]: `server-ca.crt`, `peer-ca.crt`, the local
-/// client `client.{crt,key}` (kube-apiserver's), the member's serving
-/// `server-client.{crt,key}` and `peer-server-client.{crt,key}`, for
-/// `localhost`, `127.0.0.1` and the host's address. The lab's own client
-/// goes in [`etcd_client_dir`]. The CA keys are not kept.
+/// under [`HOST_ETCD_TLS`]: the CAs with their keys, as k3s keeps them on
+/// every server, and its member's own certificates ([`write_member`]).
+/// The lab's own client goes in [`etcd_client_dir`].
 pub fn generate_etcd(pki_dir: &Path, hosts: &[(PathBuf, IpAddr)]) -> Result<()> {
     if let Some(&(_, ip)) = hosts.iter().find(|(_, ip)| !POLICY.admits(*ip)) {
         return Err(Error::NotAdmitted { ip, policy: POLICY });
     }
-    let server_ca = Ca::new("etcd-server-ca")?;
-    let peer_ca = Ca::new("etcd-peer-ca")?;
-    let client = || server_ca.sign("etcd-client", &[], Usage::Client, POLICY);
+    let cas = EtcdCas {
+        server: Ca::new(SERVER_CA)?,
+        peer: Ca::new(PEER_CA)?,
+    };
     let tools = etcd_client_dir(pki_dir);
     mkdir(&tools)?;
     write(
         &tools.join("server-ca.crt"),
-        server_ca.pem().as_bytes(),
+        cas.server.pem().as_bytes(),
         0o644,
     )?;
-    write_pair(&tools, "client", &client()?)?;
+    write_pair(
+        &tools,
+        "client",
+        &cas.server.sign("etcd-client", &[], Usage::Client, POLICY)?,
+    )?;
     for (root, ip) in hosts {
-        let dir = root.join(HOST_ETCD_TLS);
-        mkdir(&dir)?;
-        let ips = [IpAddr::V4(Ipv4Addr::LOCALHOST), *ip];
-        write(
-            &dir.join("server-ca.crt"),
-            server_ca.pem().as_bytes(),
-            0o644,
-        )?;
-        write(&dir.join("peer-ca.crt"), peer_ca.pem().as_bytes(), 0o644)?;
-        write_pair(&dir, "client", &client()?)?;
-        write_pair(
-            &dir,
-            "server-client",
-            &server_ca.sign("etcd-server", &ips, Usage::ServingAndClient, POLICY)?,
-        )?;
-        write_pair(
-            &dir,
-            "peer-server-client",
-            &peer_ca.sign("etcd-peer", &ips, Usage::ServingAndClient, POLICY)?,
-        )?;
+        write_member(&root.join(HOST_ETCD_TLS), &cas, *ip)?;
     }
     Ok(())
+}
+
+/// The name of etcd's server CA (it signs the clients too).
+const SERVER_CA: &str = "etcd-server-ca";
+/// The name of etcd's peer CA.
+const PEER_CA: &str = "etcd-peer-ca";
+
+/// etcd's two CAs, as k3s's bootstrap data carries them between servers.
+pub struct EtcdCas {
+    /// etcd's server CA, which also signs its clients.
+    pub server: Ca,
+    /// The peer CA.
+    pub peer: Ca,
+}
+
+impl EtcdCas {
+    /// The CAs from their certificates and keys (PEM): server cert, server
+    /// key, peer cert, peer key.
+    ///
+    /// # Errors
+    /// A certificate or key that does not parse.
+    pub fn from_pem(server: (&str, &str), peer: (&str, &str)) -> Result<Self> {
+        Ok(Self {
+            server: Ca::from_pem(SERVER_CA, server.0, server.1)?,
+            peer: Ca::from_pem(PEER_CA, peer.0, peer.1)?,
+        })
+    }
+}
+
+/// The CAs' files in a host's [`HOST_ETCD_TLS`], as k3s names them:
+/// (certificate, key) of the server CA, then of the peer CA.
+pub const CA_FILES: [(&str, &str); 2] = [
+    ("server-ca.crt", "server-ca.key"),
+    ("peer-ca.crt", "peer-ca.key"),
+];
+
+/// One member's etcd certificates in `dir` (a host's [`HOST_ETCD_TLS`]),
+/// as k3s makes them from the CAs (`deps.go`, `genETCDCerts`): the CAs
+/// (`server-ca.*`, `peer-ca.*`), the local client `client.{crt,key}`
+/// (kube-apiserver's), the member's serving `server-client.{crt,key}` and
+/// `peer-server-client.{crt,key}`, for `localhost`, `127.0.0.1` and `ip`.
+///
+/// # Errors
+/// An address outside the lab's policy, or a file that could not be
+/// written (one that exists included: a host's certificates are made once).
+pub fn write_member(dir: &Path, cas: &EtcdCas, ip: IpAddr) -> Result<()> {
+    mkdir(dir)?;
+    let ips = [IpAddr::V4(Ipv4Addr::LOCALHOST), ip];
+    for ((cert, key), ca) in CA_FILES.iter().zip([&cas.server, &cas.peer]) {
+        write(&dir.join(cert), ca.pem().as_bytes(), 0o644)?;
+        write(&dir.join(key), ca.key_pem().as_bytes(), 0o600)?;
+    }
+    write_pair(
+        dir,
+        "client",
+        &cas.server.sign("etcd-client", &[], Usage::Client, POLICY)?,
+    )?;
+    write_pair(
+        dir,
+        "server-client",
+        &cas.server
+            .sign("etcd-server", &ips, Usage::ServingAndClient, POLICY)?,
+    )?;
+    write_pair(
+        dir,
+        "peer-server-client",
+        &cas.peer
+            .sign("etcd-peer", &ips, Usage::ServingAndClient, POLICY)?,
+    )
 }
 
 #[cfg(test)]
@@ -129,6 +182,7 @@ mod tests {
             (loaded.service_account_key_file(), 0o600),
             (etcd.join("server-ca.crt"), 0o644),
             (etcd.join("peer-server-client.key"), 0o600),
+            (etcd.join("server-ca.key"), 0o600),
             (etcd_client_dir(pki.dir()).join("client.key"), 0o600),
         ] {
             let m = fs::metadata(&f).unwrap().permissions().mode() & 0o777;

@@ -145,11 +145,15 @@ impl SystemdLab {
             timings: o.timings,
         };
         lab_pki::generate(&spec.pki_dir(), &spec.ips())?;
+        // The servers' etcd certificates; an agent has none, as a k3s agent
+        // has none: promoted, it makes them from the join server's
+        // bootstrap data (`k3s/server.rs`, `member_certs`).
         crate::lab_pki::generate_etcd(
             &spec.pki_dir(),
             &spec
                 .hosts
                 .iter()
+                .filter(|h| h.role == Role::Server)
                 .map(|h| (spec.root(&h.name), std::net::IpAddr::V4(h.ip)))
                 .collect::<Vec<_>>(),
         )?;

@@ -882,19 +882,20 @@ fn fleet_role_status(lab: &SystemdLab) -> std::process::Output {
         .unwrap()
 }
 
-/// Two zones: the voters (server-1, server-3, agent-1) and server-2 (home
-/// as an agent) in zone a, agent-2 in zone b. `run` swaps a voter of zone a
-/// for agent-2, and etcd's voters end spread: two in a, one in b. (Not
-/// server-2: the lab's k3s cannot promote a host whose finish removed its
-/// server certificates, docs/lab.md.)
+/// Two zones: the voters (server-1, server-3, agent-1) and agent-2 in zone
+/// a, server-2 (home as an agent, its finish having removed its server
+/// certificates) in zone b. `run` swaps a voter of zone a for server-2,
+/// which joins again as k3s would, its etcd certificates made from the
+/// join server's bootstrap data, and etcd's voters end spread: two in a,
+/// one in b.
 async fn voters_spread_over_two_zones(lab: &SystemdLab, printed: &std::sync::Mutex<String>) {
     let apis = Apis::for_lab(&lab.spec).unwrap();
     for (node, zone) in [
         ("server-1", "a"),
         ("server-3", "a"),
         ("agent-1", "a"),
-        ("server-2", "a"),
-        ("agent-2", "b"),
+        ("agent-2", "a"),
+        ("server-2", "b"),
     ] {
         let patch =
             serde_json::json!({"metadata": {"labels": {"topology.kubernetes.io/zone": zone}}});
@@ -920,7 +921,7 @@ async fn voters_spread_over_two_zones(lab: &SystemdLab, printed: &std::sync::Mut
             .filter(|m| !m.is_learner)
             .map(|m| m.name.as_str())
             .collect();
-        if members.len() == 3 && voters.iter().any(|v| v.starts_with("agent-2-")) {
+        if members.len() == 3 && voters.iter().any(|v| v.starts_with("server-2-")) {
             println!(
                 "voters spread over two zones {:.1}s after the labels: {voters:?}",
                 clock.since(labelled).as_secs_f64()
@@ -942,7 +943,7 @@ async fn voters_spread_over_two_zones(lab: &SystemdLab, printed: &std::sync::Mut
                 })
                 .unwrap_or_default();
             panic!(
-                "the voters were not spread within 360 s: {voters:?}\n{}\nagent-2's actuator:\n{}",
+                "the voters were not spread within 360 s: {voters:?}\n{}\nserver-2's actuator:\n{}",
                 printed.lock().unwrap(),
                 journal[journal.len().saturating_sub(40)..].join("\n")
             );

@@ -81,6 +81,9 @@ pub enum Error {
     /// The RSA service-account key could not be encoded as PKCS#8 PEM.
     #[error("encoding the RSA service-account key: {0}")]
     RsaEncoding(#[from] rsa::pkcs8::Error),
+    /// A certificate that is not PEM.
+    #[error("reading a PEM certificate: {0}")]
+    Pem(String),
     /// Writing a file failed.
     #[error("writing {path}: {source}")]
     Write {
@@ -239,7 +242,9 @@ pub enum Usage {
     ServingAndClient,
 }
 
-/// A certificate authority kept in memory (its key is never written).
+/// A certificate authority kept in memory (its key is written only where
+/// a caller writes [`Ca::key_pem`], as k3s keeps its etcd CAs' keys on
+/// every server).
 pub struct Ca {
     pem: String,
     der: Vec<u8>,
@@ -260,6 +265,36 @@ impl Ca {
     pub fn new(name: &str) -> Result<Self, Error> {
         // ECDSA P-256 keys: ring generates them instantly, rustls and Go both accept them.
         let key = KeyPair::generate()?;
+        let params = Self::params(name);
+        let cert = params.self_signed(&key)?;
+        Ok(Self {
+            pem: cert.pem(),
+            der: cert.der().to_vec(),
+            issuer: Issuer::new(params, key),
+        })
+    }
+
+    /// The CA `name` made earlier by [`Ca::new`], from its certificate and
+    /// key (both PEM): what it signs chains to that certificate.
+    ///
+    /// # Errors
+    /// A certificate or key that does not parse.
+    pub fn from_pem(name: &str, cert_pem: &str, key_pem: &str) -> Result<Self, Error> {
+        let key = KeyPair::from_pem(key_pem)?;
+        let der = {
+            use rustls_pki_types::{CertificateDer, pem::PemObject};
+            CertificateDer::from_pem_slice(cert_pem.as_bytes())
+                .map_err(|e| Error::Pem(e.to_string()))?
+                .to_vec()
+        };
+        Ok(Self {
+            pem: cert_pem.to_owned(),
+            der,
+            issuer: Issuer::new(Self::params(name), key),
+        })
+    }
+
+    fn params(name: &str) -> CertificateParams {
         let mut params = CertificateParams::default();
         params.distinguished_name.push(DnType::CommonName, name);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -268,12 +303,12 @@ impl Ca {
             KeyUsagePurpose::CrlSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        let cert = params.self_signed(&key)?;
-        Ok(Self {
-            pem: cert.pem(),
-            der: cert.der().to_vec(),
-            issuer: Issuer::new(params, key),
-        })
+        params
+    }
+
+    /// The CA's private key, PEM.
+    pub fn key_pem(&self) -> String {
+        self.issuer.key().serialize_pem()
     }
 
     /// The CA certificate, PEM.

@@ -78,6 +78,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             supervisor::Api::Disabled
         },
         token::Passwd::new(server_token(&ctx).as_deref(), ctx.config.get("agent-token")),
+        &ctx.at(lab_pki::HOST_ETCD_TLS),
     )
     .await?;
     let db = ctx.at("var/lib/rancher/k3s/server/db");
@@ -90,7 +91,11 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     tombstone::on_start(&etcd_dir, ctx.config.get("server"), clock.unix_secs())?;
     let own_client = LabSpec::etcd_url(ip);
     // k3s's clients of etcd (itself, kube-apiserver) use the host's
-    // server/tls/etcd/ certificates; etcd refuses a client without one.
+    // server/tls/etcd/ certificates; etcd refuses a client without one. A
+    // server without them (a host that finished as an agent, its
+    // server/tls removed) makes them from the CAs in the join server's
+    // bootstrap data, as k3s does (`deps.go`, `genETCDCerts`).
+    member_certs(&ctx, ip).await?;
     let own = ctx.etcd(&own_client)?;
     let peer_url = LabSpec::etcd_peer_url(ip);
     let name_file = etcd_dir.join("name");
@@ -449,7 +454,10 @@ fn server_token(ctx: &Ctx) -> Option<String> {
 /// wrong token's 401, an agent token's 403) stops it too, before any
 /// member is added, and the unit restarts. While the supervisor does not
 /// answer it is asked again (the join's own retries, as `add_learner`'s).
-async fn bootstrap(ctx: &Ctx, join: &protocol::JoinUrl) -> anyhow::Result<()> {
+async fn bootstrap(
+    ctx: &Ctx,
+    join: &protocol::JoinUrl,
+) -> anyhow::Result<Option<lab_pki::EtcdCas>> {
     let creds = server_token(ctx)
         .and_then(|t| token::parse(&t, "server"))
         .context("token is required to join a cluster")?;
@@ -458,8 +466,10 @@ async fn bootstrap(ctx: &Ctx, join: &protocol::JoinUrl) -> anyhow::Result<()> {
     loop {
         match supervisor::server_bootstrap(&ctx.spec.pki_dir(), &ctx.spec.ips(), join, &creds).await
         {
-            Ok(status) if status.starts_with("200") => return Ok(()),
-            Ok(status) => bail!(
+            Ok((status, body)) if status.starts_with("200") => {
+                return Ok(supervisor::etcd_cas(&body));
+            }
+            Ok((status, _)) => bail!(
                 "failed to get bootstrap data from {join}{}: {status}",
                 supervisor::BOOTSTRAP_PATH
             ),
@@ -470,6 +480,35 @@ async fn bootstrap(ctx: &Ctx, join: &protocol::JoinUrl) -> anyhow::Result<()> {
             Err(e) => return Err(e.context(format!("bootstrap data from {join}"))),
         }
     }
+}
+
+/// Makes this server's etcd certificates from the join server's bootstrap
+/// data when it has none (`server-client.crt` missing): the CAs with their
+/// keys, and its member's own certificates for `ip`. Nothing when they are
+/// there; without `server:` to bootstrap from, k3s would make new CAs and
+/// a new cluster, which a lab host never should: it stops instead.
+async fn member_certs(ctx: &Ctx, ip: std::net::Ipv4Addr) -> anyhow::Result<()> {
+    let dir = ctx.at(lab_pki::HOST_ETCD_TLS);
+    if dir.join("server-client.crt").exists() {
+        return Ok(());
+    }
+    let server = ctx.config.get("server").with_context(|| {
+        format!(
+            "no etcd certificates in {} and no server: to bootstrap them from",
+            dir.display()
+        )
+    })?;
+    let join = protocol::JoinUrl::parse(server)?;
+    let cas = bootstrap(ctx, &join)
+        .await?
+        .with_context(|| format!("the bootstrap data from {join} carries no etcd CAs"))?;
+    // A half-made directory (a crash while writing) is made again whole.
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| dir.display().to_string())?;
+    }
+    lab_pki::write_member(&dir, &cas, ip.into())?;
+    info!("made this member's etcd certificates from the bootstrap data of {join}");
+    Ok(())
 }
 
 /// A member already named for `node` (k3s's member names are
@@ -669,18 +708,21 @@ async fn removed(ctx: &Ctx, own: &etcd_gw::Endpoint, me: u64, ip: Ipv4Addr) -> b
     // it: a peer that has applied it lists this member no more. Every peer
     // is asked for its applied list (a removed member was often the
     // leader: linearizable reads fail while the others elect one), and a
-    // peer cut off or behind, which still lists it, proves nothing. Tried
-    // for a few seconds, as the others apply the change.
+    // peer cut off or behind, which still lists it, proves nothing. The
+    // peers are asked together, so that one cut off (each ask waits 5 s)
+    // does not hold the answer of the others; tried for a while, as the
+    // others apply the change on a machine that may be loaded.
     let clock = clock::Clock::system();
     let start = clock.now();
     loop {
-        for url in peers(ctx, own, ip) {
-            if let Ok(members) = etcd_gw::member_list_local(&url).await
-                && !members.is_empty()
-                && !members.iter().any(|m| m.id == me)
-            {
-                return true;
-            }
+        let peers = peers(ctx, own, ip);
+        let lists = futures::future::join_all(peers.iter().map(etcd_gw::member_list_local)).await;
+        if lists
+            .into_iter()
+            .flatten()
+            .any(|members| !members.is_empty() && !members.iter().any(|m| m.id == me))
+        {
+            return true;
         }
         if clock.since(start) > REMOVAL_CHECK {
             return false;
@@ -689,8 +731,9 @@ async fn removed(ctx: &Ctx, own: &etcd_gw::Endpoint, me: u64, ip: Ipv4Addr) -> b
     }
 }
 
-/// How long an exited etcd's removal is looked for at the other members.
-const REMOVAL_CHECK: Duration = Duration::from_secs(10);
+/// How long an exited etcd's removal is looked for at the other members
+/// (an etcd that exited for another reason restarts this much later).
+const REMOVAL_CHECK: Duration = Duration::from_secs(30);
 
 /// The member list as the first other server that answers has it.
 async fn others_list(

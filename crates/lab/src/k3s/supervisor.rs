@@ -37,6 +37,8 @@ use tokio_rustls::{
 };
 use tracing::{debug, info, warn};
 
+use crate::lab_pki;
+
 use super::token;
 use crate::spec::{API_PORT, APISERVER_PORT};
 
@@ -112,17 +114,37 @@ fn failure(status: &'static str, reason: &str, message: &str) -> Route {
 /// token (`pkg/cluster/bootstrap.go` `httpBootstrap`).
 pub const BOOTSTRAP_PATH: &str = "/v1-k3s/server-bootstrap";
 
+/// The etcd CAs' fields of k3s's bootstrap data (`ControlRuntimeBootstrap`
+/// in `pkg/daemons/config/types.go`), in [`lab_pki::CA_FILES`]'s order.
+const ETCD_FIELDS: [(&str, &str); 2] = [
+    ("ETCDServerCA", "ETCDServerCAKey"),
+    ("ETCDPeerCA", "ETCDPeerCAKey"),
+];
+
 /// The answer to [`BOOTSTRAP_PATH`] (role `k3s:server` required, whatever
 /// stands behind the supervisor): the bootstrap data for the server user
-/// (the stand-in's holds only the cluster CA), `403` "forbidden" for the
-/// agent's, `401` "not authorized" for anyone else.
-pub fn bootstrap(auth: token::Auth, ca_pem: &str) -> Route {
+/// (the stand-in's holds the cluster CA and, as k3s's, etcd's CAs with
+/// their keys: `etcd`'s files, each `(name, content)`, when this server
+/// has them), `403` "forbidden" for the agent's, `401` "not authorized"
+/// for anyone else.
+pub fn bootstrap(auth: token::Auth, ca_pem: &str, etcd: &[(String, String)]) -> Route {
     match auth {
-        token::Auth::Server => Route::Answer {
-            status: "200 OK",
-            content_type: "application/json",
-            body: serde_json::json!({ "ServerCA": { "Content": ca_pem } }).to_string(),
-        },
+        token::Auth::Server => {
+            let mut data = serde_json::json!({ "ServerCA": { "Content": ca_pem } });
+            let files = lab_pki::CA_FILES.iter().zip(ETCD_FIELDS);
+            for ((cert, key), (cert_field, key_field)) in files {
+                for (file, field) in [(cert, cert_field), (key, key_field)] {
+                    if let Some((_, content)) = etcd.iter().find(|(f, _)| f == file) {
+                        data[field] = serde_json::json!({ "Content": content });
+                    }
+                }
+            }
+            Route::Answer {
+                status: "200 OK",
+                content_type: "application/json",
+                body: data.to_string(),
+            }
+        }
         token::Auth::Agent => failure("403 Forbidden", "Forbidden", "forbidden"),
         token::Auth::Refused => failure("401 Unauthorized", "Unauthorized", "not authorized"),
     }
@@ -216,6 +238,10 @@ struct Tls {
     ca_pem: String,
     /// The server's own tokens, for its authenticated paths.
     passwd: token::Passwd,
+    /// Where this server keeps etcd's certificates (the CAs' files are
+    /// read from it at each bootstrap request: a joining server has them
+    /// only once its own bootstrap wrote them).
+    etcd_tls: Option<std::path::PathBuf>,
 }
 
 impl Tls {
@@ -247,6 +273,7 @@ impl Tls {
             ca_pem: std::fs::read_to_string(&ca_file)
                 .with_context(|| ca_file.display().to_string())?,
             passwd: token::Passwd::default(),
+            etcd_tls: None,
         })
     }
 }
@@ -268,9 +295,11 @@ impl Supervisor {
         ips: &[std::net::IpAddr],
         api: Api,
         passwd: token::Passwd,
+        etcd_tls: &Path,
     ) -> anyhow::Result<Self> {
         let tls = Arc::new(Tls {
             passwd,
+            etcd_tls: Some(etcd_tls.to_owned()),
             ..Tls::load(&testcp::Pki::load(pki_dir, ips))?
         });
         let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, API_PORT))
@@ -322,10 +351,14 @@ async fn connection(tcp: TcpStream, tls: &Tls, api: Api) -> anyhow::Result<()> {
         return answer(&mut client, &unavailable("bad request")).await;
     };
     let mut r = if parsed.path.split('?').next() == Some(BOOTSTRAP_PATH) {
-        bootstrap(
-            token::authenticate(&tls.passwd, parsed.authorization.as_deref()),
-            &tls.ca_pem,
-        )
+        let auth = token::authenticate(&tls.passwd, parsed.authorization.as_deref());
+        // The CAs' keys are read only for a request the server token
+        // authenticated.
+        let etcd = match (&auth, &tls.etcd_tls) {
+            (token::Auth::Server, Some(dir)) => etcd_ca_files(dir),
+            _ => Vec::new(),
+        };
+        bootstrap(auth, &tls.ca_pem, &etcd)
     } else {
         route(&parsed.path, api, &tls.ca_pem)
     };
@@ -464,10 +497,28 @@ pub async fn answers_ping(
         .is_ok_and(|a| a.starts_with("HTTP/1.1 200") && a.ends_with("pong"))
 }
 
+/// The etcd CAs' files this server has in `dir`, each `(name, content)`.
+fn etcd_ca_files(dir: &Path) -> Vec<(String, String)> {
+    lab_pki::CA_FILES
+        .iter()
+        .flat_map(|(c, k)| [c, k])
+        .filter_map(|f| Some((f.to_string(), std::fs::read_to_string(dir.join(f)).ok()?)))
+        .collect()
+}
+
+/// The etcd CAs in a bootstrap answer's body, or `None` when it carries
+/// not all of them.
+pub fn etcd_cas(body: &str) -> Option<lab_pki::EtcdCas> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    let field = |name: &str| v[name]["Content"].as_str();
+    let [(sc, sk), (pc, pk)] = ETCD_FIELDS;
+    lab_pki::EtcdCas::from_pem((field(sc)?, field(sk)?), (field(pc)?, field(pk)?)).ok()
+}
+
 /// A joining server's first read (`pkg/cluster/bootstrap.go`
 /// `httpBootstrap`): [`BOOTSTRAP_PATH`] from the supervisor at `server`
-/// with `creds`. `Ok(status line)` when it answers (`200 OK` lets the join
-/// go on; k3s stops at any other), `Err` when it does not.
+/// with `creds`. `Ok((status line, body))` when it answers (`200 OK` lets
+/// the join go on; k3s stops at any other), `Err` when it does not.
 ///
 /// # Errors
 /// No answer: refused, timed out, TLS.
@@ -476,7 +527,7 @@ pub async fn server_bootstrap(
     ips: &[std::net::IpAddr],
     server: &protocol::JoinUrl,
     creds: &token::Creds,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<(String, String)> {
     let answer = get(
         pki_dir,
         ips,
@@ -486,11 +537,16 @@ pub async fn server_bootstrap(
     )
     .await?;
     let line = answer.lines().next().unwrap_or_default();
-    Ok(line
+    let status = line
         .strip_prefix("HTTP/1.1 ")
         .unwrap_or(line)
         .trim()
-        .to_string())
+        .to_string();
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
 }
 
 #[cfg(test)]
@@ -544,13 +600,16 @@ mod tests {
             Route::Answer { status, .. } => status,
             Route::ToApiServer => panic!("not an answer"),
         };
-        assert_eq!(code(bootstrap(token::Auth::Server, "PEM")), "200 OK");
+        assert_eq!(code(bootstrap(token::Auth::Server, "PEM", &[])), "200 OK");
         assert_eq!(
-            code(bootstrap(token::Auth::Refused, "PEM")),
+            code(bootstrap(token::Auth::Refused, "PEM", &[])),
             "401 Unauthorized"
         );
-        assert_eq!(code(bootstrap(token::Auth::Agent, "PEM")), "403 Forbidden");
-        let Route::Answer { body, .. } = bootstrap(token::Auth::Refused, "PEM") else {
+        assert_eq!(
+            code(bootstrap(token::Auth::Agent, "PEM", &[])),
+            "403 Forbidden"
+        );
+        let Route::Answer { body, .. } = bootstrap(token::Auth::Refused, "PEM", &[]) else {
             unreachable!()
         };
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
