@@ -158,7 +158,11 @@ fn merged(truth: &NodeFacts, before: &NodeFacts, after: &NodeFacts) -> NodeFacts
     lay!(control_plane_label);
     lay!(master_label);
     lay!(etcd_is_voter);
-    lay!(k3s);
+    // k3s's annotations, each its own key in the patch.
+    lay!(k3s.node_name);
+    lay!(k3s.node_address);
+    lay!(k3s.remove);
+    lay!(k3s.removed_node_name);
     n
 }
 
@@ -314,4 +318,26 @@ impl World {
         };
         kind == step && Some(asked_swap) == swap
     }
+}
+
+#[test]
+fn a_write_decided_on_a_stale_node_sets_only_the_fields_it_changes_over_the_node_as_it_is() {
+    use crate::controller::fixtures::voter;
+    let seen = voter("v1", 1);
+    // Since the controller saw it, k3s marked the member removed and the
+    // host's kubelet went NotReady.
+    let mut truth = seen.clone();
+    truth.k3s.removed_node_name = Some("v1-00aa11bb".into());
+    truth.ready = false;
+    let a = Action::Cordon {
+        node: crate::validate::NodeName::parse("v1").unwrap(),
+    };
+    let after = node_after(&seen, &a).unwrap();
+    let written = merged(&truth, &seen, &after);
+    assert!(written.cordoned);
+    assert_eq!(
+        written.k3s.removed_node_name.as_deref(),
+        Some("v1-00aa11bb")
+    );
+    assert!(!written.ready);
 }
