@@ -427,6 +427,30 @@ fn the_removal_gate_refuses_when_voters_went_down_after_the_promotion() {
 }
 
 #[test]
+fn the_removal_gate_as_it_is_counts_no_incoming_host_that_is_not_yet_a_voter() {
+    // A down outgoing voter's member removed ahead of the promotion: n4 is
+    // still an agent, and with n2 down too, removing n1 leaves n2 and n3,
+    // one of them healthy. Counting n4 as a voter already would pass it.
+    let mut v = fleet();
+    node_mut(&mut v, "n1").ready = false;
+    node_mut(&mut v, "n2").ready = false;
+    let g = gate_quorum_after_removal(&v, "n1", "n4", Count::AsItIs);
+    assert!(!g.passed, "{}", g.reason);
+    // Both counts, the Nodes' (which the operator reads first) and etcd's.
+    assert!(
+        g.reason
+            .starts_with("removing n1 (a down voter) leaves 1 healthy of 2 voting members"),
+        "{}",
+        g.reason
+    );
+    assert!(
+        g.reason.contains("by etcd's members: 1 healthy of 2"),
+        "{}",
+        g.reason
+    );
+}
+
+#[test]
 fn a_swap_is_refused_while_an_unfinished_swap_names_another_incoming_or_outgoing_host() {
     for (out, inc) in [("n1", "n5"), ("n2", "n4")] {
         let mut v = fleet();
