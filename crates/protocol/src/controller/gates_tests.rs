@@ -451,6 +451,24 @@ fn the_removal_gate_as_it_is_counts_no_incoming_host_that_is_not_yet_a_voter() {
 }
 
 #[test]
+fn stopping_a_host_whose_node_votes_is_checked_for_quorum_even_with_no_etcd_view() {
+    // The incoming host is a voter by its Node; no actuator has reported
+    // etcd's view; two other voters are down. Stopping it (a rollback)
+    // leaves one healthy voter of four.
+    let mut v = after_promotion();
+    node_mut(&mut v, "n2").ready = false;
+    node_mut(&mut v, "n3").ready = false;
+    for n in &mut v.nodes {
+        if let Some(h) = n.host.as_mut() {
+            h.etcd = None;
+        }
+    }
+    let g = gate_quorum_at_host_stop(&v, "n4");
+    assert!(!g.passed, "{}", g.reason);
+    assert!(g.reason.contains("leaves 1 healthy of 4"), "{}", g.reason);
+}
+
+#[test]
 fn a_swap_is_refused_while_an_unfinished_swap_names_another_incoming_or_outgoing_host() {
     for (out, inc) in [("n1", "n5"), ("n2", "n4")] {
         let mut v = fleet();
