@@ -21,6 +21,7 @@ pub mod etcd_gw;
 pub mod etcd_tls;
 pub mod hand;
 pub mod held;
+pub mod history;
 pub mod hosts;
 pub mod k3s;
 pub mod lab_pki;

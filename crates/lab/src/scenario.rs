@@ -27,7 +27,7 @@ use protocol::{
 use serde_json::json;
 
 pub use crate::hand::{Ask, Hand};
-use crate::{etcd_gw, hosts::Hosts, spec::LabSpec, world};
+use crate::{etcd_gw, history::History, hosts::Hosts, spec::LabSpec, world};
 
 /// A steady writer to etcd through one voter: every put must succeed.
 ///
@@ -40,7 +40,8 @@ pub struct Writer {
     ok: Arc<AtomicU64>,
     failed: Arc<AtomicU64>,
     longest_ms: Arc<AtomicU64>,
-    task: tokio::task::JoinHandle<Vec<String>>,
+    task: tokio::task::JoinHandle<(Vec<String>, History)>,
+    member: etcd_gw::Endpoint,
     started: Instant,
     clock: clock::Clock,
 }
@@ -64,11 +65,15 @@ pub struct WriterStats {
     /// The longest a put took, answered or not (a figure: a starved
     /// member stalls puts without failing them).
     pub longest: Duration,
+    /// What the read of every key at the end broke of the history
+    /// (`history.rs`: an acknowledged write lost, a value never written).
+    pub history_broken: Vec<String>,
 }
 
 impl Writer {
     /// Puts a key every `every` through `member`.
     pub fn start(member: etcd_gw::Endpoint, every: Duration) -> Writer {
+        let endpoint = member.clone();
         let clock = clock::Clock::system();
         let stop = Arc::new(AtomicBool::new(false));
         let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -77,6 +82,7 @@ impl Writer {
         let timer = clock.clone();
         let task = tokio::spawn(async move {
             let mut errors = vec![];
+            let mut history = History::default();
             let mut tick = tokio::time::interval(every);
             let mut n = 0u64;
             while !s.load(Ordering::Relaxed) {
@@ -87,6 +93,7 @@ impl Writer {
                 let put = etcd_gw::put_within(&member, &key, &n.to_string(), PUT_BOUND).await;
                 let took = u64::try_from(timer.since(asked).as_millis()).unwrap_or(u64::MAX);
                 l.fetch_max(took, Ordering::Relaxed);
+                history.put(&key, n, put.is_ok());
                 match put {
                     Ok(()) => {
                         o.fetch_add(1, Ordering::Relaxed);
@@ -99,7 +106,7 @@ impl Writer {
                     }
                 }
             }
-            errors
+            (errors, history)
         });
         Writer {
             stop,
@@ -107,6 +114,7 @@ impl Writer {
             failed,
             longest_ms,
             task,
+            member: endpoint,
             started: clock.now(),
             clock,
         }
@@ -115,14 +123,28 @@ impl Writer {
     /// Stops it and tells what it saw.
     pub async fn finish(self) -> WriterStats {
         self.stop.store(true, Ordering::Relaxed);
-        let errors = self.task.await.unwrap_or_default();
+        let (errors, history) = self.task.await.unwrap_or_default();
         let ok = self.ok.load(Ordering::Relaxed);
+        // Every key read back through the same member (a linearizable
+        // read) and checked against what was put.
+        let mut read = std::collections::BTreeMap::new();
+        let mut history_broken = Vec::new();
+        for key in history.keys() {
+            match etcd_gw::get(&self.member, &key).await {
+                Ok(v) => {
+                    read.insert(key, v);
+                }
+                Err(e) => history_broken.push(format!("{key} could not be read back: {e:#}")),
+            }
+        }
+        history_broken.extend(history.check(&read));
         WriterStats {
             ok,
             failed: self.failed.load(Ordering::Relaxed),
             rate: ok as f64 / self.clock.since(self.started).as_secs_f64(),
             errors,
             longest: Duration::from_millis(self.longest_ms.load(Ordering::Relaxed)),
+            history_broken,
         }
     }
 }
@@ -180,7 +202,8 @@ pub struct SwapReport {
 impl SwapReport {
     /// The seed's promises of a finished swap of `out` for `incoming` that
     /// this one broke (none: all kept): every write succeeded (and more than
-    /// 50 were made), three voters with `incoming` in and `out` out, no
+    /// 50 were made), every key read back at the end as its history allows
+    /// (no acknowledged write lost, no value never written), three voters with `incoming` in and `out` out, no
     /// learner, the old voter's node password and address unchanged, its
     /// datastore moved aside, no shim left after its step-down (and some
     /// before), and never two
@@ -199,6 +222,13 @@ impl SwapReport {
         check(
             self.writer.failed == 0,
             format!("writes failed: {:?}", self.writer.errors),
+        );
+        check(
+            self.writer.history_broken.is_empty(),
+            format!(
+                "the writes' history broken: {:?}",
+                self.writer.history_broken
+            ),
         );
         check(self.voters.len() == 3, format!("voters: {:?}", self.voters));
         check(self.learners == 0, format!("{} learners", self.learners));
@@ -256,6 +286,9 @@ impl SwapReport {
             self.writer.rate,
             self.writer.longest.as_millis()
         );
+        if self.writer.history_broken.is_empty() {
+            w.push_str("; every key read back as written");
+        }
         if !self.writer.errors.is_empty() {
             let _ = write!(w, " (first error: {})", self.writer.errors[0]);
         }
