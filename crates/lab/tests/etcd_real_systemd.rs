@@ -524,20 +524,10 @@ async fn a_removal_waits_out_the_k3s_etcd_lease_of_a_holder_cut_off_and_a_remove
     while !tombstone.exists() {
         if start.elapsed() > QUICK {
             // What its k3s said, for the next reader of a failure.
-            let said: Vec<String> = lab
-                .machine(&other.name)
-                .ok()
-                .and_then(|m| m.journal_of(&["k3s"], Duration::from_secs(30)).ok())
-                .map(|es| {
-                    es.iter()
-                        .filter_map(|e| e["MESSAGE"].as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
             panic!(
                 "{} wrote no tombstone; its k3s said:\n{}",
                 other.name,
-                said[said.len().saturating_sub(40)..].join("\n")
+                common::last_said(&lab, &other.name, &["k3s"], 40)
             );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

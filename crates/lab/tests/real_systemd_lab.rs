@@ -929,23 +929,10 @@ async fn voters_spread_over_two_zones(lab: &SystemdLab, printed: &std::sync::Mut
             break;
         }
         if clock.since(labelled) > Duration::from_secs(360) {
-            let journal: Vec<String> = lab
-                .machine("server-2")
-                .ok()
-                .and_then(|m| {
-                    m.journal(&["fleet-role-actuator"], Duration::from_secs(30))
-                        .ok()
-                })
-                .map(|es| {
-                    es.iter()
-                        .filter_map(|e| e["MESSAGE"].as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
             panic!(
                 "the voters were not spread within 360 s: {voters:?}\n{}\nserver-2's actuator:\n{}",
                 printed.lock().unwrap(),
-                journal[journal.len().saturating_sub(40)..].join("\n")
+                common::last_said(lab, "server-2", &["fleet-role-actuator"], 40)
             );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

@@ -137,3 +137,20 @@ pub async fn lease(apis: &Apis) -> Option<Lease> {
     .await
     .unwrap()
 }
+
+/// The last `n` messages `units` logged on `host`, one a line (empty when
+/// the host's journal cannot be read): what a failing test shows of the
+/// host it waited on.
+pub fn last_said(lab: &SystemdLab, host: &str, units: &[&str], n: usize) -> String {
+    let said: Vec<String> = lab
+        .machine(host)
+        .ok()
+        .and_then(|m| m.journal(units, std::time::Duration::from_secs(30)).ok())
+        .map(|es| {
+            es.iter()
+                .filter_map(|e| e["MESSAGE"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    said[said.len().saturating_sub(n)..].join("\n")
+}

@@ -76,6 +76,30 @@ enum Intrusion {
     Snapshot,
 }
 
+/// How a simulated swap ended, in a word or few: the campaign's summary
+/// and the property tests' check that random worlds reach every ending.
+fn ending(a: &Action) -> &'static str {
+    match a {
+        Action::Refuse { .. } => "refused",
+        Action::ReleaseLease {
+            outcome: Outcome::Done { warning: None },
+        } => "done",
+        Action::ReleaseLease {
+            outcome: Outcome::Done { .. },
+        } => "done with a warning",
+        Action::ReleaseLease {
+            outcome: Outcome::WoundDown { .. },
+        } => "wound down",
+        Action::Stop {
+            step: SwapStep::Rollback,
+            ..
+        } => "stopped before a rollback",
+        Action::Stop { .. } => "stopped",
+        Action::Lost { .. } => "lost its Lease",
+        _ => "other",
+    }
+}
+
 struct World {
     v: FleetView,
     hosts: BTreeMap<String, Host>,

@@ -123,26 +123,7 @@ fn the_random_worlds_reach_every_ending_of_a_swap() {
         let (out, inc) = (v.nodes[out].name.clone(), v.nodes[inc].name.clone());
         let mut w = World::new(v, faults);
         let end = w.run(&mut request(&out, &inc), 2000);
-        let key = match end {
-            Action::Refuse { .. } => "refused",
-            Action::ReleaseLease {
-                outcome: Outcome::Done { warning: None },
-            } => "done",
-            Action::ReleaseLease {
-                outcome: Outcome::Done { .. },
-            } => "done-with-warning",
-            Action::ReleaseLease {
-                outcome: Outcome::WoundDown { .. },
-            } => "wound-down",
-            Action::Stop {
-                step: SwapStep::Rollback,
-                ..
-            } => "stopped before a rollback",
-            Action::Stop { .. } => "stopped",
-            Action::Lost { .. } => "lost",
-            _ => "other",
-        };
-        *endings.entry(key).or_default() += 1;
+        *endings.entry(super::ending(&end)).or_default() += 1;
         if w.writes
             .iter()
             .any(|a| matches!(a, Action::RemoveMember { .. }))
@@ -154,11 +135,11 @@ fn the_random_worlds_reach_every_ending_of_a_swap() {
     for key in [
         "refused",
         "done",
-        "done-with-warning",
-        "wound-down",
+        "done with a warning",
+        "wound down",
         "stopped",
         "stopped before a rollback",
-        "lost",
+        "lost its Lease",
         "a removal asked",
     ] {
         assert!(endings.get(key).copied().unwrap_or(0) >= 3, "{endings:?}");
