@@ -4,6 +4,7 @@
 //! kube-apiserver. What it leaves out is listed in `docs/testing.md`.
 
 pub mod agent;
+mod bootstrap;
 pub mod config;
 pub mod election;
 pub mod learners;

@@ -95,7 +95,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     // server without them (a host that finished as an agent, its
     // server/tls removed) makes them from the CAs in the join server's
     // bootstrap data, as k3s does (`deps.go`, `genETCDCerts`).
-    member_certs(&ctx, ip).await?;
+    super::bootstrap::member_certs(&ctx, ip).await?;
     let own = ctx.etcd(&own_client)?;
     let peer_url = LabSpec::etcd_peer_url(ip);
     let name_file = etcd_dir.join("name");
@@ -115,7 +115,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             .map(|(h, _)| h)
             .unwrap_or_default()
             .to_string();
-        bootstrap(&ctx, &join).await?;
+        super::bootstrap::bootstrap(&ctx, &join).await?;
         let join_etcd = own.at(format!("https://{host}:{ETCD_CLIENT_PORT}"));
         // k3s (pkg/etcd/etcd.go, `join`) refuses to join while any member
         // carries this node's name, a learner left by a rolled-back
@@ -440,75 +440,11 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
 }
 
 /// The host's token: `token`, else the contents of `token-file`.
-fn server_token(ctx: &Ctx) -> Option<String> {
+pub(super) fn server_token(ctx: &Ctx) -> Option<String> {
     ctx.config.get("token").map(str::to_string).or_else(|| {
         let file = ctx.config.get("token-file")?;
         std::fs::read_to_string(ctx.at(file.trim_start_matches('/'))).ok()
     })
-}
-
-/// k3s's first step of a join (`pkg/cluster/bootstrap.go`
-/// `httpBootstrap`): the bootstrap data from the join server's supervisor,
-/// with this host's token as the `server` user. Without a token, k3s stops
-/// ("token is required to join a cluster"); an answer other than 200 (a
-/// wrong token's 401, an agent token's 403) stops it too, before any
-/// member is added, and the unit restarts. While the supervisor does not
-/// answer it is asked again (the join's own retries, as `add_learner`'s).
-async fn bootstrap(
-    ctx: &Ctx,
-    join: &protocol::JoinUrl,
-) -> anyhow::Result<Option<lab_pki::EtcdCas>> {
-    let creds = server_token(ctx)
-        .and_then(|t| token::parse(&t, "server"))
-        .context("token is required to join a cluster")?;
-    let clock = clock::Clock::system();
-    let start = clock.now();
-    loop {
-        match supervisor::server_bootstrap(&ctx.spec.pki_dir(), &ctx.spec.ips(), join, &creds).await
-        {
-            Ok((status, body)) if status.starts_with("200") => {
-                return Ok(supervisor::etcd_cas(&body));
-            }
-            Ok((status, _)) => bail!(
-                "failed to get bootstrap data from {join}{}: {status}",
-                supervisor::BOOTSTRAP_PATH
-            ),
-            Err(e) if clock.since(start) < Duration::from_secs(120) => {
-                warn!("bootstrap data from {join}: {e:#}; retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            Err(e) => return Err(e.context(format!("bootstrap data from {join}"))),
-        }
-    }
-}
-
-/// Makes this server's etcd certificates from the join server's bootstrap
-/// data when it has none (`server-client.crt` missing): the CAs with their
-/// keys, and its member's own certificates for `ip`. Nothing when they are
-/// there; without `server:` to bootstrap from, k3s would make new CAs and
-/// a new cluster, which a lab host never should: it stops instead.
-async fn member_certs(ctx: &Ctx, ip: std::net::Ipv4Addr) -> anyhow::Result<()> {
-    let dir = ctx.at(lab_pki::HOST_ETCD_TLS);
-    if dir.join("server-client.crt").exists() {
-        return Ok(());
-    }
-    let server = ctx.config.get("server").with_context(|| {
-        format!(
-            "no etcd certificates in {} and no server: to bootstrap them from",
-            dir.display()
-        )
-    })?;
-    let join = protocol::JoinUrl::parse(server)?;
-    let cas = bootstrap(ctx, &join)
-        .await?
-        .with_context(|| format!("the bootstrap data from {join} carries no etcd CAs"))?;
-    // A half-made directory (a crash while writing) is made again whole.
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).with_context(|| dir.display().to_string())?;
-    }
-    lab_pki::write_member(&dir, &cas, ip.into())?;
-    info!("made this member's etcd certificates from the bootstrap data of {join}");
-    Ok(())
 }
 
 /// A member already named for `node` (k3s's member names are
