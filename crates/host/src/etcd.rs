@@ -50,9 +50,18 @@ fn probe(url: &str, timeout: Duration) -> Option<bool> {
             Err(_) => return None,
         }
     }
-    let body = String::from_utf8_lossy(&raw);
+    Some(healthy_answer(&raw))
+}
+
+/// Whether etcd's answer to `GET /health` (the raw HTTP response, at most
+/// what [`is_healthy`] reads) says healthy: status 200 and
+/// `"health":"true"` in it. Whatever listens on the health port writes
+/// these bytes (etcd, or any local process that took the port), so they
+/// are read as text and searched, nothing more.
+pub fn healthy_answer(raw: &[u8]) -> bool {
+    let body = String::from_utf8_lossy(raw);
     let ok = body.starts_with("HTTP/1.1 200") || body.starts_with("HTTP/1.0 200");
-    Some(ok && body.replace(' ', "").contains("\"health\":\"true\""))
+    ok && body.replace(' ', "").contains("\"health\":\"true\"")
 }
 
 /// Waits up to `timeout` on `clock` for `url` to report healthy, asking

@@ -101,15 +101,29 @@ pub(crate) fn env_value(
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
         };
-        for line in text.lines().map(str::trim) {
-            let line = line.strip_prefix("export ").unwrap_or(line);
-            if let Some((key, v)) = line.split_once('=')
-                && keys.contains(&key)
-            {
-                let v = v.trim().trim_matches(['"', '\'']);
-                if !v.is_empty() {
-                    found = Some((key.to_string(), v.to_string(), file.clone()));
-                }
+        if let Some((key, value)) = env_assignment(&text, keys) {
+            found = Some((key.to_string(), value.to_string(), file));
+        }
+    }
+    found
+}
+
+/// The last non-empty assignment of one of `keys` in the text of one
+/// environment file (`KEY=value` or `export KEY=value` per line, a later
+/// line winning, quotes around the value removed): the key and the value.
+/// These files are root's (install.sh writes them, an operator or a
+/// provisioning tool edits them), and what they set is passed on to a
+/// [`JoinUrl`] check, never used as it is.
+pub fn env_assignment<'a>(text: &'a str, keys: &[&str]) -> Option<(&'a str, &'a str)> {
+    let mut found = None;
+    for line in text.lines().map(str::trim) {
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        if let Some((key, v)) = line.split_once('=')
+            && keys.contains(&key)
+        {
+            let v = v.trim().trim_matches(['"', '\'']);
+            if !v.is_empty() {
+                found = Some((key, v));
             }
         }
     }

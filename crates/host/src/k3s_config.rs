@@ -126,7 +126,20 @@ pub fn read_file(path: &Path) -> Option<ConfigFile> {
             });
         }
     };
-    let content = if only_comments(&text) {
+    Some(ConfigFile {
+        path: path.to_path_buf(),
+        content: parse(text),
+    })
+}
+
+/// Reads the text of one file k3s would read (see the module's policy):
+/// white space and comments alone are an empty mapping, a YAML mapping is
+/// its keys, anything else is [`Unusable`]. Whoever can write under
+/// `/etc/rancher/k3s` writes this text (an operator, a provisioning tool,
+/// an Ansible role), and it holds the join token: what is said of a text
+/// that does not read is where the parser stopped, never a piece of it.
+pub fn parse(text: String) -> Result<Mapping, Unusable> {
+    if only_comments(&text) {
         Ok(Mapping { text, keys: vec![] })
     } else {
         serde_saphyr::from_str::<BTreeMap<String, IgnoredAny>>(&text)
@@ -135,11 +148,7 @@ pub fn read_file(path: &Path) -> Option<ConfigFile> {
                 text,
             })
             .map_err(|e| located("not valid YAML for k3s (a mapping of its flags)", &e))
-    };
-    Some(ConfigFile {
-        path: path.to_path_buf(),
-        content,
-    })
+    }
 }
 
 /// Whether `text` holds nothing but white space and comments: a file k3s

@@ -4,7 +4,7 @@
 
 use std::{fs, io::ErrorKind};
 
-use protocol::Role;
+use protocol::{InvalidValue, Role};
 
 use crate::{
     HostPaths,
@@ -12,13 +12,19 @@ use crate::{
     fsutil::write_atomic,
 };
 
+/// Reads the role file's text: `server` or `agent`, white space around it
+/// ignored, anything else refused. The file is root's to write, but
+/// `fleet-role-actuator is` reads it from both units' `ExecCondition`, so
+/// a file cut short or edited by hand must read as no role, never as one.
+pub fn parse(text: &str) -> std::result::Result<Role, InvalidValue> {
+    Role::parse(text.trim())
+}
+
 /// Reads the role file: `None` when it is missing.
 pub fn read(paths: &HostPaths) -> Result<Option<Role>> {
     let path = paths.role_file();
     match fs::read_to_string(&path) {
-        Ok(s) => Role::parse(s.trim())
-            .map(Some)
-            .map_err(|_| Error::BadRoleFile { path }),
+        Ok(s) => parse(&s).map(Some).map_err(|_| Error::BadRoleFile { path }),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io("reading", path)(e)),
     }

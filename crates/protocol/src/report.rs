@@ -256,12 +256,22 @@ impl Dropped {
 /// Why a report value is not a report.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
-    /// It is no report's JSON.
-    #[error(transparent)]
-    Json(#[from] serde_json::Error),
+    /// It is no report's JSON. serde's message quotes the value it could
+    /// not take (an unknown step, say) as it was written, so it is said on
+    /// one line ([`crate::text::one_line`]): the value is the report
+    /// writer's, and the actuator logs this. Not a `source`, so that no
+    /// printer of the error's chain shows serde's own message after it.
+    #[error("{}", crate::text::one_line(&.0.to_string()))]
+    Json(serde_json::Error),
     /// It is of a protocol version this build does not know.
     #[error(transparent)]
     Version(#[from] crate::version::UnknownVersion),
+}
+
+impl From<serde_json::Error> for ParseError {
+    fn from(e: serde_json::Error) -> Self {
+        ParseError::Json(e)
+    }
 }
 
 /// One host's report.

@@ -270,6 +270,35 @@ fn a_report_without_a_version_reads_as_version_one_and_one_of_an_unknown_version
     assert!(matches!(Report::parse(&newer), Err(ParseError::Version(_))));
 }
 
+// Found by the fuzz target `report` (fuzz/seeds/report/regression-*): serde
+// quoted the unknown step as written, a tab or a newline breaking the log
+// line the actuator writes of its unreadable report.
+#[test]
+fn what_is_said_of_a_report_that_does_not_read_is_one_line_whatever_the_value() {
+    for raw in [
+        "{\"step\":\"\\t\"",
+        "{\"step\":\"pro\\nmote\\u001b[2J\",\"phase\":\"done\",\"startedAt\":1,\"updatedAt\":1}",
+    ] {
+        let said = Report::parse(raw).unwrap_err().to_string();
+        assert!(!said.chars().any(char::is_control), "{said:?}");
+        assert!(said.starts_with("unknown variant `"), "{said:?}");
+        let e = Report::parse(raw).unwrap_err();
+        assert!(
+            std::error::Error::source(&e).is_none(),
+            "no cause that says it again"
+        );
+    }
+    let long = format!(
+        "{{\"step\":\"{}\",\"phase\":\"done\",\"startedAt\":1,\"updatedAt\":1}}",
+        "x".repeat(10_000)
+    );
+    let said = Report::parse(&long).unwrap_err().to_string();
+    assert!(
+        said.chars().count() <= crate::text::ONE_LINE_MAX + 1,
+        "{said}"
+    );
+}
+
 #[test]
 fn a_steps_name_is_the_one_its_report_carries() {
     for step in [

@@ -1,0 +1,4 @@
+//! libFuzzer entry: see `fuzzing::etcd_view` for what it reads and who writes it.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzzing::etcd_view(data));
