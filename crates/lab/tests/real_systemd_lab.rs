@@ -872,11 +872,16 @@ async fn fleet_role_run_on_real_systemd_holds_a_voter_in_maintenance_and_outside
 
 /// `fleet-role status` on the lab, its output.
 fn fleet_role_status(lab: &SystemdLab) -> std::process::Output {
+    fleet_role_cmd(lab, "status")
+}
+
+/// `fleet-role COMMAND` on the lab, its output.
+fn fleet_role_cmd(lab: &SystemdLab, command: &str) -> std::process::Output {
     std::process::Command::new(fleet_role())
         .args([
             "--kubeconfig",
             &lab::world::kubeconfig(&lab.spec).display().to_string(),
-            "status",
+            command,
         ])
         .output()
         .unwrap()
@@ -890,6 +895,11 @@ fn fleet_role_status(lab: &SystemdLab) -> std::process::Output {
 /// one in b.
 async fn voters_spread_over_two_zones(lab: &SystemdLab, printed: &std::sync::Mutex<String>) {
     let apis = Apis::for_lab(&lab.spec).unwrap();
+    // The labels go on one Node at a time: paused, `run` takes no swap
+    // from a half-labelled fleet (agent-2 with no zone yet looked like a
+    // zone of its own).
+    let paused = fleet_role_cmd(lab, "pause");
+    assert!(paused.status.success(), "pause: {paused:?}");
     for (node, zone) in [
         ("server-1", "a"),
         ("server-3", "a"),
@@ -901,6 +911,8 @@ async fn voters_spread_over_two_zones(lab: &SystemdLab, printed: &std::sync::Mut
             serde_json::json!({"metadata": {"labels": {"topology.kubernetes.io/zone": zone}}});
         apis.patch_node(node, &patch).await.unwrap();
     }
+    let resumed = fleet_role_cmd(lab, "resume");
+    assert!(resumed.status.success(), "resume: {resumed:?}");
     let clock = clock::Clock::system();
     let labelled = clock.now();
     while !printed.lock().unwrap().contains("to spread the voters") {
