@@ -147,7 +147,7 @@ impl SystemdLab {
         lab_pki::generate(&spec.pki_dir(), &spec.ips())?;
         // The servers' etcd certificates; an agent has none, as a k3s agent
         // has none: promoted, it makes them from the join server's
-        // bootstrap data (`k3s/server.rs`, `member_certs`).
+        // bootstrap data (`k3s/bootstrap.rs`, `member_certs`).
         crate::lab_pki::generate_etcd(
             &spec.pki_dir(),
             &spec
