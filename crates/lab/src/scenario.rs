@@ -123,12 +123,19 @@ impl Writer {
     /// Stops it and tells what it saw.
     pub async fn finish(self) -> WriterStats {
         self.stop.store(true, Ordering::Relaxed);
-        let (errors, history) = self.task.await.unwrap_or_default();
+        let mut history_broken = Vec::new();
+        let (errors, history) = match self.task.await {
+            Ok(done) => done,
+            // No history to check is itself a broken one.
+            Err(e) => {
+                history_broken.push(format!("the writer's task ended: {e}"));
+                Default::default()
+            }
+        };
         let ok = self.ok.load(Ordering::Relaxed);
         // Every key read back through the same member (a linearizable
         // read) and checked against what was put.
         let mut read = std::collections::BTreeMap::new();
-        let mut history_broken = Vec::new();
         for key in history.keys() {
             match etcd_gw::get(&self.member, &key).await {
                 Ok(v) => {
@@ -203,8 +210,9 @@ impl SwapReport {
     /// The seed's promises of a finished swap of `out` for `incoming` that
     /// this one broke (none: all kept): every write succeeded (and more than
     /// 50 were made), every key read back at the end as its history allows
-    /// (no acknowledged write lost, no value never written), three voters with `incoming` in and `out` out, no
-    /// learner, the old voter's node password and address unchanged, its
+    /// (no acknowledged write lost, no value never written), three voters
+    /// with `incoming` in and `out` out, no learner, the old voter's node
+    /// password and address unchanged, its
     /// datastore moved aside, no shim left after its step-down (and some
     /// before), and never two
     /// k3s units running at once on any host.
