@@ -35,22 +35,20 @@ fn id_of(v: &Value) -> u64 {
 }
 
 async fn post(ep: &Endpoint, path: &str, body: Value) -> anyhow::Result<Value> {
-    post_within(ep, path, body, None).await
+    post_within(ep, path, body, Endpoint::bound_for(path)).await
 }
 
-/// A POST within `bound` (the endpoint's own bound by path when `None`).
+/// A POST within `bound`.
 async fn post_within(
     ep: &Endpoint,
     path: &str,
     body: Value,
-    bound: Option<Duration>,
+    bound: Duration,
 ) -> anyhow::Result<Value> {
-    let body = body.to_string();
-    let r = match bound {
-        Some(b) => ep.request_within(path, Some(&body), b).await,
-        None => ep.request(path, Some(&body)).await,
-    }
-    .with_context(|| format!("POST {}{path}", ep.url()))?;
+    let r = ep
+        .request_within(path, Some(&body.to_string()), bound)
+        .await
+        .with_context(|| format!("POST {}{path}", ep.url()))?;
     let v: Value = serde_json::from_str(r.body.trim()).unwrap_or(Value::Null);
     if r.status != 200 {
         let msg = v
@@ -211,7 +209,7 @@ pub async fn put_within(
         ep,
         "/v3/kv/put",
         json!({ "key": b64.encode(key), "value": b64.encode(value) }),
-        Some(bound),
+        bound,
     )
     .await
     .map(drop)

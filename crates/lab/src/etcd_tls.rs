@@ -85,12 +85,17 @@ impl Endpoint {
     /// Connection and TLS errors (a member that refuses the certificate
     /// included), the timeout, or a malformed response.
     pub async fn request(&self, path: &str, body: Option<&str>) -> io::Result<Response> {
-        let bound = if path.contains("snapshot") {
+        self.request_within(path, body, Self::bound_for(path)).await
+    }
+
+    /// How long a request for `path` is given: 60 s for a snapshot, 5 s
+    /// for anything else.
+    pub fn bound_for(path: &str) -> Duration {
+        if path.contains("snapshot") {
             Duration::from_secs(60)
         } else {
             Duration::from_secs(5)
-        };
-        self.request_within(path, body, bound).await
+        }
     }
 
     /// [`Endpoint::request`] with its own bound (a TLS member's; a plain
