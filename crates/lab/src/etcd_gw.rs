@@ -176,8 +176,17 @@ pub async fn status(ep: &Endpoint) -> anyhow::Result<Status> {
 
 /// A key's value, if it is set (a linearizable read).
 pub async fn get(ep: &Endpoint, key: &str) -> anyhow::Result<Option<String>> {
+    get_within(ep, key, Endpoint::bound_for("/v3/kv/range")).await
+}
+
+/// [`get`], waiting up to `bound` for the answer.
+pub async fn get_within(
+    ep: &Endpoint,
+    key: &str,
+    bound: Duration,
+) -> anyhow::Result<Option<String>> {
     let b64 = base64::engine::general_purpose::STANDARD;
-    let v = post(ep, "/v3/kv/range", json!({ "key": b64.encode(key) })).await?;
+    let v = post_within(ep, "/v3/kv/range", json!({ "key": b64.encode(key) }), bound).await?;
     let Some(value) = v["kvs"]
         .as_array()
         .and_then(|kvs| kvs.first())
@@ -213,6 +222,15 @@ pub async fn put_within(
     )
     .await
     .map(drop)
+}
+
+/// A member's hash of its key-value store up to `revision` (0: its
+/// current one), and its current revision (`maintenance/hashkv`): members
+/// that applied the same history give the same hash at the same revision.
+pub async fn hash_kv(ep: &Endpoint, revision: u64) -> anyhow::Result<(u64, u64)> {
+    let body = json!({ "revision": revision.to_string() });
+    let v = post(ep, "/v3/maintenance/hashkv", body).await?;
+    Ok((id_of(&v["hash"]), id_of(&v["header"]["revision"])))
 }
 
 /// A whole snapshot of the member's database (the gateway streams it as JSON

@@ -17,6 +17,7 @@
 pub mod api;
 pub mod bench;
 pub mod bounded;
+pub mod chaos;
 pub mod etcd_gw;
 pub mod etcd_tls;
 pub mod hand;

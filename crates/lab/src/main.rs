@@ -7,7 +7,7 @@ use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
 use lab::{
-    held, k3s, scenario,
+    chaos, held, k3s, scenario,
     systemd_lab::{self, SystemdLab},
     world,
 };
@@ -85,6 +85,25 @@ enum Cmd {
         /// Seconds of idle to measure.
         #[arg(long, default_value_t = 60)]
         idle_secs: u64,
+    },
+    /// A robustness campaign: a lab of 3 servers and 2 agents, two
+    /// `fleet-role run` instances, clients reading and writing etcd, and
+    /// swaps back and forth under faults drawn from the seed; prints the
+    /// summary and exits 1 on any violation (docs/testing.md).
+    Chaos {
+        /// The seed the schedule is drawn from.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// How many swaps.
+        #[arg(long, default_value_t = 4)]
+        swaps: usize,
+        /// How many faults in all (default: two per swap).
+        #[arg(long)]
+        faults: Option<usize>,
+        /// Run the schedule in FILE (a campaign's `schedule.json`) instead
+        /// of drawing one.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["seed", "swaps", "faults"])]
+        replay: Option<PathBuf>,
     },
     /// The k3s stand-in (what every lab host runs as `k3s`).
     #[command(hide = true)]
@@ -228,6 +247,36 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             )
             .await?;
             Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Chaos {
+            seed,
+            swaps,
+            faults,
+            replay,
+        } => {
+            let bins = world::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
+            let schedule = match replay {
+                Some(file) => chaos::campaign::load(&file)?,
+                None => chaos::schedule::Schedule::draw(seed, swaps, faults.unwrap_or(2 * swaps)),
+            };
+            let summary = chaos::campaign::run(
+                chaos::campaign::Options {
+                    dir: cli.dir.join("chaos"),
+                    schedule,
+                    bins,
+                    fleet_role: std::env::current_exe()?.with_file_name("fleet-role"),
+                },
+                say,
+            )
+            .await?;
+            for line in summary.lines() {
+                say(&line);
+            }
+            Ok(if summary.violations.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Cmd::Demo { by_hand } => {
             let bins = world::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;

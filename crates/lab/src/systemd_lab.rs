@@ -370,6 +370,17 @@ impl SystemdLab {
         Ok(())
     }
 
+    /// Cuts a host's power: every process of it killed at once, nothing
+    /// stopped cleanly (no unit's stop runs, nothing is synced); [`boot`]
+    /// starts it again from the same directories.
+    ///
+    /// [`boot`]: SystemdLab::boot
+    pub fn hard_reset(&mut self, host: &str) -> anyhow::Result<()> {
+        let m = self.machine_mut(host)?;
+        block(|| m.kill());
+        Ok(())
+    }
+
     /// Boots a host that was powered off; whether it was off (a host
     /// still running is left as it is).
     pub fn boot(&mut self, host: &str) -> anyhow::Result<bool> {

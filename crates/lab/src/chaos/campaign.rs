@@ -1,0 +1,756 @@
+//! The campaign itself: a lab of three servers and two agents, two `run`
+//! instances, clients reading and writing through the members, and the
+//! schedule's swaps, each driven by `fleet-role swap` while its faults fire;
+//! then the end checks and the summary.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use anyhow::Context;
+use serde_json::Value;
+
+use super::{
+    clients::Clients,
+    controllers::{FleetRole, Runs},
+    faults, linear,
+    schedule::{self, Budget, Fault, FaultKind, Schedule},
+    summary::{Ending, FaultTally, Summary, SwapLine},
+    watch::{self, Watch},
+};
+use crate::{
+    etcd_gw,
+    spec::LabSpec,
+    systemd_lab::{self, SystemdLab},
+    world,
+};
+
+/// How to run a campaign.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The campaign's directory (its lab under `lab/`, its logs, schedule
+    /// and summary beside it); emptied first.
+    pub dir: PathBuf,
+    /// The schedule to run.
+    pub schedule: Schedule,
+    /// The lab's programs.
+    pub bins: world::Bins,
+    /// `fleet-role`.
+    pub fleet_role: PathBuf,
+}
+
+/// The longest one swap may take, its resumes and faults included, before
+/// it counts as unfinished.
+const SWAP_BOUND: Duration = Duration::from_secs(20 * 60);
+/// The longest the fleet may take to be clean again (`status` exits 0)
+/// once a swap ended and its faults healed.
+const CLEAN_BOUND: Duration = Duration::from_secs(6 * 60);
+/// How often a stopped swap is resumed before it is aborted.
+const RESUMES: u32 = 3;
+/// The bound of one `fleet-role status` or `abort`.
+const COMMAND_BOUND: Duration = Duration::from_secs(60);
+/// The longest a member may take to serve again after a fault healed.
+const MEMBER_BACK: Duration = Duration::from_secs(180);
+
+/// The campaign's settings for `fleet-role`: short Leases, so a killed
+/// controller's swap is taken up within seconds; a grace longer than any
+/// fault, so `run` only takes up swaps and never replaces a voter by
+/// itself; every host's API to fail over to.
+fn settings(spec: &LabSpec) -> String {
+    let servers: Vec<String> = spec
+        .all_api_urls()
+        .iter()
+        .map(|u| format!("\"{u}\""))
+        .collect();
+    format!(
+        "lease_duration_secs = 20\ngrace_period_secs = 3600\nsettle_secs = 5\nstandby_min_healthy_secs = 10\nretry_max = 50\nretry_backoff_secs = 5\npoll_millis = 500\nleader_lease_duration_secs = 15\napi_servers = [{}]\n",
+        servers.join(", ")
+    )
+}
+
+/// Everything the swaps and their faults share.
+struct Shared {
+    lab: tokio::sync::Mutex<SystemdLab>,
+    spec: LabSpec,
+    fleet_role: FleetRole,
+    runs: tokio::sync::Mutex<Runs>,
+    budget: Arc<Mutex<Budget>>,
+    /// Hosts in a fault now.
+    busy: Mutex<BTreeSet<String>>,
+    /// The running `fleet-role swap`'s pid.
+    swap_pid: Mutex<Option<u32>>,
+    tallies: Mutex<BTreeMap<FaultKind, FaultTally>>,
+    violations: Mutex<Vec<String>>,
+    say: Box<dyn Fn(&str) + Send + Sync>,
+}
+
+impl Shared {
+    fn tally(&self, kind: FaultKind, f: impl FnOnce(&mut FaultTally)) {
+        f(self
+            .tallies
+            .lock()
+            .expect("tallies")
+            .entry(kind)
+            .or_default());
+    }
+
+    fn violation(&self, v: String) {
+        (self.say)(&format!("VIOLATION: {v}"));
+        self.violations.lock().expect("violations").push(v);
+    }
+}
+
+/// Runs a campaign: its summary (violations included; an error only when
+/// the lab could not be brought up or checked at all).
+pub async fn run(
+    o: Options,
+    say: impl Fn(&str) + Send + Sync + 'static,
+) -> anyhow::Result<Summary> {
+    let clock = clock::Clock::system();
+    let t0 = clock.now();
+    let _ = std::fs::remove_dir_all(&o.dir);
+    std::fs::create_dir_all(&o.dir)?;
+    let dir = std::fs::canonicalize(&o.dir)?;
+    // A host's `k3s etcd-snapshot` finds its lab by path, and every host
+    // has a /tmp of its own.
+    if dir.starts_with("/tmp") {
+        anyhow::bail!(
+            "{}: a lab under /tmp is not seen from its hosts (they have a /tmp of their own); use another --dir",
+            dir.display()
+        );
+    }
+    let schedule_file = dir.join("schedule.json");
+    std::fs::write(&schedule_file, serde_json::to_string_pretty(&o.schedule)?)?;
+    say(&format!(
+        "chaos: seed {}, {} swaps, {} faults; schedule in {}",
+        o.schedule.seed,
+        o.schedule.swaps.len(),
+        o.schedule.faults(),
+        schedule_file.display()
+    ));
+    let lab = SystemdLab::up(
+        systemd_lab::Options {
+            dir: dir.join("lab"),
+            servers: 3,
+            agents: 2,
+            timings: Default::default(),
+            bins: o.bins.clone(),
+        },
+        &say,
+    )
+    .await?;
+    let spec = lab.spec.clone();
+    let config = dir.join("fleet-role.toml");
+    std::fs::write(&config, settings(&spec))?;
+    let fleet_role = FleetRole {
+        program: o.fleet_role.clone(),
+        config,
+        logs: dir.clone(),
+    };
+    let runs = Runs::start(
+        fleet_role.clone(),
+        vec![
+            world::kubeconfig_for(&spec, "server-1")?,
+            world::kubeconfig_for(&spec, "server-2")?,
+        ],
+    )?;
+    let budget = Arc::new(Mutex::new(Budget::default()));
+    let shared = Arc::new(Shared {
+        lab: tokio::sync::Mutex::new(lab),
+        spec: spec.clone(),
+        fleet_role,
+        runs: tokio::sync::Mutex::new(runs),
+        budget: budget.clone(),
+        busy: Mutex::new(BTreeSet::new()),
+        swap_pid: Mutex::new(None),
+        tallies: Mutex::new(BTreeMap::new()),
+        violations: Mutex::new(Vec::new()),
+        say: Box::new(say),
+    });
+    let say = |l: &str| (shared.say)(l);
+    wait_for(Duration::from_secs(120), || async {
+        shared.runs.lock().await.any_leading()
+    })
+    .await
+    .context("no `fleet-role run` instance leads within 120 s")?;
+    let endpoints: Vec<etcd_gw::Endpoint> = spec
+        .hosts
+        .iter()
+        .map(|h| spec.etcd(h.ip))
+        .collect::<anyhow::Result<_>>()?;
+    let clients = Clients::start(
+        &format!("/chaos/{}", o.schedule.seed),
+        endpoints.clone(),
+        3,
+        Duration::from_millis(100),
+        o.schedule.seed,
+    );
+    let watcher = Watch::start(spec.clone(), budget)?;
+    let mut swaps = Vec::new();
+    for (n, plan) in o.schedule.swaps.iter().enumerate() {
+        if let Err(e) = wait_clean(&shared, CLEAN_BOUND).await {
+            shared.violation(format!("before swap {}: {e:#}", n + 1));
+        }
+        let (voters, standbys) = fleet(&spec).await;
+        let Some((out, incoming)) = schedule::pick_pair(plan.pick, &voters, &standbys) else {
+            say(&format!(
+                "swap {}: no pair to swap ({voters:?}, {standbys:?})",
+                n + 1
+            ));
+            swaps.push(SwapLine {
+                out: String::new(),
+                incoming: String::new(),
+                ending: Ending::Skipped,
+                resumes: 0,
+                secs: 0,
+            });
+            continue;
+        };
+        say(&format!("swap {}: {out} -> {incoming}", n + 1));
+        let line = one_swap(
+            &shared,
+            n + 1,
+            &out,
+            &incoming,
+            &plan.faults,
+            &voters,
+            &standbys,
+        )
+        .await;
+        say(&format!(
+            "swap {}: {} in {} s ({} resumes)",
+            n + 1,
+            line.ending.name(),
+            line.secs,
+            line.resumes
+        ));
+        if line.ending == Ending::Unfinished {
+            shared.violation(format!(
+                "swap {} ({out} -> {incoming}) was not over within {} s",
+                n + 1,
+                SWAP_BOUND.as_secs()
+            ));
+        }
+        swaps.push(line);
+    }
+    if let Err(e) = wait_clean(&shared, CLEAN_BOUND).await {
+        shared.violation(format!("after the last swap: {e:#}"));
+    }
+    // Stop the clients and check their history.
+    let history = clients.finish(&endpoints).await;
+    let found = watcher.finish().await;
+    for v in linear::check(&history).into_iter().chain(found.violations) {
+        shared.violation(v);
+    }
+    say("the end checks: etcd's members, HashKV, reports, the k3s units");
+    for v in end_checks(&shared).await {
+        shared.violation(v);
+    }
+    shared.runs.lock().await.stop().await;
+    let summary = Summary {
+        seed: o.schedule.seed,
+        schedule: schedule_file.display().to_string(),
+        swaps,
+        faults: shared.tallies.lock().expect("tallies").clone(),
+        ops: linear::counts(&history),
+        longest_quorum_stall_ms: found.longest_stall_ms,
+        violations: shared.violations.lock().expect("violations").clone(),
+        secs: clock.since(t0).as_secs(),
+    };
+    std::fs::write(dir.join("summary.txt"), summary.lines().join("\n") + "\n")?;
+    Ok(summary)
+}
+
+/// Polls `ok` every second until it holds, within `bound`.
+async fn wait_for<F, Fut>(bound: Duration, ok: F) -> anyhow::Result<()>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let clock = clock::Clock::system();
+    let start = clock.now();
+    while !ok().await {
+        if clock.since(start) > bound {
+            anyhow::bail!("not within {} s", bound.as_secs());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Ok(())
+}
+
+/// etcd's members now, through any host's member.
+async fn members(spec: &LabSpec) -> Option<Vec<etcd_gw::Member>> {
+    for h in &spec.hosts {
+        let ep = spec.etcd(h.ip).ok()?;
+        if let Ok(Ok((_, m))) =
+            tokio::time::timeout(Duration::from_secs(3), etcd_gw::member_list(&ep)).await
+        {
+            return Some(m);
+        }
+    }
+    None
+}
+
+/// The voters and the standbys (hosts with no member), each by name.
+async fn fleet(spec: &LabSpec) -> (Vec<String>, Vec<String>) {
+    let members = members(spec).await.unwrap_or_default();
+    let voting: BTreeSet<&str> = members
+        .iter()
+        .filter(|m| !m.is_learner)
+        .map(|m| watch::host_of(&m.name))
+        .collect();
+    let any: BTreeSet<&str> = members.iter().map(|m| watch::host_of(&m.name)).collect();
+    let names = |f: &dyn Fn(&str) -> bool| -> Vec<String> {
+        spec.hosts
+            .iter()
+            .map(|h| h.name.clone())
+            .filter(|n| f(n))
+            .collect()
+    };
+    (names(&|n| voting.contains(n)), names(&|n| !any.contains(n)))
+}
+
+/// Every host's kubeconfig, in order: a command tries them in turn.
+fn kubeconfigs(spec: &LabSpec) -> Vec<PathBuf> {
+    spec.hosts
+        .iter()
+        .filter_map(|h| world::kubeconfig_for(spec, &h.name).ok())
+        .collect()
+}
+
+/// `fleet-role status --output json` through the first host that answers:
+/// its exit code and JSON.
+async fn status(shared: &Shared) -> Option<(i32, Value)> {
+    for k in kubeconfigs(&shared.spec) {
+        let (code, out) = shared
+            .fleet_role
+            .output(&k, &["status", "--output", "json"], COMMAND_BOUND)
+            .await;
+        if let (Some(c @ (0 | 5)), Ok(v)) = (code, serde_json::from_str::<Value>(&out)) {
+            return Some((c, v));
+        }
+    }
+    None
+}
+
+/// Waits until `status` exits 0 (nothing degraded, no swap under way);
+/// the degradations seen last when it does not within `bound`.
+async fn wait_clean(shared: &Shared, bound: Duration) -> anyhow::Result<()> {
+    let clock = clock::Clock::system();
+    let start = clock.now();
+    let mut last = String::from("no status answered");
+    while clock.since(start) < bound {
+        match status(shared).await {
+            Some((0, v)) if v["lease"]["swap"].is_null() => return Ok(()),
+            Some((_, v)) => last = format!("{} {}", v["degraded"], v["lease"]["swap"]),
+            None => {}
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    anyhow::bail!(
+        "the fleet was not clean within {} s: {last}",
+        bound.as_secs()
+    )
+}
+
+/// The Lease's last ending, as `(swap id, outcome, kind)`.
+fn last_swap(v: &Value) -> Option<(String, String, String)> {
+    let l = &v["lease"]["lastSwap"];
+    let s = |x: &Value| x.as_str().unwrap_or_default().to_string();
+    (!l.is_null()).then(|| {
+        (
+            s(&l["swap"]),
+            s(&l["outcome"]["outcome"]),
+            s(&l["outcome"]["kind"]),
+        )
+    })
+}
+
+/// Drives one swap with its faults to its end.
+async fn one_swap(
+    shared: &Arc<Shared>,
+    n: usize,
+    out: &str,
+    incoming: &str,
+    plan: &[Fault],
+    voters: &[String],
+    standbys: &[String],
+) -> SwapLine {
+    let clock = clock::Clock::system();
+    let t0 = clock.now();
+    let before = status(shared).await.and_then(|(_, v)| last_swap(&v));
+    // The faults run beside the swap, each in its own task.
+    let fault_tasks: Vec<_> = plan
+        .iter()
+        .cloned()
+        .map(|f| {
+            let shared = shared.clone();
+            let target = schedule::name_target(f.target, (out, incoming), voters, standbys);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(f.after_ms)).await;
+                one_fault(&shared, &f, target).await;
+            })
+        })
+        .collect();
+    // The controller goes through a voter that stays.
+    let through = voters
+        .iter()
+        .find(|v| *v != out)
+        .and_then(|v| world::kubeconfig_for(&shared.spec, v).ok());
+    let mut line = SwapLine {
+        out: out.into(),
+        incoming: incoming.into(),
+        ending: Ending::Unfinished,
+        resumes: 0,
+        secs: 0,
+    };
+    let log = format!("swap-{n}.log");
+    let args = ["swap", "--out", out, "--in", incoming, "--timeout", "10m"];
+    let spawn = || {
+        let k = through.clone()?;
+        let child = shared.fleet_role.spawn(&k, &args, &log, |_| {}).ok()?;
+        *shared.swap_pid.lock().expect("pid") = child.id();
+        Some(child)
+    };
+    let mut child = spawn();
+    let mut exit = None;
+    while clock.since(t0) < SWAP_BOUND {
+        if let Some(c) = child.as_mut() {
+            match c.try_wait() {
+                Ok(Some(s)) => {
+                    exit = s.code();
+                    child = None;
+                    *shared.swap_pid.lock().expect("pid") = None;
+                }
+                Ok(None) => {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    continue;
+                }
+                Err(_) => child = None,
+            }
+        }
+        let Some((_, v)) = status(shared).await else {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            continue;
+        };
+        let lease = &v["lease"];
+        if lease["held"].as_bool() == Some(true) {
+            // A controller drives it (`run`, having taken it up), or a
+            // dead one's Lease has yet to lapse.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            continue;
+        }
+        if !lease["stopped"].is_null() {
+            if line.resumes < RESUMES {
+                line.resumes += 1;
+                (shared.say)(&format!("swap {n}: stopped; resumed ({})", line.resumes));
+                child = spawn();
+                continue;
+            }
+            let k = through.clone().unwrap_or_default();
+            let (code, _) = shared
+                .fleet_role
+                .output(&k, &["abort"], Duration::from_secs(15 * 60))
+                .await;
+            (shared.say)(&format!(
+                "swap {n}: stopped {RESUMES} times; aborted (exit {code:?})"
+            ));
+            line.ending = Ending::Aborted;
+            break;
+        }
+        if !lease["swap"].is_null() {
+            // Recorded, not held: `run` takes it up.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            continue;
+        }
+        let last = last_swap(&v);
+        line.ending = match (&last, exit) {
+            (Some(l), _) if Some(l) != before.as_ref() => match (l.1.as_str(), l.2.as_str()) {
+                ("done", _) => Ending::Done,
+                (_, "refused") => Ending::Refused,
+                _ => Ending::RolledBack,
+            },
+            (_, Some(0)) => Ending::Done,
+            _ => Ending::Refused,
+        };
+        break;
+    }
+    if let Some(mut c) = child {
+        let _ = c.kill().await;
+        *shared.swap_pid.lock().expect("pid") = None;
+    }
+    for t in fault_tasks {
+        let _ = t.await;
+    }
+    line.secs = clock.since(t0).as_secs();
+    line
+}
+
+/// Fires one fault at its moment (waiting while the budget or the host is
+/// taken), holds it, and heals it.
+async fn one_fault(shared: &Shared, f: &Fault, target: Option<String>) {
+    let say = |l: &str| (shared.say)(l);
+    match f.kind {
+        FaultKind::KillSwapController => {
+            let pid = *shared.swap_pid.lock().expect("pid");
+            match pid.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
+                Some(p)
+                    if rustix::process::kill_process(p, rustix::process::Signal::KILL).is_ok() =>
+                {
+                    say("fault: kill-swap-controller");
+                    shared.tally(f.kind, |t| t.fired += 1);
+                }
+                _ => shared.tally(f.kind, |t| t.skipped += 1),
+            }
+            return;
+        }
+        FaultKind::KillLeadingRun => {
+            let killed = shared.runs.lock().await.kill_leader().await;
+            let Some(i) = killed else {
+                shared.tally(f.kind, |t| t.skipped += 1);
+                return;
+            };
+            say(&format!("fault: kill-leading-run (instance {})", i + 1));
+            shared.tally(f.kind, |t| t.fired += 1);
+            tokio::time::sleep(Duration::from_millis(f.hold_ms)).await;
+            if let Err(e) = shared.runs.lock().await.restart(i) {
+                say(&format!(
+                    "run instance {} could not start again: {e:#}",
+                    i + 1
+                ));
+            }
+            return;
+        }
+        _ => {}
+    }
+    let Some(host) = target else {
+        shared.tally(f.kind, |t| t.skipped += 1);
+        return;
+    };
+    // Wait for the budget and the host (at most a swap's bound).
+    let clock = clock::Clock::system();
+    let asked = clock.now();
+    let mut deferred = false;
+    let holds = loop {
+        let member = members(&shared.spec)
+            .await
+            .is_none_or(|ms| ms.iter().any(|m| watch::host_of(&m.name) == host));
+        {
+            let mut busy = shared.busy.lock().expect("busy");
+            if !busy.contains(&host)
+                && let Some(holds) = shared.budget.lock().expect("budget").take(f.kind, member)
+            {
+                busy.insert(host.clone());
+                break holds;
+            }
+        }
+        if clock.since(asked) > SWAP_BOUND {
+            shared.tally(f.kind, |t| t.skipped += 1);
+            return;
+        }
+        deferred = true;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    say(&format!(
+        "fault: {} on {host} for {} ms{}",
+        f.kind.name(),
+        f.hold_ms,
+        if deferred { " (deferred)" } else { "" }
+    ));
+    let fired = faults::fire(&mut *shared.lab.lock().await, f.kind, &host);
+    match &fired {
+        Ok(()) => shared.tally(f.kind, |t| {
+            t.fired += 1;
+            t.deferred += u32::from(deferred);
+        }),
+        Err(e) => {
+            say(&format!(
+                "fault {} on {host} not done: {e:#}",
+                f.kind.name()
+            ));
+            shared.tally(f.kind, |t| t.skipped += 1);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(f.hold_ms)).await;
+    if let Err(e) = faults::heal(&mut *shared.lab.lock().await, f.kind, &host) {
+        shared.violation(format!(
+            "{} on {host} could not be healed: {e:#}",
+            f.kind.name()
+        ));
+    }
+    if holds {
+        // The budget is free once the member serves again, so that the
+        // next fault never finds two members down.
+        let ep = shared
+            .spec
+            .hosts
+            .iter()
+            .find(|h| h.name == host)
+            .map(|h| shared.spec.etcd(h.ip));
+        if let Some(Ok(ep)) = ep {
+            let back = wait_for(MEMBER_BACK, || async {
+                matches!(
+                    tokio::time::timeout(Duration::from_secs(3), etcd_gw::status(&ep)).await,
+                    Ok(Ok(_))
+                )
+            })
+            .await;
+            if back.is_err() {
+                say(&format!(
+                    "{host}'s etcd did not serve within {} s of the heal",
+                    MEMBER_BACK.as_secs()
+                ));
+            }
+        }
+        shared.budget.lock().expect("budget").release();
+    }
+    shared.busy.lock().expect("busy").remove(&host);
+}
+
+/// The checks once every fault has healed and the fleet is clean.
+async fn end_checks(shared: &Shared) -> Vec<String> {
+    let spec = &shared.spec;
+    let mut out = Vec::new();
+    // etcd's members are exactly the voter Nodes, with no learner.
+    let apis = crate::api::Apis::for_lab(spec);
+    let mut agree = Err(String::from("not checked"));
+    let clock = clock::Clock::system();
+    let start = clock.now();
+    while clock.since(start) < Duration::from_secs(180) {
+        agree = members_match_nodes(spec, apis.as_ref().ok()).await;
+        if agree.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    if let Err(e) = agree {
+        out.push(e);
+    }
+    // HashKV equal on every member, at one revision.
+    if let Err(e) = hashes_agree(spec).await {
+        out.push(e);
+    }
+    // Every actuator's report settled.
+    if let Ok(hand) = crate::hand::Hand::new(spec) {
+        for h in &spec.hosts {
+            match hand.report(&h.name).await {
+                Ok(Some(r)) if !r.phase.is_settled() => out.push(format!(
+                    "{}'s report is not settled: {:?} {:?}",
+                    h.name, r.step, r.phase
+                )),
+                Err(e) => out.push(format!("{}'s report could not be read: {e:#}", h.name)),
+                _ => {}
+            }
+        }
+    }
+    // The two k3s units never active together, from each host's journal.
+    let lab = shared.lab.lock().await;
+    for h in &spec.hosts {
+        let found = lab.machine(&h.name).and_then(|m| {
+            tokio::task::block_in_place(|| crate::overlap::of_k3s_units(m, Duration::from_secs(60)))
+        });
+        match found {
+            Ok(o) if o.is_empty() => {}
+            Ok(o) => out.push(format!(
+                "{}: the k3s units were active together: {o:?}",
+                h.name
+            )),
+            Err(e) => out.push(format!("{}'s journal could not be read: {e:#}", h.name)),
+        }
+    }
+    out
+}
+
+async fn members_match_nodes(
+    spec: &LabSpec,
+    apis: Option<&crate::api::Apis>,
+) -> Result<(), String> {
+    use k8s_openapi::api::core::v1::Node;
+    let members = members(spec).await.ok_or("no member answered")?;
+    if let Some(l) = members.iter().find(|m| m.is_learner) {
+        return Err(format!("a learner is left: {}", l.name));
+    }
+    let apis = apis.ok_or("no API client")?;
+    let nodes = apis
+        .any(|c| async move { kube::Api::<Node>::all(c).list(&Default::default()).await })
+        .await
+        .map_err(|e| format!("the Nodes could not be listed: {e:#}"))?;
+    let voters: BTreeSet<String> = nodes
+        .items
+        .iter()
+        .filter(|n| {
+            n.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(protocol::names::K3S_ETCD_ROLE_LABEL))
+                .is_some_and(|v| v == "true")
+        })
+        .filter_map(|n| n.metadata.name.clone())
+        .collect();
+    let hosts: BTreeSet<String> = members
+        .iter()
+        .map(|m| watch::host_of(&m.name).to_string())
+        .collect();
+    if hosts != voters {
+        return Err(format!(
+            "etcd's members {hosts:?} are not the voter Nodes {voters:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// Every member's HashKV at one revision (the lowest current one: the
+/// API servers write on, so the members' current revisions differ by a
+/// moment) is the same.
+async fn hashes_agree(spec: &LabSpec) -> Result<(), String> {
+    let clock = clock::Clock::system();
+    let start = clock.now();
+    let mut last = String::new();
+    while clock.since(start) < Duration::from_secs(60) {
+        let members = members(spec).await.unwrap_or_default();
+        let eps: Vec<(String, etcd_gw::Endpoint)> = members
+            .iter()
+            .filter_map(|m| {
+                let h = spec
+                    .hosts
+                    .iter()
+                    .find(|h| h.name == watch::host_of(&m.name))?;
+                Some((m.name.clone(), spec.etcd(h.ip).ok()?))
+            })
+            .collect();
+        let mut current = Vec::new();
+        for (_, ep) in &eps {
+            if let Ok((_, rev)) = etcd_gw::hash_kv(ep, 0).await {
+                current.push(rev);
+            }
+        }
+        if let Some(&at) = current
+            .iter()
+            .min()
+            .filter(|_| current.len() == members.len())
+        {
+            let mut seen = BTreeMap::new();
+            for (name, ep) in &eps {
+                if let Ok((hash, _)) = etcd_gw::hash_kv(ep, at).await {
+                    seen.insert(name.clone(), hash);
+                }
+            }
+            let distinct: BTreeSet<&u64> = seen.values().collect();
+            if seen.len() == members.len() && !members.is_empty() && distinct.len() == 1 {
+                return Ok(());
+            }
+            last = format!("at revision {at}: {seen:?}");
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    Err(format!("HashKV differs between the members: {last}"))
+}
+
+/// A replayed schedule, read from `path`.
+pub fn load(path: &Path) -> anyhow::Result<Schedule> {
+    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    serde_json::from_str(&text).with_context(|| format!("{}: not a chaos schedule", path.display()))
+}

@@ -1,0 +1,167 @@
+//! The invariants watched throughout the campaign, once a second:
+//!
+//! - a quorum read answers: no stall past [`STALL_BOUND`] unless the
+//!   schedule itself has a member down (or had, within the bound);
+//! - at most one learner in etcd's member list;
+//! - no datastore moved while its member could still vote: a host whose
+//!   `server/db/etcd` is gone has no voting member in the list read after.
+//!
+//! The two k3s units never active together is read from each host's
+//! journal at the end, which holds the whole campaign.
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use super::schedule::Budget;
+use crate::{etcd_gw, spec::LabSpec};
+
+/// The longest a quorum read may stall with no member down by the schedule.
+pub const STALL_BOUND: Duration = Duration::from_secs(30);
+/// One probe's bound.
+const PROBE: Duration = Duration::from_secs(3);
+
+/// What the watcher found.
+#[derive(Debug, Clone, Default)]
+pub struct Findings {
+    /// The broken invariants, each once per episode.
+    pub violations: Vec<String>,
+    /// The longest time no quorum read answered, in milliseconds.
+    pub longest_stall_ms: u64,
+    /// The most learners seen at once.
+    pub most_learners: usize,
+}
+
+/// The watcher, running until [`Watch::finish`].
+pub struct Watch {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Findings>,
+}
+
+/// The host a member belongs to (k3s names it `<node>-<8 hex>`).
+pub fn host_of(member: &str) -> &str {
+    member.rsplit_once('-').map_or(member, |(h, _)| h)
+}
+
+impl Watch {
+    /// Starts watching `spec`'s hosts; `budget` says when the schedule has
+    /// a member down.
+    pub fn start(spec: LabSpec, budget: Arc<Mutex<Budget>>) -> anyhow::Result<Watch> {
+        let endpoints: Vec<(String, etcd_gw::Endpoint)> = spec
+            .hosts
+            .iter()
+            .map(|h| Ok((h.name.clone(), spec.etcd(h.ip)?)))
+            .collect::<anyhow::Result<_>>()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let task = tokio::spawn(async move { watch(spec, endpoints, budget, s).await });
+        Ok(Watch { stop, task })
+    }
+
+    /// Stops it: what it found.
+    pub async fn finish(self) -> Findings {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap_or_else(|e| Findings {
+            violations: vec![format!("the watcher's task ended: {e}")],
+            ..Default::default()
+        })
+    }
+}
+
+async fn watch(
+    spec: LabSpec,
+    endpoints: Vec<(String, etcd_gw::Endpoint)>,
+    budget: Arc<Mutex<Budget>>,
+    stop: Arc<AtomicBool>,
+) -> Findings {
+    let clock = clock::Clock::system();
+    let mut f = Findings::default();
+    let mut last_ok = clock.now();
+    let mut last_excused = clock.now();
+    let mut stall_said = false;
+    let mut learners_said = false;
+    let mut had_datastore: BTreeMap<String, bool> = BTreeMap::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    while !stop.load(Ordering::Relaxed) {
+        tick.tick().await;
+        if budget.lock().expect("budget").member_down() {
+            last_excused = clock.now();
+        }
+        // Datastores first, then the list: a move seen here happened
+        // before the list was read.
+        let datastore: BTreeMap<String, bool> = spec
+            .hosts
+            .iter()
+            .map(|h| {
+                let db = spec
+                    .root(&h.name)
+                    .join("var/lib/rancher/k3s/server/db/etcd");
+                (h.name.clone(), db.exists())
+            })
+            .collect();
+        let mut members = None;
+        for (_, ep) in &endpoints {
+            if let Ok(Ok((_, m))) = tokio::time::timeout(PROBE, etcd_gw::member_list(ep)).await {
+                members = Some(m);
+                break;
+            }
+        }
+        if let Some(members) = &members {
+            let learners: Vec<&str> = members
+                .iter()
+                .filter(|m| m.is_learner)
+                .map(|m| m.name.as_str())
+                .collect();
+            f.most_learners = f.most_learners.max(learners.len());
+            if learners.len() > 1 && !learners_said {
+                f.violations
+                    .push(format!("more than one learner at once: {learners:?}"));
+            }
+            learners_said = learners.len() > 1;
+            for (host, has) in &datastore {
+                if had_datastore.get(host) == Some(&true)
+                    && !has
+                    && let Some(m) = members
+                        .iter()
+                        .find(|m| !m.is_learner && host_of(&m.name) == host)
+                {
+                    f.violations.push(format!(
+                        "{host}'s datastore moved while its member {} could still vote",
+                        m.name
+                    ));
+                }
+            }
+        }
+        had_datastore = datastore;
+        let mut answered = false;
+        for (_, ep) in &endpoints {
+            if etcd_gw::get_within(ep, "/chaos/probe", PROBE).await.is_ok() {
+                answered = true;
+                break;
+            }
+        }
+        let now = clock.now();
+        let stalled = now.saturating_duration_since(last_ok);
+        f.longest_stall_ms = f
+            .longest_stall_ms
+            .max(u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX));
+        if answered {
+            last_ok = now;
+            stall_said = false;
+        } else if !stall_said
+            && now.saturating_duration_since(last_ok.max(last_excused)) > STALL_BOUND
+        {
+            f.violations.push(format!(
+                "no quorum read answered for {} s with no member down by the schedule",
+                stalled.as_secs()
+            ));
+            stall_said = true;
+        }
+    }
+    f
+}
