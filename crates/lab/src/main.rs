@@ -272,6 +272,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for line in summary.lines() {
                 say(&line);
             }
+            // docs/testing.md's table of long campaigns.
+            say(&format!("row: {}", summary.row()));
             Ok(if summary.violations.is_empty() {
                 ExitCode::SUCCESS
             } else {

@@ -6,11 +6,12 @@
 //! The pure parts: [`schedule`] (the seeded fault schedule and the
 //! operator's budget), [`linear`] (the history and its check) and
 //! [`summary`]; the shells: [`clients`], [`controllers`], [`faults`],
-//! [`watch`] and [`campaign`].
+//! [`watch`], [`end`] and [`campaign`].
 
 pub mod campaign;
 pub mod clients;
 pub mod controllers;
+pub mod end;
 pub mod faults;
 pub mod linear;
 pub mod schedule;

@@ -48,6 +48,19 @@ pub fn host_of(member: &str) -> &str {
     member.rsplit_once('-').map_or(member, |(h, _)| h)
 }
 
+/// etcd's members now, through any host's member.
+pub async fn members(spec: &LabSpec) -> Option<Vec<etcd_gw::Member>> {
+    for h in &spec.hosts {
+        let ep = spec.etcd(h.ip).ok()?;
+        if let Ok(Ok((_, m))) =
+            tokio::time::timeout(Duration::from_secs(3), etcd_gw::member_list(&ep)).await
+        {
+            return Some(m);
+        }
+    }
+    None
+}
+
 impl Watch {
     /// Starts watching `spec`'s hosts; `budget` says when the schedule has
     /// a member down.
@@ -104,14 +117,7 @@ async fn watch(
                 (h.name.clone(), db.exists())
             })
             .collect();
-        let mut members = None;
-        for (_, ep) in &endpoints {
-            if let Ok(Ok((_, m))) = tokio::time::timeout(PROBE, etcd_gw::member_list(ep)).await {
-                members = Some(m);
-                break;
-            }
-        }
-        if let Some(members) = &members {
+        if let Some(members) = &members(&spec).await {
             let learners: Vec<&str> = members
                 .iter()
                 .filter(|m| m.is_learner)
