@@ -333,7 +333,14 @@ impl UnitState {
                 "ActiveState" => {
                     active = Some(
                         ActiveState::parse(v)
-                            .ok_or_else(|| format!("unknown ActiveState {:?}", v))?,
+                            // Quoted within a bound: the answer is systemd's
+                            // (or a stand-in's), and an error is one line.
+                            .ok_or_else(|| {
+                                format!(
+                                    "unknown ActiveState {:?}",
+                                    protocol::text::one_line_within(v, 64)
+                                )
+                            })?,
                     )
                 }
                 "SubState" => sub = v.to_string(),
@@ -449,5 +456,14 @@ mod state_tests {
         );
         assert!(UnitState::parse("ActiveState=sleeping\n").is_err());
         assert!(UnitState::parse("SubState=running\n").is_err());
+    }
+
+    #[test]
+    fn an_unknown_active_state_is_quoted_escaped_and_cut_short() {
+        let hostile = format!("ActiveState=x\u{1b}[31m{}\n", "y".repeat(100_000));
+        let e = UnitState::parse(&hostile).unwrap_err();
+        assert!(e.len() < 120, "{} bytes", e.len());
+        assert!(e.contains("\\u{1b}"), "{e}");
+        assert!(e.ends_with("…\""), "{e}");
     }
 }

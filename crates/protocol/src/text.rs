@@ -20,17 +20,20 @@ pub fn one_line_within(raw: &str, max: usize) -> String {
     let mut out = String::new();
     let mut len = 0usize;
     for c in raw.chars() {
-        let piece: Vec<char> = if c.is_control() {
-            c.escape_default().collect()
-        } else {
-            vec![c]
-        };
-        if len.saturating_add(piece.len()) > max {
+        // A control character is shown escaped; no allocation per
+        // character (a report's reason can be long and hostile).
+        let piece = c.escape_default();
+        let width = if c.is_control() { piece.len() } else { 1 };
+        if len.saturating_add(width) > max {
             out.push('…');
             break;
         }
-        len += piece.len();
-        out.extend(piece);
+        len += width;
+        if c.is_control() {
+            out.extend(piece);
+        } else {
+            out.push(c);
+        }
     }
     out
 }
