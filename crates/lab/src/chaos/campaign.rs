@@ -76,6 +76,8 @@ struct Shared {
     lab: tokio::sync::Mutex<SystemdLab>,
     spec: LabSpec,
     fleet_role: FleetRole,
+    /// Every host's admin kubeconfig: a command tries them in turn.
+    kubeconfigs: BTreeMap<String, PathBuf>,
     runs: tokio::sync::Mutex<Runs>,
     budget: Arc<Mutex<Budget>>,
     /// Hosts in a fault now.
@@ -150,11 +152,18 @@ pub async fn run(
         config,
         logs: dir.clone(),
     };
+    // Written once: a file rewritten while a `fleet-role` starts could be
+    // read half-written.
+    let kubeconfigs: BTreeMap<String, PathBuf> = spec
+        .hosts
+        .iter()
+        .map(|h| Ok((h.name.clone(), world::kubeconfig_for(&spec, &h.name)?)))
+        .collect::<anyhow::Result<_>>()?;
     let runs = Runs::start(
         fleet_role.clone(),
         vec![
-            world::kubeconfig_for(&spec, "server-1")?,
-            world::kubeconfig_for(&spec, "server-2")?,
+            kubeconfigs["server-1"].clone(),
+            kubeconfigs["server-2"].clone(),
         ],
     )?;
     let budget = Arc::new(Mutex::new(Budget::default()));
@@ -162,6 +171,7 @@ pub async fn run(
         lab: tokio::sync::Mutex::new(lab),
         spec: spec.clone(),
         fleet_role,
+        kubeconfigs,
         runs: tokio::sync::Mutex::new(runs),
         budget: budget.clone(),
         busy: Mutex::new(BTreeSet::new()),
@@ -300,21 +310,19 @@ async fn fleet(spec: &LabSpec) -> (Vec<String>, Vec<String>) {
     (names(&|n| voting.contains(n)), names(&|n| !any.contains(n)))
 }
 
-/// Every host's kubeconfig, in order: a command tries them in turn.
-fn kubeconfigs(spec: &LabSpec) -> Vec<PathBuf> {
-    spec.hosts
-        .iter()
-        .filter_map(|h| world::kubeconfig_for(spec, &h.name).ok())
-        .collect()
-}
-
 /// `fleet-role status --output json` through the first host that answers:
 /// its exit code and JSON.
 async fn status(shared: &Shared) -> Option<(i32, Value)> {
-    for k in kubeconfigs(&shared.spec) {
+    // In the lab's order: servers first (a host with no API answers at once).
+    for k in shared
+        .spec
+        .hosts
+        .iter()
+        .filter_map(|h| shared.kubeconfigs.get(&h.name))
+    {
         let (code, out) = shared
             .fleet_role
-            .output(&k, &["status", "--output", "json"], COMMAND_BOUND)
+            .output(k, &["status", "--output", "json"], COMMAND_BOUND)
             .await;
         if let (Some(c @ (0 | 5)), Ok(v)) = (code, serde_json::from_str::<Value>(&out)) {
             return Some((c, v));
@@ -386,7 +394,7 @@ async fn one_swap(
     let through = voters
         .iter()
         .find(|v| *v != out)
-        .and_then(|v| world::kubeconfig_for(&shared.spec, v).ok());
+        .and_then(|v| shared.kubeconfigs.get(v).cloned());
     let mut line = SwapLine {
         out: out.into(),
         incoming: incoming.into(),
