@@ -16,6 +16,7 @@ use std::{
         atomic::{AtomicBool, Ordering},
     },
     time::Duration,
+    time::Instant,
 };
 
 use super::schedule::Budget;
@@ -94,17 +95,13 @@ async fn watch(
 ) -> Findings {
     let clock = clock::Clock::system();
     let mut f = Findings::default();
-    let mut last_ok = clock.now();
-    let mut last_excused = clock.now();
-    let mut stall_said = false;
+    let mut stall = Stall::new(clock.now());
     let mut learners_said = false;
     let mut had_datastore: BTreeMap<String, bool> = BTreeMap::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     while !stop.load(Ordering::Relaxed) {
         tick.tick().await;
-        if budget.lock().expect("budget").member_down() {
-            last_excused = clock.now();
-        }
+        let excused = budget.lock().expect("budget").member_down();
         // Datastores first, then the list: a move seen here happened
         // before the list was read.
         let datastore: BTreeMap<String, bool> = spec
@@ -129,19 +126,8 @@ async fn watch(
                     .push(format!("more than one learner at once: {learners:?}"));
             }
             learners_said = learners.len() > 1;
-            for (host, has) in &datastore {
-                if had_datastore.get(host) == Some(&true)
-                    && !has
-                    && let Some(m) = members
-                        .iter()
-                        .find(|m| !m.is_learner && host_of(&m.name) == host)
-                {
-                    f.violations.push(format!(
-                        "{host}'s datastore moved while its member {} could still vote",
-                        m.name
-                    ));
-                }
-            }
+            f.violations
+                .extend(moved_while_voting(&had_datastore, &datastore, members));
         }
         had_datastore = datastore;
         let mut answered = false;
@@ -151,23 +137,86 @@ async fn watch(
                 break;
             }
         }
-        let now = clock.now();
-        let stalled = now.saturating_duration_since(last_ok);
-        f.longest_stall_ms = f
-            .longest_stall_ms
-            .max(u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX));
-        if answered {
-            last_ok = now;
-            stall_said = false;
-        } else if !stall_said
-            && now.saturating_duration_since(last_ok.max(last_excused)) > STALL_BOUND
-        {
-            f.violations.push(format!(
-                "no quorum read answered for {} s with no member down by the schedule",
-                stalled.as_secs()
-            ));
-            stall_said = true;
-        }
+        f.violations
+            .extend(stall.observe(clock.now(), answered, excused));
     }
+    f.longest_stall_ms = stall.longest_ms;
     f
 }
+
+/// The hosts whose `server/db/etcd` was there at the last look and is
+/// gone now while `members` (read after) still lists a voting member of
+/// theirs: a datastore moved while its member could still vote.
+pub fn moved_while_voting(
+    before: &BTreeMap<String, bool>,
+    now: &BTreeMap<String, bool>,
+    members: &[etcd_gw::Member],
+) -> Vec<String> {
+    now.iter()
+        .filter(|(host, has)| !**has && before.get(*host) == Some(&true))
+        .filter_map(|(host, _)| {
+            let m = members
+                .iter()
+                .find(|m| !m.is_learner && host_of(&m.name) == host)?;
+            Some(format!(
+                "{host}'s datastore moved while its member {} could still vote",
+                m.name
+            ))
+        })
+        .collect()
+}
+
+/// The quorum reads' stalls: the longest, and a violation once per stall
+/// that lasts past [`STALL_BOUND`] from the last answer or the last moment
+/// the schedule had a member down, whichever is later.
+#[derive(Debug)]
+pub struct Stall {
+    last_ok: Instant,
+    last_excused: Instant,
+    said: bool,
+    /// The longest time with no answer, in milliseconds.
+    pub longest_ms: u64,
+}
+
+impl Stall {
+    /// Watching from `now`.
+    pub fn new(now: Instant) -> Stall {
+        Stall {
+            last_ok: now,
+            last_excused: now,
+            said: false,
+            longest_ms: 0,
+        }
+    }
+
+    /// One look at `now`: whether a quorum read answered, and whether the
+    /// schedule has a member down; the violation, if this look makes one.
+    pub fn observe(&mut self, now: Instant, answered: bool, excused: bool) -> Option<String> {
+        if excused {
+            self.last_excused = now;
+        }
+        let stalled = now.saturating_duration_since(self.last_ok);
+        self.longest_ms = self
+            .longest_ms
+            .max(u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX));
+        if answered {
+            self.last_ok = now;
+            self.said = false;
+            return None;
+        }
+        if self.said
+            || now.saturating_duration_since(self.last_ok.max(self.last_excused)) <= STALL_BOUND
+        {
+            return None;
+        }
+        self.said = true;
+        Some(format!(
+            "no quorum read answered for {} s with no member down by the schedule",
+            stalled.as_secs()
+        ))
+    }
+}
+
+#[cfg(test)]
+#[path = "watch_tests.rs"]
+mod tests;
