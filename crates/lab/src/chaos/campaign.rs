@@ -557,10 +557,17 @@ async fn one_fault(shared: &Shared, f: &Fault, target: Option<String>) {
     ));
     let fired = faults::fire(&mut *shared.lab.lock().await, f.kind, &host);
     match &fired {
-        Ok(()) => shared.tally(f.kind, |t| {
+        Ok(true) => shared.tally(f.kind, |t| {
             t.fired += 1;
             t.deferred += u32::from(deferred);
         }),
+        Ok(false) => {
+            say(&format!(
+                "fault {} on {host}: nothing there to act on",
+                f.kind.name()
+            ));
+            shared.tally(f.kind, |t| t.skipped += 1);
+        }
         Err(e) => {
             say(&format!(
                 "fault {} on {host} not done: {e:#}",

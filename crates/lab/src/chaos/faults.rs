@@ -21,8 +21,41 @@ fn inside(lab: &SystemdLab, host: &str, script: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Fires a host fault of `kind` on `host`.
-pub fn fire(lab: &mut SystemdLab, kind: FaultKind, host: &str) -> anyhow::Result<()> {
+/// Signals the processes named `name` inside `host`; whether there was
+/// one (pkill's exit 1: none matched).
+fn signal(lab: &SystemdLab, host: &str, signal: &str, name: &str) -> anyhow::Result<bool> {
+    let m = lab.machine(host)?;
+    let args = ["pkill", signal, "-x", name];
+    let out = tokio::task::block_in_place(|| m.exec(&args, INSIDE))
+        .with_context(|| format!("{} on {host}", args.join(" ")))?;
+    match out.status.code() {
+        Some(0) => Ok(true),
+        Some(1) => Ok(false),
+        _ => anyhow::bail!("{} on {host}: {}", args.join(" "), out.stderr.trim()),
+    }
+}
+
+/// Fires a host fault of `kind` on `host`: whether it acted on anything (a
+/// freeze on a host with no etcd, or no API server, does nothing; nor does
+/// a kill of k3s on a host between roles).
+pub fn fire(lab: &mut SystemdLab, kind: FaultKind, host: &str) -> anyhow::Result<bool> {
+    match kind {
+        FaultKind::FreezeEtcd => return signal(lab, host, "-STOP", "etcd"),
+        FaultKind::FreezeApi => return signal(lab, host, "-STOP", "kube-apiserver"),
+        // Whichever k3s unit runs (none on a host between roles).
+        FaultKind::KillK3s => {
+            let m = lab.machine(host)?;
+            let script = "for u in k3s.service k3s-agent.service; do systemctl is-active --quiet $u && systemctl kill --signal=KILL $u && echo killed; done; true";
+            let out = tokio::task::block_in_place(|| m.exec_ok(&["sh", "-c", script], INSIDE))
+                .with_context(|| format!("killing k3s on {host}"))?;
+            return Ok(out.stdout.contains("killed"));
+        }
+        _ => {}
+    }
+    fire_one(lab, kind, host).map(|()| true)
+}
+
+fn fire_one(lab: &mut SystemdLab, kind: FaultKind, host: &str) -> anyhow::Result<()> {
     match kind {
         // systemd starts a killed unit again (Restart=always, as shipped).
         FaultKind::KillActuator => inside(
@@ -30,22 +63,15 @@ pub fn fire(lab: &mut SystemdLab, kind: FaultKind, host: &str) -> anyhow::Result
             host,
             "systemctl kill --signal=KILL fleet-role-actuator.service",
         ),
-        // Whichever k3s unit runs (one only, or none on a host between
-        // roles): killing an inactive unit is no error here.
-        FaultKind::KillK3s => inside(
-            lab,
-            host,
-            "for u in k3s.service k3s-agent.service; do systemctl is-active --quiet $u && systemctl kill --signal=KILL $u; done; true",
-        ),
         FaultKind::PowerOff => lab.poweroff(host),
         FaultKind::Reboot => lab.reboot(host),
         FaultKind::HardReset => lab.hard_reset(host),
         FaultKind::Cut => Ok(lab.net().cut_off(host)?),
-        // A host with no etcd (an agent) or no API server freezes nothing:
-        // pkill's "no process" is not an error here.
-        FaultKind::FreezeEtcd => inside(lab, host, "pkill -STOP -x etcd; true"),
-        FaultKind::FreezeApi => inside(lab, host, "pkill -STOP -x kube-apiserver; true"),
-        FaultKind::KillSwapController | FaultKind::KillLeadingRun => {
+        FaultKind::FreezeEtcd
+        | FaultKind::FreezeApi
+        | FaultKind::KillK3s
+        | FaultKind::KillSwapController
+        | FaultKind::KillLeadingRun => {
             anyhow::bail!("{} is no host fault", kind.name())
         }
     }
@@ -57,8 +83,8 @@ pub fn heal(lab: &mut SystemdLab, kind: FaultKind, host: &str) -> anyhow::Result
     match kind {
         FaultKind::PowerOff | FaultKind::HardReset => lab.boot(host).map(drop),
         FaultKind::Cut => Ok(lab.net().restore(host)?),
-        FaultKind::FreezeEtcd => inside(lab, host, "pkill -CONT -x etcd; true"),
-        FaultKind::FreezeApi => inside(lab, host, "pkill -CONT -x kube-apiserver; true"),
+        FaultKind::FreezeEtcd => signal(lab, host, "-CONT", "etcd").map(drop),
+        FaultKind::FreezeApi => signal(lab, host, "-CONT", "kube-apiserver").map(drop),
         FaultKind::KillActuator
         | FaultKind::KillK3s
         | FaultKind::Reboot

@@ -60,8 +60,9 @@ pub struct FaultTally {
     /// Of those, fired late: another member was down by the schedule, or
     /// the host was in another fault.
     pub deferred: u32,
-    /// Not fired: no host in that role, no controller to kill, or the
-    /// fault could not be done (said in the log).
+    /// Not fired: no host in that role, no controller to kill, nothing on
+    /// the host to act on (a freeze of etcd on a standby), or the fault
+    /// could not be done (said in the log).
     pub skipped: u32,
 }
 
