@@ -383,6 +383,17 @@ fn decide_role_step(o: &Observation<'_>) -> Decision {
     if report.is_some_and(|r| r.has_settled(Some(&swap), rstep)) {
         return Decision::Nothing;
     }
+    // A step-down still asked once the same swap's finish was taken is
+    // past, not refused: the member's removal can come while the step-down
+    // still runs (it checks etcd again before reporting), the finish then
+    // cancels it, and the Node asks for the step-down until the clean-up.
+    // Refusing it would write over the finish's report, and the controller
+    // would read the host as never finished (the chaos campaign's seed 11).
+    if kind == StepKind::StepDown
+        && report.is_some_and(|r| r.swap.as_ref() == Some(&swap) && r.step == ReportStep::Finish)
+    {
+        return Decision::Nothing;
+    }
     let resume = report.is_some_and(|r| r.is_running(Some(&swap), rstep));
     if let Err(why) = marks_known(o) {
         return refuse_or_wait(resume, Some(swap), rstep, why);

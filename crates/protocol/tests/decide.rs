@@ -829,6 +829,41 @@ fn a_snapshot_request_the_lease_does_not_ask_for_does_not_hold_up_the_step_it_as
 }
 
 #[test]
+fn a_step_down_still_asked_after_the_same_swaps_finish_is_past_and_the_finishs_report_stands() {
+    // The member was removed while the step-down ran; the finish cancelled
+    // it and is under way or done; the Node asks for the step-down until
+    // the controller's clean-up (the chaos campaign's seed 11: a refusal
+    // here wrote over "finish done", and the host was read as never
+    // finished).
+    for phase in [Phase::Done, Phase::Failed] {
+        let mut c = Case::new(node_asking("step-down", "agent"), agent_host());
+        c.report = Some(reported(ReportStep::Finish, phase));
+        assert_eq!(c.decide(), Decision::Nothing, "{phase:?}");
+    }
+    // Under way, the finish goes on (and is not refused either).
+    let mut c = Case::new(node_asking("step-down", "agent"), agent_host());
+    c.report = Some(reported(ReportStep::Finish, Phase::Started));
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Finish,
+            resume: true,
+            ..
+        }
+    ));
+    // A step-down of another swap is judged as ever.
+    let mut c = Case::new(node_asking("step-down", "agent"), agent_host());
+    c.report = Some(Report::next(
+        None,
+        Some(swap("s0")),
+        ReportStep::Finish,
+        Phase::Done,
+        NOW - 100,
+    ));
+    assert!(is_refusal(&c.decide(), "names the agent"));
+}
+
+#[test]
 fn a_step_down_needs_a_server() {
     let c = Case::new(node_asking("step-down", "agent"), agent_host());
     assert!(is_refusal(&c.decide(), "names the agent"));
