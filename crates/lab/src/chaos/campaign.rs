@@ -82,6 +82,8 @@ struct Shared {
     budget: Arc<Mutex<Budget>>,
     /// Hosts in a fault now.
     busy: Mutex<BTreeSet<String>>,
+    /// Hosts a fault took down (or cut off) during the current swap.
+    downed: Mutex<BTreeSet<String>>,
     /// The running `fleet-role swap`'s pid.
     swap_pid: Mutex<Option<u32>>,
     tallies: Mutex<BTreeMap<FaultKind, FaultTally>>,
@@ -175,6 +177,7 @@ pub async fn run(
         runs: tokio::sync::Mutex::new(runs),
         budget: budget.clone(),
         busy: Mutex::new(BTreeSet::new()),
+        downed: Mutex::new(BTreeSet::new()),
         swap_pid: Mutex::new(None),
         tallies: Mutex::new(BTreeMap::new()),
         violations: Mutex::new(Vec::new()),
@@ -351,8 +354,8 @@ async fn wait_clean(shared: &Shared, bound: Duration) -> anyhow::Result<()> {
     )
 }
 
-/// The Lease's last ending, as `(swap id, outcome, kind)`.
-fn last_swap(v: &Value) -> Option<(String, String, String)> {
+/// The Lease's last ending, as `(swap id, outcome, kind, warning)`.
+fn last_swap(v: &Value) -> Option<(String, String, String, String)> {
     let l = &v["lease"]["lastSwap"];
     let s = |x: &Value| x.as_str().unwrap_or_default().to_string();
     (!l.is_null()).then(|| {
@@ -360,6 +363,7 @@ fn last_swap(v: &Value) -> Option<(String, String, String)> {
             s(&l["swap"]),
             s(&l["outcome"]["outcome"]),
             s(&l["outcome"]["kind"]),
+            s(&l["outcome"]["warning"]),
         )
     })
 }
@@ -377,6 +381,7 @@ async fn one_swap(
     let clock = clock::Clock::system();
     let t0 = clock.now();
     let before = status(shared).await.and_then(|(_, v)| last_swap(&v));
+    shared.downed.lock().expect("downed").clear();
     // The faults run beside the swap, each in its own task.
     let fault_tasks: Vec<_> = plan
         .iter()
@@ -462,6 +467,17 @@ async fn one_swap(
             continue;
         }
         let last = last_swap(&v);
+        // A swap done as if its outgoing host had been down (no step-down,
+        // no finish) when no fault took it down misread the host.
+        if let Some(l) = last.as_ref().filter(|l| Some(*l) != before.as_ref())
+            && l.3.contains("was down")
+            && !shared.downed.lock().expect("downed").contains(out)
+        {
+            shared.violation(format!(
+                "swap {n} ({out} -> {incoming}) ended as if {out} had been down, and no fault took it down: {}",
+                l.3
+            ));
+        }
         line.ending = match (&last, exit) {
             (Some(l), _) if Some(l) != before.as_ref() => match (l.1.as_str(), l.2.as_str()) {
                 ("done", _) => Ending::Done,
@@ -557,10 +573,15 @@ async fn one_fault(shared: &Shared, f: &Fault, target: Option<String>) {
     ));
     let fired = faults::fire(&mut *shared.lab.lock().await, f.kind, &host);
     match &fired {
-        Ok(true) => shared.tally(f.kind, |t| {
-            t.fired += 1;
-            t.deferred += u32::from(deferred);
-        }),
+        Ok(true) => {
+            if f.kind.takes_member_down() {
+                shared.downed.lock().expect("downed").insert(host.clone());
+            }
+            shared.tally(f.kind, |t| {
+                t.fired += 1;
+                t.deferred += u32::from(deferred);
+            })
+        }
         Ok(false) => {
             say(&format!(
                 "fault {} on {host}: nothing there to act on",
