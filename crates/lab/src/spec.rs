@@ -185,6 +185,17 @@ impl LabSpec {
         self.hosts.iter().map(|h| Self::api_url(h.ip)).collect()
     }
 
+    /// [`LabSpec::all_api_urls`] as a TOML array (the actuator's `api`, the
+    /// controller's `api_servers`).
+    pub fn all_api_urls_toml(&self) -> String {
+        let quoted: Vec<String> = self
+            .all_api_urls()
+            .iter()
+            .map(|u| format!("\"{u}\""))
+            .collect();
+        format!("[{}]", quoted.join(", "))
+    }
+
     /// A file that, while it exists, holds every learner back: the etcd
     /// leader's loop skips the promotion (a fault the lab's tests inject).
     pub fn hold_promotions_file(&self) -> PathBuf {

@@ -495,15 +495,10 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec, laid: bool) -> a
 
 /// A host's actuator settings in the lab (see [`SystemdLab::actuator_settings`]).
 fn actuator_settings(spec: &LabSpec, h: &HostSpec) -> String {
-    let api: Vec<String> = spec
-        .all_api_urls()
-        .iter()
-        .map(|u| format!("\"{u}\""))
-        .collect();
     format!(
-        "node = \"{}\"\napi = [{}]\nca_file = \"/etc/fleet-role/ca.crt\"\ntoken_file = \"/etc/fleet-role/token\"\netcd_health_url = \"{}/health\"\netcd_url = \"{}\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
+        "node = \"{}\"\napi = {}\nca_file = \"/etc/fleet-role/ca.crt\"\ntoken_file = \"/etc/fleet-role/token\"\netcd_health_url = \"{}/health\"\netcd_url = \"{}\"\netcd_wait_secs = 60\nresync_secs = 2\nlock_timeout_secs = 30\n",
         h.name,
-        api.join(", "),
+        spec.all_api_urls_toml(),
         LabSpec::etcd_metrics_url(h.ip),
         LabSpec::etcd_url(h.ip),
     )

@@ -112,7 +112,12 @@ pub(crate) fn write_k3s_config(
     Ok(())
 }
 
-async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<()>
+/// Polls `check` until it holds, within `timeout`; the error names `what`.
+pub(crate) async fn wait_for<F, Fut>(
+    what: &str,
+    timeout: Duration,
+    mut check: F,
+) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,

@@ -60,14 +60,9 @@ const MEMBER_BACK: Duration = Duration::from_secs(180);
 /// fault, so `run` only takes up swaps and never replaces a voter by
 /// itself; every host's API to fail over to.
 fn settings(spec: &LabSpec) -> String {
-    let servers: Vec<String> = spec
-        .all_api_urls()
-        .iter()
-        .map(|u| format!("\"{u}\""))
-        .collect();
     format!(
-        "lease_duration_secs = 20\ngrace_period_secs = 3600\nsettle_secs = 5\nstandby_min_healthy_secs = 10\nretry_max = 50\nretry_backoff_secs = 5\npoll_millis = 500\nleader_lease_duration_secs = 15\napi_servers = [{}]\n",
-        servers.join(", ")
+        "lease_duration_secs = 20\ngrace_period_secs = 3600\nsettle_secs = 5\nstandby_min_healthy_secs = 10\nretry_max = 50\nretry_backoff_secs = 5\npoll_millis = 500\nleader_lease_duration_secs = 15\napi_servers = {}\n",
+        spec.all_api_urls_toml()
     )
 }
 
@@ -184,11 +179,12 @@ pub async fn run(
         say: Box::new(say),
     });
     let say = |l: &str| (shared.say)(l);
-    wait_for(Duration::from_secs(120), || async {
-        shared.runs.lock().await.any_leading()
-    })
-    .await
-    .context("no `fleet-role run` instance leads within 120 s")?;
+    world::wait_for(
+        "a `fleet-role run` instance to lead",
+        Duration::from_secs(120),
+        || async { shared.runs.lock().await.any_leading() },
+    )
+    .await?;
     let endpoints: Vec<etcd_gw::Endpoint> = spec
         .hosts
         .iter()
@@ -275,23 +271,6 @@ pub async fn run(
     };
     std::fs::write(dir.join("summary.txt"), summary.lines().join("\n") + "\n")?;
     Ok(summary)
-}
-
-/// Polls `ok` every second until it holds, within `bound`.
-async fn wait_for<F, Fut>(bound: Duration, ok: F) -> anyhow::Result<()>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let clock = clock::Clock::system();
-    let start = clock.now();
-    while !ok().await {
-        if clock.since(start) > bound {
-            anyhow::bail!("not within {} s", bound.as_secs());
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    Ok(())
 }
 
 /// The voters and the standbys (hosts with no member), each by name.
@@ -615,7 +594,7 @@ async fn one_fault(shared: &Shared, f: &Fault, target: Option<String>) {
             .find(|h| h.name == host)
             .map(|h| shared.spec.etcd(h.ip));
         if let Some(Ok(ep)) = ep {
-            let back = wait_for(MEMBER_BACK, || async {
+            let back = world::wait_for("the member to serve", MEMBER_BACK, || async {
                 let serves = matches!(
                     tokio::time::timeout(Duration::from_secs(3), etcd_gw::status(&ep)).await,
                     Ok(Ok(_))
