@@ -110,17 +110,17 @@ pub async fn run(
 ) -> anyhow::Result<Summary> {
     let clock = clock::Clock::system();
     let t0 = clock.now();
+    // A host's `k3s etcd-snapshot` finds its lab by path, and every host
+    // has a /tmp of its own: refused before anything is removed.
+    if std::path::absolute(&o.dir)?.starts_with("/tmp") {
+        anyhow::bail!(
+            "{}: a lab under /tmp is not seen from its hosts (they have a /tmp of their own); use another --dir",
+            o.dir.display()
+        );
+    }
     let _ = std::fs::remove_dir_all(&o.dir);
     std::fs::create_dir_all(&o.dir)?;
     let dir = std::fs::canonicalize(&o.dir)?;
-    // A host's `k3s etcd-snapshot` finds its lab by path, and every host
-    // has a /tmp of its own.
-    if dir.starts_with("/tmp") {
-        anyhow::bail!(
-            "{}: a lab under /tmp is not seen from its hosts (they have a /tmp of their own); use another --dir",
-            dir.display()
-        );
-    }
     let schedule_file = dir.join("schedule.json");
     std::fs::write(&schedule_file, serde_json::to_string_pretty(&o.schedule)?)?;
     say(&format!(
