@@ -88,9 +88,9 @@ impl Clients {
         }
     }
 
-    /// Stops the clients, reads every key once more through `member` (the
-    /// last read of each register, after every other operation), and
-    /// returns the whole history.
+    /// Stops the clients, reads every key once more through the first of
+    /// `members` that answers (the last read of each register, after every
+    /// other operation), and returns the whole history.
     pub async fn finish(self, members: &[etcd_gw::Endpoint]) -> Vec<Op> {
         self.stop.store(true, Ordering::Relaxed);
         for t in self.tasks {
