@@ -545,9 +545,13 @@ async fn one_fault(shared: &Shared, f: &Fault, target: Option<String>) {
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
     say(&format!(
-        "fault: {} on {host} for {} ms{}",
+        "fault: {} on {host}{}{}",
         f.kind.name(),
-        f.hold_ms,
+        if f.kind.lasts() {
+            format!(" for {} ms", f.hold_ms)
+        } else {
+            String::new()
+        },
         if deferred { " (deferred)" } else { "" }
     ));
     let fired = faults::fire(&mut *shared.lab.lock().await, f.kind, &host);
@@ -576,7 +580,11 @@ async fn one_fault(shared: &Shared, f: &Fault, target: Option<String>) {
             shared.tally(f.kind, |t| t.skipped += 1);
         }
     }
-    tokio::time::sleep(Duration::from_millis(f.hold_ms)).await;
+    // A kill or a reboot is over when done (systemd starts the unit
+    // again); only a fault that lasts is held.
+    if f.kind.lasts() {
+        tokio::time::sleep(Duration::from_millis(f.hold_ms)).await;
+    }
     if let Err(e) = faults::heal(&mut *shared.lab.lock().await, f.kind, &host) {
         shared.violation(format!(
             "{} on {host} could not be healed: {e:#}",

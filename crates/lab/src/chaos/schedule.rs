@@ -76,6 +76,21 @@ impl FaultKind {
         )
     }
 
+    /// Whether it lasts its hold (a power-off, a reset, a cut, a freeze, a
+    /// killed `run` kept down); a kill of a unit or a reboot is over once
+    /// done.
+    pub fn lasts(self) -> bool {
+        matches!(
+            self,
+            FaultKind::KillLeadingRun
+                | FaultKind::PowerOff
+                | FaultKind::HardReset
+                | FaultKind::Cut
+                | FaultKind::FreezeEtcd
+                | FaultKind::FreezeApi
+        )
+    }
+
     /// Whether it takes the host's etcd member out of the quorum while it
     /// lasts: such faults are the operator's budget, at most one at a time
     /// on the members (`Budget`).

@@ -120,4 +120,20 @@ fn only_the_faults_that_stop_a_member_count_against_the_budget() {
     );
     assert!(!FaultKind::KillLeadingRun.on_host());
     assert!(FaultKind::FreezeApi.on_host());
+    let held: Vec<&str> = FaultKind::ALL
+        .iter()
+        .filter(|k| k.lasts())
+        .map(|k| k.name())
+        .collect();
+    assert_eq!(
+        held,
+        [
+            "kill-leading-run",
+            "power-off",
+            "hard-reset",
+            "cut",
+            "freeze-etcd",
+            "freeze-api"
+        ]
+    );
 }
