@@ -158,8 +158,22 @@ impl Writer {
 
 /// The members as etcd lists them, through any live member.
 pub async fn members(spec: &LabSpec) -> anyhow::Result<Vec<etcd_gw::Member>> {
+    members_within(
+        spec,
+        etcd_gw::Endpoint::bound_for("/v3/cluster/member/list"),
+    )
+    .await
+}
+
+/// [`members`], giving each host at most `per_host` to answer (a watcher
+/// that looks every second asks a cut-off host for less).
+pub async fn members_within(
+    spec: &LabSpec,
+    per_host: Duration,
+) -> anyhow::Result<Vec<etcd_gw::Member>> {
     for h in &spec.hosts {
-        if let Ok((_, m)) = etcd_gw::member_list(&spec.etcd(h.ip)?).await {
+        let ep = spec.etcd(h.ip)?;
+        if let Ok(Ok((_, m))) = tokio::time::timeout(per_host, etcd_gw::member_list(&ep)).await {
             return Ok(m);
         }
     }

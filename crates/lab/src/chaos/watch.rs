@@ -49,17 +49,10 @@ pub fn host_of(member: &str) -> &str {
     member.rsplit_once('-').map_or(member, |(h, _)| h)
 }
 
-/// etcd's members now, through any host's member.
+/// etcd's members now, through any host's member, each given [`PROBE`]
+/// (none when no member answers).
 pub async fn members(spec: &LabSpec) -> Option<Vec<etcd_gw::Member>> {
-    for h in &spec.hosts {
-        let ep = spec.etcd(h.ip).ok()?;
-        if let Ok(Ok((_, m))) =
-            tokio::time::timeout(Duration::from_secs(3), etcd_gw::member_list(&ep)).await
-        {
-            return Some(m);
-        }
-    }
-    None
+    crate::scenario::members_within(spec, PROBE).await.ok()
 }
 
 impl Watch {
