@@ -13,12 +13,13 @@ use crate::systemd_lab::SystemdLab;
 /// The bound of a command inside a host.
 const INSIDE: Duration = Duration::from_secs(30);
 
-/// Runs `script` with `sh -c` inside `host`, within [`INSIDE`].
-fn inside(lab: &SystemdLab, host: &str, script: &str) -> anyhow::Result<()> {
+/// Runs `args` inside `host`, within [`INSIDE`]: its standard output; a
+/// failure status is an error.
+fn run(lab: &SystemdLab, host: &str, args: &[&str]) -> anyhow::Result<String> {
     let m = lab.machine(host)?;
-    tokio::task::block_in_place(|| m.exec_ok(&["sh", "-c", script], INSIDE))
-        .with_context(|| format!("{script} on {host}"))?;
-    Ok(())
+    let out = tokio::task::block_in_place(|| m.exec_ok(args, INSIDE))
+        .with_context(|| format!("{} on {host}", args.join(" ")))?;
+    Ok(out.stdout)
 }
 
 /// Signals the processes named `name` inside `host`; whether there was
@@ -40,38 +41,28 @@ fn signal(lab: &SystemdLab, host: &str, signal: &str, name: &str) -> anyhow::Res
 /// a kill of k3s on a host between roles).
 pub fn fire(lab: &mut SystemdLab, kind: FaultKind, host: &str) -> anyhow::Result<bool> {
     match kind {
-        FaultKind::FreezeEtcd => return signal(lab, host, "-STOP", "etcd"),
-        FaultKind::FreezeApi => return signal(lab, host, "-STOP", "kube-apiserver"),
+        // systemd starts a killed unit again (Restart=always, as shipped).
+        FaultKind::KillActuator => {
+            let kill = [
+                "systemctl",
+                "kill",
+                "--signal=KILL",
+                "fleet-role-actuator.service",
+            ];
+            run(lab, host, &kill).map(|_| true)
+        }
         // Whichever k3s unit runs (none on a host between roles).
         FaultKind::KillK3s => {
-            let m = lab.machine(host)?;
             let script = "for u in k3s.service k3s-agent.service; do systemctl is-active --quiet $u && systemctl kill --signal=KILL $u && echo killed; done; true";
-            let out = tokio::task::block_in_place(|| m.exec_ok(&["sh", "-c", script], INSIDE))
-                .with_context(|| format!("killing k3s on {host}"))?;
-            return Ok(out.stdout.contains("killed"));
+            Ok(run(lab, host, &["sh", "-c", script])?.contains("killed"))
         }
-        _ => {}
-    }
-    fire_one(lab, kind, host).map(|()| true)
-}
-
-fn fire_one(lab: &mut SystemdLab, kind: FaultKind, host: &str) -> anyhow::Result<()> {
-    match kind {
-        // systemd starts a killed unit again (Restart=always, as shipped).
-        FaultKind::KillActuator => inside(
-            lab,
-            host,
-            "systemctl kill --signal=KILL fleet-role-actuator.service",
-        ),
-        FaultKind::PowerOff => lab.poweroff(host),
-        FaultKind::Reboot => lab.reboot(host),
-        FaultKind::HardReset => lab.hard_reset(host),
-        FaultKind::Cut => Ok(lab.net().cut_off(host)?),
-        FaultKind::FreezeEtcd
-        | FaultKind::FreezeApi
-        | FaultKind::KillK3s
-        | FaultKind::KillSwapController
-        | FaultKind::KillLeadingRun => {
+        FaultKind::PowerOff => lab.poweroff(host).map(|()| true),
+        FaultKind::Reboot => lab.reboot(host).map(|()| true),
+        FaultKind::HardReset => lab.hard_reset(host).map(|()| true),
+        FaultKind::Cut => Ok(lab.net().cut_off(host).map(|()| true)?),
+        FaultKind::FreezeEtcd => signal(lab, host, "-STOP", "etcd"),
+        FaultKind::FreezeApi => signal(lab, host, "-STOP", "kube-apiserver"),
+        FaultKind::KillSwapController | FaultKind::KillLeadingRun => {
             anyhow::bail!("{} is no host fault", kind.name())
         }
     }
