@@ -100,15 +100,19 @@ fn the_budget_lets_one_member_down_at_a_time_and_anything_else_alongside() {
     assert_eq!(b.take(FaultKind::FreezeEtcd, true), Some(true));
 }
 
+/// The names of the kinds `which` holds for, in order.
+fn kinds(which: fn(FaultKind) -> bool) -> Vec<&'static str> {
+    FaultKind::ALL
+        .into_iter()
+        .filter(|k| which(*k))
+        .map(FaultKind::name)
+        .collect()
+}
+
 #[test]
 fn only_the_faults_that_stop_a_member_count_against_the_budget() {
-    let down: Vec<&str> = FaultKind::ALL
-        .iter()
-        .filter(|k| k.takes_member_down())
-        .map(|k| k.name())
-        .collect();
     assert_eq!(
-        down,
+        kinds(FaultKind::takes_member_down),
         [
             "kill-k3s",
             "power-off",
@@ -120,13 +124,8 @@ fn only_the_faults_that_stop_a_member_count_against_the_budget() {
     );
     assert!(!FaultKind::KillLeadingRun.on_host());
     assert!(FaultKind::FreezeApi.on_host());
-    let held: Vec<&str> = FaultKind::ALL
-        .iter()
-        .filter(|k| k.lasts())
-        .map(|k| k.name())
-        .collect();
     assert_eq!(
-        held,
+        kinds(FaultKind::lasts),
         [
             "kill-leading-run",
             "power-off",
