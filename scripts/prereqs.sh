@@ -5,7 +5,9 @@
 # - systemd-nspawn (systemd-container): boots each real-systemd lab host;
 # - ip(8) (iproute2): makes the lab's network namespaces;
 # - protoc (protobuf-compiler): the etcd client's build compiles etcd's
-#   protocol files with it;
+#   protocol files with it, and they import protobuf's own descriptor and
+#   struct files (libprotobuf-dev: protoc only recommends it, and
+#   --no-install-recommends leaves it out);
 # - lintian: Debian's checker, run on the packages by a test;
 # - promtool (prometheus): checks the metrics scrapes and the alert rules;
 # - podman: builds the controller's image (scripts/image.sh) and runs it in
@@ -18,6 +20,7 @@ command -v flock >/dev/null || need+=(util-linux)
 command -v systemd-nspawn >/dev/null || need+=(systemd-container)
 command -v ip >/dev/null || need+=(iproute2)
 command -v protoc >/dev/null || need+=(protobuf-compiler)
+[ -f /usr/include/google/protobuf/descriptor.proto ] || need+=(libprotobuf-dev)
 command -v lintian >/dev/null || need+=(lintian)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v podman >/dev/null || need+=(podman)

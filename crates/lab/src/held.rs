@@ -21,7 +21,7 @@ use tokio::{
     net::{UnixListener, UnixStream},
 };
 
-use crate::{scenario, systemd_lab::SystemdLab};
+use crate::{status, systemd_lab::SystemdLab};
 
 /// The socket in a held lab's directory.
 pub fn socket(dir: &Path) -> PathBuf {
@@ -63,7 +63,7 @@ pub async fn hold(
                 .await;
                 match (read, line.trim()) {
                     (Ok(Ok(_)), "status") => {
-                        let text = scenario::status_lines(&lab).await.join("\n");
+                        let text = status::status_lines(&lab).await.join("\n");
                         let _ = stream.write_all(format!("{text}\n").as_bytes()).await;
                     }
                     (Ok(Ok(_)), "down") => {

@@ -33,6 +33,7 @@ pub mod overlap;
 pub mod scenario;
 pub mod spec;
 pub mod stamps;
+pub mod status;
 pub mod systemd_lab;
 pub mod units;
 pub mod world;

@@ -7,7 +7,7 @@ use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
 use lab::{
-    chaos, held, k3s, scenario,
+    chaos, held, k3s, scenario, status,
     systemd_lab::{self, SystemdLab},
     world,
 };
@@ -217,7 +217,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 &say,
             )
             .await?;
-            for line in scenario::status_lines(&lab).await {
+            for line in status::status_lines(&lab).await {
                 say(&line);
             }
             held::hold(lab, &dir, &say).await?;
@@ -295,7 +295,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 &say,
             )
             .await?;
-            for line in scenario::status_lines(&lab).await {
+            for line in status::status_lines(&lab).await {
                 say(&line);
             }
             let fleet_role = std::env::current_exe()?.with_file_name("fleet-role");
@@ -309,7 +309,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for line in report.lines() {
                 say(&line);
             }
-            for line in scenario::status_lines(&lab).await {
+            for line in status::status_lines(&lab).await {
                 say(&line);
             }
             let broken = report.broken_promises("server-3", "agent-1");

@@ -188,6 +188,13 @@ async fn a_server_only_key_in_k3s_config_fails_the_agent_and_its_server_is_not_d
     let value = token.trim_start_matches("token:").trim().trim_matches('"');
     etext.push_str(&format!("K3S_TOKEN={value}\n"));
     std::fs::write(&env, etext).unwrap();
+    // The agent was still in systemd's restart loop from the key above, and
+    // a start between two of these edits fails for want of a token. One
+    // blocking restart settles it on the edited files (a `Type=notify` start
+    // returns once ready) before "nothing changed" is measured.
+    let o = agent.systemctl(&["restart", "k3s-agent"], QUICK).unwrap();
+    assert!(o.status.success(), "restart: {o:?}");
+    assert_eq!(agent.active_state("k3s-agent").unwrap(), "active");
     let start = clock::Clock::system().now();
     loop {
         let r = hand.report("agent-1").await.unwrap();
