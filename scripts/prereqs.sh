@@ -13,8 +13,12 @@
 # - podman: builds the controller's image (scripts/image.sh) and runs it in
 #   a test, with runc (this machine's hybrid cgroups are refused by crun,
 #   the runtime podman would take).
-#   --no-install-recommends keeps both lean; the prometheus server the
-#   package also holds is never started (no init runs here).
+# - dockerd (docker.io, Debian 12's Docker 20.10, with its containerd and
+#   runc): the Docker Engine client's tests (crates/dockerengine) run a
+#   private daemon of their own; no system daemon is started (no init runs
+#   here);
+# --no-install-recommends keeps them lean; the prometheus server its package
+# also holds is never started either.
 need=()
 command -v flock >/dev/null || need+=(util-linux)
 command -v systemd-nspawn >/dev/null || need+=(systemd-container)
@@ -25,6 +29,7 @@ command -v lintian >/dev/null || need+=(lintian)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v podman >/dev/null || need+=(podman)
 command -v runc >/dev/null || need+=(runc)
+command -v dockerd >/dev/null || need+=(docker.io)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
