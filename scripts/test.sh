@@ -26,28 +26,14 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The tests run the built binaries (the actuator, and the systemctl and k3s
 # stand-ins), so every binary is built first.
 cargo build --workspace --bins --examples --quiet
-
-# The Debian packages (release binaries, man pages, completions) and the
-# controller's image from the same release binary, built beside the tests:
-# their release build takes about seven minutes of both cores, while the
-# tests, mostly labs waiting on k3s's pace, leave a core idle for longer.
-# (cargo locks each profile's folder apart, so the release build and the
-# tests' own build go on together.) tests/package_install.rs and
-# tests/image.rs wait for the status file named in
-# FLEET_ROLE_PACKAGES_STATUS (crates/testcp/src/packages.rs) and fail with
-# the log's end if the packaging failed; nextest starts them last. A change
-# that breaks packaging fails the run either way.
-rm -f .cache/package.status .cache/package.status.tmp
-(
-  set +e
-  { scripts/package.sh && scripts/image.sh; } > .cache/package.log 2>&1
-  echo $? > .cache/package.status.tmp
-  mv .cache/package.status.tmp .cache/package.status
-) &
-packaging=$!
-FLEET_ROLE_PACKAGES_STATUS="$top/.cache/package.status"
+# The Debian packages (release binaries, man pages, completions), before the
+# tests: tests/package_install.rs installs, upgrades and purges them in a lab
+# host. A change that breaks packaging fails here.
+scripts/package.sh
+# The controller's image, from the same release binary (tests/image.rs runs it).
+scripts/image.sh
 FLEET_ROLE_DEB_DIR="$top/target/debian"
-export FLEET_ROLE_PACKAGES_STATUS FLEET_ROLE_DEB_DIR
+export FLEET_ROLE_DEB_DIR
 
 if ! wait "$kube_apiserver_build"; then
   cat .cache/kube-apiserver.log >&2
@@ -66,10 +52,6 @@ set +e
 status=${PIPESTATUS[0]}
 cargo test --workspace --doc --quiet 2>&1 | tee .cache/doctest.log
 doc_status=${PIPESTATUS[0]}
-wait "$packaging"
-package_status=$(cat .cache/package.status 2>/dev/null || echo "none")
-echo "the packages and the image (scripts/package.sh, scripts/image.sh; exit status $package_status):"
-cat .cache/package.log
 set -e
 echo "the slowest tests:"
 # head ends the pipe early: without pipefail here, that is no failure.
@@ -85,4 +67,4 @@ echo "$summary"
 passed=$(echo "$summary" | grep -Eo '[0-9]+ passed' | grep -Eo '[0-9]+' || echo 0)
 failed=$(echo "$summary" | { grep -Eo '[0-9]+ (failed|timed out)' || true; } | awk '{s+=$1} END {print s+0}')
 echo "fleet-role: ${passed:-0} passed, ${failed:-0} failed (and the doc tests: $(grep -Eo '[0-9]+ passed' .cache/doctest.log | awk '{s+=$1} END {print s+0}') passed)"
-[ "$status" -eq 0 ] && [ "$doc_status" -eq 0 ] && [ "$package_status" = 0 ]
+[ "$status" -eq 0 ] && [ "$doc_status" -eq 0 ]

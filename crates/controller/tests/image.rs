@@ -54,8 +54,6 @@ async fn podman(args: &[&str]) -> (Option<i32>, String, String) {
 
 #[tokio::test]
 async fn the_image_runs_the_controller_alone_as_an_unprivileged_user_and_reads_the_cluster() {
-    // scripts/test.sh builds the image beside the tests.
-    testcp::packages::packages_built().unwrap_or_else(|e| panic!("{e}"));
     let image = image();
     let (code, inspected, err) = podman(&["image", "inspect", &image]).await;
     assert_eq!(

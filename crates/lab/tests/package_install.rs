@@ -43,10 +43,8 @@ fn top() -> PathBuf {
 }
 
 /// The folder of the built packages: `FLEET_ROLE_DEB_DIR` (scripts/test.sh
-/// sets it) or the checkout's `target/debian`, once scripts/test.sh's
-/// packaging beside the tests has ended (`testcp::packages`).
+/// sets it) or the checkout's `target/debian`.
 fn deb_dir() -> PathBuf {
-    testcp::packages::packages_built().unwrap_or_else(|e| panic!("{e}"));
     let dir = std::env::var_os("FLEET_ROLE_DEB_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| top().join("target/debian"));

@@ -95,7 +95,6 @@ pub mod apiserver;
 pub mod binaries;
 pub mod etcd;
 pub mod kubelet;
-pub mod packages;
 pub mod pki;
 pub mod plain_http;
 pub mod plane;
