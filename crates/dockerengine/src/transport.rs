@@ -4,12 +4,17 @@
 use std::{path::Path, time::Duration};
 
 use http::{Method, Request, StatusCode, header};
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 
 use crate::error::{Error, one_line};
+
+/// The largest answer read: far past any inspect, version or event span a
+/// switch asks for, and a bound on what a daemon can make this process
+/// hold.
+pub(crate) const MAX_ANSWER: usize = 16 << 20;
 
 /// An answer: its status and its whole body.
 pub(crate) struct Answer {
@@ -72,11 +77,15 @@ pub(crate) async fn call(
             .await
             .map_err(|e| unreachable(e.to_string()))?;
         let status = resp.status();
-        let body = resp
-            .into_body()
+        let body = Limited::new(resp.into_body(), MAX_ANSWER)
             .collect()
             .await
-            .map_err(|e| unreachable(e.to_string()))?
+            .map_err(|e| Error::Unreadable {
+                call: name.to_string(),
+                reason: one_line(&format!(
+                    "the answer's body: {e} (at most {MAX_ANSWER} bytes are read)"
+                )),
+            })?
             .to_bytes();
         Ok(Answer { status, body })
     };

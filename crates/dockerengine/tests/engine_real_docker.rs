@@ -251,3 +251,31 @@ async fn a_daemon_that_never_answers_is_a_timeout_naming_the_call_and_no_daemon_
     let e = gone.version().await.unwrap_err();
     assert!(matches!(&e, Error::Unreachable { .. }), "{e}");
 }
+
+#[tokio::test]
+async fn an_answer_past_the_cap_is_refused_unread_rather_than_held() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("loud.sock");
+    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    let loud = tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = s.read(&mut buf).await;
+        let size = 32usize << 20;
+        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n");
+        let _ = s.write_all(head.as_bytes()).await;
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..32 {
+            if s.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+    });
+    let e = Engine::new(&socket).version().await.unwrap_err();
+    assert!(
+        matches!(&e, Error::Unreadable { reason, .. } if reason.contains("at most")),
+        "{e}"
+    );
+    loud.abort();
+}
