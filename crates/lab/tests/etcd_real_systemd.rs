@@ -115,8 +115,10 @@ fn etcd_label(n: &Node) -> Option<&str> {
         .map(String::as_str)
 }
 
-/// Polls `what` on `name`'s Node until `ok`, within `bound`.
+/// Polls `what` on `name`'s Node until `ok`, within `bound`; past it,
+/// fails with the Node and the last words of the host's k3s units.
 async fn wait_node(
+    lab: &SystemdLab,
     apis: &Apis,
     name: &str,
     what: &str,
@@ -131,11 +133,12 @@ async fn wait_node(
         }
         assert!(
             start.elapsed() < bound,
-            "{name}: {what} not seen in {}s; the Node: labels {:?}, annotations {:?}, EtcdIsVoter {:?}",
+            "{name}: {what} not seen in {}s; the Node: labels {:?}, annotations {:?}, EtcdIsVoter {:?}; its k3s said:\n{}",
             bound.as_secs(),
             n.metadata.labels,
             n.metadata.annotations,
-            etcd_is_voter(&n)
+            etcd_is_voter(&n),
+            common::last_said(lab, name, &["k3s", "k3s-agent"], 40)
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -245,6 +248,7 @@ async fn a_learner_is_invisible_on_its_node_etcd_is_voter_comes_from_the_leader_
     std::fs::remove_file(&hold).unwrap();
     let ip = agent.ip.to_string();
     wait_node(
+        &lab,
         &apis,
         &agent.name,
         "the etcd label, annotations and EtcdIsVoter=True",
@@ -272,6 +276,7 @@ async fn a_learner_is_invisible_on_its_node_etcd_is_voter_comes_from_the_leader_
         .exec_ok(&["systemctl", "stop", "k3s"], QUICK)
         .unwrap();
     wait_node(
+        &lab,
         &apis,
         &s2.name,
         "EtcdIsVoter=False (Unhealthy)",
@@ -298,6 +303,7 @@ async fn a_learner_is_invisible_on_its_node_etcd_is_voter_comes_from_the_leader_
     .await
     .unwrap();
     wait_node(
+        &lab,
         &apis,
         &s2.name,
         "removed-node-name, without node-name/node-address",
@@ -316,6 +322,7 @@ async fn a_learner_is_invisible_on_its_node_etcd_is_voter_comes_from_the_leader_
     );
     // With no node-name, the Node matches no member: the leader says so.
     wait_node(
+        &lab,
         &apis,
         &s2.name,
         "EtcdIsVoter=False (NotAMember)",
@@ -461,6 +468,7 @@ async fn a_removal_waits_out_the_k3s_etcd_lease_of_a_holder_cut_off_and_a_remove
     .await
     .unwrap();
     wait_node(
+        &lab,
         &apis,
         &holder,
         "removed-node-name",
@@ -510,6 +518,7 @@ async fn a_removal_waits_out_the_k3s_etcd_lease_of_a_holder_cut_off_and_a_remove
     .await
     .unwrap();
     wait_node(
+        &lab,
         &apis,
         &other.name,
         "removed-node-name",
