@@ -140,11 +140,7 @@ impl Engine {
     pub async fn start(&self, name: &str) -> Result<bool, Error> {
         let path = format!("/containers/{}/start", escape(name));
         let (call, a) = self.send(Method::POST, &path, None, Duration::ZERO).await?;
-        match a.status {
-            StatusCode::NO_CONTENT => Ok(true),
-            StatusCode::NOT_MODIFIED => Ok(false),
-            _ => Err(refused(&call, &a)),
-        }
+        changed(&call, &a)
     }
 
     /// Stops `name`: SIGTERM, then SIGKILL after `grace`; returns once it
@@ -157,11 +153,7 @@ impl Engine {
     pub async fn stop(&self, name: &str, grace: Duration) -> Result<bool, Error> {
         let path = format!("/containers/{}/stop?t={}", escape(name), grace.as_secs());
         let (call, a) = self.send(Method::POST, &path, None, grace).await?;
-        match a.status {
-            StatusCode::NO_CONTENT => Ok(true),
-            StatusCode::NOT_MODIFIED => Ok(false),
-            _ => Err(refused(&call, &a)),
-        }
+        changed(&call, &a)
     }
 
     /// Removes `name` (with `force`, a running one is killed first; its
@@ -240,6 +232,16 @@ impl Engine {
             return Err(refused(&call, &a));
         }
         events::parse(&a.body).map_err(|reason| Error::Unreadable { call, reason })
+    }
+}
+
+/// A start's or a stop's answer: whether it changed the container (204),
+/// or found it so already (304).
+fn changed(call: &str, a: &Answer) -> Result<bool, Error> {
+    match a.status {
+        StatusCode::NO_CONTENT => Ok(true),
+        StatusCode::NOT_MODIFIED => Ok(false),
+        _ => Err(refused(call, a)),
     }
 }
 

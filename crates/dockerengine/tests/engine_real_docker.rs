@@ -226,12 +226,19 @@ async fn a_missing_container_inspects_as_none_and_its_start_and_a_taken_name_are
     assert!(matches!(&e, Error::Refused { .. }), "{e}");
 }
 
+/// A socket of the test's own in place of a daemon's: its folder (kept
+/// while the test runs), its path and its listener.
+fn fake_daemon(name: &str) -> (tempfile::TempDir, PathBuf, tokio::net::UnixListener) {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join(name);
+    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    (dir, socket, listener)
+}
+
 #[tokio::test]
 async fn a_daemon_that_never_answers_is_a_timeout_naming_the_call_and_no_daemon_is_unreachable() {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("silent.sock");
     // Accepts, reads, never answers.
-    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    let (dir, socket, listener) = fake_daemon("silent.sock");
     let held = tokio::spawn(async move {
         let mut kept = vec![];
         while let Ok((s, _)) = listener.accept().await {
@@ -255,9 +262,7 @@ async fn a_daemon_that_never_answers_is_a_timeout_naming_the_call_and_no_daemon_
 #[tokio::test]
 async fn an_answer_past_the_cap_is_refused_unread_rather_than_held() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("loud.sock");
-    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    let (_dir, socket, listener) = fake_daemon("loud.sock");
     let loud = tokio::spawn(async move {
         let (mut s, _) = listener.accept().await.unwrap();
         let mut buf = [0u8; 4096];
