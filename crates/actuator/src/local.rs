@@ -331,13 +331,13 @@ pub struct LocalStatus {
 
 type Unit = Result<host::systemd::UnitState, String>;
 
-fn unit_state(sc: &host::systemd::Systemctl, unit: &str) -> Unit {
+fn unit_state(sc: &host::units::Units, unit: &str) -> Unit {
     sc.state(unit).map_err(|e| one_line(&e.to_string()))
 }
 
 fn shown_state(u: &Unit) -> String {
     u.as_ref().map_or_else(
-        |e| format!("unknown: systemd could not be asked: {e}"),
+        |e| format!("unknown: systemd (or Docker) could not be asked: {e}"),
         |s| s.to_string(),
     )
 }
@@ -413,7 +413,7 @@ pub fn degraded(
 
 /// Reads the host's local state.
 pub fn local_status(host: &Host) -> LocalStatus {
-    let sc = host.systemctl();
+    let sc = host.units();
     let role_file = RoleFile::read(host);
     let drop_ins = drop_ins(host);
     let server = unit_state(sc, "k3s");

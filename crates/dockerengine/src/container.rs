@@ -23,6 +23,14 @@ pub struct Container {
     pub image: String,
     /// Its labels.
     pub labels: BTreeMap<String, String>,
+    /// Its restart policy; a policy this client does not know reads as
+    /// [`RestartPolicy::Other`].
+    pub restart: RestartPolicy,
+    /// When its process last started, as the daemon wrote it (RFC 3339;
+    /// Docker's zero time for a container never started). A start that has
+    /// run changes it, so a start not yet run can be told from one that ran
+    /// and ended.
+    pub started_at: String,
 }
 
 /// A container's status, Docker's words.
@@ -79,6 +87,22 @@ pub(crate) struct Inspected {
     #[serde(default)]
     restart_count: u64,
     config: InspectedConfig,
+    #[serde(default)]
+    host_config: InspectedHostConfig,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "PascalCase")]
+struct InspectedHostConfig {
+    #[serde(default)]
+    restart_policy: InspectedPolicy,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "PascalCase")]
+struct InspectedPolicy {
+    #[serde(default)]
+    name: String,
 }
 
 #[derive(Deserialize)]
@@ -89,6 +113,8 @@ struct InspectedState {
     pid: u32,
     #[serde(default)]
     exit_code: i64,
+    #[serde(default)]
+    started_at: String,
 }
 
 #[derive(Deserialize)]
@@ -111,6 +137,8 @@ impl From<Inspected> for Container {
             restart_count: i.restart_count,
             image: i.config.image,
             labels: i.config.labels.unwrap_or_default(),
+            restart: RestartPolicy::parse(&i.host_config.restart_policy.name),
+            started_at: i.state.started_at,
         }
     }
 }
@@ -125,6 +153,36 @@ pub enum RestartPolicy {
     /// stopped by hand (`unless-stopped`): the container counterpart of an
     /// enabled unit with `Restart=always`.
     UnlessStopped,
+    /// `always`, `on-failure`, or a word this client does not know: some
+    /// policy that may start the container again. Never asked for here.
+    Other,
+}
+
+impl RestartPolicy {
+    /// Docker's word for it (`""` and `no` are both no policy).
+    pub fn parse(word: &str) -> Self {
+        match word {
+            "" | "no" => Self::No,
+            "unless-stopped" => Self::UnlessStopped,
+            _ => Self::Other,
+        }
+    }
+
+    /// Whether Docker may start the container on its own (after it exits,
+    /// or with the daemon): any policy but `no`. A switch treats such a
+    /// container as an enabled unit.
+    pub fn starts_on_its_own(self) -> bool {
+        self != Self::No
+    }
+
+    /// Docker's word, for a create or an update. [`RestartPolicy::Other`]
+    /// is never asked for: it reads as `no`.
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Self::UnlessStopped => "unless-stopped",
+            Self::No | Self::Other => "no",
+        }
+    }
 }
 
 /// A container to create: what `docker create` would be told.
@@ -177,8 +235,8 @@ struct HostConfig<'a> {
 
 #[derive(Serialize)]
 #[serde(rename_all = "PascalCase")]
-struct Policy {
-    name: &'static str,
+pub(crate) struct Policy {
+    pub(crate) name: &'static str,
 }
 
 impl ContainerSpec {
@@ -201,10 +259,7 @@ impl ContainerSpec {
                 network_mode,
                 privileged: self.privileged,
                 restart_policy: Policy {
-                    name: match self.restart {
-                        RestartPolicy::No => "no",
-                        RestartPolicy::UnlessStopped => "unless-stopped",
-                    },
+                    name: self.restart.word(),
                 },
             },
         })

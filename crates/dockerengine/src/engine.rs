@@ -6,7 +6,7 @@ use http::{Method, StatusCode};
 use serde::Deserialize;
 
 use crate::{
-    container::{Container, ContainerSpec, Inspected},
+    container::{Container, ContainerSpec, Inspected, Policy, RestartPolicy},
     error::Error,
     events::{self, Event},
     transport::{Answer, call, refused},
@@ -154,6 +154,39 @@ impl Engine {
         let path = format!("/containers/{}/stop?t={}", escape(name), grace.as_secs());
         let (call, a) = self.send(Method::POST, &path, None, grace).await?;
         changed(&call, &a)
+    }
+
+    /// Sets `name`'s restart policy (`POST /containers/{name}/update`),
+    /// running or not: what enabling or disabling a unit is to systemd.
+    ///
+    /// # Errors
+    /// [`Error::Refused`] when there is no such container (404), and any
+    /// other [`Error`] of a call.
+    pub async fn set_restart_policy(&self, name: &str, policy: RestartPolicy) -> Result<(), Error> {
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "PascalCase")]
+        struct Update {
+            restart_policy: Policy,
+        }
+        let path = format!("/containers/{}/update", escape(name));
+        let body = serde_json::to_vec(&Update {
+            restart_policy: Policy {
+                name: policy.word(),
+            },
+        })
+        .unwrap_or_default();
+        let (call, a) = self
+            .send(
+                Method::POST,
+                &path,
+                Some(("application/json", body)),
+                Duration::ZERO,
+            )
+            .await?;
+        if a.status != StatusCode::OK {
+            return Err(refused(&call, &a));
+        }
+        Ok(())
     }
 
     /// Removes `name` (with `force`, a running one is killed first; its

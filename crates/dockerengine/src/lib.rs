@@ -13,12 +13,16 @@
 //! Debian 12 ships); later daemons still serve it.
 
 mod container;
+#[cfg(feature = "private-daemon")]
+mod daemon;
 mod engine;
 mod error;
 mod events;
 mod transport;
 
 pub use container::{Container, ContainerSpec, RestartPolicy, Status};
+#[cfg(feature = "private-daemon")]
+pub use daemon::PrivateDaemon;
 pub use engine::{API_VERSION, DEFAULT_TIMEOUT, Engine, Version};
 pub use error::Error;
 pub use events::Event;

@@ -8,116 +8,46 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
     time::Duration,
 };
 
-use dockerengine::{ContainerSpec, Engine, Error, RestartPolicy, Status};
+use dockerengine::{ContainerSpec, Engine, Error, PrivateDaemon, RestartPolicy, Status};
 
 /// How long a private daemon may take to answer after its start.
 const DAEMON_START: Duration = Duration::from_secs(90);
-/// How long it may take to stop.
-const DAEMON_STOP: Duration = Duration::from_secs(30);
 
-/// A private dockerd, stopped (SIGTERM, then SIGKILL) when dropped.
+/// A private dockerd in a short folder under target/tmp (containerd's
+/// sockets live under it), the folder removed after the daemon stopped.
 struct Daemon {
-    child: Child,
+    d: PrivateDaemon,
     engine: Engine,
-    dir: tempfile::TempDir,
+    _dir: tempfile::TempDir,
 }
 
 impl Daemon {
     async fn start() -> Self {
-        // Unix socket paths are short (108 bytes): containerd's live under
-        // the exec root, so the folder is a short one under target/tmp.
         let dir = tempfile::Builder::new()
             .prefix("dk")
             .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
             .unwrap();
-        let at = |p: &str| dir.path().join(p).display().to_string();
-        let log = std::fs::File::create(dir.path().join("dockerd.log")).unwrap();
-        let child = Command::new("dockerd")
-            .args([
-                "--data-root",
-                &at("data"),
-                "--exec-root",
-                &at("exec"),
-                "--pidfile",
-                &at("docker.pid"),
-                "-H",
-                &format!("unix://{}", at("docker.sock")),
-                "--bridge=none",
-                "--iptables=false",
-                "--ip-masq=false",
-                "--log-level=warn",
-            ])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("dockerd (scripts/prereqs.sh installs docker.io): {e}"));
-        let engine =
-            Engine::new(dir.path().join("docker.sock")).with_timeout(Duration::from_secs(60));
-        let d = Self { child, engine, dir };
-        let clock = clock::Clock::system();
-        let start = clock.now();
-        loop {
-            if d.engine.version().await.is_ok() {
-                return d;
-            }
-            assert!(
-                clock.since(start) < DAEMON_START,
-                "dockerd did not answer within {DAEMON_START:?}:\n{}",
-                std::fs::read_to_string(d.dir.path().join("dockerd.log")).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
+        let d = PrivateDaemon::start(dir.path(), DAEMON_START, &clock::Clock::system())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let engine = d.engine().clone();
+        Self {
+            d,
+            engine,
+            _dir: dir,
         }
     }
 
     /// Imports a root file system of this machine's `sh` and `sleep` as
     /// `repo:tag`.
     async fn import_shell_image(&self, repo: &str, tag: &str) {
-        let root = self.dir.path().join("rootfs");
-        let out = Command::new("ldd")
-            .args(["/bin/sh", "/bin/sleep"])
-            .output()
+        self.d
+            .import_programs(repo, tag, &[Path::new("/bin/sh"), Path::new("/bin/sleep")])
+            .await
             .unwrap();
-        let libs = String::from_utf8_lossy(&out.stdout).into_owned();
-        let mut files: Vec<PathBuf> = vec!["/bin/sh".into(), "/bin/sleep".into()];
-        files.extend(
-            libs.split_whitespace()
-                .filter(|w| w.starts_with('/') && !w.ends_with(':'))
-                .map(PathBuf::from),
-        );
-        for f in files {
-            let to = root.join(f.strip_prefix("/").unwrap());
-            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-            std::fs::copy(std::fs::canonicalize(&f).unwrap(), &to).unwrap();
-        }
-        let tar = Command::new("tar")
-            .arg("-C")
-            .arg(&root)
-            .args(["-c", "."])
-            .output()
-            .unwrap();
-        assert!(tar.status.success(), "tar: {tar:?}");
-        self.engine.import(repo, tag, tar.stdout).await.unwrap();
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let clock = clock::Clock::system();
-        let start = clock.now();
-        while clock.since(start) < DAEMON_STOP {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -165,7 +95,34 @@ async fn one_container_stopped_before_the_other_starts_shows_so_in_dockers_own_e
     assert!(!d.engine.stop("k3s", Duration::from_secs(1)).await.unwrap());
     let stopped = d.engine.inspect("k3s").await.unwrap().unwrap();
     assert_eq!(stopped.status, Status::Exited);
+    assert_eq!(stopped.started_at, running.started_at, "a stop is no start");
+
+    // A restart policy is what an enable or a disable sets, on a stopped
+    // container as on a running one.
+    assert_eq!(stopped.restart, RestartPolicy::No);
+    d.engine
+        .set_restart_policy("k3s-agent", RestartPolicy::UnlessStopped)
+        .await
+        .unwrap();
+    let enabled = d.engine.inspect("k3s-agent").await.unwrap().unwrap();
+    assert_eq!(enabled.restart, RestartPolicy::UnlessStopped);
+    assert!(enabled.restart.starts_on_its_own());
     assert!(d.engine.start("k3s-agent").await.unwrap());
+    d.engine
+        .set_restart_policy("k3s-agent", RestartPolicy::No)
+        .await
+        .unwrap();
+    let disabled = d.engine.inspect("k3s-agent").await.unwrap().unwrap();
+    assert_eq!(
+        (disabled.restart, disabled.status),
+        (RestartPolicy::No, Status::Running)
+    );
+    let e = d
+        .engine
+        .set_restart_policy("nothing", RestartPolicy::No)
+        .await
+        .unwrap_err();
+    assert!(matches!(&e, Error::Refused { status: 404, .. }), "{e}");
 
     // The daemon records an event as the change completes, which may be
     // a moment after the call returned: read until the last one shows.

@@ -10,6 +10,7 @@ pub mod addresses;
 pub mod agent_flags;
 pub mod budget;
 pub mod datastore;
+pub mod docker;
 pub mod eligibility;
 pub mod error;
 pub mod etcd;
@@ -29,6 +30,7 @@ pub mod secrets;
 pub mod shims;
 pub mod switch;
 pub mod systemd;
+pub mod units;
 
 pub use budget::Budget;
 pub use error::{Error, Result};

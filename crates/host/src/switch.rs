@@ -19,6 +19,7 @@ use crate::{
     paths::{ETCD_ONLY_DROPIN, JOIN_DROPIN, JOIN_UNIT_DROPIN},
     role, shims,
     systemd::{ActiveState, Systemctl},
+    units::Units,
 };
 
 /// How long a start waits for its unit to be active by default. A joining
@@ -70,40 +71,66 @@ pub enum Change {
     RemoveServerSecrets,
 }
 
-/// A change as one line, with paths shown as they are on the host.
-pub struct Shown<'a>(&'a Change, &'a HostPaths);
+/// A change as one line, with paths shown as they are on the host, and
+/// units as what runs them (systemd, or Docker's containers).
+pub struct Shown<'a>(&'a Change, &'a Host);
 
 impl fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let paths = &self.1.paths;
         let on_host =
-            |p: &PathBuf| format!("/{}", p.strip_prefix(self.1.root()).unwrap_or(p).display());
-        match self.0 {
-            Change::Write { path, .. } => write!(f, "write {}", on_host(path)),
-            Change::Remove { path } => write!(f, "remove {}", on_host(path)),
-            Change::DaemonReload => f.write_str("systemctl daemon-reload"),
-            Change::Role(r) => write!(f, "name {r} in {}", on_host(&self.1.role_file())),
-            Change::Stop(u) => write!(f, "systemctl stop {u} (queued, then confirmed)"),
-            Change::Disable(u) => write!(f, "systemctl disable {u}"),
-            Change::EnableNow(u) => {
+            |p: &PathBuf| format!("/{}", p.strip_prefix(paths.root()).unwrap_or(p).display());
+        let docker = match self.1.units() {
+            Units::Docker(d) => Some(d.containers()),
+            Units::Systemd(_) => None,
+        };
+        // The container a unit stands for, on a Docker host.
+        let container = |u: &str| match docker {
+            Some(c) if u == SERVER => c.server.clone(),
+            Some(c) if u == AGENT => c.agent.clone(),
+            _ => u.to_string(),
+        };
+        match (self.0, docker.is_some()) {
+            (Change::Write { path, .. }, _) => write!(f, "write {}", on_host(path)),
+            (Change::Remove { path }, _) => write!(f, "remove {}", on_host(path)),
+            (Change::DaemonReload, _) => f.write_str("systemctl daemon-reload"),
+            (Change::Role(r), _) => write!(f, "name {r} in {}", on_host(&paths.role_file())),
+            (Change::Stop(u), false) => write!(f, "systemctl stop {u} (queued, then confirmed)"),
+            (Change::Stop(u), true) => write!(f, "docker stop {} (then confirmed)", container(u)),
+            (Change::Disable(u), false) => write!(f, "systemctl disable {u}"),
+            (Change::Disable(u), true) => {
+                write!(f, "docker update --restart no {}", container(u))
+            }
+            (Change::EnableNow(u), false) => {
                 write!(f, "systemctl enable --now {u} (queued, then waited for)")
             }
-            Change::Restart(u) => write!(f, "systemctl restart {u} (queued, then waited for)"),
-            Change::MoveDatastoreAside => write!(
+            (Change::EnableNow(u), true) => write!(
+                f,
+                "docker update --restart unless-stopped {0}, docker start {0} (then waited for)",
+                container(u)
+            ),
+            (Change::Restart(u), false) => {
+                write!(f, "systemctl restart {u} (queued, then waited for)")
+            }
+            (Change::Restart(u), true) => {
+                write!(f, "docker restart {} (then waited for)", container(u))
+            }
+            (Change::MoveDatastoreAside, _) => write!(
                 f,
                 "move {} to {}",
-                on_host(&self.1.etcd_dir()),
-                on_host(&self.1.db_demoted().join("etcd"))
+                on_host(&paths.etcd_dir()),
+                on_host(&paths.db_demoted().join("etcd"))
             ),
-            Change::KillShims => write!(
+            (Change::KillShims, _) => write!(
                 f,
                 "kill every pod's shim; none may run again within {} s",
                 SHIM_SETTLE.as_secs()
             ),
-            Change::WaitEtcd => f.write_str("wait for etcd to serve again"),
-            Change::RemoveServerSecrets => write!(
+            (Change::WaitEtcd, _) => f.write_str("wait for etcd to serve again"),
+            (Change::RemoveServerSecrets, _) => write!(
                 f,
                 "remove the server's secrets: {}",
-                self.1
+                paths
                     .server_secrets()
                     .iter()
                     .map(on_host)
@@ -135,7 +162,7 @@ pub struct Host {
     /// How long a queued stop waits for its unit to be stopped.
     pub stop_wait: Duration,
     budget: Budget,
-    systemctl: Systemctl,
+    units: Units,
     search_path: Option<OsString>,
     after_change: Option<AfterChange>,
 }
@@ -190,7 +217,7 @@ impl Host {
             start_wait: DEFAULT_START_WAIT,
             stop_wait: DEFAULT_STOP_WAIT,
             budget: Budget::unbounded(&clock),
-            systemctl: Systemctl::new(root, &clock),
+            units: Units::Systemd(Systemctl::new(root, &clock)),
             search_path: None,
             after_change: None,
         }
@@ -208,21 +235,29 @@ impl Host {
     /// `PATH` (tests put their stand-ins there).
     pub fn with_search_path(mut self, path: impl Into<OsString>) -> Self {
         let path = path.into();
-        self.systemctl = self.systemctl.with_search_path(Some(path.clone()));
+        self.units = self.units.with_search_path(Some(path.clone()));
         self.search_path = Some(path);
         self
     }
 
     /// Bounds every `systemctl` call to `timeout`.
     pub fn with_systemctl_timeout(mut self, timeout: Duration) -> Self {
-        self.systemctl = self.systemctl.with_timeout(timeout);
+        self.units = self.units.with_timeout(timeout);
+        self
+    }
+
+    /// The same host with k3s in Docker containers instead of systemd
+    /// units (see [`crate::docker`]); its waits run under this host's
+    /// budget.
+    pub fn with_docker(mut self, docker: crate::docker::DockerUnits) -> Self {
+        self.units = Units::Docker(docker.with_budget(self.budget.clone()));
         self
     }
 
     /// The same host, with every call and wait under `budget`: its deadline
     /// cuts them short and its cancellation ends them at once.
     pub fn with_budget(mut self, budget: Budget) -> Self {
-        self.systemctl = self.systemctl.with_budget(budget.clone());
+        self.units = self.units.with_budget(budget.clone());
         self.budget = budget;
         self
     }
@@ -232,9 +267,9 @@ impl Host {
         self.budget.clock()
     }
 
-    /// The host's `systemctl`.
-    pub fn systemctl(&self) -> &Systemctl {
-        &self.systemctl
+    /// Where the host's k3s units run (systemd, or Docker).
+    pub fn units(&self) -> &Units {
+        &self.units
     }
 
     /// Takes the host lock, waiting up to `timeout`.
@@ -244,7 +279,7 @@ impl Host {
 
     /// A change as one line for a person.
     pub fn show<'a>(&'a self, c: &'a Change) -> Shown<'a> {
-        Shown(c, &self.paths)
+        Shown(c, self)
     }
 
     /// The current role file (missing → `None`). An unreadable or invalid
@@ -275,7 +310,7 @@ impl Host {
     /// an earlier run's change and its reload leaves the file as planned,
     /// so only systemd can tell the reload is still owed.
     fn reload_if(&self, plan: &mut Vec<Change>, changed: bool) -> Result<()> {
-        if changed || self.systemctl.needs_daemon_reload(SERVER)? {
+        if changed || self.units.needs_daemon_reload(SERVER)? {
             plan.push(Change::DaemonReload);
         }
         Ok(())
@@ -285,19 +320,17 @@ impl Host {
         // Anything but inactive or failed may be running, or about to be:
         // activating (a start, its condition, an auto-restart's wait) and
         // deactivating included.
-        if !self.systemctl.state(unit)?.is_stopped() {
+        if !self.units.state(unit)?.is_stopped() {
             plan.push(Change::Stop(unit));
         }
-        if self.systemctl.is_enabled(unit)? {
+        if self.units.is_enabled(unit)? {
             plan.push(Change::Disable(unit));
         }
         Ok(())
     }
 
     fn enable_now(&self, plan: &mut Vec<Change>, unit: &'static str) -> Result<()> {
-        if self.systemctl.state(unit)?.active != ActiveState::Active
-            || !self.systemctl.is_enabled(unit)?
-        {
+        if self.units.state(unit)?.active != ActiveState::Active || !self.units.is_enabled(unit)? {
             plan.push(Change::EnableNow(unit));
         }
         Ok(())
@@ -339,6 +372,7 @@ impl Host {
     ///    agent's `ExecCondition` already refuses it, so after a reboot in
     ///    between nothing runs until the step is run again.
     pub fn plan_promote(&self, join: &JoinUrl) -> Result<Vec<Change>> {
+        self.units.refuse_missing()?;
         let mut plan = vec![];
         let role = self.role()?;
         if (role != Some(Role::Server) || self.has_tombstone())
@@ -348,7 +382,7 @@ impl Host {
             // with its tombstone, which keeps the unit from starting) would
             // make k3s start a removed member or a new cluster: k3s's own
             // advice is to move it, with the server confirmed stopped first.
-            if !self.systemctl.state(SERVER)?.is_stopped() {
+            if !self.units.state(SERVER)?.is_stopped() {
                 plan.push(Change::Stop(SERVER));
             }
             plan.push(Change::MoveDatastoreAside);
@@ -377,11 +411,14 @@ impl Host {
         let unit = format!(
             "# Written by fleet-role-actuator.\n[Service]\nEnvironment=\"FLEET_ROLE_JOIN_URL={join}\"\n"
         );
-        let wrote = self.write_if_differs(
-            plan,
-            self.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN),
-            unit,
-        );
+        // A container has no unit drop-ins: its k3s reads the join from
+        // the config drop-in above, through the same bind mount.
+        let wrote = self.units.has_unit_dropins()
+            && self.write_if_differs(
+                plan,
+                self.paths.unit_dropins(SERVER).join(JOIN_UNIT_DROPIN),
+                unit,
+            );
         self.reload_if(plan, wrote)
     }
 
@@ -416,6 +453,7 @@ impl Host {
     }
 
     fn plan_demote_keeping(&self, keep_join: bool) -> Result<Vec<Change>> {
+        self.units.refuse_missing()?;
         let mut plan = vec![];
         self.stop_and_disable(&mut plan, SERVER)?;
         if self.paths.etcd_dir().exists() || self.paths.db_demoted_new().exists() {
@@ -467,6 +505,7 @@ impl Host {
     /// sorting after them that sets `server:` refuses the plan, since k3s
     /// would read that one instead.
     pub fn plan_step_down(&self, join: Option<&JoinUrl>) -> Result<Vec<Change>> {
+        self.units.refuse_missing()?;
         let mut plan = vec![];
         if let Some((path, key)) = crate::etcd_only::overridden_by(&self.paths) {
             return Err(Error::K3sConfig {
@@ -479,7 +518,7 @@ impl Host {
         // A running regrade watcher would move the server's level back while
         // it steps down; its `ExecCondition` keeps it from starting again
         // once the role file names the agent.
-        if !self.systemctl.state(REGRADE)?.is_stopped() {
+        if !self.units.state(REGRADE)?.is_stopped() {
             plan.push(Change::Stop(REGRADE));
         }
         if let Some(join) = join {
@@ -547,7 +586,7 @@ impl Host {
     }
 
     fn apply_one(&self, change: &Change) -> Result<()> {
-        let sc = &self.systemctl;
+        let sc = &self.units;
         self.budget
             .check(&format!("about to {}", self.show(change)))?;
         match change {
@@ -607,8 +646,8 @@ impl Host {
     /// A stop of a stopped unit changes nothing, and issuing it also
     /// cancels a start systemd may have queued meanwhile.
     fn stop_confirmed(&self, unit: &str) -> Result<()> {
-        self.systemctl.queue_stop(unit)?;
-        self.systemctl.wait_stopped(unit, self.stop_wait).map(drop)
+        self.units.queue_stop(unit)?;
+        self.units.wait_stopped(unit, self.stop_wait).map(drop)
     }
 
     fn wait_etcd(&self) -> Result<()> {
