@@ -19,17 +19,24 @@
 #   here);
 # --no-install-recommends keeps them lean; the prometheus server its package
 # also holds is never started either.
+#
+# With FLEET_ROLE_PREREQS=build, only what the build itself needs (protoc
+# and protobuf's files): scripts/test.sh installs that first and the rest
+# beside the build, which is CPU-bound while apt mostly waits on the
+# network and the disk.
 need=()
-command -v flock >/dev/null || need+=(util-linux)
-command -v systemd-nspawn >/dev/null || need+=(systemd-container)
-command -v ip >/dev/null || need+=(iproute2)
 command -v protoc >/dev/null || need+=(protobuf-compiler)
 [ -f /usr/include/google/protobuf/descriptor.proto ] || need+=(libprotobuf-dev)
-command -v lintian >/dev/null || need+=(lintian)
-command -v promtool >/dev/null || need+=(prometheus)
-command -v podman >/dev/null || need+=(podman)
-command -v runc >/dev/null || need+=(runc)
-command -v dockerd >/dev/null || need+=(docker.io)
+if [ "${FLEET_ROLE_PREREQS:-all}" != build ]; then
+  command -v flock >/dev/null || need+=(util-linux)
+  command -v systemd-nspawn >/dev/null || need+=(systemd-container)
+  command -v ip >/dev/null || need+=(iproute2)
+  command -v lintian >/dev/null || need+=(lintian)
+  command -v promtool >/dev/null || need+=(prometheus)
+  command -v podman >/dev/null || need+=(podman)
+  command -v runc >/dev/null || need+=(runc)
+  command -v dockerd >/dev/null || need+=(docker.io)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive \

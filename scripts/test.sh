@@ -7,8 +7,12 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 mkdir -p .cache
 
-# The Debian packages the builds and tests need.
-source scripts/prereqs.sh
+# The Debian packages the build needs, now; the ones only the tests and the
+# packaging need (Docker, podman, lintian, systemd-nspawn, ...), beside the
+# build: one apt at a time, waited for before anything uses them.
+FLEET_ROLE_PREREQS=build source scripts/prereqs.sh
+(unset FLEET_ROLE_PREREQS; source scripts/prereqs.sh) > .cache/prereqs.log 2>&1 &
+prereqs=$!
 command -v go >/dev/null || { echo "Go is needed to build kube-apiserver for the tests" >&2; exit 2; }
 command -v cargo >/dev/null || { echo "Rust (cargo) is needed" >&2; exit 2; }
 
@@ -26,6 +30,12 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The tests run the built binaries (the actuator, and the systemctl and k3s
 # stand-ins), so every binary is built first.
 cargo build --workspace --bins --examples --quiet
+if ! wait "$prereqs"; then
+  cat .cache/prereqs.log >&2
+  echo "installing the Debian packages the tests need failed" >&2
+  exit 2
+fi
+cat .cache/prereqs.log >&2
 # The Debian packages (release binaries, man pages, completions), before the
 # tests: tests/package_install.rs installs, upgrades and purges them in a lab
 # host. A change that breaks packaging fails here.

@@ -73,6 +73,8 @@ pub struct FileConfig {
     pub heartbeat_secs: Option<u64>,
     /// Where `watch` serves `/metrics` and `/healthz` (off when unset).
     pub metrics_address: Option<String>,
+    /// A Docker host's containers (`[docker]`); absent on a native host.
+    pub docker: Option<crate::docker_host::DockerFile>,
 }
 
 /// A settings error: one line that names the key or file.
@@ -130,6 +132,8 @@ pub struct Settings {
     pub heartbeat: Duration,
     /// Where `watch` serves its metrics; `None`: not served.
     pub metrics_address: Option<std::net::SocketAddr>,
+    /// A Docker host's containers; `None` on a native host (systemd).
+    pub docker: Option<crate::docker_host::DockerSettings>,
 }
 
 /// Values given by flags or the environment, which win over the file.
@@ -311,6 +315,7 @@ impl Settings {
             resync: secs("resync_secs", file.resync_secs, 10)?.max(Duration::from_secs(1)),
             heartbeat: secs("heartbeat_secs", file.heartbeat_secs, 60)?.max(Duration::from_secs(1)),
             metrics_address,
+            docker: file.docker.map(|d| d.resolve()).transpose()?,
         })
     }
 
@@ -335,7 +340,20 @@ impl Settings {
         h.snapshot_retention = self.snapshot_retention;
         h.start_wait = self.start_wait;
         h.stop_wait = self.stop_wait;
-        h
+        match &self.docker {
+            // A Docker host's server is started once its etcd serves, as
+            // a native one's unit is active once k3s sent READY=1.
+            Some(d) => h.with_docker(
+                host::docker::DockerUnits::new(
+                    dockerengine::Engine::new(&d.socket).with_timeout(self.systemctl_timeout),
+                    d.containers.clone(),
+                    d.stop_grace,
+                    clock,
+                )
+                .with_server_ready(self.etcd_health_url.clone()),
+            ),
+            None => h,
+        }
     }
 }
 
@@ -416,6 +434,35 @@ mod tests {
         let file: FileConfig = toml::from_str(&format!("metrics_address = {example}")).unwrap();
         let s = Settings::resolve(file, o("n")).unwrap();
         assert!(s.metrics_address.is_some_and(|a| a.ip().is_loopback()));
+    }
+
+    #[test]
+    fn a_docker_table_makes_the_host_switch_containers_and_the_shipped_config_leaves_systemd() {
+        let shipped = include_str!("../../../deploy/actuator.toml");
+        let s = Settings::resolve(toml::from_str(shipped).unwrap(), o("n")).unwrap();
+        assert_eq!(s.docker, None);
+        let clock = clock::Clock::system();
+        assert!(matches!(
+            s.host(&clock).units(),
+            host::units::Units::Systemd(_)
+        ));
+        // The shipped file's commented-out table, uncommented, is a Docker host.
+        let table: String = shipped
+            .lines()
+            .skip_while(|l| *l != "# [docker]")
+            .map_while(|l| l.strip_prefix("# "))
+            .filter(|l| l.starts_with('[') || l.contains(" = "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(table.contains("server_container"), "{table}");
+        let s = Settings::resolve(toml::from_str(&table).unwrap(), o("n")).unwrap();
+        let d = s.docker.clone().expect("a [docker] table");
+        assert_eq!(d.containers, host::docker::Containers::default());
+        match s.host(&clock).units() {
+            host::units::Units::Docker(u) => assert_eq!(u.containers(), &d.containers),
+            other => panic!("a Docker host's units are containers: {other:?}"),
+        }
+        assert!(toml::from_str::<FileConfig>("[docker]\ncontainer = \"k3s\"").is_err());
     }
 
     #[test]

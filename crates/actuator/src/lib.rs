@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod docker_host;
 pub mod etcdreport;
 #[cfg(feature = "failpoint")]
 pub mod failpoint;

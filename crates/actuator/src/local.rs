@@ -335,9 +335,11 @@ fn unit_state(sc: &host::units::Units, unit: &str) -> Unit {
     sc.state(unit).map_err(|e| one_line(&e.to_string()))
 }
 
-fn shown_state(u: &Unit) -> String {
+/// A unit's state for a person; `asked` is what runs the units (systemd,
+/// or Docker).
+fn shown_state(u: &Unit, asked: &str) -> String {
     u.as_ref().map_or_else(
-        |e| format!("unknown: systemd (or Docker) could not be asked: {e}"),
+        |e| format!("unknown: {asked} could not be asked: {e}"),
         |s| s.to_string(),
     )
 }
@@ -416,6 +418,10 @@ pub fn local_status(host: &Host) -> LocalStatus {
     let sc = host.units();
     let role_file = RoleFile::read(host);
     let drop_ins = drop_ins(host);
+    let asked = match sc {
+        host::units::Units::Systemd(_) => "systemd",
+        host::units::Units::Docker(_) => "Docker",
+    };
     let server = unit_state(sc, "k3s");
     let agent = unit_state(sc, "k3s-agent");
     let tombstone = host.has_tombstone();
@@ -433,8 +439,8 @@ pub fn local_status(host: &Host) -> LocalStatus {
         degraded,
         role_file,
         drop_ins,
-        server: shown_state(&server),
-        agent: shown_state(&agent),
+        server: shown_state(&server, asked),
+        agent: shown_state(&agent, asked),
         datastore: host.has_datastore(),
         tombstone,
         demoted_copy: host.paths.db_demoted().exists(),

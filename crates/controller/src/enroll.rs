@@ -46,6 +46,11 @@ pub enum EnrollOutput {
     /// Print the objects as YAML and change nothing (no credential: a token
     /// can only be issued for a ServiceAccount that exists).
     Yaml,
+    /// Print a shell script for a Docker host, whose API server is reached
+    /// only through its server container, and change nothing: it applies
+    /// the objects with `docker exec --interactive CONTAINER kubectl apply`
+    /// and writes the credential from `kubectl create token` there.
+    Docker,
 }
 
 /// `fleet-role enroll NODE`.
@@ -61,9 +66,14 @@ pub struct EnrollArgs {
     /// days before it lapses); enroll again before then to rotate it.
     #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=3650))]
     pub valid_days: u32,
-    /// `text`: create and write; `yaml`: print the objects, change nothing.
+    /// `text`: create and write; `yaml`: print the objects, change nothing;
+    /// `docker`: print a script that does it through a server container.
     #[arg(long, value_enum, default_value_t)]
     pub output: EnrollOutput,
+    /// With `--output docker`: the server container the script runs
+    /// kubectl in.
+    #[arg(long, value_name = "NAME", default_value = "k3s-server")]
+    pub container: String,
 }
 
 /// `fleet-role unenroll NODE`.
@@ -107,6 +117,11 @@ pub enum EnrollError {
     /// The objects could not be shown as YAML.
     #[error("cannot show the objects as YAML: {0}")]
     Yaml(String),
+    /// `--container` names no Docker container.
+    #[error(
+        "--container {0:?} is not a Docker container name (a letter or digit, then letters, digits, _, . or -)"
+    )]
+    Container(String),
 }
 
 fn identity(raw: &str) -> Result<Identity, EnrollError> {
@@ -118,6 +133,48 @@ fn identity(raw: &str) -> Result<Identity, EnrollError> {
 pub fn yaml(names: &Names, id: &Identity) -> Result<String, EnrollError> {
     let objects = id.objects(names);
     serde_saphyr::to_string_multiple(&objects).map_err(|e| EnrollError::Yaml(e.to_string()))
+}
+
+/// The script of `--output docker`: run on a Docker host whose API server
+/// is reachable only through the server container `container`, it applies
+/// the host's objects there (`docker exec --interactive`: Docker hands the
+/// command its standard input only with it, and kubectl refuses an empty
+/// manifest), then issues a token valid `valid_days` and writes it alone
+/// (no newline, mode 0600 from the umask) to `NODE.token`. Every name in it
+/// is checked (a Node name, a container name), so none needs quoting
+/// beyond the script's own.
+pub fn docker_script(
+    names: &Names,
+    id: &Identity,
+    container: &str,
+    valid_days: u32,
+) -> Result<String, EnrollError> {
+    if !dockerengine::is_container_name(container) {
+        return Err(EnrollError::Container(one_line(container)));
+    }
+    let mut objects = yaml(names, id)?;
+    // The heredoc's end marker must start a line of its own.
+    if !objects.ends_with('\n') {
+        objects.push('\n');
+    }
+    let node = id.node().as_str();
+    let hours = u64::from(valid_days) * 24;
+    Ok(format!(
+        "#!/bin/sh\n\
+         # fleet-role enroll {node} --output docker: run on {node}'s Docker host.\n\
+         set -eu\n\
+         docker exec --interactive '{container}' kubectl apply --server-side \\\n  \
+         --field-manager='{manager}' --force-conflicts --filename - <<'FLEET_ROLE_OBJECTS'\n\
+         {objects}FLEET_ROLE_OBJECTS\n\
+         umask 077\n\
+         # The token alone: the actuator sends the file as it is.\n\
+         docker exec '{container}' kubectl create token '{sa}' --namespace '{ns}' \\\n  \
+         --duration {hours}h | tr -d '\\n' > '{node}.token.new'\n\
+         mv '{node}.token.new' '{node}.token'\n",
+        manager = ENROLL_FIELD_MANAGER,
+        sa = id.name(),
+        ns = names.report_namespace,
+    ))
 }
 
 /// What `enroll` made.
@@ -334,9 +391,18 @@ pub mod command {
         Fut: std::future::Future<Output = anyhow::Result<Client>>,
     {
         let id = node_identity(&args.node)?;
-        if args.output == EnrollOutput::Yaml {
-            print!("{}", yaml(names, &id)?);
-            return Ok(Exit::Done);
+        match args.output {
+            EnrollOutput::Yaml => {
+                print!("{}", yaml(names, &id)?);
+                return Ok(Exit::Done);
+            }
+            EnrollOutput::Docker => {
+                let script = docker_script(names, &id, &args.container, args.valid_days)
+                    .map_err(|e| anyhow::Error::new(e).context(Marked(Exit::Usage)))?;
+                print!("{script}");
+                return Ok(Exit::Done);
+            }
+            EnrollOutput::Text => {}
         }
         let (made, token) = super::enroll(&client().await?, names, args).await?;
         match token {
@@ -379,41 +445,5 @@ pub mod command {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_yaml_holds_the_service_account_and_its_three_bindings_and_no_token() {
-        let id = identity("runner-3").unwrap();
-        let y = yaml(&Names::default(), &id).unwrap();
-        let top_level = y.lines().filter(|l| l.starts_with("kind: ")).count();
-        assert_eq!(top_level, 4, "{y}");
-        for kind in [
-            "kind: ServiceAccount",
-            "kind: ClusterRoleBinding",
-            "kind: RoleBinding",
-        ] {
-            assert!(y.contains(kind), "{y}");
-        }
-        assert!(y.contains("name: fleet-role-actuator-runner-3"), "{y}");
-        assert!(!y.to_lowercase().contains("token"), "{y}");
-    }
-
-    #[test]
-    fn a_bad_node_name_is_refused_before_anything_is_made() {
-        assert!(matches!(identity("Runner_3"), Err(EnrollError::Node(_))));
-    }
-
-    #[test]
-    fn the_credential_is_written_with_mode_0600_and_replaces_the_old_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("runner-3.token");
-        write_credential(&path, "first").unwrap();
-        write_credential(&path, "second").unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "second");
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-        assert_eq!(left.len(), 1, "no temporary file is left");
-    }
-}
+#[path = "enroll_tests.rs"]
+mod tests;

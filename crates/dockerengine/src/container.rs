@@ -31,6 +31,31 @@ pub struct Container {
     /// run changes it, so a start not yet run can be told from one that ran
     /// and ended.
     pub started_at: String,
+    /// How it runs: its entry point, binds, network and privilege, what a
+    /// one-off container of the same program needs to see what it sees.
+    pub run: RunSettings,
+}
+
+/// How a container runs, as inspect shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunSettings {
+    /// Its entry point (`None`: the image's).
+    pub entrypoint: Option<Vec<String>>,
+    /// Its binds, `source:target[:options]`.
+    pub binds: Vec<String>,
+    /// Its network mode.
+    pub network_mode: String,
+    /// Whether it runs privileged.
+    pub privileged: bool,
+}
+
+/// Whether Docker would take `name` as a container's name: a letter or
+/// digit, then letters, digits, `_`, `.` or `-` (Docker's own rule). Such
+/// a name is also safe in a shell word and a URL path segment.
+pub fn is_container_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
 /// A container's status, Docker's words.
@@ -96,6 +121,12 @@ pub(crate) struct Inspected {
 struct InspectedHostConfig {
     #[serde(default)]
     restart_policy: InspectedPolicy,
+    #[serde(default)]
+    binds: Option<Vec<String>>,
+    #[serde(default)]
+    network_mode: String,
+    #[serde(default)]
+    privileged: bool,
 }
 
 #[derive(Deserialize, Default)]
@@ -124,6 +155,8 @@ struct InspectedConfig {
     image: String,
     #[serde(default)]
     labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    entrypoint: Option<Vec<String>>,
 }
 
 impl From<Inspected> for Container {
@@ -139,6 +172,12 @@ impl From<Inspected> for Container {
             labels: i.config.labels.unwrap_or_default(),
             restart: RestartPolicy::parse(&i.host_config.restart_policy.name),
             started_at: i.state.started_at,
+            run: RunSettings {
+                entrypoint: i.config.entrypoint,
+                binds: i.host_config.binds.unwrap_or_default(),
+                network_mode: i.host_config.network_mode,
+                privileged: i.host_config.privileged,
+            },
         }
     }
 }
@@ -190,7 +229,9 @@ impl RestartPolicy {
 pub struct ContainerSpec {
     /// The image.
     pub image: String,
-    /// The command's arguments after the image's entry point.
+    /// The entry point (`None`: the image's own).
+    pub entrypoint: Option<Vec<String>>,
+    /// The command's arguments after the entry point.
     pub cmd: Vec<String>,
     /// `NAME=value` environment entries.
     pub env: Vec<String>,
@@ -215,6 +256,8 @@ pub struct ContainerSpec {
 #[serde(rename_all = "PascalCase")]
 struct CreateBody<'a> {
     image: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    entrypoint: Option<&'a [String]>,
     cmd: &'a [String],
     env: &'a [String],
     labels: &'a BTreeMap<String, String>,
@@ -249,6 +292,7 @@ impl ContainerSpec {
         };
         serde_json::to_value(CreateBody {
             image: &self.image,
+            entrypoint: self.entrypoint.as_deref(),
             cmd: &self.cmd,
             env: &self.env,
             labels: &self.labels,

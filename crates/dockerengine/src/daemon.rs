@@ -90,8 +90,9 @@ impl PrivateDaemon {
     }
 
     /// Imports, as `repo:tag`, a root file system of `programs` from this
-    /// machine and the libraries `ldd` names for them, at their own paths:
-    /// an image made from local files, no registry.
+    /// machine and the libraries `ldd` names for them, at their own paths,
+    /// and of `scripts` (a path in the image, its text; mode 0755): an image
+    /// made from local files, no registry.
     ///
     /// # Errors
     /// A line saying which file or call failed.
@@ -100,6 +101,7 @@ impl PrivateDaemon {
         repo: &str,
         tag: &str,
         programs: &[&Path],
+        scripts: &[(&str, &str)],
     ) -> Result<(), String> {
         let root = self.dir.join(format!("rootfs-{repo}-{tag}"));
         let out = Command::new("ldd")
@@ -122,6 +124,17 @@ impl PrivateDaemon {
             }
             let from = std::fs::canonicalize(&f).map_err(|e| format!("{}: {e}", f.display()))?;
             std::fs::copy(&from, &to).map_err(|e| format!("{}: {e}", from.display()))?;
+        }
+        for (path, text) in scripts {
+            use std::os::unix::fs::PermissionsExt;
+            let to = root.join(path.trim_start_matches('/'));
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("{}: {e}", parent.display()))?;
+            }
+            std::fs::write(&to, text).map_err(|e| format!("{}: {e}", to.display()))?;
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| format!("{}: {e}", to.display()))?;
         }
         let tar = Command::new("tar")
             .arg("-C")

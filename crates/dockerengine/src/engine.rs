@@ -189,6 +189,40 @@ impl Engine {
         Ok(())
     }
 
+    /// Waits for `name`'s process to end and returns its exit code, within
+    /// the engine's timeout and `within` (the process's own bound).
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when it runs past that (it is left running), and
+    /// any other [`Error`] of a call.
+    pub async fn wait(&self, name: &str, within: Duration) -> Result<i64, Error> {
+        #[derive(Deserialize)]
+        struct Waited {
+            #[serde(rename = "StatusCode")]
+            status_code: i64,
+        }
+        let path = format!("/containers/{}/wait", escape(name));
+        let (call, a) = self.send(Method::POST, &path, None, within).await?;
+        if a.status != StatusCode::OK {
+            return Err(refused(&call, &a));
+        }
+        parse::<Waited>(&call, &a.body).map(|w| w.status_code)
+    }
+
+    /// What `name` (a container without a terminal) wrote, both streams.
+    ///
+    /// # Errors
+    /// Any [`Error`] of a call; a stream that does not split is
+    /// [`Error::Unreadable`].
+    pub async fn logs(&self, name: &str) -> Result<crate::Output, Error> {
+        let path = format!("/containers/{}/logs?stdout=1&stderr=1", escape(name));
+        let (call, a) = self.send(Method::GET, &path, None, Duration::ZERO).await?;
+        if a.status != StatusCode::OK {
+            return Err(refused(&call, &a));
+        }
+        crate::logs::demux(&a.body).map_err(|reason| Error::Unreadable { call, reason })
+    }
+
     /// Removes `name` (with `force`, a running one is killed first; its
     /// volumes are kept). One already gone is not an error.
     ///

@@ -18,11 +18,15 @@ mod daemon;
 mod engine;
 mod error;
 mod events;
+mod logs;
 mod transport;
 
-pub use container::{Container, ContainerSpec, RestartPolicy, Status};
+pub use container::{
+    Container, ContainerSpec, RestartPolicy, RunSettings, Status, is_container_name,
+};
 #[cfg(feature = "private-daemon")]
 pub use daemon::PrivateDaemon;
 pub use engine::{API_VERSION, DEFAULT_TIMEOUT, Engine, Version};
 pub use error::Error;
 pub use events::Event;
+pub use logs::Output;

@@ -45,7 +45,12 @@ impl Daemon {
     /// `repo:tag`.
     async fn import_shell_image(&self, repo: &str, tag: &str) {
         self.d
-            .import_programs(repo, tag, &[Path::new("/bin/sh"), Path::new("/bin/sleep")])
+            .import_programs(
+                repo,
+                tag,
+                &[Path::new("/bin/sh"), Path::new("/bin/sleep")],
+                &[],
+            )
             .await
             .unwrap();
     }

@@ -27,7 +27,7 @@
 
 use std::{future::Future, time::Duration};
 
-use dockerengine::{Container, Engine, RestartPolicy, Status};
+use dockerengine::{Container, ContainerSpec, Engine, RestartPolicy, Status};
 
 use crate::{
     budget::Budget,
@@ -156,6 +156,84 @@ impl DockerUnits {
             self.present(name)?;
         }
         Ok(())
+    }
+
+    /// Runs `k3s ARGS` in a one-off container of the server container's
+    /// image, entry point, binds, network and privilege, waits up to
+    /// `timeout` for it to end, reads its output and removes it (a run past
+    /// `timeout` is killed with it). Returns its exit code and output as a
+    /// process's; an error is one line saying what is left.
+    pub fn run_k3s(
+        &self,
+        args: &[&str],
+        timeout: Duration,
+    ) -> std::result::Result<std::process::Output, String> {
+        use std::os::unix::process::ExitStatusExt;
+        let server = &self.containers.server;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("no runtime for the Docker call: {e}"))?;
+        let clock = self.budget.clock().clone();
+        rt.block_on(async {
+            let Some(c) = self
+                .engine
+                .inspect(server)
+                .await
+                .map_err(|e| e.to_string())?
+            else {
+                return Err(format!(
+                    "there is no container {server} to run k3s beside; nothing was run"
+                ));
+            };
+            // Unique among this host's one-off runs: the process and the
+            // clock's nanoseconds.
+            let name = format!(
+                "{server}-k3s-{}-{}",
+                std::process::id(),
+                clock.unix_millis()
+            );
+            let spec = ContainerSpec {
+                image: c.image.clone(),
+                entrypoint: c.run.entrypoint.clone(),
+                cmd: args.iter().map(|a| a.to_string()).collect(),
+                binds: c.run.binds.clone(),
+                network_mode: c.run.network_mode.clone(),
+                privileged: c.run.privileged,
+                restart: RestartPolicy::No,
+                labels: [("fleet-role.k3s-command".to_string(), args.join(" "))].into(),
+                ..Default::default()
+            };
+            self.engine
+                .create(&name, &spec)
+                .await
+                .map_err(|e| e.to_string())?;
+            let ran = async {
+                self.engine.start(&name).await?;
+                let code = self.engine.wait(&name, timeout).await?;
+                let out = self.engine.logs(&name).await?;
+                Ok::<_, dockerengine::Error>((code, out))
+            }
+            .await;
+            // Removed whatever happened: forced, so one still running past
+            // its bound is killed, not left behind.
+            let removed = self.engine.remove(&name, true).await;
+            let (code, out) = ran.map_err(|e| {
+                format!(
+                    "{e}; the one-off container {name} was removed ({})",
+                    match &removed {
+                        Ok(()) => "and with it anything it ran".to_string(),
+                        Err(r) => format!("or not: {r}"),
+                    }
+                )
+            })?;
+            Ok(std::process::Output {
+                // A wait's code is the process's exit status (0-255).
+                status: std::process::ExitStatus::from_raw(((code & 0xff) as i32) << 8),
+                stdout: out.stdout,
+                stderr: out.stderr,
+            })
+        })
     }
 
     /// The unit's state, from its container's.

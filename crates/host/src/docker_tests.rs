@@ -12,6 +12,7 @@ fn container(status: Status, exit_code: i64, started_at: &str) -> Container {
         labels: Default::default(),
         restart: RestartPolicy::No,
         started_at: started_at.into(),
+        run: Default::default(),
     }
 }
 

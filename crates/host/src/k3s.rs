@@ -1,8 +1,8 @@
-//! k3s, driven through the `k3s` found on `PATH`, and the parts of its
+//! k3s, driven through its `k3s` command ([`K3sCli`]: on `PATH`, or
+//! beside a Docker host's server container), and the parts of its
 //! configuration the actuator reads.
 
 use std::{
-    ffi::OsString,
     fs,
     path::{Path, PathBuf},
     time::Duration,
@@ -13,9 +13,9 @@ use protocol::SwapId;
 use crate::{
     HostPaths,
     error::{Error, Result},
+    k3s_cli::K3sCli,
     k3s_config,
-    process::Bounded,
-    systemd::{command, describe},
+    systemd::describe,
 };
 
 /// How long `k3s etcd-snapshot save` may take by default: k3s's own client
@@ -178,38 +178,25 @@ pub fn server_exec_args(paths: &HostPaths) -> Vec<String> {
     }
 }
 
-/// Runs `k3s etcd-snapshot ARGS`, bounded by `timeout`; a failure names
-/// the command and what a kill past the deadline leaves (`left`).
+/// Runs `k3s etcd-snapshot ARGS` through `cli`, bounded by `timeout`; a
+/// failure names the command and what a kill past the deadline leaves
+/// (`left`).
 fn etcd_snapshot(
     paths: &HostPaths,
     args: &[&str],
-    search_path: Option<&OsString>,
+    cli: &K3sCli,
     timeout: Duration,
     left: &str,
     budget: &crate::Budget,
 ) -> Result<()> {
-    let line = format!("k3s etcd-snapshot {}", args.join(" "));
-    let mut c = command("k3s", search_path);
-    c.arg("etcd-snapshot").args(args);
-    // The stand-in keeps its state per host under FLEET_ROLE_ROOT; k3s has
-    // no use for it (docs/testing.md, `test-hooks`).
-    #[cfg(feature = "test-hooks")]
-    c.env("FLEET_ROLE_ROOT", paths.root());
-    #[cfg(not(feature = "test-hooks"))]
-    let _ = paths;
-    let out = Bounded {
-        command: c,
-        line: &line,
-        timeout,
-        left,
-        budget,
-    }
-    .run()?;
+    let mut full = vec!["etcd-snapshot"];
+    full.extend_from_slice(args);
+    let out = cli.run(paths, &full, timeout, left, budget)?;
     if out.status.success() {
         Ok(())
     } else {
         Err(Error::Command {
-            command: line,
+            command: format!("k3s {}", full.join(" ")),
             detail: describe(&out),
         })
     }
@@ -225,14 +212,14 @@ pub fn snapshot_save(
     paths: &HostPaths,
     node: &str,
     name: &SwapId,
-    search_path: Option<&OsString>,
+    cli: &K3sCli,
     timeout: Duration,
     budget: &crate::Budget,
 ) -> Result<PathBuf> {
     etcd_snapshot(
         paths,
         &["save", "--name", name.as_str()],
-        search_path,
+        cli,
         timeout,
         "the server may still write the snapshot, but none is reported: the step can be asked again",
         budget,
@@ -255,7 +242,7 @@ pub fn snapshot_save(
 pub fn snapshot_prune(
     paths: &HostPaths,
     keep: u32,
-    search_path: Option<&OsString>,
+    cli: &K3sCli,
     timeout: Duration,
     budget: &crate::Budget,
 ) -> Result<usize> {
@@ -268,7 +255,7 @@ pub fn snapshot_prune(
             "--snapshot-retention",
             &keep.to_string(),
         ],
-        search_path,
+        cli,
         timeout,
         "k3s may still remove old snapshots; the newest are never removed, and the next swap prunes again",
         budget,

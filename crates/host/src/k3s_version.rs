@@ -9,12 +9,11 @@
 //! time passes through a release newer than the actuator knows, and
 //! refusing there would leave hosts without the actuator mid-upgrade.
 
-use std::{ffi::OsString, ops::RangeInclusive, time::Duration};
+use std::{ops::RangeInclusive, time::Duration};
 
 use crate::{
     error::{Error, Result},
-    process::Bounded,
-    systemd::{command, describe},
+    systemd::describe,
 };
 
 /// The k3s minor releases (of major 1) fleet-role was checked against.
@@ -75,18 +74,19 @@ impl K3sVersion {
 }
 
 /// Runs `k3s --version` (bounded) and reads it.
-pub fn read(search_path: Option<&OsString>, budget: &crate::Budget) -> Result<K3sVersion> {
+pub fn read(
+    paths: &crate::HostPaths,
+    cli: &crate::k3s_cli::K3sCli,
+    budget: &crate::Budget,
+) -> Result<K3sVersion> {
     let line = "k3s --version";
-    let mut c = command("k3s", search_path);
-    c.arg("--version");
-    let out = Bounded {
-        command: c,
-        line,
-        timeout: VERSION_TIMEOUT,
-        left: "nothing: it only prints its version",
+    let out = cli.run(
+        paths,
+        &["--version"],
+        VERSION_TIMEOUT,
+        "nothing: it only prints its version",
         budget,
-    }
-    .run()?;
+    )?;
     let text = String::from_utf8_lossy(&out.stdout);
     match (out.status.success(), K3sVersion::parse(&text)) {
         (true, Some(v)) => Ok(v),

@@ -19,6 +19,7 @@ pub mod fsutil;
 pub mod identity;
 pub mod join;
 pub mod k3s;
+pub mod k3s_cli;
 pub mod k3s_config;
 pub mod k3s_version;
 pub mod lock;

@@ -676,7 +676,7 @@ impl Host {
             &self.paths,
             &self.node,
             swap,
-            self.search_path.as_ref(),
+            &self.k3s_cli(),
             self.snapshot_timeout,
             &self.budget,
         )?;
@@ -699,16 +699,24 @@ impl Host {
         k3s::snapshot_prune(
             &self.paths,
             self.snapshot_retention,
-            self.search_path.as_ref(),
+            &self.k3s_cli(),
             self.snapshot_timeout,
             &self.budget,
         )
         .map(Some)
     }
 
+    /// Where this host's `k3s` command runs.
+    fn k3s_cli(&self) -> crate::k3s_cli::K3sCli<'_> {
+        match &self.units {
+            Units::Docker(d) => crate::k3s_cli::K3sCli::Docker(d),
+            Units::Systemd(_) => crate::k3s_cli::K3sCli::Native(self.search_path.as_ref()),
+        }
+    }
+
     /// The k3s release this host runs (`k3s --version`, bounded).
     pub fn k3s_version(&self) -> Result<crate::k3s_version::K3sVersion> {
-        crate::k3s_version::read(self.search_path.as_ref(), &self.budget)
+        crate::k3s_version::read(&self.paths, &self.k3s_cli(), &self.budget)
     }
 
     /// Whether the datastore holds k3s's tombstone.

@@ -18,6 +18,21 @@ use protocol::{JoinUrl, Role};
 
 const DAEMON_START: Duration = Duration::from_secs(90);
 
+/// The image's `k3s`, as `rancher/k3s`'s entry point is: `server` and
+/// `agent` run until stopped, `--version` prints k3s's lines, and
+/// `etcd-snapshot save --name NAME` writes the file k3s would, in the
+/// default snapshot folder (which only a bind mount makes the host's).
+const FAKE_K3S: &str = r#"#!/bin/sh
+case "$1" in
+  server | agent) trap 'exit 0' TERM; /bin/sleep 600 & wait ;;
+  --version) echo "k3s version v1.33.5+k3s1 (f4k3d0c)"; echo "go version go1.24.11" ;;
+  etcd-snapshot)
+    [ "$2" = save ] || exit 0
+    echo "etcd" > "/var/lib/rancher/k3s/server/db/snapshots/$4-docker-1-1764770000" ;;
+  *) echo "unknown command $1" >&2; exit 3 ;;
+esac
+"#;
+
 /// A private daemon with the two containers of a Docker host, the agent
 /// running and enabled, the server created and stopped; the host's root
 /// (its role file naming the agent) in a folder of its own.
@@ -31,16 +46,16 @@ struct DockerHost {
     _dir: tempfile::TempDir,
 }
 
-fn sleeper(restart: RestartPolicy) -> ContainerSpec {
+/// A k3s container of the image, `k3s ROLE` with the host's data folder
+/// bound in at k3s's path. PID 1 gets only the signals it handles: the
+/// fake's trap makes a stop's SIGTERM end it at once, as k3s's own handler
+/// does.
+fn k3s_container(role: &str, data: &Path, restart: RestartPolicy) -> ContainerSpec {
     ContainerSpec {
         image: "fr-shell:1".into(),
-        // PID 1 gets only the signals it handles: the trap makes a stop's
-        // SIGTERM end it at once, as k3s's own handler does.
-        cmd: vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            "trap 'exit 0' TERM; /bin/sleep 600 & wait".into(),
-        ],
+        entrypoint: Some(vec!["/bin/k3s".into()]),
+        cmd: vec![role.into()],
+        binds: vec![format!("{}:/var/lib/rancher/k3s", data.display())],
         network_mode: "none".into(),
         restart,
         ..Default::default()
@@ -67,20 +82,25 @@ impl DockerHost {
             "fr-shell",
             "1",
             &[Path::new("/bin/sh"), Path::new("/bin/sleep")],
+            &[("/bin/k3s", FAKE_K3S)],
         ))
         .unwrap();
         let since = clock.unix_millis();
         let containers = Containers::default();
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("var/lib/rancher/k3s");
+        std::fs::create_dir_all(&data).unwrap();
         if with.contains(&"server") {
-            rt.block_on(engine.create(&containers.server, &sleeper(RestartPolicy::No)))
+            let spec = k3s_container("server", &data, RestartPolicy::No);
+            rt.block_on(engine.create(&containers.server, &spec))
                 .unwrap();
         }
         if with.contains(&"agent") {
-            rt.block_on(engine.create(&containers.agent, &sleeper(RestartPolicy::UnlessStopped)))
+            let spec = k3s_container("agent", &data, RestartPolicy::UnlessStopped);
+            rt.block_on(engine.create(&containers.agent, &spec))
                 .unwrap();
             rt.block_on(engine.start(&containers.agent)).unwrap();
         }
-        let root = tempfile::tempdir().unwrap();
         let h = Self {
             rt,
             daemon,
@@ -114,25 +134,22 @@ impl DockerHost {
             .unwrap_or_else(|| panic!("no container {name}"))
     }
 
-    /// Docker's events since the host was set up, read until `last`
-    /// (name, action) shows: the daemon records an event as the change
-    /// completes, a moment after the call returned.
-    fn events_until(&self, last: (&str, &str)) -> Vec<Event> {
+    /// Docker's events since the host was set up, read until `done` holds
+    /// of them: the daemon records an event as the change completes, a
+    /// moment after the call returned.
+    fn events_until(&self, done: impl Fn(&[Event]) -> bool) -> Vec<Event> {
         let start = self.clock.now();
         loop {
             let events = self
                 .rt
                 .block_on(self.engine.events(self.since, self.clock.unix_millis()))
                 .unwrap();
-            if events
-                .iter()
-                .any(|e| (e.name.as_str(), e.action.as_str()) == last)
-            {
+            if done(&events) {
                 return events;
             }
             assert!(
                 self.clock.since(start) < Duration::from_secs(30),
-                "no {last:?} in {events:?}\ndockerd's log:\n{}",
+                "not yet what the test waits for: {events:?}\ndockerd's log:\n{}",
                 self.daemon.log()
             );
             std::thread::sleep(Duration::from_millis(100));
@@ -220,7 +237,13 @@ fn a_promotion_on_a_docker_host_stops_and_disables_the_agent_container_before_th
     assert_eq!(host.role().unwrap(), Some(Role::Agent));
 
     // Docker's own record: agent, server, agent, one at a time.
-    let events = d.events_until((&c.agent, "start"));
+    let agent_starts = |events: &[Event]| {
+        events
+            .iter()
+            .filter(|e| e.name == c.agent && e.action == "start")
+            .count()
+    };
+    let events = d.events_until(|e| agent_starts(e) == 2);
     let starts: Vec<&str> = events
         .iter()
         .filter(|e| e.action == "start")
@@ -251,6 +274,65 @@ fn a_docker_host_missing_its_server_container_refuses_the_promotion_and_its_agen
     );
     assert_eq!(host.role().unwrap(), Some(Role::Agent));
     assert!(!host.paths.k3s_dropins().exists());
+}
+
+#[test]
+fn a_docker_hosts_snapshot_and_k3s_release_come_from_a_one_off_container_of_the_server_image_which_is_removed()
+ {
+    let d = DockerHost::start(&["server", "agent"]);
+    let host = d.host();
+    let v = host.k3s_version().unwrap();
+    assert_eq!((v.major, v.minor, v.patch), (1, 33, 5), "{}", v.text);
+    std::fs::create_dir_all(host.paths.snapshots()).unwrap();
+    let swap = protocol::SwapId::parse("swap-1").unwrap();
+    let file = host.snapshot(&swap).unwrap();
+    assert_eq!(
+        file,
+        "/var/lib/rancher/k3s/server/db/snapshots/swap-1-docker-1-1764770000"
+    );
+    assert!(
+        host.paths
+            .snapshots()
+            .join("swap-1-docker-1-1764770000")
+            .exists()
+    );
+    // The one-off containers are gone; the server's and the agent's stay
+    // as they were (the server was never started for it).
+    let one_off = |e: &&Event| e.name.starts_with("k3s-server-k3s-");
+    let events = d.events_until(|events| {
+        events
+            .iter()
+            .filter(one_off)
+            .filter(|e| e.action == "destroy")
+            .count()
+            >= 2
+    });
+    let one_offs: Vec<&Event> = events.iter().filter(one_off).collect();
+    for action in ["create", "start", "die", "destroy"] {
+        assert_eq!(
+            one_offs.iter().filter(|e| e.action == action).count(),
+            2,
+            "{action} of the two one-off runs: {events:?}"
+        );
+    }
+    assert_eq!(d.container("k3s-server").status, Status::Created);
+    assert_eq!(d.container("k3s-agent").status, Status::Running);
+
+    // A k3s that fails is an error naming the command, with its words.
+    let units = DockerUnits::new(
+        d.engine.clone(),
+        Containers::default(),
+        Duration::from_secs(10),
+        &d.clock,
+    );
+    let out = units
+        .run_k3s(&["nonsense"], Duration::from_secs(30))
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "unknown command nonsense\n"
+    );
 }
 
 #[test]
