@@ -77,6 +77,29 @@ impl Engine {
         Ok((name, a))
     }
 
+    /// POSTs `body` as JSON to `path`; any answer but `expect` is Docker's
+    /// refusal.
+    async fn post_json(
+        &self,
+        path: &str,
+        body: &impl serde::Serialize,
+        expect: StatusCode,
+    ) -> Result<(String, Answer), Error> {
+        let body = serde_json::to_vec(body).unwrap_or_default();
+        let (call, a) = self
+            .send(
+                Method::POST,
+                path,
+                Some(("application/json", body)),
+                Duration::ZERO,
+            )
+            .await?;
+        if a.status != expect {
+            return Err(refused(&call, &a));
+        }
+        Ok((call, a))
+    }
+
     /// The daemon's version.
     ///
     /// # Errors
@@ -117,18 +140,9 @@ impl Engine {
             id: String,
         }
         let path = format!("/containers/create?name={}", escape(name));
-        let body = serde_json::to_vec(&spec.body()).unwrap_or_default();
         let (call, a) = self
-            .send(
-                Method::POST,
-                &path,
-                Some(("application/json", body)),
-                Duration::ZERO,
-            )
+            .post_json(&path, &spec.body(), StatusCode::CREATED)
             .await?;
-        if a.status != StatusCode::CREATED {
-            return Err(refused(&call, &a));
-        }
         parse::<Created>(&call, &a.body).map(|c| c.id)
     }
 
@@ -169,24 +183,14 @@ impl Engine {
             restart_policy: Policy,
         }
         let path = format!("/containers/{}/update", escape(name));
-        let body = serde_json::to_vec(&Update {
+        let update = Update {
             restart_policy: Policy {
                 name: policy.word(),
             },
-        })
-        .unwrap_or_default();
-        let (call, a) = self
-            .send(
-                Method::POST,
-                &path,
-                Some(("application/json", body)),
-                Duration::ZERO,
-            )
-            .await?;
-        if a.status != StatusCode::OK {
-            return Err(refused(&call, &a));
-        }
-        Ok(())
+        };
+        self.post_json(&path, &update, StatusCode::OK)
+            .await
+            .map(drop)
     }
 
     /// Waits for `name`'s process to end and returns its exit code, within

@@ -33,10 +33,8 @@ use crate::{
     budget::Budget,
     error::{Error, Result},
     systemd::{ActiveState, UnitState},
+    unit_wait::{Wait, started},
 };
-
-/// How often a start or a stop is checked once Docker took it.
-const POLL: Duration = Duration::from_millis(250);
 
 /// The containers of one Docker host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -325,7 +323,8 @@ impl DockerUnits {
 
     /// Waits up to `bound` for the unit's container to be stopped.
     pub fn wait_stopped(&self, unit: &str, bound: Duration) -> Result<UnitState> {
-        self.wait(unit, bound, "after its stop", |s| Ok(s.is_stopped()))
+        self.wait(unit, bound, "after its stop")
+            .until(|| self.state(unit), |s| Ok(s.is_stopped()))
     }
 
     /// Waits up to `bound` for the unit's container to run (and, for the
@@ -343,50 +342,26 @@ impl DockerUnits {
         } else {
             None
         };
-        self.wait(unit, bound, "after its start", |s| {
-            let ran = s.inactive_exit != before.inactive_exit;
-            if s.is_stopped() && ran {
-                return Err(Error::UnitState {
-                    unit: unit.to_string(),
-                    action: "its start ran",
-                    state: format!("{s}, result {}", s.result),
-                });
-            }
-            let running = s.active == ActiveState::Active && (ran || !restarted);
-            Ok(running
-                && ready.is_none_or(|url| {
-                    crate::etcd::is_healthy(url, POLL.max(Duration::from_millis(500)))
-                }))
-        })
-        .map(drop)
+        self.wait(unit, bound, "after its start")
+            .until(
+                || self.state(unit),
+                |s| {
+                    Ok(started(unit, s, before, restarted)?
+                        && ready.is_none_or(|url| {
+                            crate::etcd::is_healthy(url, Duration::from_millis(500))
+                        }))
+                },
+            )
+            .map(drop)
     }
 
-    fn wait(
-        &self,
-        unit: &str,
-        bound: Duration,
-        waited_for: &'static str,
-        done: impl Fn(&UnitState) -> Result<bool>,
-    ) -> Result<UnitState> {
-        let clock = self.budget.clock();
-        let start = clock.now();
-        loop {
-            let s = self.state(unit)?;
-            if done(&s)? {
-                return Ok(s);
-            }
-            if clock.since(start) >= bound {
-                return Err(Error::UnitWait {
-                    unit: unit.to_string(),
-                    waited_for,
-                    state: s.to_string(),
-                    waited: bound,
-                    left: "its container is left as Docker shows it; a rollback or demote-local stops it",
-                });
-            }
-            self.budget
-                .check(&format!("waiting for {unit}'s container (it is {s})"))?;
-            self.budget.sleep(POLL);
+    fn wait<'a>(&'a self, unit: &'a str, bound: Duration, waited_for: &'static str) -> Wait<'a> {
+        Wait {
+            unit,
+            bound,
+            waited_for,
+            left: "its container is left as Docker shows it; a rollback or demote-local stops it",
+            budget: &self.budget,
         }
     }
 }

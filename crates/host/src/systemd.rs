@@ -6,10 +6,8 @@ use crate::{
     budget::Budget,
     error::{Error, Result},
     process::Bounded,
+    unit_wait::{Wait, started},
 };
-
-/// How often a queued start or stop is checked.
-const POLL: Duration = Duration::from_millis(250);
 
 /// How long one `systemctl` call may take by default. Every call that
 /// changes a unit only queues a job (or edits a link), so it returns at once
@@ -160,26 +158,14 @@ impl Systemctl {
     /// or `failed`. Anything else (`deactivating`, `activating` of an
     /// auto-restart) is still running.
     pub fn wait_stopped(&self, unit: &str, bound: Duration) -> Result<UnitState> {
-        let clock = self.budget.clock();
-        let start = clock.now();
-        loop {
-            let s = self.state(unit)?;
-            if s.is_stopped() {
-                return Ok(s);
-            }
-            if clock.since(start) >= bound {
-                return Err(Error::UnitWait {
-                    unit: unit.to_string(),
-                    waited_for: "after its stop was queued",
-                    state: s.to_string(),
-                    waited: bound,
-                    left: "systemd may still stop it; nothing that needs it stopped was done",
-                });
-            }
-            self.budget
-                .check(&format!("waiting for {unit} to stop (it is {s})"))?;
-            self.budget.sleep(POLL);
+        Wait {
+            unit,
+            bound,
+            waited_for: "after its stop was queued",
+            left: "systemd may still stop it; nothing that needs it stopped was done",
+            budget: &self.budget,
         }
+        .until(|| self.state(unit), |s| Ok(s.is_stopped()))
     }
 
     /// Waits up to `bound` for a queued start (or restart) of `unit`: `Ok`
@@ -196,34 +182,15 @@ impl Systemctl {
         restarted: bool,
         bound: Duration,
     ) -> Result<()> {
-        let clock = self.budget.clock();
-        let start = clock.now();
-        loop {
-            let s = self.state(unit)?;
-            let ran = s.inactive_exit != before.inactive_exit;
-            if s.active == ActiveState::Active && (ran || !restarted) {
-                return Ok(());
-            }
-            if s.is_stopped() && ran {
-                return Err(Error::UnitState {
-                    unit: unit.to_string(),
-                    action: "its start ran",
-                    state: format!("{s}, result {}", s.result),
-                });
-            }
-            if clock.since(start) >= bound {
-                return Err(Error::UnitWait {
-                    unit: unit.to_string(),
-                    waited_for: "after its start was queued",
-                    state: s.to_string(),
-                    waited: bound,
-                    left: "it is left starting (systemd keeps trying); a rollback or demote-local stops it",
-                });
-            }
-            self.budget
-                .check(&format!("waiting for {unit} to be active (it is {s})"))?;
-            self.budget.sleep(POLL);
+        Wait {
+            unit,
+            bound,
+            waited_for: "after its start was queued",
+            left: "it is left starting (systemd keeps trying); a rollback or demote-local stops it",
+            budget: &self.budget,
         }
+        .until(|| self.state(unit), |s| started(unit, s, before, restarted))
+        .map(drop)
     }
 
     /// Whether systemd's view of `unit` is older than its files on disk
