@@ -185,7 +185,7 @@ impl DockerUnits {
                 ));
             };
             // Unique among this host's one-off runs: the process and the
-            // clock's nanoseconds.
+            // clock's milliseconds.
             let name = format!(
                 "{server}-k3s-{}-{}",
                 std::process::id(),

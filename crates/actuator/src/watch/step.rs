@@ -121,6 +121,12 @@ const CANCEL_GRACE: Duration = Duration::from_secs(30);
 pub fn step_bound(s: &Settings, step: &Step) -> Duration {
     let sum = |ds: &[Duration]| ds.iter().fold(Duration::ZERO, |a, d| a.saturating_add(*d));
     let calls = s.systemctl_timeout.saturating_mul(12);
+    // A Docker host's stop is one call that returns once the container
+    // stopped, its grace on top of the call's bound: at most two a step.
+    let graces = s
+        .docker
+        .as_ref()
+        .map_or(Duration::ZERO, |d| d.stop_grace.saturating_mul(2));
     let waits = match step {
         Step::Promote { .. } | Step::Rollback | Step::Finish => {
             sum(&[s.stop_wait.saturating_mul(2), s.start_wait])
@@ -128,7 +134,7 @@ pub fn step_bound(s: &Settings, step: &Step) -> Duration {
         Step::StepDown => sum(&[s.stop_wait, s.start_wait, s.etcd_wait]),
         Step::Snapshot => s.snapshot_timeout,
     };
-    sum(&[s.lock_timeout, calls, waits])
+    sum(&[s.lock_timeout, calls, graces, waits])
 }
 
 /// The end of the running step's task (pending for ever when none runs;
@@ -282,5 +288,22 @@ mod tests {
         for step in [Step::Rollback, Step::StepDown, Step::Snapshot, Step::Finish] {
             assert_eq!(step_bound(&s, &step), Duration::MAX);
         }
+    }
+
+    #[test]
+    fn a_docker_hosts_step_is_given_two_stops_graces_more() {
+        let file: crate::config::FileConfig = toml::from_str("").unwrap();
+        let o = || crate::config::Overrides {
+            node: Some("n".into()),
+            ..Default::default()
+        };
+        let native = Settings::resolve(file, o()).unwrap();
+        let docker: crate::config::FileConfig =
+            toml::from_str("[docker]\nstop_grace_secs = 45").unwrap();
+        let docker = Settings::resolve(docker, o()).unwrap();
+        assert_eq!(
+            step_bound(&docker, &Step::Finish),
+            step_bound(&native, &Step::Finish) + Duration::from_secs(90)
+        );
     }
 }
