@@ -104,7 +104,7 @@ impl DockerUnits {
     /// The container standing for `unit` (`k3s`, `k3s-agent`); `None` for
     /// any other unit (the regrade watcher has no container: it never runs
     /// on a Docker host).
-    fn container(&self, unit: &str) -> Option<&str> {
+    pub fn container(&self, unit: &str) -> Option<&str> {
         match unit {
             "k3s" => Some(&self.containers.server),
             "k3s-agent" => Some(&self.containers.agent),

@@ -81,15 +81,11 @@ impl fmt::Display for Shown<'_> {
         let on_host =
             |p: &PathBuf| format!("/{}", p.strip_prefix(paths.root()).unwrap_or(p).display());
         let docker = match self.1.units() {
-            Units::Docker(d) => Some(d.containers()),
+            Units::Docker(d) => Some(d),
             Units::Systemd(_) => None,
         };
         // The container a unit stands for, on a Docker host.
-        let container = |u: &str| match docker {
-            Some(c) if u == SERVER => c.server.clone(),
-            Some(c) if u == AGENT => c.agent.clone(),
-            _ => u.to_string(),
-        };
+        let container = |u: &str| docker.and_then(|d| d.container(u)).unwrap_or(u).to_string();
         match (self.0, docker.is_some()) {
             (Change::Write { path, .. }, _) => write!(f, "write {}", on_host(path)),
             (Change::Remove { path }, _) => write!(f, "remove {}", on_host(path)),
