@@ -318,13 +318,35 @@ mod tests {
     #[test]
     fn an_inspect_answer_reads_as_the_container_with_its_name_unslashed() {
         let raw = r#"{"Id":"abc","Name":"/k3s","RestartCount":2,
-            "State":{"Status":"running","Running":true,"Pid":42,"ExitCode":0},
-            "Config":{"Image":"k3s:lab","Labels":{"role":"server"}}}"#;
+            "State":{"Status":"running","Running":true,"Pid":42,"ExitCode":0,
+                "StartedAt":"2026-12-03T14:20:01.5Z"},
+            "Config":{"Image":"k3s:lab","Labels":{"role":"server"},"Entrypoint":["/bin/k3s"]},
+            "HostConfig":{"RestartPolicy":{"Name":"always"},"Binds":["/d:/var/lib/rancher/k3s"],
+                "NetworkMode":"host","Privileged":true}}"#;
         let c: Container = serde_json::from_str::<Inspected>(raw).unwrap().into();
         assert_eq!(c.name, "k3s");
         assert_eq!(c.status, Status::Running);
         assert_eq!((c.pid, c.restart_count), (42, 2));
         assert_eq!(c.labels["role"], "server");
+        assert_eq!(c.started_at, "2026-12-03T14:20:01.5Z");
+        assert_eq!(c.restart, RestartPolicy::Other);
+        assert!(c.restart.starts_on_its_own(), "always starts it on its own");
+        assert_eq!(
+            c.run,
+            RunSettings {
+                entrypoint: Some(vec!["/bin/k3s".into()]),
+                binds: vec!["/d:/var/lib/rancher/k3s".into()],
+                network_mode: "host".into(),
+                privileged: true,
+            }
+        );
+        // An answer without a host config (an older daemon) is no policy.
+        let bare = r#"{"Id":"a","Name":"/x","State":{"Status":"created"},"Config":{}}"#;
+        let c: Container = serde_json::from_str::<Inspected>(bare).unwrap().into();
+        assert_eq!(
+            (c.restart, c.run),
+            (RestartPolicy::No, RunSettings::default())
+        );
     }
 
     #[test]

@@ -112,23 +112,18 @@ impl DockerUnits {
         }
     }
 
-    /// Runs one call of the engine to its end on this thread. The host's
-    /// work runs on blocking threads (the actuator's `spawn_blocking`), so
-    /// each call gets a small runtime of its own; the engine bounds the
-    /// call itself.
+    /// Runs one call of the engine to its end on this thread, on a small
+    /// runtime of its own ([`runtime`]); the engine bounds the call itself.
     fn block<T>(
         &self,
         what: &str,
         fut: impl Future<Output = std::result::Result<T, dockerengine::Error>>,
     ) -> Result<T> {
         self.budget.check(what)?;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Command {
-                command: what.to_string(),
-                detail: format!("no runtime for the Docker call: {e}"),
-            })?;
+        let rt = runtime().map_err(|detail| Error::Command {
+            command: what.to_string(),
+            detail,
+        })?;
         rt.block_on(fut).map_err(|e| Error::Command {
             command: what.to_string(),
             detail: e.to_string(),
@@ -168,10 +163,7 @@ impl DockerUnits {
     ) -> std::result::Result<std::process::Output, String> {
         use std::os::unix::process::ExitStatusExt;
         let server = &self.containers.server;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| format!("no runtime for the Docker call: {e}"))?;
+        let rt = runtime()?;
         let clock = self.budget.clock().clone();
         rt.block_on(async {
             let Some(c) = self
@@ -263,6 +255,10 @@ impl DockerUnits {
         if self.inspect(name)?.is_none() {
             return Ok(());
         }
+        self.stop(name)
+    }
+
+    fn stop(&self, name: &str) -> Result<()> {
         self.block(
             &format!("docker stop {name}"),
             self.engine.stop(name, self.grace),
@@ -302,14 +298,14 @@ impl DockerUnits {
     pub fn queue_restart(&self, unit: &str) -> Result<()> {
         let name = self.named(unit)?;
         self.present(name)?;
-        self.queue_stop(unit)?;
+        self.stop(name)?;
         self.start(name)
     }
 
     fn present(&self, name: &str) -> Result<()> {
         if self.inspect(name)?.is_none() {
             return Err(Error::Command {
-                command: format!("docker start {name}"),
+                command: format!("docker inspect {name}"),
                 detail: "there is no such container: the install creates the server's and the agent's (docs/install.md); the switch changed nothing".into(),
             });
         }
@@ -364,6 +360,15 @@ impl DockerUnits {
             budget: &self.budget,
         }
     }
+}
+
+/// A runtime of its own for one call on this thread: the host's work runs
+/// on blocking threads (the actuator's `spawn_blocking`), never inside one.
+fn runtime() -> std::result::Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("no runtime for the Docker call: {e}"))
 }
 
 /// A unit with no container: stopped, and never started.
