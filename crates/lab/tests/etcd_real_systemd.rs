@@ -541,6 +541,10 @@ async fn a_removal_waits_out_the_k3s_etcd_lease_of_a_holder_cut_off_and_a_remove
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    eprintln!(
+        "the tombstone was written within {:.1}s of removed-node-name",
+        start.elapsed().as_secs_f64()
+    );
     let tokens = testcp::TokenAuthFile::load(&spec.tokens_file()).unwrap();
     let removed = Apis::new(
         &spec.pki_dir(),

@@ -391,42 +391,56 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             ready = true;
             super::notify_ready("server");
         }
-        if clock.since(last_promote) >= spec.promote_every() {
-            last_promote = clock.now();
-            learners::Loop {
-                own: &own,
-                me,
-                apis: &apis,
-                max_stall: Duration::from_millis(spec.timings.learner_max_stall_ms),
-                hold_promotions: &spec.hold_promotions_file(),
-                hold_etcd_is_voter: &spec.hold_etcd_is_voter_file(),
+        // The round's calls through the API may each wait out a read
+        // timeout once this member is removed (its own API server then holds
+        // every request); k3s learns of the removal from its etcd whatever
+        // its loops are doing, so the round is cut short by it.
+        let round = async {
+            if clock.since(last_promote) >= spec.promote_every() {
+                last_promote = clock.now();
+                learners::Loop {
+                    own: &own,
+                    me,
+                    apis: &apis,
+                    max_stall: Duration::from_millis(spec.timings.learner_max_stall_ms),
+                    hold_promotions: &spec.hold_promotions_file(),
+                    hold_etcd_is_voter: &spec.hold_etcd_is_voter_file(),
+                }
+                .run(&members)
+                .await;
             }
-            .run(&members)
-            .await;
-        }
-        // k3s's member-removal controller reacts to Node changes (a watch);
-        // here it looks every second, and only on the `k3s-etcd` leader.
-        if clock.since(last_removal) >= REMOVAL_EVERY
-            && election
-                .as_ref()
-                .is_some_and(|e| e.state() == election::State::Leading)
-        {
-            last_removal = clock.now();
-            if let Err(e) = removal_controller(&apis, &own, &members).await {
-                warn!("member removal: {e:#}");
-            }
-        }
-        // k3s's embedded agent waits for its local supervisor, which
-        // answers 503 until the local API server is ready (or, etcd-only,
-        // until its etcd is): a learner's kubelet does not run, and its Node
-        // (an agent's before) shows nothing of etcd until the promotion.
-        if ready && clock.since(last_beat) >= heartbeat {
-            last_beat = clock.now();
-            if let Err(e) =
-                kubelet_beat(&ctx, &kubelet, &mut registered, with_api, &member_name, ip).await
+            // k3s's member-removal controller reacts to Node changes (a watch);
+            // here it looks every second, and only on the `k3s-etcd` leader.
+            if clock.since(last_removal) >= REMOVAL_EVERY
+                && election
+                    .as_ref()
+                    .is_some_and(|e| e.state() == election::State::Leading)
             {
-                warn!("kubelet: {e:#}");
+                last_removal = clock.now();
+                if let Err(e) = removal_controller(&apis, &own, &members).await {
+                    warn!("member removal: {e:#}");
+                }
             }
+            // k3s's embedded agent waits for its local supervisor, which
+            // answers 503 until the local API server is ready (or, etcd-only,
+            // until its etcd is): a learner's kubelet does not run, and its Node
+            // (an agent's before) shows nothing of etcd until the promotion.
+            if ready && clock.since(last_beat) >= heartbeat {
+                last_beat = clock.now();
+                if let Err(e) =
+                    kubelet_beat(&ctx, &kubelet, &mut registered, with_api, &member_name, ip).await
+                {
+                    warn!("kubelet: {e:#}");
+                }
+            }
+        };
+        tokio::select! {
+            () = round => {}
+            // Asked only of a slow round: a quick one adds no load on etcd.
+            () = async {
+                tokio::time::sleep(SLOW_ROUND).await;
+                removal_seen(&ctx, &own, me, ip).await;
+            } => continue,
         }
         // The embedded kubelet runs at every level, etcd-only included,
         // unless the agent is disabled.
@@ -636,20 +650,25 @@ async fn patch_annotations(
     .map(drop)
 }
 
-/// Whether the other members no longer list this one.
+/// Whether the other members no longer list this one, looked for a while
+/// (`REMOVAL_CHECK`).
 async fn removed(ctx: &Ctx, own: &etcd_gw::Endpoint, me: u64, ip: Ipv4Addr) -> bool {
-    // k3s learns it from its own etcd (`ErrMemberRemoved`); the stand-in's
-    // etcd is a process of its own that exits on it, so the stand-in asks
-    // the others. A removal is committed before the removed member learns
-    // it: a peer that has applied it lists this member no more. Every peer
-    // is asked for its applied list (a removed member was often the
-    // leader: linearizable reads fail while the others elect one), and a
-    // peer cut off or behind, which still lists it, proves nothing. The
-    // peers are asked together, so that one cut off (each ask waits 5 s)
-    // does not hold the answer of the others; tried for a while, as the
-    // others apply the change on a machine that may be loaded.
-    let clock = clock::Clock::system();
-    let start = clock.now();
+    tokio::time::timeout(REMOVAL_CHECK, removal_seen(ctx, own, me, ip))
+        .await
+        .is_ok()
+}
+
+/// Returns once a peer no longer lists this member (never, while each does).
+async fn removal_seen(ctx: &Ctx, own: &etcd_gw::Endpoint, me: u64, ip: Ipv4Addr) {
+    // k3s learns it from its own etcd (`ErrMemberRemoved`), whatever else
+    // k3s is doing; the stand-in's etcd is a process of its own, so the
+    // stand-in asks the others. A removal is committed before the removed
+    // member learns it: a peer that has applied it lists this member no
+    // more. Every peer is asked for its applied list (a removed member was
+    // often the leader: linearizable reads fail while the others elect
+    // one), and a peer cut off or behind, which still lists it, proves
+    // nothing. The peers are asked together, so that one cut off (each ask
+    // waits 5 s) does not hold the answer of the others.
     loop {
         let peers = peers(ctx, own, ip);
         let lists = futures::future::join_all(peers.iter().map(etcd_gw::member_list_local)).await;
@@ -658,14 +677,14 @@ async fn removed(ctx: &Ctx, own: &etcd_gw::Endpoint, me: u64, ip: Ipv4Addr) -> b
             .flatten()
             .any(|members| !members.is_empty() && !members.iter().any(|m| m.id == me))
         {
-            return true;
-        }
-        if clock.since(start) > REMOVAL_CHECK {
-            return false;
+            return;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+/// A round slower than this is watched for this member's removal.
+const SLOW_ROUND: Duration = Duration::from_secs(2);
 
 /// How long an exited etcd's removal is looked for at the other members
 /// (an etcd that exited for another reason restarts this much later).
