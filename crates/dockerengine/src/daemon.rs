@@ -33,11 +33,35 @@ impl PrivateDaemon {
     /// A line saying why, with the daemon's log when it started but did
     /// not answer (the daemon is then stopped).
     pub async fn start(dir: &Path, bound: Duration, clock: &clock::Clock) -> Result<Self, String> {
+        Self::start_in(dir, None, bound, clock).await
+    }
+
+    /// [`PrivateDaemon::start`], in the network namespace at `netns` when
+    /// one is given (`nsenter --net`, which execs `dockerd` in its own
+    /// process): a container on the host network then has that namespace's
+    /// addresses, as a Docker host's k3s containers have the host's.
+    ///
+    /// # Errors
+    /// As [`PrivateDaemon::start`].
+    pub async fn start_in(
+        dir: &Path,
+        netns: Option<&Path>,
+        bound: Duration,
+        clock: &clock::Clock,
+    ) -> Result<Self, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let at = |p: &str| dir.join(p).display().to_string();
         let log = std::fs::File::create(dir.join("dockerd.log"))
             .map_err(|e| format!("{}: {e}", at("dockerd.log")))?;
-        let child = Command::new("dockerd")
+        let mut command = match netns {
+            Some(ns) => {
+                let mut c = Command::new("nsenter");
+                c.arg(format!("--net={}", ns.display())).arg("dockerd");
+                c
+            }
+            None => Command::new("dockerd"),
+        };
+        let child = command
             .args([
                 "--data-root",
                 &at("data"),

@@ -60,9 +60,51 @@ pub(crate) fn parse(body: &[u8]) -> Result<Vec<Event>, String> {
     Ok(out)
 }
 
+/// Whether two of the containers `among` ever ran together, by Docker's
+/// own events: a start of one while another's last start has no die after
+/// it. Containers not named (a one-off container of k3s's command) are left
+/// out.
+pub fn ran_together(events: &[Event], among: &[&str]) -> Option<String> {
+    let mut running: Vec<&str> = vec![];
+    for e in events.iter().filter(|e| among.contains(&e.name.as_str())) {
+        match e.action.as_str() {
+            "start" => {
+                if let Some(other) = running.iter().find(|n| **n != e.name) {
+                    return Some(format!("{} started while {other} ran", e.name));
+                }
+                running.push(&e.name);
+            }
+            "die" => running.retain(|n| *n != e.name),
+            _ => {}
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_never_together_check_sees_a_start_while_the_other_container_runs_and_leaves_others_out()
+    {
+        let event = |name: &str, action: &str| Event {
+            action: action.into(),
+            id: String::new(),
+            name: name.into(),
+            time_nano: 0,
+        };
+        let among = ["a", "b"];
+        let apart = [event("a", "start"), event("a", "die"), event("b", "start")];
+        assert_eq!(ran_together(&apart, &among), None);
+        let together = [event("a", "start"), event("b", "start"), event("a", "die")];
+        assert_eq!(
+            ran_together(&together, &among).as_deref(),
+            Some("b started while a ran")
+        );
+        let one_off = [event("a", "start"), event("c", "start")];
+        assert_eq!(ran_together(&one_off, &among), None);
+    }
 
     #[test]
     fn the_stream_reads_as_container_events_in_order_and_leaves_the_rest_out() {

@@ -28,5 +28,5 @@ pub use container::{
 pub use daemon::PrivateDaemon;
 pub use engine::{API_VERSION, DEFAULT_TIMEOUT, Engine, Version};
 pub use error::Error;
-pub use events::Event;
+pub use events::{Event, ran_together};
 pub use logs::Output;

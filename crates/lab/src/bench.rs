@@ -96,6 +96,7 @@ pub async fn run(
             dir: dir.to_path_buf(),
             servers: 3,
             agents: 1,
+            docker_agents: 0,
             timings: Timings::default(),
             bins,
         },

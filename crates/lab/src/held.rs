@@ -146,7 +146,10 @@ impl HostAction {
 /// host the lab does not have is an error, and nothing is done.
 fn act(lab: &mut SystemdLab, action: HostAction, host: &str) -> anyhow::Result<String> {
     // Checked first, so that no action reaches the network for a name the
-    // lab does not have.
+    // lab does not have (or a Docker host: the host actions are a machine's).
+    if lab.docker_host(host).is_some() {
+        anyhow::bail!("{host} is a Docker host: the host actions are for the real-systemd hosts");
+    }
     lab.machine(host)?;
     Ok(match action {
         HostAction::Poweroff => {

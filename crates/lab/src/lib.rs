@@ -18,6 +18,7 @@ pub mod api;
 pub mod bench;
 pub mod bounded;
 pub mod chaos;
+pub mod docker_host;
 pub mod etcd_gw;
 pub mod etcd_tls;
 pub mod hand;

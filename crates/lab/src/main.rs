@@ -39,6 +39,10 @@ enum Cmd {
         /// Agents.
         #[arg(long, default_value_t = 2)]
         agents: usize,
+        /// More agents on Docker hosts (`docker-1`…: k3s in containers of a
+        /// private dockerd, the actuator beside them).
+        #[arg(long, default_value_t = 0)]
+        docker_agents: usize,
     },
     /// Power the held lab's hosts off.
     Down,
@@ -203,7 +207,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Up { servers, agents } => {
+        Cmd::Up {
+            servers,
+            agents,
+            docker_agents,
+        } => {
             let bins = world::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
             let dir = cli.dir.join("systemd");
             let lab = SystemdLab::up(
@@ -211,6 +219,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     dir: dir.clone(),
                     servers,
                     agents,
+                    docker_agents,
                     timings: Default::default(),
                     bins,
                 },
@@ -289,6 +298,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     dir: cli.dir.join("systemd"),
                     servers: 3,
                     agents: 1,
+                    docker_agents: 0,
                     timings: Default::default(),
                     bins,
                 },

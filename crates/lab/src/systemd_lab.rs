@@ -21,6 +21,7 @@ use testcp::TokenAuthFile;
 
 use crate::{
     api::Apis,
+    docker_host::{self, DockerHost},
     lab_pki,
     machine::{Bind, Machine, MachineSpec, UpWhen},
     net::LabNet,
@@ -43,6 +44,10 @@ pub struct Options {
     pub servers: usize,
     /// How many agents.
     pub agents: usize,
+    /// How many more agents on Docker hosts (`docker-1`…): k3s in two
+    /// containers of a private dockerd, the actuator beside them
+    /// ([`DockerHost`]).
+    pub docker_agents: usize,
     /// The lab's k3s timings.
     pub timings: Timings,
     /// The programs (`fleet-role-lab`, `fleet-role-actuator`), built.
@@ -71,6 +76,7 @@ pub enum FleetRole {
 /// powered off before their network goes.
 pub struct SystemdLab {
     machines: BTreeMap<String, Machine>,
+    docker: BTreeMap<String, DockerHost>,
     net: LabNet,
     /// The lab's description (hosts at `198.18.K.N`).
     pub spec: LabSpec,
@@ -121,11 +127,16 @@ impl SystemdLab {
         let dir = fs::canonicalize(&o.dir)?;
         let mut net = block(LabNet::create)?;
         let mut hosts = vec![];
-        for i in 0..o.servers + o.agents {
+        for i in 0..o.servers + o.agents + o.docker_agents {
             let (name, role) = if i < o.servers {
                 (format!("server-{}", i + 1), Role::Server)
-            } else {
+            } else if i < o.servers + o.agents {
                 (format!("agent-{}", i - o.servers + 1), Role::Agent)
+            } else {
+                (
+                    format!("{DOCKER_PREFIX}{}", i - o.servers - o.agents + 1),
+                    Role::Agent,
+                )
             };
             let h = block(|| net.add_host(&name, (i + 1) as u8))?;
             hosts.push(HostSpec {
@@ -171,6 +182,7 @@ impl SystemdLab {
         }
         let mut lab = SystemdLab {
             machines: BTreeMap::new(),
+            docker: BTreeMap::new(),
             net,
             spec,
             fleet_role,
@@ -196,6 +208,24 @@ impl SystemdLab {
         for h in lab.spec.hosts.clone() {
             let root = lab.spec.root(&h.name);
             let hn = lab.net.host(&h.name)?.clone();
+            if is_docker_host(&h.name) {
+                let start = clock.now();
+                let mut binds = extra.clone();
+                binds.push(Bind {
+                    outside: bin_dir.clone(),
+                    inside: bin_dir.clone(),
+                    read_only: true,
+                });
+                let d = DockerHost::start(&lab.spec, &h, &hn.netns_path(), &binds).await?;
+                say(&format!(
+                    "{} (a Docker host) ready at {} ({:.1}s)",
+                    h.name,
+                    h.ip,
+                    clock.since(start).as_secs_f32()
+                ));
+                lab.docker.insert(h.name.clone(), d);
+                continue;
+            }
             let mut ms = MachineSpec::lab_host(&hn, &root, &bin_dir, &o.bins.lab);
             ms.binds.push(Bind {
                 outside: root.join("var/log/k3s"),
@@ -234,7 +264,7 @@ impl SystemdLab {
             "starting {} (etcd cluster-init, kube-apiserver)",
             first.name
         ));
-        self.enable_now(&first.name, "k3s")?;
+        self.enable_now(&first.name, "k3s").await?;
         world::wait_condition(&apis, &first.name, "Ready", Duration::from_secs(180)).await?;
         // EtcdIsVoter comes from the etcd leader's loop a moment after the
         // Node has the etcd label: an actuator asked for a snapshot before it
@@ -259,7 +289,7 @@ impl SystemdLab {
             match h.role {
                 Role::Server => {
                     say(&format!("joining {} (a learner, then a voter)", h.name));
-                    self.enable_now(&h.name, "k3s")?;
+                    self.enable_now(&h.name, "k3s").await?;
                     world::wait_condition(
                         &apis,
                         &h.name,
@@ -272,7 +302,7 @@ impl SystemdLab {
                 }
                 Role::Agent => {
                     say(&format!("starting agent {}", h.name));
-                    self.enable_now(&h.name, "k3s-agent")?;
+                    self.enable_now(&h.name, "k3s-agent").await?;
                 }
             }
         }
@@ -286,7 +316,11 @@ impl SystemdLab {
         for h in &spec.hosts {
             world::mark_eligible(&apis, &h.name).await?;
             if matches!(self.fleet_role, FleetRole::Laid) {
-                self.enable_now(&h.name, "fleet-role-actuator")?;
+                self.enable_now(&h.name, "fleet-role-actuator").await?;
+                if is_docker_host(&h.name) {
+                    // No systemd: no hand-over units, no regrade watcher.
+                    continue;
+                }
                 // The leadership hand-overs, as the package enables them
                 // (the one for sleep runs only when the host goes to sleep).
                 let m = self.machine(&h.name)?;
@@ -296,11 +330,12 @@ impl SystemdLab {
                         QUICK,
                     )
                 })?;
-                self.enable_now(&h.name, "fleet-role-handover-shutdown.service")?;
+                self.enable_now(&h.name, "fleet-role-handover-shutdown.service")
+                    .await?;
                 // The regrade watcher on the servers, as the seed runs it
                 // (its drop-in's condition keeps it off the agents).
                 if h.role == Role::Server {
-                    self.enable_now(&h.name, "fleet-regrade.service")?;
+                    self.enable_now(&h.name, "fleet-regrade.service").await?;
                 }
             }
         }
@@ -318,7 +353,10 @@ impl SystemdLab {
 
     /// `systemctl enable --now --no-block UNIT` on a host: queued, never
     /// waited for here (a `Type=notify` k3s returns only once ready).
-    fn enable_now(&self, host: &str, unit: &str) -> anyhow::Result<()> {
+    async fn enable_now(&self, host: &str, unit: &str) -> anyhow::Result<()> {
+        if let Some(d) = self.docker.get(host) {
+            return d.enable_now(unit).await;
+        }
         let m = self.machine(host)?;
         block(|| m.exec_ok(&["systemctl", "enable", "--now", "--no-block", unit], QUICK))?;
         Ok(())
@@ -328,8 +366,20 @@ impl SystemdLab {
     /// k3s: its process sent READY=1).
     pub async fn wait_active(&self, host: &str, unit: &str, bound: Duration) -> anyhow::Result<()> {
         let clock = clock::Clock::system();
-        let m = self.machine(host)?;
         let start = clock.now();
+        if let Some(d) = self.docker.get(host) {
+            while !d.is_active(unit).await? {
+                if clock.since(start) > bound {
+                    bail!(
+                        "{unit} on {host} (a Docker host) is not running after {}s",
+                        bound.as_secs()
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            return Ok(());
+        }
+        let m = self.machine(host)?;
         loop {
             let state = block(|| m.active_state(unit))?;
             if state == "active" {
@@ -430,6 +480,19 @@ impl SystemdLab {
     pub fn net(&self) -> &LabNet {
         &self.net
     }
+
+    /// A Docker host of the lab.
+    pub fn docker_host(&self, host: &str) -> Option<&DockerHost> {
+        self.docker.get(host)
+    }
+}
+
+/// The names of the lab's Docker hosts start so (`docker-1`…).
+pub const DOCKER_PREFIX: &str = "docker-";
+
+/// Whether `host` is one of the lab's Docker hosts.
+pub fn is_docker_host(host: &str) -> bool {
+    host.starts_with(DOCKER_PREFIX)
 }
 
 /// A host's root: the units, the k3s stand-in as `/usr/local/bin/k3s`, the
@@ -480,11 +543,12 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec, laid: bool) -> a
     if !laid {
         return Ok(());
     }
-    world::write(
-        &root.join("etc/fleet-role/actuator.toml"),
-        &actuator_settings(spec, h),
-        0o644,
-    )?;
+    let settings = if is_docker_host(&h.name) {
+        docker_host::actuator_settings(spec, h)
+    } else {
+        actuator_settings(spec, h)
+    };
+    world::write(&root.join("etc/fleet-role/actuator.toml"), &settings, 0o644)?;
     world::write(
         &root.join("var/lib/rancher/k3s/fleet-role"),
         &format!("{}\n", h.role),

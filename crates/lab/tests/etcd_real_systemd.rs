@@ -44,6 +44,7 @@ async fn lab_with_short_stall(servers: usize, agents: usize, dir: &Path) -> Syst
             dir: keep.unwrap_or_else(|| dir.join("lab")),
             servers,
             agents,
+            docker_agents: 0,
             timings: Timings {
                 learner_max_stall_ms: 20_000,
                 ..Timings::default()

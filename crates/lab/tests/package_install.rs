@@ -222,6 +222,7 @@ async fn k3s_lab(dir: &Path, agents: usize, binds: Vec<Bind>) -> SystemdLab {
             dir: dir.join("lab"),
             servers: 1,
             agents,
+            docker_agents: 0,
             timings: Default::default(),
             bins,
         },

@@ -135,6 +135,7 @@ pub async fn run(
             dir: dir.join("lab"),
             servers: 3,
             agents: 2,
+            docker_agents: 0,
             timings: Default::default(),
             bins: o.bins.clone(),
         },

@@ -27,6 +27,16 @@ pub fn lab_dir() -> tempfile::TempDir {
 }
 
 pub async fn lab_of(servers: usize, agents: usize, dir: &Path) -> SystemdLab {
+    lab_with(servers, agents, 0, dir).await
+}
+
+/// [`lab_of`], with `docker_agents` more agents on Docker hosts.
+pub async fn lab_with(
+    servers: usize,
+    agents: usize,
+    docker_agents: usize,
+    dir: &Path,
+) -> SystemdLab {
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_fleet-role-lab"))
         .parent()
         .unwrap();
@@ -40,6 +50,7 @@ pub async fn lab_of(servers: usize, agents: usize, dir: &Path) -> SystemdLab {
             dir: keep.unwrap_or_else(|| dir.join("lab")),
             servers,
             agents,
+            docker_agents,
             timings: Default::default(),
             bins,
         },
