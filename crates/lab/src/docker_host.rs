@@ -18,7 +18,7 @@ use std::{
     process::{Child, Command, Stdio},
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
 };
@@ -50,7 +50,6 @@ pub struct DockerHost {
     daemon: PrivateDaemon,
     /// Its units as the actuator sees them (the unit-to-container mapping).
     units: DockerUnits,
-    names: Containers,
     /// Unix milliseconds (the daemon's clock is this machine's) when its
     /// containers were made: Docker's events are read from here.
     since: u64,
@@ -123,7 +122,6 @@ impl DockerHost {
             name: h.name.clone(),
             daemon,
             units,
-            names,
             since,
             actuator,
             clock,
@@ -193,7 +191,8 @@ impl DockerHost {
             .engine()
             .events(self.since, self.clock.unix_millis())
             .await?;
-        let among = [self.names.server.as_str(), self.names.agent.as_str()];
+        let c = self.units.containers();
+        let among = [c.server.as_str(), c.agent.as_str()];
         // The lab started one of them at bring-up: events with no start of
         // either are a reading gone wrong, never "not together".
         if !events
@@ -221,7 +220,8 @@ impl DockerHost {
     /// as the host sees them from inside.
     pub async fn shims(&self) -> anyhow::Result<usize> {
         let mut ids = vec![];
-        for c in [&self.names.server, &self.names.agent] {
+        let c = self.units.containers();
+        for c in [&c.server, &c.agent] {
             if let Some(found) = self.daemon.engine().inspect(c).await? {
                 ids.push(found.id);
             }
@@ -360,6 +360,9 @@ struct Supervised {
     log: PathBuf,
     child: Arc<Mutex<Option<Child>>>,
     wanted: Arc<AtomicBool>,
+    /// Which start the watching thread serves: a thread of an earlier start
+    /// (stopped, then started again) ends rather than start a second one.
+    generation: Arc<AtomicU64>,
 }
 
 impl Supervised {
@@ -375,6 +378,7 @@ impl Supervised {
             log: log.to_path_buf(),
             child: Arc::default(),
             wanted: Arc::default(),
+            generation: Arc::default(),
         }
     }
 
@@ -399,27 +403,31 @@ impl Supervised {
         if self.wanted.swap(true, Ordering::SeqCst) {
             return;
         }
+        let mine = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         *self.child.lock().unwrap() = Supervised::spawn(&self.command, &self.log);
-        let (child, wanted, command, log) = (
+        let (child, wanted, generation, command, log) = (
             self.child.clone(),
             self.wanted.clone(),
+            self.generation.clone(),
             self.command.clone(),
             self.log.clone(),
         );
+        let wanted =
+            move || wanted.load(Ordering::SeqCst) && generation.load(Ordering::SeqCst) == mine;
         std::thread::spawn(move || {
             let clock = clock::Clock::system();
-            while wanted.load(Ordering::SeqCst) {
+            while wanted() {
                 std::thread::sleep(Duration::from_millis(200));
                 let mut c = child.lock().unwrap();
                 let exited = c.as_mut().is_none_or(|c| !matches!(c.try_wait(), Ok(None)));
-                if exited && wanted.load(Ordering::SeqCst) {
+                if exited && wanted() {
                     drop(c);
                     let at = clock.now();
                     while clock.since(at) < RESTART_AFTER {
                         std::thread::sleep(Duration::from_millis(100));
                     }
                     let mut c = child.lock().unwrap();
-                    if wanted.load(Ordering::SeqCst) {
+                    if wanted() {
                         *c = Supervised::spawn(&command, &log);
                     }
                 }
@@ -463,7 +471,8 @@ impl Drop for DockerHost {
         // handler stops its etcd and API server (the daemon's own stop
         // would too, less patiently).
         let engine = self.daemon.engine().clone();
-        let names = [self.names.server.clone(), self.names.agent.clone()];
+        let c = self.units.containers();
+        let names = [c.server.clone(), c.agent.clone()];
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
