@@ -59,7 +59,7 @@ pub async fn lab_with(
     .await
     .expect("the lab comes up on real systemd (systemd-nspawn must run here, as root)");
     eprintln!(
-        "{servers} servers and {agents} agents up in {:.0}s",
+        "{servers} servers, {agents} agents and {docker_agents} Docker agents up in {:.0}s",
         start.elapsed().as_secs_f32()
     );
     lab
