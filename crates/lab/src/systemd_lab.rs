@@ -208,8 +208,8 @@ impl SystemdLab {
         for h in lab.spec.hosts.clone() {
             let root = lab.spec.root(&h.name);
             let hn = lab.net.host(&h.name)?.clone();
-            if is_docker_host(&h.name) {
-                let start = clock.now();
+            let start = clock.now();
+            let done = if is_docker_host(&h.name) {
                 let mut binds = extra.clone();
                 binds.push(Bind {
                     outside: bin_dir.clone(),
@@ -217,36 +217,31 @@ impl SystemdLab {
                     read_only: true,
                 });
                 let d = DockerHost::start(&lab.spec, &h, &hn.netns_path(), &binds).await?;
-                say(&format!(
-                    "{} (a Docker host) ready at {} ({:.1}s)",
-                    h.name,
-                    h.ip,
-                    clock.since(start).as_secs_f32()
-                ));
                 lab.docker.insert(h.name.clone(), d);
-                continue;
-            }
-            let mut ms = MachineSpec::lab_host(&hn, &root, &bin_dir, &o.bins.lab);
-            ms.binds.push(Bind {
-                outside: root.join("var/log/k3s"),
-                inside: "/var/log/k3s".into(),
-                read_only: false,
-            });
-            ms.binds.extend(extra.iter().cloned());
-            if let FleetRole::FromPackage { binds } = &lab.fleet_role {
-                ms.binds.extend(binds.iter().cloned());
-                ms = ms.with_writable_usr();
-            }
-            ms.up_when = UpWhen::Running;
-            let start = clock.now();
-            let m = block(|| Machine::boot(ms, BOOT))?;
+                "(a Docker host) ready"
+            } else {
+                let mut ms = MachineSpec::lab_host(&hn, &root, &bin_dir, &o.bins.lab);
+                ms.binds.push(Bind {
+                    outside: root.join("var/log/k3s"),
+                    inside: "/var/log/k3s".into(),
+                    read_only: false,
+                });
+                ms.binds.extend(extra.iter().cloned());
+                if let FleetRole::FromPackage { binds } = &lab.fleet_role {
+                    ms.binds.extend(binds.iter().cloned());
+                    ms = ms.with_writable_usr();
+                }
+                ms.up_when = UpWhen::Running;
+                let m = block(|| Machine::boot(ms, BOOT))?;
+                lab.machines.insert(h.name.clone(), m);
+                "booted"
+            };
             say(&format!(
-                "{} booted at {} ({:.1}s)",
+                "{} {done} at {} ({:.1}s)",
                 h.name,
                 h.ip,
                 clock.since(start).as_secs_f32()
             ));
-            lab.machines.insert(h.name.clone(), m);
         }
         lab.bring_up_k3s(say).await?;
         Ok(lab)
