@@ -185,9 +185,23 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         );
     }
     let mut etcd = Etcd::spawn(opts).context("starting etcd")?;
-    etcd.wait_healthy(Probe::Serializable, Duration::from_secs(60))
+    if let Err(e) = etcd
+        .wait_healthy(Probe::Serializable, Duration::from_secs(60))
         .await
-        .context("etcd did not become healthy")?;
+    {
+        // k3s's etcd reports `ErrMemberRemoved` at a start too (a learner
+        // removed before it caught up, a member removed while k3s was
+        // down): the tombstone is written, and the next start over it
+        // backs the datastore up and joins anew.
+        etcd.kill();
+        if removed(&ctx, &own, ip, |m| m.peer_urls.contains(&peer_url)).await {
+            tombstone::write(&tombstone)?;
+            bail!(
+                "This node has been removed from the cluster - please restart k3s to rejoin the cluster"
+            );
+        }
+        return Err(e).context("etcd did not become healthy");
+    }
     info!("etcd member {member_name} is serving");
     let me = etcd_gw::status(&own).await?.member;
 
@@ -276,7 +290,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         }
         // The member list while this host is a member; `None` once removed.
         let listed = if !etcd.is_running() {
-            if !removed(&ctx, &own, me, ip).await {
+            if !removed(&ctx, &own, ip, |m| m.id == me).await {
                 bail!("etcd exited");
             }
             None
@@ -439,7 +453,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             // Asked only of a slow round: a quick one adds no load on etcd.
             () = async {
                 tokio::time::sleep(SLOW_ROUND).await;
-                removal_seen(&ctx, &own, me, ip).await;
+                removal_seen(&ctx, &own, ip, |m| m.id == me).await;
             } => continue,
         }
         // The embedded kubelet runs at every level, etcd-only included,
@@ -652,14 +666,24 @@ async fn patch_annotations(
 
 /// Whether the other members no longer list this one, looked for a while
 /// (`REMOVAL_CHECK`).
-async fn removed(ctx: &Ctx, own: &etcd_gw::Endpoint, me: u64, ip: Ipv4Addr) -> bool {
-    tokio::time::timeout(REMOVAL_CHECK, removal_seen(ctx, own, me, ip))
+async fn removed(
+    ctx: &Ctx,
+    own: &etcd_gw::Endpoint,
+    ip: Ipv4Addr,
+    is_me: impl Fn(&etcd_gw::Member) -> bool,
+) -> bool {
+    tokio::time::timeout(REMOVAL_CHECK, removal_seen(ctx, own, ip, is_me))
         .await
         .is_ok()
 }
 
 /// Returns once a peer no longer lists this member (never, while each does).
-async fn removal_seen(ctx: &Ctx, own: &etcd_gw::Endpoint, me: u64, ip: Ipv4Addr) {
+async fn removal_seen(
+    ctx: &Ctx,
+    own: &etcd_gw::Endpoint,
+    ip: Ipv4Addr,
+    is_me: impl Fn(&etcd_gw::Member) -> bool,
+) {
     // k3s learns it from its own etcd (`ErrMemberRemoved`), whatever else
     // k3s is doing; the stand-in's etcd is a process of its own, so the
     // stand-in asks the others. A removal is committed before the removed
@@ -675,7 +699,7 @@ async fn removal_seen(ctx: &Ctx, own: &etcd_gw::Endpoint, me: u64, ip: Ipv4Addr)
         if lists
             .into_iter()
             .flatten()
-            .any(|members| !members.is_empty() && !members.iter().any(|m| m.id == me))
+            .any(|members| !members.is_empty() && !members.iter().any(&is_me))
         {
             return;
         }
