@@ -181,13 +181,29 @@ impl Drop for PrivateDaemon {
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         let start = self.clock.now();
+        let mut exited = false;
         while self.clock.since(start) < STOP {
             if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+                exited = true;
+                break;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if !exited {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        // dockerd binds the network namespace it runs in under its exec
+        // root and leaves it mounted at exit: the mount would keep that
+        // namespace alive and the folder unremovable. A lazy unmount
+        // returns at once.
+        let default = self.dir.join("exec/netns/default");
+        if default.exists() {
+            let _ = Command::new("umount")
+                .arg("--lazy")
+                .arg(&default)
+                .stderr(Stdio::null())
+                .status();
+        }
     }
 }
