@@ -10,6 +10,7 @@ pub mod election;
 pub mod learners;
 pub mod node;
 pub mod pods;
+mod removal;
 pub mod server;
 pub mod supervisor;
 pub mod token;
