@@ -20,14 +20,18 @@ pub fn find(paths: &HostPaths) -> Vec<u32> {
     };
     procs
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let Ok(cmd) = fs::read(format!("/proc/{pid}/cmdline")) else {
-                return false;
-            };
-            let arg0 = cmd.split(|b| *b == 0).next().unwrap_or_default();
-            is_shim(&data, Path::new(&*String::from_utf8_lossy(arg0)))
-        })
+        .filter(|pid| is_shim_process(&data, *pid))
         .collect()
+}
+
+/// Whether process `pid`'s command line starts with a shim under `data`
+/// (`<data>/<id>/bin/containerd-shim*`), as the process itself names it.
+pub fn is_shim_process(data: &Path, pid: u32) -> bool {
+    let Ok(cmd) = fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let arg0 = cmd.split(|b| *b == 0).next().unwrap_or_default();
+    is_shim(data, Path::new(&*String::from_utf8_lossy(arg0)))
 }
 
 fn is_shim(data: &Path, exe: &Path) -> bool {

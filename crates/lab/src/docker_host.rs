@@ -26,11 +26,11 @@ use std::{
 use anyhow::{Context, bail};
 use dockerengine::{ContainerSpec, Engine, PrivateDaemon, RestartPolicy, Status};
 use host::docker::{Containers, DockerUnits};
-use protocol::Role;
 
 use crate::{
     machine::Bind,
     spec::{HostSpec, LabSpec},
+    units::K3sUnit,
 };
 
 /// The image of every Docker host's k3s containers.
@@ -100,14 +100,21 @@ impl DockerHost {
             .await
             .map_err(|e| anyhow::anyhow!("{}'s dockerd: {e}", h.name))?;
         import_image(daemon.engine(), &dir).await?;
-        let names = Containers::default();
+        let units = DockerUnits::new(
+            daemon.engine().clone(),
+            Containers::default(),
+            STOP_GRACE,
+            &clock,
+        );
         let root = spec.root(&h.name);
         let since = clock.unix_millis();
-        for (role, name) in [(Role::Server, &names.server), (Role::Agent, &names.agent)] {
-            let c = container(&root, role, binds)?;
+        for unit in K3sUnit::BOTH {
+            let name = units
+                .container(unit.name())
+                .context("a k3s unit's container")?;
             daemon
                 .engine()
-                .create(name, &c)
+                .create(name, &container(&root, unit, binds)?)
                 .await
                 .with_context(|| format!("creating {name} on {}", h.name))?;
         }
@@ -117,7 +124,6 @@ impl DockerHost {
             &root.join("etc/fleet-role/actuator.toml"),
             &root.join("var/log/fleet-role-actuator.log"),
         );
-        let units = DockerUnits::new(daemon.engine().clone(), names.clone(), STOP_GRACE, &clock);
         Ok(DockerHost {
             name: h.name.clone(),
             daemon,
@@ -230,41 +236,33 @@ impl DockerHost {
     }
 }
 
-/// Pod shims (`/var/lib/rancher/k3s/data/<id>/bin/containerd-shim*`) in
-/// the cgroups of containers `ids`.
+/// Pod shims (`/var/lib/rancher/k3s/data/<id>/bin/containerd-shim*`, the
+/// path inside the container) in the cgroups of containers `ids`.
 fn shims_in(ids: &[String]) -> usize {
     let Ok(procs) = fs::read_dir("/proc") else {
         return 0;
     };
+    let data = Path::new("/var/lib/rancher/k3s/data");
     procs
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
             let cgroup = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
-            if !ids.iter().any(|id| !id.is_empty() && cgroup.contains(id)) {
-                return false;
-            }
-            let cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let arg0 = String::from_utf8_lossy(cmd.split(|b| *b == 0).next().unwrap_or_default())
-                .into_owned();
-            arg0.strip_prefix("/var/lib/rancher/k3s/data/")
-                .is_some_and(|rest| rest.contains("/bin/containerd-shim"))
+            ids.iter().any(|id| !id.is_empty() && cgroup.contains(id))
+                && host::shims::is_shim_process(data, *pid)
         })
         .count()
 }
 
-/// k3s's container for `role`: the stand-in's `k3s server|agent` under
+/// k3s's container for `unit`: the stand-in's `k3s server|agent` under
 /// `tini` (k3s reaps its children itself when it is PID 1; the stand-in
 /// does not), on the host network, with
 /// the host's `/var/lib/rancher` (k3s's data, the role file), `/etc/rancher`
 /// (config and node password) and logs bound in, and the unit's
 /// environment file's variables as its environment.
-fn container(root: &Path, role: Role, binds: &[Bind]) -> anyhow::Result<ContainerSpec> {
-    let (cmd, env_file) = match role {
-        Role::Server => ("server", "k3s.service.env"),
-        Role::Agent => ("agent", "k3s-agent.service.env"),
-    };
-    let env = fs::read_to_string(root.join("etc/systemd/system").join(env_file))
-        .with_context(|| format!("{env_file} under {}", root.display()))?
+fn container(root: &Path, unit: K3sUnit, binds: &[Bind]) -> anyhow::Result<ContainerSpec> {
+    let env_file = unit.env_file();
+    let env = fs::read_to_string(root.join(env_file.strip_prefix("/")?))
+        .with_context(|| format!("{} under {}", env_file.display(), root.display()))?
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
@@ -297,7 +295,7 @@ fn container(root: &Path, role: Role, binds: &[Bind]) -> anyhow::Result<Containe
             "--".into(),
             "/usr/local/bin/k3s".into(),
         ]),
-        cmd: vec![cmd.into()],
+        cmd: vec![unit.command().into()],
         env,
         binds: all,
         network_mode: "host".into(),
