@@ -202,6 +202,25 @@ impl LabSpec {
         self.dir.join("inject/hold-promotions")
     }
 
+    /// A file holding a number of milliseconds: while it exists, the etcd
+    /// leader's loop removes a learner stalled that long, in place of
+    /// `learner_max_stall_ms` (a fault the lab's tests inject for one part of
+    /// a test only: a learner that starts slowly on a loaded machine is
+    /// then given k3s's own 5 minutes again).
+    pub fn short_stall_file(&self) -> PathBuf {
+        self.dir.join("inject/learner-max-stall-ms")
+    }
+
+    /// How long a learner may make no raft progress now
+    /// ([`LabSpec::short_stall_file`], else `learner_max_stall_ms`).
+    pub fn learner_max_stall(&self) -> Duration {
+        let ms = std::fs::read_to_string(self.short_stall_file())
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(self.timings.learner_max_stall_ms);
+        Duration::from_millis(ms)
+    }
+
     /// A file naming Nodes, one a line: while it exists, the etcd leader's
     /// loop writes no `EtcdIsVoter` on them (a fault the lab's tests inject:
     /// k3s writes the condition through the API and only logs a failed

@@ -417,7 +417,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                     own: &own,
                     me,
                     apis: &apis,
-                    max_stall: Duration::from_millis(spec.timings.learner_max_stall_ms),
+                    max_stall: spec.learner_max_stall(),
                     hold_promotions: &spec.hold_promotions_file(),
                     hold_etcd_is_voter: &spec.hold_etcd_is_voter_file(),
                 }
