@@ -68,6 +68,37 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t)]
         output: Format,
     },
+    /// One voter more per standby IN, promoted in turn (`--in A --in B`
+    /// grows 1 to 3): every gate a swap's promotion has, and an odd count at
+    /// the end. This version prints the plan only: --dry-run is required.
+    Grow {
+        /// The standby to promote; again for the next one.
+        #[arg(long = "in", value_name = "NODE", required = true)]
+        incoming: Vec<String>,
+        /// Print the plan, every gate's verdict and each step's fault
+        /// tolerance; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t)]
+        output: Format,
+    },
+    /// One voter fewer per voter OUT, stepped down and removed in turn
+    /// (`--out A --out B` shrinks 5 to 3): every gate a swap's step-down and
+    /// removal have, quorum at every moment, and an odd count at the end.
+    /// This version prints the plan only: --dry-run is required.
+    Shrink {
+        /// The voter to remove; again for the next one.
+        #[arg(long = "out", value_name = "NODE", required = true)]
+        out: Vec<String>,
+        /// Print the plan, every gate's verdict and each step's fault
+        /// tolerance; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t)]
+        output: Format,
+    },
     /// Show voters, learners, etcd-only and agent hosts, the Lease, each
     /// host's last report and a running swap's step, and what is degraded
     /// (exit 5 when something is).

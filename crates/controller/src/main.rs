@@ -175,6 +175,22 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
             };
             swap_command(kubeconfig, settings, swap).await
         }
+        Command::Grow {
+            incoming,
+            dry_run,
+            output,
+        } => {
+            let hosts = resize_hosts(incoming, "--in", *dry_run, "grow")?;
+            resize_command(kubeconfig, settings, Resize::Grow, &hosts, *output).await
+        }
+        Command::Shrink {
+            out,
+            dry_run,
+            output,
+        } => {
+            let hosts = resize_hosts(out, "--out", *dry_run, "shrink")?;
+            resize_command(kubeconfig, settings, Resize::Shrink, &hosts, *output).await
+        }
         Command::Status {
             output,
             watch: keep_watching,
@@ -271,6 +287,67 @@ async fn swap_command(
     let (word, message) = ending.summary();
     printer.result(word, ending.exit_code(), &message);
     Ok(ending.exit())
+}
+
+/// Which way `resize_command` changes the voter count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resize {
+    Grow,
+    Shrink,
+}
+
+/// `grow`'s or `shrink`'s hosts, checked: each a Node name, none twice. Only
+/// the dry run is built: without --dry-run, a usage error that says so.
+fn resize_hosts(
+    names: &[String],
+    flag: &str,
+    dry_run: bool,
+    what: &str,
+) -> anyhow::Result<Vec<NodeName>> {
+    if !dry_run {
+        return Err(usage(anyhow::anyhow!(
+            "{what} runs as --dry-run only in this version: it prints the plan, the gates and each step's fault tolerance (docs/controller.md, \"The voter set\")"
+        )));
+    }
+    let mut hosts: Vec<NodeName> = vec![];
+    for n in names {
+        let n = node(n, flag)?;
+        if hosts.contains(&n) {
+            return Err(usage(anyhow::anyhow!("{flag} names {n} twice")));
+        }
+        hosts.push(n);
+    }
+    Ok(hosts)
+}
+
+/// `fleet-role grow --dry-run` and `fleet-role shrink --dry-run`: the plan
+/// of the voter count's change, read only.
+async fn resize_command(
+    kubeconfig: cluster::Source<'_>,
+    settings: Settings,
+    way: Resize,
+    hosts: &[NodeName],
+    output: Format,
+) -> anyhow::Result<Exit> {
+    let client = cluster::client(kubeconfig).await?;
+    let driver = Driver::new(client, settings.clone(), watch::channel(false).1);
+    let mut printer = Printer::new(output, settings.clock.clone());
+    // Reads only: nothing below writes.
+    let obs = driver.observe().await?;
+    let names: Vec<&str> = hosts.iter().map(NodeName::as_str).collect();
+    let (what, p) = match way {
+        Resize::Grow => ("grow", protocol::controller::plan_grow(&obs.view, &names)),
+        Resize::Shrink => (
+            "shrink",
+            protocol::controller::plan_shrink(&obs.view, &names),
+        ),
+    };
+    printer.resize_plan(what, &names, &p);
+    Ok(if protocol::controller::all_pass(&p.gates) {
+        Exit::Done
+    } else {
+        Exit::Refused
+    })
 }
 
 /// `fleet-role status`: the fleet once, or every `interval` until Ctrl-C

@@ -121,12 +121,35 @@ impl Printer {
         }
     }
 
-    /// The dry run's plan.
+    /// A swap's dry run: its gates and steps.
     pub fn plan(&mut self, out: &str, incoming: &str, plan: &Plan) {
+        self.dry_run(
+            &format!("swap out {out}, in {incoming}"),
+            "`fleet-role swap` without --dry-run would start now",
+            json!({"out": out, "in": incoming}),
+            plan,
+        );
+    }
+
+    /// A grow's or shrink's dry run (`what`: `grow` or `shrink`, of
+    /// `nodes` in turn).
+    pub fn resize_plan(&mut self, what: &str, nodes: &[&str], plan: &Plan) {
+        let key = if what == "grow" { "in" } else { "out" };
+        self.dry_run(
+            &format!("{what} by {}", nodes.join(" then ")),
+            &format!("the {what} could start now (this version builds its dry run only)"),
+            json!({"move": what, key: nodes}),
+            plan,
+        );
+    }
+
+    /// A dry run's gates and steps, each step with its fault tolerance;
+    /// `fields`: what the JSON line says the plan is of.
+    fn dry_run(&mut self, title: &str, ok_line: &str, fields: serde_json::Value, plan: &Plan) {
         let ok = protocol::controller::all_pass(&plan.gates);
         match self.format {
             Format::Text => {
-                println!("dry run: swap out {out}, in {incoming}; nothing will be written");
+                println!("dry run: {title}; nothing will be written");
                 println!("gates:");
                 self.gates(&plan.gates);
                 println!("plan:");
@@ -134,19 +157,20 @@ impl Printer {
                     println!("  {}. {}", i + 1, s.step);
                     println!("     {}", s.tolerance.describe());
                 }
-                println!(
-                    "{}",
-                    if ok {
-                        "every gate passes: `fleet-role swap` without --dry-run would start now"
-                    } else {
-                        "refused: a gate is shut (see FAIL above)"
-                    }
-                );
+                if ok {
+                    println!("every gate passes: {ok_line}");
+                } else {
+                    println!("refused: a gate is shut (see FAIL above)");
+                }
             }
-            Format::Json => println!(
-                "{}",
-                json!({"dryRun": true, "out": out, "in": incoming, "ok": ok, "gates": plan.gates, "steps": plan.steps})
-            ),
+            Format::Json => {
+                let mut line =
+                    json!({"dryRun": true, "ok": ok, "gates": plan.gates, "steps": plan.steps});
+                if let (Some(l), Some(f)) = (line.as_object_mut(), fields.as_object()) {
+                    l.extend(f.clone());
+                }
+                println!("{line}");
+            }
         }
     }
 

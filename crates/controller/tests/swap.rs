@@ -609,3 +609,62 @@ async fn the_lease_taken_by_someone_else_mid_swap_stops_every_further_write() {
         .collect();
     assert!(stepped.is_empty(), "{stepped:?}");
 }
+
+#[tokio::test]
+async fn grow_and_shrink_dry_runs_refuse_an_even_count_left_standing_pass_an_odd_one_and_write_nothing()
+ {
+    let mut hosts = three_voters();
+    hosts.push(HostSpec {
+        name: "n6",
+        voter: false,
+        eligible: true,
+    });
+    let h = Harness::start(&hosts, CONFIG).await;
+    h.fleet.settle_and_freeze().await;
+    let before = h.versions().await;
+    // 3 → 4 is refused, with the next step named; 3 → 5 passes every gate.
+    let even = h.run(&["grow", "--in", "n4", "--dry-run"]).await;
+    even.expect(1);
+    assert!(
+        even.stdout.lines().any(|l| l.contains("FAIL")
+            && l.contains("odd-voter-count")
+            && l.contains("queue a second --in to go on to 5")),
+        "{}",
+        even.stdout
+    );
+    let odd = h
+        .run(&["grow", "--in", "n4", "--in", "n6", "--dry-run"])
+        .await;
+    odd.expect(0);
+    for line in [
+        "promote n4 joining n1",
+        "promote n6 joining n1",
+        "5 voting (5 healthy), quorum 3, 2 more may fail",
+    ] {
+        assert!(odd.stdout.contains(line), "no {line:?}:\n{}", odd.stdout);
+    }
+    // 3 → 2 is refused with the reason, in JSON too.
+    let json = h
+        .run(&["shrink", "--out", "n3", "--dry-run", "--output", "json"])
+        .await;
+    json.expect(1);
+    let v: serde_json::Value = serde_json::from_str(json.stdout.trim()).unwrap();
+    assert_eq!(
+        (v["move"].as_str(), v["ok"].as_bool()),
+        (Some("shrink"), Some(false))
+    );
+    let shut: Vec<&str> = v["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["passed"] == false)
+        .filter_map(|g| g["name"].as_str())
+        .collect();
+    assert_eq!(shut, vec!["odd-voter-count"], "{}", json.stdout);
+    // Without --dry-run: a usage error, nothing written.
+    h.run(&["grow", "--in", "n4", "--in", "n6"]).await.expect(2);
+    h.run(&["shrink", "--out", "n3", "--out", "n3", "--dry-run"])
+        .await
+        .expect(2);
+    assert_eq!(h.versions().await, before, "a dry run wrote to the API");
+}

@@ -56,6 +56,8 @@ pub enum GateName {
     NoEtcdAlarm,
     /// Stopping a voting host before its member is removed keeps quorum.
     QuorumAtHostStop,
+    /// A grow or shrink ends with an odd number of voters, and not none.
+    OddVoterCount,
 }
 
 impl GateName {
@@ -79,6 +81,7 @@ impl GateName {
             GateName::NoGhostMember => "no-ghost-member",
             GateName::NoEtcdAlarm => "no-etcd-alarm",
             GateName::QuorumAtHostStop => "quorum-at-host-stop",
+            GateName::OddVoterCount => "odd-voter-count",
         }
     }
 }
@@ -315,7 +318,7 @@ pub fn gate_outgoing_demotable(v: &FleetView, out: &str) -> Gate {
 /// A host whose actuator is dead would never take the step asked of it,
 /// and the swap would wait out its timeout half done. A down outgoing voter
 /// is not asked anything before its removal (see `outgoing_is_down`).
-pub fn gate_actuators_alive(v: &FleetView, out: Option<&str>, incoming: &str) -> Gate {
+pub fn gate_actuators_alive(v: &FleetView, out: Option<&str>, incoming: Option<&str>) -> Gate {
     let name = GateName::ActuatorsAlive;
     let max = v.settings.actuator_heartbeat_max_age;
     let mut stale = Vec::new();
@@ -323,7 +326,7 @@ pub fn gate_actuators_alive(v: &FleetView, out: Option<&str>, incoming: &str) ->
     let hosts = out
         .filter(|o| !outgoing_is_down(v, o))
         .into_iter()
-        .chain([incoming]);
+        .chain(incoming);
     for host in hosts {
         match v.node(host).and_then(|n| n.host.as_ref()) {
             None => stale.push(format!("{host} has no actuator heartbeat")),
@@ -651,7 +654,7 @@ pub fn preflight(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
         gate_no_learner(v, None),
         gate_quorum_after_removal(v, out, incoming, Count::IncomingPromoted),
         gate_outgoing_demotable(v, out),
-        gate_actuators_alive(v, Some(out), incoming),
+        gate_actuators_alive(v, Some(out), Some(incoming)),
     ]
     .into_iter()
     .chain(etcd_view_gates(v))
@@ -680,7 +683,7 @@ pub(super) fn promote_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gat
         gate_no_learner(v, None),
         gate_quorum_after_removal(v, out, incoming, Count::IncomingPromoted),
         gate_outgoing_demotable(v, out),
-        gate_actuators_alive(v, Some(out), incoming),
+        gate_actuators_alive(v, Some(out), Some(incoming)),
     ]
     .into_iter()
     .chain(etcd_view_gates(v))
@@ -698,7 +701,7 @@ pub(super) fn removal_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gat
         gate_no_learner(v, None),
         gate_quorum_after_removal(v, out, incoming, Count::AsItIs),
         gate_outgoing_demotable(v, out),
-        gate_actuators_alive(v, Some(out), incoming),
+        gate_actuators_alive(v, Some(out), Some(incoming)),
     ]
     .into_iter()
     .chain(etcd_view_gates(v))
@@ -716,7 +719,7 @@ pub(super) fn down_removal_gates(v: &FleetView, out: &str, incoming: &str) -> Ve
         gate_voters_healthy(v, out),
         gate_no_learner(v, Some(incoming)),
         gate_quorum_after_removal(v, out, incoming, Count::AsItIs),
-        gate_actuators_alive(v, None, incoming),
+        gate_actuators_alive(v, None, Some(incoming)),
     ];
     gates.extend(etcd_view_gates(v));
     gates.extend(incoming_ready_until_asked(v, incoming));
@@ -730,7 +733,7 @@ pub(super) fn late_promote_gates(v: &FleetView, out: &str, incoming: &str) -> Ve
         gate_incoming_eligible(v, incoming),
         gate_voters_healthy(v, out),
         gate_no_learner(v, Some(incoming)),
-        gate_actuators_alive(v, None, incoming),
+        gate_actuators_alive(v, None, Some(incoming)),
     ];
     gates.extend(etcd_view_gates(v));
     gates.extend(incoming_ready_until_asked(v, incoming));

@@ -58,6 +58,7 @@ mod names;
 mod plan;
 mod quorum;
 mod reasons;
+mod resize;
 mod run;
 mod settings;
 mod swap;
@@ -93,9 +94,10 @@ pub use life::{
     DAYS, ENDINGS_KEPT, Ending, Grace, GraceKind, Pace, Window, WindowError, fixed_zone, grace_for,
     pace, record_ending, standby_ready_at,
 };
-pub use plan::{Plan, PlanStep, plan};
+pub use plan::{Plan, PlanStep, plan, plan_grow, plan_shrink};
 pub use quorum::{Removing, VoterCount, count_voters, keeps_quorum, quorum, removing};
 pub use reasons::{Awaiting, Reached, Reason, VoterFor, Write};
+pub use resize::{gate_odd_voter_count, grow_gates, shrink_gates, voting_now};
 pub use run::{RunDecision, free_standby, run_decision, standbys};
 pub use settings::{DEFAULT_SPREAD_LABEL, Settings, Timeouts};
 pub use swap::{finished, join_voter, next_action, snapshot_voter};
