@@ -204,7 +204,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         return Err(e).context("etcd did not become healthy");
     }
     info!("etcd member {member_name} is serving");
-    let me = etcd_gw::status(&own).await?.member;
+    let me = own_member_id(&own, &clock).await?;
 
     let spec = &ctx.spec;
     let tokens = TokenAuthFile::load(&spec.tokens_file())?;
@@ -490,6 +490,23 @@ fn duplicate_member(members: &[etcd_gw::Member], node: &str) -> Option<String> {
             prefix == node
         })
         .map(|m| m.name.clone())
+}
+
+/// This member's id, from its own status. A learner just started may leave
+/// the first asks unanswered (each bounded at 5 s) while it catches up; k3s
+/// does not restart for that, so the ask is repeated, for a minute at most.
+async fn own_member_id(own: &etcd_gw::Endpoint, clock: &clock::Clock) -> anyhow::Result<u64> {
+    let start = clock.now();
+    loop {
+        match etcd_gw::status(own).await {
+            Ok(s) => return Ok(s.member),
+            Err(e) if clock.since(start) < Duration::from_secs(60) => {
+                warn!("this member's status: {e:#}; asking again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(e.context("this etcd member's status, asked for a minute")),
+        }
+    }
 }
 
 async fn add_learner(
