@@ -241,7 +241,12 @@ pub fn gate_known_protocol(v: &FleetView, out: &str, incoming: &str) -> Gate {
         Gate::pass(
             name,
             format!(
-                "{out}, {incoming} and the regrade Lease are of protocol versions this build knows ({} to {})",
+                "{} and the regrade Lease are of protocol versions this build knows ({} to {})",
+                [out, incoming]
+                    .into_iter()
+                    .filter(|h| !h.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 version::OLDEST_KNOWN,
                 version::PROTOCOL_VERSION
             ),

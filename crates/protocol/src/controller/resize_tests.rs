@@ -60,6 +60,20 @@ fn a_grow_from_one_voter_to_two_is_refused_and_to_three_passes_every_gate() {
     );
     let gates = grow_gates(&v, &["n2", "n3"]);
     assert!(all_pass(&gates), "{}", failures(&gates));
+    // Each host's gates name it alone.
+    let known: Vec<&str> = gates
+        .iter()
+        .filter(|g| g.name == GateName::KnownProtocol)
+        .map(|g| g.reason.as_str())
+        .collect();
+    assert!(
+        known[0].starts_with("n2 and the regrade Lease"),
+        "{known:?}"
+    );
+    assert!(
+        known[1].starts_with("n3 and the regrade Lease"),
+        "{known:?}"
+    );
 }
 
 #[test]
