@@ -136,7 +136,7 @@ impl Printer {
     pub fn resize_plan(&mut self, what: &str, nodes: &[&str], plan: &Plan) {
         let key = if what == "grow" { "in" } else { "out" };
         self.dry_run(
-            &format!("{what} by {}", nodes.join(" then ")),
+            &format!("{what} with {} in turn", nodes.join(", ")),
             &format!("the {what} could start now (this version builds its dry run only)"),
             json!({"move": what, key: nodes}),
             plan,
