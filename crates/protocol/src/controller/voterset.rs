@@ -409,11 +409,35 @@ pub fn path(voters: &[Host], standbys: &[Host], target: usize) -> Path {
         }
     }
     while w.set.len() > target && w.stages.len() < most {
-        let Some(out) = fullest_voter(&w.set) else {
+        // From an odd count two voters go, as one queued shrink, so that
+        // no even count is left standing; tried first, and not taken when
+        // a moment of it would lose quorum (the `shrink` command's
+        // `quorum-after-removal` refuses the same).
+        let need = if w.set.len() % 2 == 1 { 2 } else { 1 }.min(w.set.len() - target);
+        let mut trial = w.clone();
+        for _ in 0..need {
+            let Some(out) = fullest_voter(&trial.set) else {
+                break;
+            };
+            let why = format!("{target} voters configured, {} standing", trial.set.len());
+            trial.push(Move::Shrink { out }, why);
+        }
+        if let Some(lost) = trial.stages[w.stages.len()..]
+            .iter()
+            .find(|st| st.lowest.may_fail.is_none())
+        {
+            short = Some(format!(
+                "{target} voters configured, {} standing: {} would lose quorum ({}) while its host restarts as etcd-only",
+                w.set.len(),
+                lost.change.describe(),
+                lost.lowest.describe()
+            ));
             break;
-        };
-        let why = format!("{target} voters configured, {} standing", w.set.len());
-        w.push(Move::Shrink { out }, why);
+        }
+        if trial.stages.len() == w.stages.len() {
+            break;
+        }
+        w = trial;
     }
     // 2. The spread.
     while w.stages.len() < most
@@ -434,6 +458,7 @@ pub fn path(voters: &[Host], standbys: &[Host], target: usize) -> Path {
 }
 
 /// The voter set as a path is walked.
+#[derive(Clone)]
 struct Walker {
     set: Vec<Host>,
     free: Vec<Host>,

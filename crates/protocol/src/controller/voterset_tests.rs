@@ -138,6 +138,20 @@ fn five_voters_shrink_to_three_down_voters_first() {
 }
 
 #[test]
+fn three_voters_are_not_shrunk_to_one_by_step_downs_and_the_path_says_why() {
+    // The second voter out would restart as etcd-only while one of two.
+    let p = path(&voters_in(3, None), &[], 1);
+    assert!(p.stages.is_empty(), "{:?}", moves(&p));
+    assert_eq!(
+        p.short.as_deref(),
+        Some(
+            "1 voters configured, 3 standing: shrink --out v2 would lose quorum (2 voting (1 healthy), quorum 2, quorum lost) while its host restarts as etcd-only"
+        )
+    );
+    assert_eq!(p.end(), Tolerance::of(3, 3));
+}
+
+#[test]
 fn a_shrink_takes_voters_from_the_fullest_zone() {
     let v = vec![
         host("v1", Some("a"), true),
@@ -256,7 +270,9 @@ proptest! {
             return Ok(());
         }
         let end = p.end().voting;
-        if v.len() >= target || s.len() >= target - v.len() {
+        // A shrink that would lose quorum is not planned, and says so.
+        let refused = p.short.as_deref().is_some_and(|s| s.contains("would lose quorum"));
+        if (v.len() >= target && !refused) || (v.len() < target && s.len() >= target - v.len()) {
             prop_assert_eq!(end, target, "{:?}", moves(&p));
         }
         if v.len() % 2 == 1 {
@@ -268,6 +284,16 @@ proptest! {
         for w in counts.windows(2) {
             prop_assert!(w[0].abs_diff(w[1]) <= 1, "one member at a time: {counts:?}");
             prop_assert!(w[0] != w[1] || w[0] % 2 == 1 || v.len() % 2 == 0, "a swap at an even count: {counts:?}");
+        }
+    }
+
+    #[test]
+    fn no_moment_of_a_planned_shrink_loses_quorum((v, s, target) in a_fleet()) {
+        let p = path(&v, &s, target);
+        for st in &p.stages {
+            if let Move::Shrink { .. } = st.change {
+                prop_assert!(st.lowest.may_fail.is_some(), "{} at {}", st.change.describe(), st.lowest.describe());
+            }
         }
     }
 
