@@ -425,13 +425,7 @@ async fn a_swap_is_refused_when_too_few_healthy_voters_would_be_left_after_the_r
 
 #[tokio::test]
 async fn a_second_swap_is_refused_while_one_runs() {
-    let mut hosts = three_voters();
-    hosts.push(HostSpec {
-        name: "n6",
-        voter: false,
-        eligible: true,
-    });
-    let h = Harness::start(&hosts, CONFIG).await;
+    let h = Harness::start(&three_voters_and_a_second_standby(), CONFIG).await;
     // The first swap is held in its promotion.
     h.fleet.set(|f| {
         f.stall_promotion.insert("n4".into());
@@ -613,13 +607,7 @@ async fn the_lease_taken_by_someone_else_mid_swap_stops_every_further_write() {
 #[tokio::test]
 async fn grow_and_shrink_dry_runs_refuse_an_even_count_left_standing_pass_an_odd_one_and_write_nothing()
  {
-    let mut hosts = three_voters();
-    hosts.push(HostSpec {
-        name: "n6",
-        voter: false,
-        eligible: true,
-    });
-    let h = Harness::start(&hosts, CONFIG).await;
+    let h = Harness::start(&three_voters_and_a_second_standby(), CONFIG).await;
     h.fleet.settle_and_freeze().await;
     let before = h.versions().await;
     // 3 → 4 is refused, with the next step named; 3 → 5 passes every gate.
@@ -667,4 +655,15 @@ async fn grow_and_shrink_dry_runs_refuse_an_even_count_left_standing_pass_an_odd
         .await
         .expect(2);
     assert_eq!(h.versions().await, before, "a dry run wrote to the API");
+}
+
+/// `three_voters`, and n6 a second eligible standby beside n4.
+fn three_voters_and_a_second_standby() -> Vec<HostSpec> {
+    let mut hosts = three_voters();
+    hosts.push(HostSpec {
+        name: "n6",
+        voter: false,
+        eligible: true,
+    });
+    hosts
 }

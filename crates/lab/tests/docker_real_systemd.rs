@@ -19,35 +19,31 @@ async fn a_mixed_fleet_swaps_a_native_voter_for_a_docker_standby_and_back_with_n
     let (say, fleet_role) = (|l: &str| eprintln!("{l}"), fleet_role());
     let docker = "docker-1";
 
-    let there = scenario::swap_with_controller(&lab, &fleet_role, "server-3", docker, &say)
-        .await
-        .expect("fleet-role swap of server-3 for the Docker host");
-    for line in there.lines() {
-        println!("native -> Docker: {line}");
+    for (out, incoming, way) in [
+        ("server-3", docker, "native -> Docker"),
+        (docker, "server-3", "Docker -> native"),
+    ] {
+        let run = scenario::swap_with_controller(&lab, &fleet_role, out, incoming, &say)
+            .await
+            .unwrap_or_else(|e| panic!("fleet-role swap of {out} for {incoming}: {e:#}"));
+        for line in run.lines() {
+            println!("{way}: {line}");
+        }
+        let broken = run.broken_promises(out, incoming);
+        assert!(broken.is_empty(), "{way}: promises broken: {broken:#?}");
+        // The incoming host's server runs (on the Docker host, its server
+        // container), the outgoing one came home as an agent.
+        for (host, runs, stopped) in [(incoming, "k3s", "k3s-agent"), (out, "k3s-agent", "k3s")] {
+            assert!(
+                lab.is_active(host, runs).unwrap(),
+                "{way}: {host}'s {runs} does not run"
+            );
+            assert!(
+                !lab.is_active(host, stopped).unwrap(),
+                "{way}: {host}'s {stopped} still runs"
+            );
+        }
     }
-    let broken = there.broken_promises("server-3", docker);
-    assert!(broken.is_empty(), "promises broken: {broken:#?}");
-    assert!(
-        lab.is_active(docker, "k3s").unwrap(),
-        "its server container runs"
-    );
-    assert!(!lab.is_active(docker, "k3s-agent").unwrap());
-    assert!(lab.is_active("server-3", "k3s-agent").unwrap());
-
-    let back = scenario::swap_with_controller(&lab, &fleet_role, docker, "server-3", &say)
-        .await
-        .expect("fleet-role swap of the Docker host for server-3");
-    for line in back.lines() {
-        println!("Docker -> native: {line}");
-    }
-    let broken = back.broken_promises(docker, "server-3");
-    assert!(broken.is_empty(), "promises broken: {broken:#?}");
-    assert!(
-        lab.is_active(docker, "k3s-agent").unwrap(),
-        "it came home as an agent"
-    );
-    assert!(!lab.is_active(docker, "k3s").unwrap());
-    assert!(lab.is_active("server-3", "k3s").unwrap());
     // Docker's events, read again at the end: the two containers never ran
     // together over both swaps.
     assert_eq!(lab.most_k3s_at_once(docker).unwrap(), 1);

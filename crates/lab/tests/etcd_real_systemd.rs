@@ -150,7 +150,7 @@ async fn a_learner_is_invisible_on_its_node_etcd_is_voter_comes_from_the_leader_
     std::fs::create_dir_all(short_stall.parent().unwrap()).unwrap();
     std::fs::write(&short_stall, "20000").unwrap();
     let fails = root.join("var/lib/rancher/fleet-role-lab-etcd-fails");
-    std::fs::write(&fails, "").unwrap();
+    std::fs::write(&fails, "once").unwrap();
     start_server_on(&lab, &agent.name);
     let start = clock::Clock::system().now();
     let stalled = loop {
@@ -164,22 +164,21 @@ async fn a_learner_is_invisible_on_its_node_etcd_is_voter_comes_from_the_leader_
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     assert!(stalled.is_learner, "{stalled:?}");
-    // Once that start has failed, the fault is lifted and promotions held:
-    // the next learner (added once this one is gone) runs but is held back.
-    // Lifted only now, since a learner added while the fault stood would
-    // stall too, for k3s's whole 5 minutes.
+    // The fault fails that one start (the stand-in lifts it as it trips):
+    // the next learner, added once this one is gone, runs but is held back.
+    // A learner added while the fault stood would stall too, for k3s's
+    // whole 5 minutes.
+    let hold = spec.hold_promotions_file();
+    std::fs::create_dir_all(hold.parent().unwrap()).unwrap();
+    std::fs::write(&hold, "").unwrap();
     let start = clock::Clock::system().now();
-    while !last_said(&lab, &agent.name, &["k3s"], 100).contains("injected by the lab") {
+    while fails.exists() {
         assert!(
             start.elapsed() < Duration::from_secs(60),
             "agent-1's k3s never failed its etcd's start"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let hold = spec.hold_promotions_file();
-    std::fs::create_dir_all(hold.parent().unwrap()).unwrap();
-    std::fs::write(&hold, "").unwrap();
-    std::fs::remove_file(&fails).unwrap();
     let start = clock::Clock::system().now();
     while members(&spec).await.iter().any(|m| m.id == stalled.id) {
         assert!(

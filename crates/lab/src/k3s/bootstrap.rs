@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use tracing::{info, warn};
+use tracing::info;
 
-use super::{Ctx, server::server_token, supervisor, token};
+use super::{Ctx, retry::retried, server::server_token, supervisor, token};
 use crate::lab_pki;
 
 /// k3s's first step of a join (`pkg/cluster/bootstrap.go`
@@ -16,7 +16,7 @@ use crate::lab_pki;
 /// ("token is required to join a cluster"); an answer other than 200 (a
 /// wrong token's 401, an agent token's 403) stops it too, before any
 /// member is added, and the unit restarts. While the supervisor does not
-/// answer it is asked again (the join's own retries, as `add_learner`'s).
+/// answer it is asked again (`retry::retried`, as `add_learner` is).
 pub(super) async fn bootstrap(
     ctx: &Ctx,
     join: &protocol::JoinUrl,
@@ -24,25 +24,22 @@ pub(super) async fn bootstrap(
     let creds = server_token(ctx)
         .and_then(|t| token::parse(&t, "server"))
         .context("token is required to join a cluster")?;
-    let clock = clock::Clock::system();
-    let start = clock.now();
-    loop {
-        match supervisor::server_bootstrap(&ctx.spec.pki_dir(), &ctx.spec.ips(), join, &creds).await
-        {
-            Ok((status, body)) if status.starts_with("200") => {
-                return Ok(supervisor::etcd_cas(&body));
-            }
-            Ok((status, _)) => bail!(
-                "failed to get bootstrap data from {join}{}: {status}",
-                supervisor::BOOTSTRAP_PATH
-            ),
-            Err(e) if clock.since(start) < Duration::from_secs(120) => {
-                warn!("bootstrap data from {join}: {e:#}; retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            Err(e) => return Err(e.context(format!("bootstrap data from {join}"))),
-        }
+    // Retried only while the supervisor does not answer; a refusal stops.
+    let (pki, ips) = (ctx.spec.pki_dir(), ctx.spec.ips());
+    let (status, body) = retried(
+        &format!("bootstrap data from {join}"),
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || supervisor::server_bootstrap(&pki, &ips, join, &creds),
+    )
+    .await?;
+    if !status.starts_with("200") {
+        bail!(
+            "failed to get bootstrap data from {join}{}: {status}",
+            supervisor::BOOTSTRAP_PATH
+        );
     }
+    Ok(supervisor::etcd_cas(&body))
 }
 
 /// Makes this server's etcd certificates from the join server's bootstrap

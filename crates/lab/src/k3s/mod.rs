@@ -11,6 +11,7 @@ pub mod learners;
 pub mod node;
 pub mod pods;
 mod removal;
+mod retry;
 pub mod server;
 pub mod supervisor;
 pub mod token;

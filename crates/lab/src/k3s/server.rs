@@ -26,6 +26,7 @@ use tracing::{info, warn};
 use super::{
     Ctx, election, learners, node, pods,
     removal::{SLOW_ROUND, removal_seen, removed},
+    retry::retried,
     supervisor::{self, Supervisor},
     token, tombstone,
 };
@@ -180,7 +181,13 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     };
     // A fault the lab's tests inject: this host's etcd does not start.
     // (Under var/lib/rancher: a real-systemd host has that directory bound in.)
-    if ctx.at("var/lib/rancher/fleet-role-lab-etcd-fails").exists() {
+    let fails = ctx.at("var/lib/rancher/fleet-role-lab-etcd-fails");
+    if fails.exists() {
+        // Written `once`, the fault fails this start only: the next start
+        // runs, with no test racing the unit's restarts to lift it.
+        if std::fs::read_to_string(&fails).is_ok_and(|s| s.trim() == "once") {
+            std::fs::remove_file(&fails).context("lifting the one-start etcd fault")?;
+        }
         bail!(
             "etcd failed to start (injected by the lab: var/lib/rancher/fleet-role-lab-etcd-fails)"
         );
@@ -204,7 +211,16 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         return Err(e).context("etcd did not become healthy");
     }
     info!("etcd member {member_name} is serving");
-    let me = own_member_id(&own, &clock).await?;
+    // A learner just started may leave the first asks unanswered (each
+    // bounded at 5 s) while it catches up; k3s does not restart for that.
+    let me = retried(
+        "this etcd member's status",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || etcd_gw::status(&own),
+    )
+    .await?
+    .member;
 
     let spec = &ctx.spec;
     let tokens = TokenAuthFile::load(&spec.tokens_file())?;
@@ -492,43 +508,19 @@ fn duplicate_member(members: &[etcd_gw::Member], node: &str) -> Option<String> {
         .map(|m| m.name.clone())
 }
 
-/// This member's id, from its own status. A learner just started may leave
-/// the first asks unanswered (each bounded at 5 s) while it catches up; k3s
-/// does not restart for that, so the ask is repeated, for a minute at most.
-async fn own_member_id(own: &etcd_gw::Endpoint, clock: &clock::Clock) -> anyhow::Result<u64> {
-    let start = clock.now();
-    loop {
-        match etcd_gw::status(own).await {
-            Ok(s) => return Ok(s.member),
-            Err(e) if clock.since(start) < Duration::from_secs(60) => {
-                warn!("this member's status: {e:#}; asking again");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(e) => return Err(e.context("this etcd member's status, asked for a minute")),
-        }
-    }
-}
-
 async fn add_learner(
     join_etcd: &etcd_gw::Endpoint,
     peer_url: &str,
 ) -> anyhow::Result<(u64, Vec<etcd_gw::Member>)> {
-    let clock = clock::Clock::system();
     // etcd refuses a new member until every voter has been connected a while,
     // and allows one learner at a time: retry as k3s does.
-    let start = clock.now();
-    loop {
-        match etcd_gw::member_add_learner(join_etcd, peer_url).await {
-            Ok(r) => return Ok(r),
-            Err(e) if clock.since(start) < Duration::from_secs(120) => {
-                warn!("adding the learner: {e:#}; retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            Err(e) => {
-                return Err(e.context(format!("joining the etcd cluster at {}", join_etcd.url())));
-            }
-        }
-    }
+    retried(
+        &format!("adding the learner at {}", join_etcd.url()),
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || etcd_gw::member_add_learner(join_etcd, peer_url),
+    )
+    .await
 }
 
 async fn kubelet_beat(
