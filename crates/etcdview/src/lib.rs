@@ -225,13 +225,34 @@ async fn read_unbounded(ep: &Endpoint, now: i64) -> Result<EtcdView, Error> {
     Ok(view)
 }
 
+/// The member list as of now, for a change that acts on it. etcd answers a
+/// member list from the local member's applied state, which can lag a
+/// change the leader has already committed (a promotion asked through
+/// another member, as k3s's leader does): a linearizable read first makes
+/// the local member apply everything committed before it, membership
+/// changes included, so the list cannot be older than the request. Like
+/// the change that follows, it needs a quorum.
+async fn current_members(
+    ep: &Endpoint,
+    c: &mut Client,
+) -> Result<etcd_client::MemberListResponse, Error> {
+    let barrier = GetOptions::new().with_count_only();
+    bounded(
+        ep,
+        "catching up with the leader",
+        c.get("health", Some(barrier)),
+    )
+    .await?;
+    bounded(ep, "listing the members", c.member_list()).await
+}
+
 /// Moves etcd's leadership from the local member (which must lead) to the
 /// voter `to`: what a voter about to step down does first, so the cluster
 /// does not lose its leader with it. Asked through the local member, as
 /// etcd requires.
 pub async fn move_leader(ep: &Endpoint, to: MemberId) -> Result<(), Error> {
     let mut c = connect(ep).await?;
-    let list = bounded(ep, "listing the members", c.member_list()).await?;
+    let list = current_members(ep, &mut c).await?;
     match list.members().iter().find(|m| m.id() == to.0) {
         Some(m) if !m.is_learner() => {}
         Some(_) => return Err(Error::Refused(format!("member {to} is a learner"))),
@@ -254,7 +275,7 @@ pub async fn move_leader(ep: &Endpoint, to: MemberId) -> Result<(), Error> {
 /// (see the actuator's `learner` module).
 pub async fn remove_learner(ep: &Endpoint, id: MemberId) -> Result<(), Error> {
     let mut c = connect(ep).await?;
-    let list = bounded(ep, "listing the members", c.member_list()).await?;
+    let list = current_members(ep, &mut c).await?;
     match list.members().iter().find(|m| m.id() == id.0) {
         Some(m) if m.is_learner() => {}
         Some(_) => {
