@@ -786,8 +786,9 @@ async fn measure(
     let view = assemble().view;
     row.run_decision_us = time_us(clock, runs, || run_decision(&view));
     let swap = SwapState {
-        out: protocol::NodeName::parse(STALE_VOTER)?,
-        incoming: protocol::NodeName::parse(STANDBYS[0])?,
+        out: Some(protocol::NodeName::parse(STALE_VOTER)?),
+        incoming: Some(protocol::NodeName::parse(STANDBYS[0])?),
+        queued: Vec::new(),
         candidate: SwapId::parse("bench-1")?,
         instance: "bench".into(),
         taken: None,

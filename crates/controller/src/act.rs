@@ -383,7 +383,11 @@ fn event_of(action: &Action, obs: &Observed) -> Option<(EventReason, bool, Vec<S
         Action::TakeLease { out, incoming, .. } => (
             EventReason::SwapStarted,
             false,
-            vec![out.to_string(), incoming.to_string()],
+            [out, incoming]
+                .into_iter()
+                .flatten()
+                .map(ToString::to_string)
+                .collect(),
         ),
         Action::BeginStop { note } => (
             EventReason::SwapWindingDown,

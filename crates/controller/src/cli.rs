@@ -70,7 +70,8 @@ pub enum Command {
     },
     /// One voter more per standby IN, promoted in turn (`--in A --in B`
     /// grows 1 to 3): every gate a swap's promotion has, and an odd count at
-    /// the end. This version prints the plan only: --dry-run is required.
+    /// the end. Each promotion is a change of its own (snapshot, promotion,
+    /// clean-up) with the swap's pause and abort.
     Grow {
         /// The standby to promote; again for the next one.
         #[arg(long = "in", value_name = "NODE", required = true)]
@@ -86,7 +87,8 @@ pub enum Command {
     /// One voter fewer per voter OUT, stepped down and removed in turn
     /// (`--out A --out B` shrinks 5 to 3): every gate a swap's step-down and
     /// removal have, quorum at every moment, and an odd count at the end.
-    /// This version prints the plan only: --dry-run is required.
+    /// Each removal is a change of its own (snapshot, cordon, drain,
+    /// step-down, removal, finish as an agent) with the swap's pause and abort.
     Shrink {
         /// The voter to remove; again for the next one.
         #[arg(long = "out", value_name = "NODE", required = true)]

@@ -22,7 +22,7 @@ use kube::Client;
 use protocol::exit::{Exit, Marked};
 use protocol::{
     NodeName, SwapId,
-    controller::{self, Action, Outcome, RunDecision, StopKind, SwapState},
+    controller::{self, Action, Outcome, RunDecision, SwapState},
 };
 use serde_json::json;
 use tokio::sync::watch;
@@ -53,106 +53,7 @@ const COALESCE: Duration = Duration::from_millis(50);
 /// controller is run again).
 const API_PATIENCE: Duration = Duration::from_secs(300);
 
-/// How a swap ended for this process.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ending {
-    /// Done.
-    Done {
-        /// Something left for the operator.
-        warning: Option<String>,
-    },
-    /// Refused by a gate before anything was written.
-    Refused(String),
-    /// Wound down to the cluster as it was.
-    WoundDown {
-        /// Refused or failed.
-        kind: StopKind,
-        /// Why.
-        reason: String,
-    },
-    /// Stopped part-way.
-    Stopped {
-        /// The full message: why, the state left, what next.
-        message: String,
-    },
-    /// The Lease was taken by someone else; nothing more was written.
-    Lost(String),
-    /// Interrupted by a signal (or `run` losing its leadership) between two
-    /// actions, which is a safe point; the Lease lapses and a new run resumes.
-    Interrupted {
-        /// The swap's outgoing Node.
-        out: NodeName,
-        /// Its incoming Node.
-        incoming: NodeName,
-        /// Whether this process held the regrade Lease for it.
-        taken: bool,
-    },
-}
-
-impl Ending {
-    /// The outcome, as the exit code tells it: a swap wound down after a
-    /// refusal changed nothing in the end; one wound down after a failure,
-    /// lost to another controller or interrupted left the cluster safe
-    /// (as it was, or at a safe point the same command resumes from); one
-    /// stopped part-way needs a human.
-    pub fn exit(&self) -> Exit {
-        match self {
-            Ending::Done { .. } => Exit::Done,
-            Ending::Refused(_)
-            | Ending::WoundDown {
-                kind: StopKind::Refused,
-                ..
-            } => Exit::Refused,
-            Ending::WoundDown {
-                kind: StopKind::Failed,
-                ..
-            }
-            | Ending::Lost(_)
-            | Ending::Interrupted { .. } => Exit::FailedSafe,
-            Ending::Stopped { .. } => Exit::NeedsHuman,
-        }
-    }
-
-    /// The exit code of [`Ending::exit`].
-    pub fn exit_code(&self) -> u8 {
-        self.exit().code()
-    }
-
-    /// The result word and message printed last.
-    pub fn summary(&self) -> (&'static str, String) {
-        match self {
-            Ending::Done { warning: None } => ("done", "the swap is complete".into()),
-            Ending::Done { warning: Some(w) } => ("done", format!("the swap is complete; {w}")),
-            Ending::Refused(why) => ("refused", format!("nothing was changed: {why}")),
-            Ending::WoundDown { kind, reason } => (
-                match kind {
-                    StopKind::Refused => "refused",
-                    StopKind::Failed => "failed",
-                },
-                format!("the swap was wound down and the cluster is as it was: {reason}"),
-            ),
-            Ending::Stopped { message } => ("stopped", message.clone()),
-            Ending::Lost(why) => (
-                "lost",
-                format!("{why}; this controller wrote nothing more (see `fleet-role status`)"),
-            ),
-            Ending::Interrupted {
-                out,
-                incoming,
-                taken: true,
-            } => (
-                "interrupted",
-                format!(
-                    "the swap is left at a safe point (between two steps); its Lease lapses within its duration. To resume it: `fleet-role swap --out {out} --in {incoming}` (or `fleet-role run`); to wind it down instead: `fleet-role abort`"
-                ),
-            ),
-            Ending::Interrupted { taken: false, .. } => (
-                "interrupted",
-                "nothing was written: the swap had not started".into(),
-            ),
-        }
-    }
-}
+pub use crate::ending::{Ending, resume_command};
 
 /// One controller process.
 pub struct Driver {
@@ -270,8 +171,9 @@ impl Driver {
                 Some(controller::SwapStep::Drain | controller::SwapStep::StepDown)
             )
             && let Some(rec) = l.recorded_swap()
+            && let Some(out) = &rec.out
         {
-            obs.view.pods = drain::pods_on(&self.client, rec.out.as_str()).await?;
+            obs.view.pods = drain::pods_on(&self.client, out.as_str()).await?;
         }
         Ok(obs)
     }
@@ -325,8 +227,24 @@ impl Driver {
         incoming: NodeName,
         printer: &mut Printer,
     ) -> anyhow::Result<Ending> {
+        self.change(Some(out), Some(incoming), Vec::new(), printer)
+            .await
+    }
+
+    /// Drives one change to its end: a swap (both halves), a grow (only
+    /// `incoming`) or a shrink (only `out`). `queued` names the hosts a
+    /// grow or shrink goes on with afterwards, which its gates count.
+    pub async fn change(
+        &mut self,
+        out: Option<NodeName>,
+        incoming: Option<NodeName>,
+        queued: Vec<NodeName>,
+        printer: &mut Printer,
+    ) -> anyhow::Result<Ending> {
         let mut step: Option<(String, Instant)> = None;
-        let ending = self.drive_swap(out, incoming, printer, &mut step).await?;
+        let ending = self
+            .drive_swap(out, incoming, queued, printer, &mut step)
+            .await?;
         if let Some((s, since)) = step
             && !matches!(ending, Ending::Interrupted { .. } | Ending::Lost(_))
         {
@@ -340,24 +258,26 @@ impl Driver {
     /// it is past the point of no return (`fleet-role abort`).
     pub async fn abort(
         &mut self,
-        out: NodeName,
-        incoming: NodeName,
+        out: Option<NodeName>,
+        incoming: Option<NodeName>,
         printer: &mut Printer,
     ) -> anyhow::Result<Ending> {
         self.abort = true;
-        self.swap(out, incoming, printer).await
+        self.change(out, incoming, Vec::new(), printer).await
     }
 
     async fn drive_swap(
         &mut self,
-        out: NodeName,
-        incoming: NodeName,
+        out: Option<NodeName>,
+        incoming: Option<NodeName>,
+        queued: Vec<NodeName>,
         printer: &mut Printer,
         step: &mut Option<(String, Instant)>,
     ) -> anyhow::Result<Ending> {
         let mut state = SwapState {
             out: out.clone(),
             incoming: incoming.clone(),
+            queued,
             candidate: new_swap_id(&self.settings.clock),
             instance: self.instance.clone(),
             taken: None,

@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod config;
 pub mod drain;
 pub mod drive;
+pub mod ending;
 pub mod enroll;
 pub mod events;
 pub mod failover;

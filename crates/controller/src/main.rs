@@ -180,16 +180,32 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
             dry_run,
             output,
         } => {
-            let hosts = resize_hosts(incoming, "--in", *dry_run, "grow")?;
-            resize_command(kubeconfig, settings, Resize::Grow, &hosts, *output).await
+            let hosts = resize_hosts(incoming, "--in")?;
+            resize_command(
+                kubeconfig,
+                settings,
+                Resize::Grow,
+                &hosts,
+                *dry_run,
+                *output,
+            )
+            .await
         }
         Command::Shrink {
             out,
             dry_run,
             output,
         } => {
-            let hosts = resize_hosts(out, "--out", *dry_run, "shrink")?;
-            resize_command(kubeconfig, settings, Resize::Shrink, &hosts, *output).await
+            let hosts = resize_hosts(out, "--out")?;
+            resize_command(
+                kubeconfig,
+                settings,
+                Resize::Shrink,
+                &hosts,
+                *dry_run,
+                *output,
+            )
+            .await
         }
         Command::Status {
             output,
@@ -296,19 +312,8 @@ enum Resize {
     Shrink,
 }
 
-/// `grow`'s or `shrink`'s hosts, checked: each a Node name, none twice. Only
-/// the dry run is built: without --dry-run, a usage error that says so.
-fn resize_hosts(
-    names: &[String],
-    flag: &str,
-    dry_run: bool,
-    what: &str,
-) -> anyhow::Result<Vec<NodeName>> {
-    if !dry_run {
-        return Err(usage(anyhow::anyhow!(
-            "{what} runs as --dry-run only in this version: it prints the plan, the gates and each step's fault tolerance (docs/controller.md, \"The voter set\")"
-        )));
-    }
+/// `grow`'s or `shrink`'s hosts, checked: each a Node name, none twice.
+fn resize_hosts(names: &[String], flag: &str) -> anyhow::Result<Vec<NodeName>> {
     let mut hosts: Vec<NodeName> = vec![];
     for n in names {
         let n = node(n, flag)?;
@@ -320,34 +325,82 @@ fn resize_hosts(
     Ok(hosts)
 }
 
-/// `fleet-role grow --dry-run` and `fleet-role shrink --dry-run`: the plan
-/// of the voter count's change, read only.
+/// `fleet-role grow` and `fleet-role shrink`: the voter count changed one
+/// host at a time, each its own change with its own Lease and gates (those
+/// of the first counting every host queued after it), or the plan of all
+/// of them (`--dry-run`, read only).
 async fn resize_command(
     kubeconfig: cluster::Source<'_>,
     settings: Settings,
     way: Resize,
     hosts: &[NodeName],
+    dry_run: bool,
     output: Format,
 ) -> anyhow::Result<Exit> {
-    let client = cluster::client(kubeconfig).await?;
-    let driver = Driver::new(client, settings.clone(), watch::channel(false).1);
+    let (client, watching) = cluster::clients(kubeconfig).await?;
+    let driver = Driver::new(client, settings.clone(), shutdown_signal());
     let mut printer = Printer::new(output, settings.clock.clone());
-    // Reads only: nothing below writes.
-    let obs = driver.observe().await?;
     let names: Vec<&str> = hosts.iter().map(NodeName::as_str).collect();
-    let (what, p) = match way {
-        Resize::Grow => ("grow", protocol::controller::plan_grow(&obs.view, &names)),
-        Resize::Shrink => (
-            "shrink",
-            protocol::controller::plan_shrink(&obs.view, &names),
-        ),
+    let what = match way {
+        Resize::Grow => "grow",
+        Resize::Shrink => "shrink",
     };
-    printer.resize_plan(what, &names, &p);
-    Ok(if protocol::controller::all_pass(&p.gates) {
-        Exit::Done
-    } else {
-        Exit::Refused
-    })
+    if dry_run {
+        // Reads only: nothing below writes.
+        let obs = driver.observe().await?;
+        let p = match way {
+            Resize::Grow => protocol::controller::plan_grow(&obs.view, &names),
+            Resize::Shrink => protocol::controller::plan_shrink(&obs.view, &names),
+        };
+        printer.resize_plan(what, &names, &p);
+        return Ok(if protocol::controller::all_pass(&p.gates) {
+            Exit::Done
+        } else {
+            Exit::Refused
+        });
+    }
+    let fleet = Arc::new(FleetWatch::start(&watching, &settings));
+    fleet.wait_synced(SYNC_BOUND).await?;
+    let mut driver = driver.with_watch(fleet);
+    for (k, host) in hosts.iter().enumerate() {
+        let (out, incoming, verb) = match way {
+            Resize::Grow => (None, Some(host.clone()), "promote"),
+            Resize::Shrink => (Some(host.clone()), None, "step down"),
+        };
+        printer.line(
+            &format!("{what} {} of {}: {verb} {host}", k + 1, hosts.len()),
+            serde_json::json!({"move": what, "host": host, "of": hosts.len()}),
+        );
+        let queued = hosts[k + 1..].to_vec();
+        let ending = driver.change(out, incoming, queued, &mut printer).await?;
+        if !matches!(ending, controller::drive::Ending::Done { .. }) {
+            let (word, mut message) = ending.summary();
+            if k > 0 {
+                // The hosts before it are done: an even count may stand.
+                message.push_str(&format!(
+                    "; {} of the {} hosts were done before it, so the voter count may be even: once this one is resolved, `fleet-role {what}` of the rest ({}) goes on",
+                    k,
+                    hosts.len(),
+                    names[k..].join(", ")
+                ));
+            }
+            printer.result(word, ending.exit_code(), &message);
+            return Ok(ending.exit());
+        }
+        if let controller::drive::Ending::Done { warning: Some(w) } = &ending {
+            printer.line(&format!("{host}: {w}"), serde_json::json!({"warning": w}));
+        }
+    }
+    let obs = driver.observe().await?;
+    printer.result(
+        "done",
+        Exit::Done.code(),
+        &format!(
+            "the {what} is complete: {}",
+            protocol::controller::voting_now(&obs.view).describe()
+        ),
+    );
+    Ok(Exit::Done)
 }
 
 /// `fleet-role status`: the fleet once, or every `interval` until Ctrl-C
@@ -544,8 +597,9 @@ async fn abort_command(
     let said = match &plan {
         AbortPlan::Nothing => unreachable!("a swap is recorded"),
         AbortPlan::WindDown => format!(
-            "swap {} (out {}, in {}): winding it down to the cluster as it was",
-            rec.id, rec.out, rec.incoming
+            "swap {} ({}): winding it down to the cluster as it was",
+            rec.id,
+            protocol::controller::halves(rec.out.as_ref(), rec.incoming.as_ref())
         ),
         AbortPlan::WindingDown => format!(
             "swap {} is already winding down to the cluster as it was",

@@ -115,7 +115,12 @@ fn lease_lines(v: &FleetView, settings: &Settings, l: Option<&LeaseFacts>) -> Ve
     };
     out.push(format!("Lease {name}: {holder}"));
     if let Some(r) = l.recorded_swap() {
-        out.push(format!("  swap {}: out {}, in {}", r.id, r.out, r.incoming));
+        out.push(format!(
+            "  {} {}: {}",
+            r.change().as_str(),
+            r.id,
+            controller::halves(r.out.as_ref(), r.incoming.as_ref())
+        ));
         if let (Some(step), Some(since)) = (l.current_step(), l.step_since) {
             let deadline = settings
                 .core
@@ -137,10 +142,9 @@ fn lease_lines(v: &FleetView, settings: &Settings, l: Option<&LeaseFacts>) -> Ve
         }
         if let Some(s) = &l.stopped {
             out.push(format!(
-                "  STOPPED: {}; resume with `fleet-role swap --out {} --in {}`",
+                "  STOPPED: {}; resume with `{}`",
                 controller::one_line(s),
-                r.out,
-                r.incoming
+                r.change().command(r.out_name(), r.in_name())
             ));
         }
     }

@@ -180,7 +180,7 @@ async fn a_swap_stopped_by_a_failed_step_down_says_what_to_do_and_resumes_when_r
     assert!(
         again
             .stdout
-            .contains("resume the stopped swap of n1 for n4"),
+            .contains("resume the stopped swap (out n1, in n4)"),
         "{}",
         again.stdout
     );

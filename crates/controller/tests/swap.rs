@@ -14,7 +14,7 @@ use kube::{
 use protocol::{
     Report,
     etcd::{Member, MemberId},
-    names::{ELIGIBLE_LABEL, K3S_ETCD_ROLE_LABEL},
+    names::{ELIGIBLE_LABEL, K3S_ETCD_IS_VOTER, K3S_ETCD_ROLE_LABEL},
     report::{HostPart, ReportStep},
 };
 use serde_json::{Value, json};
@@ -649,12 +649,63 @@ async fn grow_and_shrink_dry_runs_refuse_an_even_count_left_standing_pass_an_odd
         .filter_map(|g| g["name"].as_str())
         .collect();
     assert_eq!(shut, vec!["odd-voter-count"], "{}", json.stdout);
-    // Without --dry-run: a usage error, nothing written.
-    h.run(&["grow", "--in", "n4", "--in", "n6"]).await.expect(2);
+    // A host named twice: a usage error, nothing written.
     h.run(&["shrink", "--out", "n3", "--out", "n3", "--dry-run"])
         .await
         .expect(2);
     assert_eq!(h.versions().await, before, "a dry run wrote to the API");
+}
+
+#[tokio::test]
+async fn a_grow_of_two_standbys_then_a_shrink_of_two_voters_go_from_three_voters_to_five_and_back()
+{
+    let h = Harness::start(&three_voters_and_a_second_standby(), CONFIG).await;
+    let grow = h.run(&["grow", "--in", "n4", "--in", "n6"]).await;
+    grow.expect(0);
+    eprintln!("the grow of two took {:.1} s", grow.took.as_secs_f64());
+    grow.assert_in_order(&[
+        "grow 1 of 2: promote n4",
+        "take the Lease for swap",
+        "(in n4)",
+        "promote n4, joining",
+        "n4 is a voter",
+        "release the Lease: the swap is done",
+        "grow 2 of 2: promote n6",
+        "promote n6, joining",
+        "done: the grow is complete: 5 voting (5 healthy), quorum 3, 2 more may fail",
+    ]);
+    assert!(!grow.stdout.contains("step down"), "{}", grow.stdout);
+    for n in ["n4", "n6"] {
+        h.assert_promoted(n).await;
+    }
+    h.assert_clean().await;
+    // Back to three: each voter steps down and finishes as an agent.
+    let shrink = h.run(&["shrink", "--out", "n1", "--out", "n2"]).await;
+    shrink.expect(0);
+    eprintln!("the shrink of two took {:.1} s", shrink.took.as_secs_f64());
+    shrink.assert_in_order(&[
+        "shrink 1 of 2: step down n1",
+        "(out n1)",
+        "ask n1 to step down",
+        "n1 runs as an agent",
+        "shrink 2 of 2: step down n2",
+        "ask n2 to step down",
+        "n2 runs as an agent",
+        "done: the shrink is complete: 3 voting (3 healthy), quorum 2, 1 more may fail",
+    ]);
+    assert!(!shrink.stdout.contains("promote"), "{}", shrink.stdout);
+    for n in ["n1", "n2"] {
+        h.assert_demoted(n).await;
+    }
+    for n in ["n4", "n6"] {
+        h.assert_promoted(n).await;
+    }
+    assert!(condition(&h.node("n3").await, K3S_ETCD_IS_VOTER));
+    h.assert_clean().await;
+    // One more would leave two standing: refused, with the reason.
+    let even = h.run(&["shrink", "--out", "n3"]).await;
+    even.expect(1);
+    assert!(even.stdout.contains("odd-voter-count"), "{}", even.stdout);
 }
 
 /// `three_voters`, and n6 a second eligible standby beside n4.

@@ -324,7 +324,7 @@ pub fn fleet_view(data: &[u8]) {
     // The swap the Lease records, else the first voter and the first Node
     // that does not vote, by name.
     let (out, incoming) = match view.lease.as_ref().and_then(|l| l.recorded_swap()) {
-        Some(r) => (r.out.to_string(), r.incoming.to_string()),
+        Some(r) => (r.out_name().to_string(), r.in_name().to_string()),
         None => {
             let sorted: BTreeMap<&str, bool> = view
                 .nodes
@@ -360,7 +360,9 @@ pub fn fleet_view(data: &[u8]) {
 
     // The swap's next write, as `swap` and `run` drive it: taken up again
     // when the Lease records one, else a new one between the two Nodes.
-    let (Ok(out), Ok(incoming)) = (NodeName::parse(&out), NodeName::parse(&incoming)) else {
+    // A half left empty (a grow's or a shrink's) stays absent.
+    let half = |n: &str| (!n.is_empty()).then(|| NodeName::parse(n));
+    let (Ok(out), Ok(incoming)) = (half(&out).transpose(), half(&incoming).transpose()) else {
         return;
     };
     let recorded = view.lease.as_ref().and_then(|l| l.recorded_swap());
@@ -372,6 +374,7 @@ pub fn fleet_view(data: &[u8]) {
     let state = SwapState {
         out,
         incoming,
+        queued: Vec::new(),
         candidate: SwapId::parse("swap-20261201-9").expect("a valid id"),
         instance: instance.clone(),
         taken: recorded.map(|r| r.id),

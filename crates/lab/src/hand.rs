@@ -177,8 +177,8 @@ impl Hand {
     ) -> anyhow::Result<()> {
         let take = Action::TakeLease {
             swap: swap_id(swap)?,
-            out: node_name(out)?,
-            incoming: node_name(incoming)?,
+            out: Some(node_name(out)?),
+            incoming: Some(node_name(incoming)?),
             start: Start::Fresh,
         };
         self.write_lease_as(holder, |before| {

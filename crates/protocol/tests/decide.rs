@@ -1383,6 +1383,44 @@ fn marks_copied_onto_a_voter_outside_the_swap_are_refused_whatever_the_step() {
 }
 
 #[test]
+fn a_grows_lease_names_no_outgoing_host_so_no_voter_steps_down_and_a_shrinks_none_promotes() {
+    // A grow records only its incoming host, a shrink only its outgoing
+    // one; marks of the missing half's step on any host, the Lease asking
+    // for it, are refused: there is no host the Lease names for it.
+    for (step, desired, grow) in [
+        ("step-down", "agent", true),
+        ("promote", "server", false),
+        ("rollback", "agent", false),
+    ] {
+        let mut node = node_asking(step, desired);
+        if step == "step-down" {
+            node.etcd_label = true;
+            node.etcd_is_voter = true;
+        }
+        let host = if step == "step-down" {
+            voting_host()
+        } else {
+            agent_host()
+        };
+        let mut c = Case::new(node, host);
+        let l = c.lease.as_mut().unwrap();
+        if grow {
+            l.swap_in = Some("standby".into());
+            l.swap_out = None;
+        } else {
+            l.swap_in = None;
+            l.swap_out = Some("old".into());
+        }
+        l.stopping = Some("{}".into());
+        let d = c.decide();
+        assert!(
+            matches!(&d, Decision::Refuse { reason, .. } if reason.contains("names no")),
+            "{step}: {d:?}"
+        );
+    }
+}
+
+#[test]
 fn a_snapshot_is_taken_only_by_the_voter_the_lease_names_and_waits_while_it_names_none() {
     let node = NodeFacts {
         name: "voter-b".into(),

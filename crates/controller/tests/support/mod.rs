@@ -429,6 +429,14 @@ current-context: test
 
     /// Checks the fleet after a completed swap of `out` for `incoming`.
     pub async fn assert_swapped(&self, out: &str, incoming: &str) {
+        self.assert_demoted(out).await;
+        self.assert_promoted(incoming).await;
+        self.assert_clean().await;
+    }
+
+    /// Checks `out` finished as an agent: no server labels, no k3s etcd
+    /// annotations, no fleet-role marks, uncordoned, not a voter.
+    pub async fn assert_demoted(&self, out: &str) {
         let o = self.node(out).await;
         let labels = o.metadata.labels.clone().unwrap_or_default();
         let annotations = o.metadata.annotations.clone().unwrap_or_default();
@@ -464,6 +472,10 @@ current-context: test
             !condition(&o, K3S_ETCD_IS_VOTER),
             "{out} still claims a voter"
         );
+    }
+
+    /// Checks `incoming` is a voter that wants to stay one, with no marks.
+    pub async fn assert_promoted(&self, incoming: &str) {
         let i = self.node(incoming).await;
         let labels = i.metadata.labels.clone().unwrap_or_default();
         assert_eq!(
@@ -473,13 +485,19 @@ current-context: test
         assert!(condition(&i, K3S_ETCD_IS_VOTER));
         assert_eq!(
             labels.get(&format!("{P}/desired-role")).map(String::as_str),
-            Some("server")
+            Some("server"),
+            "{incoming}: {labels:?}"
         );
         let annotations = i.metadata.annotations.clone().unwrap_or_default();
         assert!(
             !annotations.keys().any(|k| k.starts_with(P)),
             "{annotations:?}"
         );
+    }
+
+    /// Checks no Node keeps a fleet-role annotation, the Lease is free, and
+    /// the fleet double saw no violation.
+    pub async fn assert_clean(&self) {
         for n in self.nodes().list(&ListParams::default()).await.unwrap() {
             let a = n.metadata.annotations.unwrap_or_default();
             assert!(

@@ -65,23 +65,23 @@ pub fn abort_plan(v: &FleetView) -> AbortPlan {
     {
         return finish(format!("the swap is in its {} step", step.as_str()));
     }
-    if let Some(o) = v.node(rec.out.as_str()) {
+    if let Some(o) = v.node(rec.out_name()) {
         if o.k3s.remove_requested() || o.member_gone() {
-            return finish(format!("{}'s etcd member is being removed", rec.out));
+            return finish(format!("{}'s etcd member is being removed", rec.out_name()));
         }
         if o.marks.step_kind() == Some(StepKind::StepDown) {
-            return finish(format!("{} was asked to step down", rec.out));
+            return finish(format!("{} was asked to step down", rec.out_name()));
         }
         if o.cordoned && o.marks.swap.as_deref() == Some(rec.id.as_str()) {
-            return finish(format!("{} was cordoned to step down", rec.out));
+            return finish(format!("{} was cordoned to step down", rec.out_name()));
         }
     }
-    if let Some(i) = v.node(rec.incoming.as_str())
+    if let Some(i) = v.node(rec.in_name())
         && classify(i) == Class::Voter
     {
         return finish(format!(
             "{} is already a voter; undoing it would remove a healthy voter",
-            rec.incoming
+            rec.in_name()
         ));
     }
     AbortPlan::WindDown
@@ -240,8 +240,8 @@ mod tests {
         );
         let take = Action::TakeLease {
             swap: id("swap-1"),
-            out: name("n1"),
-            incoming: name("n4"),
+            out: Some(name("n1")),
+            incoming: Some(name("n4")),
             start: crate::controller::Start::Abandoned,
         };
         assert_eq!(

@@ -16,10 +16,14 @@ use crate::{
 /// Lease for. That is all the state the shell keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SwapState {
-    /// The voter to replace.
-    pub out: NodeName,
-    /// The standby to promote.
-    pub incoming: NodeName,
+    /// The voter to replace, or to remove (none in a grow).
+    pub out: Option<NodeName>,
+    /// The standby to promote (none in a shrink).
+    pub incoming: Option<NodeName>,
+    /// The hosts a grow or shrink goes on with once this one is done
+    /// (`--in A --in B`: 1 → 3). Only the gates before it starts read them,
+    /// so that the count it is heading for is odd; each is its own change.
+    pub queued: Vec<NodeName>,
     /// The id for a new swap (made by the shell; a resumed swap keeps its own
     /// unless it stopped, when a new one is needed: a host never takes a
     /// settled step of a swap again).
@@ -169,10 +173,10 @@ pub enum Action {
     TakeLease {
         /// The swap id.
         swap: SwapId,
-        /// The outgoing Node.
-        out: NodeName,
-        /// The incoming Node.
-        incoming: NodeName,
+        /// The outgoing Node (none in a grow).
+        out: Option<NodeName>,
+        /// The incoming Node (none in a shrink).
+        incoming: Option<NodeName>,
         /// New, or resumed.
         start: Start,
     },
@@ -370,17 +374,18 @@ impl Action {
                 out,
                 incoming,
                 start,
-            } => match start {
-                Start::Fresh => {
-                    format!("take the Lease for swap {swap} (out {out}, in {incoming})")
+            } => {
+                let halves = super::view::halves(out.as_ref(), incoming.as_ref());
+                match start {
+                    Start::Fresh => format!("take the Lease for swap {swap} ({halves})"),
+                    Start::Abandoned => format!(
+                        "take over the Lease of swap {swap} ({halves}) from a controller that went away"
+                    ),
+                    Start::Stopped => {
+                        format!("resume the stopped swap ({halves}) as swap {swap}")
+                    }
                 }
-                Start::Abandoned => format!(
-                    "take over the Lease of swap {swap} (out {out}, in {incoming}) from a controller that went away"
-                ),
-                Start::Stopped => {
-                    format!("resume the stopped swap of {out} for {incoming} as swap {swap}")
-                }
-            },
+            }
             Action::RenewLease => "renew the Lease".into(),
             Action::MarkStep { step } => format!("step {}", step.as_str()),
             Action::BeginStop { note } => format!(
@@ -464,8 +469,8 @@ mod tests {
             (
                 Action::TakeLease {
                     swap: s(),
-                    out: n1(),
-                    incoming: name("n4"),
+                    out: Some(n1()),
+                    incoming: Some(name("n4")),
                     start: Start::Fresh,
                 },
                 "take the Lease for swap s1 (out n1, in n4)",

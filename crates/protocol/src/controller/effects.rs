@@ -50,8 +50,8 @@ pub fn lease_after(
             l.renew_time = Some(w.now);
             l.duration_secs = Some(w.lease_duration);
             l.swap = Some(swap.to_string());
-            l.swap_out = Some(out.to_string());
-            l.swap_in = Some(incoming.to_string());
+            l.swap_out = out.as_ref().map(ToString::to_string);
+            l.swap_in = incoming.as_ref().map(ToString::to_string);
             l.protocol = Some(crate::version::mark());
             l.stopped = None;
             // A swap taken over from a controller that went away goes on
@@ -238,8 +238,8 @@ mod tests {
     fn take(start: Start) -> Action {
         Action::TakeLease {
             swap: id("swap-2"),
-            out: name("n1"),
-            incoming: name("n4"),
+            out: Some(name("n1")),
+            incoming: Some(name("n4")),
             start,
         }
     }

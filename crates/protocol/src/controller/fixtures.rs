@@ -173,10 +173,18 @@ pub(crate) fn id(s: &str) -> SwapId {
     SwapId::parse(s).unwrap()
 }
 
+/// A half named by `n`, none when it is empty (a grow's `out`, a shrink's
+/// `incoming`).
+pub(crate) fn half(n: &str) -> Option<NodeName> {
+    (!n.is_empty()).then(|| name(n))
+}
+
+/// A change of `out` for `incoming`; an empty name is a half left out.
 pub(crate) fn request(out: &str, incoming: &str) -> SwapState {
     SwapState {
-        out: name(out),
-        incoming: name(incoming),
+        out: half(out),
+        incoming: half(incoming),
+        queued: Vec::new(),
         candidate: id("swap-1"),
         instance: ME.into(),
         taken: None,
@@ -207,8 +215,8 @@ pub(crate) fn lease_held_by(
         renew_time: Some(NOW - 1),
         duration_secs: Some(60),
         swap: Some(swap.into()),
-        swap_out: Some(out.into()),
-        swap_in: Some(inc.into()),
+        swap_out: (!out.is_empty()).then(|| out.into()),
+        swap_in: (!inc.is_empty()).then(|| inc.into()),
         ..LeaseFacts::default()
     }
 }

@@ -158,7 +158,11 @@ pub fn gate_no_other_swap(v: &FleetView, out: &str, incoming: &str) -> Gate {
     if let Some(l) = &v.lease {
         if l.is_held(v.now) {
             let what = match l.recorded_swap() {
-                Some(r) => format!(" for swap {} (out {}, in {})", r.id, r.out, r.incoming),
+                Some(r) => format!(
+                    " for swap {} ({})",
+                    r.id,
+                    super::view::halves(r.out.as_ref(), r.incoming.as_ref())
+                ),
                 None => String::new(),
             };
             return Gate::fail(
@@ -171,7 +175,7 @@ pub fn gate_no_other_swap(v: &FleetView, out: &str, incoming: &str) -> Gate {
             );
         }
         if let Some(r) = l.recorded_swap()
-            && (r.out.as_str() != out || r.incoming.as_str() != incoming)
+            && (r.out_name() != out || r.in_name() != incoming)
         {
             let why = l
                 .stopped
@@ -181,8 +185,10 @@ pub fn gate_no_other_swap(v: &FleetView, out: &str, incoming: &str) -> Gate {
             return Gate::fail(
                 name,
                 format!(
-                    "swap {} (out {}, in {}) is unfinished{why}; resume it with `fleet-role swap --out {} --in {}`",
-                    r.id, r.out, r.incoming, r.out, r.incoming
+                    "swap {} ({}) is unfinished{why}; resume it with `{}`",
+                    r.id,
+                    super::view::halves(r.out.as_ref(), r.incoming.as_ref()),
+                    r.change().command(r.out_name(), r.in_name())
                 ),
             );
         }
@@ -677,40 +683,50 @@ pub(super) fn etcd_view_gates(v: &FleetView) -> [Gate; 3] {
 }
 
 /// The gates re-checked right before the snapshot request and the promotion.
-pub(super) fn promote_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
-    vec![
-        gate_known_protocol(v, out, incoming),
-        gate_outgoing_voter(v, out, Outgoing::Voting),
+/// A grow has no outgoing voter (`out` is `None`): no removal follows, so
+/// only the incoming host and the voters as they are are checked.
+pub(super) fn promote_gates(v: &FleetView, out: Option<&str>, incoming: &str) -> Vec<Gate> {
+    let o = out.unwrap_or_default();
+    let mut gates = vec![gate_known_protocol(v, o, incoming)];
+    gates.extend(out.map(|out| gate_outgoing_voter(v, out, Outgoing::Voting)));
+    gates.extend([
         gate_incoming_eligible(v, incoming),
         gate_incoming_ready(v, incoming),
-        gate_incoming_agent(v, out, incoming),
-        gate_voters_healthy(v, out),
+        gate_incoming_agent(v, o, incoming),
+        gate_voters_healthy(v, o),
         gate_no_learner(v, None),
-        gate_quorum_after_removal(v, out, incoming, Count::IncomingPromoted),
-        gate_outgoing_demotable(v, out),
-        gate_actuators_alive(v, Some(out), Some(incoming)),
-    ]
-    .into_iter()
-    .chain(etcd_view_gates(v))
-    .collect()
+    ]);
+    if let Some(out) = out {
+        gates.extend([
+            gate_quorum_after_removal(v, out, incoming, Count::IncomingPromoted),
+            gate_outgoing_demotable(v, out),
+        ]);
+    }
+    gates.push(gate_actuators_alive(v, out, Some(incoming)));
+    gates.extend(etcd_view_gates(v));
+    gates
 }
 
 /// The gates re-checked right before the cordon, the step-down and the
-/// removal of the outgoing host's member.
-pub(super) fn removal_gates(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
-    vec![
-        gate_known_protocol(v, out, incoming),
+/// removal of the outgoing host's member. A shrink has no incoming host
+/// (`incoming` is `None`): the removal is counted over the voters as they
+/// are.
+pub(super) fn removal_gates(v: &FleetView, out: &str, incoming: Option<&str>) -> Vec<Gate> {
+    let i = incoming.unwrap_or_default();
+    let mut gates = vec![
+        gate_known_protocol(v, out, i),
         gate_outgoing_voter(v, out, Outgoing::VotingOrSteppedDown),
-        gate_incoming_voter(v, incoming),
+    ];
+    gates.extend(incoming.map(|i| gate_incoming_voter(v, i)));
+    gates.extend([
         gate_voters_healthy(v, out),
         gate_no_learner(v, None),
-        gate_quorum_after_removal(v, out, incoming, Count::AsItIs),
+        gate_quorum_after_removal(v, out, i, Count::AsItIs),
         gate_outgoing_demotable(v, out),
-        gate_actuators_alive(v, Some(out), Some(incoming)),
-    ]
-    .into_iter()
-    .chain(etcd_view_gates(v))
-    .collect()
+        gate_actuators_alive(v, Some(out), incoming),
+    ]);
+    gates.extend(etcd_view_gates(v));
+    gates
 }
 
 /// The gates before a down outgoing voter's member is removed ahead of the

@@ -165,8 +165,8 @@ fn every_irreversible_write_rechecks_the_incoming_heartbeat_and_those_asking_the
     let mut v = after_promotion();
     node_mut(&mut v, "n4").host = None;
     for gates in [
-        promote_gates(&v, "n1", "n4"),
-        removal_gates(&v, "n1", "n4"),
+        promote_gates(&v, Some("n1"), "n4"),
+        removal_gates(&v, "n1", Some("n4")),
         down_removal_gates(&v, "n1", "n4"),
         late_promote_gates(&v, "n1", "n4"),
     ] {
@@ -174,7 +174,10 @@ fn every_irreversible_write_rechecks_the_incoming_heartbeat_and_those_asking_the
     }
     let mut v = after_promotion();
     node_mut(&mut v, "n1").host = Some(alive(Some(crate::report::Eligibility::of(&["x".into()]))));
-    for gates in [promote_gates(&v, "n1", "n4"), removal_gates(&v, "n1", "n4")] {
+    for gates in [
+        promote_gates(&v, Some("n1"), "n4"),
+        removal_gates(&v, "n1", Some("n4")),
+    ] {
         assert!(!gate(&gates, GateName::OutgoingDemotable).passed);
     }
 }
@@ -184,8 +187,8 @@ fn every_irreversible_write_rechecks_the_protocol_versions() {
     let mut v = after_promotion();
     node_mut(&mut v, "n4").report_protocol = Some("2".into());
     for gates in [
-        promote_gates(&v, "n1", "n4"),
-        removal_gates(&v, "n1", "n4"),
+        promote_gates(&v, Some("n1"), "n4"),
+        removal_gates(&v, "n1", Some("n4")),
         down_removal_gates(&v, "n1", "n4"),
         late_promote_gates(&v, "n1", "n4"),
     ] {

@@ -6,8 +6,9 @@
 //! count needs one voter more for its quorum than the odd count below it,
 //! and tolerates no more failures.
 //!
-//! Only the gates and the dry run ([`super::plan_grow`],
-//! [`super::plan_shrink`]) are built; docs/controller.md says so.
+//! Each host queued is its own change on the regrade Lease (a record with
+//! one half: see [`super::Recorded`]), driven by the swap's state machine;
+//! these gates are those before the first of them starts.
 
 use super::{
     FleetView, Gate, GateName, Outgoing, count_voters,

@@ -74,20 +74,36 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
             if l.is_held(v.now) {
                 return idle(format!("swap {} is running", rec.id), None);
             }
+            let (Some(out), Some(incoming)) = (rec.out.clone(), rec.incoming.clone()) else {
+                // A grow or shrink is the operator's (run never starts
+                // one): resumed by its own command, which knows the hosts
+                // queued after it, so that no even count is left standing.
+                let change = rec.change();
+                return idle(
+                    format!(
+                        "{} {} ({}) is unfinished; `{}` resumes it (queue the hosts that were to follow it too)",
+                        change.as_str(),
+                        rec.id,
+                        super::view::halves(rec.out.as_ref(), rec.incoming.as_ref()),
+                        change.command(rec.out_name(), rec.in_name())
+                    ),
+                    None,
+                );
+            };
             let Some(stopped) = l.stopped.as_deref() else {
                 return RunDecision::Swap {
-                    out: rec.out,
-                    incoming: rec.incoming,
+                    out,
+                    incoming,
                     why: format!(
                         "swap {} is unfinished (its controller went away; resumed whatever the window)",
                         rec.id
                     ),
                 };
             };
-            return match pace(v, rec.out.as_str()) {
+            return match pace(v, rec.out_name()) {
                 Pace::Go => RunDecision::Swap {
-                    out: rec.out,
-                    incoming: rec.incoming,
+                    out,
+                    incoming,
                     why: format!(
                         "swap {} is unfinished (stopped: {})",
                         rec.id,

@@ -12,12 +12,23 @@ use crate::{
 
 /// What the controller reads of the swap it records on the Lease.
 impl LeaseFacts {
-    /// The swap recorded on the Lease, if its id and Nodes are valid.
+    /// The swap recorded on the Lease, if its id and Nodes are valid: a
+    /// swap names both halves, a grow only its incoming host, a shrink only
+    /// its outgoing one. A half that is written but not a valid name makes
+    /// the whole record invalid, as does a record with neither half.
     pub fn recorded_swap(&self) -> Option<Recorded> {
+        let half = |raw: &Option<String>| match raw.as_deref() {
+            None => Some(None),
+            Some(r) => NodeName::parse(r).ok().map(Some),
+        };
+        let (out, incoming) = (half(&self.swap_out)?, half(&self.swap_in)?);
+        if out.is_none() && incoming.is_none() {
+            return None;
+        }
         Some(Recorded {
             id: SwapId::parse(self.swap.as_deref()?).ok()?,
-            out: NodeName::parse(self.swap_out.as_deref()?).ok()?,
-            incoming: NodeName::parse(self.swap_in.as_deref()?).ok()?,
+            out,
+            incoming,
         })
     }
 
@@ -41,15 +52,89 @@ impl LeaseFacts {
     }
 }
 
-/// A swap as the Lease records it.
+/// A swap as the Lease records it: both halves, or one of them alone (a
+/// grow promotes without a step-down, a shrink steps down without a
+/// promotion). [`LeaseFacts::recorded_swap`] never makes one with neither.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Recorded {
     /// The swap id.
     pub id: SwapId,
-    /// The outgoing Node.
-    pub out: NodeName,
-    /// The incoming Node.
-    pub incoming: NodeName,
+    /// The outgoing Node (none in a grow).
+    pub out: Option<NodeName>,
+    /// The incoming Node (none in a shrink).
+    pub incoming: Option<NodeName>,
+}
+
+impl Recorded {
+    /// The outgoing Node's name, empty in a grow (no Node has that name,
+    /// which is how the gates take a half that is absent).
+    pub fn out_name(&self) -> &str {
+        self.out.as_ref().map_or("", NodeName::as_str)
+    }
+
+    /// The incoming Node's name, empty in a shrink.
+    pub fn in_name(&self) -> &str {
+        self.incoming.as_ref().map_or("", NodeName::as_str)
+    }
+
+    /// Which kind of change it records.
+    pub fn change(&self) -> Change {
+        Change::of(self.out.is_some(), self.incoming.is_some())
+    }
+}
+
+/// The halves of a change in a line: "out n1, in n4", "in n4" (a grow),
+/// "out n1" (a shrink).
+pub fn halves(out: Option<&NodeName>, incoming: Option<&NodeName>) -> String {
+    let parts: Vec<String> = [("out", out), ("in", incoming)]
+        .into_iter()
+        .filter_map(|(w, n)| n.map(|n| format!("{w} {n}")))
+        .collect();
+    parts.join(", ")
+}
+
+/// What one regrade changes in the voter set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Change {
+    /// One voter replaced by another: the count stays.
+    Swap,
+    /// One voter more (`fleet-role grow`).
+    Grow,
+    /// One voter fewer (`fleet-role shrink`).
+    Shrink,
+}
+
+impl Change {
+    /// The kind of change with these halves. Neither half is no change a
+    /// Lease or a command can name; it reads as a swap, whose gates then
+    /// find no Node.
+    pub fn of(out: bool, incoming: bool) -> Change {
+        match (out, incoming) {
+            (false, true) => Change::Grow,
+            (true, false) => Change::Shrink,
+            _ => Change::Swap,
+        }
+    }
+
+    /// The command that starts or resumes such a change of `out` for
+    /// `incoming` (either may be empty).
+    pub fn command(self, out: &str, incoming: &str) -> String {
+        match self {
+            Change::Swap => format!("fleet-role swap --out {out} --in {incoming}"),
+            Change::Grow => format!("fleet-role grow --in {incoming}"),
+            Change::Shrink => format!("fleet-role shrink --out {out}"),
+        }
+    }
+
+    /// The word for it in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Change::Swap => "swap",
+            Change::Grow => "grow",
+            Change::Shrink => "shrink",
+        }
+    }
 }
 
 /// Everything one decision looks at.

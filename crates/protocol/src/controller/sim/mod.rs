@@ -5,6 +5,7 @@
 
 mod campaign;
 mod properties;
+mod resize;
 mod scenarios;
 mod views;
 

@@ -12,37 +12,32 @@ pub(super) fn clean_up(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action 
     if let Some(a) = enter(v, l, SwapStep::CleanUp) {
         return a;
     }
-    let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
+    let out = rec.out_name();
     // Only a host that finished as an agent loses its server labels and cordon.
     let finished = v.node(out).is_some_and(finished);
-    if let Some(o) = v.node(out) {
+    if let (Some(o), Some(name)) = (v.node(out), &rec.out) {
         if finished && (o.has_server_labels() || o.k3s.any()) {
-            return Action::CleanUpServer {
-                node: rec.out.clone(),
-            };
+            return Action::CleanUpServer { node: name.clone() };
         }
         if o.marks.any_annotation() {
-            return Action::ClearSwapMarks {
-                node: rec.out.clone(),
-            };
+            return Action::ClearSwapMarks { node: name.clone() };
         }
         if finished && o.cordoned {
-            return Action::Uncordon {
-                node: rec.out.clone(),
-            };
+            return Action::Uncordon { node: name.clone() };
         }
     }
-    if let Some(i) = v.node(inc)
-        && i.marks.any_annotation()
+    if let Some(name) = &rec.incoming
+        && v.node(name.as_str())
+            .is_some_and(|i| i.marks.any_annotation())
     {
-        return Action::ClearSwapMarks {
-            node: rec.incoming.clone(),
-        };
+        return Action::ClearSwapMarks { node: name.clone() };
     }
     if let Some(n) = snapshot_marked(v) {
         return Action::ClearSwapMarks { node: n };
     }
     let warning = match v.node(out) {
+        // A grow: no host stepped down.
+        None if rec.out.is_none() => None,
         None => Some(format!(
             "{out}'s Node is gone (k3s removes a deleted Node's member itself)"
         )),

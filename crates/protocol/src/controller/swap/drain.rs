@@ -3,7 +3,7 @@
 //! why), within the drain step's timeout. A pod no controller owns stops
 //! the swap before anything is evicted, unless the swap is forced.
 
-use super::step::{enter, overdue, wait};
+use super::step::{enter, outgoing, overdue, wait};
 use crate::controller::{
     Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, SwapStep,
     drain::{PodRef, blocking, named, unmanaged},
@@ -22,8 +22,8 @@ pub(super) fn drain(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Option<Act
     if let Some(a) = enter(v, l, SwapStep::Drain) {
         return Some(a);
     }
-    let out = rec.out.as_str();
-    let inc = rec.incoming.as_str();
+    let out = rec.out_name();
+    let inc = rec.in_name();
     let bare = unmanaged(&v.pods);
     if !v.settings.drain_force && !bare.is_empty() {
         // Checked before every round, not only the first: a pod bound to
@@ -74,13 +74,16 @@ pub(super) fn drain(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Option<Act
             l,
             SwapStep::Drain,
             Awaiting::Drain {
-                node: rec.out.to_string(),
+                node: rec.out_name().to_string(),
                 pods: named(&left),
             },
         ));
     }
     Some(Action::Evict {
-        node: rec.out.clone(),
+        node: match outgoing(rec) {
+            Ok(n) => n.clone(),
+            Err(a) => return Some(a),
+        },
         pods: evict,
         grace: v.settings.drain_grace,
     })

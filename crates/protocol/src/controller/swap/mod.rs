@@ -29,10 +29,10 @@ use self::{
     wind_down::wind_down,
 };
 use super::{
-    Action, FleetView, LeaseFacts, Recorded, Start, SwapState, SwapStep, all_pass,
-    gate_no_other_swap, gate_not_paused, one_line, preflight,
+    Action, Change, FleetView, LeaseFacts, Recorded, Start, SwapState, SwapStep, all_pass,
+    gate_no_other_swap, gate_not_paused, grow_gates, one_line, preflight, shrink_gates,
 };
-use crate::validate::StepKind;
+use crate::validate::{NodeName, StepKind};
 
 /// The one next thing to do for the swap `s`, given the cluster `v`. Pure.
 pub fn next_action(v: &FleetView, s: &SwapState) -> Action {
@@ -90,7 +90,7 @@ pub(super) fn renew_due(v: &FleetView, l: &LeaseFacts) -> bool {
 }
 
 pub(super) fn start(v: &FleetView, s: &SwapState) -> Action {
-    let (out, inc) = (s.out.as_str(), s.incoming.as_str());
+    let (out, inc) = (name_of(&s.out), name_of(&s.incoming));
     if let Some(l) = &v.lease
         && let Some(rec) = l.recorded_swap()
         && rec.out == s.out
@@ -110,23 +110,19 @@ pub(super) fn start(v: &FleetView, s: &SwapState) -> Action {
         if !all_pass(&gates) {
             return Action::Refuse { gates };
         }
-        return if l.stopped.is_some() {
-            Action::TakeLease {
-                swap: s.candidate.clone(),
-                out: s.out.clone(),
-                incoming: s.incoming.clone(),
-                start: Start::Stopped,
-            }
+        let (swap, start) = if l.stopped.is_some() {
+            (s.candidate.clone(), Start::Stopped)
         } else {
-            Action::TakeLease {
-                swap: rec.id,
-                out: s.out.clone(),
-                incoming: s.incoming.clone(),
-                start: Start::Abandoned,
-            }
+            (rec.id, Start::Abandoned)
+        };
+        return Action::TakeLease {
+            swap,
+            out: s.out.clone(),
+            incoming: s.incoming.clone(),
+            start,
         };
     }
-    let gates = preflight(v, out, inc);
+    let gates = start_gates(v, s);
     if all_pass(&gates) {
         Action::TakeLease {
             swap: s.candidate.clone(),
@@ -139,6 +135,32 @@ pub(super) fn start(v: &FleetView, s: &SwapState) -> Action {
     }
 }
 
+/// A half's name, empty when absent (the gates' way of saying so).
+fn name_of(n: &Option<NodeName>) -> &str {
+    n.as_ref().map_or("", NodeName::as_str)
+}
+
+/// The gates a new change passes before its Lease is taken: a swap's
+/// preflight, or a grow's or shrink's own over it and the hosts queued
+/// after it (so that the count it heads for is odd).
+fn start_gates(v: &FleetView, s: &SwapState) -> Vec<super::Gate> {
+    fn queue<'a>(first: &'a NodeName, then: &'a [NodeName]) -> Vec<&'a str> {
+        std::iter::once(first)
+            .chain(then)
+            .map(NodeName::as_str)
+            .collect()
+    }
+    match (&s.out, &s.incoming) {
+        (Some(out), Some(inc)) => preflight(v, out.as_str(), inc.as_str()),
+        (None, Some(inc)) => grow_gates(v, &queue(inc, &s.queued)),
+        (Some(out), None) => shrink_gates(v, &queue(out, &s.queued)),
+        (None, None) => vec![super::Gate::fail(
+            super::GateName::NoOtherSwap,
+            "a change names neither an outgoing nor an incoming host",
+        )],
+    }
+}
+
 pub(super) fn drive(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
     if let Some(note) = l.stop_note() {
         return wind_down(v, l, rec, note);
@@ -148,8 +170,16 @@ pub(super) fn drive(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
     if l.current_step() == Some(SwapStep::CleanUp) {
         return clean_up(v, l, rec);
     }
-    let o = v.node(rec.out.as_str());
-    let i = v.node(rec.incoming.as_str());
+    match rec.change() {
+        Change::Swap => drive_swap(v, l, rec),
+        Change::Grow => drive_grow(v, l, rec),
+        Change::Shrink => drive_shrink(v, l, rec),
+    }
+}
+
+fn drive_swap(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
+    let o = v.node(rec.out_name());
+    let i = v.node(rec.in_name());
     let incoming_promoted = i.is_some_and(promoted);
     let in_removal = matches!(l.current_step(), Some(SwapStep::Removal | SwapStep::Finish));
     let removal_begun = match o {
@@ -181,6 +211,43 @@ pub(super) fn drive(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
             return replace_down(v, l, rec);
         }
         return promote_wait(v, l, rec, i, Order::BeforeRemoval);
+    }
+    snapshot(v, l, rec)
+}
+
+/// A grow: the snapshot, the promotion, the clean-up; no voter steps down.
+fn drive_grow(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
+    let i = v.node(rec.in_name());
+    if i.is_some_and(promoted) {
+        return clean_up(v, l, rec);
+    }
+    if let Some(i) = i
+        && i.marks.step_kind() == Some(StepKind::Promote)
+    {
+        return promote_wait(v, l, rec, i, Order::BeforeRemoval);
+    }
+    snapshot(v, l, rec)
+}
+
+/// A shrink: the snapshot, then the step-down and removal as a swap's,
+/// with nothing promoted first. A down voter is not asked to step down:
+/// its member is removed (`before_step_down`'s gates count it as down).
+fn drive_shrink(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
+    let o = v.node(rec.out_name());
+    let in_removal = matches!(l.current_step(), Some(SwapStep::Removal | SwapStep::Finish));
+    let removal_begun = match o {
+        Some(o) => o.k3s.remove_requested() || o.member_gone() || in_removal,
+        // A deleted Node's member is removed by k3s itself (its `onRemove`).
+        None => true,
+    };
+    if removal_begun {
+        return removal(v, l, rec);
+    }
+    if o.is_some_and(|o| o.marks.step_kind() == Some(StepKind::StepDown)) {
+        return step_down_wait(v, l, rec);
+    }
+    if matches!(l.current_step(), Some(SwapStep::Drain | SwapStep::StepDown)) {
+        return before_step_down(v, l, rec);
     }
     snapshot(v, l, rec)
 }

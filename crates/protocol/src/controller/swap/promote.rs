@@ -2,7 +2,9 @@
 //! and the wait for a healthy voter that reported `voter`.
 
 use super::guard::{guarded, refused, shut};
-use super::step::{Progress, detail_word, enter, overdue, progress, resume_hint, stop, wait};
+use super::step::{
+    Progress, detail_word, enter, incoming, overdue, progress, resume_hint, stop, wait,
+};
 use crate::{
     controller::{
         Action, Awaiting, Class, FleetView, LeaseFacts, NodeFacts, Reached, Reason, Recorded,
@@ -58,16 +60,20 @@ pub(super) fn before_promote(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
     if let Some(a) = enter(v, l, SwapStep::Promote) {
         return a;
     }
-    let gates = promote_gates(v, rec.out.as_str(), rec.incoming.as_str());
+    let node = match incoming(rec) {
+        Ok(n) => n.clone(),
+        Err(a) => return a,
+    };
+    let gates = promote_gates(v, rec.out.as_ref().map(NodeName::as_str), node.as_str());
     guarded(
         v,
         l,
         SwapStep::Promote,
         shut(&gates),
         refused,
-        || match join_voter(v, rec.out.as_str()) {
+        || match join_voter(v, rec.out_name()) {
             Some(join) => Action::Promote {
-                node: rec.incoming.clone(),
+                node,
                 join,
                 swap: rec.id.clone(),
             },
@@ -76,7 +82,7 @@ pub(super) fn before_promote(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
                     kind: StopKind::Refused,
                     reason: Reason::NoHealthyVoter {
                         to: VoterFor::Join,
-                        other_than: Some(rec.out.to_string()),
+                        other_than: rec.out.as_ref().map(ToString::to_string),
                     },
                 },
             },
@@ -101,7 +107,7 @@ pub(super) fn promote_wait(
         // since): ask again under this id, the host's steps are idempotent.
         return promote_request(v, l, rec, order);
     }
-    let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
+    let (out, inc) = (rec.out_name(), rec.in_name());
     let fail = |why: Reason| {
         if order == Order::AfterDownRemoval {
             stop(
@@ -180,7 +186,7 @@ pub(super) fn promote_request(
     if let Some(a) = enter(v, l, SwapStep::Promote) {
         return a;
     }
-    let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
+    let (out, inc) = (rec.out_name(), rec.in_name());
     let late = order == Order::AfterDownRemoval;
     let gates = if late {
         late_promote_gates(v, out, inc)
@@ -189,8 +195,12 @@ pub(super) fn promote_request(
             gate_incoming_eligible(v, inc),
             gate_voters_healthy(v, out),
             gate_no_learner(v, Some(inc)),
-            gate_quorum_after_removal(v, out, inc, Count::IncomingPromoted),
         ];
+        // A grow removes no member after its promotion.
+        gates.extend(
+            (!out.is_empty())
+                .then(|| gate_quorum_after_removal(v, out, inc, Count::IncomingPromoted)),
+        );
         gates.extend(etcd_view_gates(v));
         gates.extend(incoming_ready_until_asked(v, inc));
         gates
@@ -201,7 +211,7 @@ pub(super) fn promote_request(
     } else if join.is_none() {
         Some(Reason::NoHealthyVoter {
             to: VoterFor::Join,
-            other_than: Some(out.to_string()),
+            other_than: rec.out.as_ref().map(ToString::to_string),
         })
     } else {
         None
@@ -233,9 +243,13 @@ pub(super) fn promote_request(
             Awaiting::Gates { before, failures },
         )
     };
+    let node = match incoming(rec) {
+        Ok(n) => n.clone(),
+        Err(a) => return a,
+    };
     guarded(v, l, SwapStep::Promote, blocked, on_blocked, || {
         Action::Promote {
-            node: rec.incoming.clone(),
+            node,
             join: join.expect("checked above"),
             swap: rec.id.clone(),
         }

@@ -4,7 +4,7 @@
 use super::{
     clean_up::clean_up,
     guard::{guarded, shut},
-    step::{enter, overdue, resume_hint, stop, wait},
+    step::{enter, outgoing, overdue, promoted_clause, resume_hint, stop, wait},
 };
 use crate::{
     controller::{
@@ -13,10 +13,16 @@ use crate::{
     },
     names::K3S_ETCD_REMOVE,
     report::{Phase, ReportStep},
+    validate::NodeName,
 };
 
 pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
-    let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
+    let out_node = match outgoing(rec) {
+        Ok(n) => n.clone(),
+        Err(a) => return a,
+    };
+    let out = out_node.as_str();
+    let promoted = promoted_clause(rec);
     let o = v.node(out);
     // k3s writes `removed-node-name` even when `RemovePeer` matched no
     // member (its `node-address` not the member's peer host): the member
@@ -42,7 +48,7 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
             );
         };
         let left = format!(
-            "{inc} is a voter; {out} is cordoned, {}; k3s was {}asked to remove its member",
+            "{promoted}{out} is cordoned, {}; k3s was {}asked to remove its member",
             if o.reports_etcd_only() {
                 "at the etcd-only level"
             } else {
@@ -85,7 +91,7 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
                 },
             );
         }
-        let gates = removal_gates(v, out, inc);
+        let gates = removal_gates(v, out, rec.incoming.as_ref().map(NodeName::as_str));
         let on_shut = |failures| {
             wait(
                 v,
@@ -99,7 +105,7 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
         };
         return guarded(v, l, SwapStep::Removal, shut(&gates), on_shut, || {
             Action::RemoveMember {
-                node: rec.out.clone(),
+                node: out_node.clone(),
             }
         });
     }
@@ -113,7 +119,7 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
             return a;
         }
         let left = format!(
-            "{inc} is a voter; {out}'s member is removed; {out} is cordoned and has not finished as an agent"
+            "{promoted}{out}'s member is removed; {out} is cordoned and has not finished as an agent"
         );
         if let Some(r) = &o.report
             && r.step == ReportStep::Finish

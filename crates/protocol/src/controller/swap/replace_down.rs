@@ -4,7 +4,7 @@
 use super::{
     guard::{guarded, refused, shut},
     promote::{Order, promote_request, promote_wait},
-    step::{enter, overdue, resume_hint, stop, wait},
+    step::{enter, outgoing, overdue, resume_hint, stop, wait},
 };
 use crate::controller::{
     Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, SwapStep, Write,
@@ -19,7 +19,11 @@ use crate::controller::{
 /// member is gone the cluster cannot be put back as it was, so a failure
 /// from there stops the swap (resumable) rather than winding it down.
 pub(super) fn replace_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
-    let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
+    let out_node = match outgoing(rec) {
+        Ok(n) => n.clone(),
+        Err(a) => return a,
+    };
+    let (out, inc) = (out_node.as_str(), rec.in_name());
     let i = v.node(inc);
     if let Some(o) = v.node(out)
         && !o.member_gone()
@@ -84,11 +88,11 @@ pub(super) fn replace_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Act
         return guarded(v, l, SwapStep::Removal, shut(&gates), on_shut, || {
             if o.cordoned {
                 Action::RemoveMember {
-                    node: rec.out.clone(),
+                    node: out_node.clone(),
                 }
             } else {
                 Action::Cordon {
-                    node: rec.out.clone(),
+                    node: out_node.clone(),
                 }
             }
         });

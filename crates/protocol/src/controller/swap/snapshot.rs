@@ -6,11 +6,14 @@ use super::{
     promote::before_promote,
     replace_down::replace_down,
     step::{Progress, enter, overdue, progress, wait},
+    step_down::before_step_down,
 };
 use crate::{
     controller::{
         Action, Awaiting, Class, FleetView, LeaseFacts, NodeFacts, Reason, Recorded, StopKind,
-        StopNote, SwapStep, VoterFor, classify, gates::promote_gates, is_healthy_voter,
+        StopNote, SwapStep, VoterFor, classify,
+        gates::{promote_gates, removal_gates},
+        is_healthy_voter,
     },
     report::ReportStep,
     validate::NodeName,
@@ -25,7 +28,11 @@ pub(super) fn snapshot(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action 
     // A done snapshot on any voter asked: on to the promotion.
     for n in &requested {
         if let Progress::Done(_) = progress(n, &rec.id, ReportStep::Snapshot) {
-            if v.node(rec.out.as_str()).is_some_and(|o| !o.ready) {
+            // A shrink has nothing to promote: on to its step-down.
+            if rec.incoming.is_none() {
+                return before_step_down(v, l, rec);
+            }
+            if v.node(rec.out_name()).is_some_and(|o| !o.ready) {
                 return replace_down(v, l, rec);
             }
             return before_promote(v, l, rec);
@@ -68,14 +75,18 @@ pub(super) fn snapshot(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action 
             ),
         };
     }
-    let gates = promote_gates(v, rec.out.as_str(), rec.incoming.as_str());
+    // The gates of the write the snapshot comes before.
+    let gates = match &rec.incoming {
+        Some(i) => promote_gates(v, rec.out.as_ref().map(NodeName::as_str), i.as_str()),
+        None => removal_gates(v, rec.out_name(), None),
+    };
     guarded(
         v,
         l,
         SwapStep::Snapshot,
         shut(&gates),
         refused,
-        || match snapshot_voter(v, rec.out.as_str()) {
+        || match snapshot_voter(v, rec.out_name()) {
             Some(node) => Action::RequestSnapshot {
                 node,
                 swap: rec.id.clone(),

@@ -6,7 +6,7 @@ use crate::{
         Action, Awaiting, FleetView, LeaseFacts, NodeFacts, Reason, Recorded, SwapStep, one_line,
     },
     report::{Detail, Phase, Report, ReportStep},
-    validate::SwapId,
+    validate::{NodeName, SwapId},
 };
 
 /// Entering a step: the mark on the Lease when the step changes (its
@@ -123,7 +123,34 @@ pub(super) fn stop(step: SwapStep, reason: Reason, left: String, next: String) -
 
 pub(super) fn resume_hint(rec: &Recorded) -> String {
     format!(
-        "`fleet-role swap --out {} --in {}` resumes the swap",
-        rec.out, rec.incoming
+        "`{}` resumes the {}",
+        rec.change().command(rec.out_name(), rec.in_name()),
+        rec.change().as_str()
     )
+}
+
+/// What a swap's promotion left, at the head of a stopped step-down's or
+/// removal's state: "n4 is a voter (promoted by this swap); ". Empty in a
+/// shrink, which promoted nothing.
+pub(super) fn promoted_clause(rec: &Recorded) -> String {
+    rec.incoming
+        .as_ref()
+        .map(|i| format!("{i} is a voter (promoted by this swap); "))
+        .unwrap_or_default()
+}
+
+/// The outgoing host, in a phase that only a swap or a shrink reaches
+/// (`drive` sends a grow to none of them). Without one the Lease is not a
+/// change this controller can drive on, and it writes nothing more.
+pub(super) fn outgoing(rec: &Recorded) -> Result<&NodeName, Action> {
+    rec.out.as_ref().ok_or_else(|| Action::Lost {
+        reason: format!("swap {} has no outgoing host for this step", rec.id),
+    })
+}
+
+/// The incoming host, in a phase that only a swap or a grow reaches.
+pub(super) fn incoming(rec: &Recorded) -> Result<&NodeName, Action> {
+    rec.incoming.as_ref().ok_or_else(|| Action::Lost {
+        reason: format!("swap {} has no incoming host for this step", rec.id),
+    })
 }

@@ -5,7 +5,9 @@ use super::{
     drain::drain,
     guard::{guarded, shut},
     removal::removal,
-    step::{Progress, enter, overdue, progress, resume_hint, stop, wait},
+    step::{
+        Progress, enter, outgoing, overdue, progress, promoted_clause, resume_hint, stop, wait,
+    },
 };
 use crate::{
     controller::{
@@ -13,6 +15,7 @@ use crate::{
         gates::removal_gates,
     },
     report::{Detail, ReportStep},
+    validate::NodeName,
 };
 
 pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
@@ -26,8 +29,14 @@ pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) ->
     if let Some(a) = enter(v, l, step) {
         return a;
     }
-    let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
-    let gates = removal_gates(v, out, inc);
+    let out = rec.out_name();
+    let gates = removal_gates(v, out, rec.incoming.as_ref().map(NodeName::as_str));
+    let left = match &rec.incoming {
+        Some(inc) => format!(
+            "{inc} is a voter (promoted by this swap) and {out} is still a voter: the cluster has one voter more than configured"
+        ),
+        None => format!("{out} is still a voter: the voter set is as it was"),
+    };
     let on_shut = |failures: String| {
         if overdue(v, l, step) {
             return stop(
@@ -36,9 +45,7 @@ pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) ->
                     before: Write::StepDown,
                     failures,
                 },
-                format!(
-                    "{inc} is a voter (promoted by this swap) and {out} is still a voter: the cluster has one voter more than configured"
-                ),
+                left.clone(),
                 format!(
                     "restore the voters' health (`fleet-role status`), then {}",
                     resume_hint(rec)
@@ -63,7 +70,11 @@ pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) ->
 /// The write the step-down's guard lets through: the cordon, a down
 /// voter's removal, the drain, or the step-down itself.
 fn step_down_write(v: &FleetView, l: &LeaseFacts, rec: &Recorded, step: SwapStep) -> Action {
-    let out = rec.out.as_str();
+    let out_node = match outgoing(rec) {
+        Ok(n) => n.clone(),
+        Err(a) => return a,
+    };
+    let out = out_node.as_str();
     let Some(o) = v.node(out) else {
         return wait(
             v,
@@ -75,16 +86,12 @@ fn step_down_write(v: &FleetView, l: &LeaseFacts, rec: &Recorded, step: SwapStep
         );
     };
     if !o.cordoned {
-        return Action::Cordon {
-            node: rec.out.clone(),
-        };
+        return Action::Cordon { node: out_node };
     }
     if !o.ready {
         // A down voter cannot step down; removing its member cannot cost
         // quorum (it counts as down already) and the gates just said so.
-        return Action::RemoveMember {
-            node: rec.out.clone(),
-        };
+        return Action::RemoveMember { node: out_node };
     }
     if let Some(a) = drain(v, l, rec) {
         return a;
@@ -96,13 +103,17 @@ fn step_down_write(v: &FleetView, l: &LeaseFacts, rec: &Recorded, step: SwapStep
         };
     }
     Action::StepDown {
-        node: rec.out.clone(),
+        node: out_node,
         swap: rec.id.clone(),
     }
 }
 
 pub(super) fn step_down_wait(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
-    let (out, inc) = (rec.out.as_str(), rec.incoming.as_str());
+    let out_node = match outgoing(rec) {
+        Ok(n) => n.clone(),
+        Err(a) => return a,
+    };
+    let out = out_node.as_str();
     let Some(o) = v.node(out) else {
         return removal(v, l, rec);
     };
@@ -118,7 +129,7 @@ pub(super) fn step_down_wait(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
     }
     if o.marks.swap.as_deref() != Some(rec.id.as_str()) {
         // Asked under an earlier id of this swap: ask again under this one.
-        let gates = removal_gates(v, out, inc);
+        let gates = removal_gates(v, out, rec.incoming.as_ref().map(NodeName::as_str));
         let on_shut = |failures| {
             wait(
                 v,
@@ -132,13 +143,14 @@ pub(super) fn step_down_wait(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
         };
         return guarded(v, l, SwapStep::StepDown, shut(&gates), on_shut, || {
             Action::StepDown {
-                node: rec.out.clone(),
+                node: out_node.clone(),
                 swap: rec.id.clone(),
             }
         });
     }
     let left = format!(
-        "{inc} is a voter (promoted by this swap); {out} is cordoned and was asked to step down; its role file names the server unless its report says otherwise"
+        "{}{out} is cordoned and was asked to step down; its role file names the server unless its report says otherwise",
+        promoted_clause(rec)
     );
     match state {
         Progress::Failed(phase, reason) => stop(

@@ -18,8 +18,15 @@ use crate::{
 /// Back to the cluster as it was: roll the incoming host back and have its
 /// member removed if it has one, clear what the swap wrote, release.
 pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: StopNote) -> Action {
-    let inc = rec.incoming.as_str();
-    if let Some(i) = v.node(inc) {
+    if let Some(inc_node) = &rec.incoming
+        && let Some(i) = v.node(inc_node.as_str())
+    {
+        let inc = inc_node.as_str();
+        // What the outgoing half is left as (a grow has none).
+        let out_still = match &rec.out {
+            Some(out) => format!("{out} is still a voter"),
+            None => "the other voters are as they were".to_string(),
+        };
         let asked = i.marks.step_kind();
         if matches!(asked, Some(StepKind::Promote | StepKind::Rollback)) {
             if asked == Some(StepKind::Promote) || i.marks.swap.as_deref() != Some(rec.id.as_str())
@@ -39,8 +46,7 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
                             },
                         ),
                         format!(
-                            "{inc} still runs its server and its member votes; nothing was rolled back; {} is still a voter",
-                            rec.out
+                            "{inc} still runs its server and its member votes; nothing was rolled back; {out_still}"
                         ),
                         format!(
                             "bring the down voters back (`fleet-role status` names them); then {}",
@@ -49,7 +55,7 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
                     );
                 }
                 return Action::Rollback {
-                    node: rec.incoming.clone(),
+                    node: inc_node.clone(),
                     swap: rec.id.clone(),
                 };
             }
@@ -67,10 +73,7 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
                                 reason,
                             },
                         ),
-                        format!(
-                            "{inc} may run its server or its agent; {} is still a voter",
-                            rec.out
-                        ),
+                        format!("{inc} may run its server or its agent; {out_still}"),
                         format!(
                             "run `fleet-role-actuator demote-local --force` on {inc} (idempotent); then {}",
                             resume_hint(rec)
@@ -92,10 +95,7 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
                                     secs: v.settings.timeouts.rollback,
                                 },
                             ),
-                            format!(
-                                "{inc} was asked to roll back to an agent; {} is still a voter",
-                                rec.out
-                            ),
+                            format!("{inc} was asked to roll back to an agent; {out_still}"),
                             format!(
                                 "check fleet-role-actuator on {inc}; `fleet-role-actuator demote-local --force` there finishes the rollback; then {}",
                                 resume_hint(rec)
@@ -161,19 +161,19 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
                         );
                     }
                     return Action::RemoveMember {
-                        node: rec.incoming.clone(),
+                        node: inc_node.clone(),
                     };
                 }
             }
             if i.has_server_labels() || i.k3s.any() || i.etcd_is_voter {
                 return Action::CleanUpServer {
-                    node: rec.incoming.clone(),
+                    node: inc_node.clone(),
                 };
             }
         }
         if i.marks.any_annotation() {
             return Action::ClearSwapMarks {
-                node: rec.incoming.clone(),
+                node: inc_node.clone(),
             };
         }
     }

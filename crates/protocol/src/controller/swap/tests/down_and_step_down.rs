@@ -430,8 +430,8 @@ fn a_restarted_controller_waits_for_its_former_self_then_takes_the_same_swap_ove
         next_action(&v, &restarted),
         Action::TakeLease {
             swap: id("swap-1"),
-            out: name("n1"),
-            incoming: name("n4"),
+            out: Some(name("n1")),
+            incoming: Some(name("n4")),
             start: Start::Abandoned
         }
     );
@@ -453,8 +453,8 @@ fn a_stopped_swap_is_resumed_under_a_new_id() {
         next_action(&v, &again),
         Action::TakeLease {
             swap: id("swap-2"),
-            out: name("n1"),
-            incoming: name("n4"),
+            out: Some(name("n1")),
+            incoming: Some(name("n4")),
             start: Start::Stopped
         }
     );

@@ -20,8 +20,8 @@ fn a_healthy_fleet_takes_the_lease_for_a_fresh_swap() {
         next_action(&fleet(), &request("n1", "n4")),
         Action::TakeLease {
             swap: id("swap-1"),
-            out: name("n1"),
-            incoming: name("n4"),
+            out: Some(name("n1")),
+            incoming: Some(name("n4")),
             start: Start::Fresh
         }
     );

@@ -1,0 +1,125 @@
+//! How one change driven by this process ended ([`Ending`]), what its exit
+//! code and last line say, and the command that resumes it.
+
+use protocol::{
+    NodeName,
+    controller::{self, StopKind},
+    exit::Exit,
+};
+
+/// How a swap ended for this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// Done.
+    Done {
+        /// Something left for the operator.
+        warning: Option<String>,
+    },
+    /// Refused by a gate before anything was written.
+    Refused(String),
+    /// Wound down to the cluster as it was.
+    WoundDown {
+        /// Refused or failed.
+        kind: StopKind,
+        /// Why.
+        reason: String,
+    },
+    /// Stopped part-way.
+    Stopped {
+        /// The full message: why, the state left, what next.
+        message: String,
+    },
+    /// The Lease was taken by someone else; nothing more was written.
+    Lost(String),
+    /// Interrupted by a signal (or `run` losing its leadership) between two
+    /// actions, which is a safe point; the Lease lapses and a new run resumes.
+    Interrupted {
+        /// The swap's outgoing Node (none in a grow).
+        out: Option<NodeName>,
+        /// Its incoming Node (none in a shrink).
+        incoming: Option<NodeName>,
+        /// Whether this process held the regrade Lease for it.
+        taken: bool,
+    },
+}
+
+impl Ending {
+    /// The outcome, as the exit code tells it: a swap wound down after a
+    /// refusal changed nothing in the end; one wound down after a failure,
+    /// lost to another controller or interrupted left the cluster safe
+    /// (as it was, or at a safe point the same command resumes from); one
+    /// stopped part-way needs a human.
+    pub fn exit(&self) -> Exit {
+        match self {
+            Ending::Done { .. } => Exit::Done,
+            Ending::Refused(_)
+            | Ending::WoundDown {
+                kind: StopKind::Refused,
+                ..
+            } => Exit::Refused,
+            Ending::WoundDown {
+                kind: StopKind::Failed,
+                ..
+            }
+            | Ending::Lost(_)
+            | Ending::Interrupted { .. } => Exit::FailedSafe,
+            Ending::Stopped { .. } => Exit::NeedsHuman,
+        }
+    }
+
+    /// The exit code of [`Ending::exit`].
+    pub fn exit_code(&self) -> u8 {
+        self.exit().code()
+    }
+
+    /// The result word and message printed last.
+    pub fn summary(&self) -> (&'static str, String) {
+        match self {
+            Ending::Done { warning: None } => ("done", "the swap is complete".into()),
+            Ending::Done { warning: Some(w) } => ("done", format!("the swap is complete; {w}")),
+            Ending::Refused(why) => ("refused", format!("nothing was changed: {why}")),
+            Ending::WoundDown { kind, reason } => (
+                match kind {
+                    StopKind::Refused => "refused",
+                    StopKind::Failed => "failed",
+                },
+                format!("the swap was wound down and the cluster is as it was: {reason}"),
+            ),
+            Ending::Stopped { message } => ("stopped", message.clone()),
+            Ending::Lost(why) => (
+                "lost",
+                format!("{why}; this controller wrote nothing more (see `fleet-role status`)"),
+            ),
+            Ending::Interrupted {
+                out,
+                incoming,
+                taken: true,
+            } => (
+                "interrupted",
+                format!(
+                    "the swap is left at a safe point (between two steps); its Lease lapses within its duration. To resume it: `{}`{}; to wind it down instead: `fleet-role abort`",
+                    resume_command(out.as_ref(), incoming.as_ref()),
+                    if out.is_some() && incoming.is_some() {
+                        " (or `fleet-role run`)"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+            Ending::Interrupted { taken: false, .. } => (
+                "interrupted",
+                "nothing was written: the swap had not started".into(),
+            ),
+        }
+    }
+}
+
+/// The command that resumes a change of `out` for `incoming` (either may
+/// be absent: a grow, a shrink).
+pub fn resume_command(out: Option<&NodeName>, incoming: Option<&NodeName>) -> String {
+    let (o, i) = (
+        out.map_or("", NodeName::as_str),
+        incoming.map_or("", NodeName::as_str),
+    );
+    controller::Change::of(out.is_some(), incoming.is_some()).command(o, i)
+}
