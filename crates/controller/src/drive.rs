@@ -48,6 +48,10 @@ const LONGEST_SLEEP: Duration = Duration::from_secs(300);
 /// ours or a host's report often comes with a second change right behind.
 const COALESCE: Duration = Duration::from_millis(50);
 
+/// While a queued change waits for the fleet to settle, how often it
+/// looks again with no watched change.
+const SETTLE_RECHECK_SECS: i64 = 5;
+
 /// How long the API may fail in a row before the controller gives up (it
 /// keeps its Lease while it retries; a swap given up on resumes when the
 /// controller is run again).
@@ -218,6 +222,51 @@ impl Driver {
             _ = self.shutdown.changed() => {}
             _ = tokio::time::sleep(sleep) => {}
         }
+    }
+
+    /// Waits, up to `bound`, for the gates before a new change of `out` for
+    /// `incoming` to pass, saying each new reason it waits for. What the
+    /// second host of a grow or shrink does: the change before it just
+    /// ended, and the servers' reports of etcd's members (`etcd-views-agree`)
+    /// or a voter's readiness lag it by seconds. Past the bound it returns,
+    /// and the change's own start refuses with the reason.
+    pub async fn settle(
+        &mut self,
+        out: Option<NodeName>,
+        incoming: Option<NodeName>,
+        queued: Vec<NodeName>,
+        bound: Duration,
+        printer: &mut Printer,
+    ) -> anyhow::Result<()> {
+        let state = SwapState {
+            out,
+            incoming,
+            queued,
+            candidate: new_swap_id(&self.settings.clock),
+            instance: self.instance.clone(),
+            taken: None,
+        };
+        let since = self.settings.clock.now();
+        let mut said: Option<String> = None;
+        while !self.stopping() && self.settings.clock.since(since) < bound {
+            let obs = self.observe().await?;
+            let gates = controller::start_gates(&obs.view, &state);
+            if controller::all_pass(&gates) {
+                break;
+            }
+            let why = controller::failures(&gates);
+            if said.as_deref() != Some(why.as_str()) {
+                printer.line(
+                    &format!("waiting for the fleet to settle: {why}"),
+                    json!({"settling": why}),
+                );
+                said = Some(why);
+            }
+            // Reports and Nodes are watched; the edge bounds a missed one.
+            let edge = obs.view.now.saturating_add(SETTLE_RECHECK_SECS);
+            self.wait_for_change(Some(edge)).await;
+        }
+        Ok(())
     }
 
     /// Drives the swap of `out` for `incoming` to its end.

@@ -305,6 +305,11 @@ async fn swap_command(
     Ok(ending.exit())
 }
 
+/// How long the next host of a grow or shrink waits for the fleet to
+/// settle after the change before it (the servers' reports of etcd's
+/// members, a voter's readiness) before its gates are asked anyway.
+const SETTLE_BOUND: Duration = Duration::from_secs(180);
+
 /// Which way `resize_command` changes the voter count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Resize {
@@ -372,6 +377,17 @@ async fn resize_command(
             serde_json::json!({"move": what, "host": host, "of": hosts.len()}),
         );
         let queued = hosts[k + 1..].to_vec();
+        if k > 0 {
+            driver
+                .settle(
+                    out.clone(),
+                    incoming.clone(),
+                    queued.clone(),
+                    SETTLE_BOUND,
+                    &mut printer,
+                )
+                .await?;
+        }
         let ending = driver.change(out, incoming, queued, &mut printer).await?;
         if !matches!(ending, controller::drive::Ending::Done { .. }) {
             let (word, mut message) = ending.summary();

@@ -100,6 +100,6 @@ pub use reasons::{Awaiting, Reached, Reason, VoterFor, Write};
 pub use resize::{gate_odd_voter_count, grow_gates, shrink_gates, voting_now};
 pub use run::{RunDecision, free_standby, run_decision, standbys};
 pub use settings::{DEFAULT_SPREAD_LABEL, Settings, Timeouts};
-pub use swap::{finished, join_voter, next_action, snapshot_voter};
+pub use swap::{finished, join_voter, next_action, snapshot_voter, start_gates};
 pub use tidy::{Tidy, tidy};
 pub use view::{Change, FleetView, Recorded, apply_heartbeats, halves};

@@ -143,7 +143,7 @@ fn name_of(n: &Option<NodeName>) -> &str {
 /// The gates a new change passes before its Lease is taken: a swap's
 /// preflight, or a grow's or shrink's own over it and the hosts queued
 /// after it (so that the count it heads for is odd).
-fn start_gates(v: &FleetView, s: &SwapState) -> Vec<super::Gate> {
+pub fn start_gates(v: &FleetView, s: &SwapState) -> Vec<super::Gate> {
     fn queue<'a>(first: &'a NodeName, then: &'a [NodeName]) -> Vec<&'a str> {
         std::iter::once(first)
             .chain(then)
