@@ -35,39 +35,33 @@ pub fn run_view(v: &FleetView, replace_ineligible: bool) -> Cow<'_, FleetView> {
 }
 
 /// Why `run` must not start over `v`, naming the Nodes to label; `None`
-/// when it may. Without `replace_ineligible`, every one of the `voters`
-/// configured must be an eligible voter already; with it, at least
-/// `voters` Nodes must be eligible at all (else swaps could never end).
+/// when it may. Without `replace_ineligible`, every voter must be eligible
+/// already (run would otherwise leave it be, and a swap started by hand
+/// could be undone); in both modes at least `voters` Nodes must be
+/// eligible at all, voters and standbys, else the configured count could
+/// never be reached and swaps could never end. Fewer voters than
+/// configured, with standbys enough, is the voter set's grow to make.
 pub fn eligibility_shortfall(v: &FleetView, replace_ineligible: bool) -> Option<String> {
     let want = v.settings.voters;
     let label = v.settings.names.eligible();
-    let mut voters: Vec<&str> = Vec::new();
     let mut unlabelled: Vec<&str> = Vec::new();
     let mut eligible = 0;
     for n in &v.nodes {
         if n.eligible {
             eligible += 1;
         }
-        if classify(n) == Class::Voter {
-            voters.push(&n.name);
-            if !n.eligible {
-                unlabelled.push(&n.name);
-            }
+        if classify(n) == Class::Voter && !n.eligible {
+            unlabelled.push(&n.name);
         }
     }
     unlabelled.sort_unstable();
-    let eligible_voters = voters.len() - unlabelled.len();
-    if !replace_ineligible && eligible_voters < want {
-        let names = if unlabelled.is_empty() {
-            "(no voter is missing the label: fewer voters are seen than configured)".to_string()
-        } else {
-            unlabelled.join(", ")
-        };
+    if !replace_ineligible && !unlabelled.is_empty() {
         return Some(format!(
-            "only {eligible_voters} of the {want} voters configured are eligible; label the voters {names}: `kubectl label node NODE {label}=true` (or set replace_ineligible = true to have run replace them by eligible standbys)"
+            "the voters {} are not eligible; label them: `kubectl label node NODE {label}=true` (or set replace_ineligible = true to have run replace them by eligible standbys)",
+            unlabelled.join(", ")
         ));
     }
-    if replace_ineligible && eligible < want {
+    if eligible < want {
         return Some(format!(
             "only {eligible} Nodes carry {label}=true, fewer than the {want} voters configured: label {} more (`kubectl label node NODE {label}=true`)",
             want - eligible
@@ -160,12 +154,28 @@ mod tests {
     fn run_refuses_to_start_naming_the_voters_to_label() {
         let v = only_standbys_labelled();
         let why = eligibility_shortfall(&v, false).expect("refused");
-        assert!(why.contains("label the voters n1, n2, n3"), "{why}");
+        assert!(
+            why.contains("the voters n1, n2, n3 are not eligible"),
+            "{why}"
+        );
         let mut ok = v.clone();
         for n in &mut ok.nodes[..3] {
             n.eligible = true;
         }
         assert_eq!(eligibility_shortfall(&ok, false), None);
+    }
+
+    #[test]
+    fn run_starts_below_the_configured_count_only_with_standbys_enough_to_grow_to_it() {
+        let mut v = only_standbys_labelled();
+        for n in &mut v.nodes[..3] {
+            n.eligible = true;
+        }
+        v.settings.voters = 5;
+        assert_eq!(eligibility_shortfall(&v, false), None, "two standbys");
+        v.nodes[4].eligible = false;
+        let why = eligibility_shortfall(&v, false).expect("one standby short");
+        assert!(why.contains("label 1 more"), "{why}");
     }
 
     #[test]

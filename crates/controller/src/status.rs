@@ -620,8 +620,8 @@ pub fn run_line(d: &controller::RunDecision) -> String {
         controller::RunDecision::Tidy { action, why } => {
             format!("would {}: {why}", action.describe())
         }
-        controller::RunDecision::Swap { out, incoming, why } => {
-            format!("would swap out {out}, in {incoming}: {why}")
+        controller::RunDecision::Swap { why, .. } | controller::RunDecision::Resize { why, .. } => {
+            format!("would {}: {why}", d.change_words().unwrap_or_default())
         }
     }
 }

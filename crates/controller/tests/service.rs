@@ -11,7 +11,7 @@ use std::{
 
 use kube::Client;
 use secrecy::ExposeSecret;
-use support::{CONFIG, DEADLINE, Harness, three_voters};
+use support::{CONFIG, DEADLINE, Harness, three_voters, three_voters_and_a_second_standby};
 use tokio::{io::AsyncBufReadExt, process::Child};
 
 /// Ends a running `fleet-role` as systemd does (SIGTERM) and waits for it
@@ -451,7 +451,7 @@ async fn run_dry_run_prints_the_swap_it_would_make_and_writes_nothing() {
 }
 
 #[tokio::test]
-async fn run_refuses_to_start_while_fewer_voters_are_eligible_than_configured_and_names_them() {
+async fn run_refuses_to_start_while_a_voter_is_not_eligible_and_names_them() {
     let mut hosts = three_voters();
     for h in hosts.iter_mut().filter(|h| h.voter) {
         h.eligible = false;
@@ -460,7 +460,8 @@ async fn run_refuses_to_start_while_fewer_voters_are_eligible_than_configured_an
     let run = h.run(&["run"]).await;
     run.expect(1);
     assert!(
-        run.stderr.contains("label the voters n1, n2, n3"),
+        run.stderr
+            .contains("the voters n1, n2, n3 are not eligible"),
         "{}",
         run.stderr
     );
@@ -706,4 +707,33 @@ async fn run_dry_run_would_swap_a_voter_of_a_full_zone_for_a_standby_of_an_empty
         out.text()
     );
     assert!(h.fleet.log().is_empty(), "{:?}", h.fleet.log());
+}
+
+#[tokio::test]
+async fn run_grows_three_voters_to_the_five_configured_promoting_two_standbys_in_turn_then_rests() {
+    let config = CONFIG.replace("voters = 3", "voters = 5");
+    let h = Harness::start(&three_voters_and_a_second_standby(), &config).await;
+    let mut run = h.spawn(&["run"]);
+    let out = Printed::of(&mut run);
+    // From three, the first standby with the second queued behind it: the
+    // gates count both, so no even count is left standing.
+    out.wait_for("grow: promote n4, then n6: toward 5 voters")
+        .await;
+    out.wait_for("grow: promote n6: toward 5 voters").await;
+    out.wait_for("idle: every voter is healthy and eligible")
+        .await;
+    stop(&mut run).await;
+    for n in ["n4", "n6"] {
+        h.assert_promoted(n).await;
+    }
+    h.assert_clean().await;
+    // Each was its own change on the Lease: two grows ended, no swap.
+    let endings = h.lease_annotation("swap-endings").await.unwrap_or_default();
+    assert_eq!(
+        endings.matches("\"out\":\"\"").count(),
+        2,
+        "two grows (no outgoing host): {endings}"
+    );
+    let text = out.text();
+    assert!(!text.contains("step down"), "{text}");
 }

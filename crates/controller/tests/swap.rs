@@ -18,7 +18,9 @@ use protocol::{
     report::{HostPart, ReportStep},
 };
 use serde_json::{Value, json};
-use support::{CONFIG, Harness, HostSpec, P, condition, three_voters};
+use support::{
+    CONFIG, Harness, HostSpec, P, condition, three_voters, three_voters_and_a_second_standby,
+};
 
 #[tokio::test]
 async fn a_full_swap_promotes_the_standby_and_demotes_the_voter() {
@@ -706,15 +708,4 @@ async fn a_grow_of_two_standbys_then_a_shrink_of_two_voters_go_from_three_voters
     let even = h.run(&["shrink", "--out", "n3"]).await;
     even.expect(1);
     assert!(even.stdout.contains("odd-voter-count"), "{}", even.stdout);
-}
-
-/// `three_voters`, and n6 a second eligible standby beside n4.
-fn three_voters_and_a_second_standby() -> Vec<HostSpec> {
-    let mut hosts = three_voters();
-    hosts.push(HostSpec {
-        name: "n6",
-        voter: false,
-        eligible: true,
-    });
-    hosts
 }

@@ -132,6 +132,17 @@ pub fn three_voters() -> Vec<HostSpec> {
     ]
 }
 
+/// `three_voters`, and n6 a second eligible standby beside n4.
+pub fn three_voters_and_a_second_standby() -> Vec<HostSpec> {
+    let mut hosts = three_voters();
+    hosts.push(HostSpec {
+        name: "n6",
+        voter: false,
+        eligible: true,
+    });
+    hosts
+}
+
 /// The controller's settings in the tests: short, so the tests are quick,
 /// yet generous enough for a loaded machine.
 pub const CONFIG: &str = r#"

@@ -52,7 +52,7 @@ pub fn gate_odd_voter_count(now: usize, after: usize, grow: bool) -> Gate {
     Gate::fail(
         name,
         format!(
-            "{verb} from {now} voters to {after} leaves an even count standing: {after} voters need {} for quorum and tolerate no more failures than {} do; queue a second {flag} to go on to {next}",
+            "{verb} from {now} voters to {after} leaves an even count standing: {after} voters need {} for quorum and tolerate no more failures than {} would; queue a second {flag} to go on to {next}",
             super::quorum(after),
             after - 1
         ),

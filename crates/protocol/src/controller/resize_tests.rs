@@ -33,7 +33,7 @@ fn an_odd_count_at_the_end_passes_and_an_even_one_is_refused_with_the_next_step_
     assert!(!g.passed);
     assert_eq!(
         g.reason,
-        "growing from 1 voters to 2 leaves an even count standing: 2 voters need 2 for quorum and tolerate no more failures than 1; queue a second --in to go on to 3"
+        "growing from 1 voters to 2 leaves an even count standing: 2 voters need 2 for quorum and tolerate no more failures than 1 would; queue a second --in to go on to 3"
     );
     let g = gate_odd_voter_count(3, 2, false);
     assert!(!g.passed);

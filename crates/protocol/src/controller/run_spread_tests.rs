@@ -84,18 +84,82 @@ fn run_replacing_a_down_voter_promotes_the_standby_of_the_zone_it_leaves_empty()
     );
 }
 
-#[test]
-fn run_says_the_voter_sets_next_move_when_the_count_differs_and_makes_none() {
+/// The fleet with `voters` configured and n6 a second eligible standby.
+fn counted(voters: usize) -> FleetView {
     let mut v = fleet();
-    v.settings.voters = 5;
+    v.settings.voters = voters;
     v.nodes.push(agent("n6", true));
-    let RunDecision::Idle { why, .. } = run_decision(&v) else {
-        panic!("{:?}", run_decision(&v))
+    v
+}
+
+fn resize(d: RunDecision) -> (Option<String>, Option<String>, Vec<String>, String) {
+    let RunDecision::Resize {
+        out,
+        incoming,
+        queued,
+        why,
+    } = d
+    else {
+        panic!("{d:?}")
     };
-    assert!(
-        why.contains("3 voters seen, 5 configured") && why.contains("`grow --in n4`"),
-        "{why}"
+    let s = |n: Option<NodeName>| n.map(|n| n.to_string());
+    (
+        s(out),
+        s(incoming),
+        queued.iter().map(ToString::to_string).collect(),
+        why,
+    )
+}
+
+#[test]
+fn run_grows_toward_the_configured_count_two_standbys_at_a_time_from_an_odd_count() {
+    let v = counted(5);
+    let (out, incoming, queued, why) = resize(run_decision(&v));
+    assert_eq!((out, incoming.as_deref()), (None, Some("n4")));
+    assert_eq!(queued, ["n6"], "3 -> 4 alone would leave an even count");
+    assert!(why.starts_with("toward 5 voters"), "{why}");
+    assert_eq!(
+        run_decision(&v).change_words().unwrap(),
+        "grow: promote n4, then n6"
     );
+}
+
+#[test]
+fn run_shrinks_toward_the_configured_count_two_voters_at_a_time_from_an_odd_count() {
+    let mut v = counted(3);
+    *node_mut(&mut v, "n4") = voter("n4", 4);
+    *node_mut(&mut v, "n6") = voter("n6", 6);
+    let (out, incoming, queued, _) = resize(run_decision(&v));
+    assert!(incoming.is_none() && out.is_some(), "{out:?} {incoming:?}");
+    assert_eq!(queued.len(), 1, "5 -> 4 alone would leave an even count");
+    assert_ne!(Some(&queued[0]), out.as_ref());
+}
+
+#[test]
+fn run_grows_only_inside_its_window_but_finishes_an_even_count_at_once() {
+    let mut v = counted(5);
+    v.settings.window = Some(Window::new(&[], "00:00", "00:01", TimeZone::UTC, "UTC").unwrap());
+    let RunDecision::Idle { why, until } = run_decision(&v) else {
+        panic!("run grew outside its window: {:?}", run_decision(&v))
+    };
+    assert!(why.contains("`grow --in n4`"), "{why}");
+    assert!(until.is_some());
+    // Four voters: the middle of a pair, finished whatever the window.
+    *node_mut(&mut v, "n4") = voter("n4", 4);
+    let (_, incoming, queued, _) = resize(run_decision(&v));
+    assert_eq!((incoming.as_deref(), queued.len()), (Some("n6"), 0));
+}
+
+#[test]
+fn run_takes_up_a_grow_whose_controller_went_away() {
+    let mut v = counted(5);
+    let mut l = lease_held_by("fleet-role", "ctl-gone", "swap-9", "", "n4");
+    l.renew_time = Some(NOW - 600);
+    v.lease = Some(l);
+    let (out, incoming, queued, why) = resize(run_decision(&v));
+    assert_eq!((out, incoming.as_deref()), (None, Some("n4")));
+    assert!(queued.is_empty());
+    assert!(why.starts_with("grow swap-9 is unfinished"), "{why}");
 }
 
 #[test]
