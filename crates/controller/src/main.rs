@@ -290,19 +290,35 @@ async fn swap_command(
         let obs = driver.observe().await?;
         let p = plan(&obs.view, out.as_str(), incoming.as_str());
         printer.plan(out.as_str(), incoming.as_str(), &p);
-        return Ok(if protocol::controller::all_pass(&p.gates) {
-            Exit::Done
-        } else {
-            Exit::Refused
-        });
+        return Ok(plan_exit(&p));
     }
-    let fleet = Arc::new(FleetWatch::start(&watching, &settings));
-    fleet.wait_synced(SYNC_BOUND).await?;
-    let mut driver = driver.with_watch(fleet);
+    let mut driver = watched(driver, &watching, &settings).await?;
     let ending = driver.swap(out, incoming, &mut printer).await?;
     let (word, message) = ending.summary();
     printer.result(word, ending.exit_code(), &message);
     Ok(ending.exit())
+}
+
+/// A dry run's exit: 0 when every gate of the plan passes, 1 when one is
+/// shut.
+fn plan_exit(p: &protocol::controller::Plan) -> Exit {
+    if protocol::controller::all_pass(&p.gates) {
+        Exit::Done
+    } else {
+        Exit::Refused
+    }
+}
+
+/// `driver` with the fleet's watches started and listed once, as every
+/// command that writes drives from them.
+async fn watched(
+    driver: Driver,
+    watching: &kube::Client,
+    settings: &Settings,
+) -> anyhow::Result<Driver> {
+    let fleet = Arc::new(FleetWatch::start(watching, settings));
+    fleet.wait_synced(SYNC_BOUND).await?;
+    Ok(driver.with_watch(fleet))
 }
 
 /// How long the next host of a grow or shrink waits for the fleet to
@@ -358,15 +374,9 @@ async fn resize_command(
             Resize::Shrink => protocol::controller::plan_shrink(&obs.view, &names),
         };
         printer.resize_plan(what, &names, &p);
-        return Ok(if protocol::controller::all_pass(&p.gates) {
-            Exit::Done
-        } else {
-            Exit::Refused
-        });
+        return Ok(plan_exit(&p));
     }
-    let fleet = Arc::new(FleetWatch::start(&watching, &settings));
-    fleet.wait_synced(SYNC_BOUND).await?;
-    let mut driver = driver.with_watch(fleet);
+    let mut driver = watched(driver, &watching, &settings).await?;
     for (k, host) in hosts.iter().enumerate() {
         let (out, incoming, verb) = match way {
             Resize::Grow => (None, Some(host.clone()), "promote"),
@@ -652,9 +662,7 @@ async fn abort_command(
         );
         return Ok(Exit::Done);
     }
-    let fleet = Arc::new(FleetWatch::start(&watching, &settings));
-    fleet.wait_synced(SYNC_BOUND).await?;
-    let mut driver = driver.with_watch(fleet);
+    let mut driver = watched(driver, &watching, &settings).await?;
     let ending = driver.abort(rec.out, rec.incoming, &mut printer).await?;
     let (word, message) = ending.summary();
     // Wound down is what an abort asks for.

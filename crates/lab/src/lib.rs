@@ -33,6 +33,7 @@ pub mod net;
 pub mod overlap;
 pub mod resize;
 pub mod scenario;
+pub mod spawn;
 pub mod spec;
 pub mod stamps;
 pub mod status;

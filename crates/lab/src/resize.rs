@@ -5,10 +5,10 @@
 use std::{path::Path, time::Duration};
 
 use anyhow::Context;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 
 use crate::{
     scenario::{Writer, WriterStats},
+    spawn,
     spec::LabSpec,
     world,
 };
@@ -52,26 +52,11 @@ pub async fn fleet_role_with_writer(
     let writer = Writer::start(spec.etcd(host.ip)?, Duration::from_millis(50));
     let kubeconfig = world::kubeconfig_for(spec, through)?;
     let t0 = clock.now();
-    let mut child = tokio::process::Command::new(fleet_role)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("running {}", fleet_role.display()))?;
-    // Both pipes are read as they come: one nobody reads fills and would
-    // block the controller on a write.
-    let log = tokio::spawn({
-        let mut e = child.stderr.take().expect("piped");
-        async move {
-            let mut err = String::new();
-            let _ = e.read_to_string(&mut err).await;
-            err
-        }
-    });
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+    let spawn::Running {
+        mut child,
+        mut lines,
+        log,
+    } = spawn::fleet_role(fleet_role, &kubeconfig, args)?;
     let mut output = String::new();
     let run = async {
         while let Some(line) = lines.next_line().await? {

@@ -27,7 +27,7 @@ use protocol::{
 use serde_json::json;
 
 pub use crate::hand::{Ask, Hand};
-use crate::{etcd_gw, history::History, hosts::Hosts, spec::LabSpec, world};
+use crate::{etcd_gw, history::History, hosts::Hosts, spawn, spec::LabSpec, world};
 
 /// A steady writer to etcd through one voter: every put must succeed.
 ///
@@ -654,7 +654,6 @@ pub async fn swap_with_controller(
     say: &dyn Fn(&str),
 ) -> anyhow::Result<SwapReport> {
     let clock = clock::Clock::system();
-    use tokio::io::AsyncBufReadExt;
     let spec = hosts.spec();
     let hand = Hand::new(spec)?;
     let stay = a_voter_that_stays(spec, out)?;
@@ -682,35 +681,15 @@ pub async fn swap_with_controller(
     // The controller talks to a server that stays (the first server's API
     // goes with it when it is the one swapped out).
     let kubeconfig = world::kubeconfig_for(spec, &stay.name)?;
-    let mut child = tokio::process::Command::new(fleet_role)
-        .args([
-            "--kubeconfig",
-            &kubeconfig.display().to_string(),
-            "swap",
-            "--out",
-            out,
-            "--in",
-            incoming,
-            "--timeout",
-            "3m",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("running {}", fleet_role.display()))?;
-    // Its log is read as it comes: a pipe nobody reads fills (64 KiB of
-    // warnings on a bad day) and would block the controller on a write.
-    let errors = tokio::spawn({
-        let mut e = child.stderr.take().expect("piped");
-        async move {
-            use tokio::io::AsyncReadExt;
-            let mut err = String::new();
-            let _ = e.read_to_string(&mut err).await;
-            err
-        }
-    });
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+    let spawn::Running {
+        mut child,
+        mut lines,
+        log: errors,
+    } = spawn::fleet_role(
+        fleet_role,
+        &kubeconfig,
+        &["swap", "--out", out, "--in", incoming, "--timeout", "3m"],
+    )?;
     let reading = async {
         while let Some(line) = lines.next_line().await? {
             say(&format!("   fleet-role: {line}"));

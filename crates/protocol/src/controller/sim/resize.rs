@@ -9,6 +9,7 @@ use proptest::prelude::*;
 use super::{
     Faults, World,
     properties::{arb_faults, arb_fleet},
+    scenarios::write_kinds,
 };
 use crate::controller::{fixtures::*, *};
 
@@ -19,20 +20,8 @@ fn quiet() -> Faults {
     }
 }
 
-/// The writes that touch a Node or take or release the Lease, in order,
-/// as "kind node".
 fn writes(w: &World) -> Vec<String> {
-    w.writes
-        .iter()
-        .filter(|a| !matches!(a, Action::RenewLease | Action::MarkStep { .. }))
-        .map(|a| {
-            let kind = serde_json::to_value(a).unwrap()["action"]
-                .as_str()
-                .unwrap()
-                .to_string();
-            a.node().map_or(kind.clone(), |n| format!("{kind} {n}"))
-        })
-        .collect()
+    write_kinds(&w.writes)
 }
 
 /// A change of `out` for `incoming` (either may be empty), with `queued`

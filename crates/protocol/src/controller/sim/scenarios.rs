@@ -5,7 +5,9 @@ use crate::controller::{fixtures::*, *};
 #[allow(unused_imports)]
 use crate::report::{Detail, Phase, ReportStep};
 
-fn write_kinds(writes: &[Action]) -> Vec<String> {
+/// The writes that touch a Node or take or release the Lease, in order,
+/// as "kind node".
+pub(super) fn write_kinds(writes: &[Action]) -> Vec<String> {
     writes
         .iter()
         .filter(|a| !matches!(a, Action::RenewLease | Action::MarkStep { .. }))
