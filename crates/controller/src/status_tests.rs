@@ -280,3 +280,22 @@ fn status_shows_the_voter_sets_tolerance_its_spread_and_the_path_to_the_configur
     assert_eq!(j["voterSet"]["path"]["stages"][0]["move"], "swap");
     assert_eq!(j["voterSet"]["path"]["start"]["mayFail"], 1);
 }
+
+#[test]
+fn status_names_a_grow_on_the_lease_by_its_kind_and_a_stopped_one_by_the_command_that_resumes_it() {
+    let settings = Settings::resolve(crate::config::FileConfig::default(), None).unwrap();
+    let mut v = fleet();
+    v.settings = settings.core.clone();
+    v.lease = Some(LeaseFacts {
+        swap: Some("swap-7".into()),
+        swap_in: Some("n5".into()),
+        stopped: Some("the promotion stopped".into()),
+        ..LeaseFacts::default()
+    });
+    let lines = lease_lines(&v, &settings, v.lease.as_ref());
+    assert_eq!(line(&lines, "grow swap-7").trim(), "grow swap-7: in n5");
+    assert!(
+        line(&lines, "STOPPED").ends_with("resume with `fleet-role grow --in n5`"),
+        "{lines:#?}"
+    );
+}

@@ -115,6 +115,24 @@ mod tests {
     }
 
     #[test]
+    fn a_grow_is_wound_down_until_its_host_votes_and_a_shrink_until_its_voter_is_cordoned() {
+        // A grow of n4: wound down while it promotes, finished once n4 votes.
+        let mut v = fleet();
+        v.lease = Some(lease_held_by("fleet-role", ME, "swap-1", "", "n4"));
+        assert_eq!(abort_plan(&v), AbortPlan::WindDown);
+        *node_mut(&mut v, "n4") = voter("n4", 4);
+        assert!(matches!(abort_plan(&v), AbortPlan::Finish { .. }));
+        // A shrink of n1: wound down before its cordon, finished after.
+        let mut v = fleet();
+        v.lease = Some(lease_held_by("fleet-role", ME, "swap-1", "n1", ""));
+        assert_eq!(abort_plan(&v), AbortPlan::WindDown);
+        let n1 = node_mut(&mut v, "n1");
+        n1.cordoned = true;
+        n1.marks.swap = Some("swap-1".into());
+        assert!(matches!(abort_plan(&v), AbortPlan::Finish { .. }));
+    }
+
+    #[test]
     fn a_swap_waiting_for_its_snapshot_is_wound_down_to_the_cluster_as_it_was() {
         let v = ours(fleet(), Some(SwapStep::Snapshot));
         assert_eq!(abort_plan(&v), AbortPlan::WindDown);
