@@ -93,6 +93,10 @@ pub enum Command {
         /// The voter to remove; again for the next one.
         #[arg(long = "out", value_name = "NODE", required = true)]
         out: Vec<String>,
+        /// Let the drain evict the outgoing voters' pods that no controller
+        /// owns (gone for good), as `swap --force` does.
+        #[arg(long)]
+        force: bool,
         /// Print the plan, every gate's verdict and each step's fault
         /// tolerance; write nothing.
         #[arg(long)]

@@ -12,6 +12,8 @@ use protocol::{
 pub enum Ending {
     /// Done.
     Done {
+        /// A swap, a grow or a shrink.
+        change: controller::Change,
         /// Something left for the operator.
         warning: Option<String>,
     },
@@ -19,6 +21,8 @@ pub enum Ending {
     Refused(String),
     /// Wound down to the cluster as it was.
     WoundDown {
+        /// A swap, a grow or a shrink.
+        change: controller::Change,
         /// Refused or failed.
         kind: StopKind,
         /// Why.
@@ -75,15 +79,28 @@ impl Ending {
     /// The result word and message printed last.
     pub fn summary(&self) -> (&'static str, String) {
         match self {
-            Ending::Done { warning: None } => ("done", "the swap is complete".into()),
-            Ending::Done { warning: Some(w) } => ("done", format!("the swap is complete; {w}")),
+            Ending::Done {
+                change,
+                warning: None,
+            } => ("done", format!("the {} is complete", change.as_str())),
+            Ending::Done {
+                change,
+                warning: Some(w),
+            } => ("done", format!("the {} is complete; {w}", change.as_str())),
             Ending::Refused(why) => ("refused", format!("nothing was changed: {why}")),
-            Ending::WoundDown { kind, reason } => (
+            Ending::WoundDown {
+                change,
+                kind,
+                reason,
+            } => (
                 match kind {
                     StopKind::Refused => "refused",
                     StopKind::Failed => "failed",
                 },
-                format!("the swap was wound down and the cluster is as it was: {reason}"),
+                format!(
+                    "the {} was wound down and the cluster is as it was: {reason}",
+                    change.as_str()
+                ),
             ),
             Ending::Stopped { message } => ("stopped", message.clone()),
             Ending::Lost(why) => (

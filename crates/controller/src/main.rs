@@ -194,12 +194,13 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Shrink {
             out,
             dry_run,
+            force,
             output,
         } => {
             let hosts = resize_hosts(out, "--out")?;
             resize_command(
                 kubeconfig,
-                settings,
+                settings.with_force_flag(*force),
                 Resize::Shrink,
                 &hosts,
                 *dry_run,
@@ -401,19 +402,27 @@ async fn resize_command(
         let ending = driver.change(out, incoming, queued, &mut printer).await?;
         if !matches!(ending, controller::drive::Ending::Done { .. }) {
             let (word, mut message) = ending.summary();
-            if k > 0 {
-                // The hosts before it are done: an even count may stand.
+            if hosts.len() > 1 {
+                // Resuming this host alone could leave an even count: the
+                // command names the ones left with it.
+                let flag = match way {
+                    Resize::Grow => "--in",
+                    Resize::Shrink => "--out",
+                };
+                let rest: Vec<String> = names[k..].iter().map(|n| format!("{flag} {n}")).collect();
                 message.push_str(&format!(
-                    "; {} of the {} hosts were done before it, so the voter count may be even: once this one is resolved, `fleet-role {what}` of the rest ({}) goes on",
-                    k,
+                    "; {k} of the {} hosts were done before it, so the voter count may be even: once this one is resolved, `fleet-role {what} {}` goes on with the hosts left (not this one alone)",
                     hosts.len(),
-                    names[k..].join(", ")
+                    rest.join(" ")
                 ));
             }
             printer.result(word, ending.exit_code(), &message);
             return Ok(ending.exit());
         }
-        if let controller::drive::Ending::Done { warning: Some(w) } = &ending {
+        if let controller::drive::Ending::Done {
+            warning: Some(w), ..
+        } = &ending
+        {
             printer.line(&format!("{host}: {w}"), serde_json::json!({"warning": w}));
         }
     }

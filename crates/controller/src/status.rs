@@ -162,11 +162,18 @@ fn lease_lines(v: &FleetView, settings: &Settings, l: Option<&LeaseFacts>) -> Ve
             controller::Outcome::Done { warning: Some(w) } => format!("done; {w}"),
             controller::Outcome::WoundDown { reason, .. } => format!("wound down: {reason}"),
         };
+        // A grow's or a shrink's ending has one half empty.
+        let kind = controller::Change::of(!last.out.is_empty(), !last.incoming.is_empty());
+        let halves: Vec<String> = [("out", &last.out), ("in", &last.incoming)]
+            .into_iter()
+            .filter(|(_, n)| !n.is_empty())
+            .map(|(w, n)| format!("{w} {}", controller::one_line(n)))
+            .collect();
         out.push(format!(
-            "  last swap {} (out {}, in {}) {}: {how}",
+            "  last {} {} ({}) {}: {how}",
+            kind.as_str(),
             controller::one_line(&last.swap),
-            controller::one_line(&last.out),
-            controller::one_line(&last.incoming),
+            halves.join(", "),
             age(v.now, last.at)
         ));
     }

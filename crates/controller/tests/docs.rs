@@ -166,16 +166,26 @@ fn the_swaps_endings_table_gives_each_ending_the_exit_code_the_controller_exits_
     let text = doc("controller.md");
     let rows = table(&text, "ending");
     let code = |e: Ending| e.exit().code();
+    let swap = protocol::controller::Change::Swap;
     let refused = code(Ending::WoundDown {
+        change: swap,
         kind: StopKind::Refused,
         reason: String::new(),
     });
     let failed = code(Ending::WoundDown {
+        change: swap,
         kind: StopKind::Failed,
         reason: String::new(),
     });
     let want = [
-        ("done", code(Ending::Done { warning: None }).to_string()),
+        (
+            "done",
+            code(Ending::Done {
+                change: swap,
+                warning: None,
+            })
+            .to_string(),
+        ),
         (
             "wound down",
             format!("{refused} (a gate) or {failed} (a failure)"),

@@ -466,14 +466,16 @@ impl Driver {
             self.actor
                 .events(&obs, &action, state.taken.as_ref().map(SwapId::as_str))
                 .await;
+            let change = controller::Change::of(state.out.is_some(), state.incoming.is_some());
             match action {
                 Action::ReleaseLease {
                     outcome: Outcome::Done { warning },
-                } => return Ok(Ending::Done { warning }),
+                } => return Ok(Ending::Done { change, warning }),
                 Action::ReleaseLease {
                     outcome: Outcome::WoundDown { kind, reason },
                 } => {
                     return Ok(Ending::WoundDown {
+                        change,
                         kind,
                         reason: reason.to_string(),
                     });

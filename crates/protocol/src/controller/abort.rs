@@ -72,7 +72,11 @@ pub fn abort_plan(v: &FleetView) -> AbortPlan {
         if o.marks.step_kind() == Some(StepKind::StepDown) {
             return finish(format!("{} was asked to step down", rec.out_name()));
         }
-        if o.cordoned && o.marks.swap.as_deref() == Some(rec.id.as_str()) {
+        // A swap's cordon comes after its promotion (the marks name the
+        // swap by then); a shrink's is its first write to the voter, and a
+        // cordon before it is no reason to leave the voter cordoned.
+        let shrink = rec.incoming.is_none();
+        if o.cordoned && (shrink || o.marks.swap.as_deref() == Some(rec.id.as_str())) {
             return finish(format!("{} was cordoned to step down", rec.out_name()));
         }
     }
@@ -126,9 +130,9 @@ mod tests {
         let mut v = fleet();
         v.lease = Some(lease_held_by("fleet-role", ME, "swap-1", "n1", ""));
         assert_eq!(abort_plan(&v), AbortPlan::WindDown);
-        let n1 = node_mut(&mut v, "n1");
-        n1.cordoned = true;
-        n1.marks.swap = Some("swap-1".into());
+        // Cordoned, with no step asked yet (paused after the cordon): the
+        // cordon is the shrink's, and it is finished, not left cordoned.
+        node_mut(&mut v, "n1").cordoned = true;
         assert!(matches!(abort_plan(&v), AbortPlan::Finish { .. }));
     }
 

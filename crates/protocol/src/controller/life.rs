@@ -483,10 +483,16 @@ pub fn pace(v: &FleetView, out: &str) -> Pace {
         .collect();
     failures.sort_unstable();
     let cap = usize::try_from(s.retry_max.max(1)).unwrap_or(usize::MAX);
+    // A grow's endings name no outgoing voter: its failures count together.
+    let who = if out.is_empty() {
+        "the grows".to_string()
+    } else {
+        out.to_string()
+    };
     if failures.len() >= cap {
         let t = failures[failures.len() - cap].saturating_add(s.retry_period);
         reasons.push(format!(
-            "{out} failed {} times within {} s (the cap is {cap}); it is left alone until {}",
+            "{who} failed {} times within {} s (the cap is {cap}); it is left alone until {}",
             failures.len(),
             s.retry_period,
             show_time(t, zone)
@@ -503,7 +509,7 @@ pub fn pace(v: &FleetView, out: &str) -> Pace {
         let t = last.saturating_add(wait);
         if now < t {
             reasons.push(format!(
-                "{out} failed {} time(s) lately; backing off {wait} s after the last",
+                "{who} failed {} time(s) lately; backing off {wait} s after the last",
                 failures.len()
             ));
             ready = ready.max(t);

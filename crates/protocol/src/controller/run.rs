@@ -341,9 +341,11 @@ fn voter_set(v: &FleetView) -> RunDecision {
 /// The path's first move when it changes the count: a grow or a shrink,
 /// with the second host of a pair queued when the first alone would leave
 /// an even count. Paced as a swap (the window, the delay after the last
-/// change, the cap on a voter's failed changes), except from an even
-/// count: that is the middle of a pair, finished at once rather than left
-/// standing until the window opens again. `None`: the first move is a swap.
+/// change, the cap on a voter's failed changes and the back-off), except
+/// that from an even count (the middle of a pair, or one left by a change
+/// that failed) neither the window nor the delay holds it back: an even
+/// count is not left standing until the window opens again. `None`: the
+/// first move is a swap.
 fn count_move(v: &FleetView, p: &voterset::Path) -> Option<RunDecision> {
     let first = p.stages.first()?;
     let host = |m: &voterset::Move| match m {
@@ -359,7 +361,7 @@ fn count_move(v: &FleetView, p: &voterset::Path) -> Option<RunDecision> {
             None,
         );
     };
-    let queued: Vec<NodeName> = if first.after.voting % 2 == 0 {
+    let queued: Vec<NodeName> = if first.after.voting.is_multiple_of(2) {
         p.stages
             .get(1)
             .and_then(|s| host(&s.change))
@@ -376,18 +378,25 @@ fn count_move(v: &FleetView, p: &voterset::Path) -> Option<RunDecision> {
         (Some(node), None)
     };
     let why = format!("toward {} voters: {}", v.settings.voters, first.why);
-    if p.start.voting % 2 == 1 {
-        let paced_for = out.as_ref().map_or("", NodeName::as_str);
-        if let Pace::Wait { until, why: wait } = pace(v, paced_for) {
-            return idle(
-                format!(
-                    "the voter set's next move is `{}` ({}), but {wait}",
-                    first.change.describe(),
-                    first.why
-                ),
-                until,
-            );
-        }
+    // From an even count, the window and the delay after the last change
+    // do not hold the move back; the cap on failures and the back-off do.
+    let paced = if p.start.voting.is_multiple_of(2) {
+        let mut unhurried = v.clone();
+        unhurried.settings.window = None;
+        unhurried.settings.settle = 0;
+        pace(&unhurried, out.as_ref().map_or("", NodeName::as_str))
+    } else {
+        pace(v, out.as_ref().map_or("", NodeName::as_str))
+    };
+    if let Pace::Wait { until, why: wait } = paced {
+        return idle(
+            format!(
+                "the voter set's next move is `{}` ({}), but {wait}",
+                first.change.describe(),
+                first.why
+            ),
+            until,
+        );
     }
     Some(RunDecision::Resize {
         out,

@@ -3,7 +3,7 @@
 //! why), within the drain step's timeout. A pod no controller owns stops
 //! the swap before anything is evicted, unless the swap is forced.
 
-use super::step::{enter, outgoing, overdue, wait};
+use super::step::{enter, outgoing, overdue, promoted_clause, resume_hint, wait};
 use crate::controller::{
     Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, SwapStep,
     drain::{PodRef, blocking, named, unmanaged},
@@ -23,7 +23,15 @@ pub(super) fn drain(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Option<Act
         return Some(a);
     }
     let out = rec.out_name();
-    let inc = rec.in_name();
+    // What a swap's promotion left beside the outgoing voter (a shrink
+    // promoted nothing), and the command that resumes.
+    let count = if rec.incoming.is_some() {
+        "the cluster has one voter more than configured"
+    } else {
+        "the voter count is as it was"
+    };
+    let promoted = promoted_clause(rec);
+    let resume = resume_hint(rec);
     let bare = unmanaged(&v.pods);
     if !v.settings.drain_force && !bare.is_empty() {
         // Checked before every round, not only the first: a pod bound to
@@ -37,10 +45,10 @@ pub(super) fn drain(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Option<Act
                 pods: named(&bare),
             },
             left: format!(
-                "{inc} is a voter (promoted by this swap) and {out} is still a voter, cordoned, no step-down asked: the cluster has one voter more than configured"
+                "{promoted}{out} is still a voter, cordoned, no step-down asked: {count}"
             ),
             next: format!(
-                "move or delete those pods yourself (`kubectl get pods -A --field-selector spec.nodeName={out}`), then `fleet-role swap --out {out} --in {inc}` resumes the swap; or resume it with `--force` (`drain_force = true` for `run`) to evict them, gone for good"
+                "move or delete those pods yourself (`kubectl get pods -A --field-selector spec.nodeName={out}`), then {resume}; or resume it with `--force` (`drain_force = true` for `run`) to evict them, gone for good"
             ),
         });
     }
@@ -53,10 +61,10 @@ pub(super) fn drain(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Option<Act
                 pods: named(&left),
             },
             left: format!(
-                "{inc} is a voter (promoted by this swap) and {out} is still a voter, cordoned, with its pods partly evicted: the cluster has one voter more than configured"
+                "{promoted}{out} is still a voter, cordoned, with its pods partly evicted: {count}"
             ),
             next: format!(
-                "see why the pods stay (`kubectl get pods -A --field-selector spec.nodeName={out}`, their PodDisruptionBudgets); once they are gone, or with a longer `timeouts.drain`, `fleet-role swap --out {out} --in {inc}` resumes the swap"
+                "see why the pods stay (`kubectl get pods -A --field-selector spec.nodeName={out}`, their PodDisruptionBudgets); once they are gone, or with a longer `timeouts.drain`, {resume}"
             ),
         });
     }

@@ -35,7 +35,9 @@ pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) ->
         Some(inc) => format!(
             "{inc} is a voter (promoted by this swap) and {out} is still a voter: the cluster has one voter more than configured"
         ),
-        None => format!("{out} is still a voter: the voter set is as it was"),
+        None => format!(
+            "{out} is still a voter (cordoned, if the step-down's cordon was written): the voter count is as it was"
+        ),
     };
     let on_shut = |failures: String| {
         if overdue(v, l, step) {
