@@ -1,5 +1,5 @@
 //! How one change driven by this process ended ([`Ending`]), what its exit
-//! code and last line say, and the command that resumes it.
+//! code and last line say.
 
 use protocol::{
     NodeName,
@@ -115,7 +115,7 @@ impl Ending {
                 "interrupted",
                 format!(
                     "the swap is left at a safe point (between two steps); its Lease lapses within its duration. To resume it: `{}`{}; to wind it down instead: `fleet-role abort`",
-                    resume_command(out.as_ref(), incoming.as_ref()),
+                    controller::Change::resume_command(out.as_ref(), incoming.as_ref()),
                     if out.is_some() && incoming.is_some() {
                         " (or `fleet-role run`)"
                     } else {
@@ -129,14 +129,4 @@ impl Ending {
             ),
         }
     }
-}
-
-/// The command that resumes a change of `out` for `incoming` (either may
-/// be absent: a grow, a shrink).
-pub fn resume_command(out: Option<&NodeName>, incoming: Option<&NodeName>) -> String {
-    let (o, i) = (
-        out.map_or("", NodeName::as_str),
-        incoming.map_or("", NodeName::as_str),
-    );
-    controller::Change::of(out.is_some(), incoming.is_some()).command(o, i)
 }

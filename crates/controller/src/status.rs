@@ -144,7 +144,7 @@ fn lease_lines(v: &FleetView, settings: &Settings, l: Option<&LeaseFacts>) -> Ve
             out.push(format!(
                 "  STOPPED: {}; resume with `{}`",
                 controller::one_line(s),
-                r.change().command(r.out_name(), r.in_name())
+                r.resume_command()
             ));
         }
     }

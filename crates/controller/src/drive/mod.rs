@@ -59,7 +59,7 @@ const API_PATIENCE: Duration = Duration::from_secs(300);
 
 mod run;
 
-pub use crate::ending::{Ending, resume_command};
+pub use crate::ending::Ending;
 
 /// One controller process.
 pub struct Driver {

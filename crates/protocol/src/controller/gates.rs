@@ -188,7 +188,7 @@ pub fn gate_no_other_swap(v: &FleetView, out: &str, incoming: &str) -> Gate {
                     "swap {} ({}) is unfinished{why}; resume it with `{}`",
                     r.id,
                     super::view::halves(r.out.as_ref(), r.incoming.as_ref()),
-                    r.change().command(r.out_name(), r.in_name())
+                    r.resume_command()
                 ),
             );
         }

@@ -102,4 +102,4 @@ pub use run::{RunDecision, free_standby, run_decision, standbys};
 pub use settings::{DEFAULT_SPREAD_LABEL, Settings, Timeouts};
 pub use swap::{finished, join_voter, next_action, snapshot_voter, start_gates};
 pub use tidy::{Tidy, tidy};
-pub use view::{Change, FleetView, Recorded, apply_heartbeats, halves};
+pub use view::{Change, FleetView, Recorded, apply_heartbeats, half_name, halves};

@@ -4,8 +4,8 @@ use crate::text::one_line;
 use serde::Serialize;
 
 use super::{
-    Action, Class, FleetView, GraceKind, NodeFacts, Pace, classify, grace_for, life::show_time,
-    pace, standby_ready_at, tidy, voterset,
+    Action, Class, FleetView, GraceKind, NodeFacts, Pace, classify, grace_for, half_name,
+    life::show_time, pace, standby_ready_at, tidy, voterset,
 };
 use crate::validate::NodeName;
 
@@ -384,9 +384,9 @@ fn count_move(v: &FleetView, p: &voterset::Path) -> Option<RunDecision> {
         let mut unhurried = v.clone();
         unhurried.settings.window = None;
         unhurried.settings.settle = 0;
-        pace(&unhurried, out.as_ref().map_or("", NodeName::as_str))
+        pace(&unhurried, half_name(out.as_ref()))
     } else {
-        pace(v, out.as_ref().map_or("", NodeName::as_str))
+        pace(v, half_name(out.as_ref()))
     };
     if let Pace::Wait { until, why: wait } = paced {
         return idle(

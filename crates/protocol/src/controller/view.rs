@@ -69,18 +69,29 @@ impl Recorded {
     /// The outgoing Node's name, empty in a grow (no Node has that name,
     /// which is how the gates take a half that is absent).
     pub fn out_name(&self) -> &str {
-        self.out.as_ref().map_or("", NodeName::as_str)
+        half_name(self.out.as_ref())
     }
 
     /// The incoming Node's name, empty in a shrink.
     pub fn in_name(&self) -> &str {
-        self.incoming.as_ref().map_or("", NodeName::as_str)
+        half_name(self.incoming.as_ref())
+    }
+
+    /// The command that resumes it.
+    pub fn resume_command(&self) -> String {
+        Change::resume_command(self.out.as_ref(), self.incoming.as_ref())
     }
 
     /// Which kind of change it records.
     pub fn change(&self) -> Change {
         Change::of(self.out.is_some(), self.incoming.is_some())
     }
+}
+
+/// A half's name, empty when the change has none (no Node has that name,
+/// which is how the gates take a half that is absent).
+pub fn half_name(n: Option<&NodeName>) -> &str {
+    n.map_or("", NodeName::as_str)
 }
 
 /// The halves of a change in a line: "out n1, in n4", "in n4" (a grow),
@@ -125,6 +136,12 @@ impl Change {
             Change::Grow => format!("fleet-role grow --in {incoming}"),
             Change::Shrink => format!("fleet-role shrink --out {out}"),
         }
+    }
+
+    /// The command that starts or resumes the change of `out` for
+    /// `incoming`, of the kind their presence says.
+    pub fn resume_command(out: Option<&NodeName>, incoming: Option<&NodeName>) -> String {
+        Change::of(out.is_some(), incoming.is_some()).command(half_name(out), half_name(incoming))
     }
 
     /// The word for it in output.

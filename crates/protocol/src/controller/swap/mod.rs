@@ -30,7 +30,7 @@ use self::{
 };
 use super::{
     Action, Change, FleetView, LeaseFacts, Recorded, Start, SwapState, SwapStep, all_pass,
-    gate_no_other_swap, gate_not_paused, grow_gates, one_line, preflight, shrink_gates,
+    gate_no_other_swap, gate_not_paused, grow_gates, half_name, one_line, preflight, shrink_gates,
 };
 use crate::validate::{NodeName, StepKind};
 
@@ -90,7 +90,7 @@ pub(super) fn renew_due(v: &FleetView, l: &LeaseFacts) -> bool {
 }
 
 pub(super) fn start(v: &FleetView, s: &SwapState) -> Action {
-    let (out, inc) = (name_of(&s.out), name_of(&s.incoming));
+    let (out, inc) = (half_name(s.out.as_ref()), half_name(s.incoming.as_ref()));
     if let Some(l) = &v.lease
         && let Some(rec) = l.recorded_swap()
         && rec.out == s.out
@@ -133,11 +133,6 @@ pub(super) fn start(v: &FleetView, s: &SwapState) -> Action {
     } else {
         Action::Refuse { gates }
     }
-}
-
-/// A half's name, empty when absent (the gates' way of saying so).
-fn name_of(n: &Option<NodeName>) -> &str {
-    n.as_ref().map_or("", NodeName::as_str)
 }
 
 /// The gates a new change passes before its Lease is taken: a swap's

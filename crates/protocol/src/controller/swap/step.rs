@@ -124,7 +124,7 @@ pub(super) fn stop(step: SwapStep, reason: Reason, left: String, next: String) -
 pub(super) fn resume_hint(rec: &Recorded) -> String {
     format!(
         "`{}` resumes the {}",
-        rec.change().command(rec.out_name(), rec.in_name()),
+        rec.resume_command(),
         rec.change().as_str()
     )
 }
