@@ -22,9 +22,16 @@ const DAEMON_START: Duration = Duration::from_secs(90);
 /// `agent` run until stopped, `--version` prints k3s's lines, and
 /// `etcd-snapshot save --name NAME` writes the file k3s would, in the
 /// default snapshot folder (which only a bind mount makes the host's).
+/// `server` exits 1 at once while the data folder holds `fail-server`.
 const FAKE_K3S: &str = r#"#!/bin/sh
 case "$1" in
-  server | agent) trap 'exit 0' TERM; /bin/sleep 600 & wait ;;
+  server | agent)
+    # The test's way to make a server fail to start, as a k3s whose etcd
+    # cannot join exits non-zero.
+    if [ "$1" = server ] && [ -e /var/lib/rancher/k3s/fail-server ]; then
+      echo "failed to start the server" >&2; exit 1
+    fi
+    trap 'exit 0' TERM; /bin/sleep 600 & wait ;;
   --version) echo "k3s version v1.33.5+k3s1 (f4k3d0c)"; echo "go version go1.24.11" ;;
   etcd-snapshot)
     [ "$2" = save ] || exit 0
@@ -115,12 +122,21 @@ impl DockerHost {
     }
 
     fn host(&self) -> Host {
-        let units = DockerUnits::new(
+        self.host_ready(None)
+    }
+
+    /// The host, its server counted as started only once `ready` (an etcd
+    /// health endpoint) answers healthy, as the actuator sets it.
+    fn host_ready(&self, ready: Option<&str>) -> Host {
+        let mut units = DockerUnits::new(
             self.engine.clone(),
             Containers::default(),
             Duration::from_secs(10),
             &self.clock,
         );
+        if let Some(url) = ready {
+            units = units.with_server_ready(url);
+        }
         let mut h = Host::new(self.root.path(), "docker-1", self.clock.clone()).with_docker(units);
         h.start_wait = Duration::from_secs(60);
         h.stop_wait = Duration::from_secs(60);
@@ -239,6 +255,83 @@ fn a_promotion_on_a_docker_host_stops_and_disables_the_agent_container_before_th
         starts,
         [c.agent.as_str(), c.server.as_str(), c.agent.as_str()],
         "{events:?}"
+    );
+    assert_eq!(ran_together(&events), None, "{events:?}");
+}
+
+#[test]
+fn a_promotion_whose_server_container_fails_rolls_back_to_the_running_agent_container_with_the_join_removed_and_the_datastore_aside()
+ {
+    let d = DockerHost::start(&["server", "agent"]);
+    let c = Containers::default();
+    // Nothing serves etcd's health here: a server container that ran for a
+    // moment is not taken for a ready k3s (the actuator always sets this).
+    let mut host = d.host_ready(Some("http://127.0.0.1:9/health"));
+    // Docker restarts a failing container with `unless-stopped`, so its
+    // status flips between `restarting` and `exited`, as a unit with
+    // `Restart=always` does: the start's wait ends at its bound or at the
+    // first failed run it sees. Either is the failure the rollback follows.
+    host.start_wait = Duration::from_secs(10);
+    let data = d.root.path().join("var/lib/rancher/k3s");
+    std::fs::write(data.join("fail-server"), "").unwrap();
+    // What a learner that never caught up leaves: a member folder.
+    std::fs::create_dir_all(host.paths.etcd_dir().join("member/wal")).unwrap();
+    let join = JoinUrl::parse("https://10.0.0.7:6443").unwrap();
+
+    let e = host
+        .apply(&host.plan_promote(&join).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("k3s") && e.contains("after its start"), "{e}");
+    assert_eq!(
+        d.container(&c.agent).restart,
+        RestartPolicy::No,
+        "the promotion had got as far as the server's start"
+    );
+
+    host.apply(&host.plan_rollback().unwrap()).unwrap();
+    let server = d.container(&c.server);
+    let agent = d.container(&c.agent);
+    assert!(
+        server.status != Status::Running && server.status != Status::Restarting,
+        "{:?}",
+        server.status
+    );
+    assert_eq!(server.restart, RestartPolicy::No);
+    assert_eq!(
+        (agent.status, agent.restart),
+        (Status::Running, RestartPolicy::UnlessStopped)
+    );
+    assert_eq!(host.role().unwrap(), Some(Role::Agent));
+    assert!(
+        !host
+            .paths
+            .k3s_dropins()
+            .join("90-fleet-role-join.yaml")
+            .exists(),
+        "a rollback removes the join it wrote"
+    );
+    assert!(!host.paths.etcd_dir().exists());
+    assert!(host.paths.db_demoted().join("etcd/member/wal").is_dir());
+    assert!(
+        host.plan_rollback().unwrap().is_empty(),
+        "a rolled-back Docker host plans nothing more"
+    );
+
+    // Docker's record: the server's failed runs all ended before the
+    // agent's second start.
+    let events = d.events_until(|events| {
+        events
+            .iter()
+            .filter(|e| e.name == c.agent && e.action == "start")
+            .count()
+            == 2
+    });
+    assert!(
+        events
+            .iter()
+            .any(|e| e.name == c.server && e.action == "die"),
+        "the server never ran: {events:?}"
     );
     assert_eq!(ran_together(&events), None, "{events:?}");
 }
