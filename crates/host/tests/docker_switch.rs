@@ -128,12 +128,7 @@ impl DockerHost {
     /// The host, its server counted as started only once `ready` (an etcd
     /// health endpoint) answers healthy, as the actuator sets it.
     fn host_ready(&self, ready: Option<&str>) -> Host {
-        let mut units = DockerUnits::new(
-            self.engine.clone(),
-            Containers::default(),
-            Duration::from_secs(10),
-            &self.clock,
-        );
+        let mut units = self.units();
         if let Some(url) = ready {
             units = units.with_server_ready(url);
         }
@@ -141,6 +136,16 @@ impl DockerHost {
         h.start_wait = Duration::from_secs(60);
         h.stop_wait = Duration::from_secs(60);
         h
+    }
+
+    /// The host's two containers, each stop given 10 s before Docker kills.
+    fn units(&self) -> DockerUnits {
+        DockerUnits::new(
+            self.engine.clone(),
+            Containers::default(),
+            Duration::from_secs(10),
+            &self.clock,
+        )
     }
 
     fn container(&self, name: &str) -> dockerengine::Container {
@@ -398,13 +403,8 @@ fn a_docker_hosts_snapshot_and_k3s_release_come_from_a_one_off_container_of_the_
     assert_eq!(d.container("k3s-agent").status, Status::Running);
 
     // A k3s that fails is an error naming the command, with its words.
-    let units = DockerUnits::new(
-        d.engine.clone(),
-        Containers::default(),
-        Duration::from_secs(10),
-        &d.clock,
-    );
-    let out = units
+    let out = d
+        .units()
         .run_k3s(&["nonsense"], Duration::from_secs(30))
         .unwrap();
     assert_eq!(out.status.code(), Some(3));
