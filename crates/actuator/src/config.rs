@@ -39,8 +39,12 @@ pub struct FileConfig {
     pub prefix: Option<String>,
     /// The regrade Lease's name in kube-system.
     pub lease_name: Option<String>,
-    /// The report ConfigMap's namespace.
+    /// The shared report ConfigMap's namespace of earlier releases (read
+    /// once at start for the report's history, never written).
     pub report_namespace: Option<String>,
+    /// The namespace of this host's heartbeat Lease and report ConfigMap,
+    /// and of its ServiceAccount (default `fleet-role-hosts`).
+    pub hosts_namespace: Option<String>,
     /// The Lease holder the controller uses.
     pub controller_identity: Option<String>,
     /// Seconds taken off a Lease's validity for clock skew.
@@ -214,6 +218,9 @@ impl Settings {
         let report_namespace = file.report_namespace.unwrap_or(defaults.report_namespace);
         protocol::SwapId::parse(&report_namespace)
             .map_err(|e| invalid("report_namespace", e.to_string()))?;
+        let hosts_namespace = file.hosts_namespace.unwrap_or(defaults.hosts_namespace);
+        protocol::SwapId::parse(&hosts_namespace)
+            .map_err(|e| invalid("hosts_namespace", e.to_string()))?;
         let controller_identity = HolderIdentity::parse(
             &file
                 .controller_identity
@@ -290,6 +297,7 @@ impl Settings {
                 prefix,
                 lease_name,
                 report_namespace,
+                hosts_namespace,
                 controller_identity,
             },
             api,

@@ -357,7 +357,11 @@ fn api_report(s: &Settings) -> anyhow::Result<Option<protocol::Report>> {
         .block_on(candidates.first_answer(
             |client| {
                 let (names, node) = (&s.names, s.node.as_str());
-                async move { report::read(&client, names, node).await }
+                async move {
+                    report::Published::default()
+                        .read(&client, names, node)
+                        .await
+                }
             },
             |e| matches!(e, report::LoadError::Api(k) if cluster::moves_on(k)),
         ))

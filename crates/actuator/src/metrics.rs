@@ -34,6 +34,7 @@ pub struct Metrics {
     steps: Family<Labels, Counter>,
     durations: Family<Labels, Histogram, fn() -> Histogram>,
     restarts: Family<Labels, Counter>,
+    refused: Family<Labels, Counter>,
 }
 
 fn step_histogram() -> Histogram {
@@ -77,11 +78,18 @@ impl Metrics {
         for watch in ["node", "lease"] {
             drop(restarts.get_or_create(&vec![("watch".into(), watch.into())]));
         }
+        let refused = Family::<Labels, Counter>::default();
+        registry.register(
+            "writes_refused",
+            "Writes of this host's own objects the API refused, by object (report, heartbeat) and the API's reason (Forbidden, NotFound, ...)",
+            refused.clone(),
+        );
         Self {
             registry,
             steps,
             durations,
             restarts,
+            refused,
         }
     }
 
@@ -106,6 +114,17 @@ impl Metrics {
     pub fn watch_restarted(&self, watch: &str) {
         self.restarts
             .get_or_create(&vec![("watch".into(), watch.into())])
+            .inc();
+    }
+
+    /// The API refused a write of `object` (`report`, `heartbeat`) for
+    /// `reason`, the API's own word for it.
+    pub fn write_refused(&self, object: &str, reason: &str) {
+        self.refused
+            .get_or_create(&vec![
+                ("object".into(), object.into()),
+                ("reason".into(), reason.into()),
+            ])
             .inc();
     }
 
@@ -145,7 +164,14 @@ mod tests {
         m.step_ended("promote", "done");
         m.step_took("promote", Duration::from_secs(3));
         m.watch_restarted("lease");
+        m.write_refused("report", "Forbidden");
         let text = m.render();
+        assert!(
+            text.contains(
+                "fleet_role_actuator_writes_refused_total{object=\"report\",reason=\"Forbidden\"} 1"
+            ),
+            "{text}"
+        );
         assert!(
             text.contains("fleet_role_actuator_steps_total{step=\"promote\",outcome=\"done\"} 2"),
             "{text}"

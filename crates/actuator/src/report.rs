@@ -1,23 +1,39 @@
-//! The host's report: its own key of the `fleet-role-actuators` ConfigMap,
-//! written with server-side apply under a field manager of its own, so hosts
-//! reporting at once never overwrite each other's keys. The ConfigMap itself
-//! is made by the installer (`deploy/rbac/`): the actuator may patch it, never
-//! create it.
+//! The host's report and heartbeat: its own ConfigMap and Lease in the
+//! hosts' namespace, both named for its Node and made by `fleet-role
+//! enroll` (the actuator may get and update them, never create them). The
+//! report is written when it changes, the heartbeat renewed every
+//! heartbeat period: what etcd stores per host does not grow with the
+//! fleet (docs/controller.md has the figures).
 //!
-//! A copy is kept on the host ([`host::HostPaths::report`]), written
-//! atomically before each write to the API. At start the newer of the two
-//! (the higher [`Report::seq`]) is the watcher's memory, so a report lost on
-//! its way to the API never makes a settled step run again; a copy that does
-//! not parse stops the actuator rather than be taken as no history.
+//! A copy of the report is kept on the host ([`host::HostPaths::report`]),
+//! written atomically before each write to the API. At start the newer of
+//! the two (the higher [`Report::seq`]) is the watcher's memory, so a
+//! report lost on its way to the API never makes a settled step run again;
+//! a copy that does not parse stops the actuator rather than be taken as
+//! no history.
+//!
+//! A write the API refuses (its admission policy, RBAC, an object that was
+//! never made) is no trouble with the API server: every server would refuse
+//! it alike. It is told apart ([`refusal`]) so that it is said once with the
+//! API's own reason, counted, and carried on the heartbeat, where `status`
+//! shows it.
 
 use std::path::PathBuf;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{
-    Api, Client,
-    api::{Patch, PatchParams},
+use k8s_openapi::{
+    api::{coordination::v1::Lease, core::v1::ConfigMap},
+    apimachinery::pkg::apis::meta::v1::MicroTime,
 };
-use protocol::{Names, Report, names::REPORT_CONFIGMAP, report::MAX_REPORT_BYTES};
+use kube::{
+    Api, Client, Resource,
+    api::PostParams,
+};
+use protocol::{Names, Report, names::HOST_REPORT_KEY, report::MAX_REPORT_BYTES};
+
+/// The field manager of the host's updates: one name for every host, as
+/// each host's objects are its own (a manager per host would only grow
+/// each object's managedFields).
+pub const FIELD_MANAGER: &str = "fleet-role-actuator";
 
 /// Why the report could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -27,12 +43,12 @@ pub enum LoadError {
     Api(#[from] kube::Error),
     /// The API's copy does not parse.
     #[error(
-        "this host's report in the API (ConfigMap {namespace}/{REPORT_CONFIGMAP}, key {node:?}) does not parse ({reason}): refusing to act rather than take it as no history, which could run a settled step again; check the steps this host took, then delete the key (an admin; the copy kept on the host is then used) or put a valid report there"
+        "this host's report in the API (ConfigMap {namespace}/{node}, key {HOST_REPORT_KEY:?}) does not parse ({reason}): refusing to act rather than take it as no history, which could run a settled step again; check the steps this host took, then remove the key (an admin; the copy kept on the host is then used) or put a valid report there"
     )]
     CorruptApi {
         /// The report's namespace.
         namespace: String,
-        /// The key.
+        /// The Node (the ConfigMap's name).
         node: String,
         /// The parser's reason.
         reason: String,
@@ -50,21 +66,185 @@ pub enum LoadError {
     },
 }
 
-/// Reads this host's last report from the API; a missing ConfigMap or key
-/// is no report, a value that does not parse is [`LoadError::CorruptApi`].
-pub async fn read(client: &Client, names: &Names, node: &str) -> Result<Option<Report>, LoadError> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &names.report_namespace);
-    let cm = api.get_opt(REPORT_CONFIGMAP).await?;
-    let Some(raw) = cm.and_then(|cm| cm.data).and_then(|mut d| d.remove(node)) else {
-        return Ok(None);
+/// A write the API refused, as it said it: every API server would refuse
+/// it alike, so it is said, counted and retried later rather than taken
+/// as a failed server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The HTTP status code.
+    pub code: u16,
+    /// The API's reason (`Forbidden`, `NotFound`, `Invalid`, ...).
+    pub reason: String,
+    /// The API's message.
+    pub message: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let line = protocol::text::one_line(&self.message);
+        write!(f, "{} {}: {line}", self.code, self.reason)
+    }
+}
+
+/// The refusal `e` is, if it is one: an answer of the API in 4xx but a
+/// timeout (408), a conflict (409, retried at once) or a throttle (429),
+/// which another try or another server may pass.
+pub fn refusal(e: &kube::Error) -> Option<Refusal> {
+    match e {
+        kube::Error::Api(s) if (400..500).contains(&s.code) && ![408, 409, 429].contains(&s.code) => {
+            Some(Refusal {
+                code: s.code,
+                reason: if s.reason.is_empty() {
+                    s.code.to_string()
+                } else {
+                    s.reason.clone()
+                },
+                message: s.message.clone(),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The host's own objects as last read or written: every update carries
+/// the resourceVersion and metadata read, so the hosts' policy (which
+/// keeps labels and owner references as enroll made them) passes it, and
+/// the first update after a start reads the object once.
+#[derive(Debug, Default)]
+pub struct Published {
+    report: Option<ConfigMap>,
+    heartbeat: Option<Lease>,
+}
+
+/// Updates `name` through `api` as `change` makes it from the object held
+/// (read first when none is): one retry after a conflict, from a fresh
+/// read. The object the API answered is held; after an error none is.
+async fn update_own<K>(
+    api: &Api<K>,
+    held: &mut Option<K>,
+    name: &str,
+    change: impl Fn(&mut K),
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
     };
-    Report::parse(&raw)
-        .map(Some)
-        .map_err(|e| LoadError::CorruptApi {
-            namespace: names.report_namespace.clone(),
-            node: node.to_string(),
-            reason: e.to_string(),
+    for attempt in 0..2 {
+        let mut object = match held.take() {
+            Some(o) => o,
+            None => api.get(name).await?,
+        };
+        change(&mut object);
+        // Left out, the API keeps the managed fields as they are.
+        object.meta_mut().managed_fields = None;
+        match api.replace(name, &params, &object).await {
+            Ok(mut written) => {
+                written.meta_mut().managed_fields = None;
+                *held = Some(written);
+                return Ok(());
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 && attempt == 0 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(kube::Error::Api(
+        kube::core::Status::failure(
+            &format!("{name} changed under two updates in a row"),
+            "Conflict",
+        )
+        .with_code(409)
+        .boxed(),
+    ))
+}
+
+impl Published {
+    /// Reads this host's last report from the API; a missing key is no
+    /// report, a value that does not parse is [`LoadError::CorruptApi`]. A
+    /// missing ConfigMap (a host not enrolled with this release) is no
+    /// report either: its writes are refused with the reason, which says so.
+    pub async fn read(
+        &mut self,
+        client: &Client,
+        names: &Names,
+        node: &str,
+    ) -> Result<Option<Report>, LoadError> {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &names.hosts_namespace);
+        let Some(mut cm) = api.get_opt(node).await? else {
+            return Ok(None);
+        };
+        cm.metadata.managed_fields = None;
+        let raw = kubeview::hostobjects::report_value(&cm).map(String::from);
+        self.report = Some(cm);
+        let Some(raw) = raw else {
+            return Ok(None);
+        };
+        Report::parse(&raw)
+            .map(Some)
+            .map_err(|e| LoadError::CorruptApi {
+                namespace: names.hosts_namespace.clone(),
+                node: node.to_string(),
+                reason: e.to_string(),
+            })
+    }
+
+    /// The report at start: the newer of the host's copy and the API's, and
+    /// whether the API's copy is behind it (it must then be sent). A host
+    /// copy behind the API's is brought up to it here.
+    pub async fn load(
+        &mut self,
+        client: &Client,
+        names: &Names,
+        node: &str,
+        paths: &host::HostPaths,
+    ) -> Result<(Option<Report>, bool), LoadError> {
+        let local = read_local(paths)?;
+        let remote = self.read(client, names, node).await?;
+        let newer = Report::newer(local.clone(), remote.clone());
+        if let Some(r) = newer.as_ref().filter(|_| newer != local)
+            && let Err(e) = write_local(paths, r)
+        {
+            tracing::warn!(error = %e, "cannot keep the report on the host");
+        }
+        let api_behind = newer != remote;
+        Ok((newer, api_behind))
+    }
+
+    /// Writes this host's report into its ConfigMap.
+    pub async fn write(
+        &mut self,
+        client: &Client,
+        names: &Names,
+        node: &str,
+        report: &Report,
+    ) -> Result<(), kube::Error> {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &names.hosts_namespace);
+        let value = value(report);
+        update_own(&api, &mut self.report, node, |cm| {
+            kubeview::hostobjects::set_report(cm, value.clone());
         })
+        .await
+    }
+
+    /// Renews this host's heartbeat Lease at `stamp`, valid `duration_secs`,
+    /// with the refusal of its last report, if one stands.
+    pub async fn renew(
+        &mut self,
+        client: &Client,
+        names: &Names,
+        node: &str,
+        stamp: MicroTime,
+        duration_secs: i32,
+        refused: Option<&str>,
+    ) -> Result<(), kube::Error> {
+        let api: Api<Lease> = Api::namespaced(client.clone(), &names.hosts_namespace);
+        update_own(&api, &mut self.heartbeat, node, |lease| {
+            kubeview::hostobjects::renew(names, lease, node, stamp.clone(), duration_secs, refused);
+        })
+        .await
+    }
 }
 
 /// Reads the copy kept on the host: a missing file is no report, one that
@@ -85,76 +265,51 @@ pub fn read_local(paths: &host::HostPaths) -> Result<Option<Report>, LoadError> 
         .map_err(|e| problem(format!("does not parse ({e})")))
 }
 
-/// The report at start: the newer of the host's copy and the API's, and
-/// whether the API's copy is behind it (it must then be sent). A host copy
-/// behind the API's is brought up to it here.
-pub async fn load(
-    client: &Client,
-    names: &Names,
-    node: &str,
-    paths: &host::HostPaths,
-) -> Result<(Option<Report>, bool), LoadError> {
-    let local = read_local(paths)?;
-    let remote = read(client, names, node).await?;
-    let newer = Report::newer(local.clone(), remote.clone());
-    if let Some(r) = newer.as_ref().filter(|_| newer != local)
-        && let Err(e) = write_local(paths, r)
-    {
-        tracing::warn!(error = %e, "cannot keep the report on the host");
-    }
-    let api_behind = newer != remote;
-    Ok((newer, api_behind))
-}
-
 /// Keeps `report` on the host: written beside, synced and renamed over, so
 /// a crash leaves the old copy or the new one (mode 0600: it is root's).
 pub fn write_local(paths: &host::HostPaths, report: &Report) -> host::Result<()> {
     host::fsutil::write_atomic(&paths.report(), report.to_json().as_bytes(), 0o600)
 }
 
-/// The apply that writes `report` under `node`'s key, within
-/// [`MAX_REPORT_BYTES`]: the report's admission policy refuses a larger key,
-/// and a refused write would stop this host's heartbeat. What had to be left
-/// out to fit (the etcd view first) is said in the log; the copy kept on
-/// the host stays whole.
-fn body(names: &Names, node: &str, report: &Report) -> serde_json::Value {
+/// The value written as the report, within [`MAX_REPORT_BYTES`]: the
+/// hosts' policy refuses a larger one, which would leave the controller
+/// with this host's last report only. What had to be left out to fit (the
+/// etcd view first) is said in the log; the copy kept on the host stays
+/// whole.
+fn value(report: &Report) -> String {
     let (value, dropped) = report.to_json_within(MAX_REPORT_BYTES);
     if !dropped.is_empty() {
         let parts: Vec<&str> = dropped.iter().map(|d| d.as_str()).collect();
         tracing::warn!(
             bytes = report.to_json().len(),
             max = MAX_REPORT_BYTES,
-            "the report is over the {MAX_REPORT_BYTES} bytes a host's key may hold: sent without {}",
+            "the report is over the {MAX_REPORT_BYTES} bytes a host's report may hold: sent without {}",
             parts.join(", ")
         );
     }
-    serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": { "name": REPORT_CONFIGMAP, "namespace": names.report_namespace },
-        "data": { node: value },
-    })
-}
-
-/// Writes this host's report under its own key.
-pub async fn write(
-    client: &Client,
-    names: &Names,
-    node: &str,
-    report: &Report,
-) -> Result<(), kube::Error> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &names.report_namespace);
-    let body = body(names, node, report);
-    // No force: another manager owning this key would be a bug to surface,
-    // not a conflict to win.
-    let params = PatchParams::apply(&names.report_field_manager(node));
-    api.patch(REPORT_CONFIGMAP, &params, &Patch::Apply(&body))
-        .await
-        .map(drop)
+    value
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_an_answer_no_other_try_could_change_is_a_refusal() {
+        let answer = |code: u16, reason: &str| {
+            kube::Error::Api(
+                kube::core::Status::failure("said\nthe API", reason)
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        let r = refusal(&answer(403, "Forbidden")).unwrap();
+        assert_eq!(r.to_string(), "403 Forbidden: said the API");
+        assert_eq!(refusal(&answer(422, "")).unwrap().reason, "422");
+        assert!(refusal(&answer(404, "NotFound")).is_some());
+        for passing in [408, 409, 429, 500, 503] {
+            assert_eq!(refusal(&answer(passing, "x")), None, "{passing}");
+        }
+    }
+
     use protocol::{
         etcd::{EtcdView, MAX_MEMBERS, MAX_URL, Member, MemberId},
         report::{Eligibility, HostPart},
@@ -163,7 +318,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_report_too_large_for_its_key_is_written_without_its_etcd_view() {
+    fn a_report_too_large_for_its_config_map_is_written_without_its_etcd_view() {
         // Fifteen members with long URLs: a view etcd could give, and more
         // than the cap.
         let members = (1..=MAX_MEMBERS as u64)
@@ -194,8 +349,8 @@ mod tests {
         };
         let report = Report::with_host_part(None, part, 5);
         assert!(report.to_json().len() > MAX_REPORT_BYTES);
-        let body = body(&Names::default(), "n1", &report);
-        let value = body["data"]["n1"].as_str().unwrap();
+        let value = value(&report);
+        let value = value.as_str();
         assert!(value.len() <= MAX_REPORT_BYTES, "{}", value.len());
         let sent = Report::parse(value).unwrap();
         let host = sent.host.unwrap();

@@ -79,14 +79,30 @@ const MERGE: &str = "application/merge-patch+json";
 const APPLY: &str = "application/apply-patch+yaml";
 const NODES: &str = "/api/v1/nodes";
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
-const REPORT: &str = "/api/v1/namespaces/platform/configmaps/fleet-role-actuators";
+/// The hosts' ConfigMaps (each host's report) and Leases (its heartbeat).
+const REPORTS: &str = "/api/v1/namespaces/fleet-role-hosts/configmaps";
+const HEARTBEATS: &str = "/apis/coordination.k8s.io/v1/namespaces/fleet-role-hosts/leases";
+/// The shared report of earlier releases.
+const LEGACY: &str = "/api/v1/namespaces/platform/configmaps/fleet-role-actuators";
 
-fn report_apply(namespace: &str, key: &str) -> Value {
-    json!({
+/// A host's report ConfigMap named `name` holding `data` (and `extra`
+/// merged into it, for what the policy must refuse).
+fn report_object(name: &str, data: Value, extra: Value) -> Value {
+    let mut o = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "fleet-role-actuators", "namespace": namespace},
-        "data": { key: "{}" },
-    })
+        "metadata": {"name": name, "namespace": "fleet-role-hosts"},
+        "data": data,
+    });
+    for (k, v) in extra.as_object().cloned().unwrap_or_default() {
+        if k == "metadata" {
+            for (mk, mv) in v.as_object().cloned().unwrap_or_default() {
+                o["metadata"][mk] = mv;
+            }
+        } else {
+            o[k] = v;
+        }
+    }
+    o
 }
 
 /// Every request of the matrix; a table, so kept one request a line.
@@ -109,15 +125,23 @@ fn the_matrix() -> Vec<Row> {
         "metadata": {"name": "fleet-regrade", "namespace": "kube-system"},
         "spec": {"holderIdentity": "fleet-role-actuator"},
     });
+    let heartbeat = |name: &str| json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": name, "namespace": "fleet-role-hosts"},
+        "spec": {"holderIdentity": name},
+    });
     let configmap = |ns: &str, name: &str| {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}})
     };
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "mine"}});
-    let own_apply = format!("{REPORT}?fieldManager=fleet-role-actuator-node-a");
+    let own = format!("{REPORTS}/node-a");
+    let own_beat = format!("{HEARTBEATS}/node-a");
     vec![
         // What the actuator needs.
         row("get a Node", Method::GET, &format!("{NODES}/node-a"), true),
         row("list Nodes", Method::GET, NODES, true),
+        row("list server Nodes from the cache, as the heartbeat does", Method::GET,
+            &format!("{NODES}?labelSelector=node-role.kubernetes.io%2Fcontrol-plane%3Dtrue&resourceVersion=0"), true),
         row("watch Nodes", Method::GET, &format!("{NODES}?watch=true&timeoutSeconds=1"), true),
         row("watch its own Node by name, as the watcher does", Method::GET,
             &format!("{NODES}?fieldSelector=metadata.name%3Dnode-a&watch=true&timeoutSeconds=1"), true),
@@ -126,9 +150,10 @@ fn the_matrix() -> Vec<Row> {
             &format!("{LEASES}?fieldSelector=metadata.name%3Dfleet-regrade"), true),
         row("watch the regrade Lease by name, as the watcher does", Method::GET,
             &format!("{LEASES}?fieldSelector=metadata.name%3Dfleet-regrade&watch=true&timeoutSeconds=1"), true),
-        row("get the report ConfigMap", Method::GET, REPORT, true),
-        row("server-side apply its own key of the report", Method::PATCH, &own_apply, true)
-            .with(APPLY, report_apply("platform", "node-a")),
+        row("get its own report", Method::GET, &own, true),
+        row("update its own report", Method::PUT, &own, true)
+            .with(JSON, report_object("node-a", json!({"report": "{\"a\":2}"}), json!({}))),
+        row("get its own heartbeat", Method::GET, &own_beat, true),
         // Nodes: read only.
         row("merge-patch a Node", Method::PATCH, &format!("{NODES}/node-a"), false)
             .with(MERGE, label.clone()),
@@ -143,13 +168,13 @@ fn the_matrix() -> Vec<Row> {
         row("create a Node", Method::POST, NODES, false).with(JSON, node),
         // Secrets: nothing.
         row("get a Secret", Method::GET, "/api/v1/namespaces/platform/secrets/a-secret", false),
-        row("list Secrets in platform", Method::GET, "/api/v1/namespaces/platform/secrets", false),
+        row("list Secrets in its namespace", Method::GET, "/api/v1/namespaces/fleet-role-hosts/secrets", false),
         row("list Secrets everywhere", Method::GET, "/api/v1/secrets", false),
         row("watch Secrets", Method::GET, "/api/v1/secrets?watch=true&timeoutSeconds=1", false),
         row("get a Secret in kube-system", Method::GET, "/api/v1/namespaces/kube-system/secrets/a-secret", false),
-        row("create a Secret", Method::POST, "/api/v1/namespaces/platform/secrets", false)
+        row("create a Secret", Method::POST, "/api/v1/namespaces/fleet-role-hosts/secrets", false)
             .with(JSON, secret),
-        // Leases: get, list and watch the regrade Lease by name, nothing else.
+        // The regrade Lease: get, list and watch by name, nothing else.
         row("update the regrade Lease", Method::PUT, &format!("{LEASES}/fleet-regrade"), false)
             .with(JSON, lease.clone()),
         row("merge-patch the regrade Lease", Method::PATCH, &format!("{LEASES}/fleet-regrade"), false)
@@ -170,27 +195,46 @@ fn the_matrix() -> Vec<Row> {
         row("list Leases everywhere", Method::GET, "/apis/coordination.k8s.io/v1/leases", false),
         row("watch the regrade Lease's name in every namespace", Method::GET,
             "/apis/coordination.k8s.io/v1/leases?fieldSelector=metadata.name%3Dfleet-regrade&watch=true&timeoutSeconds=1", false),
-        // ConfigMaps: get and patch the report by name, nothing else.
+        // Its own objects: get and update, nothing else.
+        row("merge-patch its own report", Method::PATCH, &own, false)
+            .with(MERGE, json!({"data": {"report": "{}"}})),
+        row("server-side apply its own report", Method::PATCH, &format!("{own}?fieldManager=x"), false)
+            .with(APPLY, report_object("node-a", json!({"report": "{}"}), json!({}))),
+        row("delete its own report", Method::DELETE, &own, false),
+        row("merge-patch its own heartbeat", Method::PATCH, &own_beat, false)
+            .with(MERGE, json!({"spec": {"holderIdentity": "node-a"}})),
+        row("delete its own heartbeat", Method::DELETE, &own_beat, false),
+        row("list the hosts' reports", Method::GET, REPORTS, false),
+        row("watch the hosts' reports", Method::GET, &format!("{REPORTS}?watch=true&timeoutSeconds=1"), false),
+        row("list the hosts' reports from the cache", Method::GET, &format!("{REPORTS}?resourceVersion=0"), false),
+        row("watch its own report by name", Method::GET,
+            &format!("{REPORTS}?fieldSelector=metadata.name%3Dnode-a&watch=true&timeoutSeconds=1"), false),
+        row("list the hosts' heartbeats", Method::GET, HEARTBEATS, false),
+        row("watch the hosts' heartbeats", Method::GET, &format!("{HEARTBEATS}?watch=true&timeoutSeconds=1"), false),
+        row("create a report for another Node", Method::POST, REPORTS, false)
+            .with(JSON, report_object("node-c", json!({}), json!({}))),
+        row("create a heartbeat for another Node", Method::POST, HEARTBEATS, false)
+            .with(JSON, heartbeat("node-c")),
+        // Other ConfigMaps: nothing.
         row("get another ConfigMap", Method::GET, "/api/v1/namespaces/platform/configmaps/other-config", false),
         row("merge-patch another ConfigMap", Method::PATCH, "/api/v1/namespaces/platform/configmaps/other-config", false)
             .with(MERGE, json!({"data": {"x": "y"}})),
-        row("server-side apply another ConfigMap", Method::PATCH,
-            "/api/v1/namespaces/platform/configmaps/other-config?fieldManager=fleet-role-actuator-node-a", false)
-            .with(APPLY, configmap("platform", "other-config")),
         row("list ConfigMaps in platform", Method::GET, "/api/v1/namespaces/platform/configmaps", false),
-        row("watch the report ConfigMap", Method::GET,
-            "/api/v1/namespaces/platform/configmaps?fieldSelector=metadata.name%3Dfleet-role-actuators&watch=true&timeoutSeconds=1", false),
         row("create a ConfigMap in platform", Method::POST, "/api/v1/namespaces/platform/configmaps", false)
             .with(JSON, configmap("platform", "new-config")),
-        row("update the report ConfigMap", Method::PUT, REPORT, false)
-            .with(JSON, configmap("platform", "fleet-role-actuators")),
-        row("delete the report ConfigMap", Method::DELETE, REPORT, false),
+        row("get the shared report of earlier releases", Method::GET, LEGACY, false),
+        row("server-side apply its key of the shared report", Method::PATCH,
+            &format!("{LEGACY}?fieldManager=fleet-role-actuator-node-a"), false)
+            .with(APPLY, json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "fleet-role-actuators", "namespace": "platform"}, "data": {"node-a": "{}"}})),
         // Other namespaces: nothing, not even objects named like its own.
-        row("get the report's namesake in team-b", Method::GET,
-            "/api/v1/namespaces/team-b/configmaps/fleet-role-actuators", false),
-        row("server-side apply the report's namesake in team-b", Method::PATCH,
-            "/api/v1/namespaces/team-b/configmaps/fleet-role-actuators?fieldManager=fleet-role-actuator-node-a", false)
-            .with(APPLY, report_apply("team-b", "node-a")),
+        row("get its report's namesake in team-b", Method::GET,
+            "/api/v1/namespaces/team-b/configmaps/node-a", false),
+        row("update its report's namesake in team-b", Method::PUT,
+            "/api/v1/namespaces/team-b/configmaps/node-a", false)
+            .with(JSON, configmap("team-b", "node-a")),
+        row("get its heartbeat's namesake in team-b", Method::GET,
+            "/apis/coordination.k8s.io/v1/namespaces/team-b/leases/node-a", false),
         row("get the Lease's namesake in platform", Method::GET,
             "/apis/coordination.k8s.io/v1/namespaces/platform/leases/fleet-regrade", false),
         row("list Pods in team-b", Method::GET, "/api/v1/namespaces/team-b/pods", false),
@@ -198,91 +242,93 @@ fn the_matrix() -> Vec<Row> {
             .with(JSON, configmap("team-b", "new-config")),
         row("delete namespace team-b", Method::DELETE, "/api/v1/namespaces/team-b", false),
         row("request a token for its own ServiceAccount", Method::POST,
-            "/api/v1/namespaces/platform/serviceaccounts/fleet-role-actuator-node-a/token", false)
+            "/api/v1/namespaces/fleet-role-hosts/serviceaccounts/fleet-role-actuator-node-a/token", false)
             .with(JSON, json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
     ]
 }
 
-/// What one host may do to another's report and to the report as a whole:
-/// its own key only (the admission policy in `deploy/rbac/actuator.yaml`).
-/// node-a's credential; node-b's key holds `{"b":1}` before.
+/// What one host may do to another's objects, and what the hosts' policy
+/// keeps out of its own: node-a's credential; node-b's report holds
+/// `{"b":1}` before.
 #[rustfmt::skip]
 fn the_other_hosts_matrix() -> Vec<Row> {
-    // Forced, so that a conflict with the manager of host B's key (409) is
-    // not what stops them: only the policy is.
-    let b_apply = |manager: &str| format!("{REPORT}?fieldManager={manager}&force=true");
-    let json_patch = "application/json-patch+json";
+    let b = format!("{REPORTS}/node-b");
+    let b_beat = format!("{HEARTBEATS}/node-b");
+    let own = format!("{REPORTS}/node-a");
+    let mine = |extra: Value| report_object("node-a", json!({"report": "{}"}), extra);
+    let big = "x".repeat(protocol::report::MAX_REPORT_BYTES + 1);
     vec![
-        row("merge-patch its own key of the report", Method::PATCH, REPORT, true)
-            .with(MERGE, json!({"data": {"node-a": "{\"a\":2}"}})),
-        row("server-side apply host B's key, forced", Method::PATCH, &b_apply("fleet-role-actuator-node-a"), false)
-            .with(APPLY, report_apply("platform", "node-b")),
-        row("server-side apply host B's key as host B's field manager", Method::PATCH,
-            &b_apply("fleet-role-actuator-node-b"), false)
-            .with(APPLY, report_apply("platform", "node-b")),
-        row("merge-patch host B's key", Method::PATCH, REPORT, false)
-            .with(MERGE, json!({"data": {"node-b": "{\"step\":\"finish\",\"phase\":\"started\"}"}})),
-        row("merge-patch its own key and host B's at once", Method::PATCH, REPORT, false)
-            .with(MERGE, json!({"data": {"node-a": "{}", "node-b": "{}"}})),
-        row("JSON-patch host B's key away (delete its report)", Method::PATCH, REPORT, false)
-            .with(json_patch, json!([{"op": "remove", "path": "/data/node-b"}])),
-        row("merge-patch host B's key away (delete its report)", Method::PATCH, REPORT, false)
-            .with(MERGE, json!({"data": {"node-b": null}})),
-        row("add a key for a host that is not it", Method::PATCH, REPORT, false)
-            .with(MERGE, json!({"data": {"node-c": "{}"}})),
-        row("replace the whole data of the report", Method::PATCH, REPORT, false)
-            .with(json_patch, json!([{"op": "replace", "path": "/data", "value": {"node-a": "{}"}}])),
-        row("replace the report (PUT)", Method::PUT, REPORT, false)
-            .with(JSON, json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "fleet-role-actuators", "namespace": "platform"}, "data": {"node-a": "{}"}})),
-        row("label the report", Method::PATCH, REPORT, false)
-            .with(MERGE, json!({"metadata": {"labels": {"x": "y"}}})),
-        row("annotate the report", Method::PATCH, REPORT, false)
-            .with(MERGE, json!({"metadata": {"annotations": {"x": "y"}}})),
-        row("give the report an owner, for the garbage collector to delete it", Method::PATCH, REPORT, false)
-            .with(MERGE, json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
-                "name": "other-config", "uid": "00000000-0000-0000-0000-000000000000"}]}})),
-        row("add a finalizer to the report", Method::PATCH, REPORT, false)
-            .with(MERGE, json!({"metadata": {"finalizers": ["example.com/hold"]}})),
-        row("make the report immutable", Method::PATCH, REPORT, false)
-            .with(MERGE, json!({"immutable": true})),
-        row("add binary data to the report", Method::PATCH, REPORT, false)
-            .with(MERGE, json!({"binaryData": {"x": "AA=="}})),
-        row("delete the report", Method::DELETE, REPORT, false),
+        // Host B's objects: not even a read.
+        row("get host B's report", Method::GET, &b, false),
+        row("update host B's report", Method::PUT, &b, false)
+            .with(JSON, report_object("node-b", json!({"report": "{\"step\":\"finish\",\"phase\":\"started\"}"}), json!({}))),
+        row("delete host B's report", Method::DELETE, &b, false),
+        row("watch host B's report by name", Method::GET,
+            &format!("{REPORTS}?fieldSelector=metadata.name%3Dnode-b&watch=true&timeoutSeconds=1"), false),
+        row("get host B's heartbeat", Method::GET, &b_beat, false),
+        row("update host B's heartbeat", Method::PUT, &b_beat, false)
+            .with(JSON, json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": "node-b", "namespace": "fleet-role-hosts"}, "spec": {"holderIdentity": "node-b"}})),
+        row("delete host B's heartbeat", Method::DELETE, &b_beat, false),
+        // Its own report, beyond what a report is.
+        row("put a second key in its report", Method::PUT, &own, false)
+            .with(JSON, report_object("node-a", json!({"report": "{}", "node-b": "{}"}), json!({}))),
+        row("put a report over the cap", Method::PUT, &own, false)
+            .with(JSON, report_object("node-a", json!({"report": big}), json!({}))),
+        row("label its report", Method::PUT, &own, false)
+            .with(JSON, mine(json!({"metadata": {"labels": {"x": "y"}}}))),
+        row("annotate its report", Method::PUT, &own, false)
+            .with(JSON, mine(json!({"metadata": {"annotations": {"x": "y"}}}))),
+        row("give its report an owner, for the garbage collector to delete it", Method::PUT, &own, false)
+            .with(JSON, mine(json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                "name": "other-config", "uid": "00000000-0000-0000-0000-000000000000"}]}}))),
+        row("add a finalizer to its report", Method::PUT, &own, false)
+            .with(JSON, mine(json!({"metadata": {"finalizers": ["example.com/hold"]}}))),
+        row("make its report immutable", Method::PUT, &own, false)
+            .with(JSON, mine(json!({"immutable": true}))),
+        row("add binary data to its report", Method::PUT, &own, false)
+            .with(JSON, mine(json!({"binaryData": {"x": "AA=="}}))),
+        // Identities and bindings.
         row("get host B's ServiceAccount", Method::GET,
-            "/api/v1/namespaces/platform/serviceaccounts/fleet-role-actuator-node-b", false),
+            "/api/v1/namespaces/fleet-role-hosts/serviceaccounts/fleet-role-actuator-node-b", false),
         row("request a token for host B's ServiceAccount", Method::POST,
-            "/api/v1/namespaces/platform/serviceaccounts/fleet-role-actuator-node-b/token", false)
+            "/api/v1/namespaces/fleet-role-hosts/serviceaccounts/fleet-role-actuator-node-b/token", false)
             .with(JSON, json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
         row("delete host B's ServiceAccount", Method::DELETE,
-            "/api/v1/namespaces/platform/serviceaccounts/fleet-role-actuator-node-b", false),
-        row("delete host B's report binding", Method::DELETE,
-            "/apis/rbac.authorization.k8s.io/v1/namespaces/platform/rolebindings/fleet-role-actuator-node-b", false),
+            "/api/v1/namespaces/fleet-role-hosts/serviceaccounts/fleet-role-actuator-node-b", false),
+        row("delete host B's binding", Method::DELETE,
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/fleet-role-hosts/rolebindings/fleet-role-actuator-node-b", false),
+        row("widen its own Role to host B's objects", Method::PATCH,
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/fleet-role-hosts/roles/fleet-role-actuator-node-a", false)
+            .with(MERGE, json!({"rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]})),
         row("bind itself to the controller's ClusterRole", Method::POST,
             "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", false)
             .with(JSON, json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
                 "metadata": {"name": "sneaky"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "fleet-role-actuator"},
-                "subjects": [{"kind": "ServiceAccount", "name": "fleet-role-actuator-node-a", "namespace": "platform"}]})),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "fleet-role"},
+                "subjects": [{"kind": "ServiceAccount", "name": "fleet-role-actuator-node-a", "namespace": "fleet-role-hosts"}]})),
     ]
 }
 
-/// Waits until the report's admission policy is in force: the API server
+/// Waits until the hosts' admission policy is in force: the API server
 /// loads a new policy a moment after it is created. The probe is a dry run
 /// (admission runs, nothing is stored), so it changes nothing either way.
-async fn wait_for_the_report_policy(client: &Client) {
+async fn wait_for_the_hosts_policy(client: &Client) {
     let probe = row(
         "probe",
-        Method::PATCH,
-        &format!("{REPORT}?dryRun=All"),
+        Method::PUT,
+        &format!("{REPORTS}/node-a?dryRun=All"),
         false,
     )
-    .with(MERGE, json!({"data": {"node-b": "probe"}}));
+    .with(
+        JSON,
+        report_object("node-a", json!({"report": "{}", "probe": "x"}), json!({})),
+    );
     let started = clock::Clock::system().now();
     while probe.send(client).await != 403 {
         assert!(
             started.elapsed() < support::DEADLINE,
-            "the report's admission policy never came into force"
+            "the hosts' admission policy never came into force"
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -348,7 +394,12 @@ metadata: {name: team-b}
 ---
 apiVersion: v1
 kind: ConfigMap
-metadata: {name: fleet-role-actuators, namespace: team-b}
+metadata: {name: node-a, namespace: team-b}
+---
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: node-a, namespace: team-b}
+spec: {holderIdentity: someone}
 ---
 apiVersion: coordination.k8s.io/v1
 kind: Lease
@@ -356,8 +407,26 @@ metadata: {name: fleet-regrade, namespace: platform}
 spec: {holderIdentity: someone}
 "#;
 
+/// Updates node-a's own heartbeat Lease with `client` after `change`, from
+/// the object as read (an update carries the resourceVersion read): the
+/// status code.
+async fn update_heartbeat(client: &Client, change: impl Fn(&mut Value)) -> u16 {
+    let path = format!("{HEARTBEATS}/node-a");
+    let text = client
+        .request_text(Request::get(&path).body(Vec::new()).unwrap())
+        .await
+        .expect("reading its own heartbeat");
+    let mut lease: Value = serde_json::from_str(&text).unwrap();
+    change(&mut lease);
+    row("update its own heartbeat", Method::PUT, &path, true)
+        .with(JSON, lease)
+        .send(client)
+        .await
+}
+
 #[tokio::test]
-async fn the_credential_reads_nodes_and_the_lease_and_patches_its_report_and_nothing_more() {
+async fn the_credential_reads_nodes_and_the_lease_and_writes_its_own_heartbeat_and_report_and_nothing_more()
+ {
     let plane = plane().await;
     let admin = Controller::new(&plane);
     for node in ["node-a", "node-b", "node-c"] {
@@ -371,55 +440,76 @@ async fn the_credential_reads_nodes_and_the_lease_and_patches_its_report_and_not
     let token = support::enroll(&plane, "node-a").await;
     support::enroll(&plane, "node-b").await;
     let actuator = plane.client_for_token(&token).unwrap();
-    let configmaps: Api<ConfigMap> = Api::namespaced(admin.client.clone(), "platform");
-    configmaps
-        .patch(
-            "fleet-role-actuators",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"data": {"node-b": "{\"b\":1}"}})),
-        )
-        .await
-        .unwrap();
-    wait_for_the_report_policy(&actuator).await;
+    admin.put_report("node-b", Some("{\"b\":1}")).await;
+    wait_for_the_hosts_policy(&actuator).await;
 
     let matrix = the_matrix();
     let mut wrong = walk(&actuator, &matrix).await;
-    println!("-- host A's credential and host B's report, and the report as a whole --");
+    println!("-- host A's credential, host B's objects, and what its own may hold --");
     let others = the_other_hosts_matrix();
     wrong.extend(walk(&actuator, &others).await);
+    // Its heartbeat: renewed as the actuator does; held by another name,
+    // annotated otherwise, or given a strategy, refused by the policy.
+    let p = support::P;
+    let heartbeats: [(&str, u16, Box<dyn Fn(&mut Value)>); 5] = [
+        ("renew its own heartbeat with a refusal on it", 200, Box::new(move |l: &mut Value| {
+            l["spec"] = json!({"holderIdentity": "node-a", "renewTime": "2026-12-04T10:00:00.000000Z", "leaseDurationSeconds": 120});
+            l["metadata"]["annotations"] = json!({format!("{p}/report-refused"): "403 Forbidden: x"});
+        })),
+        ("hold its heartbeat as host B", 403, Box::new(|l: &mut Value| {
+            l["spec"] = json!({"holderIdentity": "node-b"});
+        })),
+        ("annotate its heartbeat otherwise", 403, Box::new(|l: &mut Value| {
+            l["metadata"]["annotations"] = json!({"x": "y"});
+        })),
+        ("label its heartbeat", 403, Box::new(|l: &mut Value| {
+            l["metadata"]["labels"] = json!({"x": "y"});
+        })),
+        ("carry a refusal longer than the cap", 403, Box::new(move |l: &mut Value| {
+            l["metadata"]["annotations"] = json!({format!("{p}/report-refused"): "x".repeat(513)});
+        })),
+    ];
+    for (what, want, change) in &heartbeats {
+        let got = update_heartbeat(&actuator, change).await;
+        println!("{what:<52} {want:<8} {got:<8} PUT {HEARTBEATS}/node-a");
+        if got != *want {
+            wrong.push(format!("{what}: expected {want}, got {got}"));
+        }
+    }
     let all: Vec<&Row> = matrix.iter().chain(&others).collect();
     let allowed = all.iter().filter(|r| r.allowed).count();
     let denied = all.len() - allowed;
     println!(
-        "the matrix: {} requests, {allowed} allowed and {denied} denied as expected, {} wrong",
+        "the matrix: {} requests, {allowed} allowed and {denied} denied as expected, and {} heartbeat updates, {} wrong",
         all.len(),
+        heartbeats.len(),
         wrong.len()
     );
     // The counts pin the table itself: a row dropped or flipped fails here.
-    assert_eq!((allowed, denied), (10, 61), "the matrix's rows changed");
+    assert_eq!((allowed, denied), (11, 73), "the matrix's rows changed");
 
-    // Host B's key and the report's metadata are as they were.
-    let now = configmaps.get("fleet-role-actuators").await.unwrap();
+    // Host B's report is as it was, and its own holds what it wrote.
     assert_eq!(
-        now.data
-            .as_ref()
-            .and_then(|d| d.get("node-b"))
-            .map(String::as_str),
+        admin
+            .report_configmap("node-b")
+            .await
+            .and_then(|c| c.data)
+            .and_then(|d| d.get("report").cloned())
+            .as_deref(),
         Some("{\"b\":1}"),
         "host B's report was changed by host A"
     );
-    assert!(now.metadata.labels.is_none() && now.metadata.owner_references.is_none());
-    assert!(now.metadata.finalizers.is_none() && now.immutable.is_none());
-
-    // Its own key really was written, and nothing it was denied changed anything.
-    let report = admin.report_configmap().await.expect("the report exists");
+    let mine = admin.report_configmap("node-a").await.expect("its report");
     assert_eq!(
-        report
-            .data
-            .unwrap_or_default()
-            .get("node-a")
-            .map(String::as_str),
+        mine.data.clone().unwrap_or_default().get("report").map(String::as_str),
         Some("{\"a\":2}")
+    );
+    assert!(mine.metadata.labels.is_none() && mine.metadata.owner_references.is_none());
+    assert!(mine.metadata.finalizers.is_none() && mine.immutable.is_none());
+    let beat = admin.heartbeat("node-a").await.expect("its heartbeat");
+    assert_eq!(
+        beat.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("node-a")
     );
     let nodes: Api<Node> = Api::all(admin.client.clone());
     assert!(
@@ -431,37 +521,22 @@ async fn the_credential_reads_nodes_and_the_lease_and_patches_its_report_and_not
         "a Node was created"
     );
 
-    // The installer makes the report ConfigMap; the actuator cannot, not even
-    // by server-side apply (which creates a missing object).
-    configmaps
-        .delete("fleet-role-actuators", &Default::default())
-        .await
-        .unwrap();
-    println!("-- the report ConfigMap deleted by the admin --");
+    // enroll makes the host's objects; the actuator cannot, once they are
+    // gone.
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.client.clone(), support::HOSTS);
+    configmaps.delete("node-a", &Default::default()).await.unwrap();
+    println!("-- its report ConfigMap deleted by the admin --");
     let missing = [
-        row(
-            "server-side apply the missing report (a create)",
-            Method::PATCH,
-            &format!("{REPORT}?fieldManager=fleet-role-actuator-node-a"),
-            false,
-        )
-        .with(APPLY, report_apply("platform", "node-a")),
-        row(
-            "create the report ConfigMap",
-            Method::POST,
-            "/api/v1/namespaces/platform/configmaps",
-            false,
-        )
-        .with(JSON, report_apply("platform", "node-a")),
+        row("create its report ConfigMap", Method::POST, REPORTS, false)
+            .with(JSON, report_object("node-a", json!({"report": "{}"}), json!({}))),
+        row("server-side apply its missing report (a create)", Method::PATCH,
+            &format!("{REPORTS}/node-a?fieldManager=x"), false)
+            .with(APPLY, report_object("node-a", json!({"report": "{}"}), json!({}))),
     ];
     wrong.extend(walk(&actuator, &missing).await);
     assert!(
-        configmaps
-            .get_opt("fleet-role-actuators")
-            .await
-            .unwrap()
-            .is_none(),
-        "the actuator created the report ConfigMap"
+        configmaps.get_opt("node-a").await.unwrap().is_none(),
+        "the actuator created its report ConfigMap"
     );
     assert!(
         wrong.is_empty(),
@@ -601,7 +676,7 @@ async fn a_promotion_reports_started_then_learner_and_finishes_as_a_voter_once_k
     s.assert_promoted_once(&learner, &done).await;
     let token = [s.token.expose_secret()];
     assert_no_secret("the actuator's log", &watcher.log(), &token);
-    let report = serde_json::to_string(&s.admin.report_configmap().await).unwrap();
+    let report = serde_json::to_string(&s.admin.report_configmap("standby").await).unwrap();
     assert_no_secret("the report", &report, &token);
 }
 
@@ -684,6 +759,133 @@ async fn watch_serves_its_metrics_only_when_an_address_is_set() {
     let (_, body) = metrics.split_once("\r\n\r\n").expect("a head and a body");
     testcp::promtool::check_metrics(body).await;
     assert!(get("/healthz").await.starts_with("HTTP/1.1 200 OK\r\n"));
+}
+
+#[tokio::test]
+async fn a_report_the_api_refuses_is_logged_with_its_reason_counted_and_carried_on_a_heartbeat_that_goes_on()
+ {
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    s.admin.take_lease("s9").await;
+    // The hosts' policy with a cap smaller than any report: every report
+    // of this host is over it (a write over the cap, as a host whose
+    // verdicts outgrew 16 KiB would make).
+    let rbac = std::fs::read_to_string(support::workspace().join("deploy/rbac/actuator.yaml"))
+        .unwrap();
+    let cap = protocol::report::MAX_REPORT_BYTES.to_string();
+    assert!(rbac.contains(&format!("<= {cap}")));
+    plane
+        .apply_yaml(&rbac.replace(&format!("<= {cap}"), "<= 16"))
+        .await
+        .expect("the tightened policy applies");
+    // In force before the actuator's first report: a dry run of the host's
+    // own update is refused.
+    let own = plane.client_for_token(&s.token).unwrap();
+    let probe = row("probe", Method::PUT, &format!("{REPORTS}/standby?dryRun=All"), false).with(
+        JSON,
+        report_object("standby", json!({"report": "x".repeat(17)}), json!({})),
+    );
+    let started = clock::Clock::system().now();
+    while probe.send(&own).await != 403 {
+        assert!(started.elapsed() < DEADLINE, "the tightened policy never came into force");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    let w = Actuator::watch_configured(
+        &s.host,
+        s.work.path(),
+        "refused",
+        &s.access,
+        "debug",
+        "metrics_address = \"127.0.0.1:0\"\nheartbeat_secs = 2\n",
+    );
+    // Its heartbeat goes on, carrying the API's own reason.
+    let key = format!("{}/report-refused", support::P);
+    let started = clock::Clock::system().now();
+    let refusal = loop {
+        let beat = s.admin.heartbeat("standby").await.unwrap();
+        if let Some(r) = beat.metadata.annotations.and_then(|a| a.get(&key).cloned()) {
+            assert_eq!(
+                beat.spec.and_then(|s| s.holder_identity).as_deref(),
+                Some("standby")
+            );
+            break r;
+        }
+        assert!(started.elapsed() < DEADLINE, "no refusal on the heartbeat:\n{}", w.log_tail(30));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(
+        refusal.starts_with("403 Forbidden: ") && refusal.contains("at most 16384 bytes"),
+        "{refusal}"
+    );
+    // The journal says it once, with the code and the API's message.
+    let log = w.log();
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("the API refused this host's report: 403 Forbidden: "))
+        .collect();
+    assert_eq!(said.len(), 1, "{}", w.log_tail(30));
+    assert!(said[0].contains("ConfigMap fleet-role-hosts/standby"), "{}", said[0]);
+    assert!(
+        !log.contains("moving to the next candidate"),
+        "a refusal taken for a failed API server:\n{}",
+        w.log_tail(30)
+    );
+    // Counted by reason.
+    let addr: std::net::SocketAddr = log
+        .lines()
+        .find_map(|l| l.split_once(SERVING).map(|(_, a)| a.trim().to_string()))
+        .expect("it says where it serves")
+        .parse()
+        .unwrap();
+    let metrics = {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = String::new();
+        tokio::time::timeout(Duration::from_secs(30), c.read_to_string(&mut out))
+            .await
+            .expect("an answer within 30 s")
+            .unwrap();
+        out
+    };
+    assert!(
+        metrics.contains(
+            "fleet_role_actuator_writes_refused_total{object=\"report\",reason=\"Forbidden\"}"
+        ),
+        "{metrics}"
+    );
+    // The API holds no report of it, and the controller's view names why.
+    assert_eq!(s.admin.report("standby").await, None);
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(s.admin.client.clone(), support::HOSTS);
+    let beats = leases.list(&Default::default()).await.unwrap();
+    let hb = kubeview::hostobjects::heartbeat(
+        &protocol::Names::default(),
+        "standby",
+        beats.items.iter().find(|l| l.metadata.name.as_deref() == Some("standby")).unwrap(),
+    );
+    assert_eq!(hb.report_refused.as_deref(), Some(refusal.as_str()));
+    assert!(hb.renewed_at.is_some());
+
+    // The cap back: the report is taken at a later beat, and the refusal
+    // leaves the heartbeat.
+    apply_rbac(&plane).await;
+    let started = clock::Clock::system().now();
+    while s.admin.report("standby").await.is_none()
+        || s
+            .admin
+            .heartbeat("standby")
+            .await
+            .and_then(|b| b.metadata.annotations)
+            .is_some_and(|a| a.contains_key(&key))
+    {
+        assert!(started.elapsed() < DEADLINE, "the report was never taken:\n{}", w.log_tail(30));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(w.count("the API accepted this host's report again"), 1);
 }
 
 #[tokio::test]
@@ -811,7 +1013,7 @@ async fn a_step_asked_in_a_protocol_version_this_host_does_not_know_is_refused_a
 }
 
 #[tokio::test]
-async fn two_hosts_report_at_once_each_under_its_own_key_and_field_manager() {
+async fn two_hosts_report_at_once_each_into_its_own_objects_which_enroll_and_the_installer_keep() {
     let plane = plane().await;
     let s = Standby::on(&plane, 0).await;
     let hosts = ["standby-1", "standby-2"].map(|n| TestHost::new(n, bin_dir()).as_agent());
@@ -859,32 +1061,30 @@ async fn two_hosts_report_at_once_each_under_its_own_key_and_field_manager() {
         assert_no_secret("the actuator's log", &w.log(), &secrets);
     }
 
-    let cm = s.admin.report_configmap().await.unwrap();
-    let keys: Vec<&String> = cm.data.as_ref().unwrap().keys().collect();
-    assert_eq!(keys, ["standby-1", "standby-2"]);
-    let managers = cm.metadata.managed_fields.unwrap_or_default();
+    let mut held = Vec::new();
     for h in &hosts {
-        let manager = format!("fleet-role-actuator-{}", h.node);
-        let owned: Vec<String> = managers
-            .iter()
-            .filter(|m| m.manager.as_deref() == Some(manager.as_str()))
-            .map(|m| serde_json::to_string(&m.fields_v1).unwrap())
-            .collect();
-        let own_key = json!({"f:data": {format!("f:{}", h.node): {}}}).to_string();
-        assert_eq!(
-            owned,
-            [own_key],
-            "{manager} owns its own key and nothing else"
-        );
+        let cm = s.admin.report_configmap(&h.node).await.unwrap();
+        let keys: Vec<&String> = cm.data.as_ref().unwrap().keys().collect();
+        assert_eq!(keys, ["report"], "{}", h.node);
+        let beat = s.admin.heartbeat(&h.node).await.unwrap();
+        let spec = beat.spec.clone().unwrap_or_default();
+        assert_eq!(spec.holder_identity.as_deref(), Some(h.node.as_str()));
+        assert!(spec.renew_time.is_some(), "{} renewed its heartbeat", h.node);
+        held.push((cm.data.clone(), spec.holder_identity));
     }
 
-    // The installer applying deploy/rbac again keeps every host's report.
+    // The installer applying deploy/rbac again, and enroll run again (a
+    // credential's rotation), keep every host's report and heartbeat.
     apply_rbac(&plane).await;
-    let again = s.admin.report_configmap().await.unwrap();
-    assert_eq!(
-        again.data, cm.data,
-        "re-applying deploy/rbac changed the reports"
-    );
+    for h in &hosts {
+        support::enroll(&plane, &h.node).await;
+    }
+    for (h, (data, holder)) in hosts.iter().zip(held) {
+        let again = s.admin.report_configmap(&h.node).await.unwrap();
+        assert_eq!(again.data, data, "re-applying changed {}'s report", h.node);
+        let beat = s.admin.heartbeat(&h.node).await.unwrap();
+        assert_eq!(beat.spec.and_then(|s| s.holder_identity), holder);
+    }
 }
 
 #[tokio::test]
@@ -1005,17 +1205,17 @@ async fn a_report_that_does_not_parse_on_the_host_or_in_the_api_is_refused_loudl
     assert_eq!(code, Some(1), "{shown}");
     assert!(
         shown.contains(
-            "this host's report in the API (ConfigMap platform/fleet-role-actuators, key \"standby\") does not parse"
+            "this host's report in the API (ConfigMap fleet-role-hosts/standby, key \"report\") does not parse"
         ) && shown.contains("refusing to act"),
         "{shown}"
     );
     assert_eq!(s.host.tree(), before, "a refused start changed the host");
     let raw = s
         .admin
-        .report_configmap()
+        .report_configmap("standby")
         .await
         .and_then(|c| c.data)
-        .unwrap()["standby"]
+        .unwrap()["report"]
         .clone();
     assert_eq!(raw, "not a report", "a refused start wrote the report");
     assert_eq!(s.server_starts(), 1, "{:?}", s.host.systemd_log());
@@ -1511,6 +1711,6 @@ async fn no_token_appears_in_any_output_log_report_or_error_even_of_a_refused_re
     for (what, text) in &outputs {
         assert_no_secret(what, text, &secrets);
     }
-    let report = serde_json::to_string(&s.admin.report_configmap().await).unwrap();
+    let report = serde_json::to_string(&s.admin.report_configmap("standby").await).unwrap();
     assert_no_secret("the report", &report, &secrets);
 }

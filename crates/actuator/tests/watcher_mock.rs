@@ -53,6 +53,8 @@ struct World {
     nodes: BTreeMap<String, Value>,
     lease: Option<Value>,
     report: BTreeMap<String, String>,
+    /// The host's heartbeat Lease as last written (none: as enroll made it).
+    heartbeat: Option<Value>,
     /// Events to send on the next watch of the own Node.
     events: Vec<Value>,
     /// Every request: method, path and query, body.
@@ -109,9 +111,25 @@ fn forbidden() -> Response<Body> {
         .unwrap()
 }
 
-fn configmap(w: &World) -> Value {
-    json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fleet-role-actuators","namespace":"platform","resourceVersion":"1"},"data": w.report})
+/// A host's own report ConfigMap, as enroll made it and the host wrote it.
+fn configmap(w: &World, node: &str) -> Value {
+    let mut cm = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":node,"namespace":"fleet-role-hosts","resourceVersion":"1"}});
+    if let Some(r) = w.report.get(node) {
+        cm["data"] = json!({ "report": r });
+    }
+    cm
 }
+
+/// The host's own heartbeat Lease.
+fn heartbeat_lease(w: &World, node: &str) -> Value {
+    w.heartbeat.clone().unwrap_or_else(|| {
+        json!({"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":node,"namespace":"fleet-role-hosts","resourceVersion":"1"}})
+    })
+}
+
+/// The hosts' report ConfigMaps and heartbeat Leases (each named for its Node).
+const REPORTS: &str = "/api/v1/namespaces/fleet-role-hosts/configmaps/";
+const HEARTBEATS: &str = "/apis/coordination.k8s.io/v1/namespaces/fleet-role-hosts/leases/";
 
 async fn serve(mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>, world: Shared) {
     while let Some((req, send)) = handle.next_request().await {
@@ -122,22 +140,21 @@ async fn serve(mut handle: tower_test::mock::Handle<Request<Body>, Response<Body
         let query = parts.uri.query().unwrap_or("").to_string();
         let mut w = world.lock().unwrap();
         w.seen.push((parts.method.clone(), pq, body.clone()));
-        let cm = "/api/v1/namespaces/platform/configmaps/fleet-role-actuators";
         let response = match (parts.method.clone(), path.as_str()) {
-            (Method::GET, p) if p == cm => {
-                if w.report.is_empty() {
-                    not_found()
-                } else {
-                    ok(&configmap(&w))
-                }
-            }
-            (Method::PATCH, p) if p == cm => {
+            (Method::GET, p) if p.starts_with(REPORTS) => ok(&configmap(&w, &p[REPORTS.len()..])),
+            (Method::PUT, p) if p.starts_with(REPORTS) => {
                 let v: Value = serde_json::from_str(&body).unwrap();
-                for (k, val) in v["data"].as_object().unwrap() {
-                    w.report
-                        .insert(k.clone(), val.as_str().unwrap().to_string());
-                }
-                ok(&configmap(&w))
+                let r = v["data"]["report"].as_str().unwrap().to_string();
+                let node = &p[REPORTS.len()..];
+                w.report.insert(node.into(), r);
+                ok(&configmap(&w, node))
+            }
+            (Method::GET, p) if p.starts_with(HEARTBEATS) => {
+                ok(&heartbeat_lease(&w, &p[HEARTBEATS.len()..]))
+            }
+            (Method::PUT, p) if p.starts_with(HEARTBEATS) => {
+                w.heartbeat = Some(serde_json::from_str(&body).unwrap());
+                ok(&heartbeat_lease(&w, &p[HEARTBEATS.len()..]))
             }
             (
                 Method::GET,
@@ -350,9 +367,9 @@ impl Rig {
         let w = self.world.lock().unwrap();
         let mut prev: Option<Report> = self.seeded.clone();
         let mut out = Vec::new();
-        for (_, _, b) in w.seen.iter().filter(|(m, _, _)| *m == Method::PATCH) {
+        for (_, _, b) in w.seen.iter().filter(|(m, pq, _)| is_report_write(m, pq)) {
             let v: Value = serde_json::from_str(b).unwrap();
-            let r = Report::from_json(v["data"][&self.host.node].as_str().unwrap()).unwrap();
+            let r = Report::from_json(v["data"]["report"].as_str().unwrap()).unwrap();
             if !heartbeat(prev.as_ref(), &r) {
                 out.push((r.phase, r.detail));
             }
@@ -471,7 +488,7 @@ fn world_with(own: Value) -> World {
 }
 
 #[tokio::test]
-async fn the_watcher_watches_only_its_own_node_and_the_lease_lists_only_the_server_nodes_and_applies_only_its_own_report_key()
+async fn the_watcher_watches_only_its_own_node_and_the_lease_lists_only_the_server_nodes_and_updates_only_its_own_report_and_heartbeat()
  {
     let rig = Rig::new(
         TestHost::new("standby", bin_dir()).as_agent(),
@@ -486,14 +503,16 @@ async fn the_watcher_watches_only_its_own_node_and_the_lease_lists_only_the_serv
     let w = rig.world.lock().unwrap();
     for (method, pq, body) in &w.seen {
         match *method {
-            // Its own Node watched; the server Nodes listed (no watch),
-            // once a heartbeat, for the preflight's reach.
+            // Its own Node watched; the server Nodes listed (no watch)
+            // from the API server's cache, once a heartbeat, for the
+            // preflight's reach.
             Method::GET if pq.starts_with("/api/v1/nodes?") => {
                 assert!(
                     pq.contains("fieldSelector=metadata.name%3Dstandby")
                         || (pq.contains(
                             "labelSelector=node-role.kubernetes.io%2Fcontrol-plane%3Dtrue"
-                        ) && !pq.contains("watch")),
+                        ) && !pq.contains("watch")
+                            && pq.contains("resourceVersion=0")),
                     "a watch or list beyond its own Node and the server Nodes: {pq}"
                 )
             }
@@ -505,26 +524,24 @@ async fn the_watcher_watches_only_its_own_node_and_the_lease_lists_only_the_serv
             }
             Method::GET => assert!(
                 *pq == format!("{LEASES}/fleet-regrade")
-                    || pq == "/api/v1/namespaces/platform/configmaps/fleet-role-actuators"
+                    || *pq == format!("{REPORTS}standby")
+                    || *pq == format!("{HEARTBEATS}standby")
                     || pq == "/api/v1/nodes/voter-a",
                 "unexpected read {pq}"
             ),
-            Method::PATCH => {
-                assert!(
-                    pq.starts_with("/api/v1/namespaces/platform/configmaps/fleet-role-actuators?"),
-                    "{pq}"
-                );
-                assert!(
-                    pq.contains("fieldManager=fleet-role-actuator-standby"),
-                    "{pq}"
-                );
-                assert!(!pq.contains("force=true"), "{pq}");
+            Method::PUT if pq.starts_with(&format!("{REPORTS}standby?")) => {
+                assert!(pq.contains("fieldManager=fleet-role-actuator"), "{pq}");
                 let v: Value = serde_json::from_str(body).unwrap();
                 assert_eq!(
                     v["data"].as_object().unwrap().keys().collect::<Vec<_>>(),
-                    vec!["standby"]
+                    vec!["report"]
                 );
                 assert_eq!(v["kind"], "ConfigMap");
+                assert_eq!(v["metadata"]["resourceVersion"], "1", "an update from the object read");
+            }
+            Method::PUT if pq.starts_with(&format!("{HEARTBEATS}standby?")) => {
+                let v: Value = serde_json::from_str(body).unwrap();
+                assert_eq!(v["spec"]["holderIdentity"], "standby");
             }
             ref m => panic!("unexpected {m} {pq}"),
         }
@@ -543,6 +560,8 @@ async fn the_watcher_watches_only_its_own_node_and_the_lease_lists_only_the_serv
     );
     let r = Report::from_json(&w.report["standby"]).unwrap();
     assert!(r.reason.unwrap().contains("does not exist"));
+    let beat = w.heartbeat.as_ref().expect("it renewed its heartbeat");
+    assert!(beat["spec"]["renewTime"].is_string(), "{beat}");
     drop(w);
     assert_eq!(
         rig.host.role().as_deref(),
@@ -800,14 +819,19 @@ async fn a_standby_whose_server_cannot_be_reached_reports_it_could_not_join_and_
     assert!(rig.phases().is_empty(), "{:?}", rig.phases());
 }
 
-/// The report's PATCHes so far.
+/// Whether a request is a write of a report.
+fn is_report_write(m: &Method, pq: &str) -> bool {
+    *m == Method::PUT && pq.starts_with(REPORTS)
+}
+
+/// The report's writes so far.
 fn patches(rig: &Rig) -> usize {
     rig.world
         .lock()
         .unwrap()
         .seen
         .iter()
-        .filter(|(m, _, _)| *m == Method::PATCH)
+        .filter(|(m, pq, _)| is_report_write(m, pq))
         .count()
 }
 

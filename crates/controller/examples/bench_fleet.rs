@@ -771,7 +771,7 @@ async fn measure(
             &settings,
             facts.iter().cloned(),
             |_| Some(clock.unix_secs()),
-            &BTreeMap::new(),
+            &controller::observe::Reports::default(),
             None,
         )
     };

@@ -24,8 +24,13 @@ pub struct FileConfig {
     pub prefix: Option<String>,
     /// The regrade Lease's name in `kube-system` (default `fleet-regrade`).
     pub lease_name: Option<String>,
-    /// The report ConfigMap's namespace (default `platform`).
+    /// The shared report ConfigMap's namespace of earlier releases
+    /// (default `platform`), read for one release beside the per-host
+    /// reports.
     pub report_namespace: Option<String>,
+    /// The namespace of the per-host objects (default `fleet-role-hosts`):
+    /// each host's ServiceAccount, heartbeat Lease and report ConfigMap.
+    pub hosts_namespace: Option<String>,
     /// The Lease holder identity (default `fleet-role`); the actuators'
     /// `controller_identity` must name the same.
     pub identity: Option<String>,
@@ -226,6 +231,11 @@ impl Settings {
             protocol::SwapId::parse(&n)
                 .map_err(|_| invalid("report_namespace", "must be a DNS label"))?;
             names.report_namespace = n;
+        }
+        if let Some(n) = file.hosts_namespace {
+            protocol::SwapId::parse(&n)
+                .map_err(|_| invalid("hosts_namespace", "must be a DNS label"))?;
+            names.hosts_namespace = n;
         }
         if let Some(i) = settings::layer(identity, file.identity) {
             names.controller_identity = HolderIdentity::parse(&i)

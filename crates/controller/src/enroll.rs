@@ -1,15 +1,19 @@
 //! `fleet-role enroll NODE` and `fleet-role unenroll NODE`: one identity per
 //! host.
 //!
-//! Enrolling makes the host's ServiceAccount and its three bindings to the
-//! shared roles of `deploy/rbac/actuator.yaml` (the objects are
-//! [`kubeview::Identity::objects`], the same the lab and the tests make),
+//! Enrolling makes, in the hosts' namespace, the host's ServiceAccount, the
+//! Role and RoleBinding that let it get and update its own heartbeat Lease
+//! and report ConfigMap, and those two objects (the objects are
+//! [`kubeview::Identity::objects`], the same the lab and the tests make;
+//! the roles every host shares are bound once by `fleet-role manifests`),
 //! then asks the TokenRequest API for a token valid `--valid-days` and writes
 //! it to a file of mode 0600 named for the host. The token is printed only
 //! when asked (`--credential -`). Running it again rotates the credential:
 //! the objects are applied again unchanged and a new token is written; the
 //! old one stays valid until it expires, or until `unenroll` revokes them
 //! all (deleting the ServiceAccount invalidates every token issued for it).
+//! `unenroll` also deletes what earlier releases made for the host (its
+//! ServiceAccount in the shared report's namespace and its three bindings).
 //!
 //! It needs a cluster admin's kubeconfig: the controller's own credential
 //! can create none of these objects.
@@ -21,14 +25,10 @@ use std::{
 };
 
 use clap::{Args, ValueEnum};
-use k8s_openapi::api::{
-    authentication::v1::TokenRequest,
-    core::v1::ServiceAccount,
-    rbac::v1::{ClusterRoleBinding, RoleBinding},
-};
+use k8s_openapi::api::{authentication::v1::TokenRequest, core::v1::ServiceAccount};
 use kube::{
     Api, Client,
-    api::{DeleteParams, Patch, PatchParams, PostParams},
+    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
 };
 use kubeview::{
     Identity,
@@ -173,7 +173,7 @@ pub fn docker_script(
          mv '{node}.token.new' '{node}.token'\n",
         manager = ENROLL_FIELD_MANAGER,
         sa = id.name(),
-        ns = names.report_namespace,
+        ns = names.hosts_namespace,
     ))
 }
 
@@ -188,30 +188,33 @@ pub struct Enrolled {
     pub expires: Option<String>,
 }
 
+/// The API of `kind` (of `api_version`) in `namespace` (`None`: a cluster
+/// object), for the few kinds enroll writes and unenroll deletes.
+fn dynamic(client: &Client, api_version: &str, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    }
+}
+
 /// Applies `objects` in order, server-side, as [`ENROLL_FIELD_MANAGER`]
-/// (forced: enroll owns these objects, and a second run must converge).
+/// (forced: enroll owns these objects, and a second run must converge; the
+/// Lease's and the report's objects carry no field the host writes, so a
+/// second run leaves the host's heartbeat and report as they are).
 async fn apply(client: &Client, objects: &[Value]) -> Result<(), EnrollError> {
     let params = PatchParams::apply(ENROLL_FIELD_MANAGER).force();
     for o in objects {
+        let version = o["apiVersion"].as_str().unwrap_or_default();
         let kind = o["kind"].as_str().unwrap_or_default();
         let name = o["metadata"]["name"].as_str().unwrap_or_default();
-        let ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
-        let what = format!("applying {kind} {ns}/{name}");
-        let result = match kind {
-            "ServiceAccount" => Api::<ServiceAccount>::namespaced(client.clone(), ns)
-                .patch(name, &params, &Patch::Apply(o))
-                .await
-                .map(drop),
-            "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(client.clone())
-                .patch(name, &params, &Patch::Apply(o))
-                .await
-                .map(drop),
-            _ => Api::<RoleBinding>::namespaced(client.clone(), ns)
-                .patch(name, &params, &Patch::Apply(o))
-                .await
-                .map(drop),
-        };
-        result.map_err(|source| EnrollError::Api { what, source })?;
+        let ns = o["metadata"]["namespace"].as_str();
+        let what = format!("applying {kind} {}/{name}", ns.unwrap_or_default());
+        dynamic(client, version, kind, ns)
+            .patch(name, &params, &Patch::Apply(o))
+            .await
+            .map_err(|source| EnrollError::Api { what, source })?;
     }
     Ok(())
 }
@@ -229,7 +232,7 @@ pub async fn enroll(
         "spec": {"audiences": [], "expirationSeconds": i64::from(args.valid_days) * 86_400},
     }))
     .expect("a TokenRequest");
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &names.report_namespace);
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &names.hosts_namespace);
     let answer = accounts
         .create_token_request(id.name(), &PostParams::default(), &request)
         .await
@@ -295,9 +298,12 @@ pub fn write_credential(path: &Path, token: &str) -> std::io::Result<()> {
 }
 
 /// Removes `node`'s identity: its ServiceAccount (which revokes every token
-/// issued for it) and its bindings. One already gone is no error. Returns
-/// what was deleted. The host's key of the report is kept: it is the host's
-/// history, and the controller reads it.
+/// issued for it), its Role and RoleBinding, its heartbeat Lease and its
+/// report ConfigMap, then what earlier releases made for it (its
+/// ServiceAccount in the shared report's namespace and its three bindings).
+/// One already gone is no error. Returns what was deleted. The host's copy
+/// of its report stays on the host, and its key of the shared report of
+/// earlier releases stays until that ConfigMap is deleted.
 pub async fn unenroll(
     client: &Client,
     names: &Names,
@@ -306,30 +312,30 @@ pub async fn unenroll(
     let id = identity(node)?;
     let dp = DeleteParams::default();
     let mut removed = Vec::new();
-    // The ServiceAccount first: from then on no token of it works, whatever
-    // happens to the rest.
-    for o in id.objects(names) {
-        let kind = o["kind"].as_str().unwrap_or_default().to_string();
-        let ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
-        let name = id.name();
-        let result = match kind.as_str() {
-            "ServiceAccount" => Api::<ServiceAccount>::namespaced(client.clone(), ns)
-                .delete(name, &dp)
-                .await
-                .map(drop),
-            "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(client.clone())
-                .delete(name, &dp)
-                .await
-                .map(drop),
-            _ => Api::<RoleBinding>::namespaced(client.clone(), ns)
-                .delete(name, &dp)
-                .await
-                .map(drop),
-        };
-        let shown = if ns.is_empty() {
-            format!("{kind} {name}")
-        } else {
-            format!("{kind} {ns}/{name}")
+    // The ServiceAccounts first: from then on no token of them works,
+    // whatever happens to the rest.
+    let current = id.objects(names).into_iter().map(|o| {
+        (
+            o["apiVersion"].as_str().unwrap_or_default().to_string(),
+            o["kind"].as_str().unwrap_or_default().to_string(),
+            o["metadata"]["namespace"].as_str().map(String::from),
+            o["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+        )
+    });
+    let legacy = id
+        .legacy_objects(names)
+        .into_iter()
+        .map(|(v, k, ns, name)| (v.to_string(), k.to_string(), ns, name));
+    let mut all: Vec<_> = current.chain(legacy).collect();
+    all.sort_by_key(|(_, kind, _, _)| kind != "ServiceAccount");
+    for (version, kind, ns, name) in all {
+        let result = dynamic(client, &version, &kind, ns.as_deref())
+            .delete(&name, &dp)
+            .await
+            .map(drop);
+        let shown = match &ns {
+            None => format!("{kind} {name}"),
+            Some(ns) => format!("{kind} {ns}/{name}"),
         };
         match result {
             Ok(()) => removed.push(shown),
@@ -349,14 +355,11 @@ pub async fn unenroll(
 pub fn summary(names: &Names, e: &Enrolled) -> String {
     let id = &e.identity;
     let mut out = format!(
-        "enrolled {}: ServiceAccount {}/{} bound to ClusterRole {}, Role kube-system/{} and Role {}/{}\n",
-        one_line(id.node().as_str()),
-        names.report_namespace,
-        id.name(),
-        kubeview::identity::NODES_CLUSTER_ROLE,
-        kubeview::identity::LEASE_ROLE,
-        names.report_namespace,
-        kubeview::identity::REPORT_ROLE,
+        "enrolled {node}: ServiceAccount {ns}/{sa} with its own heartbeat Lease {ns}/{node} and report ConfigMap {ns}/{node} (the shared roles reach it through the group {group})\n",
+        node = one_line(id.node().as_str()),
+        ns = names.hosts_namespace,
+        sa = id.name(),
+        group = kubeview::identity::hosts_group(names),
     );
     if let Some(p) = &e.credential {
         out.push_str(&format!(

@@ -59,7 +59,7 @@ fn the_docker_script_applies_the_objects_through_the_server_container_and_writes
     assert!(calls[1].contains(&format!(
         "exec k3s-server kubectl create token {} --namespace {} --duration 720h",
         id.name(),
-        names.report_namespace
+        names.hosts_namespace
     )));
 }
 
@@ -88,15 +88,18 @@ fn a_container_name_docker_would_not_take_is_refused() {
 }
 
 #[test]
-fn the_yaml_holds_the_service_account_and_its_three_bindings_and_no_token() {
+fn the_yaml_holds_the_service_account_its_role_and_binding_its_lease_and_report_and_no_token() {
     let id = identity("runner-3").unwrap();
     let y = yaml(&Names::default(), &id).unwrap();
     let top_level = y.lines().filter(|l| l.starts_with("kind: ")).count();
-    assert_eq!(top_level, 4, "{y}");
+    assert_eq!(top_level, 5, "{y}");
+    assert!(!y.contains("ClusterRoleBinding"), "{y}");
     for kind in [
         "kind: ServiceAccount",
-        "kind: ClusterRoleBinding",
+        "kind: Role",
         "kind: RoleBinding",
+        "kind: Lease",
+        "kind: ConfigMap",
     ] {
         assert!(y.contains(kind), "{y}");
     }

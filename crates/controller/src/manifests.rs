@@ -12,10 +12,11 @@
 
 use clap::ValueEnum;
 use kubeview::identity::{
-    LEASE_ROLE, NODES_CLUSTER_ROLE, REPORT_ROLE, SERVICE_ACCOUNT_PREFIX, username_prefix,
+    LEASE_ROLE, NODES_CLUSTER_ROLE, REPORT_ROLE, SERVICE_ACCOUNT_PREFIX, SHARED_BINDING,
+    hosts_group, legacy_username_prefix, username_prefix,
 };
 use protocol::{
-    names::{LEASE_NAMESPACE, REPORT_CONFIGMAP},
+    names::{HOST_REPORT_KEY, LEASE_NAMESPACE, MAX_REFUSAL_CHARS, REPORT_CONFIGMAP},
     report::MAX_REPORT_BYTES,
 };
 
@@ -80,9 +81,18 @@ const K3S_HEADER: &str = "\
 pub fn actuators(settings: &Settings) -> String {
     let names = settings.names();
     let prefix = username_prefix(names);
+    let legacy = legacy_username_prefix(names);
     fill(
         ACTUATORS,
         &[
+            ("hosts_namespace", names.hosts_namespace.clone()),
+            ("hosts_group", hosts_group(names)),
+            ("shared_binding", SHARED_BINDING.into()),
+            ("host_report_key", HOST_REPORT_KEY.into()),
+            ("report_refused", names.report_refused()),
+            ("max_refusal_chars", MAX_REFUSAL_CHARS.to_string()),
+            ("legacy_username_prefix_len", legacy.len().to_string()),
+            ("legacy_username_prefix", legacy),
             ("report_namespace", names.report_namespace.clone()),
             ("report_configmap", REPORT_CONFIGMAP.into()),
             ("lease_namespace", LEASE_NAMESPACE.into()),
@@ -104,8 +114,17 @@ pub fn actuators(settings: &Settings) -> String {
 /// The controller's credential and Leases, for `settings`.
 pub fn controller(settings: &Settings) -> String {
     let names = settings.names();
-    let mut namespaces = vec![CONTROLLER_NAMESPACE, settings.leader.namespace.as_str()];
-    namespaces.dedup();
+    // The hosts' namespace too: the controller's Role to read it lives there.
+    let mut namespaces: Vec<&str> = Vec::new();
+    for n in [
+        CONTROLLER_NAMESPACE,
+        settings.leader.namespace.as_str(),
+        names.hosts_namespace.as_str(),
+    ] {
+        if !namespaces.contains(&n) {
+            namespaces.push(n);
+        }
+    }
     let namespaces: String = namespaces
         .iter()
         .map(|n| format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {n}\n---\n"))
@@ -121,6 +140,7 @@ pub fn controller(settings: &Settings) -> String {
             ("leader_name", settings.leader.name.clone()),
             ("report_namespace", names.report_namespace.clone()),
             ("report_configmap", REPORT_CONFIGMAP.into()),
+            ("hosts_namespace", names.hosts_namespace.clone()),
             ("event_namespace", crate::act::EVENT_NAMESPACE.into()),
             (
                 "node_lease_namespace",
@@ -150,7 +170,7 @@ mod tests {
         Settings::resolve(toml::from_str::<FileConfig>(toml).unwrap(), None).unwrap()
     }
 
-    const OTHER: &str = "report_namespace = \"fleet-ops\"\nlease_name = \"regrade-x\"\nleader_lease_namespace = \"ops\"\nleader_lease_name = \"lead\"\n";
+    const OTHER: &str = "report_namespace = \"fleet-ops\"\nhosts_namespace = \"fleet-hosts\"\nlease_name = \"regrade-x\"\nleader_lease_namespace = \"ops\"\nleader_lease_name = \"lead\"\n";
 
     #[test]
     fn every_placeholder_is_filled_and_every_document_parses() {
@@ -171,17 +191,42 @@ mod tests {
         assert!(!y.contains("platform"), "{y}");
         assert!(!y.contains("fleet-regrade"), "{y}");
         let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&y).unwrap();
-        let policy = docs
+        assert!(!y.contains("fleet-role-hosts"), "{y}");
+        for (policy, prefix) in [
+            (
+                "fleet-role-actuator-report",
+                "system:serviceaccount:fleet-ops:fleet-role-actuator-",
+            ),
+            (
+                "fleet-role-actuator-hosts",
+                "system:serviceaccount:fleet-hosts:fleet-role-actuator-",
+            ),
+        ] {
+            let policy = docs
+                .iter()
+                .find(|d| d["kind"] == "ValidatingAdmissionPolicy" && d["metadata"]["name"] == policy)
+                .unwrap();
+            let vars = policy["spec"]["variables"].to_string();
+            assert!(vars.contains(&format!("startsWith('{prefix}')")), "{vars}");
+            assert!(
+                vars.contains(&format!("substring({})", prefix.len())),
+                "{vars}"
+            );
+        }
+        let shared: Vec<&serde_json::Value> = docs
             .iter()
-            .find(|d| d["kind"] == "ValidatingAdmissionPolicy")
-            .unwrap();
-        let prefix = "system:serviceaccount:fleet-ops:fleet-role-actuator-";
-        let vars = policy["spec"]["variables"].to_string();
-        assert!(vars.contains(&format!("startsWith('{prefix}')")), "{vars}");
-        assert!(
-            vars.contains(&format!("substring({})", prefix.len())),
-            "{vars}"
-        );
+            .filter(|d| {
+                d["metadata"]["name"] == SHARED_BINDING
+                    && d["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))
+            })
+            .collect();
+        assert_eq!(shared.len(), 2, "the two shared roles, bound once each");
+        for b in shared {
+            assert_eq!(
+                b["subjects"],
+                serde_json::json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:serviceaccounts:fleet-hosts"}])
+            );
+        }
         let lease_role = docs
             .iter()
             .find(|d| d["metadata"]["name"] == LEASE_ROLE)
@@ -194,8 +239,14 @@ mod tests {
     }
 
     #[test]
-    fn the_policy_caps_a_hosts_key_at_the_reports_cap() {
+    fn the_policies_cap_a_hosts_report_at_the_reports_cap() {
         let y = actuators(&settings(""));
+        assert!(
+            y.contains(&format!(
+                "size(bytes(object.?data.orValue({{}}).?report.orValue(''))) <= {MAX_REPORT_BYTES}"
+            )),
+            "{y}"
+        );
         assert!(
             y.contains(&format!(
                 "size(bytes(variables.after[variables.node])) <= {MAX_REPORT_BYTES}"

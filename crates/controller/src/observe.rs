@@ -1,8 +1,10 @@
 //! Reading the cluster into the plain [`FleetView`] the decisions read: every
-//! Node, every node Lease in `kube-node-lease`, the hosts' report ConfigMap
-//! and the regrade Lease. [`observe`] lists them once; `run` and `swap` keep
-//! them by watches instead ([`crate::watch`]), and both are put together
-//! into the view by [`assemble`].
+//! Node, every node Lease in `kube-node-lease`, the hosts' heartbeat Leases
+//! and report ConfigMaps in the hosts' namespace (and, for one release, the
+//! shared report ConfigMap earlier actuators write) and the regrade Lease.
+//! [`observe`] lists them once; `run` and `swap` keep them by watches
+//! instead ([`crate::watch`]), and both are put together into the view by
+//! [`assemble`].
 
 use std::collections::BTreeMap;
 
@@ -11,6 +13,7 @@ use k8s_openapi::api::{
     core::v1::{ConfigMap, Node},
 };
 use kube::{Api, Client, api::ListParams};
+use kubeview::hostobjects::Heartbeat;
 use protocol::{
     Names, NodeFacts, Report,
     controller::FleetView,
@@ -44,11 +47,18 @@ pub async fn observe(client: &Client, settings: &Settings) -> Result<Observed, k
     let node_leases = Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE)
         .list(&ListParams::default())
         .await?;
-    let reports = Api::<ConfigMap>::namespaced(client.clone(), &names.report_namespace)
+    let legacy = Api::<ConfigMap>::namespaced(client.clone(), &names.report_namespace)
         .get_opt(REPORT_CONFIGMAP)
-        .await?
-        .and_then(|cm| cm.data)
-        .unwrap_or_default();
+        .await?;
+    // From the API server's cache, like the watches' lists.
+    let cached = ListParams::default().match_any();
+    let own = Api::<ConfigMap>::namespaced(client.clone(), &names.hosts_namespace)
+        .list(&cached)
+        .await?;
+    let heartbeats = Api::<Lease>::namespaced(client.clone(), &names.hosts_namespace)
+        .list(&cached)
+        .await?;
+    let reports = Reports::read(names, legacy.as_ref(), own.items.iter(), heartbeats.items.iter());
     let lease = read_lease(client, names).await?;
     let renewed: BTreeMap<String, i64> = node_leases
         .items
@@ -72,15 +82,70 @@ pub async fn observe(client: &Client, settings: &Settings) -> Result<Observed, k
     ))
 }
 
+/// The hosts' reports and heartbeats as read, by Node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reports {
+    /// Each host's report ConfigMap's value, by its name (the Node's).
+    pub own: BTreeMap<String, String>,
+    /// Each host's heartbeat, by its Lease's name (the Node's).
+    pub heartbeats: BTreeMap<String, Heartbeat>,
+    /// The shared report ConfigMap of earlier releases, by key.
+    pub legacy: BTreeMap<String, String>,
+}
+
+impl Reports {
+    /// From the objects as read: the shared ConfigMap (if any), the hosts'
+    /// report ConfigMaps and their heartbeat Leases.
+    pub fn read<'a>(
+        names: &Names,
+        legacy: Option<&ConfigMap>,
+        own: impl Iterator<Item = &'a ConfigMap>,
+        heartbeats: impl Iterator<Item = &'a Lease>,
+    ) -> Self {
+        Self {
+            own: own
+                .filter_map(|cm| {
+                    let value = kubeview::hostobjects::report_value(cm)?;
+                    Some((cm.metadata.name.clone()?, value.to_string()))
+                })
+                .collect(),
+            heartbeats: heartbeats
+                .filter_map(|l| {
+                    let node = l.metadata.name.clone()?;
+                    let hb = kubeview::hostobjects::heartbeat(names, &node, l);
+                    Some((node, hb))
+                })
+                .collect(),
+            legacy: legacy.and_then(|cm| cm.data.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// `node`'s report as raw text: its own ConfigMap's, or the shared
+    /// one's where that is newer (a higher `seq`: a host's history counts
+    /// on across the move, since its actuator starts from the copy it
+    /// kept). A value that does not parse loses to one that does.
+    pub fn raw(&self, node: &str) -> Option<&str> {
+        let own = self.own.get(node).map(String::as_str);
+        let legacy = self.legacy.get(node).map(String::as_str);
+        let seq = |raw: Option<&str>| raw.and_then(Report::from_json).map(|r| r.seq);
+        match (seq(own), seq(legacy)) {
+            (Some(a), Some(b)) if b > a => legacy,
+            (Some(_), _) => own,
+            (None, Some(_)) => legacy,
+            (None, None) => own.or(legacy),
+        }
+    }
+}
+
 /// Joins what was read into one [`Observed`]: each Node's facts with its
-/// node Lease's renew time and its host's report, the heartbeat rule
-/// applied. The one place the view is put together, from lists or from the
+/// node Lease's renew time, its host's report and heartbeat, the heartbeat
+/// rule applied. The one place the view is put together, from lists or from the
 /// watches' stores. Now is read from the settings' clock.
 pub fn assemble(
     settings: &Settings,
     nodes: impl Iterator<Item = (NodeFacts, Option<String>)>,
     renewed: impl Fn(&str) -> Option<i64>,
-    reports: &BTreeMap<String, String>,
+    reports: &Reports,
     lease: Option<Lease>,
 ) -> Observed {
     let names = settings.names();
@@ -91,10 +156,18 @@ pub fn assemble(
             uids.insert(f.name.clone(), uid);
         }
         f.lease_renewed_at = renewed(&f.name);
-        let raw = reports.get(&f.name);
-        f.report = raw.and_then(|v| Report::from_json(v));
-        f.report_protocol = raw.and_then(|v| protocol::version::of_report(v));
+        let raw = reports.raw(&f.name);
+        f.report = raw.and_then(Report::from_json);
+        f.report_protocol = raw.and_then(protocol::version::of_report);
         f.host = f.report.as_ref().and_then(|r| r.host.clone());
+        if let Some(hb) = reports.heartbeats.get(&f.name) {
+            // The report is written when it changes, the heartbeat every
+            // period: the host is alive as of the later of the two.
+            if let (Some(h), Some(at)) = (f.host.as_mut(), hb.renewed_at) {
+                h.heartbeat_at = h.heartbeat_at.max(at);
+            }
+            f.report_refused = hb.report_refused.clone();
+        }
         facts.push(f);
     }
     let mut view = FleetView {

@@ -1,8 +1,9 @@
 //! The controller's view of the cluster, kept by watches instead of lists.
 //!
 //! [`FleetWatch`] runs one kube-runtime [`watcher`] per kind the decisions
-//! read (every Node, the node Leases in `kube-node-lease`, the report
-//! ConfigMap by name, the regrade Lease by name), each with kube-runtime's
+//! read (every Node, the node Leases in `kube-node-lease`, the hosts'
+//! heartbeat Leases and report ConfigMaps in their namespace, the shared
+//! report ConfigMap of earlier releases by name, the regrade Lease by name), each with kube-runtime's
 //! jittered `default_backoff` and feeding a kube-runtime reflector store
 //! ([`Writer`]/[`Store`]), which handles the relists. A Node is kept
 //! without its managed fields and image list (the bulk of a real Node
@@ -12,9 +13,10 @@
 //! Idle, this makes no request beyond the watches' own renewals. A change
 //! that matters wakes the decision loop ([`FleetWatch::changed`]): a Node
 //! whose facts changed (the kubelet's status heartbeats change no fact, so
-//! they wake nothing), a node Lease that was stale and is renewed again (a
-//! fresh Lease going stale is a timer, see [`crate::wake`]), any change of
-//! the report or the regrade Lease.
+//! they wake nothing), a node Lease or a host's heartbeat that was stale and
+//! is renewed again (a fresh one going stale is a timer, see
+//! [`crate::wake`]), a host's heartbeat whose report refusal changed, any
+//! change of a report or the regrade Lease.
 //!
 //! Read your writes: the object a write returns is put into the store at
 //! once ([`FleetWatch::apply_lease`], [`FleetWatch::apply_node`]), so the
@@ -209,10 +211,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The four watches and their stores.
+/// The six watches and their stores.
 pub struct FleetWatch {
     nodes: (Arc<Mutex<Kept<Node>>>, Store<Node>),
     node_leases: (Arc<Mutex<Kept<Lease>>>, Store<Lease>),
+    heartbeats: (Arc<Mutex<Kept<Lease>>>, Store<Lease>),
+    own_reports: (Arc<Mutex<Kept<ConfigMap>>>, Store<ConfigMap>),
     reports: (Arc<Mutex<Kept<ConfigMap>>>, Store<ConfigMap>),
     lease: (Arc<Mutex<Kept<Lease>>>, Store<Lease>),
     /// Each Node's facts, by name, with the resourceVersion they were
@@ -272,20 +276,37 @@ impl FleetWatch {
         let renewed = |l: Option<&Lease>| {
             l.and_then(|l| Some(l.spec.as_ref()?.renew_time.as_ref()?.0.as_second()))
         };
-        let node_leases = kept(
-            "node Leases",
-            // Kubelets renew every 10 s: a renewal of a fresh Lease changes
-            // no decision and wakes nothing. A stale one renewed (a host
-            // back) does; a fresh one going stale is a timer.
-            Box::new(
-                move |a: Option<&Lease>, b: Option<&Lease>| match (renewed(a), renewed(b)) {
-                    (Some(old), Some(_)) => clock.unix_secs().saturating_sub(old) > grace,
-                    (a, b) => a != b,
-                },
-            ),
+        // A renewal of a fresh Lease changes no decision and wakes nothing.
+        // A stale one renewed (a host back) does; a fresh one going stale
+        // is a timer.
+        let back = move |stale_after: i64| {
+            let clock = clock.clone();
+            move |a: Option<&Lease>, b: Option<&Lease>| match (renewed(a), renewed(b)) {
+                (Some(old), Some(_)) => clock.unix_secs().saturating_sub(old) > stale_after,
+                (a, b) => a != b,
+            }
+        };
+        // Kubelets renew every 10 s.
+        let node_leases = kept("node Leases", Box::new(back(grace)));
+        let host_back = back(settings.core.actuator_heartbeat_max_age);
+        let refused_key = names.report_refused();
+        let refusal = move |l: Option<&Lease>| {
+            l.and_then(|l| l.metadata.annotations.as_ref()?.get(&refused_key).cloned())
+        };
+        let heartbeats = kept(
+            "the hosts' heartbeat Leases",
+            Box::new(move |a: Option<&Lease>, b: Option<&Lease>| {
+                host_back(a, b) || refusal(a) != refusal(b)
+            }),
+        );
+        let own_reports = kept(
+            "the hosts' report ConfigMaps",
+            Box::new(|a: Option<&ConfigMap>, b: Option<&ConfigMap>| {
+                a.and_then(|c| c.data.as_ref()) != b.and_then(|c| c.data.as_ref())
+            }),
         );
         let reports = kept(
-            "the report ConfigMap",
+            "the shared report ConfigMap",
             Box::new(|a: Option<&ConfigMap>, b: Option<&ConfigMap>| {
                 a.and_then(|c| c.data.as_ref()) != b.and_then(|c| c.data.as_ref())
             }),
@@ -313,6 +334,24 @@ impl FleetWatch {
                 last_error.clone(),
                 tx.clone(),
             ),
+            // The hosts' objects, from the API server's cache: one watch of
+            // each kind whatever the fleet's size.
+            spawn(
+                Api::<Lease>::namespaced(client.clone(), &names.hosts_namespace),
+                watcher::Config::default().any_semantic(),
+                |l: &mut Lease| l.metadata.managed_fields = None,
+                heartbeats.0.clone(),
+                last_error.clone(),
+                tx.clone(),
+            ),
+            spawn(
+                Api::<ConfigMap>::namespaced(client.clone(), &names.hosts_namespace),
+                watcher::Config::default().any_semantic(),
+                |c: &mut ConfigMap| c.metadata.managed_fields = None,
+                own_reports.0.clone(),
+                last_error.clone(),
+                tx.clone(),
+            ),
             spawn(
                 Api::<ConfigMap>::namespaced(client.clone(), &names.report_namespace),
                 watcher::Config::default().fields(&format!("metadata.name={REPORT_CONFIGMAP}")),
@@ -333,6 +372,8 @@ impl FleetWatch {
         Self {
             nodes,
             node_leases,
+            heartbeats,
+            own_reports,
             reports,
             lease,
             facts: Mutex::new(BTreeMap::new()),
@@ -344,7 +385,7 @@ impl FleetWatch {
     }
 
     /// The kinds and whether each has finished its first list.
-    fn listed(&self) -> [(&'static str, bool); 4] {
+    fn listed(&self) -> [(&'static str, bool); 6] {
         fn of<K: Resource<DynamicType = ()> + Clone>(k: &Mutex<Kept<K>>) -> (&'static str, bool) {
             let k = lock(k);
             (k.name, k.synced)
@@ -352,6 +393,8 @@ impl FleetWatch {
         [
             of(&self.nodes.0),
             of(&self.node_leases.0),
+            of(&self.heartbeats.0),
+            of(&self.own_reports.0),
             of(&self.reports.0),
             of(&self.lease.0),
         ]
@@ -410,12 +453,19 @@ impl FleetWatch {
                 Some((l.metadata.name.clone()?, t))
             })
             .collect();
-        let reports = self
+        let names = settings.names();
+        let legacy = self
             .reports
             .1
-            .get(&ObjectRef::new(REPORT_CONFIGMAP).within(&settings.names().report_namespace))
-            .and_then(|cm| cm.data.clone())
-            .unwrap_or_default();
+            .get(&ObjectRef::new(REPORT_CONFIGMAP).within(&names.report_namespace));
+        let own = self.own_reports.1.state();
+        let heartbeats = self.heartbeats.1.state();
+        let reports = observe::Reports::read(
+            names,
+            legacy.as_deref(),
+            own.iter().map(|c| c.as_ref()),
+            heartbeats.iter().map(|l| l.as_ref()),
+        );
         let lease = self
             .lease
             .1

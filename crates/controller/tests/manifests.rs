@@ -1,8 +1,8 @@
 //! `fleet-role manifests`: `deploy/rbac/` is its rendering of the defaults,
-//! and, rendered for another report namespace and Lease name and applied to
-//! a real kube-apiserver, its admission policy keeps each enrolled host to
-//! its own key of the report, of at most 16 KiB, and no host identity of
-//! another namespace writes there.
+//! and, rendered for other namespaces and Lease name and applied to a real
+//! kube-apiserver, its admission policies keep each enrolled host to its own
+//! report of at most 16 KiB (and each host of an earlier release to its own
+//! key of the shared report), while the controller reads both.
 
 use std::{
     path::{Path, PathBuf},
@@ -62,15 +62,16 @@ fn the_manifests_in_deploy_rbac_are_the_rendering_of_the_default_settings() {
     }
 }
 
-const CONFIG: &str = "report_namespace = \"fleet-ops\"\nlease_name = \"regrade-x\"\n";
+const CONFIG: &str = "report_namespace = \"fleet-ops\"\nhosts_namespace = \"fleet-ops-hosts\"\nlease_name = \"regrade-x\"\n";
 const NS: &str = "fleet-ops";
+const HOSTS: &str = "fleet-ops-hosts";
 
-/// Writes `value` under `key` of the report with `token` by server-side
-/// apply, as an actuator does: Ok, or the code and message of the refusal.
-async fn write(
+/// Writes `value` under `key` of the shared report of earlier releases with
+/// `token` by server-side apply, as an actuator of those releases does: Ok,
+/// or the code and message of the refusal.
+async fn write_shared(
     plane: &ControlPlane,
     token: &SecretString,
-    params: PatchParams,
     key: &str,
     value: &str,
 ) -> Result<(), (u16, String)> {
@@ -82,10 +83,30 @@ async fn write(
         "metadata": {"name": "fleet-role-actuators", "namespace": NS},
         "data": {key: value},
     });
-    match cms
-        .patch("fleet-role-actuators", &params, &Patch::Apply(&body))
-        .await
-    {
+    let params = PatchParams::apply(&format!("fleet-role-actuator-{key}")).force();
+    answer(cms.patch("fleet-role-actuators", &params, &Patch::Apply(&body)).await)
+}
+
+/// Updates `node`'s own report ConfigMap to hold `value` with `token`, as
+/// an actuator of this release does (from the object as read).
+async fn write_own(
+    plane: &ControlPlane,
+    token: &SecretString,
+    node: &str,
+    value: &str,
+) -> Result<(), (u16, String)> {
+    let client = plane.client_for_token(token).unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client, HOSTS);
+    let mut cm = match cms.get(node).await {
+        Ok(cm) => cm,
+        Err(e) => return answer::<ConfigMap>(Err(e)),
+    };
+    cm.data = Some([("report".to_string(), value.to_string())].into());
+    answer(cms.replace(node, &Default::default(), &cm).await)
+}
+
+fn answer<T>(r: Result<T, kube::Error>) -> Result<(), (u16, String)> {
+    match r {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) => Err((s.code, s.message)),
         Err(e) => panic!("{e}"),
@@ -96,17 +117,55 @@ fn token(dir: &Path, node: &str) -> SecretString {
     SecretString::from(std::fs::read_to_string(dir.join(format!("{node}.token"))).unwrap())
 }
 
+/// A host's report with sequence number `seq`, its host part beating at `at`.
+fn report(seq: u64, at: i64) -> String {
+    let part = protocol::report::HostPart {
+        heartbeat_at: at,
+        demotion: None,
+        promotion: Some(protocol::report::Eligibility::Ok),
+        etcd: None,
+    };
+    let mut r = protocol::Report::with_host_part(None, part, at);
+    r.seq = seq;
+    r.to_json()
+}
+
+/// The identity an earlier release's `enroll` made for `node` (its
+/// ServiceAccount in the shared report's namespace, bound to the three
+/// shared roles), and a token of it.
+async fn legacy_identity(plane: &ControlPlane, node: &str) -> SecretString {
+    let sa = format!("fleet-role-actuator-{node}");
+    let binding = |kind: &str, ns: Option<&str>, role_kind: &str, role: &str| {
+        let ns = ns.map(|n| format!(", namespace: {n}")).unwrap_or_default();
+        format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: {kind}\nmetadata: {{name: {sa}{ns}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: {role_kind}, name: {role}}}\nsubjects: [{{kind: ServiceAccount, name: {sa}, namespace: {NS}}}]\n"
+        )
+    };
+    let yaml = [
+        format!("apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {sa}, namespace: {NS}}}\n"),
+        binding("ClusterRoleBinding", None, "ClusterRole", "fleet-role-actuator"),
+        binding("RoleBinding", Some("kube-system"), "Role", "fleet-role-actuator-lease"),
+        binding("RoleBinding", Some(NS), "Role", "fleet-role-actuator-report"),
+    ]
+    .join("---\n");
+    plane.apply_yaml(&yaml).await.expect("the old identity applies");
+    plane
+        .service_account_token(NS, &sa)
+        .await
+        .expect("a token of the old identity")
+}
+
 #[tokio::test]
-async fn under_another_namespace_the_rendered_policy_keeps_each_host_to_its_own_key_of_at_most_16_kib()
+async fn under_other_namespaces_each_host_writes_its_own_report_within_16_kib_and_the_controller_reads_old_and_new_hosts_the_newer_winning()
  {
     let plane = ControlPlane::start().await.expect("a control plane starts");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("fleet-ops.toml"), CONFIG).unwrap();
-    for which in ["actuators", "controller"] {
+    for which in ["controller", "actuators"] {
         let out = fleet_role(d, &["manifests", which, "--config", "fleet-ops.toml"]);
         let yaml = String::from_utf8(out.stdout).unwrap();
-        assert!(!yaml.contains("fleet-regrade"), "{yaml}");
+        assert!(!yaml.contains("fleet-regrade") && !yaml.contains("fleet-role-hosts"), "{yaml}");
         plane
             .apply_yaml(&yaml)
             .await
@@ -117,51 +176,45 @@ async fn under_another_namespace_the_rendered_policy_keeps_each_host_to_its_own_
         .write_kubeconfig(&kubeconfig, plane.admin_token())
         .unwrap();
     let admin = |args: &[&str]| {
-        let mut all = vec!["--kubeconfig", "admin.kubeconfig"];
+        let mut all = vec!["--kubeconfig", "admin.kubeconfig", "--config", "fleet-ops.toml"];
         all.extend_from_slice(args);
         fleet_role(d, &all)
     };
-    // Two hosts of this fleet, and one identity left from an install with
-    // the default namespace, whose name past that namespace's prefix would
-    // read as node-a here (`platform` is one character shorter), bound by
-    // mistake to this report's Role: the worst a leftover could be.
-    admin(&["--config", "fleet-ops.toml", "enroll", "node-a"]);
-    admin(&["--config", "fleet-ops.toml", "enroll", "node-b"]);
-    admin(&["enroll", "xnode-a"]);
-    plane
-        .apply_yaml(
-            "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: leftover, namespace: fleet-ops}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: fleet-role-actuator-report}\nsubjects: [{kind: ServiceAccount, name: fleet-role-actuator-xnode-a, namespace: platform}]\n",
-        )
-        .await
-        .unwrap();
-    let (a, b, leftover) = (token(d, "node-a"), token(d, "node-b"), token(d, "xnode-a"));
-    // A host's own field manager, as its actuator applies with.
-    let manager = |node: &str| PatchParams::apply(&format!("fleet-role-actuator-{node}"));
+    // Two hosts enrolled by this release, one by an earlier one (mid-upgrade),
+    // and one moving: enrolled by both, its old actuator's key left behind.
+    for node in ["node-a", "node-b", "node-c"] {
+        admin(&["enroll", node]);
+    }
+    let (a, b) = (token(d, "node-a"), token(d, "node-b"));
+    let old = legacy_identity(&plane, "old-1").await;
+    let old_c = legacy_identity(&plane, "node-c").await;
+    let c = token(d, "node-c");
 
-    // The policy is in force once a dry run (which changes nothing) on
-    // another host's key is denied by it.
+    // The hosts' policy is in force once a dry run of a second key in a
+    // host's own report is refused.
+    let client = plane.client_for_token(&a).unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client, HOSTS);
     let started = clock::Clock::system().now();
     loop {
-        match write(&plane, &a, manager("node-a").dry_run(), "node-b", "{}").await {
-            Err((403, m)) if m.contains("only its own key") => break,
+        let mut cm = cms.get("node-a").await.unwrap();
+        cm.data = Some([("report".into(), "{}".into()), ("x".into(), "y".into())].into());
+        let dry = kube::api::PostParams { dry_run: true, ..Default::default() };
+        match cms.replace("node-a", &dry, &cm).await {
+            Err(kube::Error::Api(s)) if s.code == 403 => break,
             other => assert!(
                 started.elapsed() < Duration::from_secs(60),
-                "the policy never came into force: {other:?}"
+                "the hosts' policy never came into force: {other:?}"
             ),
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 
-    // Its own key: up to the cap, counted in bytes (two-byte characters:
+    // Its own report: up to the cap, counted in bytes (two-byte characters:
     // a count of characters would take one more).
     let at_cap = "é".repeat(MAX_REPORT_BYTES / 2);
     assert_eq!(at_cap.len(), MAX_REPORT_BYTES);
-    assert_eq!(
-        write(&plane, &a, manager("node-a"), "node-a", &at_cap).await,
-        Ok(())
-    );
-    let over = format!("{at_cap}x");
-    let refused = write(&plane, &a, manager("node-a"), "node-a", &over).await;
+    assert_eq!(write_own(&plane, &a, "node-a", &at_cap).await, Ok(()));
+    let refused = write_own(&plane, &a, "node-a", &format!("{at_cap}x")).await;
     let Err((403, m)) = refused else {
         panic!("16 KiB + 1 byte was not refused: {refused:?}")
     };
@@ -169,38 +222,55 @@ async fn under_another_namespace_the_rendered_policy_keeps_each_host_to_its_own_
         m.contains("at most 16384 bytes (16 KiB)") && m.contains("not 16385"),
         "{m}"
     );
-    assert_eq!(
-        write(&plane, &b, manager("node-b"), "node-b", "{\"b\":1}").await,
-        Ok(())
-    );
+    // Another host's report: not even a read.
+    let refused = write_own(&plane, &b, "node-a", "{}").await;
+    assert!(matches!(&refused, Err((403, _))), "{refused:?}");
 
-    // Another host's key, even at a size that would fit, even forced under
-    // that host's own field manager (unforced, the apply conflicts first).
-    let refused = write(&plane, &b, manager("node-a").force(), "node-a", "{}").await;
-    assert!(
-        matches!(&refused, Err((403, m)) if m.contains("may change only its own key")),
-        "{refused:?}"
-    );
+    // The shared report of earlier releases keeps each old host to its own
+    // key, and no host of this release writes it.
+    let refused = write_shared(&plane, &old, "old-1", &format!("{at_cap}x")).await;
+    assert!(matches!(&refused, Err((403, m)) if m.contains("at most 16384 bytes")), "{refused:?}");
+    let refused = write_shared(&plane, &old, "node-a", "{}").await;
+    assert!(matches!(&refused, Err((403, m)) if m.contains("only its own key")), "{refused:?}");
+    let refused = write_shared(&plane, &a, "node-a", "{}").await;
+    assert!(matches!(&refused, Err((403, _))), "{refused:?}");
 
-    // The leftover of the default namespace writes nothing here.
-    for key in ["node-a", "xnode-a"] {
-        let refused = write(&plane, &leftover, manager("xnode-a").force(), key, "{}").await;
-        assert!(
-            matches!(&refused, Err((403, m)) if m.contains("only a host identity of namespace fleet-ops")),
-            "{key}: {refused:?}"
-        );
+    // What each host reports: node-a and node-b on their own objects, old-1
+    // on the shared key, node-c on both (its old key behind its new one).
+    let now = clock::Clock::system().unix_secs();
+    assert_eq!(write_own(&plane, &a, "node-a", &report(5, now)).await, Ok(()));
+    assert_eq!(write_own(&plane, &b, "node-b", &report(2, now)).await, Ok(()));
+    assert_eq!(write_shared(&plane, &old, "old-1", &report(7, now)).await, Ok(()));
+    assert_eq!(write_shared(&plane, &old_c, "node-c", &report(3, now - 300)).await, Ok(()));
+    assert_eq!(write_own(&plane, &c, "node-c", &report(4, now)).await, Ok(()));
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(plane.admin_client().unwrap());
+    for node in ["node-a", "node-b", "node-c", "old-1"] {
+        let n = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}))
+            .unwrap();
+        nodes.create(&Default::default(), &n).await.unwrap();
     }
-
-    // What stands is what the hosts wrote, each its own.
-    let cms: Api<ConfigMap> = Api::namespaced(plane.admin_client().unwrap(), NS);
-    let data = cms
-        .get("fleet-role-actuators")
-        .await
-        .unwrap()
-        .data
-        .unwrap_or_default();
-    assert_eq!(data.keys().collect::<Vec<_>>(), ["node-a", "node-b"]);
-    assert_eq!(data["node-a"], at_cap);
+    // Degraded (no voter in this fleet): exit 5, the JSON still printed.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-role"))
+        .current_dir(d)
+        .args(["--kubeconfig", "admin.kubeconfig", "--config", "fleet-ops.toml", "status", "--output", "json"])
+        .env_remove("KUBECONFIG")
+        .env_remove("FLEET_ROLE_CONFIG")
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let seq = |node: &str| {
+        status["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == node)
+            .and_then(|n| n["report"]["seq"].as_u64())
+    };
+    assert_eq!(
+        ["node-a", "node-b", "node-c", "old-1"].map(seq),
+        [Some(5), Some(2), Some(4), Some(7)],
+        "{status:#}"
+    );
 
     // The Lease role names the configured Lease and no other.
     let leases: Api<Lease> = Api::namespaced(plane.client_for_token(&a).unwrap(), "kube-system");

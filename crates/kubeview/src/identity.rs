@@ -1,37 +1,69 @@
-//! One identity per host: the ServiceAccount a host's actuator runs as, and
-//! the bindings that give it the shared roles of `deploy/rbac/actuator.yaml`.
+//! One identity per host: the ServiceAccount a host's actuator runs as,
+//! the Role and RoleBinding that give it its own heartbeat Lease and report
+//! ConfigMap by name, and those two objects, all in the hosts' namespace
+//! ([`protocol::Names::hosts_namespace`]).
 //!
 //! `fleet-role enroll` creates these objects (or prints them), the lab and
 //! the tests create them the same way, so the ServiceAccount's name, which
-//! the report's admission policy reads back into a Node name, is made in one
-//! place only.
+//! the hosts' admission policy reads back into a Node name, is made in one
+//! place only. The roles every host shares (read Nodes, get the regrade
+//! Lease) are bound once, to the group of the namespace's ServiceAccounts,
+//! by `fleet-role manifests`: a binding per host would be weighed by RBAC
+//! on every request in the cluster.
 
 use protocol::{Names, NodeName, names::LEASE_NAMESPACE};
 use serde_json::{Value, json};
 
 /// Every actuator's ServiceAccount is this prefix and its Node's name. The
-/// admission policy `fleet-role-actuator-report` (in `deploy/rbac/`) takes
-/// the rest of the name as the one report key the ServiceAccount may write.
+/// hosts' admission policy (`fleet-role manifests`) takes the rest of the
+/// name as the one Node whose objects the ServiceAccount may write.
 pub const SERVICE_ACCOUNT_PREFIX: &str = "fleet-role-actuator-";
 
 /// The shared ClusterRole: read Nodes.
 pub const NODES_CLUSTER_ROLE: &str = "fleet-role-actuator";
 /// The shared Role in `kube-system`: get the regrade Lease.
 pub const LEASE_ROLE: &str = "fleet-role-actuator-lease";
-/// The shared Role in the report namespace: get and patch the report.
+/// The Role in the shared report's namespace that earlier releases bound
+/// each host to (get and patch the shared report ConfigMap); kept for one
+/// release, for the hosts not enrolled again yet.
 pub const REPORT_ROLE: &str = "fleet-role-actuator-report";
+/// The name of the two bindings of the shared roles to every host's
+/// ServiceAccount at once (the group of the hosts' namespace).
+pub const SHARED_BINDING: &str = "fleet-role-actuators";
 
 /// The field manager enroll applies the identity's objects with.
 pub const ENROLL_FIELD_MANAGER: &str = "fleet-role-enroll";
 
 /// What the user name of every host's tokens starts with: the rest is its
-/// Node's name. The report's admission policy (`fleet-role manifests`)
+/// Node's name. The hosts' admission policy (`fleet-role manifests`)
 /// matches on it and reads the Node back from what follows it.
 pub fn username_prefix(names: &Names) -> String {
     format!(
-        "system:serviceaccount:{}:{SERVICE_ACCOUNT_PREFIX}",
-        names.report_namespace
+        "{}{SERVICE_ACCOUNT_PREFIX}",
+        service_account_user_prefix(&names.hosts_namespace)
     )
+}
+
+/// What the user name of a token of earlier releases' host identities
+/// (ServiceAccounts in the shared report's namespace) starts with; the
+/// shared report's admission policy still judges them for one release.
+pub fn legacy_username_prefix(names: &Names) -> String {
+    format!(
+        "{}{SERVICE_ACCOUNT_PREFIX}",
+        service_account_user_prefix(&names.report_namespace)
+    )
+}
+
+/// `system:serviceaccount:<namespace>:`, what the API server names every
+/// ServiceAccount of `namespace` by.
+fn service_account_user_prefix(namespace: &str) -> String {
+    format!("system:serviceaccount:{namespace}:")
+}
+
+/// The group every ServiceAccount of the hosts' namespace is in, which the
+/// shared roles are bound to.
+pub fn hosts_group(names: &Names) -> String {
+    format!("system:serviceaccounts:{}", names.hosts_namespace)
 }
 
 /// Why a Node cannot be given an identity.
@@ -78,7 +110,7 @@ impl Identity {
         &self.node
     }
 
-    /// The name of the ServiceAccount, and of each of its bindings.
+    /// The name of the ServiceAccount, and of its Role and RoleBinding.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -89,47 +121,80 @@ impl Identity {
     }
 
     /// The objects that make the identity, in the order they are created:
-    /// the ServiceAccount, then its three bindings to the shared roles.
-    /// Removing them (in any order) revokes the host: deleting the
-    /// ServiceAccount invalidates every token issued for it.
+    /// the ServiceAccount, its Role (get and update its own heartbeat Lease
+    /// and report ConfigMap, by name: no create, list, watch or delete, no
+    /// other host's object) and RoleBinding, then the Lease and the
+    /// ConfigMap themselves, both named for the Node and empty (the host
+    /// may update them, never create them). Removing them (in any order)
+    /// revokes the host: deleting the ServiceAccount invalidates every
+    /// token issued for it.
     pub fn objects(&self, names: &Names) -> Vec<Value> {
-        let ns = names.report_namespace.as_str();
-        let meta = |namespace: Option<&str>| {
-            let mut m = json!({
-                "name": self.name,
+        let ns = names.hosts_namespace.as_str();
+        let node = self.node.as_str();
+        let meta = |name: &str| {
+            json!({
+                "name": name,
+                "namespace": ns,
                 "labels": {
                     "app.kubernetes.io/name": "fleet-role-actuator",
                     "app.kubernetes.io/managed-by": "fleet-role",
                 },
                 // A label value holds at most 63 characters; a Node name may
                 // hold 253, so the Node is named in an annotation.
-                "annotations": { format!("{}/node", names.prefix): self.node.as_str() },
-            });
-            if let Some(n) = namespace {
-                m["namespace"] = json!(n);
-            }
-            m
+                "annotations": { format!("{}/node", names.prefix): node },
+            })
         };
-        let subjects = json!([{ "kind": "ServiceAccount", "name": self.name, "namespace": ns }]);
-        let binding = |kind: &str, namespace: Option<&str>, role_kind: &str, role: &str| {
+        let own = |resource: &str, group: &str| {
             json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": kind,
-                "metadata": meta(namespace),
-                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role },
-                "subjects": subjects,
+                "apiGroups": [group],
+                "resources": [resource],
+                "resourceNames": [node],
+                "verbs": ["get", "update"],
             })
         };
         vec![
-            json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(Some(ns)) }),
-            binding(
-                "ClusterRoleBinding",
-                None,
-                "ClusterRole",
-                NODES_CLUSTER_ROLE,
-            ),
-            binding("RoleBinding", Some(LEASE_NAMESPACE), "Role", LEASE_ROLE),
-            binding("RoleBinding", Some(ns), "Role", REPORT_ROLE),
+            json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(&self.name) }),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": meta(&self.name),
+                "rules": [own("leases", "coordination.k8s.io"), own("configmaps", "")],
+            }),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": meta(&self.name),
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": self.name },
+                "subjects": [{ "kind": "ServiceAccount", "name": self.name, "namespace": ns }],
+            }),
+            // The heartbeat: its holder and renew time are the host's to
+            // write; the policy keeps everything else as enroll made it.
+            json!({
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": { "name": node, "namespace": ns },
+            }),
+            // The report: one key, `report`, written only on a change.
+            json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": { "name": node, "namespace": ns },
+            }),
+        ]
+    }
+
+    /// The objects earlier releases made for this host (its ServiceAccount
+    /// in the shared report's namespace and its three bindings), as
+    /// (apiVersion, kind, namespace, name): `unenroll` deletes them too, so
+    /// a host enrolled before the per-host objects is revoked whole.
+    pub fn legacy_objects(&self, names: &Names) -> Vec<(&'static str, &'static str, Option<String>, String)> {
+        let ns = names.report_namespace.clone();
+        let rbac = "rbac.authorization.k8s.io/v1";
+        vec![
+            ("v1", "ServiceAccount", Some(ns.clone()), self.name.clone()),
+            (rbac, "ClusterRoleBinding", None, self.name.clone()),
+            (rbac, "RoleBinding", Some(LEASE_NAMESPACE.to_string()), self.name.clone()),
+            (rbac, "RoleBinding", Some(ns), self.name.clone()),
         ]
     }
 }
@@ -149,13 +214,18 @@ mod tests {
         let user = id.username(&Names::default());
         assert_eq!(
             user,
-            "system:serviceaccount:platform:fleet-role-actuator-runner-3"
+            "system:serviceaccount:fleet-role-hosts:fleet-role-actuator-runner-3"
         );
-        // deploy/rbac/actuator.yaml's policy takes the key as the user name
-        // after this many characters.
-        let prefix = format!("system:serviceaccount:platform:{SERVICE_ACCOUNT_PREFIX}");
-        assert_eq!(prefix.len(), 51);
-        assert_eq!(&user[51..], "runner-3");
+        let prefix = username_prefix(&Names::default());
+        assert_eq!(&user[prefix.len()..], "runner-3");
+        assert_eq!(
+            legacy_username_prefix(&Names::default()),
+            "system:serviceaccount:platform:fleet-role-actuator-"
+        );
+        assert_eq!(
+            hosts_group(&Names::default()),
+            "system:serviceaccounts:fleet-role-hosts"
+        );
     }
 
     #[test]
@@ -174,33 +244,42 @@ mod tests {
     }
 
     #[test]
-    fn the_identity_binds_its_service_account_to_the_three_shared_roles_only() {
+    fn the_identity_gets_and_updates_its_own_lease_and_report_by_name_and_nothing_else() {
         let id = Identity::of(&node("runner-3")).unwrap();
         let objects = id.objects(&Names::default());
-        let kinds: Vec<(&str, Option<&str>, Option<&str>)> = objects
+        let kinds: Vec<(&str, &str, &str)> = objects
             .iter()
             .map(|o| {
                 (
                     o["kind"].as_str().unwrap(),
-                    o["metadata"]["namespace"].as_str(),
-                    o["roleRef"]["name"].as_str(),
+                    o["metadata"]["namespace"].as_str().unwrap(),
+                    o["metadata"]["name"].as_str().unwrap(),
                 )
             })
             .collect();
+        let (sa, ns) = ("fleet-role-actuator-runner-3", "fleet-role-hosts");
         assert_eq!(
             kinds,
             vec![
-                ("ServiceAccount", Some("platform"), None),
-                ("ClusterRoleBinding", None, Some(NODES_CLUSTER_ROLE)),
-                ("RoleBinding", Some("kube-system"), Some(LEASE_ROLE)),
-                ("RoleBinding", Some("platform"), Some(REPORT_ROLE)),
+                ("ServiceAccount", ns, sa),
+                ("Role", ns, sa),
+                ("RoleBinding", ns, sa),
+                ("Lease", ns, "runner-3"),
+                ("ConfigMap", ns, "runner-3"),
             ]
         );
-        for o in &objects[1..] {
-            assert_eq!(
-                o["subjects"],
-                json!([{"kind": "ServiceAccount", "name": "fleet-role-actuator-runner-3", "namespace": "platform"}])
-            );
-        }
+        assert_eq!(
+            objects[1]["rules"],
+            json!([
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["runner-3"], "verbs": ["get", "update"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["runner-3"], "verbs": ["get", "update"]},
+            ])
+        );
+        assert_eq!(
+            objects[2]["subjects"],
+            json!([{"kind": "ServiceAccount", "name": sa, "namespace": ns}])
+        );
+        // Neither object carries a spec or data enroll would own.
+        assert!(objects[3].get("spec").is_none() && objects[4].get("data").is_none());
     }
 }

@@ -12,6 +12,7 @@
 //! No IO here: functions from objects to values and back.
 #![forbid(unsafe_code)]
 
+pub mod hostobjects;
 pub mod identity;
 mod lease;
 mod node;

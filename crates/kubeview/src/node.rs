@@ -138,6 +138,7 @@ pub fn node_facts(names: &Names, node: &Node) -> NodeFacts {
         report: None,
         report_protocol: None,
         host: None,
+        report_refused: None,
     }
 }
 

@@ -27,7 +27,7 @@ use kube::{Api, api::PostParams};
 use protocol::{
     LeaseFacts, Names, NodeName, Phase, Report, SwapId,
     controller::{Action, Outcome, Start, Writer, lease_after, node_after},
-    names::{LEASE_NAMESPACE, REPORT_CONFIGMAP},
+    names::LEASE_NAMESPACE,
     report::{Detail, ReportStep},
 };
 use serde_json::Value;
@@ -306,23 +306,20 @@ impl Hand {
         .await
     }
 
-    /// A host's report.
+    /// A host's report, from its own ConfigMap.
     pub async fn report(&self, node: &str) -> anyhow::Result<Option<Report>> {
-        let ns = self.names.report_namespace.clone();
+        let ns = self.names.hosts_namespace.clone();
         let cm = self
             .apis
             .any(|c| {
-                let ns = ns.clone();
-                async move {
-                    Api::<ConfigMap>::namespaced(c, &ns)
-                        .get(REPORT_CONFIGMAP)
-                        .await
-                }
+                let (ns, node) = (ns.clone(), node.to_string());
+                async move { Api::<ConfigMap>::namespaced(c, &ns).get_opt(&node).await }
             })
             .await?;
         Ok(cm
-            .data
-            .and_then(|d| d.get(node).and_then(|v| Report::from_json(v))))
+            .as_ref()
+            .and_then(kubeview::hostobjects::report_value)
+            .and_then(Report::from_json))
     }
 
     /// [`Hand::wait_step`] while renewing the regrade Lease every 5 s as

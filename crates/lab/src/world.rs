@@ -167,13 +167,13 @@ pub(crate) async fn wait_heartbeats(
         "every actuator's heartbeat (a server's with its etcd view)",
         timeout,
         || async {
-            let ns = names.report_namespace.clone();
-            let Ok(cm) = apis
+            let ns = names.hosts_namespace.clone();
+            let Ok(list) = apis
                 .any(|c| {
                     let ns = ns.clone();
                     async move {
                         Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(c, &ns)
-                            .get(protocol::names::REPORT_CONFIGMAP)
+                            .list(&Default::default())
                             .await
                     }
                 })
@@ -181,7 +181,14 @@ pub(crate) async fn wait_heartbeats(
             else {
                 return false;
             };
-            let data = cm.data.unwrap_or_default();
+            let data: std::collections::BTreeMap<String, String> = list
+                .items
+                .iter()
+                .filter_map(|cm| {
+                    let v = kubeview::hostobjects::report_value(cm)?;
+                    Some((cm.metadata.name.clone()?, v.to_string()))
+                })
+                .collect();
             hosts.iter().all(|(h, server)| {
                 data.get(h)
                     .and_then(|v| protocol::Report::from_json(v))
@@ -365,11 +372,16 @@ pub(crate) async fn actuator_token(
     apis: &Apis,
     node: &str,
 ) -> anyhow::Result<secrecy::SecretString> {
+    let names = protocol::Names::default();
+    let ns = names.hosts_namespace.clone();
     let _ = apis
-        .any(|c| async move { Api::<Namespace>::all(c).get("platform").await })
+        .any(|c| {
+            let ns = ns.clone();
+            async move { Api::<Namespace>::all(c).get(&ns).await }
+        })
         .await?;
     let id = kubeview::Identity::of(&protocol::NodeName::parse(node)?)?;
-    let objects = id.objects(&protocol::Names::default());
+    let objects = id.objects(&names);
     for object in &objects {
         let manifest = object.to_string();
         apis.any(|c| {
@@ -383,7 +395,7 @@ pub(crate) async fn actuator_token(
         .await
         .with_context(|| format!("applying the identity of {node}"))?;
     }
-    token_of(apis, "platform", id.name()).await
+    token_of(apis, &names.hosts_namespace, id.name()).await
 }
 
 /// A token (a day long) of the ServiceAccount `namespace/account`, through

@@ -252,7 +252,11 @@ impl Forger {
         let write = |own: lab::api::Apis, report: protocol::report::Report, host: String| async move {
             own.any(|c| {
                 let (r, host) = (report.clone(), host.clone());
-                async move { actuator::report::write(&c, &Names::default(), &host, &r).await }
+                async move {
+                    actuator::report::Published::default()
+                        .write(&c, &Names::default(), &host, &r)
+                        .await
+                }
             })
             .await
         };

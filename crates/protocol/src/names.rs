@@ -6,10 +6,22 @@ pub const DEFAULT_PREFIX: &str = "github-runner.exadev.com";
 pub const DEFAULT_LEASE_NAME: &str = "fleet-regrade";
 /// The namespace of the regrade Lease: k3s's own, where operators look for it.
 pub const LEASE_NAMESPACE: &str = "kube-system";
-/// The default namespace of the report ConfigMap.
+/// The default namespace of the shared report ConfigMap of protocol 1's
+/// first transport (kept for one release: see [`REPORT_CONFIGMAP`]).
 pub const DEFAULT_REPORT_NAMESPACE: &str = "platform";
-/// The name of the report ConfigMap (one data key per Node).
+/// The name of the shared report ConfigMap (one data key per Node) that
+/// actuators before the per-host objects write. The controller still reads
+/// it for one release, so a fleet upgrades host by host; no actuator of
+/// this release writes it.
 pub const REPORT_CONFIGMAP: &str = "fleet-role-actuators";
+/// The default namespace of the per-host objects: each host's
+/// ServiceAccount, its heartbeat Lease, its report ConfigMap and the Role
+/// and RoleBinding that give it those two by name. It holds nothing else,
+/// so the roles every host shares are bound once, to its ServiceAccounts'
+/// group.
+pub const DEFAULT_HOSTS_NAMESPACE: &str = "fleet-role-hosts";
+/// The data key of a host's report ConfigMap (named for its Node).
+pub const HOST_REPORT_KEY: &str = "report";
 /// The default holder identity the controller writes into the Lease.
 pub const DEFAULT_CONTROLLER_IDENTITY: &str = "fleet-role";
 
@@ -61,8 +73,11 @@ pub struct Names {
     pub prefix: String,
     /// The regrade Lease's name in [`LEASE_NAMESPACE`].
     pub lease_name: String,
-    /// The namespace of the report ConfigMap.
+    /// The namespace of the shared report ConfigMap of earlier releases
+    /// (read, never written, for one release).
     pub report_namespace: String,
+    /// The namespace of the per-host objects ([`DEFAULT_HOSTS_NAMESPACE`]).
+    pub hosts_namespace: String,
     /// The identity the controller holds the Lease with.
     pub controller_identity: String,
 }
@@ -73,6 +88,7 @@ impl Default for Names {
             prefix: DEFAULT_PREFIX.to_string(),
             lease_name: DEFAULT_LEASE_NAME.to_string(),
             report_namespace: DEFAULT_REPORT_NAMESPACE.to_string(),
+            hosts_namespace: DEFAULT_HOSTS_NAMESPACE.to_string(),
             controller_identity: DEFAULT_CONTROLLER_IDENTITY.to_string(),
         }
     }
@@ -128,6 +144,12 @@ impl Names {
     pub fn lease_swap(&self) -> String {
         self.key("role-swap")
     }
+    /// Annotation of a host's heartbeat Lease: why the API refused the
+    /// host's last report (one line, at most [`MAX_REFUSAL_CHARS`]), set
+    /// while it stands and removed once a report is accepted again.
+    pub fn report_refused(&self) -> String {
+        self.key("report-refused")
+    }
     /// The server-side-apply field manager of one host's report key:
     /// `fleet-role-actuator-<node>`, or, for a Node name too long for it (the
     /// API refuses a manager over [`FIELD_MANAGER_MAX`] characters, a Node
@@ -150,6 +172,10 @@ impl Names {
         format!("{PREFIX}{}{hash}", &node[..keep])
     }
 }
+
+/// The longest refusal a host's heartbeat Lease carries
+/// ([`Names::report_refused`]); the admission policy refuses a longer one.
+pub const MAX_REFUSAL_CHARS: usize = 512;
 
 /// The longest field manager the API takes (apimachinery's
 /// `FieldManagerMaxLength`); a longer one gets 422 on every apply.
@@ -182,6 +208,7 @@ mod tests {
         assert_eq!(names.maintenance(), "example.org/maintenance");
         assert_eq!(names.lease_swap(), "example.org/role-swap");
         assert_eq!(names.legacy_eligible(), "example.org/voter-eligible");
+        assert_eq!(names.report_refused(), "example.org/report-refused");
         assert_eq!(names.report_field_manager("n1"), "fleet-role-actuator-n1");
     }
 

@@ -132,7 +132,8 @@ pub struct NodeFacts {
     pub maintenance: MaintenanceMarks,
     /// fleet-role's label and annotations.
     pub marks: FleetMarks,
-    /// The host's report (its key of the report ConfigMap), if it parses
+    /// The host's report (its report ConfigMap, or its key of the shared
+    /// one of earlier releases, whichever is newer), if it parses
     /// and is of a protocol version this build knows.
     pub report: Option<Report>,
     /// The protocol version the host's report claims, raw
@@ -140,8 +141,12 @@ pub struct NodeFacts {
     /// before versions were marked).
     pub report_protocol: Option<String>,
     /// The host part of its report (heartbeat, demotion verdict), kept apart
-    /// from [`NodeFacts::report`] for the gates that read it.
+    /// from [`NodeFacts::report`] for the gates that read it. Its heartbeat
+    /// is the later of the report's and the host's heartbeat Lease's.
     pub host: Option<crate::report::HostPart>,
+    /// Why the API refused the host's last report, as the host's heartbeat
+    /// says while that stands: its report in the API is behind it.
+    pub report_refused: Option<String>,
 }
 
 /// A mark k3s leaves when it removes an etcd member, by how far it can be

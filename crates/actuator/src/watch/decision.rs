@@ -23,8 +23,19 @@ use crate::report;
 impl Watcher {
     /// One decision and what follows from it. An `Err` means the API failed.
     pub async fn evaluate(&mut self, client: &Client) -> Result<(), kube::Error> {
-        if self.memory.copy == Copy::Unwritten {
-            self.send(client).await?;
+        // A report the API refused is sent again once a heartbeat period
+        // has passed; a refusal does not keep the heartbeat from beating.
+        let again = self
+            .memory
+            .refused
+            .as_ref()
+            .is_none_or(|(at, _)| self.clock.since(*at) >= self.settings.heartbeat);
+        if self.memory.copy == Copy::Unwritten
+            && again
+            && let Err(e) = self.send(client).await
+            && report::refusal(&e).is_none()
+        {
+            return Err(e);
         }
         self.beat(client).await?;
         let Some(node) = self.node.clone() else {
@@ -176,6 +187,9 @@ impl Watcher {
         protocol::decide::with_role_file(decision, role_problem.as_deref())
     }
 
+    /// Sends the report in memory: the host's copy first, then the API's.
+    /// A refusal is said once (with the API's own words), counted, and
+    /// kept for the heartbeat to carry; the report stays unwritten.
     async fn send(&mut self, client: &Client) -> Result<(), kube::Error> {
         if let Some(r) = &self.memory.report {
             // The host's copy first: a report lost on its way to the API is
@@ -184,7 +198,28 @@ impl Watcher {
             if let Err(e) = report::write_local(&self.host.paths, r) {
                 warn!(error = %e, "cannot keep the report on the host");
             }
-            report::write(client, &self.settings.names, self.settings.node.as_str(), r).await?;
+            let node = self.settings.node.as_str();
+            let written = self
+                .memory
+                .published
+                .write(client, &self.settings.names, node, r)
+                .await;
+            if let Err(e) = written {
+                if let Some(refusal) = report::refusal(&e) {
+                    self.metrics.write_refused("report", &refusal.reason);
+                    if self.memory.refused.as_ref().is_none_or(|(_, r)| *r != refusal) {
+                        warn!(
+                            object = format!("ConfigMap {}/{node}", self.settings.names.hosts_namespace),
+                            "the API refused this host's report: {refusal}"
+                        );
+                    }
+                    self.memory.refused = Some((self.clock.now(), refusal));
+                }
+                return Err(e);
+            }
+            if self.memory.refused.take().is_some() {
+                info!("the API accepted this host's report again");
+            }
         }
         self.memory.copy = Copy::Written;
         Ok(())

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use clock::Clock;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::MicroTime};
 use kube::{Api, Client};
 use protocol::{
     Report, Role,
@@ -40,6 +40,8 @@ pub(super) struct Heartbeat {
     join_answer: Option<Result<(), String>>,
     /// The ask under way: the heartbeat never waits for it.
     join_asking: Option<tokio::task::JoinHandle<Option<Result<(), String>>>>,
+    /// The API's refusal of the last renewal, while it stands (said once).
+    renew_refused: Option<crate::report::Refusal>,
 }
 
 impl Heartbeat {
@@ -53,6 +55,7 @@ impl Heartbeat {
             join_answer: None,
             join_asking: None,
             expiry_warned: None,
+            renew_refused: None,
         }
     }
 }
@@ -107,12 +110,16 @@ impl Watcher {
         }
     }
 
-    /// Writes the report's host part when a heartbeat is due (once per
-    /// [`crate::config::Settings::heartbeat`]), the demotion verdict
-    /// changed, or etcd's view changed shape ([`EtcdView::same_shape`]):
-    /// the config files are read each time (no request), the server Nodes
-    /// are listed once a period. Only a server host has a verdict: one the
-    /// role file names, or one that still holds its datastore (a
+    /// The heartbeat and the report's host part. The heartbeat Lease is
+    /// renewed once per [`crate::config::Settings::heartbeat`]; the host
+    /// part is written when the demotion verdict or the promotion verdict
+    /// changed or etcd's view changed shape ([`EtcdView::same_shape`]), and
+    /// at each heartbeat while it carries an etcd view (the controller
+    /// trusts a view for a bounded time after its reading, and only a
+    /// server holds one: the fleet's few voters, not its every host). The
+    /// config files are read each time (no request), the server Nodes
+    /// are listed once a period. Only a server host has a demotion verdict:
+    /// one the role file names, or one that still holds its datastore (a
     /// stepped-down server names the agent already, and its removal and
     /// finish are still ahead).
     ///
@@ -120,6 +127,10 @@ impl Watcher {
     /// bounded, [`crate::etcdreport`]): without one there is no member to
     /// read. A server whose unit is stopped still holds its datastore; its
     /// reading fails and it reports no view, which is what it is.
+    ///
+    /// A refused report does not stop the heartbeat: the Lease is renewed
+    /// with the refusal on it, so the controller tells a host whose report
+    /// the API refuses from one whose actuator is dead.
     pub(super) async fn beat(&mut self, client: &Client) -> Result<(), kube::Error> {
         let due = self
             .heartbeat
@@ -181,16 +192,69 @@ impl Watcher {
                 reasons.join("; ")
             );
         }
-        let t = self.clock.unix_secs();
-        let part = HostPart {
-            heartbeat_at: t,
-            demotion,
-            promotion,
-            etcd,
-        };
+        if changed || etcd.is_some() {
+            let t = self.clock.unix_secs();
+            let part = HostPart {
+                heartbeat_at: t,
+                demotion,
+                promotion,
+                etcd,
+            };
+            let r = Report::with_host_part(self.memory.report.as_ref(), part, t);
+            if let Err(e) = self.record(client, r).await
+                && crate::report::refusal(&e).is_none()
+            {
+                return Err(e);
+            }
+        }
+        if due {
+            self.renew(client).await?;
+        }
+        Ok(())
+    }
+
+    /// Renews the heartbeat Lease, with the report's refusal on it while
+    /// one stands. A refused renewal is said and counted, and tried again
+    /// at the next heartbeat; the session goes on.
+    async fn renew(&mut self, client: &Client) -> Result<(), kube::Error> {
         self.heartbeat.last = Some(self.clock.now());
-        let r = Report::with_host_part(self.memory.report.as_ref(), part, t);
-        self.record(client, r).await
+        let millis = i64::try_from(self.clock.unix_millis()).unwrap_or(i64::MAX);
+        let stamp = k8s_openapi::jiff::Timestamp::from_millisecond(millis)
+            .map(MicroTime)
+            .unwrap_or_else(|_| MicroTime(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        // Valid two periods: a Lease's reader (an operator's kubectl) sees
+        // one renewal missed as still held.
+        let duration = i32::try_from(self.settings.heartbeat.as_secs().saturating_mul(2))
+            .unwrap_or(i32::MAX);
+        let refused = self.memory.refused.as_ref().map(|(_, r)| r.to_string());
+        let node = self.settings.node.as_str();
+        let renewed = self
+            .memory
+            .published
+            .renew(client, &self.settings.names, node, stamp, duration, refused.as_deref())
+            .await;
+        match renewed {
+            Ok(()) => {
+                if self.heartbeat.renew_refused.take().is_some() {
+                    info!("the API accepted this host's heartbeat again");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let Some(refusal) = crate::report::refusal(&e) else {
+                    return Err(e);
+                };
+                self.metrics.write_refused("heartbeat", &refusal.reason);
+                if self.heartbeat.renew_refused.as_ref() != Some(&refusal) {
+                    warn!(
+                        object = format!("Lease {}/{node}", self.settings.names.hosts_namespace),
+                        "the API refused this host's heartbeat: {refusal}"
+                    );
+                }
+                self.heartbeat.renew_refused = Some(refusal);
+                Ok(())
+            }
+        }
     }
 
     /// Why this host's agent could not start were it demoted
@@ -265,15 +329,24 @@ impl Watcher {
         }));
     }
 
-    /// The Nodes with k3s's control-plane label, as the API shows them now.
+    /// The Nodes with k3s's control-plane label, as the API's cache shows
+    /// them.
     async fn server_nodes(
         &self,
         client: &Client,
     ) -> Result<Vec<host::eligibility::ServerNode>, kube::Error> {
         let nodes: Api<Node> = Api::all(client.clone());
         let selector = format!("{}=true", protocol::names::K3S_CONTROL_PLANE_LABEL);
+        // From the API server's watch cache (resourceVersion "0"): a quorum
+        // read of every server Node per host per heartbeat would be a read
+        // of etcd that grows with the fleet; a Node a few seconds old is
+        // as good for these verdicts.
         let list = nodes
-            .list(&kube::api::ListParams::default().labels(&selector))
+            .list(
+                &kube::api::ListParams::default()
+                    .labels(&selector)
+                    .match_any(),
+            )
             .await?;
         Ok(list
             .items

@@ -116,6 +116,13 @@ struct Memory {
     report: Option<Report>,
     /// How it stands against the API's copy.
     copy: Copy,
+    /// The host's objects in the API as last read or written.
+    published: crate::report::Published,
+    /// The API's refusal of the last report sent, while it stands, and
+    /// when it was said: the same report is sent again at most once a
+    /// heartbeat period (a new one at once), and the refusal rides on the
+    /// heartbeat, where `status` shows it.
+    refused: Option<(std::time::Instant, crate::report::Refusal)>,
 }
 
 /// How the report in memory stands against the API's copy.

@@ -25,7 +25,12 @@ impl Watcher {
         self.warn_expiry();
         if self.memory.copy == Copy::NotRead {
             let node = self.settings.node.as_str();
-            match report::load(&client, &self.settings.names, node, &self.host.paths).await {
+            let loaded = self
+                .memory
+                .published
+                .load(&client, &self.settings.names, node, &self.host.paths)
+                .await;
+            match loaded {
                 Ok((r, behind)) => {
                     self.memory.report = r;
                     // The API's copy behind the host's (a write lost before
@@ -97,7 +102,9 @@ impl Watcher {
                 }
                 outcome = step_end(&mut self.running), if self.running.is_some() => {
                     let Some(running) = self.running.take() else { continue };
-                    if self.conclude(&client, running, outcome).await.is_err() {
+                    if let Err(e) = self.conclude(&client, running, outcome).await
+                        && self.trouble(&e)
+                    {
                         return SessionEnd::ApiTrouble;
                     }
                     false
@@ -111,11 +118,28 @@ impl Watcher {
                     d.made += 1;
                     d.last = last;
                 });
-                if outcome.is_err() {
+                if let Err(e) = outcome
+                    && self.trouble(&e)
+                {
                     return SessionEnd::ApiTrouble;
                 }
             }
         }
+    }
+
+    /// Whether `e` is trouble with the API server in use (another may
+    /// answer), rather than a refusal every server would give alike: a
+    /// refusal keeps the session (its watches and heartbeat) going, and the
+    /// request is made again at the next decision. A refusal of the report
+    /// was said where it was sent; any other is said here.
+    fn trouble(&self, e: &kube::Error) -> bool {
+        let Some(refusal) = report::refusal(e) else {
+            return true;
+        };
+        if self.memory.refused.as_ref().is_none_or(|(_, r)| *r != refusal) {
+            warn!("the API refused a request of this host's: {refusal}");
+        }
+        false
     }
 
     /// Keeps the Node as its watch shows it; says whether its view changed.

@@ -25,7 +25,10 @@ use std::{
 };
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::api::{
+    coordination::v1::Lease,
+    core::v1::{ConfigMap, Node},
+};
 use kube::{
     Api, Client,
     api::{Patch, PatchParams, PostParams},
@@ -39,6 +42,9 @@ use testcp::ControlPlane;
 
 /// The default label and annotation prefix.
 pub const P: &str = "github-runner.exadev.com";
+
+/// The default namespace of the hosts' own objects.
+pub const HOSTS: &str = "fleet-role-hosts";
 
 /// How long any wait for the actuator lasts before the test fails. Generous:
 /// a loaded CI machine can be slow, and a pass never waits this long.
@@ -83,7 +89,7 @@ pub async fn enroll(plane: &ControlPlane, node: &str) -> SecretString {
             .unwrap_or_else(|e| panic!("the identity of {node} applies: {e}"));
     }
     plane
-        .service_account_token("platform", id.name())
+        .service_account_token(HOSTS, id.name())
         .await
         .unwrap_or_else(|e| panic!("a token of {node}'s identity: {e}"))
 }
@@ -102,7 +108,7 @@ pub async fn anchored_token(plane: &ControlPlane, node: &str, anchor: &str) -> S
         core::v1::{Secret, ServiceAccount},
     };
     let admin = plane.admin_client().unwrap();
-    let secrets: Api<Secret> = Api::namespaced(admin.clone(), "platform");
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), HOSTS);
     let secret: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": anchor},
     }))
@@ -116,7 +122,7 @@ pub async fn anchored_token(plane: &ControlPlane, node: &str, anchor: &str) -> S
         "boundObjectRef": {"apiVersion": "v1", "kind": "Secret", "name": anchor, "uid": secret.metadata.uid},
     }}))
     .unwrap();
-    let accounts: Api<ServiceAccount> = Api::namespaced(admin, "platform");
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin, HOSTS);
     let answer = accounts
         .create_token_request(identity(node).name(), &PostParams::default(), &request)
         .await
@@ -128,7 +134,7 @@ pub async fn anchored_token(plane: &ControlPlane, node: &str, anchor: &str) -> S
 /// the API refuses the token.
 pub async fn revoke_anchor(plane: &ControlPlane, anchor: &str, token: &SecretString) {
     let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-        Api::namespaced(plane.admin_client().unwrap(), "platform");
+        Api::namespaced(plane.admin_client().unwrap(), HOSTS);
     secrets.delete(anchor, &Default::default()).await.unwrap();
     wait_refused(plane, anchor, token).await;
 }
@@ -428,35 +434,39 @@ impl Controller {
             .unwrap_or_else(|e| panic!("setting the address of {node}: {e}"));
     }
 
-    /// The report ConfigMap as stored.
-    pub async fn report_configmap(&self) -> Option<ConfigMap> {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), "platform");
-        api.get_opt("fleet-role-actuators")
+    /// `node`'s report ConfigMap as stored.
+    pub async fn report_configmap(&self, node: &str) -> Option<ConfigMap> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), HOSTS);
+        api.get_opt(node)
             .await
             .expect("the report ConfigMap can be read")
     }
 
-    /// Sets `node`'s key of the report to `raw` (`None` removes it), as an
-    /// admin can: a write the host made and the API lost, or a damaged one.
+    /// `node`'s heartbeat Lease as stored.
+    pub async fn heartbeat(&self, node: &str) -> Option<Lease> {
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), HOSTS);
+        api.get_opt(node)
+            .await
+            .expect("the heartbeat Lease can be read")
+    }
+
+    /// Sets `node`'s report to `raw` (`None` removes it), as an admin can:
+    /// a write the host made and the API lost, or a damaged one.
     pub async fn put_report(&self, node: &str, raw: Option<&str>) {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), "platform");
-        let patch = json!({"data": { node: raw }});
-        api.patch(
-            "fleet-role-actuators",
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("setting {node}'s report: {e}"));
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), HOSTS);
+        let patch = json!({"data": { "report": raw }});
+        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("setting {node}'s report: {e}"));
     }
 
     /// `node`'s report, if it wrote one.
     pub async fn report(&self, node: &str) -> Option<Report> {
         let raw = self
-            .report_configmap()
+            .report_configmap(node)
             .await
             .and_then(|cm| cm.data)
-            .and_then(|d| d.get(node).cloned())?;
+            .and_then(|d| d.get("report").cloned())?;
         Some(Report::from_json(&raw).unwrap_or_else(|| panic!("an unreadable report: {raw}")))
     }
 
@@ -547,11 +557,8 @@ impl Reports {
     /// to be complete).
     pub fn record(client: Client) -> Reports {
         let seen: Arc<Mutex<BTreeMap<String, Vec<Report>>>> = Arc::default();
-        let api: Api<ConfigMap> = Api::namespaced(client, "platform");
-        let stream = watcher(
-            api,
-            watcher::Config::default().fields("metadata.name=fleet-role-actuators"),
-        );
+        let api: Api<ConfigMap> = Api::namespaced(client, HOSTS);
+        let stream = watcher(api, watcher::Config::default());
         let task = tokio::spawn({
             let seen = seen.clone();
             async move {
@@ -567,7 +574,8 @@ impl Reports {
                         }
                     };
                     let mut seen = seen.lock().unwrap();
-                    for (node, raw) in cm.data.unwrap_or_default() {
+                    let node = cm.metadata.name.clone().unwrap_or_default();
+                    if let Some(raw) = cm.data.unwrap_or_default().remove("report") {
                         let Some(r) = Report::from_json(&raw) else {
                             continue;
                         };

@@ -325,20 +325,27 @@ pub fn gate_outgoing_demotable(v: &FleetView, out: &str) -> Gate {
 }
 
 /// Gate: the swap's hosts' actuators are alive: each one's report carries a
-/// heartbeat no older than [`super::Settings::actuator_heartbeat_max_age`].
-/// A host whose actuator is dead would never take the step asked of it,
-/// and the swap would wait out its timeout half done. A down outgoing voter
+/// heartbeat no older than [`super::Settings::actuator_heartbeat_max_age`],
+/// and the API accepts its report. A host whose actuator is dead would
+/// never take the step asked of it, nor would a host whose report the API
+/// refuses (a step whose start cannot be reported is not taken), and the
+/// swap would wait out its timeout half done. A down outgoing voter
 /// is not asked anything before its removal (see `outgoing_is_down`).
 pub fn gate_actuators_alive(v: &FleetView, out: Option<&str>, incoming: Option<&str>) -> Gate {
     let name = GateName::ActuatorsAlive;
     let max = v.settings.actuator_heartbeat_max_age;
     let mut stale = Vec::new();
+    let mut refused = Vec::new();
     let mut fresh = Vec::new();
     let hosts = out
         .filter(|o| !outgoing_is_down(v, o))
         .into_iter()
         .chain(incoming);
     for host in hosts {
+        if let Some(why) = v.node(host).and_then(|n| n.report_refused.as_deref()) {
+            refused.push(format!("{host}'s report was refused by the API: {why}"));
+            continue;
+        }
         match v.node(host).and_then(|n| n.host.as_ref()) {
             None => stale.push(format!("{host} has no actuator heartbeat")),
             Some(h) => {
@@ -353,16 +360,23 @@ pub fn gate_actuators_alive(v: &FleetView, out: Option<&str>, incoming: Option<&
             }
         }
     }
-    if stale.is_empty() {
+    let mut failed = Vec::new();
+    if !refused.is_empty() {
+        failed.push(format!(
+            "{}; its actuator runs, but no step can be reported until the API takes its report (docs/recovery.md)",
+            refused.join("; ")
+        ));
+    }
+    if !stale.is_empty() {
+        failed.push(format!(
+            "{}; check that fleet-role-actuator runs there (journalctl -u fleet-role-actuator)",
+            stale.join("; ")
+        ));
+    }
+    if failed.is_empty() {
         Gate::pass(name, format!("actuator heartbeats: {}", fresh.join(", ")))
     } else {
-        Gate::fail(
-            name,
-            format!(
-                "{}; check that fleet-role-actuator runs there (journalctl -u fleet-role-actuator)",
-                stale.join("; ")
-            ),
-        )
+        Gate::fail(name, failed.join("; "))
     }
 }
 

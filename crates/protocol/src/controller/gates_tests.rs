@@ -160,6 +160,27 @@ fn a_swap_is_refused_while_a_host_of_it_has_no_fresh_actuator_heartbeat() {
 }
 
 #[test]
+fn a_host_whose_report_the_api_refuses_fails_the_gate_with_the_apis_reason_not_as_dead() {
+    for host in ["n1", "n4"] {
+        let mut v = fleet();
+        node_mut(&mut v, host).report_refused = Some("403 Forbidden: too big".into());
+        let g = gate_actuators_alive(&v, Some("n1"), Some("n4"));
+        assert!(!g.passed, "{host}");
+        assert!(
+            g.reason
+                .starts_with(&format!("{host}'s report was refused by the API: 403 Forbidden: too big")),
+            "{}",
+            g.reason
+        );
+        assert!(!g.reason.contains("check that fleet-role-actuator runs"), "{}", g.reason);
+    }
+    // A host outside the swap may have its report refused.
+    let mut v = fleet();
+    node_mut(&mut v, "n2").report_refused = Some("403 Forbidden".into());
+    assert!(gate_actuators_alive(&v, Some("n1"), Some("n4")).passed);
+}
+
+#[test]
 fn every_irreversible_write_rechecks_the_incoming_heartbeat_and_those_asking_the_outgoing_its_verdict()
  {
     let mut v = after_promotion();

@@ -33,11 +33,13 @@ pub enum DegradedReason {
     EtcdAlarm,
     /// A learner only etcd lists, with no swap under way.
     EtcdLearner,
+    /// The API refuses a host's report (its heartbeat says why).
+    ReportRefused,
 }
 
 impl DegradedReason {
     /// Every reason, in the order [`degradations`] lists them.
-    pub const ALL: [DegradedReason; 9] = [
+    pub const ALL: [DegradedReason; 10] = [
         DegradedReason::VotersUnhealthy,
         DegradedReason::LeaseMissing,
         DegradedReason::SwapStopped,
@@ -47,6 +49,7 @@ impl DegradedReason {
         DegradedReason::EtcdGhostMember,
         DegradedReason::EtcdAlarm,
         DegradedReason::EtcdLearner,
+        DegradedReason::ReportRefused,
     ];
 
     /// The reason's name (kebab-case, stable: alerts match on it).
@@ -61,6 +64,7 @@ impl DegradedReason {
             DegradedReason::EtcdGhostMember => "etcd-ghost-member",
             DegradedReason::EtcdAlarm => "etcd-alarm",
             DegradedReason::EtcdLearner => "etcd-learner",
+            DegradedReason::ReportRefused => "report-refused",
         }
     }
 
@@ -100,6 +104,8 @@ pub fn degraded(v: &FleetView) -> Vec<String> {
 ///   an etcd-only or a rolled-back host): nothing will move it on;
 /// - a host whose report is of a protocol version this build does not know
 ///   (no swap involving it will run);
+/// - a host whose report the API refuses, as its heartbeat says (its
+///   report in the API is behind it, and no step of it can be reported);
 /// - etcd's view, as the servers report it: none fresh, views that
 ///   disagree, a member with no Node, an alarm (each shuts the swap's
 ///   gates), and, with no swap under way, a learner only etcd shows.
@@ -159,6 +165,12 @@ pub fn degradations(v: &FleetView) -> Vec<Degradation> {
                 format!("{}'s report: {e}", n.name),
             );
         }
+        if let Some(why) = &n.report_refused {
+            push(
+                DegradedReason::ReportRefused,
+                format!("{}'s report was refused by the API: {}", n.name, one_line(why)),
+            );
+        }
     }
     for g in etcd_view_gates(v) {
         if !g.passed {
@@ -194,6 +206,24 @@ mod tests {
         let mut v = fleet();
         v.lease = Some(LeaseFacts::default());
         v
+    }
+
+    #[test]
+    fn a_host_whose_report_the_api_refuses_degrades_the_fleet_with_the_apis_reason() {
+        let mut v = healthy();
+        assert!(degradations(&v).is_empty());
+        v.nodes
+            .iter_mut()
+            .find(|n| n.name == "n4")
+            .unwrap()
+            .report_refused = Some("403 Forbidden: at most 16384 bytes".into());
+        let d = degradations(&v);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].reason, DegradedReason::ReportRefused);
+        assert_eq!(
+            d[0].text,
+            "n4's report was refused by the API: 403 Forbidden: at most 16384 bytes"
+        );
     }
 
     #[test]
