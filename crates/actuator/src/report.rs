@@ -24,10 +24,7 @@ use k8s_openapi::{
     api::{coordination::v1::Lease, core::v1::ConfigMap},
     apimachinery::pkg::apis::meta::v1::MicroTime,
 };
-use kube::{
-    Api, Client, Resource,
-    api::PostParams,
-};
+use kube::{Api, Client, Resource, api::PostParams};
 use protocol::{Names, Report, names::HOST_REPORT_KEY, report::MAX_REPORT_BYTES};
 
 /// The field manager of the host's updates: one name for every host, as
@@ -91,7 +88,9 @@ impl std::fmt::Display for Refusal {
 /// which another try or another server may pass.
 pub fn refusal(e: &kube::Error) -> Option<Refusal> {
     match e {
-        kube::Error::Api(s) if (400..500).contains(&s.code) && ![408, 409, 429].contains(&s.code) => {
+        kube::Error::Api(s)
+            if (400..500).contains(&s.code) && ![408, 409, 429].contains(&s.code) =>
+        {
             Some(Refusal {
                 code: s.code,
                 reason: if s.reason.is_empty() {

@@ -452,22 +452,44 @@ async fn the_credential_reads_nodes_and_the_lease_and_writes_its_own_heartbeat_a
     // annotated otherwise, or given a strategy, refused by the policy.
     let p = support::P;
     let heartbeats: [(&str, u16, Box<dyn Fn(&mut Value)>); 5] = [
-        ("renew its own heartbeat with a refusal on it", 200, Box::new(move |l: &mut Value| {
-            l["spec"] = json!({"holderIdentity": "node-a", "renewTime": "2026-12-04T10:00:00.000000Z", "leaseDurationSeconds": 120});
-            l["metadata"]["annotations"] = json!({format!("{p}/report-refused"): "403 Forbidden: x"});
-        })),
-        ("hold its heartbeat as host B", 403, Box::new(|l: &mut Value| {
-            l["spec"] = json!({"holderIdentity": "node-b"});
-        })),
-        ("annotate its heartbeat otherwise", 403, Box::new(|l: &mut Value| {
-            l["metadata"]["annotations"] = json!({"x": "y"});
-        })),
-        ("label its heartbeat", 403, Box::new(|l: &mut Value| {
-            l["metadata"]["labels"] = json!({"x": "y"});
-        })),
-        ("carry a refusal longer than the cap", 403, Box::new(move |l: &mut Value| {
-            l["metadata"]["annotations"] = json!({format!("{p}/report-refused"): "x".repeat(513)});
-        })),
+        (
+            "renew its own heartbeat with a refusal on it",
+            200,
+            Box::new(move |l: &mut Value| {
+                l["spec"] = json!({"holderIdentity": "node-a", "renewTime": "2026-12-04T10:00:00.000000Z", "leaseDurationSeconds": 120});
+                l["metadata"]["annotations"] =
+                    json!({format!("{p}/report-refused"): "403 Forbidden: x"});
+            }),
+        ),
+        (
+            "hold its heartbeat as host B",
+            403,
+            Box::new(|l: &mut Value| {
+                l["spec"] = json!({"holderIdentity": "node-b"});
+            }),
+        ),
+        (
+            "annotate its heartbeat otherwise",
+            403,
+            Box::new(|l: &mut Value| {
+                l["metadata"]["annotations"] = json!({"x": "y"});
+            }),
+        ),
+        (
+            "label its heartbeat",
+            403,
+            Box::new(|l: &mut Value| {
+                l["metadata"]["labels"] = json!({"x": "y"});
+            }),
+        ),
+        (
+            "carry a refusal longer than the cap",
+            403,
+            Box::new(move |l: &mut Value| {
+                l["metadata"]["annotations"] =
+                    json!({format!("{p}/report-refused"): "x".repeat(513)});
+            }),
+        ),
     ];
     for (what, want, change) in &heartbeats {
         let got = update_heartbeat(&actuator, change).await;
@@ -501,7 +523,11 @@ async fn the_credential_reads_nodes_and_the_lease_and_writes_its_own_heartbeat_a
     );
     let mine = admin.report_configmap("node-a").await.expect("its report");
     assert_eq!(
-        mine.data.clone().unwrap_or_default().get("report").map(String::as_str),
+        mine.data
+            .clone()
+            .unwrap_or_default()
+            .get("report")
+            .map(String::as_str),
         Some("{\"a\":2}")
     );
     assert!(mine.metadata.labels.is_none() && mine.metadata.owner_references.is_none());
@@ -524,14 +550,26 @@ async fn the_credential_reads_nodes_and_the_lease_and_writes_its_own_heartbeat_a
     // enroll makes the host's objects; the actuator cannot, once they are
     // gone.
     let configmaps: Api<ConfigMap> = Api::namespaced(admin.client.clone(), support::HOSTS);
-    configmaps.delete("node-a", &Default::default()).await.unwrap();
+    configmaps
+        .delete("node-a", &Default::default())
+        .await
+        .unwrap();
     println!("-- its report ConfigMap deleted by the admin --");
     let missing = [
-        row("create its report ConfigMap", Method::POST, REPORTS, false)
-            .with(JSON, report_object("node-a", json!({"report": "{}"}), json!({}))),
-        row("server-side apply its missing report (a create)", Method::PATCH,
-            &format!("{REPORTS}/node-a?fieldManager=x"), false)
-            .with(APPLY, report_object("node-a", json!({"report": "{}"}), json!({}))),
+        row("create its report ConfigMap", Method::POST, REPORTS, false).with(
+            JSON,
+            report_object("node-a", json!({"report": "{}"}), json!({})),
+        ),
+        row(
+            "server-side apply its missing report (a create)",
+            Method::PATCH,
+            &format!("{REPORTS}/node-a?fieldManager=x"),
+            false,
+        )
+        .with(
+            APPLY,
+            report_object("node-a", json!({"report": "{}"}), json!({})),
+        ),
     ];
     wrong.extend(walk(&actuator, &missing).await);
     assert!(
@@ -770,8 +808,8 @@ async fn a_report_the_api_refuses_is_logged_with_its_reason_counted_and_carried_
     // The hosts' policy with a cap smaller than any report: every report
     // of this host is over it (a write over the cap, as a host whose
     // verdicts outgrew 16 KiB would make).
-    let rbac = std::fs::read_to_string(support::workspace().join("deploy/rbac/actuator.yaml"))
-        .unwrap();
+    let rbac =
+        std::fs::read_to_string(support::workspace().join("deploy/rbac/actuator.yaml")).unwrap();
     let cap = protocol::report::MAX_REPORT_BYTES.to_string();
     assert!(rbac.contains(&format!("<= {cap}")));
     plane
@@ -781,13 +819,22 @@ async fn a_report_the_api_refuses_is_logged_with_its_reason_counted_and_carried_
     // In force before the actuator's first report: a dry run of the host's
     // own update is refused.
     let own = plane.client_for_token(&s.token).unwrap();
-    let probe = row("probe", Method::PUT, &format!("{REPORTS}/standby?dryRun=All"), false).with(
+    let probe = row(
+        "probe",
+        Method::PUT,
+        &format!("{REPORTS}/standby?dryRun=All"),
+        false,
+    )
+    .with(
         JSON,
         report_object("standby", json!({"report": "x".repeat(17)}), json!({})),
     );
     let started = clock::Clock::system().now();
     while probe.send(&own).await != 403 {
-        assert!(started.elapsed() < DEADLINE, "the tightened policy never came into force");
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the tightened policy never came into force"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 
@@ -811,7 +858,11 @@ async fn a_report_the_api_refuses_is_logged_with_its_reason_counted_and_carried_
             );
             break r;
         }
-        assert!(started.elapsed() < DEADLINE, "no refusal on the heartbeat:\n{}", w.log_tail(30));
+        assert!(
+            started.elapsed() < DEADLINE,
+            "no refusal on the heartbeat:\n{}",
+            w.log_tail(30)
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     assert!(
@@ -825,7 +876,11 @@ async fn a_report_the_api_refuses_is_logged_with_its_reason_counted_and_carried_
         .filter(|l| l.contains("the API refused this host's report: 403 Forbidden: "))
         .collect();
     assert_eq!(said.len(), 1, "{}", w.log_tail(30));
-    assert!(said[0].contains("ConfigMap fleet-role-hosts/standby"), "{}", said[0]);
+    assert!(
+        said[0].contains("ConfigMap fleet-role-hosts/standby"),
+        "{}",
+        said[0]
+    );
     assert!(
         !log.contains("moving to the next candidate"),
         "a refusal taken for a failed API server:\n{}",
@@ -865,7 +920,11 @@ async fn a_report_the_api_refuses_is_logged_with_its_reason_counted_and_carried_
     let hb = kubeview::hostobjects::heartbeat(
         &protocol::Names::default(),
         "standby",
-        beats.items.iter().find(|l| l.metadata.name.as_deref() == Some("standby")).unwrap(),
+        beats
+            .items
+            .iter()
+            .find(|l| l.metadata.name.as_deref() == Some("standby"))
+            .unwrap(),
     );
     assert_eq!(hb.report_refused.as_deref(), Some(refusal.as_str()));
     assert!(hb.renewed_at.is_some());
@@ -875,14 +934,17 @@ async fn a_report_the_api_refuses_is_logged_with_its_reason_counted_and_carried_
     apply_rbac(&plane).await;
     let started = clock::Clock::system().now();
     while s.admin.report("standby").await.is_none()
-        || s
-            .admin
+        || s.admin
             .heartbeat("standby")
             .await
             .and_then(|b| b.metadata.annotations)
             .is_some_and(|a| a.contains_key(&key))
     {
-        assert!(started.elapsed() < DEADLINE, "the report was never taken:\n{}", w.log_tail(30));
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the report was never taken:\n{}",
+            w.log_tail(30)
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert_eq!(w.count("the API accepted this host's report again"), 1);
@@ -1069,7 +1131,11 @@ async fn two_hosts_report_at_once_each_into_its_own_objects_which_enroll_and_the
         let beat = s.admin.heartbeat(&h.node).await.unwrap();
         let spec = beat.spec.clone().unwrap_or_default();
         assert_eq!(spec.holder_identity.as_deref(), Some(h.node.as_str()));
-        assert!(spec.renew_time.is_some(), "{} renewed its heartbeat", h.node);
+        assert!(
+            spec.renew_time.is_some(),
+            "{} renewed its heartbeat",
+            h.node
+        );
         held.push((cm.data.clone(), spec.holder_identity));
     }
 

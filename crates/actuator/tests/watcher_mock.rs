@@ -537,7 +537,10 @@ async fn the_watcher_watches_only_its_own_node_and_the_lease_lists_only_the_serv
                     vec!["report"]
                 );
                 assert_eq!(v["kind"], "ConfigMap");
-                assert_eq!(v["metadata"]["resourceVersion"], "1", "an update from the object read");
+                assert_eq!(
+                    v["metadata"]["resourceVersion"], "1",
+                    "an update from the object read"
+                );
             }
             Method::PUT if pq.starts_with(&format!("{HEARTBEATS}standby?")) => {
                 let v: Value = serde_json::from_str(body).unwrap();

@@ -28,7 +28,9 @@ use clap::{Args, ValueEnum};
 use k8s_openapi::api::{authentication::v1::TokenRequest, core::v1::ServiceAccount};
 use kube::{
     Api, Client,
-    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
+    api::{
+        ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    },
 };
 use kubeview::{
     Identity,
@@ -190,7 +192,12 @@ pub struct Enrolled {
 
 /// The API of `kind` (of `api_version`) in `namespace` (`None`: a cluster
 /// object), for the few kinds enroll writes and unenroll deletes.
-fn dynamic(client: &Client, api_version: &str, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
+fn dynamic(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
     match namespace {
@@ -319,7 +326,10 @@ pub async fn unenroll(
             o["apiVersion"].as_str().unwrap_or_default().to_string(),
             o["kind"].as_str().unwrap_or_default().to_string(),
             o["metadata"]["namespace"].as_str().map(String::from),
-            o["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+            o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
         )
     });
     let legacy = id

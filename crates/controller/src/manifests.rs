@@ -114,12 +114,14 @@ pub fn actuators(settings: &Settings) -> String {
 /// The controller's credential and Leases, for `settings`.
 pub fn controller(settings: &Settings) -> String {
     let names = settings.names();
-    // The hosts' namespace too: the controller's Role to read it lives there.
+    // The hosts' namespace and the shared report's too: the controller's
+    // Roles to read them live there, whichever file is applied first.
     let mut namespaces: Vec<&str> = Vec::new();
     for n in [
         CONTROLLER_NAMESPACE,
         settings.leader.namespace.as_str(),
         names.hosts_namespace.as_str(),
+        names.report_namespace.as_str(),
     ] {
         if !namespaces.contains(&n) {
             namespaces.push(n);
@@ -204,7 +206,9 @@ mod tests {
         ] {
             let policy = docs
                 .iter()
-                .find(|d| d["kind"] == "ValidatingAdmissionPolicy" && d["metadata"]["name"] == policy)
+                .find(|d| {
+                    d["kind"] == "ValidatingAdmissionPolicy" && d["metadata"]["name"] == policy
+                })
                 .unwrap();
             let vars = policy["spec"]["variables"].to_string();
             assert!(vars.contains(&format!("startsWith('{prefix}')")), "{vars}");

@@ -58,7 +58,12 @@ pub async fn observe(client: &Client, settings: &Settings) -> Result<Observed, k
     let heartbeats = Api::<Lease>::namespaced(client.clone(), &names.hosts_namespace)
         .list(&cached)
         .await?;
-    let reports = Reports::read(names, legacy.as_ref(), own.items.iter(), heartbeats.items.iter());
+    let reports = Reports::read(
+        names,
+        legacy.as_ref(),
+        own.items.iter(),
+        heartbeats.items.iter(),
+    );
     let lease = read_lease(client, names).await?;
     let renewed: BTreeMap<String, i64> = node_leases
         .items

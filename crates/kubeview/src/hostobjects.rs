@@ -110,7 +110,14 @@ mod tests {
     fn a_renewal_is_read_back_as_the_hosts_heartbeat_with_its_refusal() {
         let names = Names::default();
         let mut lease = Lease::default();
-        renew(&names, &mut lease, "n1", stamp(100), 60, Some("403 Forbidden: too big"));
+        renew(
+            &names,
+            &mut lease,
+            "n1",
+            stamp(100),
+            60,
+            Some("403 Forbidden: too big"),
+        );
         let hb = heartbeat(&names, "n1", &lease);
         assert_eq!(hb.renewed_at, Some(100));
         assert_eq!(hb.report_refused.as_deref(), Some("403 Forbidden: too big"));

@@ -187,13 +187,21 @@ impl Identity {
     /// in the shared report's namespace and its three bindings), as
     /// (apiVersion, kind, namespace, name): `unenroll` deletes them too, so
     /// a host enrolled before the per-host objects is revoked whole.
-    pub fn legacy_objects(&self, names: &Names) -> Vec<(&'static str, &'static str, Option<String>, String)> {
+    pub fn legacy_objects(
+        &self,
+        names: &Names,
+    ) -> Vec<(&'static str, &'static str, Option<String>, String)> {
         let ns = names.report_namespace.clone();
         let rbac = "rbac.authorization.k8s.io/v1";
         vec![
             ("v1", "ServiceAccount", Some(ns.clone()), self.name.clone()),
             (rbac, "ClusterRoleBinding", None, self.name.clone()),
-            (rbac, "RoleBinding", Some(LEASE_NAMESPACE.to_string()), self.name.clone()),
+            (
+                rbac,
+                "RoleBinding",
+                Some(LEASE_NAMESPACE.to_string()),
+                self.name.clone(),
+            ),
             (rbac, "RoleBinding", Some(ns), self.name.clone()),
         ]
     }

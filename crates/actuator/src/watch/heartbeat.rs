@@ -224,14 +224,21 @@ impl Watcher {
             .unwrap_or_else(|_| MicroTime(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         // Valid two periods: a Lease's reader (an operator's kubectl) sees
         // one renewal missed as still held.
-        let duration = i32::try_from(self.settings.heartbeat.as_secs().saturating_mul(2))
-            .unwrap_or(i32::MAX);
+        let duration =
+            i32::try_from(self.settings.heartbeat.as_secs().saturating_mul(2)).unwrap_or(i32::MAX);
         let refused = self.memory.refused.as_ref().map(|(_, r)| r.to_string());
         let node = self.settings.node.as_str();
         let renewed = self
             .memory
             .published
-            .renew(client, &self.settings.names, node, stamp, duration, refused.as_deref())
+            .renew(
+                client,
+                &self.settings.names,
+                node,
+                stamp,
+                duration,
+                refused.as_deref(),
+            )
             .await;
         match renewed {
             Ok(()) => {

@@ -167,12 +167,17 @@ fn a_host_whose_report_the_api_refuses_fails_the_gate_with_the_apis_reason_not_a
         let g = gate_actuators_alive(&v, Some("n1"), Some("n4"));
         assert!(!g.passed, "{host}");
         assert!(
-            g.reason
-                .starts_with(&format!("{host}'s report was refused by the API: 403 Forbidden: too big")),
+            g.reason.starts_with(&format!(
+                "{host}'s report was refused by the API: 403 Forbidden: too big"
+            )),
             "{}",
             g.reason
         );
-        assert!(!g.reason.contains("check that fleet-role-actuator runs"), "{}", g.reason);
+        assert!(
+            !g.reason.contains("check that fleet-role-actuator runs"),
+            "{}",
+            g.reason
+        );
     }
     // A host outside the swap may have its report refused.
     let mut v = fleet();

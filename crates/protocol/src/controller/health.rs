@@ -168,7 +168,11 @@ pub fn degradations(v: &FleetView) -> Vec<Degradation> {
         if let Some(why) = &n.report_refused {
             push(
                 DegradedReason::ReportRefused,
-                format!("{}'s report was refused by the API: {}", n.name, one_line(why)),
+                format!(
+                    "{}'s report was refused by the API: {}",
+                    n.name,
+                    one_line(why)
+                ),
             );
         }
     }
