@@ -451,7 +451,8 @@ async fn the_credential_reads_nodes_and_the_lease_and_writes_its_own_heartbeat_a
     // Its heartbeat: renewed as the actuator does; held by another name,
     // annotated otherwise, or given a strategy, refused by the policy.
     let p = support::P;
-    let heartbeats: [(&str, u16, Box<dyn Fn(&mut Value)>); 5] = [
+    type Change = Box<dyn Fn(&mut Value)>;
+    let heartbeats: [(&str, u16, Change); 5] = [
         (
             "renew its own heartbeat with a refusal on it",
             200,
