@@ -10,6 +10,15 @@
 #                                  first write, `status`, one decision, and
 #                                  an idle actuator's requests and memory
 #                                  (crates/controller/examples/bench_fleet.rs)
+#   scripts/bench.sh reports --hosts N --seconds S --heartbeat-secs H [--mode hosts|shared]
+#                                  N reporting hosts, each with its own
+#                                  identity, against a real kube-apiserver
+#                                  and etcd, with `fleet-role run` over them:
+#                                  writes, etcd's bytes, its database, the
+#                                  controller's memory, the API's requests
+#                                  (crates/controller/examples/bench_reports.rs;
+#                                  --mode shared: the shared report of
+#                                  earlier releases)
 #   scripts/bench.sh actuator [ARGS]
 #                                  the same over 50 Nodes only, for the idle
 #                                  actuator's line: its requests a minute by
@@ -23,6 +32,13 @@ export FLEET_ROLE_KUBE_APISERVER
 if [[ ${1:-} == actuator ]]; then
   shift
   set -- fleet --sizes 50 "$@"
+fi
+if [[ ${1:-} == reports ]]; then
+  shift
+  cargo build --release --quiet -p controller --bins
+  cargo build --release --quiet -p controller --example bench_reports
+  exec "$top/target/release/examples/bench_reports" \
+    --controller-bin "$top/target/release/fleet-role" "$@"
 fi
 if [[ ${1:-} == fleet ]]; then
   shift

@@ -301,7 +301,8 @@ mod tests {
             )
         };
         let r = refusal(&answer(403, "Forbidden")).unwrap();
-        assert_eq!(r.to_string(), "403 Forbidden: said the API");
+        // One line: the API's newline shown escaped.
+        assert_eq!(r.to_string(), "403 Forbidden: said\\nthe API");
         assert_eq!(refusal(&answer(422, "")).unwrap().reason, "422");
         assert!(refusal(&answer(404, "NotFound")).is_some());
         for passing in [408, 409, 429, 500, 503] {

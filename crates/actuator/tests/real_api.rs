@@ -747,6 +747,32 @@ async fn an_idle_actuator_reads_the_lease_only_through_its_watch_by_name() {
 /// The log line `watch` prints once its metrics are served.
 const SERVING: &str = "serving /metrics and /healthz on ";
 
+/// Where `watcher` says it serves its metrics.
+fn served_at(watcher: &Actuator) -> std::net::SocketAddr {
+    watcher
+        .log()
+        .lines()
+        .find_map(|l| l.split_once(SERVING).map(|(_, a)| a.trim().to_string()))
+        .unwrap_or_else(|| panic!("it does not say where it serves:\n{}", watcher.log_tail(15)))
+        .parse()
+        .unwrap()
+}
+
+/// `GET path` from the endpoints at `addr`: the whole answer, head and body.
+async fn get_from(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(30), c.read_to_string(&mut out))
+        .await
+        .expect("an answer within 30 s")
+        .unwrap();
+    out
+}
+
 #[tokio::test]
 async fn watch_serves_its_metrics_only_when_an_address_is_set() {
     let plane = plane().await;
@@ -766,26 +792,8 @@ async fn watch_serves_its_metrics_only_when_an_address_is_set() {
         "metrics_address = \"127.0.0.1:0\"\n",
     );
     wait_decisions(&on, 0, 1).await;
-    let log = on.log();
-    let addr: std::net::SocketAddr = log
-        .lines()
-        .find_map(|l| l.split_once(SERVING).map(|(_, a)| a.trim().to_string()))
-        .unwrap_or_else(|| panic!("it does not say where it serves:\n{}", on.log_tail(15)))
-        .parse()
-        .unwrap();
-    let get = |path: &'static str| async move {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
-        c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-            .await
-            .unwrap();
-        let mut out = String::new();
-        tokio::time::timeout(Duration::from_secs(30), c.read_to_string(&mut out))
-            .await
-            .expect("an answer within 30 s")
-            .unwrap();
-        out
-    };
+    let addr = served_at(&on);
+    let get = |path: &'static str| get_from(addr, path);
     let metrics = get("/metrics").await;
     assert!(metrics.starts_with("HTTP/1.1 200 OK\r\n"), "{metrics}");
     // No step yet: the watches' restarts, at 0, are the series there are.
@@ -888,25 +896,7 @@ async fn a_report_the_api_refuses_is_logged_with_its_reason_counted_and_carried_
         w.log_tail(30)
     );
     // Counted by reason.
-    let addr: std::net::SocketAddr = log
-        .lines()
-        .find_map(|l| l.split_once(SERVING).map(|(_, a)| a.trim().to_string()))
-        .expect("it says where it serves")
-        .parse()
-        .unwrap();
-    let metrics = {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
-        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .unwrap();
-        let mut out = String::new();
-        tokio::time::timeout(Duration::from_secs(30), c.read_to_string(&mut out))
-            .await
-            .expect("an answer within 30 s")
-            .unwrap();
-        out
-    };
+    let metrics = get_from(served_at(&w), "/metrics").await;
     assert!(
         metrics.contains(
             "fleet_role_actuator_writes_refused_total{object=\"report\",reason=\"Forbidden\"}"

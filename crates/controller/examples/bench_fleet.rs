@@ -28,11 +28,12 @@
 //! dropped (the plane's servers by [`ControlPlane`]'s own guards).
 #![forbid(unsafe_code)]
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::{
     collections::{BTreeMap, BTreeSet, HashSet},
     fs,
-    io::Write,
-    os::unix::fs::OpenOptionsExt,
     path::{Path, PathBuf},
     process::{ExitCode, Stdio},
     sync::{Arc, Mutex},
@@ -42,14 +43,16 @@ use std::{
 use anyhow::{Context, bail};
 use clap::Parser;
 use clock::Clock;
-use futures::{StreamExt, TryStreamExt};
+use common::{
+    STANDBYS, VOTERS, create_nodes, node, node_names, proc_kib, say, stamp, write_kubeconfig,
+    write_private,
+};
 use k8s_openapi::{
     api::{
         coordination::v1::{Lease, LeaseSpec},
         core::v1::Node,
     },
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
-    jiff::Timestamp,
 };
 use kube::{
     Api, Client,
@@ -58,12 +61,8 @@ use kube::{
 use protocol::{
     Names, SwapId,
     controller::{SwapState, next_action, run_decision},
-    names::{
-        K3S_CONTROL_PLANE_LABEL, K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME,
-        K3S_ETCD_ROLE_LABEL, K3S_MASTER_LABEL,
-    },
 };
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 use testcp::ControlPlane;
 use tokio::process::{Child, Command};
@@ -101,10 +100,7 @@ const HEARTBEAT_GRACE_SECS: i64 = 5;
 /// How often the simulated kubelets renew their node Leases.
 const HEARTBEAT: Duration = Duration::from_secs(2);
 /// Nodes created at once.
-const BATCH: usize = 32;
 /// The voters and the standbys (the rest are agents).
-const VOTERS: [&str; 3] = ["voter-1", "voter-2", "voter-3"];
-const STANDBYS: [&str; 2] = ["standby-1", "standby-2"];
 /// The voter whose kubelet stops.
 const STALE_VOTER: &str = "voter-3";
 
@@ -147,24 +143,7 @@ struct Row {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    // The machine's clock, read here at the edge and passed down.
-    match rt.block_on(run(args, Clock::system())) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("bench_fleet: {e:#}");
-            ExitCode::from(2)
-        }
-    }
-}
-
-fn say(clock: &Clock, line: &str) {
-    let now = Timestamp::try_from(clock.wall()).unwrap_or(Timestamp::UNIX_EPOCH);
-    eprintln!("[{}] {line}", now.strftime("%H:%M:%S"));
+    common::main("bench_fleet", |clock| run(args, clock))
 }
 
 async fn run(args: Args, clock: Clock) -> anyhow::Result<()> {
@@ -346,126 +325,10 @@ impl World {
     }
 }
 
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut f = fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(text.as_bytes())
-}
-
-fn write_kubeconfig(
-    plane: &ControlPlane,
-    dir: &Path,
-    user: &str,
-    token: &SecretString,
-) -> anyhow::Result<PathBuf> {
-    let token_file = dir.join(format!("{user}.token"));
-    write_private(&token_file, token.expose_secret())?;
-    let kubeconfig = dir.join(format!("{user}.kubeconfig"));
-    write_private(
-        &kubeconfig,
-        &format!(
-            "apiVersion: v1
-kind: Config
-clusters:
-- name: bench
-  cluster:
-    server: {url}
-    certificate-authority: {ca}
-users:
-- name: {user}
-  user:
-    tokenFile: {token}
-contexts:
-- name: bench
-  context:
-    cluster: bench
-    user: {user}
-current-context: bench
-",
-            url = plane.urls()[0],
-            ca = plane.ca_file().display(),
-            token = token_file.display()
-        ),
-    )?;
-    Ok(kubeconfig)
-}
-
 // === The fleet ===
 
-fn now_json(clock: &Clock) -> Value {
-    json!(kubeview::time::at_second(clock.unix_secs()))
-}
-
-/// Node `name` as k3s and its kubelet leave it: a voter with k3s's etcd
-/// labels, annotations and `EtcdIsVoter=True`, an eligible standby, or a
-/// plain agent; all Ready.
-/// Now, precisely, by `clock`.
-fn stamp(clock: &Clock) -> Timestamp {
-    Timestamp::try_from(clock.wall()).unwrap_or(Timestamp::UNIX_EPOCH)
-}
-
-fn node(names: &Names, name: &str, index: usize, clock: &Clock) -> anyhow::Result<Node> {
-    let voter = VOTERS.contains(&name);
-    let eligible = voter || STANDBYS.contains(&name);
-    let address = format!(
-        "10.{}.{}.{}",
-        index / 65536 % 256,
-        index / 256 % 256,
-        index % 256
-    );
-    let mut labels = serde_json::Map::new();
-    let mut annotations = serde_json::Map::new();
-    if eligible {
-        labels.insert(names.eligible(), json!("true"));
-    }
-    let mut conditions = vec![json!({
-        "type": "Ready", "status": "True", "reason": "KubeletReady",
-        "lastTransitionTime": now_json(clock), "lastHeartbeatTime": now_json(clock),
-    })];
-    if voter {
-        for l in [
-            K3S_ETCD_ROLE_LABEL,
-            K3S_CONTROL_PLANE_LABEL,
-            K3S_MASTER_LABEL,
-        ] {
-            labels.insert(l.into(), json!("true"));
-        }
-        annotations.insert(
-            K3S_ETCD_NODE_NAME.into(),
-            json!(format!("{name}-{:08x}", 0x1000_0000 + index)),
-        );
-        annotations.insert(K3S_ETCD_NODE_ADDRESS.into(), json!(address));
-        conditions.push(json!({
-            "type": K3S_ETCD_IS_VOTER, "status": "True", "reason": "MemberIsVoter",
-            "lastTransitionTime": now_json(clock),
-        }));
-    }
-    Ok(serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": labels, "annotations": annotations},
-        "status": {
-            "conditions": conditions,
-            "addresses": [{"type": "InternalIP", "address": address}],
-        },
-    }))?)
-}
-
-fn node_names(n: usize) -> Vec<String> {
-    let agents = n - VOTERS.len() - STANDBYS.len();
-    VOTERS
-        .iter()
-        .chain(STANDBYS.iter())
-        .map(|s| (*s).to_string())
-        .chain((1..=agents).map(|i| format!("agent-{i:05}")))
-        .collect()
-}
-
 /// Creates the Nodes (status included, as a kubelet registers) and the
-/// node Leases of the voters and standbys, `BATCH` at a time.
+/// node Leases of the voters and standbys.
 async fn create_fleet(
     admin: &Client,
     names: &Names,
@@ -474,21 +337,7 @@ async fn create_fleet(
 ) -> anyhow::Result<()> {
     let nodes: Api<Node> = Api::all(admin.clone());
     let all = node_names(n);
-    futures::stream::iter(all.iter().enumerate())
-        .map(|(i, name)| {
-            let nodes = nodes.clone();
-            async move {
-                let node = node(names, name, i + 1, clock)?;
-                nodes
-                    .create(&PostParams::default(), &node)
-                    .await
-                    .with_context(|| format!("creating Node {name}"))?;
-                anyhow::Ok(())
-            }
-        })
-        .buffer_unordered(BATCH)
-        .try_collect::<Vec<()>>()
-        .await?;
+    create_nodes(admin, names, &all, clock).await?;
     // The API server keeps a created Node's status (a kubelet registers so);
     // make sure, since every figure depends on the voters being seen.
     for name in VOTERS.iter().chain(STANDBYS.iter()) {
@@ -663,18 +512,6 @@ impl AuditTail {
 }
 
 // === /proc ===
-
-/// A `/proc/PID/status` field in KiB.
-fn proc_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
 
 // === One size ===
 

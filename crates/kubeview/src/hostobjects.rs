@@ -58,7 +58,7 @@ pub fn heartbeat(names: &Names, node: &str, lease: &Lease) -> Heartbeat {
             .annotations
             .as_ref()
             .and_then(|a| a.get(&names.report_refused()))
-            .map(|r| protocol::text::one_line(r)),
+            .map(|r| protocol::text::one_line_within(r, MAX_REFUSAL_CHARS)),
     }
 }
 
@@ -81,10 +81,8 @@ pub fn renew(
     let annotations = lease.metadata.annotations.get_or_insert_with(BTreeMap::new);
     match refused {
         Some(r) => {
-            let cut: String = protocol::text::one_line(r)
-                .chars()
-                .take(MAX_REFUSAL_CHARS)
-                .collect();
+            // One character left for the `…` of a cut refusal.
+            let cut = protocol::text::one_line_within(r, MAX_REFUSAL_CHARS - 1);
             annotations.insert(key, cut);
         }
         None => {
