@@ -39,8 +39,9 @@ pub struct FileConfig {
     pub prefix: Option<String>,
     /// The regrade Lease's name in kube-system.
     pub lease_name: Option<String>,
-    /// The shared report ConfigMap's namespace of earlier releases (read
-    /// once at start for the report's history, never written).
+    /// The shared report ConfigMap's namespace of earlier releases (read by
+    /// the controller for one release; this actuator never writes it, and
+    /// takes the key so an earlier settings file still reads).
     pub report_namespace: Option<String>,
     /// The namespace of this host's heartbeat Lease and report ConfigMap,
     /// and of its ServiceAccount (default `fleet-role-hosts`).
