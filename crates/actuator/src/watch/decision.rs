@@ -218,6 +218,9 @@ impl Watcher {
                                 format!("ConfigMap {}/{node}", self.settings.names.hosts_namespace),
                             "the API refused this host's report: {refusal}"
                         );
+                        // The heartbeat carries it from the next decision
+                        // on, not a period later.
+                        self.heartbeat_now();
                     }
                     self.memory.refused = Some((self.clock.now(), refusal));
                 }
@@ -225,6 +228,7 @@ impl Watcher {
             }
             if self.memory.refused.take().is_some() {
                 info!("the API accepted this host's report again");
+                self.heartbeat_now();
             }
         }
         self.memory.copy = Copy::Written;

@@ -213,6 +213,12 @@ impl Watcher {
         Ok(())
     }
 
+    /// Makes the heartbeat due at the next decision: what it carries (a
+    /// refusal of the report) changed.
+    pub(super) fn heartbeat_now(&mut self) {
+        self.heartbeat.last = None;
+    }
+
     /// Renews the heartbeat Lease, with the report's refusal on it while
     /// one stands. A refused renewal is said and counted, and tried again
     /// at the next heartbeat; the session goes on.
