@@ -69,7 +69,7 @@ use protocol::{
     report::{Eligibility, HostPart},
 };
 use secrecy::{ExposeSecret, SecretString};
-use serde_json::{Value, json};
+use serde_json::json;
 use testcp::ControlPlane;
 use tokio::process::Command;
 
@@ -309,54 +309,13 @@ async fn enroll(
     let id = kubeview::Identity::of(&NodeName::parse(node)?)?;
     let (objects, namespace) = match mode {
         Mode::Hosts => (id.objects(names), names.hosts_namespace.clone()),
-        Mode::Shared => (legacy_objects(names, &id), names.report_namespace.clone()),
+        Mode::Shared => (id.legacy_objects(names), names.report_namespace.clone()),
     };
     for o in objects {
         plane.apply_yaml(&o.to_string()).await?;
     }
     let token = plane.service_account_token(&namespace, id.name()).await?;
     Ok((node.to_string(), token))
-}
-
-/// The identity earlier releases' `enroll` made: a ServiceAccount in the
-/// shared report's namespace and its three bindings (one of them a
-/// ClusterRoleBinding per host).
-fn legacy_objects(names: &Names, id: &kubeview::Identity) -> Vec<Value> {
-    let ns = names.report_namespace.as_str();
-    let sa = id.name();
-    let subjects = json!([{"kind": "ServiceAccount", "name": sa, "namespace": ns}]);
-    let binding = |kind: &str, namespace: Option<&str>, role_kind: &str, role: &str| {
-        let mut meta = json!({"name": sa});
-        if let Some(n) = namespace {
-            meta["namespace"] = json!(n);
-        }
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta,
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
-            "subjects": subjects,
-        })
-    };
-    vec![
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}}),
-        binding(
-            "ClusterRoleBinding",
-            None,
-            "ClusterRole",
-            kubeview::identity::NODES_CLUSTER_ROLE,
-        ),
-        binding(
-            "RoleBinding",
-            Some(protocol::names::LEASE_NAMESPACE),
-            "Role",
-            kubeview::identity::LEASE_ROLE,
-        ),
-        binding(
-            "RoleBinding",
-            Some(ns),
-            "Role",
-            kubeview::identity::REPORT_ROLE,
-        ),
-    ]
 }
 
 /// A client that sends every request over `base`'s connections with

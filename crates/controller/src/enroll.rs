@@ -321,22 +321,20 @@ pub async fn unenroll(
     let mut removed = Vec::new();
     // The ServiceAccounts first: from then on no token of them works,
     // whatever happens to the rest.
-    let current = id.objects(names).into_iter().map(|o| {
-        (
-            o["apiVersion"].as_str().unwrap_or_default().to_string(),
-            o["kind"].as_str().unwrap_or_default().to_string(),
-            o["metadata"]["namespace"].as_str().map(String::from),
-            o["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        )
-    });
-    let legacy = id
-        .legacy_objects(names)
+    let mut all: Vec<_> = id
+        .objects(names)
         .into_iter()
-        .map(|(v, k, ns, name)| (v.to_string(), k.to_string(), ns, name));
-    let mut all: Vec<_> = current.chain(legacy).collect();
+        .chain(id.legacy_objects(names))
+        .map(|o| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (
+                text(&o["apiVersion"]),
+                text(&o["kind"]),
+                o["metadata"]["namespace"].as_str().map(String::from),
+                text(&o["metadata"]["name"]),
+            )
+        })
+        .collect();
     all.sort_by_key(|(_, kind, _, _)| kind != "ServiceAccount");
     for (version, kind, ns, name) in all {
         let result = dynamic(client, &version, &kind, ns.as_deref())

@@ -137,43 +137,19 @@ fn report(seq: u64, at: i64) -> String {
 /// ServiceAccount in the shared report's namespace, bound to the three
 /// shared roles), and a token of it.
 async fn legacy_identity(plane: &ControlPlane, node: &str) -> SecretString {
-    let sa = format!("fleet-role-actuator-{node}");
-    let binding = |kind: &str, ns: Option<&str>, role_kind: &str, role: &str| {
-        let ns = ns.map(|n| format!(", namespace: {n}")).unwrap_or_default();
-        format!(
-            "apiVersion: rbac.authorization.k8s.io/v1\nkind: {kind}\nmetadata: {{name: {sa}{ns}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: {role_kind}, name: {role}}}\nsubjects: [{{kind: ServiceAccount, name: {sa}, namespace: {NS}}}]\n"
-        )
+    let names = protocol::Names {
+        report_namespace: NS.into(),
+        ..Default::default()
     };
-    let yaml = [
-        format!(
-            "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {sa}, namespace: {NS}}}\n"
-        ),
-        binding(
-            "ClusterRoleBinding",
-            None,
-            "ClusterRole",
-            "fleet-role-actuator",
-        ),
-        binding(
-            "RoleBinding",
-            Some("kube-system"),
-            "Role",
-            "fleet-role-actuator-lease",
-        ),
-        binding(
-            "RoleBinding",
-            Some(NS),
-            "Role",
-            "fleet-role-actuator-report",
-        ),
-    ]
-    .join("---\n");
+    let id = kubeview::Identity::of(&protocol::NodeName::parse(node).unwrap()).unwrap();
+    for o in id.legacy_objects(&names) {
+        plane
+            .apply_yaml(&o.to_string())
+            .await
+            .expect("the old identity applies");
+    }
     plane
-        .apply_yaml(&yaml)
-        .await
-        .expect("the old identity applies");
-    plane
-        .service_account_token(NS, &sa)
+        .service_account_token(NS, id.name())
         .await
         .expect("a token of the old identity")
 }

@@ -183,26 +183,49 @@ impl Identity {
         ]
     }
 
-    /// The objects earlier releases made for this host (its ServiceAccount
-    /// in the shared report's namespace and its three bindings), as
-    /// (apiVersion, kind, namespace, name): `unenroll` deletes them too, so
-    /// a host enrolled before the per-host objects is revoked whole.
-    pub fn legacy_objects(
-        &self,
-        names: &Names,
-    ) -> Vec<(&'static str, &'static str, Option<String>, String)> {
-        let ns = names.report_namespace.clone();
-        let rbac = "rbac.authorization.k8s.io/v1";
+    /// The objects earlier releases' `enroll` made for this host, in the
+    /// order they were created: its ServiceAccount in the shared report's
+    /// namespace and its three bindings (the Nodes' ClusterRole, the
+    /// regrade Lease's Role, the shared report's Role). `unenroll` deletes
+    /// them too, so a host enrolled before the per-host objects is revoked
+    /// whole; the tests and the lab make them for a host that still runs an
+    /// earlier release.
+    pub fn legacy_objects(&self, names: &Names) -> Vec<Value> {
+        let ns = names.report_namespace.as_str();
+        let meta = |namespace: Option<&str>| {
+            let mut m = json!({
+                "name": self.name,
+                "labels": {
+                    "app.kubernetes.io/name": "fleet-role-actuator",
+                    "app.kubernetes.io/managed-by": "fleet-role",
+                },
+                "annotations": { format!("{}/node", names.prefix): self.node.as_str() },
+            });
+            if let Some(n) = namespace {
+                m["namespace"] = json!(n);
+            }
+            m
+        };
+        let subjects = json!([{ "kind": "ServiceAccount", "name": self.name, "namespace": ns }]);
+        let binding = |kind: &str, namespace: Option<&str>, role_kind: &str, role: &str| {
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": kind,
+                "metadata": meta(namespace),
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role },
+                "subjects": subjects,
+            })
+        };
         vec![
-            ("v1", "ServiceAccount", Some(ns.clone()), self.name.clone()),
-            (rbac, "ClusterRoleBinding", None, self.name.clone()),
-            (
-                rbac,
-                "RoleBinding",
-                Some(LEASE_NAMESPACE.to_string()),
-                self.name.clone(),
+            json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(Some(ns)) }),
+            binding(
+                "ClusterRoleBinding",
+                None,
+                "ClusterRole",
+                NODES_CLUSTER_ROLE,
             ),
-            (rbac, "RoleBinding", Some(ns), self.name.clone()),
+            binding("RoleBinding", Some(LEASE_NAMESPACE), "Role", LEASE_ROLE),
+            binding("RoleBinding", Some(ns), "Role", REPORT_ROLE),
         ]
     }
 }
@@ -289,5 +312,31 @@ mod tests {
         );
         // Neither object carries a spec or data enroll would own.
         assert!(objects[3].get("spec").is_none() && objects[4].get("data").is_none());
+    }
+
+    #[test]
+    fn the_identity_of_earlier_releases_is_a_service_account_of_the_shared_namespace_and_three_bindings()
+     {
+        let id = Identity::of(&node("runner-3")).unwrap();
+        let objects = id.legacy_objects(&Names::default());
+        let kinds: Vec<(&str, Option<&str>, Option<&str>)> = objects
+            .iter()
+            .map(|o| {
+                (
+                    o["kind"].as_str().unwrap(),
+                    o["metadata"]["namespace"].as_str(),
+                    o["roleRef"]["name"].as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                ("ServiceAccount", Some("platform"), None),
+                ("ClusterRoleBinding", None, Some(NODES_CLUSTER_ROLE)),
+                ("RoleBinding", Some("kube-system"), Some(LEASE_ROLE)),
+                ("RoleBinding", Some("platform"), Some(REPORT_ROLE)),
+            ]
+        );
     }
 }
