@@ -353,3 +353,108 @@ async fn the_k3s_auto_deploy_file_applies_server_side_as_a_dry_run_with_every_pa
         Api::namespaced(admin, "platform");
     assert!(deployments.get_opt("fleet-role").await.unwrap().is_none());
 }
+
+/// The code of `r`: 200 for an answer, else the API's.
+fn code<T>(r: Result<T, kube::Error>) -> u16 {
+    match r {
+        Ok(_) => 200,
+        Err(kube::Error::Api(s)) => s.code,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[tokio::test]
+async fn the_controllers_credential_reads_the_hosts_objects_and_no_other_config_map_or_lease() {
+    let plane = ControlPlane::start().await.expect("a control plane starts");
+    for f in ["deploy/rbac/controller.yaml", "deploy/rbac/actuator.yaml"] {
+        plane
+            .apply_yaml_file(&workspace().join(f))
+            .await
+            .unwrap_or_else(|e| panic!("{f} applies: {e}"));
+    }
+    plane
+        .apply_yaml(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: platform}\ndata: {x: \"1\"}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: kube-system}\n---\napiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: other, namespace: kube-system}\nspec: {}\n",
+        )
+        .await
+        .unwrap();
+    let token = plane
+        .service_account_token("platform", "fleet-role")
+        .await
+        .unwrap();
+    let c = plane.client_for_token(&token).unwrap();
+    let cms = |ns: &str| Api::<ConfigMap>::namespaced(c.clone(), ns);
+    let leases = |ns: &str| Api::<Lease>::namespaced(c.clone(), ns);
+    let all = kube::api::ListParams::default();
+    let shared = kube::api::ListParams::default().fields("metadata.name=fleet-role-actuators");
+    let rows: Vec<(&str, u16, u16)> = vec![
+        (
+            "list the hosts' reports",
+            200,
+            code(cms("fleet-role-hosts").list(&all).await),
+        ),
+        (
+            "list the hosts' heartbeats",
+            200,
+            code(leases("fleet-role-hosts").list(&all).await),
+        ),
+        (
+            "get the shared report of earlier releases",
+            200,
+            code(cms("platform").get("fleet-role-actuators").await),
+        ),
+        (
+            "list the shared report by name",
+            200,
+            code(cms("platform").list(&shared).await),
+        ),
+        (
+            "list ConfigMaps in platform",
+            403,
+            code(cms("platform").list(&all).await),
+        ),
+        (
+            "get another ConfigMap in platform",
+            403,
+            code(cms("platform").get("other").await),
+        ),
+        (
+            "get a ConfigMap in kube-system",
+            403,
+            code(cms("kube-system").get("other").await),
+        ),
+        (
+            "list ConfigMaps everywhere",
+            403,
+            code(Api::<ConfigMap>::all(c.clone()).list(&all).await),
+        ),
+        (
+            "get another Lease in kube-system",
+            403,
+            code(leases("kube-system").get("other").await),
+        ),
+        (
+            "list Leases everywhere",
+            403,
+            code(Api::<Lease>::all(c.clone()).list(&all).await),
+        ),
+        (
+            "delete a host's report",
+            403,
+            code(
+                cms("fleet-role-hosts")
+                    .delete("node-a", &Default::default())
+                    .await,
+            ),
+        ),
+    ];
+    let wrong: Vec<String> = rows
+        .iter()
+        .filter(|(_, want, got)| want != got)
+        .map(|(what, want, got)| format!("{what}: expected {want}, got {got}"))
+        .collect();
+    for (what, want, got) in &rows {
+        println!("{what:<48} {want} {got}");
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -15,7 +15,7 @@ use crate::{one_line, text};
 /// Now, for the reports' ages (see `kube::NOW`).
 const NOW: i64 = 1_796_124_731;
 
-/// A host's report, as its key of the `fleet-role-actuators` ConfigMap holds
+/// A host's report, as its report ConfigMap (or its key of the shared one) holds
 /// it, read as the actuator reads its own ([`Report::parse`]) and as the
 /// controller reads every host's ([`Report::from_json`], the two agreeing),
 /// with the etcd view and the verdicts in its host part. A report read must

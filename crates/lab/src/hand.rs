@@ -322,6 +322,26 @@ impl Hand {
             .and_then(Report::from_json))
     }
 
+    /// A host's report under its key of the shared ConfigMap that the
+    /// previous release's actuators write.
+    pub async fn shared_report(&self, node: &str) -> anyhow::Result<Option<Report>> {
+        let ns = self.names.report_namespace.clone();
+        let cm = self
+            .apis
+            .any(|c| {
+                let ns = ns.clone();
+                async move {
+                    Api::<ConfigMap>::namespaced(c, &ns)
+                        .get_opt(protocol::names::REPORT_CONFIGMAP)
+                        .await
+                }
+            })
+            .await?;
+        Ok(cm
+            .and_then(|c| c.data)
+            .and_then(|d| d.get(node).and_then(|v| Report::from_json(v))))
+    }
+
     /// [`Hand::wait_step`] while renewing the regrade Lease every 5 s as
     /// `holder`, as a controller does through a step: at k3s's pace (a
     /// learner promoted at the leader's next 15 s round) a promotion

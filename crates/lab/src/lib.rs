@@ -31,6 +31,7 @@ pub mod machine;
 pub mod machine_spec;
 pub mod net;
 pub mod overlap;
+pub mod previous_release;
 pub mod resize;
 pub mod scenario;
 pub mod spawn;

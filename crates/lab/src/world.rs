@@ -381,8 +381,31 @@ pub(crate) async fn actuator_token(
         })
         .await?;
     let id = kubeview::Identity::of(&protocol::NodeName::parse(node)?)?;
-    let objects = id.objects(&names);
-    for object in &objects {
+    apply_objects(apis, &id.objects(&names), node).await?;
+    token_of(apis, &names.hosts_namespace, id.name()).await
+}
+
+/// Makes host `node`'s identity as the previous release's `enroll` made it
+/// (a ServiceAccount in the shared report's namespace and three bindings)
+/// and returns a token of it: the credential of a host that still runs
+/// that release.
+pub async fn previous_release_token(
+    apis: &Apis,
+    node: &str,
+) -> anyhow::Result<secrecy::SecretString> {
+    let names = protocol::Names::default();
+    let id = kubeview::Identity::of(&protocol::NodeName::parse(node)?)?;
+    apply_objects(apis, &id.legacy_objects(&names), node).await?;
+    token_of(apis, &names.report_namespace, id.name()).await
+}
+
+/// Applies `objects` (an identity's) in order, server-side, as the admin.
+async fn apply_objects(
+    apis: &Apis,
+    objects: &[serde_json::Value],
+    node: &str,
+) -> anyhow::Result<()> {
+    for object in objects {
         let manifest = object.to_string();
         apis.any(|c| {
             let m = manifest.clone();
@@ -395,7 +418,7 @@ pub(crate) async fn actuator_token(
         .await
         .with_context(|| format!("applying the identity of {node}"))?;
     }
-    token_of(apis, &names.hosts_namespace, id.name()).await
+    Ok(())
 }
 
 /// A token (a day long) of the ServiceAccount `namespace/account`, through

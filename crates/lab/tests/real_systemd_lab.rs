@@ -18,7 +18,7 @@ use lab::{
 use protocol::{Phase, report::ReportStep};
 
 mod common;
-use common::{SERIAL, fleet_role, lab_dir, lab_of};
+use common::{SERIAL, fleet_role, lab_dir, lab_of, previous_actuator};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lab_on_real_systemd_comes_up_with_ready_k3s_units_voters_and_running_actuators() {
@@ -400,7 +400,7 @@ async fn the_seeds_swap_on_real_systemd_keeps_every_promise_with_the_units_never
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_first_keeps_every_promise_and_a_node_patchers_rollback_marks_stop_no_other_voter()
+async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_first_keeps_every_promise_with_a_voter_on_the_previous_release_and_a_node_patchers_rollback_marks_stop_no_other_voter()
  {
     let _turn = SERIAL.lock().await;
     let dir = lab_dir();
@@ -437,6 +437,19 @@ async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_fir
         .find(|h| h.name.starts_with("server") && h.name != out)
         .map(|h| h.name.clone())
         .unwrap();
+    // The third voter still runs the previous release's actuator (a fleet
+    // mid-upgrade): its reports go to its key of the shared ConfigMap, and
+    // the controller must read its etcd view there for the swap's gates.
+    let held_back = lab
+        .spec
+        .hosts
+        .iter()
+        .find(|h| h.name.starts_with("server") && h.name != out && h.name != bystander)
+        .map(|h| h.name.clone())
+        .unwrap();
+    lab::previous_release::run_previous_actuator(&lab, &held_back, &previous_actuator())
+        .await
+        .expect("the previous release's actuator runs");
     let hand = Hand::new(&lab.spec).unwrap();
     let patcher = Apis::for_lab_as(
         &lab.spec,
@@ -513,6 +526,26 @@ async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_fir
             .iter()
             .any(|v| v.starts_with(&format!("{bystander}-"))),
         "{bystander}'s member no longer votes: {voters:?}"
+    );
+
+    // The held-back voter reported through the shared ConfigMap all along,
+    // with its etcd view, which the swap's gates took from there.
+    let shared = hand
+        .shared_report(&held_back)
+        .await
+        .unwrap()
+        .expect("the previous release's report, under its key of the shared ConfigMap");
+    let part = shared.host.expect("its host part");
+    assert!(
+        part.etcd.is_some(),
+        "no etcd view in {held_back}'s shared report"
+    );
+    let age = clock::Clock::system().unix_secs() - part.heartbeat_at;
+    assert!(age < 120, "{held_back}'s shared report is {age} s old");
+    let own = hand.report(&held_back).await.unwrap();
+    assert!(
+        own.is_none_or(|o| o.seq < shared.seq),
+        "{held_back}'s own report is newer than its shared one: the previous release wrote it?"
     );
 }
 

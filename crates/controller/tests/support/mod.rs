@@ -68,7 +68,7 @@ use protocol::{
     names::{
         ELIGIBLE_LABEL, K3S_CONTROL_PLANE_LABEL, K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS,
         K3S_ETCD_NODE_NAME, K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL,
-        K3S_MASTER_LABEL, REPORT_CONFIGMAP,
+        K3S_MASTER_LABEL,
     },
     report::{Detail, Phase, ReportStep},
     validate::Role,
@@ -80,6 +80,9 @@ use tokio::process::{Child, Command};
 
 /// The default prefix.
 pub const P: &str = "github-runner.exadev.com";
+
+/// The namespace of the hosts' own objects (the default).
+pub const HOSTS: &str = "fleet-role-hosts";
 /// How long any wait lasts before the test fails. Generous: a loaded
 /// machine is slow, and a passing test never waits this long.
 pub const DEADLINE: Duration = Duration::from_secs(120);
@@ -336,14 +339,16 @@ current-context: test
         write_report(&self.admin, node, &report).await.unwrap();
     }
 
-    /// A host's report.
+    /// A host's report, from its own ConfigMap.
     pub async fn report(&self, node: &str) -> Option<Report> {
-        Api::<ConfigMap>::namespaced(self.admin.clone(), "platform")
-            .get(REPORT_CONFIGMAP)
+        Api::<ConfigMap>::namespaced(self.admin.clone(), HOSTS)
+            .get_opt(node)
             .await
             .ok()
-            .and_then(|cm| cm.data)
-            .and_then(|d| d.get(node).and_then(|v| Report::from_json(v)))
+            .flatten()
+            .as_ref()
+            .and_then(kubeview::hostobjects::report_value)
+            .and_then(Report::from_json)
     }
 
     /// The resourceVersion of every object the controller could write or
@@ -371,11 +376,16 @@ current-context: test
             "lease".into(),
             self.lease().await.metadata.resource_version.unwrap(),
         );
-        let cm = Api::<ConfigMap>::namespaced(self.admin.clone(), "platform")
-            .get(REPORT_CONFIGMAP)
+        for cm in Api::<ConfigMap>::namespaced(self.admin.clone(), HOSTS)
+            .list(&ListParams::default())
             .await
-            .unwrap();
-        v.insert("configmap".into(), cm.metadata.resource_version.unwrap());
+            .unwrap()
+        {
+            v.insert(
+                format!("report/{}", cm.metadata.name.unwrap()),
+                cm.metadata.resource_version.unwrap(),
+            );
+        }
         v.insert("events".into(), self.events().await.len().to_string());
         v
     }
@@ -414,7 +424,7 @@ current-context: test
                 .unwrap_or_else(|e| panic!("the identity of {node} applies: {e}"));
         }
         self.plane
-            .service_account_token("platform", id.name())
+            .service_account_token(HOSTS, id.name())
             .await
             .unwrap_or_else(|e| panic!("a token of {node}'s identity: {e}"))
     }
@@ -1005,11 +1015,16 @@ async fn tick(admin: &Client, world: &Arc<Mutex<World>>) -> Result<(), kube::Err
     let lease = Api::<Lease>::namespaced(admin.clone(), "kube-system")
         .get_opt(&names.lease_name)
         .await?;
-    let reports = Api::<ConfigMap>::namespaced(admin.clone(), "platform")
-        .get_opt(REPORT_CONFIGMAP)
+    let reports: BTreeMap<String, String> = Api::<ConfigMap>::namespaced(admin.clone(), HOSTS)
+        .list(&ListParams::default())
         .await?
-        .and_then(|cm| cm.data)
-        .unwrap_or_default();
+        .items
+        .iter()
+        .filter_map(|cm| {
+            let v = kubeview::hostobjects::report_value(cm)?;
+            Some((cm.metadata.name.clone()?, v.to_string()))
+        })
+        .collect();
     let lease_view = lease.as_ref().map(|l| kubeview::lease_facts(&names, l));
     let host_names: Vec<String> = world.lock().unwrap().hosts.keys().cloned().collect();
     for name in &host_names {
@@ -1129,21 +1144,22 @@ fn etcd_view(
     })
 }
 
-/// Writes `node`'s key of the report as its actuator does (server-side apply
-/// with its own field manager), through `admin` or the host's own client.
-pub async fn write_report(admin: &Client, node: &str, report: &Report) -> Result<(), kube::Error> {
-    let names = Names::default();
-    let body = json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": REPORT_CONFIGMAP, "namespace": "platform"},
-        "data": {node: report.to_json()},
-    });
-    Api::<ConfigMap>::namespaced(admin.clone(), "platform")
-        .patch(
-            REPORT_CONFIGMAP,
-            &PatchParams::apply(&names.report_field_manager(node)),
-            &Patch::Apply(&body),
-        )
+/// Writes `node`'s report into its own ConfigMap as its actuator does (an
+/// update of the object read), through `admin` or the host's own client;
+/// the admin makes the ConfigMap first when it is missing, as enroll does.
+pub async fn write_report(client: &Client, node: &str, report: &Report) -> Result<(), kube::Error> {
+    let api = Api::<ConfigMap>::namespaced(client.clone(), HOSTS);
+    let Some(mut cm) = api.get_opt(node).await? else {
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": node, "namespace": HOSTS},
+            "data": {"report": report.to_json()},
+        }))
+        .expect("a ConfigMap");
+        return api.create(&PostParams::default(), &cm).await.map(drop);
+    };
+    kubeview::hostobjects::set_report(&mut cm, report.to_json());
+    api.replace(node, &PostParams::default(), &cm)
         .await
         .map(drop)
 }

@@ -66,6 +66,21 @@ pub async fn lab_with(
 }
 
 /// The built `fleet-role` binary.
+/// The previous release's actuator (`scripts/build-previous-actuator.sh`,
+/// which `scripts/test.sh` runs and names in
+/// `FLEET_ROLE_PREVIOUS_ACTUATOR`): a test of a fleet mid-upgrade fails
+/// without it rather than skip.
+#[allow(dead_code, reason = "one test binary uses it")]
+pub fn previous_actuator() -> std::path::PathBuf {
+    let p = std::env::var_os("FLEET_ROLE_PREVIOUS_ACTUATOR").map(std::path::PathBuf::from);
+    match p {
+        Some(p) if p.is_file() => p,
+        _ => panic!(
+            "FLEET_ROLE_PREVIOUS_ACTUATOR names no file: run scripts/build-previous-actuator.sh and set it to the path it prints (scripts/test.sh does)"
+        ),
+    }
+}
+
 pub fn fleet_role() -> std::path::PathBuf {
     let p = Path::new(env!("CARGO_BIN_EXE_fleet-role-lab")).with_file_name("fleet-role");
     assert!(
