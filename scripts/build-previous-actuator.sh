@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Builds the actuator of the previous release, the one whose hosts write the
+# Builds the actuator of the previous release, 0.1.0, whose hosts write the
 # shared report ConfigMap (`scripts/previous-release` names its commit), once
 # into .cache/previous/, and prints its path. The mixed fleet's lab test runs
 # it on one host beside this release's actuators.
 #
 # Its source comes from this repository's own history (`git archive`), and
 # it builds in this checkout's target directory, so the dependencies this
-# tree built already are reused (only fleet-role's own crates compile, about
-# a minute and a half on 2 cores). cargo copies the binary it built to
+# tree built already are reused (fleet-role's own crates compile apart, as
+# their version differs, and the few dependencies whose features differ in
+# a build of the actuator alone). cargo copies the binary it built to
 # target/debug/fleet-role-actuator, over this tree's: the binary is kept
 # aside and this tree's binaries are built again (nothing to compile, cargo
 # only copies them back), with the command scripts/test.sh builds them with.
@@ -28,6 +29,10 @@ src="$top/.cache/previous/src-$commit"
 rm -rf "$src"
 mkdir -p "$src"
 git archive "$commit" | tar -x -C "$src"
+# git archive dates every file at the commit: older than an artifact cargo
+# built of the same crate and version (a tree built before its version was
+# raised), which cargo would take as fresh. The files are dated now.
+find "$src" -type f -exec touch {} +
 start=$(date +%s)
 echo "building the previous release's actuator ($commit, first time only)" >&2
 # The lab's actuator has the host crate's test hooks, as this tree's does.

@@ -126,19 +126,12 @@ impl Reports {
     }
 
     /// `node`'s report as raw text: its own ConfigMap's, or the shared
-    /// one's where that is newer (a higher `seq`: a host's history counts
-    /// on across the move, since its actuator starts from the copy it
-    /// kept). A value that does not parse loses to one that does.
+    /// one's where that is newer ([`kubeview::hostobjects::newer_report`]).
     pub fn raw(&self, node: &str) -> Option<&str> {
-        let own = self.own.get(node).map(String::as_str);
-        let legacy = self.legacy.get(node).map(String::as_str);
-        let seq = |raw: Option<&str>| raw.and_then(Report::from_json).map(|r| r.seq);
-        match (seq(own), seq(legacy)) {
-            (Some(a), Some(b)) if b > a => legacy,
-            (Some(_), _) => own,
-            (None, Some(_)) => legacy,
-            (None, None) => own.or(legacy),
-        }
+        kubeview::hostobjects::newer_report(
+            self.own.get(node).map(String::as_str),
+            self.legacy.get(node).map(String::as_str),
+        )
     }
 }
 

@@ -35,6 +35,21 @@ pub fn report_value(cm: &ConfigMap) -> Option<&str> {
     cm.data.as_ref()?.get(HOST_REPORT_KEY).map(String::as_str)
 }
 
+/// Of a host's report in its own ConfigMap (`own`) and under its key of the
+/// shared ConfigMap of earlier releases (`shared`), the one to read: the
+/// higher `seq` (a host's actuator starts from the copy of its report it
+/// kept, so its `seq` counts on across the move), its own on a tie; a value
+/// that does not parse loses to one that does.
+pub fn newer_report<'a>(own: Option<&'a str>, shared: Option<&'a str>) -> Option<&'a str> {
+    let seq = |raw: Option<&str>| raw.and_then(protocol::Report::from_json).map(|r| r.seq);
+    match (seq(own), seq(shared)) {
+        (Some(a), Some(b)) if b > a => shared,
+        (Some(_), _) => own,
+        (None, Some(_)) => shared,
+        (None, None) => own.or(shared),
+    }
+}
+
 /// Puts `value` as the report of `cm`, the one key it holds.
 pub fn set_report(cm: &mut ConfigMap, value: String) {
     cm.data = Some(BTreeMap::from([(HOST_REPORT_KEY.to_string(), value)]));
@@ -142,6 +157,35 @@ mod tests {
         let kept = &lease.metadata.annotations.as_ref().unwrap()[&names.report_refused()];
         assert_eq!(kept.chars().count(), MAX_REFUSAL_CHARS);
         assert!(!kept.contains('\n'));
+    }
+
+    #[test]
+    fn of_a_hosts_own_and_shared_reports_the_higher_seq_is_read_its_own_on_a_tie() {
+        let report = |seq: u64| {
+            let mut r = protocol::Report::next(
+                None,
+                None,
+                protocol::report::ReportStep::None,
+                protocol::Phase::Done,
+                1,
+            );
+            r.seq = seq;
+            r.to_json()
+        };
+        let (three, five, five_too) = (report(3), report(5), report(5));
+        assert_eq!(newer_report(Some(&five), Some(&three)), Some(five.as_str()));
+        assert_eq!(newer_report(Some(&three), Some(&five)), Some(five.as_str()));
+        assert!(std::ptr::eq(
+            newer_report(Some(&five), Some(&five_too)).unwrap(),
+            five.as_str()
+        ));
+        assert_eq!(
+            newer_report(Some("bad"), Some(&three)),
+            Some(three.as_str())
+        );
+        assert_eq!(newer_report(None, Some(&three)), Some(three.as_str()));
+        assert_eq!(newer_report(Some("bad"), None), Some("bad"));
+        assert_eq!(newer_report(None, None), None);
     }
 
     #[test]

@@ -306,8 +306,30 @@ impl Hand {
         .await
     }
 
-    /// A host's report, from its own ConfigMap.
+    /// A host's report: from its own ConfigMap, or from its key of the
+    /// shared ConfigMap that the previous release's actuators write, where
+    /// that is newer (as the controller reads it).
     pub async fn report(&self, node: &str) -> anyhow::Result<Option<Report>> {
+        let own = self.own_report(node).await?;
+        let shared = self.shared_report_raw(node).await?;
+        Ok(
+            kubeview::hostobjects::newer_report(own.as_deref(), shared.as_deref())
+                .and_then(Report::from_json),
+        )
+    }
+
+    /// A host's report under its key of the shared ConfigMap that the
+    /// previous release's actuators write.
+    pub async fn shared_report(&self, node: &str) -> anyhow::Result<Option<Report>> {
+        Ok(self
+            .shared_report_raw(node)
+            .await?
+            .as_deref()
+            .and_then(Report::from_json))
+    }
+
+    /// A host's report, raw, from its own ConfigMap.
+    async fn own_report(&self, node: &str) -> anyhow::Result<Option<String>> {
         let ns = self.names.hosts_namespace.clone();
         let cm = self
             .apis
@@ -319,12 +341,11 @@ impl Hand {
         Ok(cm
             .as_ref()
             .and_then(kubeview::hostobjects::report_value)
-            .and_then(Report::from_json))
+            .map(String::from))
     }
 
-    /// A host's report under its key of the shared ConfigMap that the
-    /// previous release's actuators write.
-    pub async fn shared_report(&self, node: &str) -> anyhow::Result<Option<Report>> {
+    /// A host's report, raw, under its key of the shared ConfigMap.
+    async fn shared_report_raw(&self, node: &str) -> anyhow::Result<Option<String>> {
         let ns = self.names.report_namespace.clone();
         let cm = self
             .apis
@@ -337,9 +358,7 @@ impl Hand {
                 }
             })
             .await?;
-        Ok(cm
-            .and_then(|c| c.data)
-            .and_then(|d| d.get(node).and_then(|v| Report::from_json(v))))
+        Ok(cm.and_then(|c| c.data).and_then(|mut d| d.remove(node)))
     }
 
     /// [`Hand::wait_step`] while renewing the regrade Lease every 5 s as
