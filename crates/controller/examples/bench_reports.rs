@@ -250,6 +250,7 @@ async fn run(args: Args, clock: Clock) -> anyhow::Result<()> {
     }
     let etcd_metrics = plane.etcd().options().metrics_url.clone();
     tokio::time::sleep(warm_up_end.saturating_duration_since(clock.now())).await;
+    let from = clock.now();
     let before = (
         etcd_figure(&etcd_metrics, "etcd_debugging_mvcc_total_put_size_in_bytes").await?,
         api_requests(&admin).await?,
@@ -262,6 +263,9 @@ async fn run(args: Args, clock: Clock) -> anyhow::Result<()> {
         api_requests(&admin).await?,
         counts.read(),
     );
+    // The window as it was: the first reading may have come late on a
+    // loaded machine.
+    let secs = clock.since(from).as_secs_f64();
     for t in tasks {
         t.abort();
     }
@@ -273,18 +277,31 @@ async fn run(args: Args, clock: Clock) -> anyhow::Result<()> {
     }
     let rss_mb = proc_kib(controller_pid, "VmRSS:").unwrap_or(0) as f64 / 1024.0;
     let hwm_mb = proc_kib(controller_pid, "VmHWM:").unwrap_or(0) as f64 / 1024.0;
-    let secs = args.seconds as f64;
     let writes = (after.2.0 - before.2.0) as f64 / secs;
     let bytes = (after.0 - before.0) / secs;
     let per_host = bytes * args.heartbeat_secs as f64 / args.hosts as f64;
-    let requests = (after.1 - before.1) / secs;
+    let requests = (after.1.total - before.1.total) / secs;
+    let mut by_kind: Vec<(String, f64)> = after
+        .1
+        .by_kind
+        .iter()
+        .map(|(k, v)| (k.clone(), (v - before.1.by_kind.get(k).copied().unwrap_or(0.0)) / secs))
+        .filter(|(_, v)| *v >= 0.05)
+        .collect();
+    by_kind.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let by_kind: Vec<String> = by_kind
+        .iter()
+        .take(6)
+        .map(|(k, v)| format!("{k} {v:.1}/s"))
+        .collect();
     let (refused, failed) = (after.2.1 - before.2.1, after.2.2 - before.2.2);
     let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
     say(
         &clock,
         &format!(
-            "window: {} writes accepted, {refused} refused, {failed} failed; controller peak {hwm_mb:.1} MB; load average after: {}",
+            "window: {secs:.1} s, {} writes accepted, {refused} refused, {failed} failed; API requests by verb and resource: {}; controller peak {hwm_mb:.1} MB; load average after: {}",
             after.2.0 - before.2.0,
+            by_kind.join(", "),
             load.split_whitespace()
                 .take(3)
                 .collect::<Vec<_>>()
@@ -435,7 +452,8 @@ async fn etcd_figure(metrics_url: &str, name: &str) -> anyhow::Result<f64> {
     let fetch = async {
         let mut c = tokio::net::TcpStream::connect(authority).await?;
         c.write_all(
-            format!("GET /metrics HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n")
+            // HTTP/1.0: a body whole, never in chunks that could cut a line.
+            format!("GET /metrics HTTP/1.0\r\nHost: {authority}\r\n\r\n")
                 .as_bytes(),
         )
         .await?;
@@ -462,11 +480,33 @@ fn figure(text: &str, name: &str) -> Option<f64> {
     (!values.is_empty()).then(|| values.iter().sum())
 }
 
-/// Every request the API server has answered (`apiserver_request_total`).
-async fn api_requests(admin: &Client) -> anyhow::Result<f64> {
+/// The requests the API server has answered (`apiserver_request_total`):
+/// in all, and by verb and resource.
+struct Requests {
+    total: f64,
+    by_kind: std::collections::BTreeMap<String, f64>,
+}
+
+/// Every request the API server has answered.
+async fn api_requests(admin: &Client) -> anyhow::Result<Requests> {
     let req = http::Request::get("/metrics").body(Vec::new())?;
     let text = tokio::time::timeout(Duration::from_secs(30), admin.request_text(req))
         .await
         .context("the API server's metrics within 30 s")??;
-    figure(&text, "apiserver_request_total").context("no apiserver_request_total")
+    let total = figure(&text, "apiserver_request_total").context("no apiserver_request_total")?;
+    let label = |l: &str, k: &str| {
+        l.split_once(&format!("{k}=\""))
+            .and_then(|(_, r)| r.split_once('"'))
+            .map(|(v, _)| v.to_string())
+            .unwrap_or_default()
+    };
+    let mut by_kind = std::collections::BTreeMap::new();
+    for l in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+        let Some(v) = l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else {
+            continue;
+        };
+        let kind = format!("{} {}", label(l, "verb"), label(l, "resource"));
+        *by_kind.entry(kind).or_insert(0.0) += v;
+    }
+    Ok(Requests { total, by_kind })
 }
