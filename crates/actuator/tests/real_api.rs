@@ -919,6 +919,35 @@ async fn a_report_the_api_refuses_is_logged_with_its_reason_counted_and_carried_
     );
     assert_eq!(hb.report_refused.as_deref(), Some(refusal.as_str()));
     assert!(hb.renewed_at.is_some());
+    // `fleet-role status` names the host and the API's reason, degraded
+    // (exit 5), not a dead actuator.
+    let kubeconfig = s.work.path().join("admin.kubeconfig");
+    plane
+        .write_kubeconfig(&kubeconfig, plane.admin_token())
+        .unwrap();
+    let fleet_role = bin_dir().join("fleet-role");
+    assert!(
+        fleet_role.is_file(),
+        "{} is missing: build the workspace's binaries",
+        fleet_role.display()
+    );
+    let status = std::process::Command::new(&fleet_role)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("status")
+        .env_remove("KUBECONFIG")
+        .env_remove("FLEET_ROLE_CONFIG")
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert_eq!(status.status.code(), Some(5), "{shown}");
+    assert!(
+        shown.contains(&format!(
+            "DEGRADED: standby's report was refused by the API: {}",
+            refusal.chars().take(60).collect::<String>()
+        )),
+        "{shown}"
+    );
 
     // The cap back: the report is taken at a later beat, and the refusal
     // leaves the heartbeat.

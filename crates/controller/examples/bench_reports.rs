@@ -285,7 +285,12 @@ async fn run(args: Args, clock: Clock) -> anyhow::Result<()> {
         .1
         .by_kind
         .iter()
-        .map(|(k, v)| (k.clone(), (v - before.1.by_kind.get(k).copied().unwrap_or(0.0)) / secs))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                (v - before.1.by_kind.get(k).copied().unwrap_or(0.0)) / secs,
+            )
+        })
         .filter(|(_, v)| *v >= 0.05)
         .collect();
     by_kind.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -299,7 +304,7 @@ async fn run(args: Args, clock: Clock) -> anyhow::Result<()> {
     say(
         &clock,
         &format!(
-            "window: {secs:.1} s, {} writes accepted, {refused} refused, {failed} failed; API requests by verb and resource: {}; controller peak {hwm_mb:.1} MB; load average after: {}",
+            "window: {secs:.1} s, {} writes accepted, {refused} refused, {failed} failed; API requests by verb, resource and code: {}; controller peak {hwm_mb:.1} MB; load average after: {}",
             after.2.0 - before.2.0,
             by_kind.join(", "),
             load.split_whitespace()
@@ -453,8 +458,7 @@ async fn etcd_figure(metrics_url: &str, name: &str) -> anyhow::Result<f64> {
         let mut c = tokio::net::TcpStream::connect(authority).await?;
         c.write_all(
             // HTTP/1.0: a body whole, never in chunks that could cut a line.
-            format!("GET /metrics HTTP/1.0\r\nHost: {authority}\r\n\r\n")
-                .as_bytes(),
+            format!("GET /metrics HTTP/1.0\r\nHost: {authority}\r\n\r\n").as_bytes(),
         )
         .await?;
         let mut out = String::new();
@@ -481,7 +485,7 @@ fn figure(text: &str, name: &str) -> Option<f64> {
 }
 
 /// The requests the API server has answered (`apiserver_request_total`):
-/// in all, and by verb and resource.
+/// in all, and by verb, resource and code.
 struct Requests {
     total: f64,
     by_kind: std::collections::BTreeMap<String, f64>,
@@ -501,11 +505,19 @@ async fn api_requests(admin: &Client) -> anyhow::Result<Requests> {
             .unwrap_or_default()
     };
     let mut by_kind = std::collections::BTreeMap::new();
-    for l in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+    for l in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
         let Some(v) = l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else {
             continue;
         };
-        let kind = format!("{} {}", label(l, "verb"), label(l, "resource"));
+        let kind = format!(
+            "{} {} {}",
+            label(l, "verb"),
+            label(l, "resource"),
+            label(l, "code")
+        );
         *by_kind.entry(kind).or_insert(0.0) += v;
     }
     Ok(Requests { total, by_kind })
