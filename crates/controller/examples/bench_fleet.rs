@@ -35,7 +35,7 @@ use std::{
     collections::{BTreeMap, BTreeSet, HashSet},
     fs,
     path::{Path, PathBuf},
-    process::{ExitCode, Stdio},
+    process::ExitCode,
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -44,8 +44,8 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use clock::Clock;
 use common::{
-    STANDBYS, VOTERS, create_nodes, node, node_names, proc_kib, say, stamp, write_kubeconfig,
-    write_private,
+    STANDBYS, VOTERS, create_nodes, node, node_names, proc_kib, say, spawn_logged, stamp,
+    write_kubeconfig, write_private,
 };
 use k8s_openapi::{
     api::{
@@ -308,20 +308,15 @@ impl World {
     /// `fleet-role ARGS` with this world's kubeconfig and config; its
     /// output goes to `log` (killed when dropped).
     fn fleet_role(&self, bin: &Path, args: &[&str], log: &str) -> anyhow::Result<Child> {
-        let out = fs::File::create(self.dir.path().join(log))?;
-        Ok(Command::new(bin)
+        let mut command = Command::new(bin);
+        command
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .arg("--config")
             .arg(&self.config)
             .args(args)
-            .env_remove("KUBECONFIG")
-            .env("FLEET_ROLE_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .kill_on_drop(true)
-            .spawn()?)
+            .env_remove("KUBECONFIG");
+        spawn_logged(command, &self.dir.path().join(log), "info")
     }
 }
 
@@ -837,8 +832,7 @@ impl Actuator {
         let config = world.dir.path().join("actuator.toml");
         // The lab's resync (the default is 10 s): the "33 a minute".
         fs::write(&config, "resync_secs = 2\n")?;
-        let log = fs::File::create(world.dir.path().join("actuator.log"))?;
-        let mut command = Command::from(host.actuator(&[
+        let command = Command::from(host.actuator(&[
             "--config",
             &config.display().to_string(),
             "watch",
@@ -849,13 +843,7 @@ impl Actuator {
             "--token-file",
             &token_file.display().to_string(),
         ]));
-        let child = command
-            .env("FLEET_ROLE_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
+        let child = spawn_logged(command, &world.dir.path().join("actuator.log"), "info")
             .context("starting fleet-role-actuator watch")?;
         let pid = child.id().context("the actuator has a pid")?;
         Ok(Self {

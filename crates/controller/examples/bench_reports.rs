@@ -42,7 +42,7 @@ mod common;
 use std::{
     fs,
     path::PathBuf,
-    process::{ExitCode, Stdio},
+    process::ExitCode,
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -53,7 +53,9 @@ use std::{
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use clock::Clock;
-use common::{STANDBYS, VOTERS, create_nodes, node_names, proc_kib, say, write_kubeconfig};
+use common::{
+    STANDBYS, VOTERS, create_nodes, node_names, proc_kib, say, spawn_logged, write_kubeconfig,
+};
 use futures::StreamExt;
 use k8s_openapi::{
     api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::MicroTime, jiff::Timestamp,
@@ -200,20 +202,15 @@ async fn run(args: Args, clock: Clock) -> anyhow::Result<()> {
     let kubeconfig = write_kubeconfig(&plane, dir.path(), "fleet-role", &token)?;
     let config = dir.path().join("controller.toml");
     fs::write(&config, "voters = 3\n")?;
-    let log = fs::File::create(dir.path().join("run.log"))?;
-    let controller = Command::new(&args.controller_bin)
+    let mut command = Command::new(&args.controller_bin);
+    command
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .arg("--config")
         .arg(&config)
         .arg("run")
-        .env_remove("KUBECONFIG")
-        .env("FLEET_ROLE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
+        .env_remove("KUBECONFIG");
+    let controller = spawn_logged(command, &dir.path().join("run.log"), "warn")
         .context("starting fleet-role run")?;
     let controller_pid = controller.id().context("fleet-role run's pid")?;
 

@@ -108,12 +108,7 @@ impl Reports {
         heartbeats: impl Iterator<Item = &'a Lease>,
     ) -> Self {
         Self {
-            own: own
-                .filter_map(|cm| {
-                    let value = kubeview::hostobjects::report_value(cm)?;
-                    Some((cm.metadata.name.clone()?, value.to_string()))
-                })
-                .collect(),
+            own: kubeview::hostobjects::reports_by_node(own),
             heartbeats: heartbeats
                 .filter_map(|l| {
                     let node = l.metadata.name.clone()?;

@@ -50,6 +50,15 @@ pub fn newer_report<'a>(own: Option<&'a str>, shared: Option<&'a str>) -> Option
     }
 }
 
+/// The reports `cms` (hosts' report ConfigMaps) hold, raw, by Node.
+pub fn reports_by_node<'a>(
+    cms: impl IntoIterator<Item = &'a ConfigMap>,
+) -> BTreeMap<String, String> {
+    cms.into_iter()
+        .filter_map(|cm| Some((cm.metadata.name.clone()?, report_value(cm)?.to_string())))
+        .collect()
+}
+
 /// Puts `value` as the report of `cm`, the one key it holds.
 pub fn set_report(cm: &mut ConfigMap, value: String) {
     cm.data = Some(BTreeMap::from([(HOST_REPORT_KEY.to_string(), value)]));

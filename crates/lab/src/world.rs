@@ -181,14 +181,7 @@ pub(crate) async fn wait_heartbeats(
             else {
                 return false;
             };
-            let data: std::collections::BTreeMap<String, String> = list
-                .items
-                .iter()
-                .filter_map(|cm| {
-                    let v = kubeview::hostobjects::report_value(cm)?;
-                    Some((cm.metadata.name.clone()?, v.to_string()))
-                })
-                .collect();
+            let data = kubeview::hostobjects::reports_by_node(&list.items);
             hosts.iter().all(|(h, server)| {
                 data.get(h)
                     .and_then(|v| protocol::Report::from_json(v))

@@ -53,6 +53,23 @@ pub fn say(clock: &Clock, line: &str) {
     eprintln!("[{}] {line}", now.strftime("%H:%M:%S"));
 }
 
+/// Starts `command` with its output to `log` (appended to nothing: a new
+/// file) and `FLEET_ROLE_LOG` at `level`; killed when its guard is dropped.
+pub fn spawn_logged(
+    mut command: tokio::process::Command,
+    log: &Path,
+    level: &str,
+) -> anyhow::Result<tokio::process::Child> {
+    let out = fs::File::create(log)?;
+    Ok(command
+        .env("FLEET_ROLE_LOG", level)
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .kill_on_drop(true)
+        .spawn()?)
+}
+
 /// Writes `text` to `path`, mode 0600 (a token or a kubeconfig naming one).
 pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     let mut f = fs::OpenOptions::new()

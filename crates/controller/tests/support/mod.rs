@@ -1015,16 +1015,12 @@ async fn tick(admin: &Client, world: &Arc<Mutex<World>>) -> Result<(), kube::Err
     let lease = Api::<Lease>::namespaced(admin.clone(), "kube-system")
         .get_opt(&names.lease_name)
         .await?;
-    let reports: BTreeMap<String, String> = Api::<ConfigMap>::namespaced(admin.clone(), HOSTS)
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .filter_map(|cm| {
-            let v = kubeview::hostobjects::report_value(cm)?;
-            Some((cm.metadata.name.clone()?, v.to_string()))
-        })
-        .collect();
+    let reports = kubeview::hostobjects::reports_by_node(
+        &Api::<ConfigMap>::namespaced(admin.clone(), HOSTS)
+            .list(&ListParams::default())
+            .await?
+            .items,
+    );
     let lease_view = lease.as_ref().map(|l| kubeview::lease_facts(&names, l));
     let host_names: Vec<String> = world.lock().unwrap().hosts.keys().cloned().collect();
     for name in &host_names {
