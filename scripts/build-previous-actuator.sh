@@ -21,8 +21,13 @@ if [ -x "$out" ]; then
   echo "$out"
   exit 0
 fi
+if ! git cat-file -e "$commit^{commit}" 2>/dev/null \
+  && [ "$(git rev-parse --is-shallow-repository)" = true ]; then
+  # A shallow clone: its history from where it was cloned (bounded).
+  timeout 300 git fetch --quiet --unshallow >&2 || true
+fi
 git cat-file -e "$commit^{commit}" 2>/dev/null || {
-  echo "the previous release's commit $commit is not in this repository's history (a shallow clone?): fetch it first" >&2
+  echo "the previous release's commit $commit is not in this repository's history: fetch it (git fetch --unshallow) and run again" >&2
   exit 2
 }
 src="$top/.cache/previous/src-$commit"
