@@ -310,26 +310,21 @@ fn the_other_hosts_matrix() -> Vec<Row> {
     ]
 }
 
-/// Waits until the hosts' admission policy is in force: the API server
-/// loads a new policy a moment after it is created. The probe is a dry run
-/// (admission runs, nothing is stored), so it changes nothing either way.
-async fn wait_for_the_hosts_policy(client: &Client) {
+/// Waits until a policy just applied is in force: the API server loads a
+/// new policy a moment after it is created. `node`'s update of its own
+/// report to `data` is sent as a dry run (admission runs, nothing is
+/// stored, so it changes nothing either way) until it is refused.
+async fn wait_until_refused(client: &Client, node: &str, data: Value, what: &str) {
     let probe = row(
         "probe",
         Method::PUT,
-        &format!("{REPORTS}/node-a?dryRun=All"),
+        &format!("{REPORTS}/{node}?dryRun=All"),
         false,
     )
-    .with(
-        JSON,
-        report_object("node-a", json!({"report": "{}", "probe": "x"}), json!({})),
-    );
+    .with(JSON, report_object(node, data, json!({})));
     let started = clock::Clock::system().now();
     while probe.send(client).await != 403 {
-        assert!(
-            started.elapsed() < support::DEADLINE,
-            "the hosts' admission policy never came into force"
-        );
+        assert!(started.elapsed() < DEADLINE, "{what} never came into force");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
@@ -441,7 +436,15 @@ async fn the_credential_reads_nodes_and_the_lease_and_writes_its_own_heartbeat_a
     support::enroll(&plane, "node-b").await;
     let actuator = plane.client_for_token(&token).unwrap();
     admin.put_report("node-b", Some("{\"b\":1}")).await;
-    wait_for_the_hosts_policy(&actuator).await;
+    // A second key in its own report: refused once the hosts' policy is in.
+    let second_key = json!({"report": "{}", "probe": "x"});
+    wait_until_refused(
+        &actuator,
+        "node-a",
+        second_key,
+        "the hosts' admission policy",
+    )
+    .await;
 
     let matrix = the_matrix();
     let mut wrong = walk(&actuator, &matrix).await;
@@ -828,24 +831,8 @@ async fn a_report_the_api_refuses_is_logged_with_its_reason_counted_and_carried_
     // In force before the actuator's first report: a dry run of the host's
     // own update is refused.
     let own = plane.client_for_token(&s.token).unwrap();
-    let probe = row(
-        "probe",
-        Method::PUT,
-        &format!("{REPORTS}/standby?dryRun=All"),
-        false,
-    )
-    .with(
-        JSON,
-        report_object("standby", json!({"report": "x".repeat(17)}), json!({})),
-    );
-    let started = clock::Clock::system().now();
-    while probe.send(&own).await != 403 {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "the tightened policy never came into force"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let over = json!({"report": "x".repeat(17)});
+    wait_until_refused(&own, "standby", over, "the tightened policy").await;
 
     let w = Actuator::watch_configured(
         &s.host,

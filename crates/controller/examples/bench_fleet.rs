@@ -44,8 +44,8 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use clock::Clock;
 use common::{
-    STANDBYS, VOTERS, create_nodes, node, node_names, proc_kib, say, spawn_logged, stamp,
-    write_kubeconfig, write_private,
+    STANDBYS, VOTERS, apply_rbac, create_nodes, node, node_names, proc_kib, say, spawn_logged,
+    stamp, write_kubeconfig, write_private,
 };
 use k8s_openapi::{
     api::{
@@ -281,13 +281,7 @@ impl World {
             "--audit-log-maxsize=0".into(),
         ])
         .await?;
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        for f in ["deploy/rbac/actuator.yaml", "deploy/rbac/controller.yaml"] {
-            plane
-                .apply_yaml_file(&root.join(f))
-                .await
-                .with_context(|| format!("applying {f}"))?;
-        }
+        apply_rbac(&plane).await?;
         let admin = plane.admin_client()?;
         let token = plane
             .service_account_token("platform", "fleet-role")

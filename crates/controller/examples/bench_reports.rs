@@ -54,7 +54,8 @@ use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use clock::Clock;
 use common::{
-    STANDBYS, VOTERS, create_nodes, node_names, proc_kib, say, spawn_logged, write_kubeconfig,
+    STANDBYS, VOTERS, apply_rbac, create_nodes, node_names, proc_kib, say, spawn_logged,
+    write_kubeconfig,
 };
 use futures::StreamExt;
 use k8s_openapi::{
@@ -166,13 +167,7 @@ async fn run(args: Args, clock: Clock) -> anyhow::Result<()> {
         .prefix("bench-reports-")
         .tempdir()?;
     let mut plane = ControlPlane::start().await?;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    for f in ["deploy/rbac/actuator.yaml", "deploy/rbac/controller.yaml"] {
-        plane
-            .apply_yaml_file(&root.join(f))
-            .await
-            .with_context(|| format!("applying {f}"))?;
-    }
+    apply_rbac(&plane).await?;
     let admin = plane.admin_client()?;
     let names = Names::default();
     let nodes = node_names(args.hosts);

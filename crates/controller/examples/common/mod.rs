@@ -70,6 +70,19 @@ pub fn spawn_logged(
         .spawn()?)
 }
 
+/// Applies `deploy/rbac/` (the actuators', then the controller's) as the
+/// installer does.
+pub async fn apply_rbac(plane: &ControlPlane) -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for f in ["deploy/rbac/actuator.yaml", "deploy/rbac/controller.yaml"] {
+        plane
+            .apply_yaml_file(&root.join(f))
+            .await
+            .with_context(|| format!("applying {f}"))?;
+    }
+    Ok(())
+}
+
 /// Writes `text` to `path`, mode 0600 (a token or a kubeconfig naming one).
 pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     let mut f = fs::OpenOptions::new()
