@@ -120,6 +120,25 @@ impl Identity {
         format!("{}{}", username_prefix(names), self.node.as_str())
     }
 
+    /// The metadata of an object enroll makes for this host: `name` in
+    /// `namespace` (none: a cluster object), labelled as fleet-role's, the
+    /// Node named in an annotation (a label value holds at most 63
+    /// characters; a Node name may hold 253).
+    fn meta(&self, names: &Names, name: &str, namespace: Option<&str>) -> Value {
+        let mut m = json!({
+            "name": name,
+            "labels": {
+                "app.kubernetes.io/name": "fleet-role-actuator",
+                "app.kubernetes.io/managed-by": "fleet-role",
+            },
+            "annotations": { format!("{}/node", names.prefix): self.node.as_str() },
+        });
+        if let Some(n) = namespace {
+            m["namespace"] = json!(n);
+        }
+        m
+    }
+
     /// The objects that make the identity, in the order they are created:
     /// the ServiceAccount, its Role (get and update its own heartbeat Lease
     /// and report ConfigMap, by name: no create, list, watch or delete, no
@@ -131,19 +150,7 @@ impl Identity {
     pub fn objects(&self, names: &Names) -> Vec<Value> {
         let ns = names.hosts_namespace.as_str();
         let node = self.node.as_str();
-        let meta = |name: &str| {
-            json!({
-                "name": name,
-                "namespace": ns,
-                "labels": {
-                    "app.kubernetes.io/name": "fleet-role-actuator",
-                    "app.kubernetes.io/managed-by": "fleet-role",
-                },
-                // A label value holds at most 63 characters; a Node name may
-                // hold 253, so the Node is named in an annotation.
-                "annotations": { format!("{}/node", names.prefix): node },
-            })
-        };
+        let meta = |name: &str| self.meta(names, name, Some(ns));
         let own = |resource: &str, group: &str| {
             json!({
                 "apiGroups": [group],
@@ -192,20 +199,7 @@ impl Identity {
     /// earlier release.
     pub fn legacy_objects(&self, names: &Names) -> Vec<Value> {
         let ns = names.report_namespace.as_str();
-        let meta = |namespace: Option<&str>| {
-            let mut m = json!({
-                "name": self.name,
-                "labels": {
-                    "app.kubernetes.io/name": "fleet-role-actuator",
-                    "app.kubernetes.io/managed-by": "fleet-role",
-                },
-                "annotations": { format!("{}/node", names.prefix): self.node.as_str() },
-            });
-            if let Some(n) = namespace {
-                m["namespace"] = json!(n);
-            }
-            m
-        };
+        let meta = |namespace: Option<&str>| self.meta(names, &self.name, namespace);
         let subjects = json!([{ "kind": "ServiceAccount", "name": self.name, "namespace": ns }]);
         let binding = |kind: &str, namespace: Option<&str>, role_kind: &str, role: &str| {
             json!({

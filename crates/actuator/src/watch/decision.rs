@@ -207,12 +207,7 @@ impl Watcher {
             if let Err(e) = written {
                 if let Some(refusal) = report::refusal(&e) {
                     self.metrics.write_refused("report", &refusal.reason);
-                    if self
-                        .memory
-                        .refused
-                        .as_ref()
-                        .is_none_or(|(_, r)| *r != refusal)
-                    {
+                    if self.memory.is_new(&refusal) {
                         warn!(
                             object =
                                 format!("ConfigMap {}/{node}", self.settings.names.hosts_namespace),

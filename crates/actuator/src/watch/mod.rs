@@ -125,6 +125,14 @@ struct Memory {
     refused: Option<(std::time::Instant, crate::report::Refusal)>,
 }
 
+impl Memory {
+    /// Whether `refusal` is not the one the last report met (a new one is
+    /// said; the same one again is not).
+    fn is_new(&self, refusal: &crate::report::Refusal) -> bool {
+        self.refused.as_ref().is_none_or(|(_, r)| r != refusal)
+    }
+}
+
 /// How the report in memory stands against the API's copy.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 enum Copy {

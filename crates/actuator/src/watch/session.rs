@@ -136,12 +136,7 @@ impl Watcher {
         let Some(refusal) = report::refusal(e) else {
             return true;
         };
-        if self
-            .memory
-            .refused
-            .as_ref()
-            .is_none_or(|(_, r)| *r != refusal)
-        {
+        if self.memory.is_new(&refusal) {
             warn!("the API refused a request of this host's: {refusal}");
         }
         false
