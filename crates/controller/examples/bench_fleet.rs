@@ -599,6 +599,7 @@ async fn measure(
             |_| Some(clock.unix_secs()),
             &controller::observe::Reports::default(),
             None,
+            &mut protocol::controller::Sightings::default(),
         )
     };
     let runs = if n >= 5000 { 51 } else { 201 };

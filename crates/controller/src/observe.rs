@@ -16,7 +16,7 @@ use kube::{Api, Client, api::ListParams};
 use kubeview::hostobjects::Heartbeat;
 use protocol::{
     Names, NodeFacts, Report,
-    controller::FleetView,
+    controller::{FleetView, Sightings},
     names::{LEASE_NAMESPACE, REPORT_CONFIGMAP},
 };
 
@@ -78,12 +78,14 @@ pub async fn observe(client: &Client, settings: &Settings) -> Result<Observed, k
         .iter()
         .filter(|n| n.metadata.name.is_some())
         .map(|n| (settings.node_facts(n), n.metadata.uid.clone()));
+    // Read once: every NotReady Node is counted from now.
     Ok(assemble(
         settings,
         facts,
         |n| renewed.get(n).copied(),
         &reports,
         lease,
+        &mut Sightings::default(),
     ))
 }
 
@@ -132,14 +134,17 @@ impl Reports {
 
 /// Joins what was read into one [`Observed`]: each Node's facts with its
 /// node Lease's renew time, its host's report and heartbeat, the heartbeat
-/// rule applied. The one place the view is put together, from lists or from the
-/// watches' stores. Now is read from the settings' clock.
+/// rule applied, each Node's readiness dated by `sightings` (this
+/// controller's own first sighting) and weighed against its host's own
+/// view of etcd. The one place the view is put together, from lists or
+/// from the watches' stores. Now is read from the settings' clock.
 pub fn assemble(
     settings: &Settings,
     nodes: impl Iterator<Item = (NodeFacts, Option<String>)>,
     renewed: impl Fn(&str) -> Option<i64>,
     reports: &Reports,
     lease: Option<Lease>,
+    sightings: &mut Sightings,
 ) -> Observed {
     let names = settings.names();
     let mut uids = BTreeMap::new();
@@ -171,6 +176,8 @@ pub fn assemble(
         pods: vec![],
     };
     protocol::controller::apply_heartbeats(&mut view);
+    sightings.apply(&mut view);
+    protocol::controller::weigh_evidence(&mut view);
     Observed { view, lease, uids }
 }
 

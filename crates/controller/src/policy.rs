@@ -87,7 +87,7 @@ mod tests {
             control_plane_label: true,
             eligible,
             k3s: protocol::K3sEtcd {
-                node_name: Some(format!("{name}-member")),
+                node_name: Some(format!("{name}-0a1b2c3d")),
                 ..Default::default()
             },
             ..NodeFacts::default()
@@ -141,7 +141,21 @@ mod tests {
 
     #[test]
     fn a_voter_down_past_its_grace_is_still_replaced_when_ineligible_ones_are_left_alone() {
+        use crate::fixtures::{etcd_view, member};
         let mut v = only_standbys_labelled();
+        // n1 and n3 report etcd's three members; n2 is down (NotReady, no
+        // node Lease, no view of its own).
+        let members: Vec<_> = (1..=3)
+            .map(|i| member(i, &format!("n{i}"), false))
+            .collect();
+        for i in [0, 2] {
+            v.nodes[i].host = Some(protocol::report::HostPart {
+                heartbeat_at: 1000,
+                demotion: None,
+                promotion: None,
+                etcd: Some(etcd_view(i as u64 + 1, 1000, 1, members.clone())),
+            });
+        }
         v.nodes[1].ready = false;
         v.nodes[1].ready_since = Some(0);
         let RunDecision::Swap { out, .. } = run_decision(&run_view(&v, false)) else {

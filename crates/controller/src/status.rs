@@ -189,7 +189,11 @@ fn names_of(v: &FleetView, class: Class) -> String {
             let mut s = n.name.clone();
             let mut notes = Vec::new();
             if !n.ready {
-                notes.push("NotReady");
+                notes.push(if n.ready_disputed.is_some() {
+                    "NotReady, disputed by its own view of etcd"
+                } else {
+                    "NotReady"
+                });
             }
             if class == Class::Agent && n.eligible {
                 notes.push("eligible");
@@ -645,6 +649,7 @@ pub fn json(v: &FleetView, settings: &Settings) -> Value {
                 "name": n.name,
                 "class": classify(n),
                 "ready": n.ready,
+                "readyDisputed": n.ready_disputed,
                 "healthyVoter": is_healthy_voter(n),
                 "eligible": n.eligible,
                 "cordoned": n.cordoned,

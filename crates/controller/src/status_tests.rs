@@ -188,6 +188,10 @@ fn status_says_what_run_would_do_now_and_which_grace_a_down_voter_is_in() {
     v.nodes[1].ready = false;
     v.nodes[1].ready_since = Some(NOW - 60);
     v.nodes[1].cordoned = true;
+    // Down by evidence: its own view of etcd is long stale.
+    if let Some(e) = v.nodes[1].host.as_mut().and_then(|h| h.etcd.as_mut()) {
+        e.read_at = NOW - 600;
+    }
     let text = text(&v, &settings);
     let run = line(&text.lines().map(String::from).collect::<Vec<_>>(), "Run:").to_string();
     assert!(

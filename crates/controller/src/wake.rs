@@ -21,13 +21,21 @@ pub fn next_edge(v: &FleetView, deadline: Option<i64>) -> Option<i64> {
         {
             edges.push(r.saturating_add(s.heartbeat_grace).saturating_add(1));
         }
-        // `run` replaces a voter NotReady for the grace period.
+        // `run` replaces a voter NotReady for the grace period, once its
+        // own view of etcd no longer vouches for it.
         if !n.ready && classify(n) == Class::Voter {
             edges.push(
                 n.ready_since
                     .unwrap_or(v.now)
                     .saturating_add(s.grace_period),
             );
+            if let Some(e) = n.host.as_ref().and_then(|h| h.etcd.as_ref()) {
+                edges.push(
+                    e.read_at
+                        .saturating_add(s.actuator_heartbeat_max_age)
+                        .saturating_add(1),
+                );
+            }
         }
     }
     if let Some(l) = &v.lease {

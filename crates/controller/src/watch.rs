@@ -222,6 +222,9 @@ pub struct FleetWatch {
     /// Each Node's facts, by name, with the resourceVersion they were
     /// mapped from: mapped again only when it is not the same one.
     facts: Mutex<BTreeMap<String, (Option<String>, NodeFacts)>>,
+    /// When this controller first saw each Node as it reads now: "NotReady
+    /// for the grace" is counted from here, never from a time on the Node.
+    sightings: Mutex<protocol::controller::Sightings>,
     last_error: Arc<Mutex<Option<String>>>,
     tx: Arc<watch::Sender<u64>>,
     rx: watch::Receiver<u64>,
@@ -377,6 +380,7 @@ impl FleetWatch {
             reports,
             lease,
             facts: Mutex::new(BTreeMap::new()),
+            sightings: Mutex::new(protocol::controller::Sightings::default()),
             last_error,
             tx,
             rx,
@@ -478,6 +482,7 @@ impl FleetWatch {
             |n| renewed.get(n).copied(),
             &reports,
             lease,
+            &mut lock(&self.sightings),
         )
     }
 

@@ -102,6 +102,7 @@ pub fn node_facts(names: &Names, node: &Node) -> NodeFacts {
         ready_since: ready
             .and_then(|c| c.last_transition_time.as_ref())
             .map(|t| t.0.as_second()),
+        ready_disputed: None,
         lease_renewed_at: None,
         etcd_is_voter: condition_true(node, K3S_ETCD_IS_VOTER),
         etcd_unhealthy: condition(node, K3S_ETCD_IS_VOTER)

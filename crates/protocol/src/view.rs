@@ -96,8 +96,15 @@ pub struct NodeFacts {
     pub name: String,
     /// The `Ready` condition is `True`.
     pub ready: bool,
-    /// When the `Ready` condition last changed (unix seconds).
+    /// Since when the Node reads as it does (unix seconds): the
+    /// condition's `lastTransitionTime` as read, which the controller
+    /// replaces by its own first sighting
+    /// ([`crate::controller::Sightings`]) before it decides on it.
     pub ready_since: Option<i64>,
+    /// The Node reads NotReady, yet its host's own fresh view of etcd says
+    /// its member is healthy, so it is counted Ready
+    /// ([`crate::controller::weigh_evidence`]): why, for `status`.
+    pub ready_disputed: Option<String>,
     /// When the kubelet last renewed the node's Lease in `kube-node-lease`.
     pub lease_renewed_at: Option<i64>,
     /// k3s's `EtcdIsVoter` condition is `True`.

@@ -130,6 +130,43 @@ pub fn gate_no_ghost_member(p: &Picture) -> Gate {
     }
 }
 
+/// The voter Nodes (by k3s's etcd label and `EtcdIsVoter`, or its
+/// `Unhealthy` over it) whose voting member the agreed view of etcd does
+/// not list, sorted. Nothing while no view is known.
+pub fn voters_without_member(v: &FleetView, p: &Picture) -> Vec<String> {
+    if !p.known() {
+        return Vec::new();
+    }
+    v.sorted()
+        .into_iter()
+        .filter(|n| super::classify(n) == super::Class::Voter)
+        .filter(|n| p.of_node(&n.name).is_none_or(|m| m.member.learner))
+        .map(|n| n.name.clone())
+        .collect()
+}
+
+/// Gate: every voter Node has its voting member in etcd's view, the
+/// mirror of [`gate_no_ghost_member`]. The label and the condition that
+/// make a Node a voter are written by others too (any `patch nodes`
+/// holder for the label, the host's own kubelet or any `nodes/status`
+/// holder for the condition): Nodes dressed as voters would be counted,
+/// and a shrink toward the configured count would remove real members.
+pub fn gate_voters_are_members(v: &FleetView, p: &Picture) -> Gate {
+    let name = GateName::VotersAreMembers;
+    let missing = voters_without_member(v, p);
+    if missing.is_empty() {
+        Gate::pass(name, "every voter Node has its voting member in etcd")
+    } else {
+        Gate::fail(
+            name,
+            format!(
+                "voter Node(s) with no voting member in etcd: {}; the Nodes claim more voters than etcd has (see `fleet-role status`; a label or condition written by another principal, or a member not yet promoted)",
+                missing.join(", ")
+            ),
+        )
+    }
+}
+
 /// Gate: no alarm is raised on any member (`NOSPACE` makes etcd refuse
 /// writes; `CORRUPT` means a member's data cannot be trusted).
 pub fn gate_no_etcd_alarm(p: &Picture) -> Gate {
@@ -225,10 +262,57 @@ mod tests {
         for g in [
             gate_etcd_views_agree(&v, &p),
             gate_no_ghost_member(&p),
+            gate_voters_are_members(&v, &p),
             gate_no_etcd_alarm(&p),
         ] {
             assert!(g.passed, "{}", g.reason);
         }
+    }
+
+    /// n4 and n5, agents, dressed as voters: k3s's etcd label (any `patch
+    /// nodes` holder) and `EtcdIsVoter` (their own kubelets, or any
+    /// `nodes/status` holder). etcd lists three members.
+    fn dressed_as_voters() -> FleetView {
+        let mut v = fleet();
+        v.settings.voters = 3;
+        for n in ["n4", "n5"] {
+            let n = node_mut(&mut v, n);
+            n.etcd_label = true;
+            n.etcd_is_voter = true;
+        }
+        v
+    }
+
+    #[test]
+    fn agents_dressed_as_voters_are_not_counted_and_move_nothing() {
+        let v = dressed_as_voters();
+        assert_eq!(classify(v.node("n4").unwrap()), Class::Voter);
+        let p = v.etcd();
+        let g = gate_voters_are_members(&v, &p);
+        assert!(!g.passed && g.reason.contains("n4, n5"), "{}", g.reason);
+        // Counted as etcd counts them: three, as configured.
+        let count = count_voters(&v, None);
+        assert_eq!((count.seen, count.missing), (3, 0));
+        // `run` shrinks nothing toward a count that is not there.
+        let d = run_decision(&v);
+        let RunDecision::Idle { why, .. } = &d else {
+            panic!("{d:?}")
+        };
+        assert!(why.contains("no voting member in etcd: n4, n5"), "{why}");
+        // A shrink asked by hand is refused, and `status` is degraded.
+        let shrink = shrink_gates(&v, &["n3"]);
+        assert!(
+            shrink
+                .iter()
+                .any(|g| g.name == GateName::VotersAreMembers && !g.passed),
+            "{}",
+            failures(&shrink)
+        );
+        assert!(
+            degradations(&v)
+                .iter()
+                .any(|d| d.reason == DegradedReason::VoterWithoutMember)
+        );
     }
 
     #[test]

@@ -143,6 +143,18 @@ pub(crate) fn refresh_etcd_views_voting(
     }
 }
 
+/// Takes `name` down as a dead host goes: its Node NotReady, its node
+/// Lease stale, its own view of etcd gone (it no longer reports one).
+pub(crate) fn take_down(v: &mut FleetView, name: &str) {
+    let now = v.now;
+    let n = node_mut(v, name);
+    n.ready = false;
+    n.lease_renewed_at = Some(now - 10_000);
+    if let Some(h) = n.host.as_mut() {
+        h.etcd = None;
+    }
+}
+
 /// n1, n2, n3 healthy voters; n4 an eligible standby; n5 an agent that
 /// may not vote.
 pub(crate) fn fleet() -> FleetView {

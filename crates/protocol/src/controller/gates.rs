@@ -5,6 +5,7 @@
 use crate::{validate::StepKind, version};
 use serde::{Deserialize, Serialize};
 
+use super::etcd_gates::gate_voters_are_members;
 use super::{
     Class, FleetView, Removing, VoterCount, classify, count_voters,
     etcd_gates::{
@@ -52,6 +53,8 @@ pub enum GateName {
     EtcdViewsAgree,
     /// Every etcd member has its Node.
     NoGhostMember,
+    /// Every voter Node has its voting member in etcd.
+    VotersAreMembers,
     /// No etcd alarm is raised.
     NoEtcdAlarm,
     /// Stopping a voting host before its member is removed keeps quorum.
@@ -79,6 +82,7 @@ impl GateName {
             GateName::ActuatorsAlive => "actuators-alive",
             GateName::EtcdViewsAgree => "etcd-views-agree",
             GateName::NoGhostMember => "no-ghost-member",
+            GateName::VotersAreMembers => "voters-are-members",
             GateName::NoEtcdAlarm => "no-etcd-alarm",
             GateName::QuorumAtHostStop => "quorum-at-host-stop",
             GateName::OddVoterCount => "odd-voter-count",
@@ -268,12 +272,13 @@ pub fn gate_known_protocol(v: &FleetView, out: &str, incoming: &str) -> Gate {
     }
 }
 
-/// Whether the outgoing host is down: not a healthy voter. A down voter's
+/// Whether the outgoing host is down, by evidence no add-on can forge
+/// ([`FleetView::down_evidence`]). A down voter's
 /// member is removed without its host taking a step (its actuator may be as
 /// dead as its k3s); the finish waits until it is back, and the actuator
 /// refuses it there if its agent could not start.
 fn outgoing_is_down(v: &FleetView, out: &str) -> bool {
-    v.node(out).is_some_and(|n| !is_healthy_voter(n))
+    v.down(out)
 }
 
 /// Gate: the outgoing host's report says its agent could start once it is
@@ -687,11 +692,12 @@ pub fn preflight(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
 }
 
 /// The gates on etcd's own view that every write is guarded by too.
-pub(super) fn etcd_view_gates(v: &FleetView) -> [Gate; 3] {
+pub(super) fn etcd_view_gates(v: &FleetView) -> [Gate; 4] {
     let p = v.etcd();
     [
         gate_etcd_views_agree(v, &p),
         gate_no_ghost_member(&p),
+        gate_voters_are_members(v, &p),
         gate_no_etcd_alarm(&p),
     ]
 }

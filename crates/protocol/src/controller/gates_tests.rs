@@ -14,7 +14,7 @@ use crate::{
 fn every_preflight_gate_passes_on_a_healthy_fleet() {
     let gates = preflight(&fleet(), "n1", "n4");
     assert!(all_pass(&gates), "{}", failures(&gates));
-    assert_eq!(gates.len(), 15);
+    assert_eq!(gates.len(), 16);
 }
 
 #[test]
@@ -115,9 +115,8 @@ fn a_swap_is_refused_while_the_outgoing_host_reports_its_agent_could_not_start()
 #[test]
 fn a_down_outgoing_voter_is_neither_asked_for_its_verdict_nor_its_heartbeat() {
     let mut v = fleet();
-    let n1 = node_mut(&mut v, "n1");
-    n1.ready = false;
-    n1.host = None;
+    take_down(&mut v, "n1");
+    node_mut(&mut v, "n1").host = None;
     assert!(gate_outgoing_demotable(&v, "n1").passed);
     assert!(gate_actuators_alive(&v, Some("n1"), Some("n4")).passed);
     // The incoming host is always asked.
@@ -225,7 +224,7 @@ fn every_irreversible_write_rechecks_the_protocol_versions() {
 #[test]
 fn a_swap_is_refused_while_a_voter_is_not_ready() {
     let mut v = fleet();
-    node_mut(&mut v, "n2").ready = false;
+    take_down(&mut v, "n2");
     let a = next_action(&v, &request("n1", "n4"));
     assert_eq!(refused_by(&a), vec![GateName::VotersHealthy]);
     let g = gate(&preflight(&v, "n1", "n4"), GateName::VotersHealthy).clone();
@@ -244,7 +243,7 @@ fn a_swap_is_refused_while_a_voter_is_not_etcd_is_voter_but_labelled_a_member() 
 #[test]
 fn the_outgoing_voter_being_down_does_not_shut_the_voters_healthy_gate() {
     let mut v = fleet();
-    node_mut(&mut v, "n1").ready = false;
+    take_down(&mut v, "n1");
     let gates = preflight(&v, "n1", "n4");
     assert!(all_pass(&gates), "{}", failures(&gates));
 }
@@ -365,7 +364,7 @@ fn a_swap_is_refused_for_a_host_with_only_the_old_label_and_the_refusal_says_how
 #[test]
 fn a_swap_is_refused_for_an_incoming_host_that_is_not_ready() {
     let mut v = fleet();
-    node_mut(&mut v, "n4").ready = false;
+    take_down(&mut v, "n4");
     assert_eq!(
         refused_by(&next_action(&v, &request("n1", "n4"))),
         vec![GateName::IncomingReady]
@@ -447,8 +446,8 @@ fn a_one_voter_fleet_configured_for_one_may_swap_its_voter() {
 #[test]
 fn the_removal_gate_refuses_when_voters_went_down_after_the_promotion() {
     let mut v = after_promotion();
-    node_mut(&mut v, "n2").ready = false;
-    node_mut(&mut v, "n3").ready = false;
+    take_down(&mut v, "n2");
+    take_down(&mut v, "n3");
     let g = gate_quorum_after_removal(&v, "n1", "n4", Count::AsItIs);
     assert!(!g.passed, "{}", g.reason);
     // 4 members (n1 n2 n3 n4), n2 and n3 down: removing n1 leaves 1 of 3.
@@ -461,8 +460,8 @@ fn the_removal_gate_as_it_is_counts_no_incoming_host_that_is_not_yet_a_voter() {
     // still an agent, and with n2 down too, removing n1 leaves n2 and n3,
     // one of them healthy. Counting n4 as a voter already would pass it.
     let mut v = fleet();
-    node_mut(&mut v, "n1").ready = false;
-    node_mut(&mut v, "n2").ready = false;
+    take_down(&mut v, "n1");
+    take_down(&mut v, "n2");
     let g = gate_quorum_after_removal(&v, "n1", "n4", Count::AsItIs);
     assert!(!g.passed, "{}", g.reason);
     // Both counts, the Nodes' (which the operator reads first) and etcd's.
@@ -485,8 +484,8 @@ fn stopping_a_host_whose_node_votes_is_checked_for_quorum_even_with_no_etcd_view
     // etcd's view; two other voters are down. Stopping it (a rollback)
     // leaves one healthy voter of four.
     let mut v = after_promotion();
-    node_mut(&mut v, "n2").ready = false;
-    node_mut(&mut v, "n3").ready = false;
+    take_down(&mut v, "n2");
+    take_down(&mut v, "n3");
     for n in &mut v.nodes {
         if let Some(h) = n.host.as_mut() {
             h.etcd = None;
@@ -547,7 +546,7 @@ fn the_incoming_voter_gate_needs_a_healthy_voter_not_just_a_member() {
     assert!(!gate_incoming_voter(&v, "n4").passed, "an agent");
     *node_mut(&mut v, "n4") = voter("n4", 4);
     assert!(gate_incoming_voter(&v, "n4").passed);
-    node_mut(&mut v, "n4").ready = false;
+    take_down(&mut v, "n4");
     let g = gate_incoming_voter(&v, "n4");
     assert!(!g.passed);
     assert!(

@@ -29,6 +29,10 @@ pub enum DegradedReason {
     EtcdViews,
     /// An etcd member no Node matches.
     EtcdGhostMember,
+    /// A voter Node with no voting member in etcd.
+    VoterWithoutMember,
+    /// A voter reads NotReady while its own view of etcd vouches for it.
+    ReadyDisputed,
     /// An alarm on an etcd member.
     EtcdAlarm,
     /// A learner only etcd lists, with no swap under way.
@@ -39,7 +43,7 @@ pub enum DegradedReason {
 
 impl DegradedReason {
     /// Every reason, in the order [`degradations`] lists them.
-    pub const ALL: [DegradedReason; 10] = [
+    pub const ALL: [DegradedReason; 12] = [
         DegradedReason::VotersUnhealthy,
         DegradedReason::LeaseMissing,
         DegradedReason::SwapStopped,
@@ -47,9 +51,11 @@ impl DegradedReason {
         DegradedReason::UnknownProtocol,
         DegradedReason::EtcdViews,
         DegradedReason::EtcdGhostMember,
+        DegradedReason::VoterWithoutMember,
         DegradedReason::EtcdAlarm,
         DegradedReason::EtcdLearner,
         DegradedReason::ReportRefused,
+        DegradedReason::ReadyDisputed,
     ];
 
     /// The reason's name (kebab-case, stable: alerts match on it).
@@ -62,6 +68,8 @@ impl DegradedReason {
             DegradedReason::UnknownProtocol => "unknown-protocol",
             DegradedReason::EtcdViews => "etcd-views",
             DegradedReason::EtcdGhostMember => "etcd-ghost-member",
+            DegradedReason::VoterWithoutMember => "voter-without-member",
+            DegradedReason::ReadyDisputed => "ready-disputed",
             DegradedReason::EtcdAlarm => "etcd-alarm",
             DegradedReason::EtcdLearner => "etcd-learner",
             DegradedReason::ReportRefused => "report-refused",
@@ -72,6 +80,7 @@ impl DegradedReason {
     fn of_etcd_gate(name: GateName) -> Self {
         match name {
             GateName::NoGhostMember => DegradedReason::EtcdGhostMember,
+            GateName::VotersAreMembers => DegradedReason::VoterWithoutMember,
             GateName::NoEtcdAlarm => DegradedReason::EtcdAlarm,
             _ => DegradedReason::EtcdViews,
         }
@@ -104,10 +113,14 @@ pub fn degraded(v: &FleetView) -> Vec<String> {
 ///   an etcd-only or a rolled-back host): nothing will move it on;
 /// - a host whose report is of a protocol version this build does not know
 ///   (no swap involving it will run);
+/// - a voter whose Node reads NotReady while its own view of etcd
+///   vouches for its member ([`super::weigh_evidence`]): a forged
+///   condition, or a kubelet that cannot run pods on a healthy member;
 /// - a host whose report the API refuses, as its heartbeat says (its
 ///   report in the API is behind it, and no step of it can be reported);
 /// - etcd's view, as the servers report it: none fresh, views that
-///   disagree, a member with no Node, an alarm (each shuts the swap's
+///   disagree, a member with no Node, a voter Node with no member, an
+///   alarm (each shuts the swap's
 ///   gates), and, with no swap under way, a learner only etcd shows.
 ///
 /// A swap under way is not degraded by itself: its learner and its
@@ -164,6 +177,9 @@ pub fn degradations(v: &FleetView) -> Vec<Degradation> {
                 DegradedReason::UnknownProtocol,
                 format!("{}'s report: {e}", n.name),
             );
+        }
+        if let Some(why) = &n.ready_disputed {
+            push(DegradedReason::ReadyDisputed, why.clone());
         }
         if let Some(why) = &n.report_refused {
             push(

@@ -40,8 +40,15 @@ pub struct MappedMember {
     /// Its Node, if one matches.
     pub node: Option<String>,
     /// Healthy by its own host's fresh view; `false` when its host did not
-    /// report (or too long ago).
+    /// report (or too long ago), or its Node reads NotReady.
     pub healthy: bool,
+    /// Its own host's fresh view says it is healthy, whatever its Node's
+    /// `Ready` reads. Not a count of quorum (a host that just died keeps
+    /// its last view for a while, which `healthy` leaves out once its Node
+    /// turns NotReady), but the host's own word that no other principal
+    /// can write: a member it vouches for is not taken for down
+    /// ([`crate::controller::FleetView::down_evidence`]).
+    pub vouched: bool,
 }
 
 /// etcd's membership as the servers report it, joined with the Nodes.
@@ -163,19 +170,21 @@ fn own_member(host: &str, n: &NodeFacts, v: &EtcdView) -> bool {
 /// The membership is the one most of the views taken agree on (ties go
 /// to the one read last), never simply the newest view's; every view that
 /// lists anything else is named as disagreeing, which shuts the gates.
-pub fn picture(
+pub fn picture<'a>(
     now: i64,
     trust: Trust<'_>,
-    nodes: &[NodeFacts],
-    views: &[(String, EtcdView)],
+    nodes: &'a [NodeFacts],
+    views: &'a [(String, EtcdView)],
 ) -> Picture {
-    let node = |host: &str| nodes.iter().find(|n| n.name == host && n.ready);
-    let fresh: Vec<(&str, &NodeFacts, &EtcdView)> = views
+    let any_node = |host: &str| nodes.iter().find(|n| n.name == host);
+    let recent: Vec<(&str, &NodeFacts, &EtcdView)> = views
         .iter()
         .filter(|(_, v)| v.check().is_ok() && now.saturating_sub(v.read_at) <= trust.max_age)
         .filter(|(_, v)| v.read_at <= now.saturating_add(trust.future_slack.max(0)))
-        .filter_map(|(host, v)| Some((host.as_str(), node(host)?, v)))
+        .filter_map(|(host, v)| Some((host.as_str(), any_node(host)?, v)))
         .collect();
+    let fresh: Vec<(&str, &NodeFacts, &EtcdView)> =
+        recent.iter().copied().filter(|(_, n, _)| n.ready).collect();
     let servers: Vec<(&str, &EtcdView)> = fresh
         .iter()
         .filter(|(host, n, v)| untrusted(host, n, v).is_none())
@@ -201,30 +210,37 @@ pub fn picture(
     // vouching host must be the Node the agreed membership maps that member
     // to: a view that claims another member's id as its own (a ghost's)
     // vouches for nothing.
-    let own: BTreeMap<MemberId, (&str, bool)> = fresh
-        .iter()
-        .filter(|(host, n, v)| {
-            own_member(host, n, v)
-                && (untrusted(host, n, v).is_none() || trust.incoming == Some(*host))
-        })
-        .filter_map(|(host, _, v)| {
-            let m = v.member(v.member)?;
-            (node_of(m, nodes).map(|n| n.name.as_str()) == Some(*host))
-                .then_some((v.member, (*host, v.healthy)))
-        })
-        .collect();
+    let vouching =
+        |views: &[(&'a str, &'a NodeFacts, &'a EtcdView)]| -> BTreeMap<MemberId, (&'a str, bool)> {
+            views
+                .iter()
+                .filter(|(host, n, v)| {
+                    own_member(host, n, v)
+                        && (untrusted(host, n, v).is_none() || trust.incoming == Some(*host))
+                })
+                .filter_map(|(host, _, v)| {
+                    let m = v.member(v.member)?;
+                    (node_of(m, nodes).map(|n| n.name.as_str()) == Some(*host))
+                        .then_some((v.member, (*host, v.healthy)))
+                })
+                .collect()
+        };
+    let own = vouching(&fresh);
+    let own_any = vouching(&recent);
+    let says_healthy = |own: &BTreeMap<MemberId, (&str, bool)>, m: &Member, node: Option<&str>| {
+        own.get(&m.id)
+            .is_some_and(|(host, ok)| *ok && node == Some(*host))
+    };
     let members = chosen
         .members
         .iter()
         .map(|m| {
             let node = node_of(m, nodes).map(|n| n.name.clone());
-            let healthy = own
-                .get(&m.id)
-                .is_some_and(|(host, ok)| *ok && node.as_deref() == Some(*host));
             MappedMember {
                 member: m.clone(),
+                healthy: says_healthy(&own, m, node.as_deref()),
+                vouched: says_healthy(&own_any, m, node.as_deref()),
                 node,
-                healthy,
             }
         })
         .collect();
@@ -418,6 +434,29 @@ mod tests {
         assert_eq!(p.voters_after(None), (3, 2));
         // Ready again, its view counts (and here disagrees).
         assert_eq!(picture(100, trust(), &nodes(), &views).disagreeing, ["n3"]);
+    }
+
+    #[test]
+    fn a_server_whose_node_reads_not_ready_still_vouches_for_its_member_until_its_view_ages_out() {
+        // `Ready` is anyone's with `nodes/status` to write: it makes the
+        // member count unhealthy, never unvouched.
+        let mut ns = nodes();
+        ns[2].ready = false;
+        let p = picture(100, trust(), &ns, &all_report(95));
+        let m = p.of_node("n3").unwrap();
+        assert!(!m.healthy && m.vouched);
+        // A host that really went down stops reporting: its view ages out.
+        let mut views = all_report(95);
+        views[2].1.read_at = 100 - trust().max_age - 1;
+        let p = picture(100, trust(), &ns, &views);
+        let m = p.of_node("n3").unwrap();
+        assert!(!m.healthy && !m.vouched);
+        // A view claiming another member's id vouches for nothing.
+        let mut views = all_report(95);
+        views[2].1.member = MemberId(1);
+        let p = picture(100, trust(), &ns, &views);
+        assert!(!p.of_node("n1").unwrap().vouched || views[0].0 == "n1");
+        assert!(!p.of_node("n3").unwrap().vouched);
     }
 
     #[test]

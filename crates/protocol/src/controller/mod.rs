@@ -50,6 +50,7 @@ mod class;
 pub mod drain;
 mod effects;
 mod etcd_gates;
+mod evidence;
 mod gates;
 mod health;
 mod life;
@@ -82,6 +83,7 @@ pub use effects::{
     Writer, lease_after, lease_asked_to_stop, lease_paused, node_after, write_may_go,
 };
 pub use etcd_gates::{gate_etcd_views_agree, gate_no_etcd_alarm, gate_no_ghost_member};
+pub use evidence::{Sightings, weigh_evidence};
 pub use gates::{
     Count, Gate, GateName, Outgoing, all_pass, failures, gate_incoming_agent,
     gate_incoming_eligible, gate_incoming_ready, gate_incoming_voter, gate_known_protocol,

@@ -157,11 +157,11 @@ fn leave_steps(v: &FleetView, out: &str) -> Vec<Step> {
     let leave = vec![Event::Leaves {
         healthy: out_healthy,
     }];
-    if v.node(out).is_some_and(|o| !o.ready) {
+    if v.down(out) {
         return vec![
             (
                 format!(
-                    "cordon {out}; it is NotReady, so it is not asked to step down (timeout {} s)",
+                    "cordon {out}; it is down, so it is not asked to step down (timeout {} s)",
                     t.step_down
                 ),
                 vec![],

@@ -73,13 +73,26 @@ impl VoterCount {
 /// counted against the configured number when working out missing voters,
 /// since it is there in addition to them while the swap runs.
 pub fn count_voters(v: &FleetView, incoming: Option<&str>) -> VoterCount {
-    let seen = v.nodes.iter().filter(|n| is_voting(n)).count();
-    let healthy = v.nodes.iter().filter(|n| is_healthy_voter(n)).count();
-    let seen_not_incoming = v
+    let mut seen = v.nodes.iter().filter(|n| is_voting(n)).count();
+    let mut healthy = v.nodes.iter().filter(|n| is_healthy_voter(n)).count();
+    let mut seen_not_incoming = v
         .nodes
         .iter()
         .filter(|n| is_voting(n) && Some(n.name.as_str()) != incoming)
         .count();
+    // The smaller of the Nodes' count and etcd's: a Node's voter label
+    // and condition are written by others too, a member only by etcd.
+    let p = v.etcd();
+    if p.known() {
+        let (members, _) = p.voters_after(None);
+        let incoming_votes = incoming
+            .and_then(|i| p.of_node(i))
+            .is_some_and(|m| !m.member.learner);
+        seen = seen.min(members);
+        healthy = healthy.min(seen);
+        seen_not_incoming =
+            seen_not_incoming.min(members.saturating_sub(usize::from(incoming_votes)));
+    }
     VoterCount {
         seen,
         missing: v.settings.voters.saturating_sub(seen_not_incoming),

@@ -167,6 +167,22 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
             why: t.why,
         };
     }
+    // The voter Nodes are counted and chosen from below: with Nodes that
+    // claim more voters than etcd has (a label and a condition others can
+    // write), a shrink would remove real members toward a count that is
+    // not there, and a fake voter "replaced" would swap a real one's
+    // place. No move until the two agree (`voters-are-members` refuses
+    // every swap meanwhile, and `status` names the Nodes).
+    let without = super::etcd_gates::voters_without_member(v, &v.etcd());
+    if !without.is_empty() {
+        return idle(
+            format!(
+                "no move while voter Node(s) have no voting member in etcd: {}",
+                without.join(", ")
+            ),
+            None,
+        );
+    }
     let sorted = v.sorted();
     let mut wanted: Vec<(&NodeFacts, String)> = Vec::new();
     let mut waiting: Vec<String> = Vec::new();
@@ -178,7 +194,14 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
     };
     for n in sorted.iter().filter(|n| classify(n) == Class::Voter) {
         if !n.ready {
-            let since = n.ready_since.unwrap_or(i64::MIN);
+            // Down only on evidence no add-on can forge: a NotReady another
+            // principal wrote (or a node Lease it aged) replaces nothing.
+            if let Err(why) = v.down_evidence(&n.name) {
+                waiting.push(format!("{why}: not replaced"));
+                continue;
+            }
+            // No known time: counted from now, never from the past.
+            let since = n.ready_since.unwrap_or(v.now);
             let g = grace_for(n, &v.settings, since);
             if v.now >= g.deadline {
                 let over = g.deadline.saturating_sub(since);

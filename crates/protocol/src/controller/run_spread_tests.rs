@@ -56,9 +56,8 @@ fn run_spreads_only_inside_its_window() {
 #[test]
 fn run_does_not_spread_while_a_voter_is_down_within_its_grace() {
     let mut v = zoned(&[("n1", "a"), ("n2", "a"), ("n3", "a"), ("n4", "b")]);
-    let n2 = node_mut(&mut v, "n2");
-    n2.ready = false;
-    n2.ready_since = Some(NOW - 10);
+    take_down(&mut v, "n2");
+    node_mut(&mut v, "n2").ready_since = Some(NOW - 10);
     let RunDecision::Idle { why, .. } = run_decision(&v) else {
         panic!("{:?}", run_decision(&v))
     };
@@ -71,9 +70,8 @@ fn run_replacing_a_down_voter_promotes_the_standby_of_the_zone_it_leaves_empty()
     let mut n6 = agent("n6", true);
     n6.zone = Some("c".into());
     v.nodes.push(n6);
-    let n3 = node_mut(&mut v, "n3");
-    n3.ready = false;
-    n3.ready_since = Some(NOW - 301);
+    take_down(&mut v, "n3");
+    node_mut(&mut v, "n3").ready_since = Some(NOW - 301);
     let RunDecision::Swap { out, incoming, .. } = run_decision(&v) else {
         panic!("{:?}", run_decision(&v))
     };
@@ -129,6 +127,7 @@ fn run_shrinks_toward_the_configured_count_two_voters_at_a_time_from_an_odd_coun
     let mut v = counted(3);
     *node_mut(&mut v, "n4") = voter("n4", 4);
     *node_mut(&mut v, "n6") = voter("n6", 6);
+    refresh_etcd_views(&mut v, |_| true);
     let (out, incoming, queued, _) = resize(run_decision(&v));
     assert!(incoming.is_none() && out.is_some(), "{out:?} {incoming:?}");
     assert_eq!(queued.len(), 1, "5 -> 4 alone would leave an even count");
@@ -146,6 +145,7 @@ fn run_grows_only_inside_its_window_but_finishes_an_even_count_at_once() {
     assert!(until.is_some());
     // Four voters: the middle of a pair, finished whatever the window.
     *node_mut(&mut v, "n4") = voter("n4", 4);
+    refresh_etcd_views(&mut v, |_| true);
     let (_, incoming, queued, _) = resize(run_decision(&v));
     assert_eq!((incoming.as_deref(), queued.len()), (Some("n6"), 0));
 }

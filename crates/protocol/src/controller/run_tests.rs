@@ -13,9 +13,8 @@ use jiff::tz::TimeZone;
 #[test]
 fn run_replaces_a_voter_not_ready_past_the_grace_period() {
     let mut v = fleet();
-    let n2 = node_mut(&mut v, "n2");
-    n2.ready = false;
-    n2.ready_since = Some(NOW - 100);
+    take_down(&mut v, "n2");
+    node_mut(&mut v, "n2").ready_since = Some(NOW - 100);
     assert!(matches!(run_decision(&v), RunDecision::Idle { .. }));
     node_mut(&mut v, "n2").ready_since = Some(NOW - 301);
     assert_eq!(
@@ -130,19 +129,40 @@ fn run_at_rest_says_when_the_voters_seen_differ_from_the_configured_count() {
 }
 
 #[test]
-fn a_voter_not_ready_since_no_known_time_counts_as_past_the_grace() {
+fn a_voter_not_ready_since_no_known_time_is_counted_from_now_and_not_replaced_at_once() {
+    let mut v = fleet();
+    take_down(&mut v, "n2");
+    node_mut(&mut v, "n2").ready_since = None;
+    let RunDecision::Idle { until, .. } = run_decision(&v) else {
+        panic!("{:?}", run_decision(&v))
+    };
+    assert_eq!(until, Some(NOW + v.settings.grace_period));
+}
+
+#[test]
+fn a_voter_whose_node_alone_reads_not_ready_is_never_replaced_however_long() {
     let mut v = fleet();
     let n2 = node_mut(&mut v, "n2");
     n2.ready = false;
-    n2.ready_since = None;
-    assert!(matches!(run_decision(&v), RunDecision::Swap { .. }));
+    n2.ready_since = Some(i64::MIN);
+    let RunDecision::Idle { why, until } = run_decision(&v) else {
+        panic!("{:?}", run_decision(&v))
+    };
+    assert!(why.contains("renewed its node Lease"), "{why}");
+    assert_eq!(until, None);
+    // Its node Lease aged by a Lease writer: its own view of etcd still vouches.
+    node_mut(&mut v, "n2").lease_renewed_at = None;
+    let RunDecision::Idle { why, .. } = run_decision(&v) else {
+        panic!("{:?}", run_decision(&v))
+    };
+    assert!(why.contains("its member is healthy"), "{why}");
 }
 
 // === A fleet's ordinary life ===
 
 fn down<'a>(v: &'a mut FleetView, name: &str, since: i64) -> &'a mut NodeFacts {
+    take_down(v, name);
     let n = node_mut(v, name);
-    n.ready = false;
     n.ready_since = Some(since);
     n
 }

@@ -164,7 +164,7 @@ fn a_shrink_of_a_down_voter_removes_its_member_without_a_step_down_and_warns() {
     for n in ["n4", "n5"] {
         *node_mut(&mut v, n) = voter(n, if n == "n4" { 4 } else { 5 });
     }
-    node_mut(&mut v, "n1").ready = false;
+    take_down(&mut v, "n1");
     let mut w = World::new(with_etcd_views(v), quiet());
     let end = w.run(&mut change("n1", "", &["n2"], "swap-1"), 300);
     let Action::ReleaseLease {

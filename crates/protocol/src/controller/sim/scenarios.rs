@@ -161,7 +161,7 @@ fn a_failed_step_down_stops_with_the_lease_released_and_a_resume_finishes_it() {
 #[test]
 fn a_down_voter_is_replaced_without_a_step_down_and_told_it_comes_home_by_itself() {
     let mut v = fleet();
-    node_mut(&mut v, "n1").ready = false;
+    take_down(&mut v, "n1");
     let mut w = World::new(
         v,
         Faults {
@@ -295,8 +295,7 @@ fn the_dry_run_shows_each_steps_lowest_tolerance_with_the_step_down_restart_as_t
     // tolerance rises once it has left (the removal's lowest moment is
     // before).
     let mut v = fleet();
-    let n1 = node_mut(&mut v, "n1");
-    n1.ready = false;
+    take_down(&mut v, "n1");
     let p = plan(&v, "n1", "n4");
     let fails: Vec<Option<usize>> = p.steps.iter().map(|s| s.tolerance.may_fail).collect();
     assert_eq!(

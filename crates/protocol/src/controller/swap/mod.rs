@@ -196,7 +196,7 @@ fn drive_swap(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
     if incoming_promoted {
         return before_step_down(v, l, rec);
     }
-    let outgoing_down = o.is_some_and(|o| !o.ready);
+    let outgoing_down = v.down(rec.out_name());
     if let Some(i) = i
         && i.marks.step_kind() == Some(StepKind::Promote)
     {

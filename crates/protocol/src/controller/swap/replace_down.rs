@@ -3,13 +3,14 @@
 
 use super::{
     guard::{guarded, refused, shut},
-    promote::{Order, promote_request, promote_wait},
+    promote::{Order, before_promote, promote_request, promote_wait},
     step::{enter, outgoing, overdue, resume_hint, stop, wait},
 };
 use crate::controller::{
     Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, SwapStep, Write,
     gates::down_removal_gates,
 };
+use crate::validate::StepKind;
 
 /// Replacing a down voter. etcd (with k3s's strict reconfiguration check)
 /// adds no member, not even a learner, while a voter is unreachable, so the
@@ -28,6 +29,20 @@ pub(super) fn replace_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Act
     if let Some(o) = v.node(out)
         && !o.member_gone()
     {
+        // Re-confirmed right before every write of this path: a voter that
+        // is not down by etcd's own evidence (it never was, and only its
+        // Node said so; or it came back) goes the ordinary way, promotion
+        // first. The cordon stays; the step-down needs it anyway. With no
+        // view of etcd known nothing is confirmed either way: the removal's
+        // gates (`etcd-views-agree`) hold it.
+        if !o.k3s.remove_requested() && v.etcd().known() && !v.down(out) {
+            return match i {
+                Some(i) if i.marks.step_kind() == Some(StepKind::Promote) => {
+                    promote_wait(v, l, rec, i, Order::BeforeRemoval)
+                }
+                _ => before_promote(v, l, rec),
+            };
+        }
         if let Some(a) = enter(v, l, SwapStep::Removal) {
             return a;
         }

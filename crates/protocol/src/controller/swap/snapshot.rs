@@ -32,7 +32,7 @@ pub(super) fn snapshot(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action 
             if rec.incoming.is_none() {
                 return before_step_down(v, l, rec);
             }
-            if v.node(rec.out_name()).is_some_and(|o| !o.ready) {
+            if v.down(rec.out_name()) {
                 return replace_down(v, l, rec);
             }
             return before_promote(v, l, rec);

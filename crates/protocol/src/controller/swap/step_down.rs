@@ -90,9 +90,11 @@ fn step_down_write(v: &FleetView, l: &LeaseFacts, rec: &Recorded, step: SwapStep
     if !o.cordoned {
         return Action::Cordon { node: out_node };
     }
-    if !o.ready {
+    if v.down(out) {
         // A down voter cannot step down; removing its member cannot cost
         // quorum (it counts as down already) and the gates just said so.
+        // Down by evidence ([`FleetView::down_evidence`]): a voter that only
+        // reads NotReady is asked to step down, and refuses if it cannot.
         return Action::RemoveMember { node: out_node };
     }
     if let Some(a) = drain(v, l, rec) {

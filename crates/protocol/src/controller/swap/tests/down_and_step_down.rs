@@ -29,9 +29,8 @@ fn a_host_whose_report_turns_to_an_unknown_protocol_version_mid_swap_is_not_cord
 #[test]
 fn a_down_outgoing_voter_is_removed_without_a_step_down() {
     let mut v = ours(after_promotion(), Some(SwapStep::StepDown));
-    let n1 = node_mut(&mut v, "n1");
-    n1.ready = false;
-    n1.cordoned = true;
+    take_down(&mut v, "n1");
+    node_mut(&mut v, "n1").cordoned = true;
     assert_eq!(
         next_action(&v, &taken()),
         Action::RemoveMember { node: name("n1") }
@@ -49,7 +48,7 @@ pub(super) fn snapshot_done_with_the_outgoing_voter_down(step: SwapStep) -> Flee
         Phase::Done,
         Some(Detail::Snapshot),
     ));
-    node_mut(&mut v, "n1").ready = false;
+    take_down(&mut v, "n1");
     v
 }
 
@@ -153,7 +152,7 @@ fn a_promotion_failing_after_the_down_voter_was_removed_stops_rather_than_winds_
 fn a_down_outgoing_voter_is_not_removed_when_that_would_cost_quorum() {
     let mut v = snapshot_done_with_the_outgoing_voter_down(SwapStep::Removal);
     // n2 is down too: 3 members, 1 healthy; removing n1 leaves 1 of 2.
-    node_mut(&mut v, "n2").ready = false;
+    take_down(&mut v, "n2");
     let Action::BeginStop { note } = next_action(&v, &taken()) else {
         panic!()
     };
@@ -190,7 +189,7 @@ fn a_down_outgoing_voter_is_not_removed_when_that_would_cost_quorum() {
 #[test]
 fn the_step_down_waits_for_the_gates_and_stops_when_they_stay_shut() {
     let mut v = ours(after_promotion(), Some(SwapStep::StepDown));
-    node_mut(&mut v, "n2").ready = false;
+    take_down(&mut v, "n2");
     assert!(matches!(
         next_action(&v, &taken()),
         Action::Wait {
@@ -274,8 +273,8 @@ fn a_failed_step_down_stops_the_swap_and_says_how_to_resume() {
 fn the_removal_is_not_asked_while_it_would_cost_quorum() {
     let mut v = stepping_down(Some(Detail::EtcdOnly), Phase::Done);
     v.lease.as_mut().unwrap().step = Some("removal".into());
-    node_mut(&mut v, "n2").ready = false;
-    node_mut(&mut v, "n3").ready = false;
+    take_down(&mut v, "n2");
+    take_down(&mut v, "n3");
     let a = next_action(&v, &taken());
     assert!(
         matches!(
@@ -534,4 +533,46 @@ fn a_wait_for_a_host_goes_on_while_paused() {
             ..
         }
     ));
+}
+
+#[test]
+fn a_voter_that_only_reads_not_ready_is_never_removed_first_and_goes_back_to_the_ordinary_order() {
+    // Cordoned on the down path, then re-confirmed right before its
+    // removal: its node Lease is fresh and its own view vouches for it.
+    let mut v = snapshot_done_with_the_outgoing_voter_down(SwapStep::Removal);
+    node_mut(&mut v, "n1").cordoned = true;
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::RemoveMember { node: name("n1") }
+    );
+    let mut forged = ours(fleet(), Some(SwapStep::Removal));
+    forged.nodes = v.nodes.clone();
+    let n1 = node_mut(&mut forged, "n1");
+    n1.lease_renewed_at = Some(NOW);
+    n1.ready = true;
+    refresh_etcd_views(&mut forged, |n| n.name == "n1");
+    node_mut(&mut forged, "n1").ready = false;
+    let a = next_action(&forged, &taken());
+    assert_eq!(
+        a,
+        Action::MarkStep {
+            step: SwapStep::Promote
+        }
+    );
+    // Its node Lease aged too (a Lease writer): its own view still vouches.
+    node_mut(&mut forged, "n1").lease_renewed_at = None;
+    assert_eq!(next_action(&forged, &taken()), a);
+    // The incoming host asked already: its promotion is waited for, as
+    // in the ordinary order.
+    let n4 = node_mut(&mut forged, "n4");
+    n4.marks.swap = Some("swap-1".into());
+    n4.marks.step = Some("promote".into());
+    assert!(
+        !matches!(
+            next_action(&forged, &taken()),
+            Action::RemoveMember { .. } | Action::Cordon { .. }
+        ),
+        "{:?}",
+        next_action(&forged, &taken())
+    );
 }

@@ -133,7 +133,7 @@ fn a_snapshot_that_is_never_reported_times_out() {
 #[test]
 fn the_promotion_joins_a_healthy_voter_that_is_not_the_outgoing_one() {
     let mut v = fleet();
-    node_mut(&mut v, "n2").ready = false;
+    take_down(&mut v, "n2");
     // n2 down: preflight would refuse; join_voter alone still skips it.
     assert_eq!(join_voter(&v, "n1").unwrap().as_str(), "n3");
     assert_eq!(join_voter(&fleet(), "n2").unwrap().as_str(), "n1");
@@ -143,7 +143,7 @@ fn the_promotion_joins_a_healthy_voter_that_is_not_the_outgoing_one() {
 fn a_gate_shut_right_before_the_promotion_winds_the_swap_down_as_refused() {
     let mut v = ours(after_promotion(), Some(SwapStep::Promote));
     *node_mut(&mut v, "n4") = agent("n4", true);
-    node_mut(&mut v, "n3").ready = false;
+    take_down(&mut v, "n3");
     let Action::BeginStop { note } = next_action(&v, &taken()) else {
         panic!()
     };
@@ -202,9 +202,7 @@ fn a_rollback_of_an_incoming_host_that_votes_in_etcd_stops_when_stopping_it_woul
     v.lease.as_mut().unwrap().stopping = Some(serde_json::to_string(&note).unwrap());
     // With every other voter healthy, stopping n4 leaves 3 of 4: rolled back.
     assert!(matches!(next_action(&v, &taken()), Action::Rollback { .. }));
-    let n2 = node_mut(&mut v, "n2");
-    n2.ready = false;
-    n2.ready_since = Some(NOW - 30);
+    take_down(&mut v, "n2");
     let a = next_action(&v, &taken());
     let Action::Stop {
         step, reason, left, ..
@@ -546,7 +544,7 @@ fn a_pod_whose_name_could_not_address_it_is_never_evicted_but_keeps_the_drain_op
 #[test]
 fn the_gates_are_checked_during_the_drain_and_a_pause_halts_it() {
     let mut v = cordoned_with_pods(SwapStep::Drain, vec![pod_on_out("job-1")]);
-    node_mut(&mut v, "n2").ready = false;
+    take_down(&mut v, "n2");
     let Action::Wait {
         step: SwapStep::Drain,
         reason: Awaiting::Gates { .. },
@@ -568,7 +566,7 @@ fn the_gates_are_checked_during_the_drain_and_a_pause_halts_it() {
 #[test]
 fn a_down_outgoing_voter_is_not_drained() {
     let mut v = cordoned_with_pods(SwapStep::StepDown, vec![pod_on_out("job-1")]);
-    node_mut(&mut v, "n1").ready = false;
+    take_down(&mut v, "n1");
     assert_eq!(
         next_action(&v, &taken()),
         Action::RemoveMember { node: name("n1") }
