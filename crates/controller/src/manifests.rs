@@ -26,6 +26,11 @@ use crate::config::Settings;
 /// `deploy/kubernetes/` runs it.
 pub const CONTROLLER_NAMESPACE: &str = "platform";
 
+/// The group whose members may change what only the controller writes
+/// (the regrade Lease, the marks on the Nodes), for recovery by hand:
+/// k3s's admin kubeconfig (`/etc/rancher/k3s/k3s.yaml`) is in it.
+pub const ADMIN_GROUP: &str = "system:masters";
+
 const ACTUATORS: &str = include_str!("manifests/actuators.yaml");
 const CONTROLLER: &str = include_str!("manifests/controller.yaml");
 
@@ -127,6 +132,16 @@ pub fn controller(settings: &Settings) -> String {
             namespaces.push(n);
         }
     }
+    // The marks the controller alone writes (the maintenance annotation is
+    // every `patch nodes` holder's, by design).
+    let marks = [
+        names.desired_role(),
+        names.role_swap(),
+        names.role_step(),
+        names.role_join_node(),
+        names.snapshot_request(),
+        names.protocol(),
+    ];
     let namespaces: String = namespaces
         .iter()
         .map(|n| format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {n}\n---\n"))
@@ -144,6 +159,16 @@ pub fn controller(settings: &Settings) -> String {
             ("report_configmap", REPORT_CONFIGMAP.into()),
             ("hosts_namespace", names.hosts_namespace.clone()),
             ("event_namespace", crate::act::EVENT_NAMESPACE.into()),
+            ("admin_group", ADMIN_GROUP.into()),
+            ("marks", marks.join(", ")),
+            (
+                "marks_cel",
+                marks
+                    .iter()
+                    .map(|k| format!("'{k}'"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
             (
                 "node_lease_namespace",
                 crate::observe::NODE_LEASE_NAMESPACE.into(),

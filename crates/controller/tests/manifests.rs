@@ -458,3 +458,168 @@ async fn the_controllers_credential_reads_the_hosts_objects_and_no_other_config_
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// A merge patch of `node`'s metadata (labels or annotations) by `client`.
+async fn patch_meta(client: &kube::Client, node: &str, meta: serde_json::Value) -> u16 {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    code(
+        nodes
+            .patch(
+                node,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "metadata": meta })),
+            )
+            .await,
+    )
+}
+
+#[tokio::test]
+async fn only_the_controller_and_administrators_write_the_regrade_lease_the_marks_and_k3s_removal_ask()
+ {
+    let plane = ControlPlane::start().await.expect("a control plane starts");
+    for f in ["deploy/rbac/controller.yaml", "deploy/rbac/actuator.yaml"] {
+        plane
+            .apply_yaml_file(&workspace().join(f))
+            .await
+            .unwrap_or_else(|e| panic!("{f} applies: {e}"));
+    }
+    let names = protocol::Names::default();
+    // Principals as common add-ons hold them: Kubernetes' own
+    // node-problem-detector role (nodes/status), and a `patch nodes` and
+    // Lease writer as k3s's cloud controller or a CNI agent is.
+    plane
+        .apply_yaml(
+            "apiVersion: v1\nkind: Node\nmetadata: {name: server-2}\n---\n\
+             apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: npd, namespace: kube-system}\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: npd}\n\
+             roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: 'system:node-problem-detector'}\n\
+             subjects: [{kind: ServiceAccount, name: npd, namespace: kube-system}]\n---\n\
+             apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: patcher, namespace: kube-system}\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: patcher}\n\
+             rules: [{apiGroups: [''], resources: [nodes], verbs: [get, patch, update]},\
+             {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get, update, patch]}]\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: patcher}\n\
+             roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: patcher}\n\
+             subjects: [{kind: ServiceAccount, name: patcher, namespace: kube-system}]\n",
+        )
+        .await
+        .unwrap();
+    let client = |ns: &'static str, sa: &'static str| {
+        let plane = &plane;
+        async move {
+            let t = plane.service_account_token(ns, sa).await.unwrap();
+            plane.client_for_token(&t).unwrap()
+        }
+    };
+    let patcher = client("kube-system", "patcher").await;
+    let npd = client("kube-system", "npd").await;
+    let controller = client("platform", "fleet-role").await;
+    let admin = plane.admin_client().unwrap();
+    let step =
+        json!({ "annotations": { names.role_step(): "promote", names.role_swap(): "swap-x" } });
+    // The policy is loaded a moment after it is created: wait for it.
+    let started = clock::Clock::system().now();
+    while patch_meta(&patcher, "server-2", step.clone()).await != 403 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the policy never came into force"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let leases: Api<Lease> = Api::namespaced(patcher.clone(), "kube-system");
+    let lease_patch = Patch::Merge(json!({ "spec": { "holderIdentity": "intruder" } }));
+    let rows: Vec<(&str, u16, u16)> = vec![
+        (
+            "a patch-nodes holder plants a step of a swap",
+            403,
+            patch_meta(&patcher, "server-2", step.clone()).await,
+        ),
+        (
+            "it sets the desired-role label",
+            403,
+            patch_meta(&patcher, "server-2", json!({ "labels": { names.desired_role(): "server" } }))
+                .await,
+        ),
+        (
+            "it asks k3s to remove the member",
+            403,
+            patch_meta(&patcher, "server-2", json!({ "annotations": { "etcd.k3s.cattle.io/remove": "true" } }))
+                .await,
+        ),
+        (
+            "it takes the regrade Lease",
+            403,
+            code(leases.patch(&names.lease_name, &PatchParams::default(), &lease_patch).await),
+        ),
+        (
+            "it marks planned maintenance (it only lengthens a grace)",
+            200,
+            patch_meta(&patcher, "server-2", json!({ "annotations": { names.maintenance(): "2026-12-05T00:00:00Z" } }))
+                .await,
+        ),
+        (
+            "it writes an annotation of its own",
+            200,
+            patch_meta(&patcher, "server-2", json!({ "annotations": { "example.com/x": "1" } })).await,
+        ),
+        (
+            "node-problem-detector's role writes Ready (the core judges it, see evidence.rs)",
+            200,
+            code(
+                Api::<k8s_openapi::api::core::v1::Node>::all(npd.clone())
+                    .patch_status(
+                        "server-2",
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Forged", "lastTransitionTime": "2020-01-01T00:00:00Z", "lastHeartbeatTime": "2020-01-01T00:00:00Z"}]}})),
+                    )
+                    .await,
+            ),
+        ),
+        (
+            "node-problem-detector's role plants a step",
+            403,
+            patch_meta(&npd, "server-2", step.clone()).await,
+        ),
+        (
+            "the controller writes its marks",
+            200,
+            patch_meta(&controller, "server-2", step.clone()).await,
+        ),
+        (
+            "the controller asks k3s to remove the member",
+            200,
+            patch_meta(&controller, "server-2", json!({ "annotations": { "etcd.k3s.cattle.io/remove": "true" } }))
+                .await,
+        ),
+        (
+            "k3s (or anyone) drops the removal ask",
+            200,
+            patch_meta(&patcher, "server-2", json!({ "annotations": { "etcd.k3s.cattle.io/remove": null } }))
+                .await,
+        ),
+        (
+            "an administrator clears the marks by hand",
+            200,
+            patch_meta(&admin, "server-2", json!({ "annotations": { names.role_step(): null, names.role_swap(): null } }))
+                .await,
+        ),
+        (
+            "the controller renews the regrade Lease",
+            200,
+            code(
+                Api::<Lease>::namespaced(controller.clone(), "kube-system")
+                    .patch(&names.lease_name, &PatchParams::default(), &lease_patch)
+                    .await,
+            ),
+        ),
+    ];
+    let wrong: Vec<String> = rows
+        .iter()
+        .filter(|(_, want, got)| want != got)
+        .map(|(what, want, got)| format!("{what}: expected {want}, got {got}"))
+        .collect();
+    for (what, want, got) in &rows {
+        println!("{what:<80} {want} {got}");
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}

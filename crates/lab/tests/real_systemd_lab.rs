@@ -775,7 +775,7 @@ async fn fleet_role_run_on_real_systemd_holds_a_voter_in_maintenance_and_outside
         .map(|h| format!("\"{}\"", url(h)))
         .collect();
         format!(
-            "grace_period_secs = 5\nmaintenance_grace_secs = 3600\nheartbeat_grace_secs = 10\nsettle_secs = 5\nstandby_min_healthy_secs = 5\npoll_millis = 500\napi_servers = [{}]\n{}",
+            "grace_period_secs = 5\nmaintenance_grace_secs = 3600\nheartbeat_grace_secs = 10\nactuator_heartbeat_max_age_secs = 30\nsettle_secs = 5\nstandby_min_healthy_secs = 5\npoll_millis = 500\napi_servers = [{}]\n{}",
             servers.join(", "),
             if window {
                 format!(

@@ -155,6 +155,8 @@ skew_margin_secs = 2
 poll_millis = 200
 grace_period_secs = 3
 settle_secs = 2
+heartbeat_grace_secs = 6
+actuator_heartbeat_max_age_secs = 20
 leader_lease_duration_secs = 6
 
 [timeouts]

@@ -203,10 +203,20 @@ pub fn gate_no_other_swap(v: &FleetView, out: &str, incoming: &str) -> Gate {
             );
         }
     }
+    // Only marks of the swap the Lease records count: any kubelet can
+    // annotate its own Node, and a step mark nobody asked for would
+    // otherwise stop every swap. (Hosts act on a mark only when the
+    // Lease asks the same, so a stray one moves nothing either.)
+    let recorded = v
+        .lease
+        .as_ref()
+        .and_then(|l| l.recorded_swap())
+        .map(|r| r.id.to_string());
     let others: Vec<String> = v
         .sorted()
         .into_iter()
         .filter(|n| n.name != out && n.name != incoming && n.marks.step.is_some())
+        .filter(|n| recorded.is_some() && n.marks.swap == recorded)
         .map(|n| {
             format!(
                 "{} carries step {} of swap {}",

@@ -296,13 +296,42 @@ fn a_swap_is_refused_while_another_swap_is_left_unfinished() {
 }
 
 #[test]
-fn a_swap_is_refused_while_a_node_carries_a_step_of_another_swap() {
+fn a_step_mark_of_no_swap_the_lease_records_blocks_no_swap() {
+    // Any kubelet can annotate its own Node: a mark nobody asked for.
     let mut v = fleet();
-    let n3 = node_mut(&mut v, "n3");
-    n3.marks.step = Some("step-down".into());
-    n3.marks.swap = Some("swap-0".into());
-    let a = next_action(&v, &request("n1", "n4"));
-    assert_eq!(refused_by(&a), vec![GateName::NoOtherSwap]);
+    for (n, swap) in [("n3", Some("swap-0")), ("n5", None)] {
+        let n = node_mut(&mut v, n);
+        n.marks.step = Some("step-down".into());
+        n.marks.swap = swap.map(Into::into);
+    }
+    assert!(gate_no_other_swap(&v, "n1", "n4").passed);
+    assert!(matches!(
+        next_action(&v, &request("n1", "n4")),
+        Action::TakeLease { .. }
+    ));
+}
+
+#[test]
+fn the_recorded_swap_is_taken_up_again_whatever_step_marks_others_left() {
+    // Swap swap-1 (n1 out, n4 in) stopped; a kubelet marks its own Node.
+    let mut v = fleet();
+    let mut l = lease_held_by("fleet-role", "ctl-gone", "swap-1", "n1", "n4");
+    l.renew_time = Some(NOW - 600);
+    l.stopped = Some("failed".into());
+    v.lease = Some(l);
+    let n5 = node_mut(&mut v, "n5");
+    n5.marks.step = Some("promote".into());
+    n5.marks.swap = Some("swap-1".into());
+    assert!(matches!(
+        next_action(&v, &request("n1", "n4")),
+        Action::TakeLease {
+            start: Start::Stopped,
+            ..
+        }
+    ));
+    // Another swap stays refused while that one is unfinished.
+    let a = next_action(&v, &request("n2", "n5"));
+    assert!(refused_by(&a).contains(&GateName::NoOtherSwap), "{a:?}");
 }
 
 #[test]

@@ -30,7 +30,7 @@ use self::{
 };
 use super::{
     Action, Change, FleetView, LeaseFacts, Recorded, Start, SwapState, SwapStep, all_pass,
-    gate_no_other_swap, gate_not_paused, grow_gates, half_name, one_line, preflight, shrink_gates,
+    gate_not_paused, grow_gates, one_line, preflight, shrink_gates,
 };
 use crate::validate::{NodeName, StepKind};
 
@@ -90,7 +90,6 @@ pub(super) fn renew_due(v: &FleetView, l: &LeaseFacts) -> bool {
 }
 
 pub(super) fn start(v: &FleetView, s: &SwapState) -> Action {
-    let (out, inc) = (half_name(s.out.as_ref()), half_name(s.incoming.as_ref()));
     if let Some(l) = &v.lease
         && let Some(rec) = l.recorded_swap()
         && rec.out == s.out
@@ -106,7 +105,11 @@ pub(super) fn start(v: &FleetView, s: &SwapState) -> Action {
                 ),
             };
         }
-        let gates = vec![gate_not_paused(v), gate_no_other_swap(v, out, inc)];
+        // The Lease's own swap, re-taken (a failover, a restart, an abort):
+        // `no-other-swap` is about other swaps, and marks another principal
+        // left on some Node must not keep the recorded one from finishing
+        // or winding down.
+        let gates = vec![gate_not_paused(v)];
         if !all_pass(&gates) {
             return Action::Refuse { gates };
         }
