@@ -6,9 +6,10 @@
 //! fleet (docs/controller.md has the figures).
 //!
 //! A copy of the report is kept on the host ([`host::HostPaths::report`]),
-//! written atomically before each write to the API. At start the newer of
-//! the two (the higher [`Report::seq`]) is the watcher's memory, so a
-//! report lost on its way to the API never makes a settled step run again;
+//! written atomically before each write to the API. At start the host's
+//! copy is the watcher's memory, numbered past the API's
+//! ([`Report::remembered`]: what the API holds never grants a resume), so
+//! a report lost on its way to the API never makes a settled step run again;
 //! a copy that does not parse stops the actuator rather than be taken as
 //! no history.
 //!
@@ -189,9 +190,10 @@ impl Published {
             })
     }
 
-    /// The report at start: the newer of the host's copy and the API's, and
-    /// whether the API's copy is behind it (it must then be sent). A host
-    /// copy behind the API's is brought up to it here.
+    /// The report at start: the host's own copy, numbered past the API's
+    /// ([`Report::remembered`]: the API's copy never grants a resume), and
+    /// whether the API's copy differs from it (it must then be sent). The
+    /// host's copy is brought up to it here.
     pub async fn load(
         &mut self,
         client: &Client,
@@ -201,7 +203,7 @@ impl Published {
     ) -> Result<(Option<Report>, bool), LoadError> {
         let local = read_local(paths)?;
         let remote = self.read(client, names, node).await?;
-        let newer = Report::newer(local.clone(), remote.clone());
+        let newer = Report::remembered(local.clone(), remote.clone());
         if let Some(r) = newer.as_ref().filter(|_| newer != local)
             && let Err(e) = write_local(paths, r)
         {

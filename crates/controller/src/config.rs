@@ -92,6 +92,12 @@ pub struct FileConfig {
     /// carry the eligibility label (default false: such a voter is
     /// reported, not replaced).
     pub replace_ineligible: Option<bool>,
+    /// The group whose members may write what only the controller and the
+    /// hosts write (the regrade Lease, the marks on Nodes, the hosts'
+    /// reports), for recovery by hand; rendered into the admission
+    /// policies by `fleet-role manifests` (default `system:masters`, the
+    /// group of k3s's admin kubeconfig).
+    pub admin_group: Option<String>,
     /// `run`: where to serve `/metrics`, `/healthz` and `/readyz`
     /// (`HOST:PORT`; default: not served).
     pub metrics_address: Option<String>,
@@ -177,6 +183,8 @@ pub struct Settings {
     pub leader: LeaderSettings,
     /// `run`: replace voters only because they are not eligible.
     pub replace_ineligible: bool,
+    /// The group allowed past the admission policies for recovery by hand.
+    pub admin_group: String,
     /// `run`: the address of the metrics and health endpoints, if any.
     pub metrics_address: Option<std::net::SocketAddr>,
     /// `run`: the API servers it fails over between, in order (empty: the
@@ -368,7 +376,27 @@ impl Settings {
         let metrics_address =
             settings::listen_address("metrics_address", file.metrics_address.as_deref())?;
         let api_servers = api_servers(file.api_servers.as_deref().unwrap_or_default())?;
+        let admin_group = match file.admin_group {
+            None => crate::manifests::ADMIN_GROUP.to_string(),
+            // Rendered inside a CEL string of the admission policies: only
+            // the characters a group name needs, none that could end it.
+            Some(g)
+                if !g.is_empty()
+                    && g.len() <= 253
+                    && g.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || ":._@-".contains(c)) =>
+            {
+                g
+            }
+            Some(_) => {
+                return Err(invalid(
+                    "admin_group",
+                    "must be 1 to 253 characters of letters, digits and : . _ @ -",
+                ));
+            }
+        };
         Ok(Self {
+            admin_group,
             leader,
             api_servers,
             replace_ineligible: file.replace_ineligible.unwrap_or(false),

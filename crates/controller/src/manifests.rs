@@ -26,8 +26,9 @@ use crate::config::Settings;
 /// `deploy/kubernetes/` runs it.
 pub const CONTROLLER_NAMESPACE: &str = "platform";
 
-/// The group whose members may change what only the controller writes
-/// (the regrade Lease, the marks on the Nodes), for recovery by hand:
+/// The default of the setting `admin_group`: the group whose members may
+/// change what only the controller and the hosts write (the regrade Lease,
+/// the marks on the Nodes, the hosts' reports), for recovery by hand.
 /// k3s's admin kubeconfig (`/etc/rancher/k3s/k3s.yaml`) is in it.
 pub const ADMIN_GROUP: &str = "system:masters";
 
@@ -112,6 +113,7 @@ pub fn actuators(settings: &Settings) -> String {
             ("username_prefix", prefix),
             ("report_max_bytes", MAX_REPORT_BYTES.to_string()),
             ("report_max_kib", (MAX_REPORT_BYTES / 1024).to_string()),
+            ("admin_group", settings.admin_group.clone()),
         ],
     )
 }
@@ -159,7 +161,7 @@ pub fn controller(settings: &Settings) -> String {
             ("report_configmap", REPORT_CONFIGMAP.into()),
             ("hosts_namespace", names.hosts_namespace.clone()),
             ("event_namespace", crate::act::EVENT_NAMESPACE.into()),
-            ("admin_group", ADMIN_GROUP.into()),
+            ("admin_group", settings.admin_group.clone()),
             ("marks", marks.join(", ")),
             (
                 "marks_cel",

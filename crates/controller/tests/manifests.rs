@@ -474,7 +474,7 @@ async fn patch_meta(client: &kube::Client, node: &str, meta: serde_json::Value) 
 }
 
 #[tokio::test]
-async fn only_the_controller_and_administrators_write_the_regrade_lease_the_marks_and_k3s_removal_ask()
+async fn only_the_controller_and_administrators_write_the_regrade_lease_the_marks_and_k3s_removal_ask_and_only_hosts_their_reports()
  {
     let plane = ControlPlane::start().await.expect("a control plane starts");
     for f in ["deploy/rbac/controller.yaml", "deploy/rbac/actuator.yaml"] {
@@ -500,7 +500,14 @@ async fn only_the_controller_and_administrators_write_the_regrade_lease_the_mark
              {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [get, update, patch]}]\n---\n\
              apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: patcher}\n\
              roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: patcher}\n\
-             subjects: [{kind: ServiceAccount, name: patcher, namespace: kube-system}]\n",
+             subjects: [{kind: ServiceAccount, name: patcher, namespace: kube-system}]\n---\n\
+             apiVersion: v1\nkind: ConfigMap\nmetadata: {name: server-2, namespace: fleet-role-hosts}\n---\n\
+             apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: writer, namespace: default}\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: writer, namespace: fleet-role-hosts}\n\
+             rules: [{apiGroups: [''], resources: [configmaps], verbs: [get, create, update, patch]}]\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: writer, namespace: fleet-role-hosts}\n\
+             roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: writer}\n\
+             subjects: [{kind: ServiceAccount, name: writer, namespace: default}]\n",
         )
         .await
         .unwrap();
@@ -512,6 +519,10 @@ async fn only_the_controller_and_administrators_write_the_regrade_lease_the_mark
         }
     };
     let patcher = client("kube-system", "patcher").await;
+    let writer = client("default", "writer").await;
+    let reports = |c: &kube::Client| Api::<ConfigMap>::namespaced(c.clone(), "fleet-role-hosts");
+    // A `started` rollback with a high seq, as the attack plants it.
+    let planted = json!({ "data": { "report": "{\"protocol\":1,\"swap\":\"swap-x\",\"step\":\"rollback\",\"phase\":\"started\",\"seq\":999999}" } });
     let npd = client("kube-system", "npd").await;
     let controller = client("platform", "fleet-role").await;
     let admin = plane.admin_client().unwrap();
@@ -523,6 +534,22 @@ async fn only_the_controller_and_administrators_write_the_regrade_lease_the_mark
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "the policy never came into force"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    while code(
+        reports(&writer)
+            .patch(
+                "server-2",
+                &PatchParams::default().dry_run(),
+                &Patch::Merge(planted.clone()),
+            )
+            .await,
+    ) != 403
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the hosts' writers policy never came into force"
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -572,6 +599,36 @@ async fn only_the_controller_and_administrators_write_the_regrade_lease_the_mark
                         &PatchParams::default(),
                         &Patch::Merge(json!({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Forged", "lastTransitionTime": "2020-01-01T00:00:00Z", "lastHeartbeatTime": "2020-01-01T00:00:00Z"}]}})),
                     )
+                    .await,
+            ),
+        ),
+        (
+            "a ConfigMap writer of the hosts' namespace plants a host's report",
+            403,
+            code(
+                reports(&writer)
+                    .patch("server-2", &PatchParams::default(), &Patch::Merge(planted.clone()))
+                    .await,
+            ),
+        ),
+        (
+            "it makes a report for a Node never enrolled",
+            403,
+            code(
+                reports(&writer)
+                    .create(
+                        &kube::api::PostParams::default(),
+                        &serde_json::from_value(json!({"metadata": {"name": "server-9"}})).unwrap(),
+                    )
+                    .await,
+            ),
+        ),
+        (
+            "an administrator writes a host's report (enroll, recovery)",
+            200,
+            code(
+                reports(&admin)
+                    .patch("server-2", &PatchParams::default(), &Patch::Merge(json!({"data": {}})))
                     .await,
             ),
         ),

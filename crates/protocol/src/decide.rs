@@ -466,7 +466,20 @@ fn decide_role_step(o: &Observation<'_>) -> Decision {
             }
             Step::StepDown
         }
-        StepKind::Rollback => Step::Rollback,
+        StepKind::Rollback => {
+            // A rollback moves the datastore aside. Resumed over a member
+            // that may vote, it is taken only while the Lease still shows
+            // the controller asked for it (after its quorum gate): a
+            // resume needs no new ask, and the member may have become a
+            // voter since.
+            if resume
+                && o.host.member_may_vote()
+                && let Some(Err(why)) = o.lease.map(|l| lease_asks_now(l, rstep))
+            {
+                return refuse_or_wait(resume, Some(swap), rstep, why);
+            }
+            Step::Rollback
+        }
     };
     Decision::Take {
         swap: Some(swap),

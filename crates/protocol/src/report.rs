@@ -430,6 +430,33 @@ impl Report {
             .map(|h| now.saturating_sub(h.heartbeat_at))
     }
 
+    /// The actuator's memory at start, from the host's own copy (`local`,
+    /// written on the host before every write to the API) and the API's
+    /// (`remote`). The host's copy is the memory: the API's is anyone's
+    /// with a write on ConfigMaps in the hosts' namespace to plant (a
+    /// `started` rollback with a high `seq` would resume with no ask of
+    /// the Lease behind it), so it never grants a resume. It lends only
+    /// its number, so that the next report written is the newer, and,
+    /// where the host has no copy at all (its disk was replaced), its
+    /// settled steps, which can only hold a step back, never start one.
+    pub fn remembered(local: Option<Report>, remote: Option<Report>) -> Option<Report> {
+        match (local, remote) {
+            (Some(l), Some(r)) if r.seq > l.seq => Some(Report { seq: r.seq, ..l }),
+            (Some(l), _) => Some(l),
+            (None, Some(r)) if !r.phase.is_settled() => {
+                // The running step dropped: a host step of nothing.
+                let mut r = r;
+                r.swap = None;
+                r.step = ReportStep::None;
+                r.phase = Phase::Done;
+                r.detail = None;
+                r.reason = None;
+                Some(r)
+            }
+            (None, r) => r,
+        }
+    }
+
     /// The newer of two copies of one host's report: the higher
     /// [`Report::seq`], the first (`a`) when both are as new.
     pub fn newer(a: Option<Report>, b: Option<Report>) -> Option<Report> {

@@ -417,3 +417,42 @@ fn the_settled_memory_is_bounded_and_keeps_the_newest() {
     assert!(r.has_settled(swap("s24").as_ref(), ReportStep::Snapshot));
     assert!(!r.has_settled(swap("s23").as_ref(), ReportStep::Snapshot));
 }
+
+#[test]
+fn the_apis_copy_of_a_report_never_grants_a_resume_the_hosts_own_copy_does_not() {
+    let rollback = |seq: u64| {
+        let mut r = Report::next(
+            None,
+            swap("swap-7"),
+            ReportStep::Rollback,
+            Phase::Started,
+            10,
+        );
+        r.seq = seq;
+        r
+    };
+    let done = {
+        let mut r = Report::next(None, swap("swap-6"), ReportStep::Promote, Phase::Done, 5);
+        r.seq = 3;
+        r
+    };
+    // Planted in the API with a high seq over the host's own memory: the
+    // host's copy stands, numbered past the API's.
+    let m = Report::remembered(Some(done.clone()), Some(rollback(99))).unwrap();
+    assert!(!m.is_running(swap("swap-7").as_ref(), ReportStep::Rollback));
+    assert_eq!(
+        (m.step, m.phase, m.seq),
+        (ReportStep::Promote, Phase::Done, 99)
+    );
+    // A host with no copy of its own (a new disk): the API's running step
+    // is dropped; its settled history is kept.
+    let m = Report::remembered(None, Some(rollback(99))).unwrap();
+    assert!(!m.is_running(swap("swap-7").as_ref(), ReportStep::Rollback));
+    assert_eq!((m.step, m.seq), (ReportStep::None, 99));
+    let m = Report::remembered(None, Some(done.clone())).unwrap();
+    assert!(m.has_settled(swap("swap-6").as_ref(), ReportStep::Promote));
+    // The host's own running step resumes, whatever the API's copy says.
+    let m = Report::remembered(Some(rollback(4)), Some(done)).unwrap();
+    assert!(m.is_running(swap("swap-7").as_ref(), ReportStep::Rollback));
+    assert_eq!(Report::remembered(None, None), None);
+}

@@ -1570,3 +1570,39 @@ fn a_promotion_over_a_datastore_whose_member_may_vote_is_refused_unless_the_role
         }
     ));
 }
+
+#[test]
+fn a_resumed_rollback_over_a_member_that_may_vote_waits_unless_the_lease_still_asks_for_it() {
+    // The host's own memory shows a rollback started; its member may vote
+    // (a promotion just made it a voter) and the controller now asks for
+    // something else: its datastore is not moved aside.
+    let mut c = Case::new(node_asking("rollback", "agent"), server_host());
+    c.report = Some(reported(ReportStep::Rollback, Phase::Started));
+    c.lease.as_mut().unwrap().asked = Some("promote".into());
+    assert!(
+        matches!(c.decide(), Decision::Wait { .. }),
+        "{:?}",
+        c.decide()
+    );
+    // Asked: resumed.
+    c.lease.as_mut().unwrap().asked = Some("rollback".into());
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Rollback,
+            resume: true,
+            ..
+        }
+    ));
+    // A member proved gone cannot vote: resumed whatever was asked since.
+    c.lease.as_mut().unwrap().asked = Some("promote".into());
+    c.host.tombstone = true;
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Rollback,
+            resume: true,
+            ..
+        }
+    ));
+}
