@@ -28,6 +28,7 @@ pub fn lease_facts(names: &Names, lease: &Lease) -> LeaseFacts {
         swap_out: annotation(names.lease_swap_out()),
         swap_in: annotation(names.lease_swap_in()),
         snapshot_from: annotation(names.lease_swap_snapshot()),
+        join_address: annotation(names.lease_swap_join()),
         asked: annotation(names.lease_swap_asked()),
         step: annotation(names.lease_step()),
         step_since: annotation(names.lease_step_since()).and_then(|s| s.parse().ok()),
@@ -93,13 +94,14 @@ pub fn lease_object(
 
 /// fleet-role's annotations on the regrade Lease as `l` has them
 /// (`None`: absent), in one list for every write of them.
-fn lease_annotations(names: &Names, l: &LeaseFacts) -> [(String, Option<String>); 14] {
+fn lease_annotations(names: &Names, l: &LeaseFacts) -> [(String, Option<String>); 15] {
     let text = |v: &Option<String>| v.clone();
     [
         (names.lease_swap(), text(&l.swap)),
         (names.lease_swap_out(), text(&l.swap_out)),
         (names.lease_swap_in(), text(&l.swap_in)),
         (names.lease_swap_snapshot(), text(&l.snapshot_from)),
+        (names.lease_swap_join(), text(&l.join_address)),
         (names.lease_swap_asked(), text(&l.asked)),
         (names.lease_instance(), text(&l.instance)),
         (names.lease_step(), text(&l.step)),

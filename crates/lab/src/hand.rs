@@ -124,9 +124,13 @@ impl Hand {
         let before = self.node_facts(node).await?;
         let action =
             match ask {
+                // The hand reads no view of etcd: it records no join
+                // address, and the host checks none (as for a Lease of an
+                // earlier controller).
                 Ask::Promote { swap, join } => Action::Promote {
                     node: name.clone(),
                     join: node_name(join)?,
+                    join_address: None,
                     swap: swap_id(swap)?,
                 },
                 Ask::StepDown { swap, .. } => Action::StepDown {
@@ -478,6 +482,7 @@ mod tests {
         let promote = Action::Promote {
             node: NodeName::parse("agent-1").unwrap(),
             join: NodeName::parse("server-1").unwrap(),
+            join_address: None,
             swap: SwapId::parse("swap-7").unwrap(),
         };
         let expected: NodeFacts = node_after(&before, &promote).unwrap();

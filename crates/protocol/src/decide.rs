@@ -765,6 +765,20 @@ fn promote_target(o: &Observation<'_>) -> Result<Step, String> {
         }
         JoinTarget::Found { address: Some(a) } => parse_address(a).map_err(|e| e.to_string())?,
     };
+    // The join Node's address is any `patch nodes` holder's (or its
+    // kubelet's) to point elsewhere, and the server token goes to it: the
+    // address the controller recorded on the Lease, from etcd's own view
+    // of that member, must be the same. (A Lease written by a controller
+    // older than this rule records none.)
+    if let Some(recorded) = o.lease.and_then(|l| l.join_address.as_deref()) {
+        let same = parse_address(recorded).is_ok_and(|r| r == address);
+        if !same {
+            return Err(format!(
+                "the join node {join_node}'s address {address} is not the one the regrade Lease records from etcd's view ({})",
+                shown(recorded)
+            ));
+        }
+    }
     Ok(Step::Promote {
         join: JoinUrl::for_address(address, o.join_port),
         join_node,

@@ -257,6 +257,9 @@ pub struct LeaseFacts {
     pub swap_in: Option<String>,
     /// The voter the swap asked for its snapshot.
     pub snapshot_from: Option<String>,
+    /// The address of the voter the promotion joins, from etcd's view,
+    /// written with the promote ask.
+    pub join_address: Option<String>,
     /// The host step the controller asked for last (`snapshot`, `promote`,
     /// `step-down` or `rollback`), written with the Node's marks.
     pub asked: Option<String>,

@@ -1606,3 +1606,28 @@ fn a_resumed_rollback_over_a_member_that_may_vote_waits_unless_the_lease_still_a
         }
     ));
 }
+
+#[test]
+fn a_promotion_refuses_a_join_address_other_than_the_one_the_lease_records_from_etcd() {
+    // The join Node's address pointed elsewhere (a `patch nodes` holder,
+    // or that Node's own kubelet): the server token would go there.
+    let mut c = Case::new(node_asking("promote", "server"), agent_host());
+    c.lease.as_mut().unwrap().join_address = Some("10.0.0.1".into());
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Promote { .. },
+            ..
+        }
+    ));
+    c.join = found("10.66.6.6");
+    assert!(
+        is_refusal(&c.decide(), "is not the one the regrade Lease records"),
+        "{:?}",
+        c.decide()
+    );
+    // Recorded in another spelling of the same address: the same address.
+    c.join = found("::ffff:10.0.0.1");
+    c.lease.as_mut().unwrap().join_address = Some("::ffff:10.0.0.1".into());
+    assert!(matches!(c.decide(), Decision::Take { .. }));
+}

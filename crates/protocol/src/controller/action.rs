@@ -205,6 +205,10 @@ pub enum Action {
         node: NodeName,
         /// The voter it joins.
         join: NodeName,
+        /// That voter's address as etcd's own view lists its member,
+        /// recorded on the Lease with the ask (the host refuses to join
+        /// any other); `None` where no view shows it.
+        join_address: Option<String>,
         /// The swap.
         swap: SwapId,
     },
@@ -486,6 +490,7 @@ mod tests {
                 Action::Promote {
                     node: name("n4"),
                     join: name("n2"),
+                    join_address: None,
                     swap: s(),
                 },
                 "promote n4, joining n2",

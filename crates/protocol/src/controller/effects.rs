@@ -62,6 +62,7 @@ pub fn lease_after(
                 // Asked again as the swap gets there (a resumed swap may
                 // ask another voter for its snapshot).
                 l.snapshot_from = None;
+                l.join_address = None;
                 l.asked = None;
             }
             // A stopped swap resumed keeps its wind-down, if one had begun.
@@ -81,6 +82,9 @@ pub fn lease_after(
         }
         Action::Promote { .. } | Action::StepDown { .. } | Action::Rollback { .. } => {
             l.renew_time = Some(w.now);
+            if let Action::Promote { join_address, .. } = action {
+                l.join_address = join_address.clone();
+            }
             let step = match action {
                 Action::Promote { .. } => StepKind::Promote,
                 Action::StepDown { .. } => StepKind::StepDown,
@@ -433,6 +437,7 @@ mod tests {
         let promote = Action::Promote {
             node: name("n1"),
             join: name("n2"),
+            join_address: None,
             swap: id("s1"),
         };
         let after = node_after(n1, &promote).unwrap();

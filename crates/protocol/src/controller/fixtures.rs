@@ -245,6 +245,8 @@ pub(crate) fn ours(mut v: FleetView, step: Option<SwapStep>) -> FleetView {
     l.renew_time = Some(v.now);
     l.step = step.map(|s| s.as_str().into());
     l.step_since = step.map(|_| v.now);
+    // The voter the snapshot is asked of (recorded with its request).
+    l.snapshot_from = Some("n2".into());
     v.lease = Some(l);
     v
 }

@@ -20,6 +20,14 @@ impl Names {
     pub fn lease_swap_snapshot(&self) -> String {
         self.key("swap-snapshot")
     }
+    /// Lease annotation: the address of the voter a promotion joins, as
+    /// etcd's own view lists its member (its peer URL's host), written with
+    /// the promote ask. The join Node's address is any `patch nodes`
+    /// holder's (or its kubelet's) to point elsewhere, and the server token
+    /// goes to it: a host refuses a join address that is not this one.
+    pub fn lease_swap_join(&self) -> String {
+        self.key("swap-join-address")
+    }
     /// Lease annotation: the host step the controller asked for last, written
     /// in the same action as the Node's marks, after the gates passed. A
     /// host takes a new step only while it is the one asked.
@@ -85,6 +93,7 @@ mod tests {
             (n.lease_swap_in(), "swap-in"),
             (n.lease_swap_snapshot(), "swap-snapshot"),
             (n.lease_swap_asked(), "swap-asked"),
+            (n.lease_swap_join(), "swap-join-address"),
             (n.lease_instance(), "swap-instance"),
             (n.lease_step(), "swap-step"),
             (n.lease_step_since(), "swap-step-since"),

@@ -56,6 +56,15 @@ pub fn join_voter(v: &FleetView, out: &str) -> Option<NodeName> {
         .and_then(|n| NodeName::parse(&n.name).ok())
 }
 
+/// The address of `join`'s member as etcd's agreed view lists it (its
+/// peer URL's host), recorded on the Lease with the promote ask.
+fn join_address(v: &FleetView, join: &NodeName) -> Option<String> {
+    v.etcd()
+        .of_node(join.as_str())
+        .and_then(|m| m.member.peer_host())
+        .map(str::to_string)
+}
+
 pub(super) fn before_promote(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
     if let Some(a) = enter(v, l, SwapStep::Promote) {
         return a;
@@ -74,6 +83,7 @@ pub(super) fn before_promote(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
         || match join_voter(v, rec.out_name()) {
             Some(join) => Action::Promote {
                 node,
+                join_address: join_address(v, &join),
                 join,
                 swap: rec.id.clone(),
             },
@@ -248,9 +258,11 @@ pub(super) fn promote_request(
         Err(a) => return a,
     };
     guarded(v, l, SwapStep::Promote, blocked, on_blocked, || {
+        let join = join.expect("checked above");
         Action::Promote {
             node,
-            join: join.expect("checked above"),
+            join_address: join_address(v, &join),
+            join,
             swap: rec.id.clone(),
         }
     })

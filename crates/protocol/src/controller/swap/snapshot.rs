@@ -20,12 +20,16 @@ use crate::{
 };
 
 pub(super) fn snapshot(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
+    // Only the voter the Lease names counts: the request mark is any
+    // `patch nodes` holder's to copy onto another Node, and that Node's
+    // "done" is no snapshot the controller asked for.
     let requested: Vec<&NodeFacts> = v
         .sorted()
         .into_iter()
         .filter(|n| n.marks.snapshot_request.as_deref() == Some(rec.id.as_str()))
+        .filter(|n| l.snapshot_from.as_deref() == Some(n.name.as_str()))
         .collect();
-    // A done snapshot on any voter asked: on to the promotion.
+    // A done snapshot on the voter asked: on to the promotion.
     for n in &requested {
         if let Progress::Done(_) = progress(n, &rec.id, ReportStep::Snapshot) {
             // A shrink has nothing to promote: on to its step-down.

@@ -79,6 +79,7 @@ fn a_down_outgoing_voter_is_removed_before_the_promotion_since_etcd_adds_no_memb
         Action::Promote {
             node: name("n4"),
             join: name("n2"),
+            join_address: Some("10.0.0.2".into()),
             swap: id("swap-1")
         }
     );

@@ -92,6 +92,7 @@ fn the_promotion_waits_for_the_snapshot_report() {
         Action::Promote {
             node: name("n4"),
             join: name("n2"),
+            join_address: Some("10.0.0.2".into()),
             swap: id("swap-1")
         }
     );
@@ -571,4 +572,33 @@ fn a_down_outgoing_voter_is_not_drained() {
         next_action(&v, &taken()),
         Action::RemoveMember { node: name("n1") }
     );
+}
+
+#[test]
+fn a_snapshot_done_counts_only_from_the_voter_the_lease_names() {
+    // The request copied onto n3 (any `patch nodes` holder can), which
+    // reports it done: no snapshot the controller asked for.
+    let mut v = ours(fleet(), Some(SwapStep::Snapshot));
+    node_mut(&mut v, "n2").marks.snapshot_request = Some("swap-1".into());
+    let n3 = node_mut(&mut v, "n3");
+    n3.marks.snapshot_request = Some("swap-1".into());
+    n3.report = Some(report(
+        "swap-1",
+        ReportStep::Snapshot,
+        Phase::Done,
+        Some(Detail::Snapshot),
+    ));
+    let a = next_action(&v, &taken());
+    assert!(
+        matches!(a, Action::Wait { reason: Awaiting::Snapshot { ref node, .. }, .. } if node == "n2"),
+        "{a:?}"
+    );
+    // n2's own done moves the swap on.
+    node_mut(&mut v, "n2").report = Some(report(
+        "swap-1",
+        ReportStep::Snapshot,
+        Phase::Done,
+        Some(Detail::Snapshot),
+    ));
+    assert!(!matches!(next_action(&v, &taken()), Action::Wait { .. }));
 }
