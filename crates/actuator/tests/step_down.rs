@@ -288,3 +288,34 @@ fn a_finish_leaves_an_agent_without_the_servers_keys_but_with_its_token_datastor
             .contains(&host::Change::RemoveServerSecrets)
     );
 }
+
+#[test]
+fn a_rollback_and_demote_local_leave_no_server_secret_on_the_agent_either() {
+    for rollback in [true, false] {
+        let h = TestHost::new("rolled-back", bin_dir()).as_server();
+        let server = h.at("var/lib/rancher/k3s/server");
+        for f in ["tls/server-ca.key", "tls/client-admin.key", "cred/passwd"] {
+            fs::create_dir_all(server.join(f).parent().unwrap()).unwrap();
+            fs::write(server.join(f), "x").unwrap();
+        }
+        fs::write(h.at("etc/rancher/k3s/k3s.yaml"), "admin").unwrap();
+        let host = host(&h, "http://127.0.0.1:9/health", Duration::from_secs(2));
+        let plan = if rollback {
+            host.plan_rollback()
+        } else {
+            host.plan_demote()
+        }
+        .unwrap();
+        assert_eq!(
+            plan.last(),
+            Some(&host::Change::RemoveServerSecrets),
+            "{plan:?}"
+        );
+        host.apply(&plan).unwrap();
+        assert!(h.active("k3s-agent") && !h.active("k3s"));
+        for gone in ["tls", "cred"] {
+            assert!(!server.join(gone).exists(), "server/{gone} is left");
+        }
+        assert!(!h.at("etc/rancher/k3s/k3s.yaml").exists());
+    }
+}

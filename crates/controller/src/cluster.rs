@@ -49,6 +49,15 @@ pub enum ClusterError {
     /// kube could not build a client.
     #[error("cannot build a client: {0}")]
     Client(#[source] kube::Error),
+    /// The API server's URL is not `https://`: the credential would cross
+    /// the network in clear.
+    #[error(
+        "the API server {url} is not https://: the controller's credential would be sent in clear; use the server's https:// URL"
+    )]
+    Plain {
+        /// The URL, as configured.
+        url: String,
+    },
 }
 
 /// Where the cluster's configuration comes from: `--kubeconfig` (else
@@ -138,6 +147,11 @@ pub async fn connect_at(
     config.default_retry = false;
     if let Some(s) = server {
         config.cluster_url = s.clone();
+    }
+    if config.cluster_url.scheme_str() != Some("https") {
+        return Err(ClusterError::Plain {
+            url: config.cluster_url.to_string(),
+        });
     }
     let credential = Credential::of(&config);
     let mut watching = config.clone();
@@ -248,6 +262,38 @@ mod tests {
     fn jwt(claims: &str) -> String {
         let b = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
         format!("{}.{}.c2ln", b(r#"{"alg":"RS256"}"#), b(claims))
+    }
+
+    #[tokio::test]
+    async fn a_plain_http_api_server_is_refused_before_the_token_is_ever_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://10.0.0.1:6443\nusers:\n- name: u\n  user:\n    token: secret-token\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n",
+        )
+        .unwrap();
+        let source = Source {
+            kubeconfig: Some(&kubeconfig),
+            context: None,
+        };
+        let err = connect(source).await.err().expect("refused");
+        let text = err.to_string();
+        assert!(text.contains("is not https://"), "{text}");
+        assert!(!text.contains("secret-token"), "{text}");
+        // `run`'s failover candidates too.
+        std::fs::write(
+            &kubeconfig,
+            std::fs::read_to_string(&kubeconfig)
+                .unwrap()
+                .replace("http://", "https://"),
+        )
+        .unwrap();
+        let plain: http::Uri = "http://10.0.0.2:6443".parse().unwrap();
+        assert!(matches!(
+            connect_at(source, Some(&plain)).await,
+            Err(ClusterError::Plain { .. })
+        ));
     }
 
     #[test]

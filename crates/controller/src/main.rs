@@ -503,6 +503,7 @@ async fn run_command(
     let mut servers = failover::Servers::new(&settings.api_servers);
     let mut printer = Printer::new(Format::Text, settings.clock.clone());
     let mut served: Option<Arc<Metrics>> = None;
+    let mut served_sessions = 0u32;
     let mut failures = 0u32;
     loop {
         let clients = cluster::connect_at(kubeconfig, servers.current()).await?;
@@ -529,11 +530,18 @@ async fn run_command(
             shutdown.clone(),
             servers.len() > 1,
         );
+        // The labels are judged when the operator starts `run`, not again
+        // at each move to another API server: any `patch nodes` holder can
+        // edit them, and a failover must not become an exit. (`run_view`
+        // keeps an unlabelled voter from being replaced meanwhile.)
+        let first = served_sessions == 0;
+        served_sessions += 1;
         let ended = run_session(
             &settings,
             clients,
             metrics,
             session.stop(),
+            if first { Start::First } else { Start::Failover },
             dry_run,
             &mut printer,
         )
@@ -571,12 +579,22 @@ async fn run_command(
     }
 }
 
+/// Which session of a `run` process this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// The first: the operator (or the service manager) started `run`.
+    First,
+    /// A later one, through another API server after a failover.
+    Failover,
+}
+
 /// One session of `run` through one API server, until `stop`.
 async fn run_session(
     settings: &Settings,
     clients: cluster::Clients,
     metrics: Arc<Metrics>,
     stop: watch::Receiver<bool>,
+    start: Start,
     dry_run: bool,
     printer: &mut Printer,
 ) -> anyhow::Result<Exit> {
@@ -599,7 +617,16 @@ async fn run_session(
         driver.run(printer, true).await?;
         return Ok(Exit::Done);
     }
-    driver.check_eligibility().await?;
+    match start {
+        Start::First => driver.check_eligibility().await?,
+        Start::Failover => {
+            if let Err(e) = driver.check_eligibility().await {
+                tracing::warn!(
+                    "{e:#}; going on after the failover (no ineligible voter is replaced unless replace_ineligible)"
+                );
+            }
+        }
+    }
     service::lead(&mut driver, client, settings, shutdown, printer).await?;
     Ok(Exit::Done)
 }

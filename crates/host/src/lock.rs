@@ -1,9 +1,14 @@
 //! The host lock: one switch at a time, whether the installer or the actuator
 //! makes it. It is an advisory `flock` on a file, released when the process
 //! exits (even by a crash), so a dead holder never blocks the next switch.
+//!
+//! `flock` needs no write access: any local user who can open the file
+//! (one a root shell made 0644) could hold it and block every switch. The
+//! file is made, and kept, readable by its owner alone.
 
 use std::{
-    fs::{File, OpenOptions, TryLockError},
+    fs::{File, OpenOptions, Permissions, TryLockError},
+    os::unix::fs::{OpenOptionsExt, PermissionsExt},
     path::Path,
     thread,
     time::Duration,
@@ -40,8 +45,11 @@ impl HostLock {
             .create(true)
             .truncate(false)
             .write(true)
+            .mode(0o600)
             .open(path)
             .map_err(io("opening the lock", path))?;
+        file.set_permissions(Permissions::from_mode(0o600))
+            .map_err(io("making the lock its owner's alone", path))?;
         let clock = budget.clock();
         let start = clock.now();
         loop {
@@ -77,5 +85,21 @@ mod tests {
         assert!(err.to_string().contains("fleet-role.lock"), "{err}");
         drop(held);
         let _again = HostLock::acquire(&path, Duration::ZERO, &clock).unwrap();
+    }
+
+    #[test]
+    fn the_lock_file_is_made_and_kept_readable_by_its_owner_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Clock::system();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let made = dir.path().join("made.lock");
+        drop(HostLock::acquire(&made, Duration::ZERO, &clock).unwrap());
+        assert_eq!(mode(&made), 0o600);
+        // One a root shell made world-readable (`flock` needs no more).
+        let shell = dir.path().join("shell.lock");
+        std::fs::write(&shell, "").unwrap();
+        std::fs::set_permissions(&shell, Permissions::from_mode(0o644)).unwrap();
+        drop(HostLock::acquire(&shell, Duration::ZERO, &clock).unwrap());
+        assert_eq!(mode(&shell), 0o600);
     }
 }

@@ -418,11 +418,12 @@ impl Host {
         self.reload_if(plan, wrote)
     }
 
-    /// The plan of `demote-local` (a finish adds to it, see
-    /// [`Host::plan_finish`]; a rollback removes more, [`Host::plan_rollback`]): the server
+    /// The plan of `demote-local` (and of a finish, [`Host::plan_finish`];
+    /// a rollback removes more, [`Host::plan_rollback`]): the server
     /// stopped and disabled, the datastore moved aside, fleet-role's
     /// etcd-only and unit drop-ins removed, `agent` in the role file, the
-    /// agent enabled and started. The node password is never touched.
+    /// agent enabled and started, then the server's secrets removed. The
+    /// node password is never touched.
     ///
     /// The order on disk, and what a crash or power cut after each leaves:
     /// 1. the server stopped and disabled, its datastore moved aside: no
@@ -468,18 +469,22 @@ impl Host {
             plan.push(Change::Role(Role::Agent));
         }
         self.enable_now(&mut plan, AGENT)?;
-        Ok(plan)
-    }
-
-    /// The plan of a finish: [`Host::plan_demote`]'s, then, once the agent
-    /// runs, the server's secrets an agent does not need removed (see
-    /// [`crate::secrets`] for what goes and what stays, and why).
-    pub fn plan_finish(&self) -> Result<Vec<Change>> {
-        let mut plan = self.plan_demote()?;
+        // Once the agent runs, the server's secrets an agent does not need
+        // (see [`crate::secrets`]): whichever way the host became an agent
+        // (a finish, a rollback, `demote-local`), none of them stays on
+        // it. The CA keys, the cluster's admin key and the cloud
+        // controller's credential (which alone can write any Lease and any
+        // Node) would otherwise be one agent's disk away.
         if !crate::secrets::present(&self.paths).is_empty() {
             plan.push(Change::RemoveServerSecrets);
         }
         Ok(plan)
+    }
+
+    /// The plan of a finish: [`Host::plan_demote`]'s (the server's secrets
+    /// removed with it, as every way to the agent removes them).
+    pub fn plan_finish(&self) -> Result<Vec<Change>> {
+        self.plan_demote()
     }
 
     /// The plan of a step-down: the regrade watcher stopped if it runs, the
