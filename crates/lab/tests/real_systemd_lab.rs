@@ -632,12 +632,22 @@ async fn rollback_marks_on_a_voter_outside_the_swap(
         "labels": { names.desired_role(): "agent" },
         "annotations": { names.role_swap(): &swap, names.role_step(): "rollback" },
     }});
-    patcher
+    // The admission policy `fleet-role-controller-only` refuses them.
+    let refused = patcher
         .patch_node(bystander, &marks)
         .await
-        .expect("a patch-nodes user writes a Node's marks");
+        .expect_err("a patch-nodes user wrote fleet-role's marks on a Node");
+    assert!(
+        matches!(refused.downcast_ref::<kube::Error>(), Some(kube::Error::Api(a)) if a.code == 403),
+        "{refused:#}"
+    );
+    // The host's own check, as where the policy is not installed: the
+    // same marks written with the admin's credential.
+    hand.patch_node(bystander, marks)
+        .await
+        .expect("an administrator writes a Node's marks");
     eprintln!(
-        "rollback marks of swap {swap} written on {bystander} by a patch-nodes user, {:.1}s after the Lease named {incoming}",
+        "rollback marks of swap {swap} refused to a patch-nodes user and written on {bystander} by the admin, {:.1}s after the Lease named {incoming}",
         start.elapsed().as_secs_f32()
     );
     let start = clock::Clock::system().now();
