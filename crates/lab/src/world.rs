@@ -441,6 +441,34 @@ async fn token_of(
     Ok(token.into())
 }
 
+/// The ServiceAccount `default/lab-node-problem-detector`, bound to
+/// Kubernetes' own ClusterRole `system:node-problem-detector` (get Nodes,
+/// patch `nodes/status`, create Events): what node-problem-detector's
+/// DaemonSet holds on every node. Makes it and returns a token of it, for
+/// the tests of what a writer of Node conditions can make fleet-role do.
+pub async fn node_status_token(apis: &Apis) -> anyhow::Result<secrecy::SecretString> {
+    let manifest = "\
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: lab-node-problem-detector, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: lab-node-problem-detector}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: \"system:node-problem-detector\"}
+subjects:
+  - {kind: ServiceAccount, name: lab-node-problem-detector, namespace: default}
+";
+    apis.any(|c| async move {
+        testcp::apply_manifest(&c, manifest)
+            .await
+            .map_err(|e| kube::Error::Service(Box::new(std::io::Error::other(e.to_string()))))
+    })
+    .await
+    .context("applying the node-problem-detector identity")?;
+    token_of(apis, "default", "lab-node-problem-detector").await
+}
+
 /// The ServiceAccount `default/lab-node-patcher`, bound to a ClusterRole
 /// granting `get`, `list`, `watch` and `patch` on Nodes and nothing else:
 /// what many cluster add-ons hold (kured, system-upgrade-controller,

@@ -902,6 +902,7 @@ async fn fleet_role_run_on_real_systemd_holds_a_voter_in_maintenance_and_outside
         assert!(said.contains(tidy), "{said}");
     }
     voters_spread_over_two_zones(&lab, &printed).await;
+    forged_readiness_and_voters_move_nothing(&lab, &printed).await;
     let _ = run.kill().await;
     for h in &lab.spec.hosts {
         assert_eq!(
@@ -911,6 +912,139 @@ async fn fleet_role_run_on_real_systemd_holds_a_voter_in_maintenance_and_outside
             h.name
         );
     }
+}
+
+/// The voters' names, as etcd lists its voting members (`<node>-<8 hex>`).
+async fn etcd_voters(lab: &SystemdLab) -> Vec<String> {
+    let mut v: Vec<String> = lab::scenario::members(&lab.spec)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|m| !m.is_learner)
+        .filter_map(|m| m.name.rsplit_once('-').map(|(n, _)| n.to_string()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// With `run` running and no window, what common add-ons' permissions can
+/// write about the voters changes nothing: a `nodes/status` writer
+/// (node-problem-detector's own role) forging a voter NotReady since long
+/// ago, every 0.1 s for well past the grace period, gets no member removed
+/// (its kubelet renews its node Lease and its own view of etcd vouches for
+/// it); an agent dressed as a voter (k3s's etcd label by the lab's
+/// patch-nodes user, `EtcdIsVoter` by that same status writer) makes `run`
+/// move nothing and `status` degraded, where it used to count four voters.
+async fn forged_readiness_and_voters_move_nothing(
+    lab: &SystemdLab,
+    printed: &std::sync::Mutex<String>,
+) {
+    let admin = Apis::for_lab(&lab.spec).unwrap();
+    let npd = Apis::for_lab_as(
+        &lab.spec,
+        &lab::world::node_status_token(&admin).await.unwrap(),
+    )
+    .unwrap();
+    let patcher = Apis::for_lab_as(
+        &lab.spec,
+        &lab::world::patch_nodes_token(&admin).await.unwrap(),
+    )
+    .unwrap();
+    let before = etcd_voters(lab).await;
+    let target = before
+        .iter()
+        .find(|n| n.starts_with("server-"))
+        .expect("a server votes")
+        .clone();
+    let swaps_before = printed.lock().unwrap().matches("swap out").count();
+    let status = |node: String, value: serde_json::Value| {
+        let npd = &npd;
+        async move {
+            npd.any(|c| {
+                let (node, value) = (node.clone(), value.clone());
+                async move {
+                    Api::<Node>::all(c)
+                        .patch_status(
+                            &node,
+                            &kube::api::PatchParams::default(),
+                            &kube::api::Patch::Strategic(value),
+                        )
+                        .await
+                }
+            })
+            .await
+        }
+    };
+    let forged = serde_json::json!({"status": {"conditions": [{"type": "Ready", "status": "False",
+        "reason": "KernelDeadlock", "message": "forged by a node-problem-detector credential",
+        "lastTransitionTime": "2020-01-01T00:00:00Z", "lastHeartbeatTime": "2020-01-01T00:00:00Z"}]}});
+    let clock = clock::Clock::system();
+    let started = clock.now();
+    // Past the grace (5 s), the node Lease's grace (10 s) and the views'
+    // age (30 s): long enough for every rule that could have fired.
+    while clock.since(started) < Duration::from_secs(45) {
+        status(target.clone(), forged.clone())
+            .await
+            .expect("node-problem-detector's role patches a Node's status");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_printed(
+        printed,
+        &format!("{target} reads NotReady, but"),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(
+        printed.lock().unwrap().matches("swap out").count(),
+        swaps_before,
+        "a swap was started over a forged NotReady:\n{}",
+        printed.lock().unwrap()
+    );
+    assert_eq!(etcd_voters(lab).await, before, "etcd's voters changed");
+    // An agent dressed as a voter.
+    let standby = lab
+        .spec
+        .hosts
+        .iter()
+        .map(|h| h.name.clone())
+        .find(|n| !before.contains(n))
+        .expect("a host that does not vote");
+    patcher
+        .patch_node(
+            &standby,
+            &serde_json::json!({"metadata": {"labels": {"node-role.kubernetes.io/etcd": "true"}}}),
+        )
+        .await
+        .expect("a patch-nodes user sets k3s's etcd label");
+    let now = "2026-01-01T00:00:00Z";
+    status(
+        standby.clone(),
+        serde_json::json!({"status": {"conditions": [{"type": "EtcdIsVoter", "status": "True",
+            "reason": "MemberIsVoter", "lastTransitionTime": now, "lastHeartbeatTime": now}]}}),
+    )
+    .await
+    .expect("a nodes/status writer sets EtcdIsVoter");
+    wait_printed(
+        printed,
+        &format!("no move while voter Node(s) have no voting member in etcd: {standby}"),
+        Duration::from_secs(60),
+    )
+    .await;
+    let out = fleet_role_status(lab);
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("voter Node(s) with no voting member in etcd"), "{text}");
+    let said = printed.lock().unwrap().clone();
+    assert!(!said.contains("shrink:"), "{said}");
+    assert_eq!(etcd_voters(lab).await, before, "etcd's voters changed");
+    // Undressed, as the admin would.
+    admin
+        .patch_node(
+            &standby,
+            &serde_json::json!({"metadata": {"labels": {"node-role.kubernetes.io/etcd": null}}}),
+        )
+        .await
+        .unwrap();
 }
 
 /// `fleet-role status` on the lab, its output.
