@@ -1033,7 +1033,10 @@ async fn forged_readiness_and_voters_move_nothing(
     let out = fleet_role_status(lab);
     assert_eq!(out.status.code(), Some(5), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("voter Node(s) with no voting member in etcd"), "{text}");
+    assert!(
+        text.contains("voter Node(s) with no voting member in etcd"),
+        "{text}"
+    );
     let said = printed.lock().unwrap().clone();
     assert!(!said.contains("shrink:"), "{said}");
     assert_eq!(etcd_voters(lab).await, before, "etcd's voters changed");

@@ -75,6 +75,12 @@ enum Intrusion {
     StepDown,
     Rollback,
     Snapshot,
+    /// A `nodes/status` writer (node-problem-detector's role) holds the
+    /// Node's `Ready` at False from then on, its host up all along.
+    ForgedNotReady,
+    /// An agent dressed as a voter: k3s's etcd label (a `patch nodes`
+    /// holder) and `EtcdIsVoter` (its kubelet), no member behind them.
+    DressedAsVoter,
 }
 
 /// How a simulated swap ended, in a word or few: the campaign's summary
@@ -111,6 +117,8 @@ struct World {
     write_ticks: Vec<usize>,
     /// Quorum violations seen at the moment a removal was asked.
     violations: Vec<String>,
+    /// The Node whose `Ready` a `nodes/status` writer holds at False.
+    forged_not_ready: Option<String>,
     /// The tick being played.
     tick: usize,
     /// The past the lagging watches read.
@@ -146,6 +154,7 @@ impl World {
             writes: Vec::new(),
             write_ticks: Vec::new(),
             violations: Vec::new(),
+            forged_not_ready: None,
             tick: 0,
             past: views::Past::default(),
             counts: views::Counts::default(),
@@ -197,6 +206,7 @@ impl World {
         };
         if let Action::RemoveMember { .. } = a {
             self.check_quorum(&node);
+            self.check_never_down(&node);
         }
         if let Action::Rollback { .. } = a {
             self.check_stop_quorum(&node);
@@ -229,6 +239,23 @@ impl World {
             }
         }
         (members, healthy, of_node)
+    }
+
+    /// A member is removed ahead of its host's step-down only when that
+    /// host is really down: a host up all along whose role file still names
+    /// the server (no step-down, no rollback) and whose member votes was
+    /// taken for down on evidence another principal wrote.
+    fn check_never_down(&mut self, removing: &str) {
+        let Some(h) = self.hosts.get(removing) else {
+            return;
+        };
+        if h.up && h.down_since.is_none() && h.role == Some(Role::Server) && h.datastore && h.votes
+        {
+            self.violations.push(format!(
+                "removing {removing}'s member, its host up and a voter, with no step-down at {}",
+                self.v.now
+            ));
+        }
     }
 
     /// At the moment a removal is asked, the healthy voters left must be
@@ -299,8 +326,9 @@ impl World {
             let h = &self.hosts[name];
             let joining = h.role == Some(Role::Server) && !self.v.node(name).unwrap().etcd_label;
             let up = h.up && !joining;
+            let forged = self.forged_not_ready.as_deref() == Some(name.as_str());
             let n = self.node(name);
-            n.ready = up;
+            n.ready = up && !forged;
             if up {
                 n.lease_renewed_at = Some(now);
             }
@@ -544,6 +572,22 @@ impl World {
     /// A `patch nodes` holder copies the swap's id onto a Node with marks
     /// of its choosing (the Lease itself it cannot write).
     fn intrude(&mut self, which: usize, what: Intrusion) {
+        let target = self.v.nodes[which % self.v.nodes.len()].name.clone();
+        match what {
+            Intrusion::ForgedNotReady => {
+                self.forged_not_ready = Some(target);
+                return;
+            }
+            Intrusion::DressedAsVoter => {
+                let n = self.node(&target);
+                if !n.has_member() {
+                    n.etcd_label = true;
+                    n.etcd_is_voter = true;
+                }
+                return;
+            }
+            _ => {}
+        }
         let Some(swap) = self.v.lease.as_ref().and_then(|l| l.swap.clone()) else {
             return;
         };
@@ -553,8 +597,7 @@ impl World {
             .iter()
             .find(|n| n.etcd_label)
             .map(|n| n.name.clone());
-        let name = self.v.nodes[which % self.v.nodes.len()].name.clone();
-        let m = &mut self.node(&name).marks;
+        let m = &mut self.node(&target).marks;
         m.protocol = Some(crate::version::mark());
         let (step, role) = match what {
             Intrusion::Snapshot => {
@@ -564,6 +607,7 @@ impl World {
             Intrusion::Promote => ("promote", "server"),
             Intrusion::StepDown => ("step-down", "agent"),
             Intrusion::Rollback => ("rollback", "agent"),
+            Intrusion::ForgedNotReady | Intrusion::DressedAsVoter => return,
         };
         m.swap = Some(swap);
         m.step = Some(step.into());

@@ -77,6 +77,8 @@ pub(super) fn arb_faults() -> impl Strategy<Value = Faults> {
                     Intrusion::StepDown,
                     Intrusion::Rollback,
                     Intrusion::Snapshot,
+                    Intrusion::ForgedNotReady,
+                    Intrusion::DressedAsVoter,
                 ]),
             ),
         ),

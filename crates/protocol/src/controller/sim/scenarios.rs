@@ -1,6 +1,6 @@
 //! Whole swaps in the simulated world: one scenario per ending.
 
-use super::{Faults, World};
+use super::{Faults, Intrusion, World};
 use crate::controller::{fixtures::*, *};
 #[allow(unused_imports)]
 use crate::report::{Detail, Phase, ReportStep};
@@ -156,6 +156,46 @@ fn a_failed_step_down_stops_with_the_lease_released_and_a_resume_finishes_it() {
         }
     );
     settled_clean(&w);
+}
+
+#[test]
+fn a_voter_forged_not_ready_by_a_status_writer_is_swapped_the_ordinary_way_and_nobody_else_is_touched()
+ {
+    // node-problem-detector's role holds a voter's `Ready` at False from the
+    // start, its host up: the outgoing one (n1), then a bystander (n2, n3).
+    for forged in [0, 1, 2] {
+        let mut w = World::new(
+            fleet(),
+            Faults {
+                tick_secs: 2,
+                intruder_at: Some((0, forged, Intrusion::ForgedNotReady)),
+                ..Faults::default()
+            },
+        );
+        let end = w.run(&mut request("n1", "n4"), 400);
+        assert!(w.violations.is_empty(), "{:?}", w.violations);
+        let kinds = write_kinds(&w.writes);
+        if forged == 0 {
+            // Its own view vouches for it: promoted first, then stepped
+            // down, and only then its member removed (the finish, which
+            // waits for its agent Ready, may be held up by the forgery).
+            let at = |k: &str| kinds.iter().position(|x| x == k);
+            let (promote, step_down, removal) =
+                (at("promote n4"), at("step-down n1"), at("remove-member n1"));
+            assert!(
+                promote < step_down && step_down < removal && promote.is_some(),
+                "{end:?}: {kinds:?}"
+            );
+        } else {
+            // A bystander forged NotReady is never cordoned, stepped down
+            // or removed (the swap's gates count it unhealthy and may
+            // refuse: it can stop a swap, never remove a member).
+            let bystander = format!("n{}", forged + 1);
+            for k in ["cordon", "step-down", "remove-member", "rollback"] {
+                assert!(!kinds.contains(&format!("{k} {bystander}")), "{kinds:?}");
+            }
+        }
+    }
 }
 
 #[test]
