@@ -258,19 +258,8 @@ fn a_finish_leaves_an_agent_without_the_servers_keys_but_with_its_token_datastor
     }
     fs::write(h.at("etc/rancher/k3s/k3s.yaml"), "admin").unwrap();
     let host = host(&h, "http://127.0.0.1:9/health", Duration::from_secs(2));
-
     let plan = host.plan_finish().unwrap();
-    assert_eq!(
-        plan.last(),
-        Some(&host::Change::RemoveServerSecrets),
-        "{plan:?}"
-    );
-    host.apply(&plan).unwrap();
-    assert!(h.active("k3s-agent") && !h.active("k3s"));
-    for gone in ["tls", "cred"] {
-        assert!(!server.join(gone).exists(), "server/{gone} is left");
-    }
-    assert!(!h.at("etc/rancher/k3s/k3s.yaml").exists());
+    applied_leaving_no_secret(&h, &host, &plan);
     for kept in [
         "token",
         "db/snapshots/fleet-role-s1-old-voter",
@@ -306,16 +295,23 @@ fn a_rollback_and_demote_local_leave_no_server_secret_on_the_agent_either() {
             host.plan_demote()
         }
         .unwrap();
-        assert_eq!(
-            plan.last(),
-            Some(&host::Change::RemoveServerSecrets),
-            "{plan:?}"
-        );
-        host.apply(&plan).unwrap();
-        assert!(h.active("k3s-agent") && !h.active("k3s"));
-        for gone in ["tls", "cred"] {
-            assert!(!server.join(gone).exists(), "server/{gone} is left");
-        }
-        assert!(!h.at("etc/rancher/k3s/k3s.yaml").exists());
+        applied_leaving_no_secret(&h, &host, &plan);
     }
+}
+
+/// Applies `plan`, which ends by removing the server's secrets, and checks
+/// the host is an agent with none of them left.
+fn applied_leaving_no_secret(h: &TestHost, host: &host::Host, plan: &[host::Change]) {
+    assert_eq!(
+        plan.last(),
+        Some(&host::Change::RemoveServerSecrets),
+        "{plan:?}"
+    );
+    host.apply(plan).unwrap();
+    assert!(h.active("k3s-agent") && !h.active("k3s"));
+    let server = h.at("var/lib/rancher/k3s/server");
+    for gone in ["tls", "cred"] {
+        assert!(!server.join(gone).exists(), "server/{gone} is left");
+    }
+    assert!(!h.at("etc/rancher/k3s/k3s.yaml").exists());
 }

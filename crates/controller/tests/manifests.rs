@@ -448,15 +448,38 @@ async fn the_controllers_credential_reads_the_hosts_objects_and_no_other_config_
             ),
         ),
     ];
+    assert_rows(&rows);
+}
+
+/// Prints each row (what, the code expected, the code got) and fails
+/// naming every row that did not get what it expects.
+fn assert_rows(rows: &[(&str, u16, u16)]) {
+    for (what, want, got) in rows {
+        println!("{what:<80} {want} {got}");
+    }
     let wrong: Vec<String> = rows
         .iter()
         .filter(|(_, want, got)| want != got)
         .map(|(what, want, got)| format!("{what}: expected {want}, got {got}"))
         .collect();
-    for (what, want, got) in &rows {
-        println!("{what:<48} {want} {got}");
-    }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Waits until `probe` answers 403: a policy just created is in force a
+/// moment later, each on its own.
+async fn until_forbidden<F, Fut>(what: &str, probe: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = u16>,
+{
+    let started = clock::Clock::system().now();
+    while probe().await != 403 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{what} never came into force"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// A merge patch of `node`'s metadata (labels or annotations) by `client`.
@@ -528,31 +551,23 @@ async fn only_the_controller_and_administrators_write_the_regrade_lease_the_mark
     let admin = plane.admin_client().unwrap();
     let step =
         json!({ "annotations": { names.role_step(): "promote", names.role_swap(): "swap-x" } });
-    // The policy is loaded a moment after it is created: wait for it.
-    let started = clock::Clock::system().now();
-    while patch_meta(&patcher, "server-2", step.clone()).await != 403 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the policy never came into force"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    while code(
-        reports(&writer)
-            .patch(
-                "server-2",
-                &PatchParams::default().dry_run(),
-                &Patch::Merge(planted.clone()),
-            )
-            .await,
-    ) != 403
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the hosts' writers policy never came into force"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    // Each policy is loaded a moment after it is created: wait for both.
+    until_forbidden("the controller's policy", || {
+        patch_meta(&patcher, "server-2", step.clone())
+    })
+    .await;
+    until_forbidden("the hosts' writers policy", || async {
+        code(
+            reports(&writer)
+                .patch(
+                    "server-2",
+                    &PatchParams::default().dry_run(),
+                    &Patch::Merge(planted.clone()),
+                )
+                .await,
+        )
+    })
+    .await;
     let leases: Api<Lease> = Api::namespaced(patcher.clone(), "kube-system");
     let lease_patch = Patch::Merge(json!({ "spec": { "holderIdentity": "intruder" } }));
     let rows: Vec<(&str, u16, u16)> = vec![
@@ -670,13 +685,5 @@ async fn only_the_controller_and_administrators_write_the_regrade_lease_the_mark
             ),
         ),
     ];
-    let wrong: Vec<String> = rows
-        .iter()
-        .filter(|(_, want, got)| want != got)
-        .map(|(what, want, got)| format!("{what}: expected {want}, got {got}"))
-        .collect();
-    for (what, want, got) in &rows {
-        println!("{what:<80} {want} {got}");
-    }
-    assert!(wrong.is_empty(), "{wrong:#?}");
+    assert_rows(&rows);
 }
