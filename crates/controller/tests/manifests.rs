@@ -484,14 +484,21 @@ where
 
 /// A merge patch of `node`'s metadata (labels or annotations) by `client`.
 async fn patch_meta(client: &kube::Client, node: &str, meta: serde_json::Value) -> u16 {
+    patch_meta_with(client, node, meta, &PatchParams::default()).await
+}
+
+/// [`patch_meta`] with `params` (a dry run: admission judges it, nothing
+/// is stored).
+async fn patch_meta_with(
+    client: &kube::Client,
+    node: &str,
+    meta: serde_json::Value,
+    params: &PatchParams,
+) -> u16 {
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
     code(
         nodes
-            .patch(
-                node,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "metadata": meta })),
-            )
+            .patch(node, params, &Patch::Merge(json!({ "metadata": meta })))
             .await,
     )
 }
@@ -552,8 +559,11 @@ async fn only_the_controller_and_administrators_write_the_regrade_lease_the_mark
     let step =
         json!({ "annotations": { names.role_step(): "promote", names.role_swap(): "swap-x" } });
     // Each policy is loaded a moment after it is created: wait for both.
+    // The probes are dry runs: a probe stored before the policy is in
+    // force would make every later one no change, and so allowed.
+    let dry_run = PatchParams::default().dry_run();
     until_forbidden("the controller's policy", || {
-        patch_meta(&patcher, "server-2", step.clone())
+        patch_meta_with(&patcher, "server-2", step.clone(), &dry_run)
     })
     .await;
     until_forbidden("the hosts' writers policy", || async {

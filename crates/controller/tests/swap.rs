@@ -176,7 +176,11 @@ async fn a_swap_of_a_server_whose_agent_could_not_start_is_refused_and_writes_no
 
 #[tokio::test]
 async fn a_swap_whose_incoming_hosts_actuator_is_silent_is_refused_and_writes_nothing() {
-    let config = format!("actuator_heartbeat_max_age_secs = 5\n{CONFIG}");
+    let config = CONFIG.replace(
+        "actuator_heartbeat_max_age_secs = 20",
+        "actuator_heartbeat_max_age_secs = 5",
+    );
+    assert_ne!(config, CONFIG, "the bound is set");
     let h = Harness::start(&three_voters(), &config).await;
     // n4's actuator stops: its heartbeat is past the bound already.
     h.fleet.settle_and_freeze().await;

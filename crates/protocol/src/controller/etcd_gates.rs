@@ -130,6 +130,17 @@ pub fn gate_no_ghost_member(p: &Picture) -> Gate {
     }
 }
 
+/// The gates on etcd's own view that every write is guarded by too.
+pub(super) fn etcd_view_gates(v: &FleetView) -> [Gate; 4] {
+    let p = v.etcd();
+    [
+        gate_etcd_views_agree(v, &p),
+        gate_no_ghost_member(&p),
+        gate_voters_are_members(v, &p),
+        gate_no_etcd_alarm(&p),
+    ]
+}
+
 /// The voter Nodes (by k3s's etcd label and `EtcdIsVoter`, or its
 /// `Unhealthy` over it) whose voting member the agreed view of etcd does
 /// not list, sorted. Nothing while no view is known.

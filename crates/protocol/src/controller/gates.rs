@@ -5,13 +5,10 @@
 use crate::{validate::StepKind, version};
 use serde::{Deserialize, Serialize};
 
-use super::etcd_gates::gate_voters_are_members;
+pub(super) use super::etcd_gates::etcd_view_gates;
 use super::{
     Class, FleetView, Removing, VoterCount, classify, count_voters,
-    etcd_gates::{
-        etcd_after_removal, etcd_learners, etcd_quorum_text, gate_etcd_views_agree,
-        gate_no_etcd_alarm, gate_no_ghost_member,
-    },
+    etcd_gates::{etcd_after_removal, etcd_learners, etcd_quorum_text},
     is_healthy_voter, is_voting, keeps_quorum, one_line, quorum, removing,
 };
 
@@ -699,17 +696,6 @@ pub fn preflight(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
     .into_iter()
     .chain(etcd_view_gates(v))
     .collect()
-}
-
-/// The gates on etcd's own view that every write is guarded by too.
-pub(super) fn etcd_view_gates(v: &FleetView) -> [Gate; 4] {
-    let p = v.etcd();
-    [
-        gate_etcd_views_agree(v, &p),
-        gate_no_ghost_member(&p),
-        gate_voters_are_members(v, &p),
-        gate_no_etcd_alarm(&p),
-    ]
 }
 
 /// The gates re-checked right before the snapshot request and the promotion.
