@@ -658,6 +658,26 @@ async fn only_the_controller_and_administrators_write_the_regrade_lease_the_mark
             ),
         ),
         (
+            "a kubelet plants a step on its own Node",
+            403,
+            patch_meta(
+                &plane.kubelet_client("server-2").unwrap(),
+                "server-2",
+                step.clone(),
+            )
+            .await,
+        ),
+        (
+            "a kubelet annotates its own Node otherwise",
+            200,
+            patch_meta(
+                &plane.kubelet_client("server-2").unwrap(),
+                "server-2",
+                json!({ "annotations": { "example.com/kubelet": "1" } }),
+            )
+            .await,
+        ),
+        (
             "node-problem-detector's role plants a step",
             403,
             patch_meta(&npd, "server-2", step.clone()).await,

@@ -982,18 +982,22 @@ async fn forged_readiness_and_voters_move_nothing(
     let started = clock.now();
     // Past the grace (5 s), the node Lease's grace (10 s) and the views'
     // age (30 s): long enough for every rule that could have fired.
+    let mut disputed = None;
     while clock.since(started) < Duration::from_secs(45) {
         status(target.clone(), forged.clone())
             .await
             .expect("node-problem-detector's role patches a Node's status");
+        if disputed.is_none() && clock.since(started) > Duration::from_secs(20) {
+            // `status` names the dispute (`ready-disputed`).
+            disputed = Some(String::from_utf8_lossy(&fleet_role_status(lab).stdout).to_string());
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    wait_printed(
-        printed,
-        &format!("{target} reads NotReady, but"),
-        Duration::from_secs(30),
-    )
-    .await;
+    let disputed = disputed.unwrap_or_default();
+    assert!(
+        disputed.contains(&format!("{target} reads NotReady, but")),
+        "{disputed}"
+    );
     assert_eq!(
         printed.lock().unwrap().matches("swap out").count(),
         swaps_before,

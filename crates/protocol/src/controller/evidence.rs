@@ -68,20 +68,45 @@ impl FleetView {
     }
 }
 
-/// Notes, on each voting host whose Node reads NotReady while its own
-/// fresh view of etcd says its member is healthy, that the two disagree
-/// ([`crate::NodeFacts::ready_disputed`], which `status` shows). Such a
-/// voter is never taken for down; it still counts as unhealthy in the
-/// quorum arithmetic, since a host that just died keeps its last view for
-/// a while: a forged NotReady can make the gates refuse (and `status`
-/// names it), never remove a member.
+/// Weighs a voting host whose Node reads NotReady against its own word
+/// on its member, and notes the dispute on it
+/// ([`crate::NodeFacts::ready_disputed`], which `status` shows):
+///
+/// - its node Lease renewed within [`super::Settings::heartbeat_grace`]
+///   and its own view of etcd, read within that same grace, saying its
+///   member is healthy: counted Ready again. Its kubelet is alive and its
+///   etcd served a linearizable read moments ago: for the quorum
+///   arithmetic, the member is healthy, whoever wrote `Ready`. (A host
+///   that died keeps both for at most that grace: the window in which its
+///   stale `Ready=True` is believed anyway, [`super::apply_heartbeats`].)
+/// - else, its own view within [`super::Settings::actuator_heartbeat_max_age`]
+///   still vouches for the member: not counted Ready (a host that just
+///   died keeps its last view that long), but never taken for down.
+///
+/// So a `nodes/status` writer alone can make a healthy voter neither
+/// replaced nor counted unhealthy; with a node Lease writer too, it can
+/// make the gates refuse (and `status` names it), never remove a member.
 pub fn weigh_evidence(v: &mut FleetView) {
     let p = v.etcd();
+    let (now, grace) = (v.now, v.settings.heartbeat_grace);
+    let recent = |t: Option<i64>| t.is_some_and(|t| now.saturating_sub(t) <= grace);
     for n in &mut v.nodes {
         if n.ready || !matches!(classify(n), Class::Voter | Class::EtcdOnly) {
             continue;
         }
-        if p.of_node(&n.name).is_some_and(|m| m.vouched) {
+        let Some(m) = p.of_node(&n.name).filter(|m| m.vouched) else {
+            continue;
+        };
+        let own_read = n.host.as_ref().and_then(|h| h.etcd.as_ref());
+        let fresh_view = own_read.is_some_and(|e| e.member == m.member.id && e.healthy)
+            && recent(own_read.map(|e| e.read_at));
+        if recent(n.lease_renewed_at) && fresh_view {
+            n.ready = true;
+            n.ready_disputed = Some(format!(
+                "{} reads NotReady, but its kubelet renewed its node Lease and its own view of etcd says its member is healthy: counted Ready",
+                n.name
+            ));
+        } else {
             n.ready_disputed = Some(format!(
                 "{} reads NotReady, but its own view of etcd says its member is healthy: not taken for down",
                 n.name
@@ -170,17 +195,40 @@ mod tests {
     }
 
     #[test]
-    fn a_forged_not_ready_on_a_healthy_voter_is_shown_as_disputed_and_still_counts_unhealthy() {
+    fn a_forged_not_ready_on_a_live_voter_is_counted_ready_and_shown_as_disputed() {
         let mut v = fleet();
         node_mut(&mut v, "n2").ready = false;
         node_mut(&mut v, "n5").ready = false;
-        weigh_evidence(&mut v);
-        let n2 = v.node("n2").unwrap();
-        assert!(!n2.ready && n2.ready_disputed.is_some());
-        assert!(!crate::controller::is_healthy_voter(n2));
+        let mut weighed = v.clone();
+        weigh_evidence(&mut weighed);
+        let n2 = weighed.node("n2").unwrap();
+        assert!(n2.ready && n2.ready_disputed.is_some());
+        assert!(crate::controller::is_healthy_voter(n2));
         // An agent has no member to vouch for.
-        assert!(v.node("n5").unwrap().ready_disputed.is_none());
-        assert!(v.node("n1").unwrap().ready_disputed.is_none());
+        assert!(!weighed.node("n5").unwrap().ready);
+        assert!(weighed.node("n5").unwrap().ready_disputed.is_none());
+        assert!(weighed.node("n1").unwrap().ready_disputed.is_none());
+        // Its node Lease aged too (a Lease writer): vouched for, not down,
+        // but not counted Ready.
+        let mut aged = v.clone();
+        node_mut(&mut aged, "n2").lease_renewed_at = Some(NOW - 1_000);
+        weigh_evidence(&mut aged);
+        let n2 = aged.node("n2").unwrap();
+        assert!(!n2.ready && n2.ready_disputed.is_some());
+        assert!(!aged.down("n2"));
+        // Its own view read longer ago than the node Lease's grace (a host
+        // that may have just died): not counted Ready either.
+        let mut old = v.clone();
+        let grace = old.settings.heartbeat_grace;
+        if let Some(e) = node_mut(&mut old, "n2")
+            .host
+            .as_mut()
+            .and_then(|h| h.etcd.as_mut())
+        {
+            e.read_at = NOW - grace - 1;
+        }
+        weigh_evidence(&mut old);
+        assert!(!old.node("n2").unwrap().ready);
     }
 
     #[test]
