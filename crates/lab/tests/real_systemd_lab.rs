@@ -1005,12 +1005,12 @@ async fn forged_readiness_and_voters_move_nothing(
         printed.lock().unwrap()
     );
     assert_eq!(etcd_voters(lab).await, before, "etcd's voters changed");
-    // An agent dressed as a voter.
-    let standby = lab
-        .spec
-        .hosts
-        .iter()
-        .map(|h| h.name.clone())
+    // An agent dressed as a voter: one that was never a server (a host
+    // that came home as an agent would be tidied by `run` instead).
+    let standby = ["agent-2", "agent-1"]
+        .into_iter()
+        .map(String::from)
+        .chain(lab.spec.hosts.iter().map(|h| h.name.clone()))
         .find(|n| !before.contains(n))
         .expect("a host that does not vote");
     patcher
