@@ -644,8 +644,49 @@ async fn a_restarted_actuator_never_repeats_a_settled_step() {
     assert!(rig.host.systemd_log().is_empty(), "repeated the promotion");
 }
 
+/// The agent `standby` with `report` in its own copy on the host, as the
+/// actuator writes it before every write to the API: what a restarted
+/// actuator resumes from (the API's copy grants no resume).
+fn host_remembering(report: &Report) -> TestHost {
+    let h = TestHost::new("standby", bin_dir()).as_agent();
+    actuator::report::write_local(&host::HostPaths::new(h.at("")), report).unwrap();
+    h
+}
+
 #[tokio::test]
 async fn a_restarted_actuator_resumes_a_started_step() {
+    let mut world = world_with(promote_node(true));
+    world.lease = Some(lease("s1"));
+    let started = Report::next(
+        None,
+        Some(protocol::SwapId::parse("s1").unwrap()),
+        protocol::report::ReportStep::Promote,
+        Phase::Started,
+        1,
+    );
+    world.report.insert("standby".into(), started.to_json());
+    let rig = Rig::new(host_remembering(&started), world);
+    rig.until("done", |r| {
+        r.report().is_some_and(|r| r.phase == Phase::Done)
+    })
+    .await;
+    assert_eq!(
+        rig.phases()[0],
+        (Phase::Progress, Some(Detail::Learner)),
+        "the start was not written twice"
+    );
+    assert_eq!(
+        rig.report().unwrap().started_at,
+        1,
+        "the step's start time carried over"
+    );
+    assert_eq!(rig.host.role().as_deref(), Some("server"));
+}
+
+#[tokio::test]
+async fn a_started_step_only_the_apis_copy_shows_is_not_resumed_but_taken_afresh_as_the_lease_asks()
+{
+    // Planted in the API (anyone with a write there), nothing on the host.
     let mut world = world_with(promote_node(true));
     world.lease = Some(lease("s1"));
     let started = Report::next(
@@ -663,15 +704,10 @@ async fn a_restarted_actuator_resumes_a_started_step() {
     .await;
     assert_eq!(
         rig.phases()[0],
-        (Phase::Progress, Some(Detail::Learner)),
-        "the start was not written twice"
+        (Phase::Started, None),
+        "taken afresh, its start written"
     );
-    assert_eq!(
-        rig.report().unwrap().started_at,
-        1,
-        "the step's start time carried over"
-    );
-    assert_eq!(rig.host.role().as_deref(), Some("server"));
+    assert_ne!(rig.report().unwrap().started_at, 1, "no start carried over");
 }
 
 #[tokio::test]
@@ -1251,7 +1287,7 @@ async fn a_lease_back_for_a_started_step_resumes_it_without_waiting_for_a_resync
     world.report.insert("standby".into(), started.to_json());
     // An hour's resync: only the Lease's watch can bring the change.
     let rig = Rig::with(
-        TestHost::new("standby", bin_dir()).as_agent(),
+        host_remembering(&started),
         world,
         3600,
         Arc::new(Metrics::new()),

@@ -230,8 +230,23 @@ async fn a_swap_is_refused_while_a_voter_is_not_ready() {
     h.fleet.set(|f| {
         f.down.insert("n2".into());
     });
-    h.wait_for("n2 NotReady", || async {
-        !condition(&h.node("n2").await, "Ready")
+    // NotReady, and past the node Lease's grace (6 s here): before that,
+    // a voter whose kubelet and etcd answered moments ago counts Ready
+    // whatever its condition says, as a dead host's stale `Ready=True` is
+    // believed for as long.
+    h.wait_for("n2 NotReady with its node Lease stale", || async {
+        let leases = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+            h.admin.clone(),
+            "kube-node-lease",
+        );
+        let renewed = leases
+            .get("n2")
+            .await
+            .ok()
+            .and_then(|l| l.spec?.renew_time)
+            .map(|t| t.0.as_second());
+        let now = clock::Clock::system().unix_secs();
+        !condition(&h.node("n2").await, "Ready") && renewed.is_none_or(|r| now - r > 7)
     })
     .await;
     let out = refused(&h, "n1", "n4", "voters-healthy").await;
