@@ -644,6 +644,17 @@ async fn a_restarted_actuator_never_repeats_a_settled_step() {
     assert!(rig.host.systemd_log().is_empty(), "repeated the promotion");
 }
 
+/// A report of swap s1's promotion started at unix second 1.
+fn promotion_started() -> Report {
+    Report::next(
+        None,
+        Some(protocol::SwapId::parse("s1").unwrap()),
+        protocol::report::ReportStep::Promote,
+        Phase::Started,
+        1,
+    )
+}
+
 /// The agent `standby` with `report` in its own copy on the host, as the
 /// actuator writes it before every write to the API: what a restarted
 /// actuator resumes from (the API's copy grants no resume).
@@ -657,13 +668,7 @@ fn host_remembering(report: &Report) -> TestHost {
 async fn a_restarted_actuator_resumes_a_started_step() {
     let mut world = world_with(promote_node(true));
     world.lease = Some(lease("s1"));
-    let started = Report::next(
-        None,
-        Some(protocol::SwapId::parse("s1").unwrap()),
-        protocol::report::ReportStep::Promote,
-        Phase::Started,
-        1,
-    );
+    let started = promotion_started();
     world.report.insert("standby".into(), started.to_json());
     let rig = Rig::new(host_remembering(&started), world);
     rig.until("done", |r| {
@@ -689,13 +694,7 @@ async fn a_started_step_only_the_apis_copy_shows_is_not_resumed_but_taken_afresh
     // Planted in the API (anyone with a write there), nothing on the host.
     let mut world = world_with(promote_node(true));
     world.lease = Some(lease("s1"));
-    let started = Report::next(
-        None,
-        Some(protocol::SwapId::parse("s1").unwrap()),
-        protocol::report::ReportStep::Promote,
-        Phase::Started,
-        1,
-    );
+    let started = promotion_started();
     world.report.insert("standby".into(), started.to_json());
     let rig = Rig::new(TestHost::new("standby", bin_dir()).as_agent(), world);
     rig.until("done", |r| {
@@ -1277,13 +1276,7 @@ async fn an_idle_watcher_sends_nothing_but_its_watches_over_several_resyncs() {
 async fn a_lease_back_for_a_started_step_resumes_it_without_waiting_for_a_resync() {
     // The promotion had started when its Lease lapsed: it waits for the Lease.
     let mut world = world_with(promote_node(false));
-    let started = Report::next(
-        None,
-        Some(protocol::SwapId::parse("s1").unwrap()),
-        protocol::report::ReportStep::Promote,
-        Phase::Started,
-        1,
-    );
+    let started = promotion_started();
     world.report.insert("standby".into(), started.to_json());
     // An hour's resync: only the Lease's watch can bring the change.
     let rig = Rig::with(
