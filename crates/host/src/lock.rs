@@ -4,7 +4,8 @@
 //!
 //! `flock` needs no write access: any local user who can open the file
 //! (one a root shell made 0644) could hold it and block every switch. The
-//! file is made, and kept, readable by its owner alone.
+//! file is made readable by its owner alone, and tightened so by every
+//! switch that takes it.
 
 use std::{
     fs::{File, OpenOptions, Permissions, TryLockError},
@@ -48,13 +49,17 @@ impl HostLock {
             .mode(0o600)
             .open(path)
             .map_err(io("opening the lock", path))?;
-        file.set_permissions(Permissions::from_mode(0o600))
-            .map_err(io("making the lock its owner's alone", path))?;
         let clock = budget.clock();
         let start = clock.now();
         loop {
             match file.try_lock() {
-                Ok(()) => return Ok(HostLock { _file: file }),
+                Ok(()) => {
+                    // Tightened once held, so a switch refused for the
+                    // lock changes nothing on the host.
+                    file.set_permissions(Permissions::from_mode(0o600))
+                        .map_err(io("making the lock its owner's alone", path))?;
+                    return Ok(HostLock { _file: file });
+                }
                 Err(TryLockError::WouldBlock) if clock.since(start) < timeout => {
                     budget.check("waiting for the host lock")?;
                     thread::sleep(Duration::from_millis(100));
