@@ -459,14 +459,7 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: \"system
 subjects:
   - {kind: ServiceAccount, name: lab-node-problem-detector, namespace: default}
 ";
-    apis.any(|c| async move {
-        testcp::apply_manifest(&c, manifest)
-            .await
-            .map_err(|e| kube::Error::Service(Box::new(std::io::Error::other(e.to_string()))))
-    })
-    .await
-    .context("applying the node-problem-detector identity")?;
-    token_of(apis, "default", "lab-node-problem-detector").await
+    identity_token(apis, manifest, "lab-node-problem-detector").await
 }
 
 /// The ServiceAccount `default/lab-node-patcher`, bound to a ClusterRole
@@ -496,12 +489,22 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: lab-node
 subjects:
   - {kind: ServiceAccount, name: lab-node-patcher, namespace: default}
 ";
+    identity_token(apis, manifest, "lab-node-patcher").await
+}
+
+/// Applies `manifest` (a ServiceAccount `default/<account>` and its
+/// bindings) as the admin and returns a token of that ServiceAccount.
+async fn identity_token(
+    apis: &Apis,
+    manifest: &'static str,
+    account: &str,
+) -> anyhow::Result<secrecy::SecretString> {
     apis.any(|c| async move {
         testcp::apply_manifest(&c, manifest)
             .await
             .map_err(|e| kube::Error::Service(Box::new(std::io::Error::other(e.to_string()))))
     })
     .await
-    .context("applying the patch-nodes identity")?;
-    token_of(apis, "default", "lab-node-patcher").await
+    .with_context(|| format!("applying the identity {account}"))?;
+    token_of(apis, "default", account).await
 }
