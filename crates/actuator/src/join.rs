@@ -7,10 +7,8 @@ use std::time::Duration;
 
 use clock::Clock;
 use etcdview::Endpoint;
-use protocol::{
-    JoinUrl,
-    join::{Configured, JoinChoice},
-};
+use hostdecide::join::{Configured, JoinChoice};
+use protocol::JoinUrl;
 use tracing::info;
 
 /// The voter a step-down must name in `server:`, read from the local
@@ -46,7 +44,7 @@ pub fn for_step_down(
     if sources.is_empty() {
         sources = "none set".into();
     }
-    match protocol::join::for_step_down(&view, configured(&urls[0]), configured(&urls[1])) {
+    match hostdecide::join::for_step_down(&view, configured(&urls[0]), configured(&urls[1])) {
         JoinChoice::Keep => Ok(None),
         JoinChoice::Name(url) => {
             info!(

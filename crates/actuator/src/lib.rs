@@ -1,6 +1,6 @@
 //! `fleet-role-actuator`: the host-side half of a voter swap.
 //!
-//! It watches its own Node, decides with [`protocol::decide`], does the
+//! It watches its own Node, decides with [`hostdecide::decide`], does the
 //! host-local part of a step through the [`host`] crate, and reports each
 //! step under its own key of the report ConfigMap. Its credential can read
 //! Nodes and the regrade Lease and patch its own report, nothing more.

@@ -1,5 +1,5 @@
 //! Whether etcd still lists this host's member, known only from a reading
-//! of etcd itself ([`protocol::HostState::etcd_lists_member`]).
+//! of etcd itself ([`hostdecide::HostState::etcd_lists_member`]).
 //!
 //! A host that holds a datastore decides two things on it: whether a
 //! stepped-down host may finish (stop its server, move the datastore

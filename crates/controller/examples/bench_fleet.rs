@@ -47,6 +47,7 @@ use common::{
     STANDBYS, VOTERS, apply_rbac, create_nodes, node, node_names, proc_kib, say, spawn_logged,
     stamp, write_kubeconfig, write_private,
 };
+use fleetdecide::{SwapState, next_action, run_decision};
 use k8s_openapi::{
     api::{
         coordination::v1::{Lease, LeaseSpec},
@@ -58,10 +59,7 @@ use kube::{
     Api, Client,
     api::{ListParams, Patch, PatchParams, PostParams},
 };
-use protocol::{
-    Names, SwapId,
-    controller::{SwapState, next_action, run_decision},
-};
+use protocol::{Names, SwapId};
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 use testcp::ControlPlane;
@@ -599,7 +597,7 @@ async fn measure(
             |_| Some(clock.unix_secs()),
             &controller::observe::Reports::default(),
             None,
-            &mut protocol::controller::Sightings::default(),
+            &mut fleetdecide::Sightings::default(),
         )
     };
     let runs = if n >= 5000 { 51 } else { 201 };

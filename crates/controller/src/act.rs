@@ -4,6 +4,7 @@
 //! manager `fleet-role`, and an Event on the Nodes concerned, so that
 //! `kubectl describe node` tells the story.
 
+use fleetdecide::{Action, Outcome, StopKind, SwapState};
 use k8s_openapi::{
     api::{
         coordination::v1::Lease,
@@ -17,11 +18,7 @@ use kube::{
     Api, Client,
     api::{Patch, PatchParams, PostParams},
 };
-use protocol::{
-    Names,
-    controller::{self, Action, Outcome, StopKind, SwapState},
-    names::LEASE_NAMESPACE,
-};
+use protocol::{Names, names::LEASE_NAMESPACE};
 use serde_json::Value;
 use tracing::warn;
 
@@ -99,7 +96,7 @@ impl Actor {
             return Err(ActError::Lost("the regrade Lease is gone".into()));
         };
         let facts = kubeview::lease_facts(self.names(), &lease);
-        let view = protocol::controller::FleetView {
+        let view = fleetdecide::FleetView {
             now: self.settings.clock.unix_secs(),
             settings: self.settings.core.clone(),
             nodes: Vec::new(),
@@ -112,12 +109,12 @@ impl Actor {
         if !ours {
             return Err(ActError::Lost(format!(
                 "the regrade Lease is now held by {} (instance {}) for swap {}",
-                controller::one_line(facts.holder.as_deref().unwrap_or("nobody")),
-                controller::one_line(facts.instance.as_deref().unwrap_or("none")),
-                controller::one_line(facts.swap.as_deref().unwrap_or("none")),
+                fleetdecide::one_line(facts.holder.as_deref().unwrap_or("nobody")),
+                fleetdecide::one_line(facts.instance.as_deref().unwrap_or("none")),
+                fleetdecide::one_line(facts.swap.as_deref().unwrap_or("none")),
             )));
         }
-        if !controller::write_may_go(&view, &facts) {
+        if !fleetdecide::write_may_go(&view, &facts) {
             // Ours, but about to lapse: renew before writing (the next
             // decision asks for it).
             return Err(ActError::Conflict);
@@ -146,13 +143,13 @@ impl Actor {
     ) -> Result<Lease, ActError> {
         let names = self.names();
         let before = obs.view.lease.clone().unwrap_or_default();
-        let writer = controller::Writer {
+        let writer = fleetdecide::Writer {
             identity: &names.controller_identity,
             instance: &state.instance,
             lease_duration: self.settings.core.lease_duration,
             now: obs.view.now,
         };
-        let after = controller::lease_after(obs.view.lease.as_ref(), action, writer)
+        let after = fleetdecide::lease_after(obs.view.lease.as_ref(), action, writer)
             .unwrap_or_else(|| unreachable!("not a Lease write: {action:?}"));
         let lease = kubeview::lease_object(
             names,
@@ -218,7 +215,7 @@ impl Actor {
                 name: node.to_string(),
                 ..protocol::NodeFacts::default()
             });
-        let after = controller::node_after(&before, action)
+        let after = fleetdecide::node_after(&before, action)
             .unwrap_or_else(|| unreachable!("not a Node write: {action:?}"));
         let mut written = None;
         if let Some(patch) = kubeview::node_patch(self.names(), &before, &after) {
@@ -289,11 +286,11 @@ impl Actor {
     pub async fn set_stopping(
         &self,
         read: &Lease,
-        note: &controller::StopNote,
+        note: &fleetdecide::StopNote,
     ) -> Result<(), ActError> {
         let names = self.names();
         let before = kubeview::lease_facts(names, read);
-        let after = controller::lease_asked_to_stop(&before, note);
+        let after = fleetdecide::lease_asked_to_stop(&before, note);
         let Some(patch) = kubeview::lease_patch(
             names,
             &before,
@@ -336,7 +333,7 @@ impl Actor {
             .as_ref()
             .map(|l| kubeview::lease_facts(names, l))
             .unwrap_or_default();
-        let after = controller::lease_paused(&before, paused);
+        let after = fleetdecide::lease_paused(&before, paused);
         if read.is_some() {
             let Some(patch) = kubeview::lease_patch(names, &before, &after, None) else {
                 return Ok(());

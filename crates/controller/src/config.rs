@@ -8,11 +8,8 @@
 use std::{path::Path, time::Duration};
 
 use clock::Clock;
-use protocol::{
-    HolderIdentity, Names, NodeName,
-    controller::{self, Timeouts},
-    names,
-};
+use fleetdecide::Timeouts;
+use protocol::{HolderIdentity, Names, NodeName, names};
 use serde::Deserialize;
 
 /// The config file as written.
@@ -175,7 +172,7 @@ impl FileConfig {
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// What the pure core needs.
-    pub core: controller::Settings,
+    pub core: fleetdecide::Settings,
     /// How long to wait before trying again after an API error (the
     /// cluster is watched, not polled: see `crate::watch`).
     pub poll: Duration,
@@ -250,7 +247,7 @@ impl Settings {
                 .map_err(|e| ConfigError::invalid("identity", e))?
                 .into_string();
         }
-        let d = controller::Settings::default();
+        let d = fleetdecide::Settings::default();
         let voters = file.voters.unwrap_or(d.voters);
         if voters == 0 || voters.is_multiple_of(2) {
             return Err(invalid("voters", "must be odd (1, 3, 5, ...)"));
@@ -401,7 +398,7 @@ impl Settings {
             api_servers,
             replace_ineligible: file.replace_ineligible.unwrap_or(false),
             metrics_address,
-            core: controller::Settings {
+            core: fleetdecide::Settings {
                 names,
                 voters,
                 spread_label,
@@ -495,21 +492,21 @@ impl Settings {
 /// The `[window]` table, its zone resolved: `UTC` and fixed offsets need no
 /// zone database; a name is read from the system's (`/usr/share/zoneinfo`,
 /// or `TZDIR`) once, here, so that the decisions stay pure.
-fn window(w: FileWindow) -> Result<controller::Window, ConfigError> {
+fn window(w: FileWindow) -> Result<fleetdecide::Window, ConfigError> {
     let name = w.time_zone.unwrap_or_else(|| "UTC".into());
-    let zone = match controller::fixed_zone(&name) {
+    let zone = match fleetdecide::fixed_zone(&name) {
         Some(z) => z,
         None => jiff::tz::TimeZone::get(&name).map_err(|e| {
             ConfigError::invalid(
                 "window.time_zone",
                 format!(
                     "{} is not UTC, a fixed offset (+02:00) or a zone of this system's database: {e}",
-                    controller::one_line(&name)
+                    fleetdecide::one_line(&name)
                 ),
             )
         })?,
     };
-    controller::Window::new(
+    fleetdecide::Window::new(
         &w.days,
         w.start.as_deref().unwrap_or("00:00"),
         w.end.as_deref().unwrap_or("24:00"),
@@ -531,7 +528,7 @@ pub fn parse_duration_of(key: &'static str, raw: &str) -> Result<Duration, Confi
         key,
         why: format!(
             "{} is not a duration like 90s, 15m or 1h",
-            controller::one_line(raw)
+            fleetdecide::one_line(raw)
         ),
     };
     let raw = raw.trim();

@@ -1,6 +1,7 @@
 //! Unit tests of `config.rs`, kept apart so the module reads as the settings alone.
 
 use super::*;
+use crate::config::Settings;
 
 fn parse(text: &str) -> Result<Settings, ConfigError> {
     Settings::resolve(toml::from_str(text).unwrap(), None)
@@ -9,7 +10,7 @@ fn parse(text: &str) -> Result<Settings, ConfigError> {
 #[test]
 fn no_file_means_every_default() {
     let s = Settings::resolve(FileConfig::default(), None).unwrap();
-    assert_eq!(s.core, controller::Settings::default());
+    assert_eq!(s.core, fleetdecide::Settings::default());
     assert_eq!(s.poll, Duration::from_secs(1));
     assert_eq!(s.lease_ref(), "kube-system/fleet-regrade");
     assert_eq!(s.leader, LeaderSettings::default());

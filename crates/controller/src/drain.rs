@@ -6,8 +6,9 @@
 //! budget, so a budget protecting a CI runner holds here as it holds for
 //! `kubectl drain`. A refused pod stays; the next round, a few seconds
 //! later, asks again, until the drain's timeout stops the swap (see
-//! `protocol::controller::drain`).
+//! `fleetdecide::drain`).
 
+use fleetdecide::{PodFacts, PodRef};
 use k8s_openapi::{
     api::{core::v1::Pod, policy::v1::Eviction},
     apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta},
@@ -16,7 +17,6 @@ use kube::{
     Api, Client,
     api::{ListParams, PostParams},
 };
-use protocol::controller::{self, PodFacts, PodRef};
 use tracing::{info, warn};
 
 use crate::act::ActError;
@@ -82,7 +82,7 @@ pub async fn evict(
                 Evicted::Accepted
             }
             Err(kube::Error::Api(s)) if s.code == 429 => {
-                let why = controller::one_line(&s.message);
+                let why = fleetdecide::one_line(&s.message);
                 warn!("the eviction of {p} was refused for now: {why}");
                 Evicted::Refused(why)
             }

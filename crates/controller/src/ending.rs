@@ -1,11 +1,8 @@
 //! How one change driven by this process ended ([`Ending`]), what its exit
 //! code and last line say.
 
-use protocol::{
-    NodeName,
-    controller::{self, StopKind},
-    exit::Exit,
-};
+use fleetdecide::StopKind;
+use protocol::{NodeName, exit::Exit};
 
 /// How a swap ended for this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,7 +10,7 @@ pub enum Ending {
     /// Done.
     Done {
         /// A swap, a grow or a shrink.
-        change: controller::Change,
+        change: fleetdecide::Change,
         /// Something left for the operator.
         warning: Option<String>,
     },
@@ -22,7 +19,7 @@ pub enum Ending {
     /// Wound down to the cluster as it was.
     WoundDown {
         /// A swap, a grow or a shrink.
-        change: controller::Change,
+        change: fleetdecide::Change,
         /// Refused or failed.
         kind: StopKind,
         /// Why.
@@ -115,7 +112,7 @@ impl Ending {
                 "interrupted",
                 format!(
                     "the swap is left at a safe point (between two steps); its Lease lapses within its duration. To resume it: `{}`{}; to wind it down instead: `fleet-role abort`",
-                    controller::Change::resume_command(out.as_ref(), incoming.as_ref()),
+                    fleetdecide::Change::resume_command(out.as_ref(), incoming.as_ref()),
                     if out.is_some() && incoming.is_some() {
                         " (or `fleet-role run`)"
                     } else {

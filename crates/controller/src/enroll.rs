@@ -25,6 +25,7 @@ use std::{
 };
 
 use clap::{Args, ValueEnum};
+use fleetdecide::one_line;
 use k8s_openapi::api::{authentication::v1::TokenRequest, core::v1::ServiceAccount};
 use kube::{
     Api, Client,
@@ -36,7 +37,7 @@ use kubeview::{
     Identity,
     identity::{ENROLL_FIELD_MANAGER, IdentityError},
 };
-use protocol::{Names, NodeName, controller::one_line};
+use protocol::{Names, NodeName};
 use serde_json::Value;
 
 /// What `enroll` prints or does.

@@ -3,7 +3,7 @@
 //! through the Kubernetes API only.
 //!
 //! Functional core, imperative shell: every decision is
-//! [`protocol::controller::next_action`] over a [`protocol::controller::FleetView`];
+//! [`fleetdecide::next_action`] over a [`fleetdecide::FleetView`];
 //! this crate reads the API into that view ([`observe`]), carries out the
 //! one action it returns ([`act`]), and prints what happened ([`output`]).
 //! [`drive`] is that loop; [`status`] shows the fleet; [`config`] turns the

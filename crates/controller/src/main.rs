@@ -5,6 +5,7 @@
 //! in the help.
 #![forbid(unsafe_code)]
 
+use fleetdecide::SwapRecord;
 use std::{process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::Context;
@@ -20,10 +21,8 @@ use controller::{
     service, status, uninstall,
     watch::FleetWatch,
 };
-use protocol::{
-    controller::{AbortPlan, abort_plan},
-    exit::{Exit, Marked},
-};
+use fleetdecide::{AbortPlan, abort_plan};
+use protocol::exit::{Exit, Marked};
 
 /// How long the watches may take to list everything once at start.
 const SYNC_BOUND: Duration = Duration::from_secs(60);
@@ -31,22 +30,19 @@ const SYNC_BOUND: Duration = Duration::from_secs(60);
 const REFRESH_BOUND: Duration = Duration::from_secs(30);
 
 /// Prints the fleet's status; its exit says whether anything is degraded.
-fn show_status(
-    output: Format,
-    view: &protocol::controller::FleetView,
-    settings: &Settings,
-) -> Exit {
+fn show_status(output: Format, view: &fleetdecide::FleetView, settings: &Settings) -> Exit {
     match output {
         Format::Text => println!("{}", status::text(view, settings)),
         Format::Json => println!("{}", status::json(view, settings)),
     }
-    if protocol::controller::degraded(view).is_empty() {
+    if fleetdecide::degraded(view).is_empty() {
         Exit::Done
     } else {
         Exit::Degraded
     }
 }
-use protocol::{NodeName, controller::plan};
+use fleetdecide::plan;
+use protocol::NodeName;
 use tokio::sync::watch;
 
 fn main() -> ExitCode {
@@ -302,8 +298,8 @@ async fn swap_command(
 
 /// A dry run's exit: 0 when every gate of the plan passes, 1 when one is
 /// shut.
-fn plan_exit(p: &protocol::controller::Plan) -> Exit {
-    if protocol::controller::all_pass(&p.gates) {
+fn plan_exit(p: &fleetdecide::Plan) -> Exit {
+    if fleetdecide::all_pass(&p.gates) {
         Exit::Done
     } else {
         Exit::Refused
@@ -371,8 +367,8 @@ async fn resize_command(
         // Reads only: nothing below writes.
         let obs = driver.observe().await?;
         let p = match way {
-            Resize::Grow => protocol::controller::plan_grow(&obs.view, &names),
-            Resize::Shrink => protocol::controller::plan_shrink(&obs.view, &names),
+            Resize::Grow => fleetdecide::plan_grow(&obs.view, &names),
+            Resize::Shrink => fleetdecide::plan_shrink(&obs.view, &names),
         };
         printer.resize_plan(what, &names, &p);
         return Ok(plan_exit(&p));
@@ -432,7 +428,7 @@ async fn resize_command(
         Exit::Done.code(),
         &format!(
             "the {what} is complete: {}",
-            protocol::controller::voting_now(&obs.view).describe()
+            fleetdecide::voting_now(&obs.view).describe()
         ),
     );
     Ok(Exit::Done)
@@ -661,7 +657,7 @@ async fn abort_command(
         AbortPlan::WindDown => format!(
             "swap {} ({}): winding it down to the cluster as it was",
             rec.id,
-            protocol::controller::halves(rec.out.as_ref(), rec.incoming.as_ref())
+            fleetdecide::halves(rec.out.as_ref(), rec.incoming.as_ref())
         ),
         AbortPlan::WindingDown => format!(
             "swap {} is already winding down to the cluster as it was",
@@ -680,7 +676,7 @@ async fn abort_command(
             let read = obs.lease.as_ref().expect("a held Lease was read");
             driver
                 .actor()
-                .set_stopping(read, &protocol::controller::abort_note())
+                .set_stopping(read, &fleetdecide::abort_note())
                 .await
                 .context("the swap moved on while it was judged; run `fleet-role abort` again")?;
         }
@@ -689,7 +685,7 @@ async fn abort_command(
             Exit::Done.code(),
             &format!(
                 "the controller holding it (instance {}) {}; `fleet-role status` shows it",
-                protocol::controller::one_line(&holder),
+                fleetdecide::one_line(&holder),
                 match plan {
                     AbortPlan::Finish { .. } => "goes on to its end",
                     _ => "winds it down at its next decision",

@@ -21,6 +21,7 @@
 //! The HTTP side (the request read, the answer written, every wait bounded)
 //! is the `endpoints` crate's, shared with the actuator.
 
+use fleetdecide::SwapRecord;
 use std::{
     net::SocketAddr,
     sync::{
@@ -31,6 +32,7 @@ use std::{
 };
 
 use endpoints::{Answer, Route};
+use fleetdecide::{FleetView, degradations, pending_learners, standbys};
 use prometheus_client::{
     encoding::text::encode,
     metrics::{
@@ -41,7 +43,6 @@ use prometheus_client::{
     },
     registry::Registry,
 };
-use protocol::controller::{FleetView, degradations, pending_learners, standbys};
 
 use crate::cluster::Credential;
 

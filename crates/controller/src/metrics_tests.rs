@@ -2,10 +2,8 @@
 
 use super::*;
 use crate::fixtures::{NOW, etcd_view, member, node};
-use protocol::{
-    controller::{Ending, GateName, LeaseFacts, Settings, gate_no_learner, record_ending},
-    etcd::{EtcdView, Member},
-};
+use fleetdecide::{Ending, GateName, LeaseFacts, Settings, gate_no_learner, record_ending};
+use protocol::etcd::{EtcdView, Member};
 
 const ME: &str = "fleet-role@here-1-abcdef";
 

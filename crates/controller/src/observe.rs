@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use fleetdecide::{FleetView, Sightings};
 use k8s_openapi::api::{
     coordination::v1::Lease,
     core::v1::{ConfigMap, Node},
@@ -16,7 +17,6 @@ use kube::{Api, Client, api::ListParams};
 use kubeview::hostobjects::Heartbeat;
 use protocol::{
     Names, NodeFacts, Report,
-    controller::{FleetView, Sightings},
     names::{LEASE_NAMESPACE, REPORT_CONFIGMAP},
 };
 
@@ -175,9 +175,9 @@ pub fn assemble(
         lease: lease.as_ref().map(|l| kubeview::lease_facts(names, l)),
         pods: vec![],
     };
-    protocol::controller::apply_heartbeats(&mut view);
+    fleetdecide::apply_heartbeats(&mut view);
     sightings.apply(&mut view);
-    protocol::controller::weigh_evidence(&mut view);
+    fleetdecide::weigh_evidence(&mut view);
     Observed { view, lease, uids }
 }
 

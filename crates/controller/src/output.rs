@@ -3,15 +3,15 @@
 //! as one JSON object per line.
 //!
 //! Every value that came from the API is printed through
-//! [`protocol::controller::one_line`] by the decisions that name it, so an
+//! [`fleetdecide::one_line`] by the decisions that name it, so an
 //! annotation holding a newline or an escape sequence cannot forge a line or
 //! drive the terminal.
 
 use std::time::Instant;
 
 use clock::Clock;
+use fleetdecide::{Action, Gate, Plan};
 use k8s_openapi::jiff::Timestamp;
-use protocol::controller::{Action, Gate, Plan};
 use serde_json::{Value, json};
 
 use crate::cli::Format;
@@ -146,7 +146,7 @@ impl Printer {
     /// A dry run's gates and steps, each step with its fault tolerance;
     /// `fields`: what the JSON line says the plan is of.
     fn dry_run(&mut self, title: &str, ok_line: &str, fields: serde_json::Value, plan: &Plan) {
-        let ok = protocol::controller::all_pass(&plan.gates);
+        let ok = fleetdecide::all_pass(&plan.gates);
         match self.format {
             Format::Text => {
                 println!("dry run: {title}; nothing will be written");

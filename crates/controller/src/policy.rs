@@ -1,5 +1,5 @@
 //! `run`'s operator settings around the pure policy
-//! ([`protocol::controller::run_decision`]): replacing a voter only for
+//! ([`fleetdecide::run_decision`]): replacing a voter only for
 //! being ineligible happens when asked (`replace_ineligible`), never as a
 //! surprise, and `run` will not start over a fleet whose labels would have
 //! it churn.
@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use protocol::controller::{Class, FleetView, classify};
+use fleetdecide::{Class, FleetView, classify};
 
 /// The view `run_decision` is asked about: unless `replace_ineligible`, a
 /// voter's missing eligibility is not a reason to replace it (it still is
@@ -73,10 +73,8 @@ pub fn eligibility_shortfall(v: &FleetView, replace_ineligible: bool) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use protocol::{
-        NodeFacts,
-        controller::{RunDecision, Settings, run_decision},
-    };
+    use fleetdecide::{RunDecision, Settings, run_decision};
+    use protocol::NodeFacts;
 
     fn voter(name: &str, eligible: bool) -> NodeFacts {
         NodeFacts {

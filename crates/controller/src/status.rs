@@ -1,10 +1,11 @@
 //! `fleet-role status`: the fleet at a glance.
 
+use fleetdecide::SwapRecord;
+use fleetdecide::{
+    self, Class, FleetView, LeaseFacts, NodeFacts, classify, count_voters, is_healthy_voter,
+    members::Picture, quorum,
+};
 use protocol::{
-    controller::{
-        self, Class, FleetView, LeaseFacts, NodeFacts, classify, count_voters, is_healthy_voter,
-        members::Picture, quorum,
-    },
     etcd::EtcdView,
     report::{Phase, Report},
     version,
@@ -85,10 +86,10 @@ pub fn report_line(now: i64, r: &Report) -> String {
     }
     s.push_str(&format!(" {}", age(now, r.updated_at)));
     if let Some(f) = &r.snapshot_file {
-        s.push_str(&format!(", file {}", controller::one_line(f)));
+        s.push_str(&format!(", file {}", fleetdecide::one_line(f)));
     }
     if let Some(why) = &r.reason {
-        s.push_str(&format!(": {}", controller::one_line(why)));
+        s.push_str(&format!(": {}", fleetdecide::one_line(why)));
     }
     s
 }
@@ -105,12 +106,12 @@ fn lease_lines(v: &FleetView, settings: &Settings, l: Option<&LeaseFacts>) -> Ve
     let holder = match (&l.holder, held) {
         (Some(h), true) => format!(
             "held by {} (instance {}), renewed {}, lapses in {} s",
-            controller::one_line(h),
-            controller::one_line(l.instance.as_deref().unwrap_or("-")),
+            fleetdecide::one_line(h),
+            fleetdecide::one_line(l.instance.as_deref().unwrap_or("-")),
             l.renew_time.map_or("never".into(), |t| age(v.now, t)),
             l.expiry().unwrap_or(v.now).saturating_sub(v.now)
         ),
-        (Some(h), false) => format!("lapsed (last held by {})", controller::one_line(h)),
+        (Some(h), false) => format!("lapsed (last held by {})", fleetdecide::one_line(h)),
         (None, _) => "free".into(),
     };
     out.push(format!("Lease {name}: {holder}"));
@@ -119,7 +120,7 @@ fn lease_lines(v: &FleetView, settings: &Settings, l: Option<&LeaseFacts>) -> Ve
             "  {} {}: {}",
             r.change().as_str(),
             r.id,
-            controller::halves(r.out.as_ref(), r.incoming.as_ref())
+            fleetdecide::halves(r.out.as_ref(), r.incoming.as_ref())
         ));
         if let (Some(step), Some(since)) = (l.current_step(), l.step_since) {
             let deadline = settings
@@ -143,7 +144,7 @@ fn lease_lines(v: &FleetView, settings: &Settings, l: Option<&LeaseFacts>) -> Ve
         if let Some(s) = &l.stopped {
             out.push(format!(
                 "  STOPPED: {}; resume with `{}`",
-                controller::one_line(s),
+                fleetdecide::one_line(s),
                 r.resume_command()
             ));
         }
@@ -158,21 +159,21 @@ fn lease_lines(v: &FleetView, settings: &Settings, l: Option<&LeaseFacts>) -> Ve
     ));
     if let Some(last) = l.last() {
         let how = match &last.outcome {
-            controller::Outcome::Done { warning: None } => "done".to_string(),
-            controller::Outcome::Done { warning: Some(w) } => format!("done; {w}"),
-            controller::Outcome::WoundDown { reason, .. } => format!("wound down: {reason}"),
+            fleetdecide::Outcome::Done { warning: None } => "done".to_string(),
+            fleetdecide::Outcome::Done { warning: Some(w) } => format!("done; {w}"),
+            fleetdecide::Outcome::WoundDown { reason, .. } => format!("wound down: {reason}"),
         };
         // A grow's or a shrink's ending has one half empty.
-        let kind = controller::Change::of(!last.out.is_empty(), !last.incoming.is_empty());
+        let kind = fleetdecide::Change::of(!last.out.is_empty(), !last.incoming.is_empty());
         let halves: Vec<String> = [("out", &last.out), ("in", &last.incoming)]
             .into_iter()
             .filter(|(_, n)| !n.is_empty())
-            .map(|(w, n)| format!("{w} {}", controller::one_line(n)))
+            .map(|(w, n)| format!("{w} {}", fleetdecide::one_line(n)))
             .collect();
         out.push(format!(
             "  last {} {} ({}) {}: {how}",
             kind.as_str(),
-            controller::one_line(&last.swap),
+            fleetdecide::one_line(&last.swap),
             halves.join(", "),
             age(v.now, last.at)
         ));
@@ -260,7 +261,7 @@ fn yes(b: bool) -> &'static str {
 /// The status as text lines.
 pub fn text(v: &FleetView, settings: &Settings) -> String {
     let mut lines = lease_lines(v, settings, v.lease.as_ref());
-    let degraded = controller::degraded(v);
+    let degraded = fleetdecide::degraded(v);
     if degraded.is_empty() {
         lines.push("Health: nothing degraded".into());
     } else {
@@ -287,7 +288,10 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
         },
         quorum(count.members())
     ));
-    lines.extend(voter_set_lines(&controller::voterset::path_of(v), settings));
+    lines.extend(voter_set_lines(
+        &fleetdecide::voterset::path_of(v),
+        settings,
+    ));
     for (label, class) in [
         ("  voters", Class::Voter),
         ("  learners", Class::Learner),
@@ -312,7 +316,7 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
         .iter()
         .map(|n| {
             let step = match (&n.marks.step, &n.marks.snapshot_request) {
-                (Some(s), _) => controller::one_line(s),
+                (Some(s), _) => fleetdecide::one_line(s),
                 (None, Some(_)) => "snapshot".into(),
                 (None, None) => "-".into(),
             };
@@ -320,7 +324,7 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
                 n.name.clone(),
                 classify(n).as_str().into(),
                 yes(n.ready).into(),
-                if controller::is_voting(n) {
+                if fleetdecide::is_voting(n) {
                     yes(is_healthy_voter(n)).into()
                 } else {
                     "-".into()
@@ -363,9 +367,9 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
     lines.join("\n")
 }
 
-/// The voter set as policy ([`controller::voterset`]): the tolerance now,
+/// The voter set as policy ([`fleetdecide::voterset`]): the tolerance now,
 /// the spread over the zones, and the path `p` to the configured set.
-pub fn voter_set_lines(p: &controller::voterset::Path, settings: &Settings) -> Vec<String> {
+pub fn voter_set_lines(p: &fleetdecide::voterset::Path, settings: &Settings) -> Vec<String> {
     let mut lines = vec![format!("Voter set: {}", p.start.describe())];
     lines.push(match &settings.core.spread_label {
         Some(label) => format!("  spread by {label}: {}", p.spread.describe()),
@@ -487,18 +491,18 @@ pub fn etcd_lines(v: &FleetView) -> Vec<String> {
                     if m.member.name.is_empty() {
                         "(not started)".into()
                     } else {
-                        controller::one_line(&m.member.name)
+                        fleetdecide::one_line(&m.member.name)
                     },
                     m.member.id.to_string(),
                     if m.member.learner { "learner" } else { "voter" }.into(),
                     m.node
                         .as_deref()
-                        .map_or("ghost".into(), controller::one_line),
+                        .map_or("ghost".into(), fleetdecide::one_line),
                     yes(m.healthy).into(),
                     m.member
                         .peer_urls
                         .first()
-                        .map_or("-".into(), |u| controller::one_line(u)),
+                        .map_or("-".into(), |u| fleetdecide::one_line(u)),
                 ]
             })
             .collect();
@@ -512,7 +516,7 @@ pub fn etcd_lines(v: &FleetView) -> Vec<String> {
             match p.leader {
                 Some(id) => p.members.iter().find(|m| m.member.id == id).map_or(
                     id.to_string(),
-                    |m| format!("{} ({id})", controller::one_line(&m.member.name))
+                    |m| format!("{} ({id})", fleetdecide::one_line(&m.member.name))
                 ),
                 None => "NONE".into(),
             }
@@ -620,18 +624,19 @@ pub fn etcd_json(v: &FleetView) -> Value {
 /// What `run` would decide now over `v` (with its own view of eligibility:
 /// see [`crate::policy::run_view`]): which grace a NotReady voter is in,
 /// what holds it back and until when.
-pub fn run_now(v: &FleetView, settings: &Settings) -> controller::RunDecision {
-    controller::run_decision(&crate::policy::run_view(v, settings.replace_ineligible))
+pub fn run_now(v: &FleetView, settings: &Settings) -> fleetdecide::RunDecision {
+    fleetdecide::run_decision(&crate::policy::run_view(v, settings.replace_ineligible))
 }
 
 /// A decision of `run` in the words `run --dry-run` prints.
-pub fn run_line(d: &controller::RunDecision) -> String {
+pub fn run_line(d: &fleetdecide::RunDecision) -> String {
     match d {
-        controller::RunDecision::Idle { why, .. } => format!("would stay idle: {why}"),
-        controller::RunDecision::Tidy { action, why } => {
+        fleetdecide::RunDecision::Idle { why, .. } => format!("would stay idle: {why}"),
+        fleetdecide::RunDecision::Tidy { action, why } => {
             format!("would {}: {why}", action.describe())
         }
-        controller::RunDecision::Swap { why, .. } | controller::RunDecision::Resize { why, .. } => {
+        fleetdecide::RunDecision::Swap { why, .. }
+        | fleetdecide::RunDecision::Resize { why, .. } => {
             format!("would {}: {why}", d.change_words().unwrap_or_default())
         }
     }
@@ -639,7 +644,7 @@ pub fn run_line(d: &controller::RunDecision) -> String {
 
 /// The status as one JSON object.
 pub fn json(v: &FleetView, settings: &Settings) -> Value {
-    let voter_path = controller::voterset::path_of(v);
+    let voter_path = fleetdecide::voterset::path_of(v);
     let count = count_voters(v, v.lease.as_ref().and_then(|l| l.swap_in.as_deref()));
     let nodes: Vec<Value> = v
         .nodes
@@ -688,7 +693,7 @@ pub fn json(v: &FleetView, settings: &Settings) -> Value {
             "lastSwap": l.last().map(|s| with_times(json!(s), &["at"])),
             "protocol": l.protocol,
         })),
-        "degraded": controller::degraded(v),
+        "degraded": fleetdecide::degraded(v),
         // What `run` would decide now, and until when it holds.
         "run": run_now(v, settings),
         // Nodes meant eligible by the old label only, to relabel.

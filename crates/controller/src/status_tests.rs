@@ -40,7 +40,7 @@ fn fleet() -> FleetView {
     n4.host.as_mut().unwrap().demotion = Some(Eligibility::Ok);
     FleetView {
         now: NOW,
-        settings: protocol::controller::Settings::default(),
+        settings: fleetdecide::Settings::default(),
         nodes: vec![
             node("n1", true, Some(n1)),
             node("n2", true, Some(view(2, NOW - 20, without_learner))),
@@ -174,8 +174,8 @@ fn status_names_the_nodes_with_only_the_old_eligible_label_and_how_to_relabel_th
         ["  kubectl label node n5 node-restriction.kubernetes.io/fleet-role-voter-eligible=true"]
     );
     assert_eq!(
-        controller::degraded(&v),
-        controller::degraded(&fleet()),
+        fleetdecide::degraded(&v),
+        fleetdecide::degraded(&fleet()),
         "a warning, not a degraded state"
     );
 }

@@ -23,12 +23,13 @@
 //! any Node carries a swap's marks: the controller's own objects are what
 //! winds a swap down (`fleet-role abort` first).
 
+use fleetdecide::one_line;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::{
     Api, Client,
     api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams},
 };
-use protocol::{controller::one_line, exit::Exit};
+use protocol::exit::Exit;
 use serde_json::Value;
 
 use crate::{
@@ -119,7 +120,7 @@ pub fn rendered(settings: &Settings) -> Result<Vec<Target>, UninstallError> {
 
 /// Why the fleet is not in a state to uninstall from, if it is not: a
 /// swap holding the regrade Lease, or a Node with a swap's marks.
-pub fn refusal(v: &protocol::controller::FleetView) -> Option<String> {
+pub fn refusal(v: &fleetdecide::FleetView) -> Option<String> {
     if let Some(l) = v
         .lease
         .as_ref()

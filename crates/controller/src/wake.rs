@@ -4,7 +4,8 @@
 //! loop wakes at the next moment one of those could change an answer, and
 //! otherwise only when a watch reports a change. No fixed poll.
 
-use protocol::controller::{Class, FleetView, classify};
+use fleetdecide::SwapRecord;
+use fleetdecide::{Class, FleetView, classify};
 
 /// The next unix second, after `v.now`, at which a time-based rule could
 /// change a decision over `v`; `deadline` is the current step's, if any.
@@ -58,7 +59,8 @@ pub fn next_edge(v: &FleetView, deadline: Option<i64>) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use protocol::{LeaseFacts, NodeFacts, controller::Settings};
+    use fleetdecide::Settings;
+    use protocol::{LeaseFacts, NodeFacts};
 
     fn view(nodes: Vec<NodeFacts>, lease: Option<LeaseFacts>) -> FleetView {
         FleetView {

@@ -224,7 +224,7 @@ pub struct FleetWatch {
     facts: Mutex<BTreeMap<String, (Option<String>, NodeFacts)>>,
     /// When this controller first saw each Node as it reads now: "NotReady
     /// for the grace" is counted from here, never from a time on the Node.
-    sightings: Mutex<protocol::controller::Sightings>,
+    sightings: Mutex<fleetdecide::Sightings>,
     last_error: Arc<Mutex<Option<String>>>,
     tx: Arc<watch::Sender<u64>>,
     rx: watch::Receiver<u64>,
@@ -380,7 +380,7 @@ impl FleetWatch {
             reports,
             lease,
             facts: Mutex::new(BTreeMap::new()),
-            sightings: Mutex::new(protocol::controller::Sightings::default()),
+            sightings: Mutex::new(fleetdecide::Sightings::default()),
             last_error,
             tx,
             rx,

@@ -9,7 +9,8 @@
 use std::{collections::BTreeSet, path::PathBuf};
 
 use controller::{drive::Ending, events::EventReason};
-use protocol::{controller::StopKind, exit::Exit};
+use fleetdecide::StopKind;
+use protocol::exit::Exit;
 
 /// A file of the repository's docs/.
 fn doc(name: &str) -> String {
@@ -166,7 +167,7 @@ fn the_swaps_endings_table_gives_each_ending_the_exit_code_the_controller_exits_
     let text = doc("controller.md");
     let rows = table(&text, "ending");
     let code = |e: Ending| e.exit().code();
-    let swap = protocol::controller::Change::Swap;
+    let swap = fleetdecide::Change::Swap;
     let refused = code(Ending::WoundDown {
         change: swap,
         kind: StopKind::Refused,

@@ -2,22 +2,19 @@
 //! annotations, the regrade Lease, and what the host's and the
 //! controller's decisions make of them with the reports.
 
+use fleetdecide::SwapRecord;
 use std::collections::BTreeMap;
 
+use fleetdecide::{
+    DEFAULT_SPREAD_LABEL, ENDINGS_KEPT, Ending, FleetView, Settings, SwapState, SwapStep, Writer,
+};
+use hostdecide::{Decision, HostState, Observation, decide::JoinTarget};
 use k8s_openapi::{
     api::{coordination::v1::Lease, core::v1::Node},
     apimachinery::pkg::apis::meta::v1::{MicroTime, Time},
     jiff::Timestamp,
 };
-use protocol::{
-    Decision, HostState, Names, NodeFacts, NodeName, Observation, Report, Role, SwapId,
-    controller::{
-        self, DEFAULT_SPREAD_LABEL, ENDINGS_KEPT, Ending, FleetView, Settings, SwapState, SwapStep,
-        Writer,
-    },
-    decide::JoinTarget,
-    validate::parse_address,
-};
+use protocol::{Names, NodeFacts, NodeName, Report, Role, SwapId, validate::parse_address};
 use serde::Deserialize;
 
 use crate::one_line;
@@ -75,12 +72,12 @@ pub fn node_marks(data: &[u8]) {
     let _ = protocol::version::check(marks.protocol.as_deref());
     let _ = (facts.k3s.remove_requested(), facts.k3s.any());
     let _ = (facts.member_gone(), facts.has_member(), facts.k3s_mark());
-    let _ = controller::classify(&zoned);
+    let _ = fleetdecide::classify(&zoned);
 
     // The maintenance marks only ever lengthen the grace, never past the
     // maintenance grace, and what is said of them stays on one line.
     let since = facts.ready_since.unwrap_or(NOW);
-    let grace = controller::grace_for(&zoned, &settings, since);
+    let grace = fleetdecide::grace_for(&zoned, &settings, since);
     let ordinary = since.saturating_add(settings.grace_period);
     let longest = since.saturating_add(settings.maintenance_grace.max(settings.grace_period));
     assert!(
@@ -137,7 +134,7 @@ pub fn lease_annotations(data: &[u8]) {
     );
 
     // The endings are kept as a bounded list, whatever was there before.
-    let kept = controller::record_ending(
+    let kept = fleetdecide::record_ending(
         facts.endings.as_deref(),
         Ending {
             swap: "s1".into(),
@@ -188,7 +185,7 @@ struct HostInput {
     host: Disk,
 }
 
-/// The host's decision ([`protocol::decide()`]) on its Node, the regrade
+/// The host's decision ([`hostdecide::decide()`]) on its Node, the regrade
 /// Lease, its last report and the join Node, as JSON
 /// `{"node": .., "lease": .., "report": "..", "joinNode": .., "host": ..}`:
 /// what the marks and the Lease ask is taken, refused or waited on, and a
@@ -239,7 +236,7 @@ pub fn host_decision(data: &[u8]) {
         skew_margin: 5,
         join_port: 6443,
     };
-    match protocol::decide(&observation) {
+    match hostdecide::decide(&observation) {
         Decision::Refuse { reason, .. } | Decision::Wait { reason } => {
             assert!(one_line(&reason), "{reason:?}");
         }
@@ -308,18 +305,18 @@ pub fn fleet_view(data: &[u8]) {
             .map(|l| kubeview::lease_facts(names, l)),
         pods: vec![],
     };
-    controller::apply_heartbeats(&mut view);
+    fleetdecide::apply_heartbeats(&mut view);
 
     for n in &view.nodes {
-        let _ = (controller::classify(n), controller::is_voting(n));
+        let _ = (fleetdecide::classify(n), fleetdecide::is_voting(n));
         let _ = view.member_gone(&n.name);
     }
     let picture = view.etcd();
-    let _ = controller::gate_etcd_views_agree(&view, &picture);
-    let _ = controller::gate_no_ghost_member(&picture);
-    let _ = controller::gate_no_etcd_alarm(&picture);
-    let _ = controller::degradations(&view);
-    let _ = controller::count_voters(&view, None);
+    let _ = fleetdecide::gate_etcd_views_agree(&view, &picture);
+    let _ = fleetdecide::gate_no_ghost_member(&picture);
+    let _ = fleetdecide::gate_no_etcd_alarm(&picture);
+    let _ = fleetdecide::degradations(&view);
+    let _ = fleetdecide::count_voters(&view, None);
 
     // The swap the Lease records, else the first voter and the first Node
     // that does not vote, by name.
@@ -329,7 +326,7 @@ pub fn fleet_view(data: &[u8]) {
             let sorted: BTreeMap<&str, bool> = view
                 .nodes
                 .iter()
-                .map(|n| (n.name.as_str(), controller::is_voting(n)))
+                .map(|n| (n.name.as_str(), fleetdecide::is_voting(n)))
                 .collect();
             let first = |voting: bool| {
                 sorted
@@ -341,22 +338,22 @@ pub fn fleet_view(data: &[u8]) {
             (first(true), first(false))
         }
     };
-    let gates = controller::preflight(&view, &out, &incoming);
-    let _ = (controller::all_pass(&gates), controller::failures(&gates));
-    let _ = controller::plan(&view, &out, &incoming);
-    let _ = controller::run_decision(&view);
+    let gates = fleetdecide::preflight(&view, &out, &incoming);
+    let _ = (fleetdecide::all_pass(&gates), fleetdecide::failures(&gates));
+    let _ = fleetdecide::plan(&view, &out, &incoming);
+    let _ = fleetdecide::run_decision(&view);
     // `run` with a window (kured's form, across midnight in a fixed zone):
     // its next opening is computed from the times the Lease's endings give.
     let mut windowed = view.clone();
-    windowed.settings.window = controller::fixed_zone("+01:00").and_then(|zone| {
+    windowed.settings.window = fleetdecide::fixed_zone("+01:00").and_then(|zone| {
         let days = ["mon".to_string(), "fri".to_string()];
-        controller::Window::new(&days, "22:00", "06:00", zone, "+01:00").ok()
+        fleetdecide::Window::new(&days, "22:00", "06:00", zone, "+01:00").ok()
     });
     assert!(windowed.settings.window.is_some(), "the window reads");
-    let _ = controller::run_decision(&windowed);
-    let _ = controller::pace(&windowed, &out);
-    let _ = controller::tidy(&view);
-    let _ = controller::voterset::path_of(&view);
+    let _ = fleetdecide::run_decision(&windowed);
+    let _ = fleetdecide::pace(&windowed, &out);
+    let _ = fleetdecide::tidy(&view);
+    let _ = fleetdecide::voterset::path_of(&view);
 
     // The swap's next write, as `swap` and `run` drive it: taken up again
     // when the Lease records one, else a new one between the two Nodes.
@@ -379,7 +376,7 @@ pub fn fleet_view(data: &[u8]) {
         instance: instance.clone(),
         taken: recorded.map(|r| r.id),
     };
-    let action = controller::next_action(&view, &state);
+    let action = fleetdecide::next_action(&view, &state);
     let said = action.describe();
     assert!(one_line(&said), "{said:?}");
     let writer = Writer {
@@ -388,13 +385,13 @@ pub fn fleet_view(data: &[u8]) {
         lease_duration: settings.lease_duration,
         now: view.now,
     };
-    if let Some(after) = controller::lease_after(view.lease.as_ref(), &action, writer) {
+    if let Some(after) = fleetdecide::lease_after(view.lease.as_ref(), &action, writer) {
         let before = view.lease.clone().unwrap_or_default();
         let _ = kubeview::lease_patch(names, &before, &after, Some("1"));
-        let _ = controller::write_may_go(&view, &after);
+        let _ = fleetdecide::write_may_go(&view, &after);
     }
     for n in &view.nodes {
-        if let Some(after) = controller::node_after(n, &action) {
+        if let Some(after) = fleetdecide::node_after(n, &action) {
             let _ = kubeview::node_patch(names, n, &after);
         }
     }

@@ -2,9 +2,9 @@
 //! the etcd view in it, and the checked values (`protocol::validate`) every
 //! name, id, URL and address from the API goes through.
 
+use fleetdecide::SwapStep;
 use protocol::{
     HolderIdentity, JoinUrl, NodeName, Phase, Report, Role, StepKind, SwapId,
-    controller::SwapStep,
     etcd::EtcdView,
     report::{Eligibility, MAX_REASON_CHARS, MAX_REASONS, MAX_REPORT_BYTES},
     validate::{InvalidValue, LabelKey, label_value, parse_address, shown},

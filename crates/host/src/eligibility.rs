@@ -18,7 +18,7 @@
 //! drop-in ([`crate::paths::JOIN_DROPIN`]) is: a finish keeps it, and the
 //! agent bootstraps from the server it names. A server whose member votes
 //! goes through a step-down first, which names a voter that is there
-//! ([`crate::join`], `protocol::join`): for it, where the agent's server
+//! ([`crate::join`], `hostdecide::join`): for it, where the agent's server
 //! points is not judged ([`Judged::KeysOnly`]).
 //!
 //! [`read`] reads what the host holds; [`assess`] is the pure judgement.

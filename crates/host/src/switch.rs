@@ -500,7 +500,7 @@ impl Host {
     /// still disabled.
     ///
     /// `join`, when given, is the voter the host's `server:` must name from
-    /// now on ([`protocol::join::for_step_down`]): at the etcd-only level
+    /// now on ([`hostdecide::join::for_step_down`]): at the etcd-only level
     /// k3s bootstraps from `server:`, so one naming a host that left keeps
     /// the restart from coming up. Its drop-ins come first; a config file
     /// sorting after them that sets `server:` refuses the plan, since k3s

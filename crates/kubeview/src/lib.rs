@@ -1,11 +1,11 @@
 //! The one place where Kubernetes objects meet fleet-role's plain views.
 //!
-//! The decisions (`protocol::decide` on a host, `protocol::controller` for
+//! The decisions (`hostdecide::decide` on a host, `fleetdecide` for
 //! the controller) read a [`NodeFacts`] and a [`LeaseFacts`]; the actuator,
 //! the controller, the lab and the test doubles all read them through
 //! [`node_facts`] and [`lease_facts`], so one label or annotation can never
 //! be read two ways. The writes go the other way: the controller computes a
-//! view's after (`protocol::controller::{node_after, lease_after}`) and
+//! view's after (`fleetdecide::{node_after, lease_after}`) and
 //! [`node_patch`] and [`lease_object`] turn the difference into its one API
 //! write.
 //!

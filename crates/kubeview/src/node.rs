@@ -1,12 +1,12 @@
 //! A Node: read into [`NodeFacts`], and a write from its before and after.
 
+use hostdecide::decide::JoinTarget;
 use k8s_openapi::{
     api::core::v1::{Node, NodeCondition},
     apimachinery::pkg::apis::meta::v1::Time,
 };
 use protocol::{
     FleetMarks, K3sEtcd, MaintenanceMarks, Names, NodeFacts,
-    decide::JoinTarget,
     names::{
         K3S_CONTROL_PLANE_LABEL, K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS, K3S_ETCD_NODE_NAME,
         K3S_ETCD_REMOVE, K3S_ETCD_REMOVED_NODE_NAME, K3S_ETCD_ROLE_LABEL, K3S_MASTER_LABEL,

@@ -1,7 +1,7 @@
 //! A Pod as the controller's drain sees it.
 
+use fleetdecide::PodFacts;
 use k8s_openapi::api::core::v1::Pod;
-use protocol::controller::PodFacts;
 
 /// The annotation the kubelet puts on a static pod's mirror in the API.
 const MIRROR: &str = "kubernetes.io/config.mirror";

@@ -5,8 +5,8 @@
 //! Every write to a Node or the Lease is made as the controller makes it
 //! (`controller/src/act.rs`): the object read into its view
 //! ([`kubeview::node_facts`], [`kubeview::lease_facts`]), the view after the
-//! action from protocol's effects ([`protocol::controller::node_after`],
-//! [`protocol::controller::lease_after`]), and the write from both through
+//! action from protocol's effects ([`fleetdecide::node_after`],
+//! [`fleetdecide::lease_after`]), and the write from both through
 //! kubeview ([`kubeview::node_patch`], [`kubeview::lease_object`]). So the
 //! lab tests the actuator on exactly the marks the controller writes (the
 //! `protocol` mark included), not on a copy of them.
@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clock::Clock;
+use fleetdecide::{Action, Outcome, Start, Writer, lease_after, node_after};
 use k8s_openapi::{
     api::{
         coordination::v1::Lease,
@@ -26,7 +27,6 @@ use k8s_openapi::{
 use kube::{Api, api::PostParams};
 use protocol::{
     LeaseFacts, Names, NodeName, Phase, Report, SwapId,
-    controller::{Action, Outcome, Start, Writer, lease_after, node_after},
     names::LEASE_NAMESPACE,
     report::{Detail, ReportStep},
 };

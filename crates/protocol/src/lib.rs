@@ -1,17 +1,16 @@
 //! The contract between `fleet-role` (the controller) and `fleet-role-actuator`
 //! (one per host): the names both sides use, the validation of every value read
-//! from the Kubernetes API, the report a host writes, and the pure decisions.
+//! from the Kubernetes API, the report a host writes, etcd's view as a host
+//! reports it, the exit codes and the protocol's version.
 //!
-//! Nothing here does IO: the decisions are functions over plain values, so
-//! "why did the host refuse?" is answered by reading [`decide::decide`].
+//! Nothing here does IO and nothing decides: a host's decision is the
+//! `hostdecide` crate's, the controller's the `fleetdecide` crate's, both over
+//! these values.
 #![forbid(unsafe_code)]
 
-pub mod controller;
-pub mod decide;
 pub mod etcd;
 pub mod exit;
-pub mod join;
-pub mod milestones;
+
 pub mod names;
 pub mod report;
 pub mod text;
@@ -19,7 +18,6 @@ pub mod validate;
 pub mod version;
 pub mod view;
 
-pub use decide::{Decision, HostState, Observation, Step, decide};
 pub use names::Names;
 pub use report::{Phase, Report, Settled};
 pub use validate::{HolderIdentity, InvalidValue, JoinUrl, NodeName, Role, StepKind, SwapId};

@@ -1,13 +1,13 @@
 //! The decision glue: what the watches hold and the host is, handed to
-//! [`protocol::decide`], and what follows from its answer: nothing, a wait
+//! [`hostdecide::decide`], and what follows from its answer: nothing, a wait
 //! logged, a refusal reported, or a step taken and, once its host part
 //! ends, concluded. Every report goes through [`Watcher::record`].
 
+use hostdecide::{Decision, HostState, Observation, Step, decide, decide::JoinTarget};
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
 use kube::{Api, Client};
 use protocol::{
-    Decision, HostState, NodeName, Observation, Phase, Report, Step, SwapId, decide,
-    decide::JoinTarget,
+    NodeName, Phase, Report, SwapId,
     names::LEASE_NAMESPACE,
     report::{Detail, ReportStep},
     text::one_line,
@@ -184,7 +184,7 @@ impl Watcher {
             skew_margin: secs_i64(self.settings.skew_margin),
             join_port: self.settings.join_port,
         });
-        protocol::decide::with_role_file(decision, role_problem.as_deref())
+        hostdecide::decide::with_role_file(decision, role_problem.as_deref())
     }
 
     /// Sends the report in memory: the host's copy first, then the API's.
@@ -391,7 +391,7 @@ impl Watcher {
             .map(|n| kubeview::node_facts(&self.settings.names, n))
             .unwrap_or_default();
         for (phase, milestone) in
-            protocol::milestones::after_host_part(&step, detail, view.etcd_is_voter)
+            hostdecide::milestones::after_host_part(&step, detail, view.etcd_is_voter)
         {
             let mut r = Report::next(
                 self.memory.report.as_ref(),

@@ -64,7 +64,7 @@ pub enum SessionEnd {
     Refused(String),
 }
 
-/// What a decision was ([`protocol::Decision`]'s kind).
+/// What a decision was ([`hostdecide::Decision`]'s kind).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decided {
     /// Nothing to do.
@@ -79,12 +79,12 @@ pub enum Decided {
 
 impl Decided {
     /// The kind of `d`.
-    pub fn of(d: &protocol::Decision) -> Self {
+    pub fn of(d: &hostdecide::Decision) -> Self {
         match d {
-            protocol::Decision::Nothing => Decided::Nothing,
-            protocol::Decision::Wait { .. } => Decided::Wait,
-            protocol::Decision::Refuse { .. } => Decided::Refuse,
-            protocol::Decision::Take { .. } => Decided::Take,
+            hostdecide::Decision::Nothing => Decided::Nothing,
+            hostdecide::Decision::Wait { .. } => Decided::Wait,
+            hostdecide::Decision::Refuse { .. } => Decided::Refuse,
+            hostdecide::Decision::Take { .. } => Decided::Take,
         }
     }
 

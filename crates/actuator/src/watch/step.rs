@@ -7,9 +7,10 @@
 use std::time::{Duration, Instant};
 
 use clock::Clock;
+use hostdecide::Step;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use protocol::{Step, SwapId, report::Detail, report::ReportStep};
+use protocol::{SwapId, report::Detail, report::ReportStep};
 use tracing::{debug, warn};
 
 use super::chain;
@@ -82,7 +83,7 @@ impl LeaseGate {
                 )
             })?;
         let facts = lease.map(|l| kubeview::lease_facts(&self.names, &l));
-        protocol::decide::lease_holds(&protocol::decide::LeaseCheck {
+        hostdecide::decide::lease_holds(&hostdecide::decide::LeaseCheck {
             lease: facts.as_ref(),
             identity: &self.names.controller_identity,
             swap: &self.swap,

@@ -11,6 +11,7 @@
 //! started again finds the swap's progress on the Lease, the Nodes and the
 //! hosts' reports, and goes on (or cleans up) from there.
 
+use fleetdecide::SwapRecord;
 use std::{
     sync::Arc,
     time::{Duration, Instant},
@@ -18,12 +19,10 @@ use std::{
 
 use anyhow::{Context, bail};
 use clock::Clock;
+use fleetdecide::{Action, Outcome, RunDecision, SwapState};
 use kube::Client;
 use protocol::exit::{Exit, Marked};
-use protocol::{
-    NodeName, SwapId,
-    controller::{self, Action, Outcome, RunDecision, SwapState},
-};
+use protocol::{NodeName, SwapId};
 use serde_json::json;
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -89,7 +88,7 @@ pub fn new_instance(identity: &str) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default();
-    controller::one_line(&format!(
+    fleetdecide::one_line(&format!(
         "{identity}@{host}-{}-{}",
         std::process::id(),
         random_hex(6)
@@ -174,7 +173,7 @@ impl Driver {
         if let Some(l) = &obs.view.lease
             && matches!(
                 l.current_step(),
-                Some(controller::SwapStep::Drain | controller::SwapStep::StepDown)
+                Some(fleetdecide::SwapStep::Drain | fleetdecide::SwapStep::StepDown)
             )
             && let Some(rec) = l.recorded_swap()
             && let Some(out) = &rec.out
@@ -252,11 +251,11 @@ impl Driver {
         let mut said: Option<String> = None;
         while !self.stopping() && self.settings.clock.since(since) < bound {
             let obs = self.observe().await?;
-            let gates = controller::start_gates(&obs.view, &state);
-            if controller::all_pass(&gates) {
+            let gates = fleetdecide::start_gates(&obs.view, &state);
+            if fleetdecide::all_pass(&gates) {
                 break;
             }
-            let why = controller::failures(&gates);
+            let why = fleetdecide::failures(&gates);
             if said.as_deref() != Some(why.as_str()) {
                 printer.line(
                     &format!("waiting for the fleet to settle: {why}"),
@@ -360,9 +359,9 @@ impl Driver {
                 }
             };
             self.metrics.observed(&obs.view, &self.instance);
-            let mut action = controller::next_action(&obs.view, &state);
+            let mut action = fleetdecide::next_action(&obs.view, &state);
             if self.abort
-                && let Some(a) = controller::abort_action(&obs.view, &state, &action)
+                && let Some(a) = fleetdecide::abort_action(&obs.view, &state, &action)
             {
                 action = a;
             }
@@ -376,12 +375,12 @@ impl Driver {
                 } => {
                     failing_since = None;
                     let mut edge = wake::next_edge(&obs.view, *deadline);
-                    if matches!(reason, controller::Awaiting::Drain { .. }) {
+                    if matches!(reason, fleetdecide::Awaiting::Drain { .. }) {
                         // Pods are not watched: look again shortly.
                         let again = obs
                             .view
                             .now
-                            .saturating_add(controller::drain::DRAIN_RECHECK_SECS);
+                            .saturating_add(fleetdecide::drain::DRAIN_RECHECK_SECS);
                         edge = Some(edge.map_or(again, |e| e.min(again)));
                     }
                     self.wait_for_change(edge).await;
@@ -409,7 +408,7 @@ impl Driver {
                     for g in gates.iter().filter(|g| !g.passed) {
                         self.metrics.refused_by(g.name.as_str());
                     }
-                    return Ok(Ending::Refused(controller::failures(gates)));
+                    return Ok(Ending::Refused(fleetdecide::failures(gates)));
                 }
                 Action::Lost { reason } => return Ok(Ending::Lost(reason.clone())),
                 _ => {}
@@ -466,7 +465,7 @@ impl Driver {
             self.actor
                 .events(&obs, &action, state.taken.as_ref().map(SwapId::as_str))
                 .await;
-            let change = controller::Change::of(state.out.is_some(), state.incoming.is_some());
+            let change = fleetdecide::Change::of(state.out.is_some(), state.incoming.is_some());
             match action {
                 Action::ReleaseLease {
                     outcome: Outcome::Done { warning },
@@ -512,7 +511,7 @@ impl Driver {
                 .iter()
                 .any(|(_, a)| matches!(a, drain::Evicted::Refused(_)))
             {
-                let pace = Duration::from_secs(controller::drain::EVICTION_RETRY_SECS);
+                let pace = Duration::from_secs(fleetdecide::drain::EVICTION_RETRY_SECS);
                 let mut stop = self.shutdown.clone();
                 let _ = tokio::time::timeout(pace, stop.changed()).await;
             }
@@ -542,7 +541,7 @@ impl Driver {
     }
 
     /// Makes `run`'s write to a returned host's Node
-    /// ([`controller::tidy`]), outside any swap: only while the regrade
+    /// ([`fleetdecide::tidy`]), outside any swap: only while the regrade
     /// Lease, read again right before, records no swap and is not held, so
     /// that it never meets a swap's own writes. Whether it was made.
     async fn tidy(&self, obs: &observe::Observed, action: &Action) -> Result<bool, ActError> {
@@ -590,7 +589,7 @@ fn milestone(obs: &observe::Observed, action: &Action) -> Option<String> {
     let l = obs.view.lease.as_ref()?;
     let node = |n: &Option<String>| n.as_deref().and_then(|n| obs.view.node(n));
     match l.current_step()? {
-        controller::SwapStep::Snapshot => {
+        fleetdecide::SwapStep::Snapshot => {
             let swap = l.swap.as_deref()?;
             let n = obs
                 .view
@@ -603,20 +602,20 @@ fn milestone(obs: &observe::Observed, action: &Action) -> Option<String> {
             Some(format!(
                 "snapshot taken on {}: {}",
                 n.name,
-                controller::one_line(file)
+                fleetdecide::one_line(file)
             ))
         }
-        controller::SwapStep::Promote => {
+        fleetdecide::SwapStep::Promote => {
             let i = node(&l.swap_in)?;
-            controller::is_healthy_voter(i).then(|| format!("{} is a voter", i.name))
+            fleetdecide::is_healthy_voter(i).then(|| format!("{} is a voter", i.name))
         }
-        controller::SwapStep::Removal => {
+        fleetdecide::SwapStep::Removal => {
             let o = node(&l.swap_out)?;
             let mut m = obs
                 .view
                 .member_gone(&o.name)
                 .then(|| format!("k3s removed {}'s etcd member", o.name))?;
-            if controller::finished(o) {
+            if fleetdecide::finished(o) {
                 m.push_str(&format!(
                     "; {} runs as an agent: Ready, node Lease renewed since its finish began",
                     o.name
@@ -624,9 +623,9 @@ fn milestone(obs: &observe::Observed, action: &Action) -> Option<String> {
             }
             Some(m)
         }
-        controller::SwapStep::Finish => {
+        fleetdecide::SwapStep::Finish => {
             let o = node(&l.swap_out)?;
-            controller::finished(o).then(|| {
+            fleetdecide::finished(o).then(|| {
                 format!(
                     "{} runs as an agent: Ready, node Lease renewed since its finish began",
                     o.name

@@ -1,5 +1,5 @@
 //! `run`, the policy loop: each decision of the pure core
-//! ([`controller::run_decision`]) carried out in turn, a swap, a grow or a
+//! ([`fleetdecide::run_decision`]) carried out in turn, a swap, a grow or a
 //! shrink driven to its end by the same [`Driver`] as `fleet-role swap`.
 
 use super::*;
@@ -41,7 +41,7 @@ impl Driver {
                 }
             };
             self.metrics.observed(&obs.view, &self.instance);
-            let decided = controller::run_decision(&policy::run_view(
+            let decided = fleetdecide::run_decision(&policy::run_view(
                 &obs.view,
                 self.settings.replace_ineligible,
             ));
@@ -54,7 +54,7 @@ impl Driver {
                 | RunDecision::Resize { .. }
                 | RunDecision::Tidy { .. } => None,
             };
-            let edge = |view: &controller::FleetView| {
+            let edge = |view: &fleetdecide::FleetView| {
                 let e = wake::next_edge(view, None);
                 match (e, until) {
                     (Some(a), Some(b)) => Some(a.min(b)),
@@ -68,11 +68,11 @@ impl Driver {
                         format!("dry run: would {}: {why}", action.describe())
                     }
                     RunDecision::Swap { out, incoming, why } => {
-                        let p = controller::plan(&obs.view, out.as_str(), incoming.as_str());
-                        let verdict = if controller::all_pass(&p.gates) {
+                        let p = fleetdecide::plan(&obs.view, out.as_str(), incoming.as_str());
+                        let verdict = if fleetdecide::all_pass(&p.gates) {
                             "every gate passes".to_string()
                         } else {
-                            format!("it would be refused: {}", controller::failures(&p.gates))
+                            format!("it would be refused: {}", fleetdecide::failures(&p.gates))
                         };
                         format!("dry run: would swap out {out}, in {incoming}: {why}; {verdict}")
                     }
@@ -89,14 +89,14 @@ impl Driver {
                             .map(NodeName::as_str)
                             .collect();
                         let (what, p) = if incoming.is_some() {
-                            ("grow", controller::plan_grow(&obs.view, &hosts))
+                            ("grow", fleetdecide::plan_grow(&obs.view, &hosts))
                         } else {
-                            ("shrink", controller::plan_shrink(&obs.view, &hosts))
+                            ("shrink", fleetdecide::plan_shrink(&obs.view, &hosts))
                         };
-                        let verdict = if controller::all_pass(&p.gates) {
+                        let verdict = if fleetdecide::all_pass(&p.gates) {
                             "every gate passes".to_string()
                         } else {
-                            format!("it would be refused: {}", controller::failures(&p.gates))
+                            format!("it would be refused: {}", fleetdecide::failures(&p.gates))
                         };
                         format!(
                             "dry run: would {what} ({}): {why}; {verdict}",
@@ -106,7 +106,7 @@ impl Driver {
                 };
                 if last_idle.as_deref() != Some(line.as_str()) {
                     // The voter set's whole path, each step's tolerance with it.
-                    let path = controller::voterset::path_of(&obs.view);
+                    let path = fleetdecide::voterset::path_of(&obs.view);
                     let set = crate::status::voter_set_lines(&path, &self.settings);
                     let fields = json!({"dryRun": true, "decision": decided, "voterSet": path});
                     printer.line(&format!("{line}\n{}", set.join("\n")), fields);
@@ -158,7 +158,7 @@ impl Driver {
                         } => (out, incoming, queued, why),
                         _ => unreachable!("matched above"),
                     };
-                    let kind = controller::Change::of(out.is_some(), incoming.is_some());
+                    let kind = fleetdecide::Change::of(out.is_some(), incoming.is_some());
                     printer.line(
                         &format!("{words}: {why}"),
                         json!({"move": kind, "out": out, "in": incoming, "queued": queued, "why": why}),

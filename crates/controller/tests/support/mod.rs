@@ -9,7 +9,7 @@
 //! [`Fleet`] plays the hosts and k3s through the admin client, reacting to
 //! what the controller writes as the real actuator and k3s would:
 //!
-//! - each host's actuator: the real [`protocol::decide`] on its Node, the
+//! - each host's actuator: the real [`hostdecide::decide`] on its Node, the
 //!   regrade Lease, its report and a simulated disk (role file, datastore,
 //!   tombstone, member name); reports as `protocol::Report` JSON under the
 //!   host's key, applied with the host's own field manager;
@@ -47,6 +47,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use hostdecide::decide::{Decision, HostState, JoinTarget, Observation, Step, decide};
 use k8s_openapi::{
     api::{
         coordination::v1::{Lease, LeaseSpec},
@@ -63,7 +64,6 @@ use kube::{
 };
 use protocol::{
     LeaseFacts, Names, Report, StepKind, SwapId,
-    decide::{Decision, HostState, JoinTarget, Observation, Step, decide},
     etcd::{EtcdView, Member, MemberId},
     names::{
         ELIGIBLE_LABEL, K3S_CONTROL_PLANE_LABEL, K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_ADDRESS,
@@ -1410,7 +1410,7 @@ async fn actuator(
 }
 
 /// Writes the milestones of `step` after its host part, one report each,
-/// as the actuator does (the one list in `protocol::milestones`).
+/// as the actuator does (the one list in `hostdecide::milestones`).
 async fn milestones(
     admin: &Client,
     name: &str,
@@ -1421,7 +1421,7 @@ async fn milestones(
     snapshot_file: Option<String>,
 ) -> Result<(), kube::Error> {
     let detail = last.as_ref().and_then(|r| r.detail);
-    for (phase, milestone) in protocol::milestones::after_host_part(step, detail, voter) {
+    for (phase, milestone) in hostdecide::milestones::after_host_part(step, detail, voter) {
         let mut r = Report::next(
             last.as_ref(),
             swap.clone(),

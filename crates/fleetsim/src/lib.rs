@@ -1,0 +1,717 @@
+//! The whole swap in a simulated world: the hosts run the real `decide`
+//! and report the real milestones, k3s is played by a few rules, and the
+//! controller's writes are carried out with the shell's own effects
+//! (`effects.rs`). The scenarios and the property tests live beside it.
+#![cfg(test)]
+
+mod campaign;
+mod properties;
+mod resize;
+mod scenarios;
+mod views;
+
+use std::collections::BTreeMap;
+
+use fleetdecide::{
+    fixtures::{node_mut, refresh_etcd_views_voting},
+    *,
+};
+use hostdecide::{
+    decide::{Decision, HostState, JoinTarget, LeaseCheck, Observation, Step, decide, lease_holds},
+    milestones::after_host_part,
+};
+use protocol::{
+    report::{Detail, Phase, Report, ReportStep},
+    validate::{Role, SwapId},
+};
+
+// === The whole swap in a simulated world ===
+
+/// A host as the simulation keeps it.
+#[derive(Debug, Clone, Default)]
+struct Host {
+    role: Option<Role>,
+    datastore: bool,
+    tombstone: bool,
+    /// k3s up (the host is not down).
+    up: bool,
+    /// etcd promoted its member to a voter, whether or not k3s marked the
+    /// Node `EtcdIsVoter`.
+    votes: bool,
+    /// The tick a fault took it down.
+    down_since: Option<usize>,
+}
+
+/// What can go wrong.
+#[derive(Debug, Clone, Copy, Default)]
+struct Faults {
+    promotion_stalls: bool,
+    /// etcd promotes the learner, but k3s never marks its Node
+    /// `EtcdIsVoter` (the etcd leader's k3s could not write it).
+    voter_unmarked: bool,
+    promotion_fails: bool,
+    step_down_fails: bool,
+    snapshot_fails: bool,
+    /// At these ticks, these Nodes go NotReady (their hosts down).
+    down_at: [Option<(usize, usize)>; 3],
+    /// At this tick the controller is killed and a new one started.
+    restart_at: Option<usize>,
+    /// At this tick someone else takes the Lease.
+    steal_at: Option<usize>,
+    /// Seconds each tick advances the clock.
+    tick_secs: i64,
+    /// No host can read etcd (its own member or another server's): only
+    /// a tombstone says a member is gone.
+    etcd_unread: bool,
+    /// At this tick a `patch nodes` holder copies the Lease's swap id onto
+    /// a Node with a step of its choosing: (tick, which Node, which step).
+    intruder_at: Option<(usize, usize, Intrusion)>,
+    /// Lagging watches, crashes between an effect and its report, a frozen
+    /// controller, skewed clocks (`views.rs`).
+    chaos: views::Chaos,
+}
+
+/// The marks a `patch nodes` holder writes, copying the swap's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Intrusion {
+    Promote,
+    StepDown,
+    Rollback,
+    Snapshot,
+    /// A `nodes/status` writer (node-problem-detector's role) holds the
+    /// Node's `Ready` at False from then on, its host up all along.
+    ForgedNotReady,
+    /// An agent dressed as a voter: k3s's etcd label (a `patch nodes`
+    /// holder) and `EtcdIsVoter` (its kubelet), no member behind them.
+    DressedAsVoter,
+}
+
+/// How a simulated swap ended, in a word or few: the campaign's summary
+/// and the property tests' check that random worlds reach every ending.
+fn ending(a: &Action) -> &'static str {
+    match a {
+        Action::Refuse { .. } => "refused",
+        Action::ReleaseLease {
+            outcome: Outcome::Done { warning: None },
+        } => "done",
+        Action::ReleaseLease {
+            outcome: Outcome::Done { .. },
+        } => "done with a warning",
+        Action::ReleaseLease {
+            outcome: Outcome::WoundDown { .. },
+        } => "wound down",
+        Action::Stop {
+            step: SwapStep::Rollback,
+            ..
+        } => "stopped before a rollback",
+        Action::Stop { .. } => "stopped",
+        Action::Lost { .. } => "lost its Lease",
+        _ => "other",
+    }
+}
+
+struct World {
+    v: FleetView,
+    hosts: BTreeMap<String, Host>,
+    faults: Faults,
+    /// Every write the controller made, in order.
+    writes: Vec<Action>,
+    /// The tick each of `writes` was made at.
+    write_ticks: Vec<usize>,
+    /// Quorum violations seen at the moment a removal was asked.
+    violations: Vec<String>,
+    /// The Node whose `Ready` a `nodes/status` writer holds at False.
+    forged_not_ready: Option<String>,
+    /// The tick being played.
+    tick: usize,
+    /// The past the lagging watches read.
+    past: views::Past,
+    /// What happened, counted.
+    counts: views::Counts,
+}
+
+impl World {
+    fn new(v: FleetView, faults: Faults) -> Self {
+        let hosts = v
+            .nodes
+            .iter()
+            .map(|n| {
+                let server = n.etcd_label;
+                (
+                    n.name.clone(),
+                    Host {
+                        role: Some(if server { Role::Server } else { Role::Agent }),
+                        datastore: server,
+                        tombstone: false,
+                        up: n.ready,
+                        votes: n.etcd_is_voter,
+                        down_since: None,
+                    },
+                )
+            })
+            .collect();
+        let mut w = Self {
+            v,
+            hosts,
+            faults,
+            writes: Vec::new(),
+            write_ticks: Vec::new(),
+            violations: Vec::new(),
+            forged_not_ready: None,
+            tick: 0,
+            past: views::Past::default(),
+            counts: views::Counts::default(),
+        };
+        w.report_etcd();
+        w
+    }
+
+    /// The hosts' actuators report etcd's view: each up one whose Node
+    /// shows a member; an up one without reads none; a down host's view
+    /// goes stale.
+    fn report_etcd(&mut self) {
+        let hosts = &self.hosts;
+        refresh_etcd_views_voting(
+            &mut self.v,
+            |n| hosts.get(&n.name).is_some_and(|h| h.up),
+            |n| hosts.get(&n.name).is_some_and(|h| h.votes),
+        );
+    }
+
+    fn node(&mut self, name: &str) -> &mut NodeFacts {
+        node_mut(&mut self.v, name)
+    }
+
+    /// Carries out a controller's write, decided on `view`, with the
+    /// shell's own effects.
+    fn write(&mut self, view: &FleetView, a: &Action, s: &mut SwapState) {
+        self.writes.push(a.clone());
+        self.write_ticks.push(self.tick);
+        let writer = Writer {
+            identity: &self.v.settings.names.controller_identity,
+            instance: &s.instance,
+            lease_duration: self.v.settings.lease_duration,
+            now: self.v.now,
+        };
+        let lease_written = lease_after(self.v.lease.as_ref(), a, writer);
+        let wrote_lease = lease_written.is_some();
+        if let Some(after) = lease_written {
+            self.v.lease = Some(after);
+            if let Action::TakeLease { swap, .. } = a {
+                s.taken = Some(swap.clone());
+            }
+        }
+        // A snapshot request writes the Lease (its voter named) and then
+        // the Node, as the shell does.
+        let Some(node) = a.node().map(ToString::to_string) else {
+            assert!(wrote_lease, "a write to the Lease or a Node: {a:?}");
+            return;
+        };
+        if let Action::RemoveMember { .. } = a {
+            self.check_quorum(&node);
+            self.check_never_down(&node);
+        }
+        if let Action::Rollback { .. } = a {
+            self.check_stop_quorum(&node);
+        }
+        self.patch_node(view, &node, a);
+    }
+
+    /// The truth about etcd: the members that vote, how many of them are
+    /// healthy (the host up with its datastore, no tombstone), and whether
+    /// `node` is one of them and one of those healthy. A host that went
+    /// down more recently than the controller's watches could show counts
+    /// as up: that race is no observer's to win (a real Node turns NotReady
+    /// only 40 s after its kubelet stops), and etcd's own check refuses a
+    /// removal without a quorum of started members.
+    fn voters_truth(&self, node: &str) -> (usize, usize, Option<bool>) {
+        let (mut members, mut healthy, mut of_node) = (0, 0, None);
+        for n in &self.v.nodes {
+            let h = &self.hosts[&n.name];
+            if !n.has_member() || !(n.etcd_is_voter || h.votes) {
+                continue;
+            }
+            let up = ((h.up && n.ready) || self.down_unseen(&n.name))
+                && h.role.is_some()
+                && !h.tombstone
+                && h.datastore;
+            members += 1;
+            healthy += usize::from(up);
+            if n.name == node {
+                of_node = Some(up);
+            }
+        }
+        (members, healthy, of_node)
+    }
+
+    /// A member is removed ahead of its host's step-down only when that
+    /// host is really down: a host up all along whose role file still names
+    /// the server (no step-down, no rollback) and whose member votes was
+    /// taken for down on evidence another principal wrote.
+    fn check_never_down(&mut self, removing: &str) {
+        let Some(h) = self.hosts.get(removing) else {
+            return;
+        };
+        if h.up && h.down_since.is_none() && h.role == Some(Role::Server) && h.datastore && h.votes
+        {
+            self.violations.push(format!(
+                "removing {removing}'s member, its host up and a voter, with no step-down at {}",
+                self.v.now
+            ));
+        }
+    }
+
+    /// At the moment a removal is asked, the healthy voters left must be
+    /// a quorum of the members left.
+    fn check_quorum(&mut self, removing: &str) {
+        let (m, h) = match self.voters_truth(removing) {
+            (m, h, Some(up)) => (m - 1, h - usize::from(up)),
+            (m, h, None) => (m, h),
+        };
+        if !keeps_quorum(m, h) {
+            self.violations.push(format!(
+                "removing {removing} left {h} healthy of {m} at {}",
+                self.v.now
+            ));
+        }
+    }
+
+    /// At the moment a voting host is asked to stop (a rollback: its
+    /// member is removed only after), the healthy voters left must be a
+    /// quorum of all the voting members. A host that does not vote, or is
+    /// down already, takes nothing away.
+    fn check_stop_quorum(&mut self, stopping: &str) {
+        let (m, h, of_node) = self.voters_truth(stopping);
+        if of_node == Some(true) && !keeps_quorum(m, h - 1) {
+            self.violations.push(format!(
+                "stopping {stopping} left {} healthy of {m} at {}",
+                h - 1,
+                self.v.now
+            ));
+        }
+    }
+
+    /// etcd adds a member only while every voter is reachable.
+    fn etcd_accepts_a_member(&self) -> bool {
+        self.v.nodes.iter().all(|n| {
+            let h = &self.hosts[&n.name];
+            !(n.has_member() && (n.etcd_is_voter || h.votes))
+                || (h.up && h.datastore && !h.tombstone)
+        })
+    }
+
+    /// One round of the hosts (through the real `decide`) and k3s.
+    fn react(&mut self) {
+        let now = self.v.now;
+        let names: Vec<String> = self.v.nodes.iter().map(|n| n.name.clone()).collect();
+        for name in &names {
+            self.react_host(name, now);
+        }
+        // k3s: the member-removal controller, and promotion of learners.
+        for name in &names {
+            let n = self.node(name);
+            if n.k3s.remove_requested()
+                && n.etcd_label
+                && n.k3s.node_name.is_some()
+                && !n.member_gone()
+            {
+                n.k3s.removed_node_name = n.k3s.node_name.take();
+                n.k3s.node_address = None;
+                let h = self.hosts.get_mut(name).unwrap();
+                h.tombstone = true;
+                h.votes = false;
+            }
+        }
+        // Kubelets renew their node Leases. A host whose server waits to
+        // join etcd runs no kubelet (its agent is stopped, and k3s starts
+        // the server's once etcd is ready).
+        for name in &names {
+            let h = &self.hosts[name];
+            let joining = h.role == Some(Role::Server) && !self.v.node(name).unwrap().etcd_label;
+            let up = h.up && !joining;
+            let forged = self.forged_not_ready.as_deref() == Some(name.as_str());
+            let n = self.node(name);
+            n.ready = up && !forged;
+            if up {
+                n.lease_renewed_at = Some(now);
+            }
+        }
+        self.report_etcd();
+    }
+
+    fn react_host(&mut self, name: &str, now: i64) {
+        let host = self.hosts[name].clone();
+        if !host.up {
+            return;
+        }
+        let index = self.v.nodes.iter().position(|x| x.name == name).unwrap();
+        let now = now + i64::from(self.faults.chaos.skew[index % views::HOSTS]);
+        // What the truth is (k3s's part is played on it), and what the
+        // actuator's watches show it.
+        let n = self.v.node(name).unwrap().clone();
+        let (seen, lease, lease_tick) = self.host_view(name);
+        let join = match n.marks.join_node.as_deref().and_then(|j| self.v.node(j)) {
+            Some(j) => JoinTarget::Found {
+                address: j.k3s.node_address.clone(),
+            },
+            None if n.marks.join_node.is_some() => JoinTarget::Missing,
+            None => JoinTarget::NotLooked,
+        };
+        self.counts.host_steps += 1;
+        let decision = decide(&Observation {
+            now,
+            node: &seen,
+            lease: lease.as_ref(),
+            report: n.report.as_ref(),
+            host: HostState {
+                role: host.role,
+                datastore: host.datastore,
+                tombstone: host.tombstone,
+                member: host.datastore.then(|| format!("{name}-00aa11bb")),
+                // A reading of etcd, as the actuator makes it (locally, or
+                // through another server once its own etcd is gone).
+                etcd_lists_member: (!self.faults.etcd_unread).then(|| n.has_member() || host.votes),
+            },
+            join: &join,
+            identity: &self.v.settings.names.controller_identity,
+            skew_margin: self.v.settings.skew_margin,
+            join_port: 6443,
+        });
+        let prev = n.report.clone();
+        if let Decision::Take {
+            swap: Some(swap),
+            step,
+            resume,
+        } = &decision
+            && step.report_step() != ReportStep::Finish
+        {
+            // The actuator reads the Lease again once it holds the host
+            // lock, by its own clock: a step whose Lease lapsed meanwhile
+            // changes nothing and reports nothing past `started`.
+            let rstep = step.report_step();
+            let held = lease_holds(&LeaseCheck {
+                lease: self.v.lease.as_ref(),
+                identity: &self.v.settings.names.controller_identity,
+                swap,
+                node: name,
+                step: rstep,
+                now,
+                skew_margin: self.v.settings.skew_margin,
+            });
+            if held.is_err() {
+                if !resume {
+                    let r = Report::next(
+                        prev.as_ref(),
+                        Some(swap.clone()),
+                        rstep,
+                        Phase::Started,
+                        now,
+                    );
+                    self.node(name).report = Some(r);
+                }
+                return;
+            }
+            // Whatever the host's clock and views said, the step acts
+            // while the controller's Lease truly holds.
+            let truth = self.v.now;
+            if !self.v.lease.as_ref().is_some_and(|l| l.valid_at(truth, 0)) {
+                self.violations.push(format!(
+                    "{name} acted on {} for {swap} at {truth} with the Lease lapsed",
+                    rstep.as_str()
+                ));
+            }
+        }
+        if let Decision::Take {
+            swap,
+            step,
+            resume: false,
+        } = &decision
+        {
+            let rstep = step.report_step();
+            if rstep != ReportStep::Finish && !self.asked_by(name, swap.as_ref(), rstep, lease_tick)
+            {
+                self.violations.push(format!(
+                    "{name} took {} for {swap:?}, which the controller did not ask of it, at {now}",
+                    rstep.as_str()
+                ));
+            }
+            let votes = n.has_member() || host.votes;
+            if (rstep == ReportStep::Finish
+                || (rstep == ReportStep::Promote && host.role != Some(Role::Server)))
+                && host.datastore
+                && votes
+            {
+                self.violations.push(format!(
+                    "{name} took {} over a datastore whose member votes, at {now}",
+                    rstep.as_str()
+                ));
+            }
+        }
+        let crash = match decision {
+            Decision::Take { .. } => {
+                let fired = &self.past.crashed;
+                self.faults.chaos.loses_report(index, self.tick, fired)
+            }
+            _ => None,
+        };
+        self.carry_out(name, &n, decision, now, prev.as_ref());
+        if let Some(k) = crash
+            && self.v.node(name).unwrap().report != prev
+        {
+            self.node(name).report = prev;
+            self.past.crashed[k] = true;
+            self.counts.lost_reports += 1;
+        }
+    }
+
+    /// Carries out `decision` on `name`'s host (`n` its Node as it was).
+    fn carry_out(
+        &mut self,
+        name: &str,
+        n: &NodeFacts,
+        decision: Decision,
+        now: i64,
+        prev: Option<&Report>,
+    ) {
+        let next =
+            |swap: Option<SwapId>, step: ReportStep, phase: Phase, detail: Option<Detail>| {
+                let mut r = Report::next(prev, swap, step, phase, now);
+                if detail.is_some() {
+                    r.detail = detail;
+                }
+                r
+            };
+        let faults = self.faults;
+        match decision {
+            Decision::Refuse { swap, step, reason } => {
+                let r = next(swap, step, Phase::Refused, None).with_reason(reason);
+                self.node(name).report = Some(r);
+            }
+            Decision::Take { swap, step, resume } => match step {
+                Step::Snapshot => {
+                    if faults.snapshot_fails {
+                        let r = next(swap, ReportStep::Snapshot, Phase::Failed, None)
+                            .with_reason("disk full");
+                        self.node(name).report = Some(r);
+                    } else {
+                        self.milestones(name, swap.clone(), &step);
+                        let file = format!("snap-{}", swap.unwrap());
+                        self.node(name).report.as_mut().unwrap().snapshot_file = Some(file);
+                    }
+                }
+                Step::Promote { .. } if !n.etcd_label => {
+                    // The plan's changes, each idempotent: a resumed step
+                    // makes those left (a first try the Lease's fresh read
+                    // stopped made none).
+                    let h = self.hosts.get_mut(name).unwrap();
+                    if h.role != Some(Role::Server) || !h.datastore {
+                        h.role = Some(Role::Server);
+                        h.datastore = true;
+                        h.tombstone = false;
+                        h.votes = false;
+                    }
+                    if !resume {
+                        if faults.promotion_fails {
+                            let r = next(swap, ReportStep::Promote, Phase::Failed, None)
+                                .with_reason("k3s did not start");
+                            self.node(name).report = Some(r);
+                            return;
+                        }
+                        self.node(name).report = Some(next(
+                            swap.clone(),
+                            ReportStep::Promote,
+                            Phase::Started,
+                            None,
+                        ));
+                    }
+                    // etcd's strict reconfiguration check: no member is
+                    // added while a voter is unreachable (k3s retries).
+                    if !self.etcd_accepts_a_member() {
+                        return;
+                    }
+                    let n = self.node(name);
+                    n.etcd_label = true;
+                    n.control_plane_label = true;
+                    n.master_label = true;
+                    n.k3s.node_name = Some(format!("{name}-00aa11bb"));
+                    n.k3s.node_address = Some("10.0.0.99".into());
+                    n.k3s.removed_node_name = None;
+                    n.k3s.remove = None;
+                    n.etcd_is_voter = false;
+                    self.milestones(name, swap, &step);
+                }
+                Step::Promote { .. } => {
+                    if faults.promotion_stalls {
+                        return;
+                    }
+                    self.hosts.get_mut(name).unwrap().votes = true;
+                    if faults.voter_unmarked {
+                        return;
+                    }
+                    self.node(name).etcd_is_voter = true;
+                    self.milestones(name, swap, &step);
+                }
+                Step::StepDown => {
+                    if faults.step_down_fails {
+                        let r = next(swap, ReportStep::StepDown, Phase::Failed, None)
+                            .with_reason("etcd did not serve again");
+                        self.node(name).report = Some(r);
+                    } else {
+                        self.hosts.get_mut(name).unwrap().role = Some(Role::Agent);
+                        self.milestones(name, swap, &step);
+                    }
+                }
+                Step::Rollback | Step::Finish => {
+                    let h = self.hosts.get_mut(name).unwrap();
+                    h.role = Some(Role::Agent);
+                    h.datastore = false;
+                    self.milestones(name, swap, &step);
+                }
+            },
+            Decision::Wait { .. } | Decision::Nothing => {}
+        }
+    }
+
+    /// A `patch nodes` holder copies the swap's id onto a Node with marks
+    /// of its choosing (the Lease itself it cannot write).
+    fn intrude(&mut self, which: usize, what: Intrusion) {
+        let target = self.v.nodes[which % self.v.nodes.len()].name.clone();
+        match what {
+            Intrusion::ForgedNotReady => {
+                self.forged_not_ready = Some(target);
+                return;
+            }
+            Intrusion::DressedAsVoter => {
+                let n = self.node(&target);
+                if !n.has_member() {
+                    n.etcd_label = true;
+                    n.etcd_is_voter = true;
+                }
+                return;
+            }
+            _ => {}
+        }
+        let Some(swap) = self.v.lease.as_ref().and_then(|l| l.swap.clone()) else {
+            return;
+        };
+        let join = self
+            .v
+            .nodes
+            .iter()
+            .find(|n| n.etcd_label)
+            .map(|n| n.name.clone());
+        let m = &mut self.node(&target).marks;
+        m.protocol = Some(protocol::version::mark());
+        let (step, role) = match what {
+            Intrusion::Snapshot => {
+                m.snapshot_request = Some(swap);
+                return;
+            }
+            Intrusion::Promote => ("promote", "server"),
+            Intrusion::StepDown => ("step-down", "agent"),
+            Intrusion::Rollback => ("rollback", "agent"),
+            Intrusion::ForgedNotReady | Intrusion::DressedAsVoter => return,
+        };
+        m.swap = Some(swap);
+        m.step = Some(step.into());
+        m.desired_role = Some(role.into());
+        m.join_node = join;
+    }
+
+    /// Reports the milestones of `step` once its host part is done, as the
+    /// actuator does (the one list in `hostdecide::milestones`).
+    fn milestones(&mut self, name: &str, swap: Option<SwapId>, step: &Step) {
+        let now = self.v.now;
+        let n = self.node(name);
+        let last = n.report.as_ref().and_then(|r| r.detail);
+        for (phase, milestone) in after_host_part(step, last, n.etcd_is_voter) {
+            let r = Report::next(
+                n.report.as_ref(),
+                swap.clone(),
+                step.report_step(),
+                phase,
+                now,
+            )
+            .with_detail(milestone);
+            n.report = Some(r);
+        }
+    }
+
+    /// Runs the controller (restarting it or stealing its Lease when the
+    /// faults say so) until it ends; returns its last action.
+    fn run(&mut self, s: &mut SwapState, max_ticks: usize) -> Action {
+        self.run_checked(s, max_ticks, |_, _, _| {
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .expect("no check to fail")
+    }
+
+    /// [`World::run`], calling `check` with every action the controller
+    /// decides, before it is carried out; the first failed check ends it.
+    fn run_checked<E>(
+        &mut self,
+        s: &mut SwapState,
+        max_ticks: usize,
+        mut check: impl FnMut(&World, &SwapState, &Action) -> Result<(), E>,
+    ) -> Result<Action, E> {
+        for tick in 0..max_ticks {
+            self.remember(tick);
+            for (at, which) in self.faults.down_at.into_iter().flatten() {
+                if at != tick {
+                    continue;
+                }
+                let name = self.v.nodes[which % self.v.nodes.len()].name.clone();
+                let h = self.hosts.get_mut(&name).unwrap();
+                h.up = false;
+                h.down_since = Some(tick);
+                self.node(&name).ready = false;
+                self.node(&name).ready_since = Some(self.v.now);
+            }
+            if self.faults.restart_at == Some(tick) {
+                *s = SwapState {
+                    instance: format!("ctl-{tick}"),
+                    candidate: SwapId::parse(&format!("swap-r{tick}")).unwrap(),
+                    taken: None,
+                    ..s.clone()
+                };
+            }
+            if let Some((at, which, what)) = self.faults.intruder_at
+                && at == tick
+            {
+                self.intrude(which, what);
+            }
+            if self.faults.steal_at == Some(tick)
+                && let Some(l) = self.v.lease.as_mut()
+            {
+                l.holder = Some("intruder".into());
+                l.instance = Some("intruder-1".into());
+                l.renew_time = Some(self.v.now);
+            }
+            // Several controller actions per tick (writes are quick);
+            // the hosts react between ticks.
+            let frozen = self.faults.chaos.frozen_at(tick);
+            self.counts.frozen_ticks += u64::from(frozen);
+            for _ in 0..if frozen { 0 } else { 8 } {
+                let view = self.controller_view();
+                let a = next_action(&view, s);
+                self.counts.controller_steps += 1;
+                check(self, s, &a)?;
+                if a.writes() {
+                    self.write(&view, &a, s);
+                }
+                if a.is_terminal() {
+                    return Ok(a);
+                }
+                if !a.writes() {
+                    break;
+                }
+            }
+            self.v.now += self.faults.tick_secs.max(1);
+            self.react();
+        }
+        panic!(
+            "the swap did not end within {max_ticks} ticks: {:#?}",
+            self.writes.last()
+        );
+    }
+}
