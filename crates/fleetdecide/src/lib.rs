@@ -46,15 +46,12 @@
 
 mod abort;
 mod action;
-mod class;
-pub mod drain;
 mod effects;
 mod etcd_gates;
 mod evidence;
 mod gates;
 mod health;
 mod life;
-pub mod members;
 mod plan;
 mod quorum;
 mod reasons;
@@ -67,19 +64,22 @@ mod tidy;
 mod view;
 pub mod voterset;
 
+#[cfg(test)]
+mod class_tests;
 #[cfg(any(test, feature = "fixtures"))]
 #[doc(hidden)]
 pub mod fixtures;
 
 pub use abort::{AbortPlan, abort_action, abort_note, abort_plan};
 pub use action::{Action, LastSwap, Outcome, Start, StopKind, StopNote, SwapState, SwapStep};
-pub use class::{Class, classify, is_healthy_voter, is_voting};
-pub use drain::{PodFacts, PodRef};
 pub use effects::{
     Writer, lease_after, lease_asked_to_stop, lease_paused, node_after, write_may_go,
 };
 pub use etcd_gates::{gate_etcd_views_agree, gate_no_etcd_alarm, gate_no_ghost_member};
 pub use evidence::{Sightings, weigh_evidence};
+pub use fleetfacts::{
+    Class, PodFacts, PodRef, classify, drain, is_healthy_voter, is_voting, members,
+};
 pub use gates::{
     Count, Gate, GateName, Outgoing, all_pass, failures, gate_incoming_agent,
     gate_incoming_eligible, gate_incoming_ready, gate_incoming_voter, gate_known_protocol,

@@ -1,6 +1,6 @@
 //! A Pod as the controller's drain sees it.
 
-use fleetdecide::PodFacts;
+use fleetfacts::PodFacts;
 use k8s_openapi::api::core::v1::Pod;
 
 /// The annotation the kubelet puts on a static pod's mirror in the API.

@@ -269,7 +269,7 @@ pub fn picture<'a>(
                 .member(a.member)
                 .and_then(|m| node_of(m, nodes))
                 .map_or_else(|| a.member.to_string(), |n| n.name.clone());
-            alarms.insert(format!("{} on {who}", super::one_line(&a.kind)));
+            alarms.insert(format!("{} on {who}", protocol::text::one_line(&a.kind)));
         }
     }
     let mut reporters: Vec<String> = servers.iter().map(|(n, _)| (*n).to_string()).collect();

@@ -124,7 +124,7 @@ pub fn named(pods: &[&PodFacts]) -> String {
     let mut s: Vec<String> = pods
         .iter()
         .take(NAMED)
-        .map(|p| super::one_line(&p.key()))
+        .map(|p| protocol::text::one_line(&p.key()))
         .collect();
     if pods.len() > NAMED {
         s.push(format!("{} more", pods.len() - NAMED));

@@ -1,0 +1,16 @@
+//! The controller's reading of single facts, before any decision: what a
+//! Node is ([`class`]: voter, learner, agent, on its way out), which etcd
+//! member is which Node and whether its host vouches for it ([`members`]),
+//! and which of a Node's Pods a drain must move ([`drain`]).
+//!
+//! Each is a function of one Node, one etcd picture or one Pod, over the
+//! contract's values ([`protocol`]); the fleet-wide decisions that use them
+//! are the `fleetdecide` crate's.
+#![forbid(unsafe_code)]
+
+pub mod class;
+pub mod drain;
+pub mod members;
+
+pub use class::{Class, classify, is_healthy_voter, is_voting};
+pub use drain::{PodFacts, PodRef};
