@@ -2,7 +2,7 @@
 //! lab's address policy, and k3s's etcd certificates of its hosts.
 //!
 //! testcp's plane serves on loopback only; lab hosts on real systemd have
-//! their own network namespaces, at `198.18.K.N` (see [`crate::net`]), so the
+//! their own network namespaces, at `198.18.K.N` (see `labrig::net`), so the
 //! lab's certificates are made under [`AddressPolicy::LoopbackAndLab`]: those
 //! and loopback, nothing else, so traffic still stays on this machine.
 

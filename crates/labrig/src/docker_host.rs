@@ -27,11 +27,9 @@ use anyhow::{Context, bail};
 use dockerengine::{ContainerSpec, Engine, PrivateDaemon, RestartPolicy, Status};
 use host::docker::{Containers, DockerUnits};
 
-use crate::{
-    machine::Bind,
-    spec::{HostSpec, LabSpec},
-    units::K3sUnit,
-};
+use k3sstandin::spec::{HostSpec, LabSpec};
+
+use crate::{machine::Bind, units::K3sUnit};
 
 /// The image of every Docker host's k3s containers.
 const IMAGE: (&str, &str) = ("fleet-role-lab-k3s", "1");
