@@ -7,7 +7,6 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
-pub mod cluster;
 pub mod config;
 pub mod docker_host;
 pub mod etcdreport;
@@ -22,3 +21,7 @@ pub mod metrics;
 pub mod output;
 pub mod report;
 pub mod watch;
+
+/// The host's API clients (the access layer's, under the name the
+/// actuator's modules use).
+pub use kubeaccess::candidates as cluster;

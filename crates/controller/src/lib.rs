@@ -12,14 +12,12 @@
 
 pub mod act;
 pub mod cli;
-pub mod cluster;
 pub mod config;
 pub mod drain;
 pub mod drive;
 pub mod ending;
 pub mod enroll;
 pub mod events;
-pub mod failover;
 #[cfg(test)]
 mod fixtures;
 pub mod leader;
@@ -33,3 +31,7 @@ pub mod status;
 pub mod uninstall;
 pub mod wake;
 pub mod watch;
+
+/// The controller's API clients and `run`'s failover (the access layer's,
+/// under the names the controller's modules use).
+pub use kubeaccess::{failover, kubeconfig as cluster};

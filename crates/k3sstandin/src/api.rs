@@ -76,7 +76,7 @@ impl Apis {
             match op(c.clone()).await {
                 Ok(v) => return Ok(v),
                 // The actuator's own rule: no answer, or k3s's 503.
-                Err(e) if actuator::cluster::moves_on(&e) => {
+                Err(e) if kubeaccess::candidates::moves_on(&e) => {
                     tracing::debug!("{url}: {e}; asking the next API server");
                     last = Some(e);
                 }

@@ -1,4 +1,4 @@
-//! The client: `--kubeconfig FILE`, else kube's inference (KUBECONFIG,
+//! The controller's clients: `--kubeconfig FILE`, else kube's inference (KUBECONFIG,
 //! `~/.kube/config`, then the in-cluster ServiceAccount); `--context NAME`
 //! picks one of the kubeconfig's contexts instead of its current one.
 //!
@@ -204,10 +204,7 @@ impl Credential {
         match self {
             Credential::Unknown => None,
             Credential::Expires(at) => Some(*at),
-            Credential::TokenFile(path) => {
-                let bytes = std::fs::read(path).ok()?;
-                jwt_expiry(std::str::from_utf8(&bytes).ok()?)
-            }
+            Credential::TokenFile(path) => crate::token::file_expiry(path),
         }
     }
 
@@ -241,18 +238,7 @@ impl Credential {
 /// alert `FleetRoleCredentialExpiring` does.
 pub const EXPIRY_WARNING_SECS: i64 = 7 * 86_400;
 
-/// The `exp` claim of the JWT `token`, if it is one that has it. The
-/// middle part of a JWT is plain base64url JSON: its `exp` is read without
-/// any key. Only `exp` is taken; nothing of the token is kept or shown.
-pub fn jwt_expiry(token: &str) -> Option<i64> {
-    use base64::Engine;
-    let payload = token.trim().split('.').nth(1)?;
-    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .ok()?;
-    let claims: serde_json::Value = serde_json::from_slice(&json).ok()?;
-    claims.get("exp")?.as_i64()
-}
+pub use crate::token::jwt_expiry;
 
 #[cfg(test)]
 mod tests {

@@ -1,4 +1,4 @@
-//! Cluster access for one host: a list of API server candidates tried in
+//! Cluster access for one host (the actuator's, from its settings): a list of API server candidates tried in
 //! order, one CA bundle, one token file. A candidate is a k3s server's
 //! supervisor (6443), which answers `503` while no kube-apiserver stands
 //! behind it: the watcher moves on from that as from a refused connection.
@@ -16,7 +16,7 @@ use kube::{Client, Config};
 /// answering (a hung machine, a network that drops packets rather than
 /// refusing them) waits forever, and the watcher with it, never moving to the
 /// next candidate. A watch is ended by the server sooner than this
-/// ([`crate::watch::WATCH_TIMEOUT_SECS`]), so an idle watch never trips it.
+/// (the actuator's watch asks for less), so an idle watch never trips it.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Checks the token file without ever showing its contents: kube sends the
@@ -50,30 +50,19 @@ pub fn check_token_file(path: &std::path::Path) -> Result<(), ClusterError> {
 /// time enough for an operator to run `fleet-role enroll NODE` again.
 pub const EXPIRY_WARNING_SECS: i64 = 30 * 86_400;
 
-/// When the token in `path` lapses, in seconds since the epoch, if it says.
-///
-/// A ServiceAccount token is a JWT whose middle part is plain base64url
-/// JSON: its `exp` can be read without any key. Only `exp` is taken; the
-/// token itself is dropped at once and never shown.
+/// When the token in `path` lapses, in seconds since the epoch, if it says
+/// ([`crate::token::file_expiry`]).
 pub fn token_expiry(path: &std::path::Path) -> Option<i64> {
-    use base64::Engine;
-    let bytes = std::fs::read(path).ok()?;
-    let text = std::str::from_utf8(&bytes).ok()?;
-    let payload = text.split('.').nth(1)?;
-    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .ok()?;
-    let claims: serde_json::Value = serde_json::from_slice(&json).ok()?;
-    claims.get("exp")?.as_i64()
+    crate::token::file_expiry(path)
 }
 
 /// What to say about a credential lapsing at `expiry`, seen at `now`:
 /// nothing while it has more than [`EXPIRY_WARNING_SECS`] left.
 pub fn expiry_warning(expiry: i64, now: i64) -> Option<String> {
-    let left = expiry - now;
-    if left > EXPIRY_WARNING_SECS {
+    if !crate::token::lapses_within(expiry, now, EXPIRY_WARNING_SECS) {
         return None;
     }
+    let left = expiry - now;
     Some(if left <= 0 {
         format!(
             "the credential lapsed {} h ago: every request fails; enroll the host again (fleet-role enroll NODE)",
