@@ -790,5 +790,4 @@ pub(super) fn incoming_ready_until_asked(v: &FleetView, incoming: &str) -> Optio
 }
 
 #[cfg(test)]
-#[path = "gates_tests.rs"]
 mod tests;

@@ -560,5 +560,4 @@ pub fn standby_ready_at(v: &FleetView, n: &NodeFacts) -> Option<i64> {
 }
 
 #[cfg(test)]
-#[path = "life_tests.rs"]
 mod tests;

@@ -116,11 +116,6 @@ mod tests {
     use super::*;
     use crate::fixtures::*;
     use proptest::prelude::*;
-    #[allow(unused_imports)]
-    use protocol::{
-        report::{Detail, Phase, Report, ReportStep},
-        validate::{NodeName, SwapId},
-    };
 
     // === The quorum arithmetic ===
 

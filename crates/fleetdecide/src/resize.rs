@@ -141,5 +141,4 @@ fn gate_quorum_through(v: &FleetView, start: Tolerance, out: &[&str]) -> Gate {
 }
 
 #[cfg(test)]
-#[path = "resize_tests.rs"]
 mod tests;

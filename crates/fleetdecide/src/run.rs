@@ -453,9 +453,7 @@ pub fn standbys(v: &FleetView) -> Vec<&NodeFacts> {
 }
 
 #[cfg(test)]
-#[path = "run_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "run_spread_tests.rs"]
 mod spread_tests;

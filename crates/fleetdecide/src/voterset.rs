@@ -570,5 +570,4 @@ fn spread_swap(set: &[Host], free: &[Host]) -> Option<(String, String)> {
 }
 
 #[cfg(test)]
-#[path = "voterset_tests.rs"]
 mod tests;

@@ -2,8 +2,6 @@
 
 use super::{Faults, Intrusion, World};
 use fleetdecide::{fixtures::*, *};
-#[allow(unused_imports)]
-use protocol::report::{Detail, Phase, ReportStep};
 
 /// The writes that touch a Node or take or release the Lease, in order,
 /// as "kind node".

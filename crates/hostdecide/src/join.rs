@@ -80,5 +80,4 @@ pub fn for_step_down(view: &EtcdView, server: Configured<'_>, agent: Configured<
 }
 
 #[cfg(test)]
-#[path = "join_tests.rs"]
 mod tests;

@@ -549,5 +549,4 @@ impl Report {
 }
 
 #[cfg(test)]
-#[path = "report_tests.rs"]
 mod tests;

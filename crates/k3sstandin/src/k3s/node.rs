@@ -261,5 +261,4 @@ pub fn server_meta(control_plane: bool, member: &str, ip: &str) -> (Value, Value
 }
 
 #[cfg(test)]
-#[path = "node_tests.rs"]
 mod tests;

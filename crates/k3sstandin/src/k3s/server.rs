@@ -772,5 +772,4 @@ impl Removed {
 }
 
 #[cfg(test)]
-#[path = "server_tests.rs"]
 mod tests;

@@ -129,5 +129,4 @@ pub fn basic(creds: &Creds) -> String {
 }
 
 #[cfg(test)]
-#[path = "token_tests.rs"]
 mod tests;

@@ -102,5 +102,4 @@ pub fn backup_with_retention(
 }
 
 #[cfg(test)]
-#[path = "tombstone_tests.rs"]
 mod tests;

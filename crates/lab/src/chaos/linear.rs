@@ -196,5 +196,4 @@ pub fn counts(history: &[Op]) -> Counts {
 }
 
 #[cfg(test)]
-#[path = "linear_tests.rs"]
 mod tests;

@@ -293,5 +293,4 @@ impl Budget {
 }
 
 #[cfg(test)]
-#[path = "schedule_tests.rs"]
 mod tests;

@@ -211,5 +211,4 @@ impl Stall {
 }
 
 #[cfg(test)]
-#[path = "watch_tests.rs"]
 mod tests;

@@ -5,11 +5,7 @@
 
 use crate::fixtures::*;
 use crate::*;
-#[allow(unused_imports)]
-use protocol::{
-    report::{Detail, Phase, Report, ReportStep},
-    validate::{NodeName, SwapId},
-};
+use protocol::report::{Detail, Phase, Report, ReportStep};
 
 mod down_and_step_down;
 mod lease_pause_and_clean_up;

@@ -2,11 +2,7 @@
 
 use super::*;
 use crate::{fixtures::*, *};
-#[allow(unused_imports)]
-use protocol::{
-    report::{Detail, Phase, Report, ReportStep},
-    validate::{NodeName, SwapId},
-};
+use protocol::report::{Detail, Phase, ReportStep};
 
 // === Gates, one table per gate ===
 

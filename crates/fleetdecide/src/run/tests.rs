@@ -2,11 +2,6 @@
 use super::*;
 use crate::{fixtures::*, *};
 use jiff::tz::TimeZone;
-#[allow(unused_imports)]
-use protocol::{
-    report::{Detail, Phase, Report, ReportStep},
-    validate::{NodeName, SwapId},
-};
 
 // === `run` ===
 

@@ -300,9 +300,8 @@ proptest! {
     #[test]
     fn a_path_ends_as_spread_as_the_zones_allow_and_no_step_worsens_the_spread_past_the_rule((v, s, target) in a_fleet()) {
         let p = path(&v, &s, target);
-        if p.start.may_fail.is_none() {
-            return Ok(());
-        }
+        // A fleet with no quorum to keep has no path to judge: drawn again.
+        prop_assume!(p.start.may_fail.is_some());
         let mut fullest = p.spread.fullest();
         for st in &p.stages {
             prop_assert!(
