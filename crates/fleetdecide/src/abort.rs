@@ -2,19 +2,22 @@
 //!
 //! Before the incoming host is a voter and before the outgoing one is
 //! touched, the protocol's own wind-down ([`Action::BeginStop`] and the
-//! Lease's `stopping` note, then [`next_action`](super::next_action)'s rollback, member removal
+//! Lease's `stopping` note, then [`next_action`](crate::swap::next_action)'s rollback, member removal
 //! and clearing of marks) puts the cluster back as it was. Past that point
 //! (the incoming host votes, or the outgoing one was cordoned, asked to step
 //! down or its member's removal asked), going back would mean removing a
 //! healthy voter or un-stepping a host the protocol has no step for: the
 //! nearest safe point is the swap's end, which clears its marks too.
 //! This only decides; the shell drives the swap with [`abort_action`] in
-//! front of [`next_action`](super::next_action).
+//! front of [`next_action`](crate::swap::next_action).
 
 use crate::view::SwapRecord;
 use serde::Serialize;
 
-use super::{Action, Class, FleetView, Reason, StopKind, StopNote, SwapState, SwapStep, classify};
+use crate::action::{Action, StopKind, StopNote, SwapState, SwapStep};
+use crate::reasons::Reason;
+use crate::view::FleetView;
+use fleetfacts::{Class, classify};
 use protocol::validate::StepKind;
 
 /// What aborting the swap recorded on the Lease comes to.
@@ -92,7 +95,7 @@ pub fn abort_plan(v: &FleetView) -> AbortPlan {
     AbortPlan::WindDown
 }
 
-/// The action an abort takes in place of `next` (what [`next_action`](super::next_action)
+/// The action an abort takes in place of `next` (what [`next_action`](crate::swap::next_action)
 /// decided for `s`), if any: once this process holds the Lease for the
 /// swap, the wind-down's note is written first. `None`: do `next`.
 pub fn abort_action(v: &FleetView, s: &SwapState, next: &Action) -> Option<Action> {

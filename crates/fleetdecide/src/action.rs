@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::failures;
-use super::{Awaiting, Gate, Reason};
+use crate::gates::{Gate, failures};
+use crate::reasons::{Awaiting, Reason};
 use protocol::{
     names::K3S_ETCD_REMOVE,
     validate::{NodeName, SwapId},
@@ -231,7 +231,7 @@ pub enum Action {
         /// The outgoing host.
         node: NodeName,
         /// The pods.
-        pods: Vec<super::PodRef>,
+        pods: Vec<fleetfacts::PodRef>,
         /// The termination grace each gets, in seconds (`None`: its own).
         grace: Option<i64>,
     },
@@ -379,7 +379,7 @@ impl Action {
                 incoming,
                 start,
             } => {
-                let halves = super::view::halves(out.as_ref(), incoming.as_ref());
+                let halves = crate::view::halves(out.as_ref(), incoming.as_ref());
                 match start {
                     Start::Fresh => format!("take the Lease for swap {swap} ({halves})"),
                     Start::Abandoned => format!(
@@ -412,7 +412,7 @@ impl Action {
                 "evict {} pod{} from {node} ({}){}",
                 pods.len(),
                 if pods.len() == 1 { "" } else { "s" },
-                super::one_line(
+                protocol::text::one_line(
                     &pods
                         .iter()
                         .map(ToString::to_string)

@@ -7,9 +7,10 @@
 //! simulations apply the same functions to their plain views, so the model
 //! the quorum properties are proved against is the shell's own.
 
-use super::{
-    Action, Ending, FleetView, LastSwap, Outcome, Start, StopNote, one_line, record_ending,
-};
+use crate::action::{Action, LastSwap, Outcome, Start, StopNote};
+use crate::life::{Ending, record_ending};
+use crate::view::FleetView;
+use protocol::text::one_line;
 use protocol::{
     report::ReportStep,
     validate::StepKind,

@@ -8,17 +8,16 @@
 //! `NOSPACE` alarm for health. So the swap is refused, and each write
 //! waits, until every server that reports agrees with the Nodes.
 
-use super::{
-    FleetView, Gate, GateName,
-    members::{MappedMember, Picture, Trust, picture},
-    quorum::{keeps_quorum, quorum},
-};
+use crate::gates::{Gate, GateName};
+use crate::quorum::{keeps_quorum, quorum};
+use crate::view::FleetView;
+use fleetfacts::members::{MappedMember, Picture, Trust, picture};
 use protocol::etcd::EtcdView;
 
 impl FleetView {
     /// etcd's membership as the servers report it (the host part of each
     /// report), joined with the Nodes. A view older than
-    /// [`super::Settings::actuator_heartbeat_max_age`] does not count: it
+    /// [`crate::settings::Settings::actuator_heartbeat_max_age`] does not count: it
     /// rides the heartbeat.
     pub fn etcd(&self) -> Picture {
         let views: Vec<(String, EtcdView)> = self
@@ -63,7 +62,7 @@ fn member_name(m: &MappedMember) -> String {
     if m.member.name.is_empty() {
         "(unnamed)".into()
     } else {
-        super::one_line(&m.member.name)
+        protocol::text::one_line(&m.member.name)
     }
 }
 
@@ -150,7 +149,7 @@ pub fn voters_without_member(v: &FleetView, p: &Picture) -> Vec<String> {
     }
     v.sorted()
         .into_iter()
-        .filter(|n| super::classify(n) == super::Class::Voter)
+        .filter(|n| fleetfacts::classify(n) == fleetfacts::Class::Voter)
         .filter(|n| p.of_node(&n.name).is_none_or(|m| m.member.learner))
         .map(|n| n.name.clone())
         .collect()

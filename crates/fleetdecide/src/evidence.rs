@@ -12,8 +12,8 @@
 //! - its node Lease is stale (or missing): its kubelet stopped renewing it;
 //! - etcd's membership, as the servers agree on it, lists its member, and
 //!   its own host has not vouched for that member within
-//!   [`super::Settings::actuator_heartbeat_max_age`] (only the host's
-//!   identity writes its report, [`super::members`]).
+//!   [`crate::settings::Settings::actuator_heartbeat_max_age`] (only the host's
+//!   identity writes its report, [`fleetfacts::members`]).
 //!
 //! And "NotReady for the grace period" is counted from the controller's own
 //! first sighting ([`Sightings`]), never from a transition time another
@@ -21,7 +21,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{Class, FleetView, classify};
+use crate::view::FleetView;
+use fleetfacts::{Class, classify};
 
 impl FleetView {
     /// Whether the voter `node` is down by evidence no add-on can forge
@@ -72,14 +73,14 @@ impl FleetView {
 /// on its member, and notes the dispute on it
 /// ([`protocol::NodeFacts::ready_disputed`], which `status` shows):
 ///
-/// - its node Lease renewed within [`super::Settings::heartbeat_grace`]
+/// - its node Lease renewed within [`crate::settings::Settings::heartbeat_grace`]
 ///   and its own view of etcd, read within that same grace, saying its
 ///   member is healthy: counted Ready again. Its kubelet is alive and its
 ///   etcd served a linearizable read moments ago: for the quorum
 ///   arithmetic, the member is healthy, whoever wrote `Ready`. (A host
 ///   that died keeps both for at most that grace: the window in which its
-///   stale `Ready=True` is believed anyway, [`super::apply_heartbeats`].)
-/// - else, its own view within [`super::Settings::actuator_heartbeat_max_age`]
+///   stale `Ready=True` is believed anyway, [`crate::view::apply_heartbeats`].)
+/// - else, its own view within [`crate::settings::Settings::actuator_heartbeat_max_age`]
 ///   still vouches for the member: not counted Ready (a host that just
 ///   died keeps its last view that long), but never taken for down.
 ///

@@ -6,12 +6,13 @@ use crate::view::SwapRecord;
 use protocol::{validate::StepKind, version};
 use serde::{Deserialize, Serialize};
 
-pub(super) use super::etcd_gates::etcd_view_gates;
-use super::{
-    Class, FleetView, Removing, VoterCount, classify, count_voters,
-    etcd_gates::{etcd_after_removal, etcd_learners, etcd_quorum_text},
-    is_healthy_voter, is_voting, keeps_quorum, one_line, quorum, removing,
-};
+pub(super) use crate::etcd_gates::etcd_view_gates;
+use crate::etcd_gates::{etcd_after_removal, etcd_learners, etcd_quorum_text};
+use crate::quorum;
+use crate::quorum::{Removing, VoterCount, count_voters, keeps_quorum, removing};
+use crate::view::FleetView;
+use fleetfacts::{Class, classify, is_healthy_voter, is_voting};
+use protocol::text::one_line;
 
 // === Gates ===
 
@@ -154,7 +155,7 @@ pub fn gate_not_paused(v: &FleetView) -> Gate {
 /// Gate: no other swap. The Lease is free (no holder, or lapsed); no
 /// unfinished swap with another pair is recorded on it; no Node other than
 /// `out` and `incoming` carries a step. (A swap this process holds the Lease
-/// for is driven by [`super::next_action`], which does not ask this gate.)
+/// for is driven by [`crate::swap::next_action`], which does not ask this gate.)
 pub fn gate_no_other_swap(v: &FleetView, out: &str, incoming: &str) -> Gate {
     let name = GateName::NoOtherSwap;
     if let Some(l) = &v.lease {
@@ -163,7 +164,7 @@ pub fn gate_no_other_swap(v: &FleetView, out: &str, incoming: &str) -> Gate {
                 Some(r) => format!(
                     " for swap {} ({})",
                     r.id,
-                    super::view::halves(r.out.as_ref(), r.incoming.as_ref())
+                    crate::view::halves(r.out.as_ref(), r.incoming.as_ref())
                 ),
                 None => String::new(),
             };
@@ -189,7 +190,7 @@ pub fn gate_no_other_swap(v: &FleetView, out: &str, incoming: &str) -> Gate {
                 format!(
                     "swap {} ({}) is unfinished{why}; resume it with `{}`",
                     r.id,
-                    super::view::halves(r.out.as_ref(), r.incoming.as_ref()),
+                    crate::view::halves(r.out.as_ref(), r.incoming.as_ref()),
                     r.resume_command()
                 ),
             );
@@ -338,7 +339,7 @@ pub fn gate_outgoing_demotable(v: &FleetView, out: &str) -> Gate {
 }
 
 /// Gate: the swap's hosts' actuators are alive: each one's report carries a
-/// heartbeat no older than [`super::Settings::actuator_heartbeat_max_age`],
+/// heartbeat no older than [`crate::settings::Settings::actuator_heartbeat_max_age`],
 /// and the API accepts its report. A host whose actuator is dead would
 /// never take the step asked of it, nor would a host whose report the API
 /// refuses (a step whose start cannot be reported is not taken), and the

@@ -3,10 +3,12 @@
 
 use serde::Serialize;
 
-use super::{
-    Class, FleetView, GateName, classify, count_voters, etcd_gates::etcd_learners,
-    gates::etcd_view_gates, one_line,
-};
+use crate::etcd_gates::etcd_learners;
+use crate::gates::{GateName, etcd_view_gates};
+use crate::quorum::count_voters;
+use crate::view::FleetView;
+use fleetfacts::{Class, classify};
+use protocol::text::one_line;
 use protocol::version;
 
 /// The kind of one thing degraded about the fleet: a fixed, short name
@@ -114,7 +116,7 @@ pub fn degraded(v: &FleetView) -> Vec<String> {
 /// - a host whose report is of a protocol version this build does not know
 ///   (no swap involving it will run);
 /// - a voter whose Node reads NotReady while its own view of etcd
-///   vouches for its member ([`super::weigh_evidence`]): a forged
+///   vouches for its member ([`crate::evidence::weigh_evidence`]): a forged
 ///   condition, or a kubelet that cannot run pods on a healthy member;
 /// - a host whose report the API refuses, as its heartbeat says (its
 ///   report in the API is behind it, and no step of it can be reported);

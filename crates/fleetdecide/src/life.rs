@@ -11,7 +11,8 @@ use crate::view::SwapRecord;
 use jiff::{Timestamp, civil::Date, tz::TimeZone};
 use serde::{Deserialize, Serialize};
 
-use super::{FleetView, Settings};
+use crate::settings::Settings;
+use crate::view::FleetView;
 use protocol::view::{LeaseFacts, NodeFacts};
 
 // === Graces ===
@@ -84,7 +85,7 @@ pub fn grace_for(n: &NodeFacts, s: &Settings, since: i64) -> Grace {
             )),
             None => notes.push(format!(
                 "its {key} {:?} is not a time (RFC 3339 or unix seconds) and is ignored",
-                super::one_line(raw)
+                protocol::text::one_line(raw)
             )),
         }
     }
@@ -412,7 +413,7 @@ pub fn endings_of(lease: &LeaseFacts) -> Vec<Ending> {
                 swap: last.swap,
                 out: last.out,
                 at: last.at,
-                failed: !matches!(last.outcome, super::Outcome::Done { .. }),
+                failed: !matches!(last.outcome, crate::action::Outcome::Done { .. }),
             });
         }
         list
@@ -462,7 +463,7 @@ pub fn pace(v: &FleetView, out: &str) -> Pace {
             reasons.push(format!(
                 "settling for {} s after swap {}",
                 s.settle,
-                super::one_line(&last.swap)
+                protocol::text::one_line(&last.swap)
             ));
             ready = ready.max(t);
         }

@@ -4,11 +4,12 @@
 use serde::Serialize;
 
 use super::voterset::{Event, Tolerance};
-use super::{
-    FleetView, Gate, count_voters, is_healthy_voter, join_voter, preflight,
-    resize::{grow_gates, shrink_gates, voting_now},
-    snapshot_voter,
-};
+use crate::gates::{Gate, preflight};
+use crate::quorum::count_voters;
+use crate::resize::{grow_gates, shrink_gates, voting_now};
+use crate::swap::{join_voter, snapshot_voter};
+use crate::view::FleetView;
+use fleetfacts::is_healthy_voter;
 use protocol::names::K3S_ETCD_REMOVE;
 
 // === Dry run ===
@@ -96,7 +97,7 @@ fn walk_steps(start: Tolerance, steps: Vec<Step>) -> Vec<PlanStep> {
     steps
         .into_iter()
         .map(|(step, events)| {
-            let (each, low) = super::voterset::walk(at, &events);
+            let (each, low) = crate::voterset::walk(at, &events);
             at = each.last().copied().unwrap_or(at);
             PlanStep {
                 step,

@@ -3,7 +3,9 @@
 
 use serde::Serialize;
 
-use super::{FleetView, NodeFacts, is_healthy_voter, is_voting};
+use crate::view::FleetView;
+use fleetfacts::{is_healthy_voter, is_voting};
+use protocol::view::NodeFacts;
 
 // === The quorum arithmetic ===
 

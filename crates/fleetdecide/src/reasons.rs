@@ -6,8 +6,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::one_line;
 use protocol::report::{Phase, ReportStep};
+use protocol::text::one_line;
 
 /// A write the controller guards with gates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,8 +75,8 @@ impl fmt::Display for Reached {
     }
 }
 
-/// Why a swap winds down (kept on the Lease in its [`super::StopNote`]) or
-/// stops ([`super::Action::Stop`]).
+/// Why a swap winds down (kept on the Lease in its [`crate::action::StopNote`]) or
+/// stops ([`crate::action::Action::Stop`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "why", rename_all = "kebab-case")]
 pub enum Reason {

@@ -7,20 +7,19 @@
 //! and tolerates no more failures.
 //!
 //! Each host queued is its own change on the regrade Lease (a record with
-//! one half: see [`super::Recorded`]), driven by the swap's state machine;
+//! one half: see [`crate::view::Recorded`]), driven by the swap's state machine;
 //! these gates are those before the first of them starts.
 
-use super::{
-    FleetView, Gate, GateName, Outgoing, count_voters,
-    gates::{
-        etcd_view_gates, gate_actuators_alive, gate_incoming_agent, gate_incoming_eligible,
-        gate_incoming_ready, gate_known_protocol, gate_no_learner, gate_no_other_swap,
-        gate_not_paused, gate_outgoing_demotable, gate_outgoing_voter, gate_quorum_for,
-        gate_voters_healthy,
-    },
-    is_healthy_voter,
-    voterset::{Move, Tolerance, walk},
+use crate::gates::{Gate, GateName, Outgoing};
+use crate::gates::{
+    etcd_view_gates, gate_actuators_alive, gate_incoming_agent, gate_incoming_eligible,
+    gate_incoming_ready, gate_known_protocol, gate_no_learner, gate_no_other_swap, gate_not_paused,
+    gate_outgoing_demotable, gate_outgoing_voter, gate_quorum_for, gate_voters_healthy,
 };
+use crate::quorum::count_voters;
+use crate::view::FleetView;
+use crate::voterset::{Move, Tolerance, walk};
+use fleetfacts::is_healthy_voter;
 
 /// The voting members now, as the Nodes show them, and how many are
 /// healthy. etcd's own list must agree before anything starts (the
@@ -53,7 +52,7 @@ pub fn gate_odd_voter_count(now: usize, after: usize, grow: bool) -> Gate {
         name,
         format!(
             "{verb} from {now} voters to {after} leaves an even count standing: {after} voters need {} for quorum and tolerate no more failures than {} would; queue a second {flag} to go on to {next}",
-            super::quorum(after),
+            crate::quorum(after),
             after - 1
         ),
     )

@@ -4,11 +4,13 @@ use protocol::text::one_line;
 
 use serde::Serialize;
 
-use super::{
-    Action, Class, FleetView, GraceKind, NodeFacts, Pace, classify, grace_for, half_name,
-    life::show_time, pace, standby_ready_at, tidy, voterset,
-};
+use crate::action::Action;
+use crate::life::{GraceKind, Pace, grace_for, pace, show_time, standby_ready_at};
+use crate::view::{FleetView, half_name};
+use crate::{tidy, voterset};
+use fleetfacts::{Class, classify};
 use protocol::validate::NodeName;
+use protocol::view::NodeFacts;
 
 // === `run` ===
 
@@ -105,7 +107,7 @@ impl RunDecision {
 /// spreads the voters over the zones, paced the same way. A grow or shrink
 /// left unfinished is taken up as a swap is.
 ///
-/// [`Settings::standby_min_healthy`]: super::Settings::standby_min_healthy
+/// [`Settings::standby_min_healthy`]: crate::settings::Settings::standby_min_healthy
 pub fn run_decision(v: &FleetView) -> RunDecision {
     let idle = |why: String, until: Option<i64>| RunDecision::Idle { why, until };
     if v.paused() {
@@ -174,7 +176,7 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
     // not there, and a fake voter "replaced" would swap a real one's
     // place. No move until the two agree (`voters-are-members` refuses
     // every swap meanwhile, and `status` names the Nodes).
-    let without = super::etcd_gates::voters_without_member(v, &v.etcd());
+    let without = crate::etcd_gates::voters_without_member(v, &v.etcd());
     if !without.is_empty() {
         return idle(
             format!(

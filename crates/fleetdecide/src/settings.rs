@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{SwapStep, Window};
+use crate::action::SwapStep;
+use crate::life::Window;
 use protocol::names::Names;
 
 // === Settings ===
@@ -96,7 +97,7 @@ pub struct Settings {
     /// How many etcd voters the fleet should have (odd).
     pub voters: usize,
     /// The label whose value is a host's zone, over which voters are
-    /// spread ([`super::voterset`]); `None`: voters are not spread.
+    /// spread ([`crate::voterset`]); `None`: voters are not spread.
     pub spread_label: Option<protocol::validate::LabelKey>,
     /// The regrade Lease's duration, in seconds.
     pub lease_duration: i64,
@@ -110,7 +111,7 @@ pub struct Settings {
     pub settle: i64,
     /// `run`: how long a voter that shows planned maintenance (cordoned,
     /// kured's reboot mark, `<prefix>/maintenance`) may be NotReady before
-    /// it is replaced (see [`super::grace_for`]). Never shorter than
+    /// it is replaced (see [`crate::life::grace_for`]). Never shorter than
     /// `grace_period`.
     pub maintenance_grace: i64,
     /// `run`: when it may start a swap by itself; `None`: at any time.

@@ -2,8 +2,11 @@
 //! Node whose host came home as an agent by itself (its member removed while
 //! it was down, so the swap that replaced it could not finish it).
 
-use super::{Action, FleetView, NodeFacts, swap::finished};
+use crate::action::Action;
+use crate::swap::finished;
+use crate::view::FleetView;
 use protocol::validate::NodeName;
+use protocol::view::NodeFacts;
 
 /// One write `run` makes to tidy a returned host's Node, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

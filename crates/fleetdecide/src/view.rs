@@ -4,7 +4,10 @@
 
 use serde::Serialize;
 
-use super::{LastSwap, Reason, Settings, StopKind, StopNote, SwapStep, one_line};
+use crate::action::{LastSwap, StopKind, StopNote, SwapStep};
+use crate::reasons::Reason;
+use crate::settings::Settings;
+use protocol::text::one_line;
 use protocol::{
     validate::{NodeName, SwapId},
     view::{LeaseFacts, NodeFacts},
@@ -186,7 +189,7 @@ pub struct FleetView {
     pub lease: Option<LeaseFacts>,
     /// The pods on the outgoing Node of the swap the Lease records, read
     /// while it drains or steps down (empty otherwise).
-    pub pods: Vec<super::PodFacts>,
+    pub pods: Vec<fleetfacts::PodFacts>,
 }
 
 impl FleetView {

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::quorum;
+use crate::quorum;
 
 // === Fault tolerance ===
 
@@ -264,11 +264,11 @@ fn best_fullest(n: usize, hosts: &BTreeMap<String, usize>) -> usize {
 }
 
 /// The voters and the free, rested standbys of `v` as the voter set sees
-/// them ([`super::standbys`]); a voter is healthy when Ready with its
+/// them ([`crate::run::standbys`]); a voter is healthy when Ready with its
 /// member voting. A voter whose Node is missing is not among them (the
 /// quorum gates count it as down, and `status`'s `Voters:` line names it).
-pub fn hosts_of(v: &super::FleetView) -> (Vec<Host>, Vec<Host>) {
-    let host = |n: &super::NodeFacts, healthy: bool| Host {
+pub fn hosts_of(v: &crate::view::FleetView) -> (Vec<Host>, Vec<Host>) {
+    let host = |n: &protocol::view::NodeFacts, healthy: bool| Host {
         name: n.name.clone(),
         zone: n.zone.clone(),
         healthy,
@@ -276,10 +276,10 @@ pub fn hosts_of(v: &super::FleetView) -> (Vec<Host>, Vec<Host>) {
     let voters = v
         .sorted()
         .into_iter()
-        .filter(|n| super::classify(n) == super::Class::Voter)
-        .map(|n| host(n, super::is_healthy_voter(n)))
+        .filter(|n| fleetfacts::classify(n) == fleetfacts::Class::Voter)
+        .map(|n| host(n, fleetfacts::is_healthy_voter(n)))
         .collect();
-    let standbys = super::standbys(v)
+    let standbys = crate::run::standbys(v)
         .into_iter()
         .map(|n| host(n, true))
         .collect();
@@ -287,8 +287,8 @@ pub fn hosts_of(v: &super::FleetView) -> (Vec<Host>, Vec<Host>) {
 }
 
 /// The path of `v`'s voter set to its configured count
-/// ([`super::Settings::voters`]).
-pub fn path_of(v: &super::FleetView) -> Path {
+/// ([`crate::settings::Settings::voters`]).
+pub fn path_of(v: &crate::view::FleetView) -> Path {
     let (voters, free) = hosts_of(v);
     path(&voters, &free, v.settings.voters)
 }

@@ -3,8 +3,10 @@
 //! Lease released with the outcome.
 
 use super::{removal::finished, step::enter};
-use crate::{Action, FleetView, LeaseFacts, Outcome, Recorded, SwapStep};
+use crate::action::{Action, Outcome, SwapStep};
+use crate::view::{FleetView, Recorded};
 use protocol::validate::NodeName;
+use protocol::view::LeaseFacts;
 
 pub(super) fn clean_up(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
     if let Some(a) = enter(v, l, SwapStep::CleanUp) {

@@ -1,13 +1,14 @@
 //! The drain phase: after the cordon, before the step-down, the outgoing
-//! host's pods are evicted (see [`crate::drain`] for which, and
+//! host's pods are evicted (see [`fleetfacts::drain`] for which, and
 //! why), within the drain step's timeout. A pod no controller owns stops
 //! the swap before anything is evicted, unless the swap is forced.
 
 use super::step::{enter, outgoing, overdue, promoted_clause, resume_hint, wait};
-use crate::{
-    Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, SwapStep,
-    drain::{PodRef, blocking, named, unmanaged},
-};
+use crate::action::{Action, SwapStep};
+use crate::reasons::{Awaiting, Reason};
+use crate::view::{FleetView, Recorded};
+use fleetfacts::drain::{PodRef, blocking, named, unmanaged};
+use protocol::view::LeaseFacts;
 
 /// The drain's next action for the outgoing Node, once it is cordoned and
 /// Ready. `None`: no pod is left that the drain waits for, so the step-down

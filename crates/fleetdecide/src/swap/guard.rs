@@ -4,9 +4,11 @@
 //! or forget the pause (an operator's pause holds before every write).
 
 use super::step::paused;
-use crate::{
-    Action, FleetView, Gate, LeaseFacts, Reason, StopKind, StopNote, SwapStep, all_pass, failures,
-};
+use crate::action::{Action, StopKind, StopNote, SwapStep};
+use crate::gates::{Gate, all_pass, failures};
+use crate::reasons::Reason;
+use crate::view::FleetView;
+use protocol::view::LeaseFacts;
 
 /// The failed gates as one line, or `None` when every gate passes.
 pub(super) fn shut(gates: &[Gate]) -> Option<String> {

@@ -6,10 +6,12 @@ use super::{
     guard::{guarded, shut},
     step::{enter, outgoing, overdue, promoted_clause, resume_hint, stop, wait},
 };
-use crate::{
-    Action, Awaiting, FleetView, LeaseFacts, NodeFacts, Reason, Recorded, SwapStep, Write,
-    gates::removal_gates, one_line,
-};
+use crate::action::{Action, SwapStep};
+use crate::gates::removal_gates;
+use crate::reasons::{Awaiting, Reason, Write};
+use crate::view::{FleetView, Recorded};
+use protocol::text::one_line;
+use protocol::view::{LeaseFacts, NodeFacts};
 use protocol::{
     names::K3S_ETCD_REMOVE,
     report::{Phase, ReportStep},

@@ -6,11 +6,12 @@ use super::{
     promote::{Order, before_promote, promote_request, promote_wait},
     step::{enter, outgoing, overdue, resume_hint, stop, wait},
 };
-use crate::{
-    Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, SwapStep, Write,
-    gates::down_removal_gates,
-};
+use crate::action::{Action, SwapStep};
+use crate::gates::down_removal_gates;
+use crate::reasons::{Awaiting, Reason, Write};
+use crate::view::{FleetView, Recorded};
 use protocol::validate::StepKind;
+use protocol::view::LeaseFacts;
 
 /// Replacing a down voter. etcd (with k3s's strict reconfiguration check)
 /// adds no member, not even a learner, while a voter is unreachable, so the

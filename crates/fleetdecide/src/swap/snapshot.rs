@@ -8,12 +8,12 @@ use super::{
     step::{Progress, enter, overdue, progress, wait},
     step_down::before_step_down,
 };
-use crate::{
-    Action, Awaiting, Class, FleetView, LeaseFacts, NodeFacts, Reason, Recorded, StopKind,
-    StopNote, SwapStep, VoterFor, classify,
-    gates::{promote_gates, removal_gates},
-    is_healthy_voter,
-};
+use crate::action::{Action, StopKind, StopNote, SwapStep};
+use crate::gates::{promote_gates, removal_gates};
+use crate::reasons::{Awaiting, Reason, VoterFor};
+use crate::view::{FleetView, Recorded};
+use fleetfacts::{Class, classify, is_healthy_voter};
+use protocol::view::{LeaseFacts, NodeFacts};
 use protocol::{report::ReportStep, validate::NodeName};
 
 pub(super) fn snapshot(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {

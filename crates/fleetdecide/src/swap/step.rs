@@ -1,10 +1,11 @@
 //! What every phase shares: entering a step (and its mark on the Lease),
 //! its deadline, a wait, a host's progress from its report, and a stop.
 
-use crate::view::SwapRecord;
-use crate::{
-    Action, Awaiting, FleetView, LeaseFacts, NodeFacts, Reason, Recorded, SwapStep, one_line,
-};
+use crate::action::{Action, SwapStep};
+use crate::reasons::{Awaiting, Reason};
+use crate::view::{FleetView, Recorded, SwapRecord};
+use protocol::text::one_line;
+use protocol::view::{LeaseFacts, NodeFacts};
 use protocol::{
     report::{Detail, Phase, Report, ReportStep},
     validate::{NodeName, SwapId},

@@ -9,11 +9,11 @@ use super::{
         Progress, enter, outgoing, overdue, progress, promoted_clause, resume_hint, stop, wait,
     },
 };
-use crate::view::SwapRecord;
-use crate::{
-    Action, Awaiting, FleetView, LeaseFacts, Reason, Recorded, SwapStep, Write,
-    gates::removal_gates,
-};
+use crate::action::{Action, SwapStep};
+use crate::gates::removal_gates;
+use crate::reasons::{Awaiting, Reason, Write};
+use crate::view::{FleetView, Recorded, SwapRecord};
+use protocol::view::LeaseFacts;
 use protocol::{
     report::{Detail, ReportStep},
     validate::NodeName,

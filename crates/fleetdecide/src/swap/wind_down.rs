@@ -5,11 +5,11 @@ use super::{
     clean_up::snapshot_marked,
     step::{Progress, enter, overdue, progress, resume_hint, stop, wait},
 };
-use crate::{
-    Action, Awaiting, FleetView, LeaseFacts, Outcome, Reason, Recorded, StopNote, SwapStep, Write,
-    failures,
-    gates::{gate_quorum_at_host_stop, gate_quorum_for},
-};
+use crate::action::{Action, Outcome, StopNote, SwapStep};
+use crate::gates::{failures, gate_quorum_at_host_stop, gate_quorum_for};
+use crate::reasons::{Awaiting, Reason, Write};
+use crate::view::{FleetView, Recorded};
+use protocol::view::LeaseFacts;
 use protocol::{report::ReportStep, validate::StepKind};
 
 /// Back to the cluster as it was: roll the incoming host back and have its
