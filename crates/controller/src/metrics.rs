@@ -342,7 +342,7 @@ impl Metrics {
         self.last_swap_end.one(
             v.lease
                 .as_ref()
-                .and_then(|l| l.endings().iter().map(|e| e.at).max()),
+                .and_then(|l| fleetdecide::endings_of(l).iter().map(|e| e.at).max()),
         );
         let held = swapping.is_some_and(|l| l.instance.as_deref() == Some(instance));
         self.regrade_lease_held.set(i64::from(held));

@@ -14,8 +14,9 @@
 use crate::view::SwapRecord;
 use serde::Serialize;
 
-use crate::action::{Action, StopKind, StopNote, SwapState, SwapStep};
+use crate::action::{Action, SwapState};
 use crate::reasons::Reason;
+use crate::record::{StopKind, StopNote, SwapStep};
 use crate::view::FleetView;
 use fleetfacts::{Class, classify};
 use protocol::validate::StepKind;

@@ -7,8 +7,9 @@
 //! simulations apply the same functions to their plain views, so the model
 //! the quorum properties are proved against is the shell's own.
 
-use crate::action::{Action, LastSwap, Outcome, Start, StopNote};
+use crate::action::{Action, Start};
 use crate::life::{Ending, record_ending};
+use crate::record::{LastSwap, Outcome, StopNote};
 use crate::view::FleetView;
 use protocol::text::one_line;
 use protocol::{
@@ -229,7 +230,6 @@ pub fn write_may_go(v: &FleetView, l: &LeaseFacts) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::view::SwapRecord;
     use crate::{Ending, Outcome, Reason, StopKind, StopNote, SwapStep, fixtures::*};
 
     fn writer() -> Writer<'static> {
@@ -408,7 +408,7 @@ mod tests {
             at: NOW,
             failed: true,
         };
-        assert_eq!(stopped.endings(), vec![first.clone()]);
+        assert_eq!(crate::life::endings_of(&stopped), vec![first.clone()]);
         let release = |outcome: Outcome| {
             let mut b = before.clone();
             b.endings = stopped.endings.clone();
@@ -416,7 +416,7 @@ mod tests {
         };
         let done = release(Outcome::Done { warning: None });
         assert_eq!(
-            done.endings(),
+            crate::life::endings_of(&done),
             vec![
                 first.clone(),
                 Ending {
@@ -429,7 +429,7 @@ mod tests {
             kind: StopKind::Failed,
             reason: Reason::Unreadable { raw: "x".into() },
         });
-        assert_eq!(wound.endings(), vec![first.clone(), first]);
+        assert_eq!(crate::life::endings_of(&wound), vec![first.clone(), first]);
     }
 
     #[test]

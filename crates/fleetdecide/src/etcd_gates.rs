@@ -7,46 +7,14 @@
 //! learner's Node carries no etcd metadata until it is promoted) and take a
 //! `NOSPACE` alarm for health. So the swap is refused, and each write
 //! waits, until every server that reports agrees with the Nodes.
+//!
+//! The picture itself is [`FleetView::etcd`] (with the Nodes' other views,
+//! in `view.rs`).
 
-use crate::gates::{Gate, GateName};
+use crate::gate::{Gate, GateName};
 use crate::quorum::{keeps_quorum, quorum};
 use crate::view::FleetView;
-use fleetfacts::members::{MappedMember, Picture, Trust, picture};
-use protocol::etcd::EtcdView;
-
-impl FleetView {
-    /// etcd's membership as the servers report it (the host part of each
-    /// report), joined with the Nodes. A view older than
-    /// [`crate::settings::Settings::actuator_heartbeat_max_age`] does not count: it
-    /// rides the heartbeat.
-    pub fn etcd(&self) -> Picture {
-        let views: Vec<(String, EtcdView)> = self
-            .nodes
-            .iter()
-            .filter_map(|n| Some((n.name.clone(), n.host.as_ref()?.etcd.clone()?)))
-            .collect();
-        let trust = Trust {
-            max_age: self.settings.actuator_heartbeat_max_age,
-            future_slack: self.settings.skew_margin,
-            incoming: self.lease.as_ref().and_then(|l| l.swap_in.as_deref()),
-        };
-        picture(self.now, trust, &self.nodes, &views)
-    }
-
-    /// Whether `node`'s member is gone, as the controller sees it: the
-    /// Node's claim ([`NodeFacts::k3s_mark`](protocol::NodeFacts::k3s_mark))
-    /// that no server's view of etcd contradicts ([`protocol::member_gone`]).
-    /// k3s writes `removed-node-name` even when `RemovePeer` matched no
-    /// member (its `node-address` not the member's peer host): the member
-    /// then still votes, and etcd still lists it.
-    pub fn member_gone(&self, node: &str) -> bool {
-        let Some(n) = self.node(node) else {
-            return false;
-        };
-        let listed = self.etcd().of_node(node).is_some().then_some(true);
-        protocol::member_gone(n.k3s_mark(), listed)
-    }
-}
+use fleetfacts::members::{MappedMember, Picture};
 
 /// A member as messages name it: its Node, or its etcd name and id.
 pub(super) fn member_label(m: &MappedMember) -> String {
@@ -243,6 +211,7 @@ pub(super) fn etcd_quorum_text(after: Option<(usize, usize)>) -> (bool, String) 
 mod tests {
     use super::*;
     use crate::{fixtures::*, *};
+    use protocol::etcd::EtcdView;
     use protocol::etcd::{Alarm, Member, MemberId};
 
     fn phantom(learner: bool) -> Member {

@@ -18,56 +18,14 @@
 //! And "NotReady for the grace period" is counted from the controller's own
 //! first sighting ([`Sightings`]), never from a transition time another
 //! principal wrote.
+//!
+//! The rule itself is [`FleetView::down_evidence`] (with the Nodes' other
+//! views, in `view.rs`); here are what follows from it.
 
 use std::collections::BTreeMap;
 
 use crate::view::FleetView;
 use fleetfacts::{Class, classify};
-
-impl FleetView {
-    /// Whether the voter `node` is down by evidence no add-on can forge
-    /// (see the module's header): `Ok` with what shows it, or `Err` with
-    /// why it is not taken for down.
-    pub fn down_evidence(&self, node: &str) -> Result<String, String> {
-        let Some(n) = self.node(node) else {
-            return Err(format!("no Node {node}"));
-        };
-        if n.ready {
-            return Err(format!("{node} is Ready"));
-        }
-        if let Some(r) = n.lease_renewed_at {
-            let age = self.now.saturating_sub(r);
-            if age <= self.settings.heartbeat_grace {
-                return Err(format!(
-                    "{node} reads NotReady, but its kubelet renewed its node Lease {age} s ago"
-                ));
-            }
-        }
-        let p = self.etcd();
-        if !p.known() {
-            return Err(format!(
-                "{node} reads NotReady, but no server reported etcd's view to confirm its member is down"
-            ));
-        }
-        match p.of_node(node) {
-            None => Err(format!(
-                "{node} reads NotReady, but etcd lists no member of it"
-            )),
-            Some(m) if m.vouched => Err(format!(
-                "{node} reads NotReady, but its own view of etcd says its member is healthy"
-            )),
-            Some(_) => Ok(format!(
-                "{node} is NotReady, its node Lease is stale and its member has not been vouched for in {} s",
-                self.settings.actuator_heartbeat_max_age
-            )),
-        }
-    }
-
-    /// Whether the voter `node` is down by evidence ([`FleetView::down_evidence`]).
-    pub fn down(&self, node: &str) -> bool {
-        self.down_evidence(node).is_ok()
-    }
-}
 
 /// Weighs a voting host whose Node reads NotReady against its own word
 /// on its member, and notes the dispute on it

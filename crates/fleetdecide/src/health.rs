@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 use crate::etcd_gates::etcd_learners;
-use crate::gates::{GateName, etcd_view_gates};
+use crate::gate::GateName;
+use crate::gates::etcd_view_gates;
 use crate::quorum::count_voters;
 use crate::view::FleetView;
 use fleetfacts::{Class, classify};

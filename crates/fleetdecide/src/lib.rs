@@ -49,12 +49,14 @@ mod action;
 mod effects;
 mod etcd_gates;
 mod evidence;
+mod gate;
 mod gates;
 mod health;
 mod life;
 mod plan;
 mod quorum;
 mod reasons;
+mod record;
 mod resize;
 mod run;
 mod settings;
@@ -63,6 +65,7 @@ mod tidy;
 
 mod view;
 pub mod voterset;
+mod window;
 
 #[cfg(test)]
 mod class_tests;
@@ -71,7 +74,7 @@ mod class_tests;
 pub mod fixtures;
 
 pub use abort::{AbortPlan, abort_action, abort_note, abort_plan};
-pub use action::{Action, LastSwap, Outcome, Start, StopKind, StopNote, SwapState, SwapStep};
+pub use action::{Action, Start, SwapState};
 pub use effects::{
     Writer, lease_after, lease_asked_to_stop, lease_paused, node_after, write_may_go,
 };
@@ -80,26 +83,29 @@ pub use evidence::{Sightings, weigh_evidence};
 pub use fleetfacts::{
     Class, PodFacts, PodRef, classify, drain, is_healthy_voter, is_voting, members,
 };
+pub use gate::{Gate, GateName, all_pass, failures};
 pub use gates::{
-    Count, Gate, GateName, Outgoing, all_pass, failures, gate_incoming_agent,
-    gate_incoming_eligible, gate_incoming_ready, gate_incoming_voter, gate_known_protocol,
-    gate_no_learner, gate_no_other_swap, gate_not_paused, gate_outgoing_voter,
-    gate_quorum_after_removal, gate_quorum_at_host_stop, gate_quorum_for, gate_voters_healthy,
-    pending_learners, preflight,
+    Count, Outgoing, gate_incoming_agent, gate_incoming_eligible, gate_incoming_ready,
+    gate_incoming_voter, gate_known_protocol, gate_no_learner, gate_no_other_swap, gate_not_paused,
+    gate_outgoing_voter, gate_quorum_after_removal, gate_quorum_at_host_stop, gate_quorum_for,
+    gate_voters_healthy, pending_learners, preflight,
 };
 pub use health::{Degradation, DegradedReason, degradations, degraded};
 pub use life::{
-    DAYS, ENDINGS_KEPT, Ending, Grace, GraceKind, Pace, Window, WindowError, fixed_zone, grace_for,
-    pace, record_ending, standby_ready_at,
+    ENDINGS_KEPT, Ending, Grace, GraceKind, Pace, endings_of, grace_for, pace, record_ending,
+    standby_ready_at,
 };
 pub use plan::{Plan, PlanStep, plan, plan_grow, plan_shrink};
 pub use protocol::text::one_line;
 pub use protocol::view::{FleetMarks, K3sEtcd, LeaseFacts, MaintenanceMarks, NodeFacts};
 pub use quorum::{Removing, VoterCount, count_voters, keeps_quorum, quorum, removing};
 pub use reasons::{Awaiting, Reached, Reason, VoterFor, Write};
+pub use record::{LastSwap, Outcome, StopKind, StopNote, SwapStep};
 pub use resize::{gate_odd_voter_count, grow_gates, shrink_gates, voting_now};
-pub use run::{RunDecision, free_standby, run_decision, standbys};
+pub use run::{RunDecision, run_decision};
 pub use settings::{DEFAULT_SPREAD_LABEL, Settings, Timeouts};
 pub use swap::{finished, join_voter, next_action, snapshot_voter, start_gates};
 pub use tidy::{Tidy, tidy};
 pub use view::{Change, FleetView, Recorded, SwapRecord, apply_heartbeats, half_name, halves};
+pub use voterset::{free_standby, standbys};
+pub use window::{DAYS, Window, WindowError, fixed_zone, show_time};

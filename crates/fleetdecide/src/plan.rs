@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 use super::voterset::{Event, Tolerance};
-use crate::gates::{Gate, preflight};
+use crate::gate::Gate;
+use crate::gates::preflight;
 use crate::quorum::count_voters;
 use crate::resize::{grow_gates, shrink_gates, voting_now};
 use crate::swap::{join_voter, snapshot_voter};

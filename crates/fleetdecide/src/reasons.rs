@@ -75,7 +75,7 @@ impl fmt::Display for Reached {
     }
 }
 
-/// Why a swap winds down (kept on the Lease in its [`crate::action::StopNote`]) or
+/// Why a swap winds down (kept on the Lease in its [`crate::record::StopNote`]) or
 /// stops ([`crate::action::Action::Stop`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "why", rename_all = "kebab-case")]

@@ -10,7 +10,8 @@
 //! one half: see [`crate::view::Recorded`]), driven by the swap's state machine;
 //! these gates are those before the first of them starts.
 
-use crate::gates::{Gate, GateName, Outgoing};
+use crate::gate::{Gate, GateName};
+use crate::gates::Outgoing;
 use crate::gates::{
     etcd_view_gates, gate_actuators_alive, gate_incoming_agent, gate_incoming_eligible,
     gate_incoming_ready, gate_known_protocol, gate_no_learner, gate_no_other_swap, gate_not_paused,

@@ -1,12 +1,14 @@
 //! `run`'s policy: which voter to replace, with which standby, and when.
 use crate::view::SwapRecord;
+use crate::voterset::free_standby;
 use protocol::text::one_line;
 
 use serde::Serialize;
 
 use crate::action::Action;
-use crate::life::{GraceKind, Pace, grace_for, pace, show_time, standby_ready_at};
+use crate::life::{GraceKind, Pace, grace_for, pace, standby_ready_at};
 use crate::view::{FleetView, half_name};
+use crate::window::show_time;
 use crate::{tidy, voterset};
 use fleetfacts::{Class, classify};
 use protocol::validate::NodeName;
@@ -434,26 +436,6 @@ fn count_move(v: &FleetView, p: &voterset::Path) -> Option<RunDecision> {
 
 /// Whether `n` could stand in for a voter now, but for the rest a host
 /// `run` replaced lately must take ([`standby_ready_at`]): an eligible,
-/// Ready, uncordoned agent with no server labels and no step asked of it.
-pub fn free_standby(n: &NodeFacts) -> bool {
-    classify(n) == Class::Agent
-        && !n.has_server_labels()
-        && n.eligible
-        && n.ready
-        && !n.cordoned
-        && !n.marks.any_annotation()
-}
-
-/// The standbys `run` could promote now: free ([`free_standby`]) and
-/// rested, in name order.
-pub fn standbys(v: &FleetView) -> Vec<&NodeFacts> {
-    v.sorted()
-        .into_iter()
-        .filter(|n| free_standby(n))
-        .filter(|n| standby_ready_at(v, n).is_none_or(|t| v.now >= t))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests;
 

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::action::SwapStep;
-use crate::life::Window;
+use crate::record::SwapStep;
+use crate::window::Window;
 use protocol::names::Names;
 
 // === Settings ===

@@ -4,8 +4,11 @@
 
 use serde::Serialize;
 
-use crate::action::{LastSwap, StopKind, StopNote, SwapStep};
+use fleetfacts::members::{Picture, Trust, picture};
+use protocol::etcd::EtcdView;
+
 use crate::reasons::Reason;
+use crate::record::{LastSwap, StopKind, StopNote, SwapStep};
 use crate::settings::Settings;
 use protocol::text::one_line;
 use protocol::{
@@ -25,8 +28,6 @@ pub trait SwapRecord {
     fn last(&self) -> Option<LastSwap>;
     /// The current step, if it names one.
     fn current_step(&self) -> Option<SwapStep>;
-    /// The swap endings the Lease keeps ([`crate::life::endings_of`]).
-    fn endings(&self) -> Vec<crate::life::Ending>;
 }
 
 impl SwapRecord for LeaseFacts {
@@ -67,10 +68,6 @@ impl SwapRecord for LeaseFacts {
     /// The current step, if it names one.
     fn current_step(&self) -> Option<SwapStep> {
         SwapStep::parse(self.step.as_deref()?)
-    }
-
-    fn endings(&self) -> Vec<crate::life::Ending> {
-        crate::life::endings_of(self)
     }
 }
 
@@ -227,5 +224,87 @@ pub fn apply_heartbeats(v: &mut FleetView) {
             n.ready = false;
             n.ready_since = Some(renewed.saturating_add(grace));
         }
+    }
+}
+
+/// etcd's membership as the servers report it, and a voter's member.
+impl FleetView {
+    /// etcd's membership as the servers report it (the host part of each
+    /// report), joined with the Nodes. A view older than
+    /// [`crate::settings::Settings::actuator_heartbeat_max_age`] does not count: it
+    /// rides the heartbeat.
+    pub fn etcd(&self) -> Picture {
+        let views: Vec<(String, EtcdView)> = self
+            .nodes
+            .iter()
+            .filter_map(|n| Some((n.name.clone(), n.host.as_ref()?.etcd.clone()?)))
+            .collect();
+        let trust = Trust {
+            max_age: self.settings.actuator_heartbeat_max_age,
+            future_slack: self.settings.skew_margin,
+            incoming: self.lease.as_ref().and_then(|l| l.swap_in.as_deref()),
+        };
+        picture(self.now, trust, &self.nodes, &views)
+    }
+
+    /// Whether `node`'s member is gone, as the controller sees it: the
+    /// Node's claim ([`NodeFacts::k3s_mark`](protocol::NodeFacts::k3s_mark))
+    /// that no server's view of etcd contradicts ([`protocol::member_gone`]).
+    /// k3s writes `removed-node-name` even when `RemovePeer` matched no
+    /// member (its `node-address` not the member's peer host): the member
+    /// then still votes, and etcd still lists it.
+    pub fn member_gone(&self, node: &str) -> bool {
+        let Some(n) = self.node(node) else {
+            return false;
+        };
+        let listed = self.etcd().of_node(node).is_some().then_some(true);
+        protocol::member_gone(n.k3s_mark(), listed)
+    }
+}
+
+/// When a voter is down: only on evidence no add-on can forge (the rule
+/// `evidence.rs` explains).
+impl FleetView {
+    /// Whether the voter `node` is down by evidence no add-on can forge
+    /// (see the module's header): `Ok` with what shows it, or `Err` with
+    /// why it is not taken for down.
+    pub fn down_evidence(&self, node: &str) -> Result<String, String> {
+        let Some(n) = self.node(node) else {
+            return Err(format!("no Node {node}"));
+        };
+        if n.ready {
+            return Err(format!("{node} is Ready"));
+        }
+        if let Some(r) = n.lease_renewed_at {
+            let age = self.now.saturating_sub(r);
+            if age <= self.settings.heartbeat_grace {
+                return Err(format!(
+                    "{node} reads NotReady, but its kubelet renewed its node Lease {age} s ago"
+                ));
+            }
+        }
+        let p = self.etcd();
+        if !p.known() {
+            return Err(format!(
+                "{node} reads NotReady, but no server reported etcd's view to confirm its member is down"
+            ));
+        }
+        match p.of_node(node) {
+            None => Err(format!(
+                "{node} reads NotReady, but etcd lists no member of it"
+            )),
+            Some(m) if m.vouched => Err(format!(
+                "{node} reads NotReady, but its own view of etcd says its member is healthy"
+            )),
+            Some(_) => Ok(format!(
+                "{node} is NotReady, its node Lease is stale and its member has not been vouched for in {} s",
+                self.settings.actuator_heartbeat_max_age
+            )),
+        }
+    }
+
+    /// Whether the voter `node` is down by evidence ([`FleetView::down_evidence`]).
+    pub fn down(&self, node: &str) -> bool {
+        self.down_evidence(node).is_ok()
     }
 }

@@ -10,9 +10,14 @@
 //! sequences of those events ([`Move::events`]), so the dry run of each and
 //! the planner count the same way.
 
+use crate::life::standby_ready_at;
+use crate::view::FleetView;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+
+use fleetfacts::{Class, classify};
+use protocol::view::NodeFacts;
 
 use crate::quorum;
 
@@ -264,7 +269,7 @@ fn best_fullest(n: usize, hosts: &BTreeMap<String, usize>) -> usize {
 }
 
 /// The voters and the free, rested standbys of `v` as the voter set sees
-/// them ([`crate::run::standbys`]); a voter is healthy when Ready with its
+/// them ([`standbys`]); a voter is healthy when Ready with its
 /// member voting. A voter whose Node is missing is not among them (the
 /// quorum gates count it as down, and `status`'s `Voters:` line names it).
 pub fn hosts_of(v: &crate::view::FleetView) -> (Vec<Host>, Vec<Host>) {
@@ -279,10 +284,7 @@ pub fn hosts_of(v: &crate::view::FleetView) -> (Vec<Host>, Vec<Host>) {
         .filter(|n| fleetfacts::classify(n) == fleetfacts::Class::Voter)
         .map(|n| host(n, fleetfacts::is_healthy_voter(n)))
         .collect();
-    let standbys = crate::run::standbys(v)
-        .into_iter()
-        .map(|n| host(n, true))
-        .collect();
+    let standbys = standbys(v).into_iter().map(|n| host(n, true)).collect();
     (voters, standbys)
 }
 
@@ -567,6 +569,26 @@ fn spread_swap(set: &[Host], free: &[Host]) -> Option<(String, String)> {
         })?;
     (count(out.zone()) >= count(incoming.zone()) + 2)
         .then(|| (out.name.clone(), incoming.name.clone()))
+}
+
+/// Ready, uncordoned agent with no server labels and no step asked of it.
+pub fn free_standby(n: &NodeFacts) -> bool {
+    classify(n) == Class::Agent
+        && !n.has_server_labels()
+        && n.eligible
+        && n.ready
+        && !n.cordoned
+        && !n.marks.any_annotation()
+}
+
+/// The standbys `run` could promote now: free ([`free_standby`]) and
+/// rested, in name order.
+pub fn standbys(v: &FleetView) -> Vec<&NodeFacts> {
+    v.sorted()
+        .into_iter()
+        .filter(|n| free_standby(n))
+        .filter(|n| standby_ready_at(v, n).is_none_or(|t| v.now >= t))
+        .collect()
 }
 
 #[cfg(test)]

@@ -126,7 +126,7 @@ pub fn lease_annotations(data: &[u8]) {
     {
         assert_eq!(s.as_str(), step);
     }
-    let _ = facts.endings();
+    let _ = fleetdecide::endings_of(&facts);
     let _ = (facts.expiry(), facts.valid_at(NOW, 5), facts.is_held(NOW));
     let _ = (
         facts.valid_at(i64::MIN, i64::MAX),

@@ -31,6 +31,7 @@ pub mod secrets;
 pub mod shims;
 pub mod switch;
 pub mod systemd;
+mod unit_state;
 mod unit_wait;
 pub mod units;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::{
     budget::Budget,
     error::{Error, Result},
-    systemd::{ActiveState, UnitState},
+    unit_state::{ActiveState, UnitState},
 };
 
 /// How often a stop or a start is checked.

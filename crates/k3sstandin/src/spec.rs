@@ -40,18 +40,25 @@ pub struct Timings {
 }
 
 fn default_learner_max_stall_ms() -> u64 {
-    crate::k3s::learners::LEARNER_MAX_STALL.as_millis() as u64
+    LEARNER_MAX_STALL.as_millis() as u64
 }
 
 impl Default for Timings {
     fn default() -> Self {
         Self {
-            promote_every_ms: crate::k3s::learners::MANAGE_EVERY.as_millis() as u64,
+            promote_every_ms: MANAGE_EVERY.as_millis() as u64,
             heartbeat_ms: 2000,
             learner_max_stall_ms: default_learner_max_stall_ms(),
         }
     }
 }
+
+/// k3s's `manageTickerTime`: how often the leader's loop runs.
+pub const MANAGE_EVERY: Duration = Duration::from_secs(15);
+
+/// k3s's `learnerMaxStallTime`: a learner whose applied raft index has not
+/// moved for this long is removed by the leader.
+pub const LEARNER_MAX_STALL: Duration = Duration::from_secs(5 * 60);
 
 /// The etcd leader loop's period while the lab brings its servers up.
 pub const BRING_UP_PACE: Duration = Duration::from_secs(2);

@@ -8,7 +8,7 @@
 //! One holder owns the machines, so nothing else has to find a host's
 //! systemd by its pid or could kill one it does not own. The holder powers
 //! the hosts off on `down`, on SIGINT (Ctrl-C) or SIGTERM; a holder killed
-//! outright leaves them to the next lab's sweep (`net::sweep_stale`).
+//! outright leaves them to the next lab's sweep (`machine::sweep_stale`).
 
 use std::{
     path::{Path, PathBuf},

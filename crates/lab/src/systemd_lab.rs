@@ -125,7 +125,7 @@ impl SystemdLab {
         let _ = fs::remove_dir_all(&o.dir);
         fs::create_dir_all(&o.dir)?;
         let dir = fs::canonicalize(&o.dir)?;
-        let mut net = block(LabNet::create)?;
+        let mut net = block(labrig::machine::lab_net)?;
         let mut hosts = vec![];
         for i in 0..o.servers + o.agents + o.docker_agents {
             let (name, role) = if i < o.servers {

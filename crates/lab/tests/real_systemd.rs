@@ -56,7 +56,7 @@ impl Lab {
         let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         Lab {
             machines: Vec::new(),
-            net: LabNet::create().expect("the lab network (needs root and ip(8))"),
+            net: lab::machine::lab_net().expect("the lab network (needs root and ip(8))"),
             dir: tempfile::tempdir().expect("a temporary directory"),
             serial: Some(serial),
         }

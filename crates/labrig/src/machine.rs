@@ -722,3 +722,29 @@ pub fn sweep_lab(k: u8) -> Result<()> {
         thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// Sweeps every stale lab: its machines, then its network.
+pub fn sweep_stale() -> Result<Vec<u8>> {
+    let stale = net::stale_labs();
+    let mut left = Vec::new();
+    for &k in &stale {
+        if let Err(e) = sweep_lab(k) {
+            left.push(e.to_string());
+        }
+        if let Err(e) = net::sweep_lab(k) {
+            left.push(e.to_string());
+        }
+    }
+    if left.is_empty() {
+        Ok(stale)
+    } else {
+        Err(Error::Leftovers(left))
+    }
+}
+
+/// A new lab network, once every stale lab (machines, then network) is
+/// swept: a dead owner's leftovers could hold the number it would pick.
+pub fn lab_net() -> net::Result<net::LabNet> {
+    let _ = sweep_stale();
+    net::LabNet::create()
+}

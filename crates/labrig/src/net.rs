@@ -13,7 +13,7 @@
 //! running at once on this machine do not collide. There is no default route
 //! and no NAT anywhere: a host reaches its own loopback and the lab's subnet,
 //! nothing else. Every name starts with the lab's prefix `frlK` and the claim
-//! is a file under [`CLAIMS`], so [`sweep_stale`] finds what a crashed lab left.
+//! is a file under [`CLAIMS`], so `machine::sweep_stale` finds what a crashed lab left.
 
 use std::{
     collections::BTreeMap,
@@ -43,7 +43,7 @@ pub const MAX_HOSTS: u8 = 253;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An `ip` command failed or timed out; what it had made so far is left
-    /// in place for [`LabNet::teardown`] (or [`sweep_stale`]) to remove.
+    /// in place for [`LabNet::teardown`] (or `machine::sweep_stale`) to remove.
     #[error("setting up the lab network: {0}")]
     Ip(#[from] bounded::Error),
     /// All of 198.18.0.0/24 … 198.18.255.0/24 are in use by other labs.
@@ -118,10 +118,9 @@ pub struct LabNet {
 
 impl LabNet {
     /// Claims a free lab number and makes the bridge and the root
-    /// namespace's link to it.
+    /// namespace's link to it. A dead owner's leftovers could hold the
+    /// number it would pick: [`crate::machine::lab_net`] sweeps them first.
     pub fn create() -> Result<LabNet> {
-        // A dead owner's leftovers could hold the number we would pick.
-        let _ = sweep_stale();
         let k = claim()?;
         let mut net = LabNet {
             k,
@@ -498,25 +497,6 @@ pub fn stale_labs() -> Vec<u8> {
                 .unwrap_or(true)
         })
         .collect()
-}
-
-/// Sweeps every stale lab: its machines, then its network.
-pub fn sweep_stale() -> Result<Vec<u8>> {
-    let stale = stale_labs();
-    let mut left = Vec::new();
-    for &k in &stale {
-        if let Err(e) = crate::machine::sweep_lab(k) {
-            left.push(e.to_string());
-        }
-        if let Err(e) = sweep_lab(k) {
-            left.push(e.to_string());
-        }
-    }
-    if left.is_empty() {
-        Ok(stale)
-    } else {
-        Err(Error::Leftovers(left))
-    }
 }
 
 #[cfg(test)]

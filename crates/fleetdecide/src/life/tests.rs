@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::fixtures::*;
-use crate::view::SwapRecord;
+use crate::window::*;
+use jiff::tz::TimeZone;
 
 /// Unix seconds of an RFC 3339 time.
 fn at(s: &str) -> i64 {
@@ -401,7 +402,7 @@ fn the_lease_keeps_the_last_sixteen_endings_and_reads_the_last_swap_of_an_older_
         endings: raw,
         ..LeaseFacts::default()
     };
-    let e = l.endings();
+    let e = endings_of(&l);
     assert_eq!(e.len(), ENDINGS_KEPT);
     assert_eq!((e[0].at, e[15].at), (4, 19));
     let older = LeaseFacts {
@@ -418,7 +419,7 @@ fn the_lease_keeps_the_last_sixteen_endings_and_reads_the_last_swap_of_an_older_
         ..LeaseFacts::default()
     };
     assert_eq!(
-        older.endings(),
+        endings_of(&older),
         vec![Ending {
             swap: "swap-0".into(),
             out: "n9".into(),

@@ -2,11 +2,13 @@
 //! annotations removed, the swap's marks cleared, the host uncordoned, the
 //! Lease released with the outcome.
 
-use super::{removal::finished, step::enter};
-use crate::action::{Action, Outcome, SwapStep};
+use super::step::enter;
+use crate::action::Action;
+use crate::record::{Outcome, SwapStep};
 use crate::view::{FleetView, Recorded};
+use protocol::report::{Phase, ReportStep};
 use protocol::validate::NodeName;
-use protocol::view::LeaseFacts;
+use protocol::view::{LeaseFacts, NodeFacts};
 
 pub(super) fn clean_up(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
     if let Some(a) = enter(v, l, SwapStep::CleanUp) {
@@ -59,4 +61,16 @@ pub(super) fn snapshot_marked(v: &FleetView) -> Option<NodeName> {
         .into_iter()
         .find(|n| n.marks.snapshot_request.is_some())
         .and_then(|n| NodeName::parse(&n.name).ok())
+}
+
+/// The host reported its finish done, its Node is Ready, and the kubelet
+/// renewed its node Lease after the finish began.
+pub fn finished(o: &NodeFacts) -> bool {
+    let Some(r) = &o.report else {
+        return false;
+    };
+    r.step == ReportStep::Finish
+        && r.phase == Phase::Done
+        && o.ready
+        && o.lease_renewed_at.is_some_and(|t| t > r.started_at)
 }

@@ -4,8 +4,9 @@
 //! the swap before anything is evicted, unless the swap is forced.
 
 use super::step::{enter, outgoing, overdue, promoted_clause, resume_hint, wait};
-use crate::action::{Action, SwapStep};
+use crate::action::Action;
 use crate::reasons::{Awaiting, Reason};
+use crate::record::SwapStep;
 use crate::view::{FleetView, Recorded};
 use fleetfacts::drain::{PodRef, blocking, named, unmanaged};
 use protocol::view::LeaseFacts;

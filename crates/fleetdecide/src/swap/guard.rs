@@ -4,9 +4,10 @@
 //! or forget the pause (an operator's pause holds before every write).
 
 use super::step::paused;
-use crate::action::{Action, StopKind, StopNote, SwapStep};
-use crate::gates::{Gate, all_pass, failures};
+use crate::action::Action;
+use crate::gate::{Gate, all_pass, failures};
 use crate::reasons::Reason;
+use crate::record::{StopKind, StopNote, SwapStep};
 use crate::view::FleetView;
 use protocol::view::LeaseFacts;
 

@@ -16,8 +16,8 @@ mod step_down;
 mod tests;
 mod wind_down;
 
+pub use clean_up::finished;
 pub use promote::join_voter;
-pub use removal::finished;
 pub use snapshot::snapshot_voter;
 
 use self::{

@@ -5,12 +5,13 @@ use super::guard::{guarded, refused, shut};
 use super::step::{
     Progress, detail_word, enter, incoming, overdue, progress, resume_hint, stop, wait,
 };
-use crate::action::{Action, StopKind, StopNote, SwapStep};
+use crate::action::Action;
 use crate::gates::{
     Count, etcd_view_gates, gate_incoming_eligible, gate_no_learner, gate_quorum_after_removal,
     gate_voters_healthy, incoming_ready_until_asked, late_promote_gates, promote_gates,
 };
 use crate::reasons::{Awaiting, Reached, Reason, VoterFor, Write};
+use crate::record::{StopKind, StopNote, SwapStep};
 use crate::view::{FleetView, Recorded};
 use fleetfacts::{Class, classify, is_healthy_voter};
 use protocol::view::{LeaseFacts, NodeFacts};

@@ -2,13 +2,14 @@
 //! the host to finish as an agent.
 
 use super::{
-    clean_up::clean_up,
+    clean_up::{clean_up, finished},
     guard::{guarded, shut},
     step::{enter, outgoing, overdue, promoted_clause, resume_hint, stop, wait},
 };
-use crate::action::{Action, SwapStep};
+use crate::action::Action;
 use crate::gates::removal_gates;
 use crate::reasons::{Awaiting, Reason, Write};
+use crate::record::SwapStep;
 use crate::view::{FleetView, Recorded};
 use protocol::text::one_line;
 use protocol::view::{LeaseFacts, NodeFacts};
@@ -177,16 +178,4 @@ pub(super) fn stepped_down(o: &NodeFacts) -> bool {
         || o.report
             .as_ref()
             .is_some_and(|r| r.step == ReportStep::Finish)
-}
-
-/// The host reported its finish done, its Node is Ready, and the kubelet
-/// renewed its node Lease after the finish began.
-pub fn finished(o: &NodeFacts) -> bool {
-    let Some(r) = &o.report else {
-        return false;
-    };
-    r.step == ReportStep::Finish
-        && r.phase == Phase::Done
-        && o.ready
-        && o.lease_renewed_at.is_some_and(|t| t > r.started_at)
 }

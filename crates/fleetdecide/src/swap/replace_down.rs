@@ -6,9 +6,10 @@ use super::{
     promote::{Order, before_promote, promote_request, promote_wait},
     step::{enter, outgoing, overdue, resume_hint, stop, wait},
 };
-use crate::action::{Action, SwapStep};
+use crate::action::Action;
 use crate::gates::down_removal_gates;
 use crate::reasons::{Awaiting, Reason, Write};
+use crate::record::SwapStep;
 use crate::view::{FleetView, Recorded};
 use protocol::validate::StepKind;
 use protocol::view::LeaseFacts;

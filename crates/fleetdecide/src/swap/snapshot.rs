@@ -8,9 +8,10 @@ use super::{
     step::{Progress, enter, overdue, progress, wait},
     step_down::before_step_down,
 };
-use crate::action::{Action, StopKind, StopNote, SwapStep};
+use crate::action::Action;
 use crate::gates::{promote_gates, removal_gates};
 use crate::reasons::{Awaiting, Reason, VoterFor};
+use crate::record::{StopKind, StopNote, SwapStep};
 use crate::view::{FleetView, Recorded};
 use fleetfacts::{Class, classify, is_healthy_voter};
 use protocol::view::{LeaseFacts, NodeFacts};

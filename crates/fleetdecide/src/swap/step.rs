@@ -1,8 +1,9 @@
 //! What every phase shares: entering a step (and its mark on the Lease),
 //! its deadline, a wait, a host's progress from its report, and a stop.
 
-use crate::action::{Action, SwapStep};
+use crate::action::Action;
 use crate::reasons::{Awaiting, Reason};
+use crate::record::SwapStep;
 use crate::view::{FleetView, Recorded, SwapRecord};
 use protocol::text::one_line;
 use protocol::view::{LeaseFacts, NodeFacts};

@@ -9,9 +9,10 @@ use super::{
         Progress, enter, outgoing, overdue, progress, promoted_clause, resume_hint, stop, wait,
     },
 };
-use crate::action::{Action, SwapStep};
+use crate::action::Action;
 use crate::gates::removal_gates;
 use crate::reasons::{Awaiting, Reason, Write};
+use crate::record::SwapStep;
 use crate::view::{FleetView, Recorded, SwapRecord};
 use protocol::view::LeaseFacts;
 use protocol::{

@@ -5,9 +5,11 @@ use super::{
     clean_up::snapshot_marked,
     step::{Progress, enter, overdue, progress, resume_hint, stop, wait},
 };
-use crate::action::{Action, Outcome, StopNote, SwapStep};
-use crate::gates::{failures, gate_quorum_at_host_stop, gate_quorum_for};
+use crate::action::Action;
+use crate::gate::failures;
+use crate::gates::{gate_quorum_at_host_stop, gate_quorum_for};
 use crate::reasons::{Awaiting, Reason, Write};
+use crate::record::{Outcome, StopNote, SwapStep};
 use crate::view::{FleetView, Recorded};
 use protocol::view::LeaseFacts;
 use protocol::{report::ReportStep, validate::StepKind};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use tracing::info;
 
-use super::{Ctx, retry::retried, server::server_token, supervisor, token};
+use super::{Ctx, retry::retried, supervisor, token};
 use crate::lab_pki;
 
 /// k3s's first step of a join (`pkg/cluster/bootstrap.go`
@@ -69,4 +69,12 @@ pub(super) async fn member_certs(ctx: &Ctx, ip: std::net::Ipv4Addr) -> anyhow::R
     lab_pki::write_member(&dir, &cas, ip.into())?;
     info!("made this member's etcd certificates from the bootstrap data of {join}");
     Ok(())
+}
+
+/// The host's token: `token`, else the contents of `token-file`.
+pub(super) fn server_token(ctx: &Ctx) -> Option<String> {
+    ctx.config.get("token").map(str::to_string).or_else(|| {
+        let file = ctx.config.get("token-file")?;
+        std::fs::read_to_string(ctx.at(file.trim_start_matches('/'))).ok()
+    })
 }

@@ -1,8 +1,8 @@
 //! The etcd leader's loop, as k3s runs it (`pkg/etcd/etcd.go`,
-//! `manageLearners`, every 15 s, [`MANAGE_EVERY`]; the lab's
+//! `manageLearners`, every 15 s, [`crate::spec::MANAGE_EVERY`]; the lab's
 //! `promote_every_ms`): on the
 //! leader only, each learner is promoted if etcd lets it, or its raft
-//! progress tracked and a learner stalled for [`LEARNER_MAX_STALL`] removed
+//! progress tracked and a learner stalled for [`crate::spec::LEARNER_MAX_STALL`] removed
 //! (`trackLearnerProgress`); and every Node with the etcd label whose
 //! `node-name` annotation names a member gets `EtcdIsVoter` as the member is
 //! (`setEtcdStatusCondition`), every other such Node `NotAMember`.
@@ -24,13 +24,6 @@ use tracing::{info, warn};
 
 use crate::{api::Apis, etcd_gw};
 use protocol::names::{K3S_ETCD_IS_VOTER, K3S_ETCD_NODE_NAME, K3S_ETCD_ROLE_LABEL};
-
-/// k3s's `manageTickerTime`: how often the leader's loop runs.
-pub const MANAGE_EVERY: Duration = Duration::from_secs(15);
-
-/// k3s's `learnerMaxStallTime`: a learner whose applied raft index has not
-/// moved for this long is removed by the leader.
-pub const LEARNER_MAX_STALL: Duration = Duration::from_secs(5 * 60);
 
 /// Where k3s keeps the one learner's progress, in etcd itself
 /// (`learnerProgressKey`, `version.Program + "/etcd/learnerProgress"`): a new
@@ -141,7 +134,7 @@ pub struct Loop<'a> {
     pub me: u64,
     /// API access (k3s uses its supervisor's kubeconfig).
     pub apis: &'a Apis,
-    /// The stall limit ([`LEARNER_MAX_STALL`] unless the lab shortens it).
+    /// The stall limit ([`crate::spec::LEARNER_MAX_STALL`] unless the lab shortens it).
     pub max_stall: Duration,
     /// A file that, while it exists, makes etcd's promotion be skipped: the
     /// lab's way to hold a join back as a learner (a learner that has not
@@ -341,6 +334,7 @@ fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::LEARNER_MAX_STALL;
 
     fn learner(id: u64, name: &str) -> etcd_gw::Member {
         etcd_gw::Member {

@@ -5,8 +5,8 @@
 
 use std::{net::Ipv4Addr, time::Duration};
 
-use super::{Ctx, server::peers};
-use crate::etcd_gw;
+use super::Ctx;
+use crate::{etcd_gw, spec::LabSpec};
 
 /// Whether the other members no longer list this one, looked for a while
 /// (`REMOVAL_CHECK`).
@@ -57,3 +57,14 @@ pub(super) const SLOW_ROUND: Duration = Duration::from_secs(2);
 /// How long an exited etcd's removal is looked for at the other members
 /// (an etcd that exited for another reason restarts this much later).
 pub(super) const REMOVAL_CHECK: Duration = Duration::from_secs(30);
+
+/// The other servers' etcd members (reached with `own`'s identity), for
+/// asking about membership when the local member is gone.
+pub(super) fn peers(ctx: &Ctx, own: &etcd_gw::Endpoint, me: Ipv4Addr) -> Vec<etcd_gw::Endpoint> {
+    ctx.spec
+        .hosts
+        .iter()
+        .filter(|h| h.ip != me)
+        .map(|h| own.at(LabSpec::etcd_url(h.ip)))
+        .collect()
+}

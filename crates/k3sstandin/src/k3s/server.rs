@@ -24,8 +24,10 @@ use testcp::{
 use tracing::{info, warn};
 
 use super::{
-    Ctx, election, learners, node, pods,
-    removal::{SLOW_ROUND, removal_seen, removed},
+    Ctx,
+    bootstrap::server_token,
+    election, learners, node, pods,
+    removal::{SLOW_ROUND, peers, removal_seen, removed},
     retry::retried,
     supervisor::{self, Supervisor},
     token, tombstone,
@@ -48,17 +50,6 @@ fn random_hex8() -> String {
     let mut b = [0u8; 4];
     let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// The other servers' etcd members (reached with `own`'s identity), for
-/// asking about membership when the local member is gone.
-pub(super) fn peers(ctx: &Ctx, own: &etcd_gw::Endpoint, me: Ipv4Addr) -> Vec<etcd_gw::Endpoint> {
-    ctx.spec
-        .hosts
-        .iter()
-        .filter(|h| h.ip != me)
-        .map(|h| own.at(LabSpec::etcd_url(h.ip)))
-        .collect()
 }
 
 /// Runs `k3s server` until it fails or is removed.
@@ -482,14 +473,6 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             }
         }
     }
-}
-
-/// The host's token: `token`, else the contents of `token-file`.
-pub(super) fn server_token(ctx: &Ctx) -> Option<String> {
-    ctx.config.get("token").map(str::to_string).or_else(|| {
-        let file = ctx.config.get("token-file")?;
-        std::fs::read_to_string(ctx.at(file.trim_start_matches('/'))).ok()
-    })
 }
 
 /// A member already named for `node` (k3s's member names are
