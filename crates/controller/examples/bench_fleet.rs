@@ -28,7 +28,6 @@
 //! dropped (the plane's servers by [`ControlPlane`]'s own guards).
 #![forbid(unsafe_code)]
 
-#[path = "common/mod.rs"]
 mod common;
 
 use std::{

@@ -36,7 +36,6 @@
 //! killed when its guard is dropped.
 #![forbid(unsafe_code)]
 
-#[path = "common/mod.rs"]
 mod common;
 
 use std::{

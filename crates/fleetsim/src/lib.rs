@@ -214,7 +214,7 @@ impl World {
         if let Action::Rollback { .. } = a {
             self.check_stop_quorum(&node);
         }
-        self.patch_node(view, &node, a);
+        views::patch_node(self, view, &node, a);
     }
 
     /// The truth about etcd: the members that vote, how many of them are
@@ -231,7 +231,7 @@ impl World {
             if !n.has_member() || !(n.etcd_is_voter || h.votes) {
                 continue;
             }
-            let up = ((h.up && n.ready) || self.down_unseen(&n.name))
+            let up = ((h.up && n.ready) || views::down_unseen(self, &n.name))
                 && h.role.is_some()
                 && !h.tombstone
                 && h.datastore;
@@ -349,7 +349,7 @@ impl World {
         // What the truth is (k3s's part is played on it), and what the
         // actuator's watches show it.
         let n = self.v.node(name).unwrap().clone();
-        let (seen, lease, lease_tick) = self.host_view(name);
+        let (seen, lease, lease_tick) = views::host_view(self, name);
         let join = match n.marks.join_node.as_deref().and_then(|j| self.v.node(j)) {
             Some(j) => JoinTarget::Found {
                 address: j.k3s.node_address.clone(),
@@ -428,7 +428,8 @@ impl World {
         } = &decision
         {
             let rstep = step.report_step();
-            if rstep != ReportStep::Finish && !self.asked_by(name, swap.as_ref(), rstep, lease_tick)
+            if rstep != ReportStep::Finish
+                && !views::asked_by(self, name, swap.as_ref(), rstep, lease_tick)
             {
                 self.violations.push(format!(
                     "{name} took {} for {swap:?}, which the controller did not ask of it, at {now}",
@@ -655,7 +656,7 @@ impl World {
         mut check: impl FnMut(&World, &SwapState, &Action) -> Result<(), E>,
     ) -> Result<Action, E> {
         for tick in 0..max_ticks {
-            self.remember(tick);
+            views::remember(self, tick);
             for (at, which) in self.faults.down_at.into_iter().flatten() {
                 if at != tick {
                     continue;
@@ -692,7 +693,7 @@ impl World {
             let frozen = self.faults.chaos.frozen_at(tick);
             self.counts.frozen_ticks += u64::from(frozen);
             for _ in 0..if frozen { 0 } else { 8 } {
-                let view = self.controller_view();
+                let view = views::controller_view(self);
                 let a = next_action(&view, s);
                 self.counts.controller_steps += 1;
                 check(self, s, &a)?;

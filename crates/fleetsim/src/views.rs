@@ -163,158 +163,153 @@ fn merged(truth: &NodeFacts, before: &NodeFacts, after: &NodeFacts) -> NodeFacts
     n
 }
 
-impl World {
-    /// Keeps the truth at the start of `tick` for the lagging watches.
-    pub(super) fn remember(&mut self, tick: usize) {
-        self.tick = tick;
-        if !self.faults.chaos.lags() {
-            return;
-        }
-        let past = &mut self.past;
-        past.snapshots.push_back(Snapshot {
-            tick,
-            nodes: self.v.nodes.clone(),
-            lease: self.v.lease.clone(),
-        });
-        while past.snapshots.len() > usize::from(MAX_LAG) {
-            past.snapshots.pop_front();
-        }
-    }
+// === The World's lagging views ===
 
-    /// The snapshot `lag` ticks back (`None` for the truth itself).
-    fn back(&self, lag: u8) -> Option<&Snapshot> {
-        if lag == 0 {
-            return None;
-        }
-        let want = (self.tick + 1).saturating_sub(usize::from(lag));
-        let s = &self.past.snapshots;
-        s.iter().find(|x| x.tick >= want).or(s.back())
+/// Keeps the truth at the start of `tick` for the lagging watches.
+pub(super) fn remember(w: &mut World, tick: usize) {
+    w.tick = tick;
+    if !w.faults.chaos.lags() {
+        return;
     }
-
-    /// The controller's view: each Node by its own lag (or as its last
-    /// write left it, when that is newer), the reports by theirs.
-    pub(super) fn controller_view(&mut self) -> FleetView {
-        let c = self.faults.chaos;
-        if !c.lags() {
-            return self.v.clone();
-        }
-        let mut v = self.v.clone();
-        let reports = self.back(c.report_lag).map(|s| s.nodes.clone());
-        for (i, n) in v.nodes.iter_mut().enumerate() {
-            let lagged = self.back(c.node_lag[i % HOSTS]);
-            let (from, tick) = match lagged {
-                Some(s) => (s.nodes.get(i).cloned(), s.tick),
-                None => (None, usize::MAX),
-            };
-            let own = self.past.own.get(i).cloned().flatten();
-            let seen = match (from, own) {
-                (_, Some((w, node))) if w >= tick && tick != usize::MAX => Some(node),
-                (Some(node), _) => Some(node),
-                (None, _) => None,
-            };
-            if let Some(mut node) = seen.filter(|x| x.name == n.name) {
-                take_report(&mut node, n);
-                *n = node;
-            }
-            if let Some(old) = reports.as_ref().and_then(|r| r.get(i)) {
-                take_report(n, old);
-            }
-        }
-        let stale = v
-            .nodes
-            .iter()
-            .zip(&self.v.nodes)
-            .filter(|(a, b)| a != b)
-            .count();
-        self.counts.stale_node_views += stale as u64;
-        v
+    let past = &mut w.past;
+    past.snapshots.push_back(Snapshot {
+        tick,
+        nodes: w.v.nodes.clone(),
+        lease: w.v.lease.clone(),
+    });
+    while past.snapshots.len() > usize::from(MAX_LAG) {
+        past.snapshots.pop_front();
     }
+}
 
-    /// Carries out a Node write the controller decided on `view` as the
-    /// shell does: the difference between the Node it saw and the Node it
-    /// wants, over the Node as it is; the answer goes into its store.
-    pub(super) fn patch_node(&mut self, view: &FleetView, name: &str, a: &Action) {
-        let truth = self.node(name).clone();
-        let before = view.node(name).cloned().unwrap_or_else(|| truth.clone());
-        let after = node_after(&before, a).expect("a Node write");
-        let written = merged(&truth, &before, &after);
-        *self.node(name) = written.clone();
-        if let Some(i) = self.v.nodes.iter().position(|n| n.name == name) {
-            if self.past.own.len() <= i {
-                self.past.own.resize(i + 1, None);
-            }
-            self.past.own[i] = Some((self.tick, written));
-        }
+/// The snapshot `lag` ticks back (`None` for the truth itself).
+fn back(w: &World, lag: u8) -> Option<&Snapshot> {
+    if lag == 0 {
+        return None;
     }
+    let want = (w.tick + 1).saturating_sub(usize::from(lag));
+    let s = &w.past.snapshots;
+    s.iter().find(|x| x.tick >= want).or(s.back())
+}
 
-    /// What the actuator on `name` sees: its Node by its lag (with its own
-    /// report, which it wrote), the Lease by its lag, and the tick of the
-    /// Lease it sees (the truth's for no lag).
-    pub(super) fn host_view(&mut self, name: &str) -> (NodeFacts, Option<LeaseFacts>, usize) {
-        let c = self.faults.chaos;
-        let truth = self.v.node(name).cloned().expect("a host has a Node");
-        let mut node = truth.clone();
-        if let Some(s) = self.back(c.host_node_lag)
-            && let Some(old) = s.nodes.iter().find(|n| n.name == name)
-        {
-            node = old.clone();
-            take_report(&mut node, &truth);
-        }
-        let (lease, tick) = match self.back(c.host_lease_lag) {
-            Some(s) => (s.lease.clone(), s.tick),
-            None => (self.v.lease.clone(), usize::MAX),
+/// The controller's view: each Node by its own lag (or as its last
+/// write left it, when that is newer), the reports by theirs.
+pub(super) fn controller_view(w: &mut World) -> FleetView {
+    let c = w.faults.chaos;
+    if !c.lags() {
+        return w.v.clone();
+    }
+    let mut v = w.v.clone();
+    let reports = back(w, c.report_lag).map(|s| s.nodes.clone());
+    for (i, n) in v.nodes.iter_mut().enumerate() {
+        let lagged = back(w, c.node_lag[i % HOSTS]);
+        let (from, tick) = match lagged {
+            Some(s) => (s.nodes.get(i).cloned(), s.tick),
+            None => (None, usize::MAX),
         };
-        if node != truth || lease != self.v.lease {
-            self.counts.stale_host_views += 1;
+        let own = w.past.own.get(i).cloned().flatten();
+        let seen = match (from, own) {
+            (_, Some((w, node))) if w >= tick && tick != usize::MAX => Some(node),
+            (Some(node), _) => Some(node),
+            (None, _) => None,
+        };
+        if let Some(mut node) = seen.filter(|x| x.name == n.name) {
+            take_report(&mut node, n);
+            *n = node;
         }
-        (node, lease, tick)
+        if let Some(old) = reports.as_ref().and_then(|r| r.get(i)) {
+            take_report(n, old);
+        }
     }
+    let stale = v
+        .nodes
+        .iter()
+        .zip(&w.v.nodes)
+        .filter(|(a, b)| a != b)
+        .count();
+    w.counts.stale_node_views += stale as u64;
+    v
+}
 
-    /// Whether `name` went down too recently for the controller's views to
-    /// show it: within the lag of its Node's watch or of the reports'.
-    pub(super) fn down_unseen(&self, name: &str) -> bool {
-        let c = &self.faults.chaos;
-        let Some(since) = self.hosts.get(name).and_then(|h| h.down_since) else {
-            return false;
-        };
-        let i = self
-            .v
-            .nodes
-            .iter()
-            .position(|n| n.name == name)
-            .unwrap_or(0);
-        let lag = c.node_lag[i % HOSTS].max(c.report_lag);
-        lag > 0 && since + usize::from(lag) + 1 > self.tick
+/// Carries out a Node write the controller decided on `view` as the
+/// shell does: the difference between the Node it saw and the Node it
+/// wants, over the Node as it is; the answer goes into its store.
+pub(super) fn patch_node(w: &mut World, view: &FleetView, name: &str, a: &Action) {
+    let truth = w.node(name).clone();
+    let before = view.node(name).cloned().unwrap_or_else(|| truth.clone());
+    let after = node_after(&before, a).expect("a Node write");
+    let written = merged(&truth, &before, &after);
+    *w.node(name) = written.clone();
+    if let Some(i) = w.v.nodes.iter().position(|n| n.name == name) {
+        if w.past.own.len() <= i {
+            w.past.own.resize(i + 1, None);
+        }
+        w.past.own[i] = Some((w.tick, written));
     }
+}
 
-    /// Whether the controller's last ask of `name`, among its writes made
-    /// before `tick` (all of them for `usize::MAX`), was `step` for `swap`:
-    /// a host acts on what the controller asked of it as of the Lease it
-    /// sees, whatever else its Node's marks say.
-    pub(super) fn asked_by(
-        &self,
-        name: &str,
-        swap: Option<&SwapId>,
-        step: ReportStep,
-        tick: usize,
-    ) -> bool {
-        let last = self
-            .writes
-            .iter()
-            .zip(&self.write_ticks)
-            .rev()
-            .filter(|(_, t)| tick == usize::MAX || **t < tick)
-            .map(|(a, _)| a)
-            .find(|a| a.node().is_some_and(|n| n.as_str() == name) && a.writes_lease_first());
-        let (kind, asked_swap) = match last {
-            Some(Action::RequestSnapshot { swap, .. }) => (ReportStep::Snapshot, swap),
-            Some(Action::Promote { swap, .. }) => (ReportStep::Promote, swap),
-            Some(Action::StepDown { swap, .. }) => (ReportStep::StepDown, swap),
-            Some(Action::Rollback { swap, .. }) => (ReportStep::Rollback, swap),
-            _ => return false,
-        };
-        kind == step && Some(asked_swap) == swap
+/// What the actuator on `name` sees: its Node by its lag (with its own
+/// report, which it wrote), the Lease by its lag, and the tick of the
+/// Lease it sees (the truth's for no lag).
+pub(super) fn host_view(w: &mut World, name: &str) -> (NodeFacts, Option<LeaseFacts>, usize) {
+    let c = w.faults.chaos;
+    let truth = w.v.node(name).cloned().expect("a host has a Node");
+    let mut node = truth.clone();
+    if let Some(s) = back(w, c.host_node_lag)
+        && let Some(old) = s.nodes.iter().find(|n| n.name == name)
+    {
+        node = old.clone();
+        take_report(&mut node, &truth);
     }
+    let (lease, tick) = match back(w, c.host_lease_lag) {
+        Some(s) => (s.lease.clone(), s.tick),
+        None => (w.v.lease.clone(), usize::MAX),
+    };
+    if node != truth || lease != w.v.lease {
+        w.counts.stale_host_views += 1;
+    }
+    (node, lease, tick)
+}
+
+/// Whether `name` went down too recently for the controller's views to
+/// show it: within the lag of its Node's watch or of the reports'.
+pub(super) fn down_unseen(w: &World, name: &str) -> bool {
+    let c = &w.faults.chaos;
+    let Some(since) = w.hosts.get(name).and_then(|h| h.down_since) else {
+        return false;
+    };
+    let i = w.v.nodes.iter().position(|n| n.name == name).unwrap_or(0);
+    let lag = c.node_lag[i % HOSTS].max(c.report_lag);
+    lag > 0 && since + usize::from(lag) + 1 > w.tick
+}
+
+/// Whether the controller's last ask of `name`, among its writes made
+/// before `tick` (all of them for `usize::MAX`), was `step` for `swap`:
+/// a host acts on what the controller asked of it as of the Lease it
+/// sees, whatever else its Node's marks say.
+pub(super) fn asked_by(
+    w: &World,
+    name: &str,
+    swap: Option<&SwapId>,
+    step: ReportStep,
+    tick: usize,
+) -> bool {
+    let last = w
+        .writes
+        .iter()
+        .zip(&w.write_ticks)
+        .rev()
+        .filter(|(_, t)| tick == usize::MAX || **t < tick)
+        .map(|(a, _)| a)
+        .find(|a| a.node().is_some_and(|n| n.as_str() == name) && a.writes_lease_first());
+    let (kind, asked_swap) = match last {
+        Some(Action::RequestSnapshot { swap, .. }) => (ReportStep::Snapshot, swap),
+        Some(Action::Promote { swap, .. }) => (ReportStep::Promote, swap),
+        Some(Action::StepDown { swap, .. }) => (ReportStep::StepDown, swap),
+        Some(Action::Rollback { swap, .. }) => (ReportStep::Rollback, swap),
+        _ => return false,
+    };
+    kind == step && Some(asked_swap) == swap
 }
 
 #[test]

@@ -118,7 +118,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         // Cordoned or not: a cordon is the scheduler's, never the kubelet's.
         if clock.since(last_sync) >= pods::SYNC_EVERY {
             last_sync = clock.now();
-            if let Err(e) = kubelet.sync_pods(&ctx.root).await {
+            if let Err(e) = pods::sync(&kubelet, &ctx.root).await {
                 warn!("pods: {e:#}");
             }
         }

@@ -161,82 +161,80 @@ fn kill(pids: &[u32]) {
         .status();
 }
 
-impl Kubelet {
-    /// The Pods bound to this Node.
-    async fn bound_pods(&self) -> anyhow::Result<Vec<Pod>> {
-        let selector = format!("spec.nodeName={}", self.name);
-        let list = self
+/// The Pods bound to this Node.
+async fn bound_pods(kubelet: &Kubelet) -> anyhow::Result<Vec<Pod>> {
+    let selector = format!("spec.nodeName={}", kubelet.name);
+    let list = kubelet
+        .apis
+        .any(|c| {
+            let lp = ListParams::default().fields(&selector);
+            async move { Api::<Pod>::all(c).list(&lp).await }
+        })
+        .await
+        .context("listing the Node's pods")?;
+    Ok(list.items)
+}
+
+/// One sync of the Node's pods (see the module's documentation). With no
+/// API to answer, nothing is changed: the pods run on as they are.
+pub async fn sync(kubelet: &Kubelet, root: &Path) -> anyhow::Result<()> {
+    let pods = bound_pods(kubelet).await?;
+    let plan = plan(&pods, &running(root));
+    kill(&plan.kill);
+    for p in &plan.confirm {
+        // Termination confirmed only once no shim of it runs.
+        if running(root).get(&p.uid).is_some_and(|s| !s.is_empty()) {
+            continue;
+        }
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(p.uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match kubelet
             .apis
             .any(|c| {
-                let lp = ListParams::default().fields(&selector);
-                async move { Api::<Pod>::all(c).list(&lp).await }
+                let (ns, name, dp) = (p.namespace.clone(), p.name.clone(), dp.clone());
+                async move { Api::<Pod>::namespaced(c, &ns).delete(&name, &dp).await }
             })
             .await
-            .context("listing the Node's pods")?;
-        Ok(list.items)
-    }
-
-    /// One sync of the Node's pods (see the module's documentation). With no
-    /// API to answer, nothing is changed: the pods run on as they are.
-    pub async fn sync_pods(&self, root: &Path) -> anyhow::Result<()> {
-        let pods = self.bound_pods().await?;
-        let plan = plan(&pods, &running(root));
-        kill(&plan.kill);
-        for p in &plan.confirm {
-            // Termination confirmed only once no shim of it runs.
-            if running(root).get(&p.uid).is_some_and(|s| !s.is_empty()) {
-                continue;
-            }
-            let dp = DeleteParams {
-                grace_period_seconds: Some(0),
-                preconditions: Some(Preconditions {
-                    uid: Some(p.uid.clone()),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
-            match self
-                .apis
-                .any(|c| {
-                    let (ns, name, dp) = (p.namespace.clone(), p.name.clone(), dp.clone());
-                    async move { Api::<Pod>::namespaced(c, &ns).delete(&name, &dp).await }
-                })
-                .await
-            {
-                Ok(_) => info!("pod {}/{} terminated and deleted", p.namespace, p.name),
-                Err(e) => warn!(
-                    "confirming pod {}/{}'s deletion: {e:#}",
-                    p.namespace, p.name
-                ),
-            }
+        {
+            Ok(_) => info!("pod {}/{} terminated and deleted", p.namespace, p.name),
+            Err(e) => warn!(
+                "confirming pod {}/{}'s deletion: {e:#}",
+                p.namespace, p.name
+            ),
         }
-        for p in &plan.start {
-            start_shim(root, &p.uid)?;
-            let pod = pods
-                .iter()
-                .find(|x| x.metadata.uid.as_deref() == Some(&p.uid));
-            let status = running_status(pod);
-            info!(
-                "pod {}/{} started (restarts: {})",
-                p.namespace, p.name, status["status"]["containerStatuses"][0]["restartCount"]
-            );
-            if let Err(e) = self
-                .apis
-                .any(|c| {
-                    let (ns, name, s) = (p.namespace.clone(), p.name.clone(), status.clone());
-                    async move {
-                        Api::<Pod>::namespaced(c, &ns)
-                            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&s))
-                            .await
-                    }
-                })
-                .await
-            {
-                warn!("pod {}/{}'s status: {e:#}", p.namespace, p.name);
-            }
-        }
-        Ok(())
     }
+    for p in &plan.start {
+        start_shim(root, &p.uid)?;
+        let pod = pods
+            .iter()
+            .find(|x| x.metadata.uid.as_deref() == Some(&p.uid));
+        let status = running_status(pod);
+        info!(
+            "pod {}/{} started (restarts: {})",
+            p.namespace, p.name, status["status"]["containerStatuses"][0]["restartCount"]
+        );
+        if let Err(e) = kubelet
+            .apis
+            .any(|c| {
+                let (ns, name, s) = (p.namespace.clone(), p.name.clone(), status.clone());
+                async move {
+                    Api::<Pod>::namespaced(c, &ns)
+                        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&s))
+                        .await
+                }
+            })
+            .await
+        {
+            warn!("pod {}/{}'s status: {e:#}", p.namespace, p.name);
+        }
+    }
+    Ok(())
 }
 
 /// A started pod's status: `Running` and Ready, its container's restart

@@ -468,7 +468,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         // unless the agent is disabled.
         if agent && clock.since(last_sync) >= pods::SYNC_EVERY {
             last_sync = clock.now();
-            if let Err(e) = kubelet.sync_pods(&ctx.root).await {
+            if let Err(e) = pods::sync(&kubelet, &ctx.root).await {
                 warn!("pods: {e:#}");
             }
         }
@@ -747,7 +747,7 @@ impl Removed {
             {
                 warn!("kubelet: {e:#}");
             }
-            if agent && let Err(e) = self.kubelet.sync_pods(&ctx.root).await {
+            if agent && let Err(e) = pods::sync(&self.kubelet, &ctx.root).await {
                 warn!("pods: {e:#}");
             }
         }
