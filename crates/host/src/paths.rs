@@ -102,8 +102,4 @@ impl HostPaths {
             self.at("etc/rancher/k3s/k3s.yaml"),
         ]
     }
-    /// The agent's node password (never touched; checked unchanged).
-    pub fn node_password(&self) -> PathBuf {
-        self.at("etc/rancher/node/password")
-    }
 }

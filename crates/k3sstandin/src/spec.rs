@@ -158,16 +158,10 @@ impl LabSpec {
     }
 
     /// etcd's metrics URL on a host, plain HTTP: `127.0.0.1:2381` as k3s
-    /// binds it, on a host with a network namespace of its own; on a host
-    /// whose address is itself loopback (the stand-in lab's, which share
-    /// this machine's loopback), its own address.
-    pub fn etcd_metrics_url(ip: Ipv4Addr) -> String {
-        let host = if ip.is_loopback() {
-            ip
-        } else {
-            Ipv4Addr::LOCALHOST
-        };
-        format!("http://{host}:{ETCD_METRICS_PORT}")
+    /// binds it, inside each host's own network namespace (so the same
+    /// for every host).
+    pub fn etcd_metrics_url() -> String {
+        format!("http://{}:{ETCD_METRICS_PORT}", Ipv4Addr::LOCALHOST)
     }
 
     /// A host's etcd as the lab's own tools reach it: TLS with the lab's
@@ -176,15 +170,6 @@ impl LabSpec {
         let tls =
             crate::etcd_tls::client_config(&crate::lab_pki::etcd_client_dir(&self.pki_dir()))?;
         Ok(crate::etcd_gw::Endpoint::tls(Self::etcd_url(ip), tls))
-    }
-
-    /// The API URLs of every host installed as a server, in order.
-    pub fn server_urls(&self) -> Vec<String> {
-        self.hosts
-            .iter()
-            .filter(|h| h.role == Role::Server)
-            .map(|h| Self::api_url(h.ip))
-            .collect()
     }
 
     /// Every host's API URL (any host may become a server), servers first.

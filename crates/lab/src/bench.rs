@@ -9,7 +9,6 @@ use anyhow::Context;
 use protocol::report::ReportStep;
 
 use crate::{
-    hosts::Hosts,
     scenario::{self, Ask, Hand},
     spec::{LabSpec, Timings},
     systemd_lab::{self, SystemdLab},

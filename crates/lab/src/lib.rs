@@ -15,7 +15,6 @@ pub mod chaos;
 pub mod hand;
 pub mod held;
 pub mod history;
-pub mod hosts;
 pub mod previous_release;
 pub mod resize;
 pub mod scenario;

@@ -4,6 +4,7 @@
 //! k3s's annotation, and its finish as an agent, while a writer puts to etcd
 //! at a steady rate. Used by `fleet-role-lab demo` and the lab's tests.
 
+use crate::systemd_lab::SystemdLab;
 use std::{
     fmt::Write as _,
     sync::{
@@ -27,7 +28,7 @@ use protocol::{
 use serde_json::json;
 
 pub use crate::hand::{Ask, Hand};
-use crate::{etcd_gw, history::History, hosts::Hosts, spawn, spec::LabSpec, world};
+use crate::{etcd_gw, history::History, spawn, spec::LabSpec, world};
 
 /// A steady writer to etcd through one voter: every put must succeed.
 ///
@@ -338,7 +339,7 @@ impl SwapReport {
 /// Swaps the voter `out` for the standby `incoming`, doing the controller's
 /// part by hand, and checks the seed's promises on the way.
 pub async fn swap_by_hand(
-    hosts: &dyn Hosts,
+    hosts: &SystemdLab,
     out: &str,
     incoming: &str,
     say: &dyn Fn(&str),
@@ -535,7 +536,7 @@ pub const SHIM_WATCH: Duration = Duration::from_secs(10);
 /// while its report still says step-down done: a host that went on to its
 /// finish runs its pods again as an agent, rightly. A shim the kubelet
 /// brings back after the step-down killed it counts.
-pub async fn shims_at_etcd_only(hosts: &dyn Hosts, hand: &Hand, out: &str) -> usize {
+pub async fn shims_at_etcd_only(hosts: &SystemdLab, hand: &Hand, out: &str) -> usize {
     let clock = clock::Clock::system();
     let at_etcd_only = |r: anyhow::Result<Option<Report>>| matches!(r, Ok(Some(r)) if r.step == ReportStep::StepDown && r.phase == Phase::Done);
     let start = clock.now();
@@ -565,7 +566,7 @@ pub struct Before {
 
 impl Before {
     /// Reads it.
-    pub async fn read(hosts: &dyn Hosts, hand: &Hand, out: &str) -> anyhow::Result<Before> {
+    pub async fn read(hosts: &SystemdLab, hand: &Hand, out: &str) -> anyhow::Result<Before> {
         Ok(Before {
             password: std::fs::read(hosts.spec().root(out).join("etc/rancher/node/password"))?,
             address: kubeview::internal_ip(&hand.node(out).await?),
@@ -576,7 +577,7 @@ impl Before {
 
 #[allow(clippy::too_many_arguments)]
 async fn conclude(
-    hosts: &dyn Hosts,
+    hosts: &SystemdLab,
     hand: &Hand,
     out: &str,
     before: Before,
@@ -647,7 +648,7 @@ fn a_voter_that_stays(spec: &LabSpec, out: &str) -> anyhow::Result<crate::spec::
 /// `fleet-role swap`, run with the lab's kubeconfig, while a writer puts to
 /// etcd; its output is passed to `say` line by line.
 pub async fn swap_with_controller(
-    hosts: &dyn Hosts,
+    hosts: &SystemdLab,
     fleet_role: &std::path::Path,
     out: &str,
     incoming: &str,

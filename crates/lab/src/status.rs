@@ -2,14 +2,15 @@
 //! units, its Node's readiness and etcd voter condition) and etcd's members,
 //! as the operator of the lab checks it between steps.
 
+use crate::systemd_lab::SystemdLab;
 use std::fmt::Write as _;
 
 use protocol::names::K3S_ETCD_IS_VOTER;
 
-use crate::{hand::Hand, hosts::Hosts, scenario::members};
+use crate::{hand::Hand, scenario::members};
 
 /// The lines of `status`: the hosts, their units and etcd's members.
-pub async fn status_lines(hosts: &dyn Hosts) -> Vec<String> {
+pub async fn status_lines(hosts: &SystemdLab) -> Vec<String> {
     let spec = hosts.spec();
     let mut out = vec![format!("lab {}", spec.dir.display())];
     let hand = Hand::new(spec).ok();

@@ -15,7 +15,6 @@ use std::{
 };
 
 use lab::{
-    hosts::Hosts,
     scenario::{self, Ask, Hand},
     systemd_lab::SystemdLab,
 };

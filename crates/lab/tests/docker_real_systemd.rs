@@ -7,7 +7,7 @@
 //! stream on the Docker host. Fails, never skips, when nspawn or dockerd
 //! cannot run.
 
-use lab::{hosts::Hosts, scenario};
+use lab::scenario;
 
 mod common;
 use common::{fleet_role, lab_dir, lab_with};

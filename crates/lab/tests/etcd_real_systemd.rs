@@ -16,7 +16,6 @@ use kube::{
 use lab::{
     api::Apis,
     etcd_gw::{self, Member},
-    hosts::Hosts,
     spec::LabSpec,
     systemd_lab::SystemdLab,
 };

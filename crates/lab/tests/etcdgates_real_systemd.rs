@@ -15,7 +15,6 @@ use std::{
 
 use lab::{
     etcd_gw::{self, Member},
-    hosts::Hosts,
     scenario::{self, Hand},
     spec::LabSpec,
     systemd_lab::SystemdLab,

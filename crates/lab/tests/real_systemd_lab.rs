@@ -9,9 +9,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use lab::{
     api::Apis,
-    bounded, etcd_gw,
-    hosts::Hosts,
-    machine, overlap,
+    bounded, etcd_gw, machine, overlap,
     scenario::{self, Ask, Hand},
     systemd_lab::SystemdLab,
 };

@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use lab::{
     api::Apis,
-    hosts::Hosts,
     scenario::{Ask, Hand},
     spec::{API_PORT, APISERVER_PORT, LabSpec},
 };

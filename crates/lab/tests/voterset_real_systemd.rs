@@ -7,7 +7,6 @@
 
 use lab::{
     etcd_gw,
-    hosts::Hosts,
     resize::{Resized, fleet_role_with_writer},
     systemd_lab::SystemdLab,
 };

@@ -65,7 +65,7 @@ pub fn actuator_settings(spec: &LabSpec, h: &HostSpec) -> String {
         spec.all_api_urls_toml(),
         root.join("etc/fleet-role/ca.crt").display(),
         root.join("etc/fleet-role/token").display(),
-        LabSpec::etcd_metrics_url(h.ip),
+        LabSpec::etcd_metrics_url(),
         LabSpec::etcd_url(h.ip),
         socket(spec, &h.name).display(),
     )

@@ -156,7 +156,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         client_url: own_client.clone(),
         peer_url: peer_url.clone(),
         // k3s: metrics and /health in plain HTTP on loopback:2381.
-        metrics_url: LabSpec::etcd_metrics_url(ip),
+        metrics_url: LabSpec::etcd_metrics_url(),
         initial_cluster,
         initial_cluster_state: state,
         tls: Some(EtcdTls {
