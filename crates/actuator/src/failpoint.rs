@@ -18,9 +18,9 @@
 //! includes `/var/lib/rancher/k3s`); nothing else is read or written while
 //! the file is absent.
 //!
-//! Built only with the crate's `failpoint` feature: the lab's dependency on
-//! the actuator turns it on (so `cargo build --workspace --bins` gives the
-//! crash test an actuator with it), and the packages (`scripts/package.sh`,
+//! Built only with the crate's `failpoint` feature: `scripts/test.sh` builds
+//! the actuator with it for the crash test (and the lab's tests' dependency
+//! keeps it on in the test build), and the packages (`scripts/package.sh`,
 //! `cargo build --release -p actuator -p controller`) are built without it.
 //! A build that has it says so when `watch` starts, in words ([`MARKER`])
 //! that are in no other build: the packages' test looks for them.
