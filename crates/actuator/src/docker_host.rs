@@ -54,7 +54,7 @@ impl DockerFile {
             ("docker.server_container", &server),
             ("docker.agent_container", &agent),
         ] {
-            if !dockerengine::is_container_name(name) {
+            if !protocol::validate::is_container_name(name) {
                 return Err(ConfigError::invalid(
                     key,
                     "must be a Docker container name: a letter or digit, then letters, digits, _, . or -",

@@ -152,7 +152,7 @@ pub fn docker_script(
     container: &str,
     valid_days: u32,
 ) -> Result<String, EnrollError> {
-    if !dockerengine::is_container_name(container) {
+    if !protocol::validate::is_container_name(container) {
         return Err(EnrollError::Container(one_line(container)));
     }
     let mut objects = yaml(names, id)?;

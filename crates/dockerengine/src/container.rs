@@ -49,15 +49,6 @@ pub struct RunSettings {
     pub privileged: bool,
 }
 
-/// Whether Docker would take `name` as a container's name: a letter or
-/// digit, then letters, digits, `_`, `.` or `-` (Docker's own rule). Such
-/// a name is also safe in a shell word and a URL path segment.
-pub fn is_container_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-}
-
 /// A container's status, Docker's words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {

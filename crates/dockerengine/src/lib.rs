@@ -21,9 +21,7 @@ mod events;
 mod logs;
 mod transport;
 
-pub use container::{
-    Container, ContainerSpec, RestartPolicy, RunSettings, Status, is_container_name,
-};
+pub use container::{Container, ContainerSpec, RestartPolicy, RunSettings, Status};
 #[cfg(feature = "private-daemon")]
 pub use daemon::PrivateDaemon;
 pub use engine::{API_VERSION, DEFAULT_TIMEOUT, Engine, Version};

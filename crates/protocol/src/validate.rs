@@ -390,6 +390,15 @@ pub fn parse_address(raw: &str) -> Result<IpAddr, InvalidValue> {
         .map_err(|_| InvalidValue::new("node address", raw, "must be an IPv4 or IPv6 address"))
 }
 
+/// Whether Docker would take `name` as a container's name: a letter or
+/// digit, then letters, digits, `_`, `.` or `-` (Docker's own rule). Such
+/// a name is also safe in a shell word and a URL path segment.
+pub fn is_container_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
