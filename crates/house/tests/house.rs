@@ -419,9 +419,9 @@ fn no_file_of_a_crate_takes_names_from_a_file_that_takes_names_from_it() {
     );
 }
 
-/// The workspace crates each crate's manifest names, dev-dependencies
-/// included (a loop through one builds the crate twice).
-fn crate_graph() -> BTreeMap<String, BTreeSet<String>> {
+/// Each workspace crate's dependencies on other workspace crates, from its
+/// manifest: (normal, dev).
+fn crate_graph() -> BTreeMap<String, (BTreeSet<String>, BTreeSet<String>)> {
     let mut names = BTreeMap::new();
     for dir in crate_dirs() {
         let toml = fs::read_to_string(dir.join("Cargo.toml")).unwrap();
@@ -435,15 +435,12 @@ fn crate_graph() -> BTreeMap<String, BTreeSet<String>> {
     }
     let mut graph = BTreeMap::new();
     for (name, toml) in &names {
-        let mut deps = BTreeSet::new();
-        let mut in_deps = false;
+        let (mut deps, mut dev) = (BTreeSet::new(), BTreeSet::new());
+        let mut section = "";
         for line in toml.lines() {
             let line = line.trim();
             if line.starts_with('[') {
-                in_deps = line.ends_with("dependencies]");
-                continue;
-            }
-            if !in_deps {
+                section = line;
                 continue;
             }
             let dep = line
@@ -451,18 +448,26 @@ fn crate_graph() -> BTreeMap<String, BTreeSet<String>> {
                 .next()
                 .unwrap_or_default()
                 .to_string();
-            if names.contains_key(&dep) && &dep != name {
-                deps.insert(dep);
+            if !names.contains_key(&dep) || &dep == name {
+                continue;
             }
+            match section {
+                "[dependencies]" | "[build-dependencies]" => deps.insert(dep),
+                "[dev-dependencies]" => dev.insert(dep),
+                _ => false,
+            };
         }
-        graph.insert(name.clone(), deps);
+        graph.insert(name.clone(), (deps, dev));
     }
     graph
 }
 
 #[test]
 fn no_crate_depends_on_a_crate_that_depends_on_it() {
-    let graph = crate_graph();
+    let graph: BTreeMap<String, BTreeSet<String>> = crate_graph()
+        .into_iter()
+        .map(|(n, (deps, dev))| (n, deps.union(&dev).cloned().collect()))
+        .collect();
     assert!(graph.len() > 15, "too few crates read: {}", graph.len());
     assert!(
         graph["fleetdecide"].contains("protocol"),
@@ -472,6 +477,56 @@ fn no_crate_depends_on_a_crate_that_depends_on_it() {
     assert!(
         found.is_empty(),
         "crates that depend on each other: {found:?}"
+    );
+}
+
+#[test]
+fn the_crate_graph_in_docs_architecture_is_the_manifests_graph() {
+    let graph = crate_graph();
+    let doc = fs::read_to_string(workspace().join("docs/architecture.md")).unwrap();
+    let ticked = |cell: &str| -> BTreeSet<String> {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|w| graph.contains_key(*w))
+            .map(String::from)
+            .collect()
+    };
+    let mut rows = BTreeSet::new();
+    let mut wrong = Vec::new();
+    for line in doc.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (crates, last) = (ticked(cells[1]), cells[cells.len() - 2]);
+        let (normal, dev) = match last.split_once("dev:") {
+            Some((n, d)) => (ticked(n), Some(ticked(d))),
+            None => (ticked(last), None),
+        };
+        for c in crates {
+            let (deps, devs) = &graph[&c];
+            if &normal != deps {
+                wrong.push(format!(
+                    "{c}: the page says {normal:?}, Cargo.toml {deps:?}"
+                ));
+            }
+            if let Some(d) = &dev
+                && d != devs
+            {
+                wrong.push(format!(
+                    "{c} (dev): the page says {d:?}, Cargo.toml {devs:?}"
+                ));
+            }
+            rows.insert(c);
+        }
+    }
+    let missing: Vec<&String> = graph.keys().filter(|c| !rows.contains(*c)).collect();
+    assert!(
+        missing.is_empty(),
+        "crates docs/architecture.md does not list: {missing:?}"
+    );
+    assert!(
+        wrong.is_empty(),
+        "docs/architecture.md is wrong:\n{}",
+        wrong.join("\n")
     );
 }
 
