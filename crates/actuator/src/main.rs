@@ -33,22 +33,10 @@ fn main() -> ExitCode {
     let format = cli.output;
     let clock = Clock::system();
     let outcome = match &cli.command {
+        // systemd's `ExecCondition=`: answered from the disk alone, with no
+        // runtime (nothing there that could fail to start, or be slow to).
         Command::Is { role, no_tombstone } => Ok(is(&cli, role, *no_tombstone, &clock)),
-        Command::PromoteLocal {
-            join,
-            check,
-            lock_timeout,
-        } => promote_local(&cli, join, *check, *lock_timeout, &clock),
-        Command::DemoteLocal {
-            check,
-            force,
-            lock_timeout,
-        } => demote_local(&cli, *check, *force, *lock_timeout, &clock),
-        Command::Snapshot { name } => snapshot(&cli, name, &clock),
-        Command::HandOver { before } => hand_over(&cli, before, &clock),
-        Command::WaitJoin { url, timeout } => wait_join(&cli, url.as_deref(), *timeout, &clock),
-        Command::Status(api) => status(&cli, api, &clock),
-        Command::Watch(api) => watch(&cli, api, clock),
+        command => runtime().and_then(|rt| run(&cli, command, &rt, clock)),
     };
     match outcome {
         Ok(code) => code,
@@ -57,6 +45,48 @@ fn main() -> ExitCode {
             print_error(format, &e, exit);
             ExitCode::from(exit.code())
         }
+    }
+}
+
+/// The process's one runtime. A worker thread of its own drives every call
+/// out, so a thread that is not the runtime's (the main thread, a step's
+/// blocking thread) can block on its handle for a Docker host's calls: a
+/// current-thread runtime's handle drives nothing unless someone is inside
+/// its `block_on`, and such a call would never end.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("starting the runtime")
+}
+
+/// Every command but `is`, on the process's one runtime `rt`.
+fn run(
+    cli: &Cli,
+    command: &Command,
+    rt: &tokio::runtime::Runtime,
+    clock: Clock,
+) -> anyhow::Result<ExitCode> {
+    let clock = &clock;
+    match command {
+        // (`main` answers it before any runtime starts.)
+        Command::Is { role, no_tombstone } => Ok(is(cli, role, *no_tombstone, clock)),
+        Command::PromoteLocal {
+            join,
+            check,
+            lock_timeout,
+        } => promote_local(cli, join, *check, *lock_timeout, clock),
+        Command::DemoteLocal {
+            check,
+            force,
+            lock_timeout,
+        } => demote_local(cli, *check, *force, *lock_timeout, clock),
+        Command::Snapshot { name } => snapshot(cli, name, clock),
+        Command::HandOver { before } => hand_over(cli, before, rt, clock),
+        Command::WaitJoin { url, timeout } => wait_join(cli, url.as_deref(), *timeout, rt, clock),
+        Command::Status(api) => status(cli, api, rt, clock),
+        Command::Watch(api) => watch(cli, api, rt, clock.clone()),
     }
 }
 
@@ -172,6 +202,7 @@ fn wait_join(
     cli: &Cli,
     url: Option<&str>,
     timeout: u64,
+    rt: &tokio::runtime::Runtime,
     clock: &Clock,
 ) -> anyhow::Result<ExitCode> {
     let url = match url.filter(|u| !u.trim().is_empty()) {
@@ -199,10 +230,6 @@ fn wait_join(
         );
         return Ok(ExitCode::SUCCESS);
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
     let bound = std::time::Duration::from_secs(timeout);
     let took = rt
         .block_on(actuator::join::wait_join(&url, bound, clock))
@@ -225,19 +252,16 @@ fn wait_join(
 /// Nothing to do on a host that is no voter. A failure is said and the
 /// host goes on (the units that run this never hold the sleep or the
 /// shutdown back past their own bound).
-fn hand_over(cli: &Cli, before: &str, clock: &Clock) -> anyhow::Result<ExitCode> {
+fn hand_over(
+    cli: &Cli,
+    before: &str,
+    rt: &tokio::runtime::Runtime,
+    clock: &Clock,
+) -> anyhow::Result<ExitCode> {
     let s = settings(cli, None, None)?;
     let host = s.host(clock);
     let voter = host.role()? == Some(Role::Server) && host.member_may_vote();
     let (line, moved) = if voter {
-        // `hand_over` blocks on the handle: a runtime of its own, whose
-        // worker drives the calls (a current-thread runtime's handle could
-        // not).
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .context("starting the runtime")?;
         match actuator::leadership::hand_over(rt.handle(), &s.etcd, clock)
             .map_err(|why| anyhow::anyhow!("before {before}: {why}; the host goes on, and etcd elects a new leader after its election timeout"))?
         {
@@ -268,14 +292,19 @@ fn hand_over(cli: &Cli, before: &str, clock: &Clock) -> anyhow::Result<ExitCode>
 
 /// `status`: the host as read here, with an API its report, and the
 /// credential's lapse; exit 5 when something is degraded.
-fn status(cli: &Cli, api: &ApiArgs, clock: &Clock) -> anyhow::Result<ExitCode> {
+fn status(
+    cli: &Cli,
+    api: &ApiArgs,
+    rt: &tokio::runtime::Runtime,
+    clock: &Clock,
+) -> anyhow::Result<ExitCode> {
     let format = cli.output;
     let s = settings(cli, Some(api), None)?;
     let local = local::local_status(&s.host(clock));
     let mut lines = local.lines();
     let mut remote = serde_json::Value::Null;
     if !s.api.is_empty() {
-        let r = api_report(&s)?;
+        let r = api_report(&s, rt)?;
         // The report came from the API: whatever it holds is shown
         // escaped on one line, so a reason carrying a newline or a
         // terminal escape can neither forge a line nor drive the
@@ -347,10 +376,10 @@ fn status(cli: &Cli, api: &ApiArgs, clock: &Clock) -> anyhow::Result<ExitCode> {
 /// The host's report as the API holds it, read through each candidate in
 /// turn, as the watcher moves on: an etcd-only server's 503 as much as a
 /// refused connection.
-fn api_report(s: &Settings) -> anyhow::Result<Option<protocol::Report>> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+fn api_report(
+    s: &Settings,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<Option<protocol::Report>> {
     let candidates =
         Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone()).map_err(usage)?;
     let r = rt
@@ -371,7 +400,12 @@ fn api_report(s: &Settings) -> anyhow::Result<Option<protocol::Report>> {
 
 /// `watch`: the host checked to be the configured Node, then the watcher
 /// run until SIGTERM.
-fn watch(cli: &Cli, api: &ApiArgs, clock: Clock) -> anyhow::Result<ExitCode> {
+fn watch(
+    cli: &Cli,
+    api: &ApiArgs,
+    rt: &tokio::runtime::Runtime,
+    clock: Clock,
+) -> anyhow::Result<ExitCode> {
     let s = settings(cli, Some(api), None)?;
     // A templated actuator.toml naming one Node on every host would
     // make each host carry out that Node's steps: refuse to start
@@ -399,10 +433,6 @@ fn watch(cli: &Cli, api: &ApiArgs, clock: Clock) -> anyhow::Result<ExitCode> {
     }
     let candidates =
         Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone()).map_err(usage)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
     rt.block_on(async {
         let metrics = Arc::new(Metrics::new());
         // Off unless configured: most hosts need the report alone.
