@@ -76,13 +76,13 @@ fn run(
             join,
             check,
             lock_timeout,
-        } => promote_local(cli, join, *check, *lock_timeout, clock),
+        } => promote_local(cli, join, *check, *lock_timeout, rt, clock),
         Command::DemoteLocal {
             check,
             force,
             lock_timeout,
-        } => demote_local(cli, *check, *force, *lock_timeout, clock),
-        Command::Snapshot { name } => snapshot(cli, name, clock),
+        } => demote_local(cli, *check, *force, *lock_timeout, rt, clock),
+        Command::Snapshot { name } => snapshot(cli, name, rt, clock),
         Command::HandOver { before } => hand_over(cli, before, rt, clock),
         Command::WaitJoin { url, timeout } => wait_join(cli, url.as_deref(), *timeout, rt, clock),
         Command::Status(api) => status(cli, api, rt, clock),
@@ -155,12 +155,13 @@ fn promote_local(
     join: &str,
     check: bool,
     lock_timeout: Option<u64>,
+    rt: &tokio::runtime::Runtime,
     clock: &Clock,
 ) -> anyhow::Result<ExitCode> {
     let join = JoinUrl::parse(join).map_err(usage)?;
     let s = settings(cli, None, lock_timeout)?;
     local::switch(
-        &s.host(clock),
+        &s.host(clock, rt.handle()),
         &Switch::Promote(join),
         check,
         s.lock_timeout,
@@ -175,11 +176,12 @@ fn demote_local(
     check: bool,
     force: bool,
     lock_timeout: Option<u64>,
+    rt: &tokio::runtime::Runtime,
     clock: &Clock,
 ) -> anyhow::Result<ExitCode> {
     let s = settings(cli, None, lock_timeout)?;
     local::switch(
-        &s.host(clock),
+        &s.host(clock, rt.handle()),
         &Switch::Demote { force },
         check,
         s.lock_timeout,
@@ -189,10 +191,20 @@ fn demote_local(
 }
 
 /// `snapshot --name NAME`.
-fn snapshot(cli: &Cli, name: &str, clock: &Clock) -> anyhow::Result<ExitCode> {
+fn snapshot(
+    cli: &Cli,
+    name: &str,
+    rt: &tokio::runtime::Runtime,
+    clock: &Clock,
+) -> anyhow::Result<ExitCode> {
     let name = SwapId::parse(name).map_err(usage)?;
     let s = settings(cli, None, None)?;
-    local::snapshot(&s.host(clock), &name, s.lock_timeout, cli.output)?;
+    local::snapshot(
+        &s.host(clock, rt.handle()),
+        &name,
+        s.lock_timeout,
+        cli.output,
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -209,7 +221,7 @@ fn wait_join(
         Some(u) => Some(JoinUrl::parse(u.trim()).map_err(usage)?),
         None => {
             let s = settings(cli, None, None)?;
-            let paths = &s.host(clock).paths;
+            let paths = &s.host(clock, rt.handle()).paths;
             match host::join::server_unit(paths).or_else(|| host::join::agent_unit(paths)) {
                 None => None,
                 Some(c) => Some(
@@ -259,7 +271,7 @@ fn hand_over(
     clock: &Clock,
 ) -> anyhow::Result<ExitCode> {
     let s = settings(cli, None, None)?;
-    let host = s.host(clock);
+    let host = s.host(clock, rt.handle());
     let voter = host.role()? == Some(Role::Server) && host.member_may_vote();
     let (line, moved) = if voter {
         match actuator::leadership::hand_over(rt.handle(), &s.etcd, clock)
@@ -300,7 +312,7 @@ fn status(
 ) -> anyhow::Result<ExitCode> {
     let format = cli.output;
     let s = settings(cli, Some(api), None)?;
-    let local = local::local_status(&s.host(clock));
+    let local = local::local_status(&s.host(clock, rt.handle()));
     let mut lines = local.lines();
     let mut remote = serde_json::Value::Null;
     if !s.api.is_empty() {
@@ -314,7 +326,7 @@ fn status(
     }
     // The copy kept on the host, shown whatever it holds: a copy that
     // does not parse is what makes `watch` refuse to start.
-    let (kept, kept_error) = match report::read_local(&s.host(clock).paths) {
+    let (kept, kept_error) = match report::read_local(&s.host(clock, rt.handle()).paths) {
         Ok(r) => {
             lines.push(format!("kept report:  {}", report_line(r.as_ref())));
             (serde_json::to_value(&r)?, None)
@@ -325,7 +337,7 @@ fn status(
             (serde_json::Value::Null, Some(e.to_string()))
         }
     };
-    let k3s = s.host(clock).k3s_version();
+    let k3s = s.host(clock, rt.handle()).k3s_version();
     lines.push(match &k3s {
         Ok(v) => format!(
             "k3s release:  {}{}",
@@ -415,7 +427,7 @@ fn watch(
         .context("reading this host's addresses")?;
     // The configured node is at fault, not the host: a usage error.
     host::identity::check(
-        &s.host(&clock).paths,
+        &s.host(&clock, rt.handle()).paths,
         s.node.as_str(),
         hostname.as_deref(),
         &addresses,
@@ -424,7 +436,7 @@ fn watch(
     init_logging();
     // Said, never refused: a fleet upgrading k3s host by host passes
     // through releases newer than this build knows.
-    match s.host(&clock).k3s_version() {
+    match s.host(&clock, rt.handle()).k3s_version() {
         Ok(v) => match v.warning() {
             Some(w) => tracing::warn!("{w}"),
             None => tracing::info!("k3s {}", v.text),
@@ -440,7 +452,7 @@ fn watch(
             let bound = metrics.clone().serve(addr).await?;
             tracing::info!("serving /metrics and /healthz on {bound}");
         }
-        let host = s.host(&clock);
+        let host = s.host(&clock, rt.handle());
         // The crash test's failpoint, in a build that has it (never the
         // packaged one): see `failpoint`.
         #[cfg(feature = "failpoint")]

@@ -211,9 +211,10 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// A watcher for the host the settings name, reading time from `clock`.
-    pub fn new(settings: Settings, clock: Clock) -> Self {
-        let host = settings.host(&clock);
+    /// A watcher for the host the settings name, reading time from `clock`;
+    /// a Docker host's calls block on `runtime`.
+    pub fn new(settings: Settings, clock: Clock, runtime: &tokio::runtime::Handle) -> Self {
+        let host = settings.host(&clock, runtime);
         Self::with_host(settings, host, clock)
     }
 
