@@ -274,7 +274,7 @@ fn hand_over(
     let host = s.host(clock, rt.handle());
     let voter = host.role()? == Some(Role::Server) && host.member_may_vote();
     let (line, moved) = if voter {
-        match actuator::leadership::hand_over(rt.handle(), &s.etcd, clock)
+        match rt.block_on(actuator::leadership::hand_over(&s.etcd, clock))
             .map_err(|why| anyhow::anyhow!("before {before}: {why}; the host goes on, and etcd elects a new leader after its election timeout"))?
         {
             actuator::leadership::HandOver::NotLeader => {

@@ -290,7 +290,6 @@ impl Watcher {
         let gate = match (&step, &swap) {
             (Step::Finish, _) | (_, None) => None,
             (_, Some(swap)) => Some(LeaseGate {
-                handle: tokio::runtime::Handle::current(),
                 leases: Api::namespaced(client.clone(), LEASE_NAMESPACE),
                 names: self.settings.names.clone(),
                 swap: swap.clone(),
@@ -303,25 +302,18 @@ impl Watcher {
         // A step-down first hands etcd's leadership over, through the
         // local member; a rollback removes its own learner.
         let etcd = matches!(step, Step::StepDown | Step::Rollback).then(|| EtcdAccess {
-            handle: tokio::runtime::Handle::current(),
             local: self.settings.etcd.clone(),
             addresses: self.addresses.clone(),
             clock: self.clock.clone(),
         });
-        let task = tokio::task::spawn_blocking({
-            let step = step.clone();
-            let swap = swap.clone();
-            move || {
-                run_host_step(
-                    &host,
-                    &step,
-                    swap.as_ref(),
-                    lock_timeout,
-                    gate.as_ref(),
-                    etcd.as_ref(),
-                )
-            }
-        });
+        let task = tokio::spawn(run_host_step(
+            host,
+            step.clone(),
+            swap.clone(),
+            lock_timeout,
+            gate,
+            etcd,
+        ));
         self.running = Some(Running {
             swap,
             step,

@@ -1,8 +1,8 @@
-//! A step's host part, run in a blocking task of its own under a budget
-//! that bounds it and can cancel it, so the watcher's loop goes on watching
-//! (and can take a rollback) while it runs: the host lock, the Lease read
-//! again under it, the etcd work some steps begin with, then the host's
-//! plan.
+//! A step's host part, run in a task of its own under a budget that bounds
+//! it and can cancel it, so the watcher's loop goes on watching (and can
+//! take a rollback) while it runs: the host lock, the Lease read again
+//! under it and the etcd work some steps begin with, all async on the
+//! runtime, then the host's plan, the one sync part, in a blocking task.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ use tracing::{debug, warn};
 use super::chain;
 use crate::config::Settings;
 
-/// A step whose host part runs in a blocking task of its own.
+/// A step whose host part runs in a task of its own.
 pub(super) struct Running {
     pub(super) swap: Option<SwapId>,
     pub(super) step: Step,
@@ -57,7 +57,6 @@ pub(super) enum StepEnd {
 /// lock (up to `lock_timeout`, 60 s) can outlast the Lease that let the step
 /// start, and a step taken without its Lease could cost quorum.
 pub(super) struct LeaseGate {
-    pub(super) handle: tokio::runtime::Handle,
     pub(super) leases: Api<Lease>,
     pub(super) names: protocol::Names,
     pub(super) swap: SwapId,
@@ -69,12 +68,13 @@ pub(super) struct LeaseGate {
 }
 
 impl LeaseGate {
-    /// Whether the Lease is still held for the step's swap. Called on the
-    /// step's blocking thread, so it may block on the request.
-    fn check(&self) -> Result<(), String> {
+    /// Whether the Lease is still held for the step's swap: one read,
+    /// bounded by the client's timeouts ([`crate::cluster`]).
+    async fn check(&self) -> Result<(), String> {
         let lease = self
-            .handle
-            .block_on(self.leases.get_opt(&self.names.lease_name))
+            .leases
+            .get_opt(&self.names.lease_name)
+            .await
             .map_err(|e| {
                 format!(
                     "the regrade Lease could not be read again once the host lock was taken: {}",
@@ -94,9 +94,8 @@ impl LeaseGate {
     }
 }
 
-/// What a step reaches etcd with, from its blocking thread.
+/// What a step reaches etcd with.
 pub(super) struct EtcdAccess {
-    pub(super) handle: tokio::runtime::Handle,
     /// The local member.
     pub(super) local: etcdview::Endpoint,
     /// This host's addresses (a learner never started has only its peer
@@ -151,21 +150,28 @@ pub(super) async fn step_end(running: &mut Option<Running>) -> Result<Option<Str
 /// The host-local part of a step, under the host lock. Returns the snapshot
 /// file for a snapshot, or the reason it failed (one line, no secrets: it is
 /// made of paths, unit names and validated values).
-pub(super) fn run_host_step(
-    host: &host::Host,
-    step: &Step,
-    swap: Option<&SwapId>,
+///
+/// The lock, the Lease's check and the etcd work are async, here on the
+/// step's task; the plan is the host's sync work and runs in one blocking
+/// task (a rollback's server stop before its learner's removal is another:
+/// see [`crate::learner`]).
+pub(super) async fn run_host_step(
+    host: host::Host,
+    step: Step,
+    swap: Option<SwapId>,
     lock_timeout: Duration,
-    gate: Option<&LeaseGate>,
-    etcd: Option<&EtcdAccess>,
+    gate: Option<LeaseGate>,
+    etcd: Option<EtcdAccess>,
 ) -> Result<Option<String>, StepEnd> {
-    let lock = match host.lock(lock_timeout) {
+    let lock = match host.lock_async(lock_timeout).await {
         Ok(l) => l,
         Err(e) => return Err(StepEnd::Failed(e.to_string())),
     };
     // The Lease again, now that nothing else can act on the host: it let
     // the step start, but may have lapsed while the step waited.
-    if let Some(Err(why)) = gate.map(LeaseGate::check) {
+    if let Some(gate) = &gate
+        && let Err(why) = gate.check().await
+    {
         drop(lock);
         return Err(StepEnd::Stopped(format!(
             "{why} (checked again once the host lock was taken)"
@@ -176,18 +182,20 @@ pub(super) fn run_host_step(
     // stops its server, then removes this host's learner through the voter
     // it joined (best effort: the rollback goes on; see `learner`).
     let mut name_server = None;
-    if let Some(e) = etcd {
+    if let Some(e) = &etcd {
         match step {
             Step::StepDown if host.role().ok().flatten() == Some(protocol::Role::Server) => {
-                let before = crate::leadership::hand_over(&e.handle, &e.local, &e.clock)
-                    .and_then(|_| crate::join::for_step_down(host, &e.handle, &e.local, &e.clock));
+                let before = match crate::leadership::hand_over(&e.local, &e.clock).await {
+                    Ok(_) => crate::join::for_step_down(&host, &e.local, &e.clock).await,
+                    Err(why) => Err(why),
+                };
                 match before {
                     Ok(join) => name_server = join,
                     Err(why) => {
                         drop(lock);
+                        let left = blocking(move || left_state(&host)).await?;
                         return Err(StepEnd::Failed(format!(
-                            "{why}; nothing was changed: {}",
-                            left_state(host)
+                            "{why}; nothing was changed: {left}"
                         )));
                     }
                 }
@@ -195,17 +203,30 @@ pub(super) fn run_host_step(
             Step::Rollback => {
                 if let Some(join) = host.join_server() {
                     let ep = crate::learner::endpoint_of(&e.local, &join);
-                    crate::learner::remove_own(&e.handle, &ep, host, &e.addresses);
+                    crate::learner::remove_own(&ep, &host, &e.addresses).await;
                 }
             }
             _ => {}
         }
     }
-    let outcome = host_step(host, step, swap, name_server.as_ref());
-    // The lock goes before the state is read, so a step that replaces this
-    // one (a rollback) is not kept waiting by that read.
-    drop(lock);
-    outcome.map_err(|reason| StepEnd::Failed(format!("{reason}; {}", left_state(host))))
+    blocking(move || {
+        let outcome = host_step(&host, &step, swap.as_ref(), name_server.as_ref());
+        // The lock goes before the state is read, so a step that replaces
+        // this one (a rollback) is not kept waiting by that read.
+        drop(lock);
+        outcome.map_err(|reason| StepEnd::Failed(format!("{reason}; {}", left_state(&host))))
+    })
+    .await?
+}
+
+/// Runs the host's sync work `f` in a blocking task (its programs and
+/// waits would hold up the runtime's one worker, and a Docker host's calls
+/// block on the runtime's handle, which panics on a task); a task that
+/// panicked is a failed step.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, StepEnd> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StepEnd::Failed(format!("the step's task failed: {e}")))
 }
 
 /// What the host was left as, for a failure's report. Read without the
