@@ -16,7 +16,8 @@ use tracing::{debug, info, warn};
 
 use super::{
     Copy, Decided, LeaseSeen, Watcher, secs_i64,
-    step::{EtcdAccess, LeaseGate, Running, StepEnd, run_host_step, step_bound},
+    step::{EtcdAccess, LeaseGate, Running, run_host_step, step_bound},
+    step_error::StepError,
 };
 use crate::report;
 
@@ -331,7 +332,7 @@ impl Watcher {
         &mut self,
         client: &Client,
         running: Running,
-        outcome: Result<Option<String>, StepEnd>,
+        outcome: Result<Option<String>, StepError>,
     ) -> Result<(), kube::Error> {
         let Running {
             swap,
@@ -347,22 +348,19 @@ impl Watcher {
             rstep.as_str(),
             match &outcome {
                 Ok(_) => "done",
-                Err(StepEnd::Stopped(_)) => "stopped",
-                Err(StepEnd::Failed(_)) => "failed",
+                Err(e) => e.outcome(),
             },
         );
         let host_outcome = match outcome {
             Ok(o) => o,
-            Err(StepEnd::Stopped(reason)) => {
+            Err(e) if e.is_stopped() => {
                 // Nothing changed and nothing is reported: the report still
                 // says `started`, and the next decision waits for the Lease.
-                warn!(
-                    step = rstep.as_str(),
-                    "step stopped, nothing changed: {reason}"
-                );
+                warn!(step = rstep.as_str(), "step stopped, nothing changed: {e}");
                 return Ok(());
             }
-            Err(StepEnd::Failed(reason)) => {
+            Err(e) => {
+                let reason = e.to_string();
                 warn!(step = rstep.as_str(), "step failed: {reason}");
                 let r = Report::next(
                     self.memory.report.as_ref(),

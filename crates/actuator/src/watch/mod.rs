@@ -11,12 +11,14 @@
 //! One file per concept: the watch streams ([`streams`]), one session over
 //! one API server ([`session`]), the heartbeat and the host's own checks
 //! ([`heartbeat`]), the decision and what follows from it ([`decision`]),
-//! and a step's host part in its own task ([`step`]).
+//! a step's host part in its own task ([`step`]), and how it can end short
+//! of its end ([`step_error`]).
 
 mod decision;
 mod heartbeat;
 mod session;
 mod step;
+mod step_error;
 mod streams;
 
 use std::{future::Future, sync::Arc, time::Duration};
@@ -30,6 +32,7 @@ use tracing::{info, warn};
 use crate::{cluster::Candidates, config::Settings, metrics::Metrics};
 
 pub use step::step_bound;
+pub use step_error::{HostLeft, PlanError, StepError};
 pub use streams::WATCH_TIMEOUT_SECS;
 
 /// Whole seconds of `d` as i64, saturating (an `as` cast would wrap a huge

@@ -12,7 +12,10 @@ use kube::Api;
 use protocol::{Step, SwapId, report::Detail, report::ReportStep};
 use tracing::{debug, warn};
 
-use super::chain;
+use super::{
+    chain,
+    step_error::{HostLeft, PlanError, StepError},
+};
 use crate::config::Settings;
 
 /// A step whose host part runs in a task of its own.
@@ -24,7 +27,7 @@ pub(super) struct Running {
     /// When the host part started (its duration's metric).
     pub(super) started: Instant,
     pub(super) budget: host::Budget,
-    pub(super) task: tokio::task::JoinHandle<Result<Option<String>, StepEnd>>,
+    pub(super) task: tokio::task::JoinHandle<Result<Option<String>, StepError>>,
 }
 
 impl Running {
@@ -39,18 +42,6 @@ impl Running {
         self.budget.cancel();
         tokio::time::timeout(CANCEL_GRACE, self.task).await.is_ok()
     }
-}
-
-/// How a step's host part ended short of its end.
-#[derive(Debug)]
-pub(super) enum StepEnd {
-    /// It failed part-way; the reason says what state the host was left in.
-    Failed(String),
-    /// It stopped before changing anything (its Lease lapsed while it
-    /// waited for the host lock). The report still says `started`, so the
-    /// step resumes when the Lease is back for its swap, or the controller
-    /// asks for another.
-    Stopped(String),
 }
 
 /// The Lease, read again once a step holds the host lock: the wait for the
@@ -138,18 +129,17 @@ pub fn step_bound(s: &Settings, step: &Step) -> Duration {
 
 /// The end of the running step's task (pending for ever when none runs;
 /// the loop only polls it when one does).
-pub(super) async fn step_end(running: &mut Option<Running>) -> Result<Option<String>, StepEnd> {
+pub(super) async fn step_end(running: &mut Option<Running>) -> Result<Option<String>, StepError> {
     match running {
         Some(r) => (&mut r.task)
             .await
-            .unwrap_or_else(|e| Err(StepEnd::Failed(format!("the step's task failed: {e}")))),
+            .unwrap_or_else(|e| Err(StepError::Task(e.to_string()))),
         None => std::future::pending().await,
     }
 }
 
 /// The host-local part of a step, under the host lock. Returns the snapshot
-/// file for a snapshot, or the reason it failed (one line, no secrets: it is
-/// made of paths, unit names and validated values).
+/// file for a snapshot, or how it failed and what it left.
 ///
 /// The lock, the Lease's check and the etcd work are async, here on the
 /// step's task; the plan is the host's sync work and runs in one blocking
@@ -162,20 +152,18 @@ pub(super) async fn run_host_step(
     lock_timeout: Duration,
     gate: Option<LeaseGate>,
     etcd: Option<EtcdAccess>,
-) -> Result<Option<String>, StepEnd> {
-    let lock = match host.lock_async(lock_timeout).await {
-        Ok(l) => l,
-        Err(e) => return Err(StepEnd::Failed(e.to_string())),
-    };
+) -> Result<Option<String>, StepError> {
+    let lock = host
+        .lock_async(lock_timeout)
+        .await
+        .map_err(|e| StepError::Lock(Box::new(e)))?;
     // The Lease again, now that nothing else can act on the host: it let
     // the step start, but may have lapsed while the step waited.
     if let Some(gate) = &gate
         && let Err(why) = gate.check().await
     {
         drop(lock);
-        return Err(StepEnd::Stopped(format!(
-            "{why} (checked again once the host lock was taken)"
-        )));
+        return Err(StepError::LeaseLapsed(why));
     }
     // Under the lock and the Lease, before any change: a step-down hands
     // leadership over (a failure changes nothing, and says so); a rollback
@@ -193,10 +181,8 @@ pub(super) async fn run_host_step(
                     Ok(join) => name_server = join,
                     Err(why) => {
                         drop(lock);
-                        let left = blocking(move || left_state(&host)).await?;
-                        return Err(StepEnd::Failed(format!(
-                            "{why}; nothing was changed: {left}"
-                        )));
+                        let left = blocking(move || HostLeft::read(&host)).await?;
+                        return Err(StepError::BeforeChange { why, left });
                     }
                 }
             }
@@ -214,7 +200,10 @@ pub(super) async fn run_host_step(
         // The lock goes before the state is read, so a step that replaces
         // this one (a rollback) is not kept waiting by that read.
         drop(lock);
-        outcome.map_err(|reason| StepEnd::Failed(format!("{reason}; {}", left_state(&host))))
+        outcome.map_err(|source| StepError::Plan {
+            source: Box::new(source),
+            left: HostLeft::read(&host),
+        })
     })
     .await?
 }
@@ -223,25 +212,12 @@ pub(super) async fn run_host_step(
 /// waits would hold up the runtime's one worker, and a Docker host's calls
 /// block on the runtime's handle, which panics on a task); a task that
 /// panicked is a failed step.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, StepEnd> {
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, StepError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| StepEnd::Failed(format!("the step's task failed: {e}")))
-}
-
-/// What the host was left as, for a failure's report. Read without the
-/// step's budget: a cancelled step still says where it stopped.
-fn left_state(host: &host::Host) -> String {
-    let host = host
-        .clone()
-        .with_budget(host::Budget::unbounded(host.clock()));
-    let s = crate::local::local_status(&host);
-    format!(
-        "host left with role file {}, k3s {}, k3s-agent {}",
-        s.role.map_or("missing or invalid", |r| r.as_str()),
-        s.server,
-        s.agent,
-    )
+        .map_err(|e| StepError::Task(e.to_string()))
 }
 
 /// The host's plan for `step`, applied (a snapshot taken and named); a
@@ -251,15 +227,15 @@ fn host_step(
     step: &Step,
     swap: Option<&SwapId>,
     name_server: Option<&protocol::JoinUrl>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, PlanError> {
     let plan = match step {
         Step::Promote { join, .. } => host.plan_promote(join),
         Step::StepDown => host.plan_step_down(name_server),
         Step::Rollback => host.plan_rollback(),
         Step::Finish => host.plan_finish(),
         Step::Snapshot => {
-            let swap = swap.ok_or("a snapshot needs a swap to name it")?;
-            let file = host.snapshot(swap).map_err(|e| e.to_string())?;
+            let swap = swap.ok_or(PlanError::NoSwap)?;
+            let file = host.snapshot(swap)?;
             // The snapshot is taken: pruning the older ones is
             // housekeeping, and its failure fails nothing.
             match host.prune_snapshots() {
@@ -272,12 +248,11 @@ fn host_step(
             }
             return Ok(Some(file));
         }
-    }
-    .map_err(|e| e.to_string())?;
+    }?;
     for change in &plan {
         debug!("{}", host.show(change));
     }
-    host.apply(&plan).map_err(|e| e.to_string())?;
+    host.apply(&plan)?;
     Ok(None)
 }
 
