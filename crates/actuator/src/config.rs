@@ -339,8 +339,10 @@ impl Settings {
         Settings::resolve(file, Overrides::from_flags(cli, api, lock_timeout_secs))
     }
 
-    /// The host these settings act on, reading time from `clock`.
-    pub fn host(&self, clock: &clock::Clock) -> host::Host {
+    /// The host these settings act on, reading time from `clock`. A Docker
+    /// host's calls block on `runtime` (see [`host::docker::DockerUnits::new`]
+    /// for what it must be); a native host's never use it.
+    pub fn host(&self, clock: &clock::Clock, runtime: &tokio::runtime::Handle) -> host::Host {
         let mut h = host::Host::new(&self.root, self.node.as_str(), clock.clone())
             .with_systemctl_timeout(self.systemctl_timeout);
         h.etcd_health_url = self.etcd_health_url.clone();
@@ -357,6 +359,7 @@ impl Settings {
                     dockerengine::Engine::new(&d.socket).with_timeout(self.systemctl_timeout),
                     d.containers.clone(),
                     d.stop_grace,
+                    runtime.clone(),
                     clock,
                 )
                 .with_server_ready(self.etcd_health_url.clone()),
@@ -451,8 +454,12 @@ mod tests {
         let s = Settings::resolve(toml::from_str(shipped).unwrap(), o("n")).unwrap();
         assert_eq!(s.docker, None);
         let clock = clock::Clock::system();
+        // (Never driven: the test makes no Docker call.)
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         assert!(matches!(
-            s.host(&clock).units(),
+            s.host(&clock, rt.handle()).units(),
             host::units::Units::Systemd(_)
         ));
         // The shipped file's commented-out table, uncommented, is a Docker host.
@@ -467,7 +474,7 @@ mod tests {
         let s = Settings::resolve(toml::from_str(&table).unwrap(), o("n")).unwrap();
         let d = s.docker.clone().expect("a [docker] table");
         assert_eq!(d.containers, host::docker::Containers::default());
-        match s.host(&clock).units() {
+        match s.host(&clock, rt.handle()).units() {
             host::units::Units::Docker(u) => assert_eq!(u.containers(), &d.containers),
             other => panic!("a Docker host's units are containers: {other:?}"),
         }

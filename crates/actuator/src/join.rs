@@ -14,10 +14,10 @@ use tracing::info;
 /// The voter a step-down must name in `server:`, read from the local
 /// member's list just before it (`None`: what the host names will do). A
 /// failure changes nothing, and says why: the step-down does not begin.
-/// Runs on the step's blocking thread.
-pub fn for_step_down(
+/// It reads the host's unit files and one etcd view (bounded by the
+/// endpoint's timeout), on the watcher's task.
+pub async fn for_step_down(
     host: &host::Host,
-    handle: &tokio::runtime::Handle,
     local: &Endpoint,
     clock: &Clock,
 ) -> Result<Option<JoinUrl>, String> {
@@ -31,8 +31,8 @@ pub fn for_step_down(
             Some(Err(_)) => Configured::NotAUrl,
         }
     }
-    let view = handle
-        .block_on(etcdview::read(local, clock.unix_secs()))
+    let view = etcdview::read(local, clock.unix_secs())
+        .await
         .map_err(|e| {
             format!("could not read etcd's members to check the server k3s bootstraps from: {e}")
         })?;

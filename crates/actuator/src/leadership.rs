@@ -30,17 +30,14 @@ pub enum HandOver {
 }
 
 /// Hands leadership over if the local member leads, trying the other
-/// voters (started ones, in id order) until one takes it. Runs on the step's
-/// blocking thread: it blocks on `handle`. An error changes nothing: the
-/// step-down does not begin. `clock` times the wait for the new leader.
-pub fn hand_over(
-    handle: &tokio::runtime::Handle,
-    ep: &Endpoint,
-    clock: &Clock,
-) -> Result<HandOver, String> {
+/// voters (started ones, in id order) until one takes it. Each call is
+/// bounded by the endpoint's timeout, each wait for a new leader by
+/// [`SETTLE`]. An error changes nothing: the step-down does not begin.
+/// `clock` times the wait for the new leader.
+pub async fn hand_over(ep: &Endpoint, clock: &Clock) -> Result<HandOver, String> {
     let now = || clock.unix_secs();
-    let view = handle
-        .block_on(etcdview::read(ep, now()))
+    let view = etcdview::read(ep, now())
+        .await
         .map_err(|e| format!("could not tell whether this member leads etcd: {e}"))?;
     if view.leader != Some(view.member) {
         return Ok(HandOver::NotLeader);
@@ -54,7 +51,7 @@ pub fn hand_over(
     let mut tried = Vec::new();
     for to in candidates {
         let started = clock.now();
-        match handle.block_on(etcdview::move_leader(ep, to)) {
+        match etcdview::move_leader(ep, to).await {
             Ok(()) => {}
             Err(e) => {
                 warn!("etcd leadership not moved to {to}: {e}");
@@ -63,7 +60,7 @@ pub fn hand_over(
             }
         }
         while clock.since(started) < SETTLE {
-            if let Ok(v) = handle.block_on(etcdview::read(ep, now()))
+            if let Ok(v) = etcdview::read(ep, now()).await
                 && v.leader == Some(to)
             {
                 let took = clock.since(started);
@@ -74,7 +71,7 @@ pub fn hand_over(
                 );
                 return Ok(HandOver::Moved { to, took });
             }
-            std::thread::sleep(Duration::from_millis(100));
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         tried.push(format!(
             "{to}: not leader {} s after the move",

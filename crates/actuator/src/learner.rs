@@ -60,13 +60,25 @@ pub fn endpoint_of(template: &Endpoint, join: &JoinUrl) -> Endpoint {
 /// is one (see the module's notes for why in that order). Best effort: the
 /// rollback goes on whatever happens here (an agent again is what matters);
 /// what was done or why not is logged and returned.
-pub fn remove_own(
-    handle: &tokio::runtime::Handle,
+///
+/// The stop is the host's sync work (a unit's stop and its confirmation,
+/// under the host's budget), so it runs in a blocking task of its own; the
+/// etcd requests, each bounded by the endpoint's timeout, run here.
+pub async fn remove_own(
     ep: &Endpoint,
     host: &host::Host,
     addresses: &LocalAddresses,
 ) -> Option<MemberId> {
-    if let Err(e) = host.stop_server() {
+    let stopping = host.clone();
+    let stopped = tokio::task::spawn_blocking(move || stopping.stop_server())
+        .await
+        .unwrap_or_else(|e| {
+            Err(host::Error::Command {
+                command: "stop k3s".into(),
+                detail: format!("the stop's task failed: {e}"),
+            })
+        });
+    if let Err(e) = stopped {
         warn!(
             "this host's learner is not removed: its server (the learner's etcd) \
              could not be confirmed stopped: {e}"
@@ -74,7 +86,7 @@ pub fn remove_own(
         return None;
     }
     let node = host.node.as_str();
-    let view = match handle.block_on(etcdview::read(ep, 0)) {
+    let view = match etcdview::read(ep, 0).await {
         Ok(v) => v,
         Err(e) => {
             warn!("the rolled-back learner could not be looked for: {e}");
@@ -92,7 +104,7 @@ pub fn remove_own(
         );
         return None;
     }
-    match handle.block_on(etcdview::remove_learner(ep, m.id)) {
+    match etcdview::remove_learner(ep, m.id).await {
         Ok(()) => {
             info!(
                 "removed this host's learner {} ({}) from etcd",

@@ -33,22 +33,10 @@ fn main() -> ExitCode {
     let format = cli.output;
     let clock = Clock::system();
     let outcome = match &cli.command {
+        // systemd's `ExecCondition=`: answered from the disk alone, with no
+        // runtime (nothing there that could fail to start, or be slow to).
         Command::Is { role, no_tombstone } => Ok(is(&cli, role, *no_tombstone, &clock)),
-        Command::PromoteLocal {
-            join,
-            check,
-            lock_timeout,
-        } => promote_local(&cli, join, *check, *lock_timeout, &clock),
-        Command::DemoteLocal {
-            check,
-            force,
-            lock_timeout,
-        } => demote_local(&cli, *check, *force, *lock_timeout, &clock),
-        Command::Snapshot { name } => snapshot(&cli, name, &clock),
-        Command::HandOver { before } => hand_over(&cli, before, &clock),
-        Command::WaitJoin { url, timeout } => wait_join(&cli, url.as_deref(), *timeout, &clock),
-        Command::Status(api) => status(&cli, api, &clock),
-        Command::Watch(api) => watch(&cli, api, clock),
+        command => runtime().and_then(|rt| run(&cli, command, &rt, clock)),
     };
     match outcome {
         Ok(code) => code,
@@ -57,6 +45,48 @@ fn main() -> ExitCode {
             print_error(format, &e, exit);
             ExitCode::from(exit.code())
         }
+    }
+}
+
+/// The process's one runtime. A worker thread of its own drives every call
+/// out, so a thread that is not the runtime's (the main thread, a step's
+/// blocking thread) can block on its handle for a Docker host's calls: a
+/// current-thread runtime's handle drives nothing unless someone is inside
+/// its `block_on`, and such a call would never end.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("starting the runtime")
+}
+
+/// Every command but `is`, on the process's one runtime `rt`.
+fn run(
+    cli: &Cli,
+    command: &Command,
+    rt: &tokio::runtime::Runtime,
+    clock: Clock,
+) -> anyhow::Result<ExitCode> {
+    let clock = &clock;
+    match command {
+        // (`main` answers it before any runtime starts.)
+        Command::Is { role, no_tombstone } => Ok(is(cli, role, *no_tombstone, clock)),
+        Command::PromoteLocal {
+            join,
+            check,
+            lock_timeout,
+        } => promote_local(cli, join, *check, *lock_timeout, rt, clock),
+        Command::DemoteLocal {
+            check,
+            force,
+            lock_timeout,
+        } => demote_local(cli, *check, *force, *lock_timeout, rt, clock),
+        Command::Snapshot { name } => snapshot(cli, name, rt, clock),
+        Command::HandOver { before } => hand_over(cli, before, rt, clock),
+        Command::WaitJoin { url, timeout } => wait_join(cli, url.as_deref(), *timeout, rt, clock),
+        Command::Status(api) => status(cli, api, rt, clock),
+        Command::Watch(api) => watch(cli, api, rt, clock.clone()),
     }
 }
 
@@ -125,12 +155,13 @@ fn promote_local(
     join: &str,
     check: bool,
     lock_timeout: Option<u64>,
+    rt: &tokio::runtime::Runtime,
     clock: &Clock,
 ) -> anyhow::Result<ExitCode> {
     let join = JoinUrl::parse(join).map_err(usage)?;
     let s = settings(cli, None, lock_timeout)?;
     local::switch(
-        &s.host(clock),
+        &s.host(clock, rt.handle()),
         &Switch::Promote(join),
         check,
         s.lock_timeout,
@@ -145,11 +176,12 @@ fn demote_local(
     check: bool,
     force: bool,
     lock_timeout: Option<u64>,
+    rt: &tokio::runtime::Runtime,
     clock: &Clock,
 ) -> anyhow::Result<ExitCode> {
     let s = settings(cli, None, lock_timeout)?;
     local::switch(
-        &s.host(clock),
+        &s.host(clock, rt.handle()),
         &Switch::Demote { force },
         check,
         s.lock_timeout,
@@ -159,10 +191,20 @@ fn demote_local(
 }
 
 /// `snapshot --name NAME`.
-fn snapshot(cli: &Cli, name: &str, clock: &Clock) -> anyhow::Result<ExitCode> {
+fn snapshot(
+    cli: &Cli,
+    name: &str,
+    rt: &tokio::runtime::Runtime,
+    clock: &Clock,
+) -> anyhow::Result<ExitCode> {
     let name = SwapId::parse(name).map_err(usage)?;
     let s = settings(cli, None, None)?;
-    local::snapshot(&s.host(clock), &name, s.lock_timeout, cli.output)?;
+    local::snapshot(
+        &s.host(clock, rt.handle()),
+        &name,
+        s.lock_timeout,
+        cli.output,
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -172,13 +214,14 @@ fn wait_join(
     cli: &Cli,
     url: Option<&str>,
     timeout: u64,
+    rt: &tokio::runtime::Runtime,
     clock: &Clock,
 ) -> anyhow::Result<ExitCode> {
     let url = match url.filter(|u| !u.trim().is_empty()) {
         Some(u) => Some(JoinUrl::parse(u.trim()).map_err(usage)?),
         None => {
             let s = settings(cli, None, None)?;
-            let paths = &s.host(clock).paths;
+            let paths = &s.host(clock, rt.handle()).paths;
             match host::join::server_unit(paths).or_else(|| host::join::agent_unit(paths)) {
                 None => None,
                 Some(c) => Some(
@@ -199,10 +242,6 @@ fn wait_join(
         );
         return Ok(ExitCode::SUCCESS);
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
     let bound = std::time::Duration::from_secs(timeout);
     let took = rt
         .block_on(actuator::join::wait_join(&url, bound, clock))
@@ -225,20 +264,17 @@ fn wait_join(
 /// Nothing to do on a host that is no voter. A failure is said and the
 /// host goes on (the units that run this never hold the sleep or the
 /// shutdown back past their own bound).
-fn hand_over(cli: &Cli, before: &str, clock: &Clock) -> anyhow::Result<ExitCode> {
+fn hand_over(
+    cli: &Cli,
+    before: &str,
+    rt: &tokio::runtime::Runtime,
+    clock: &Clock,
+) -> anyhow::Result<ExitCode> {
     let s = settings(cli, None, None)?;
-    let host = s.host(clock);
+    let host = s.host(clock, rt.handle());
     let voter = host.role()? == Some(Role::Server) && host.member_may_vote();
     let (line, moved) = if voter {
-        // `hand_over` blocks on the handle: a runtime of its own, whose
-        // worker drives the calls (a current-thread runtime's handle could
-        // not).
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .context("starting the runtime")?;
-        match actuator::leadership::hand_over(rt.handle(), &s.etcd, clock)
+        match rt.block_on(actuator::leadership::hand_over(&s.etcd, clock))
             .map_err(|why| anyhow::anyhow!("before {before}: {why}; the host goes on, and etcd elects a new leader after its election timeout"))?
         {
             actuator::leadership::HandOver::NotLeader => {
@@ -268,14 +304,19 @@ fn hand_over(cli: &Cli, before: &str, clock: &Clock) -> anyhow::Result<ExitCode>
 
 /// `status`: the host as read here, with an API its report, and the
 /// credential's lapse; exit 5 when something is degraded.
-fn status(cli: &Cli, api: &ApiArgs, clock: &Clock) -> anyhow::Result<ExitCode> {
+fn status(
+    cli: &Cli,
+    api: &ApiArgs,
+    rt: &tokio::runtime::Runtime,
+    clock: &Clock,
+) -> anyhow::Result<ExitCode> {
     let format = cli.output;
     let s = settings(cli, Some(api), None)?;
-    let local = local::local_status(&s.host(clock));
+    let local = local::local_status(&s.host(clock, rt.handle()));
     let mut lines = local.lines();
     let mut remote = serde_json::Value::Null;
     if !s.api.is_empty() {
-        let r = api_report(&s)?;
+        let r = api_report(&s, rt)?;
         // The report came from the API: whatever it holds is shown
         // escaped on one line, so a reason carrying a newline or a
         // terminal escape can neither forge a line nor drive the
@@ -285,7 +326,7 @@ fn status(cli: &Cli, api: &ApiArgs, clock: &Clock) -> anyhow::Result<ExitCode> {
     }
     // The copy kept on the host, shown whatever it holds: a copy that
     // does not parse is what makes `watch` refuse to start.
-    let (kept, kept_error) = match report::read_local(&s.host(clock).paths) {
+    let (kept, kept_error) = match report::read_local(&s.host(clock, rt.handle()).paths) {
         Ok(r) => {
             lines.push(format!("kept report:  {}", report_line(r.as_ref())));
             (serde_json::to_value(&r)?, None)
@@ -296,7 +337,7 @@ fn status(cli: &Cli, api: &ApiArgs, clock: &Clock) -> anyhow::Result<ExitCode> {
             (serde_json::Value::Null, Some(e.to_string()))
         }
     };
-    let k3s = s.host(clock).k3s_version();
+    let k3s = s.host(clock, rt.handle()).k3s_version();
     lines.push(match &k3s {
         Ok(v) => format!(
             "k3s release:  {}{}",
@@ -347,10 +388,10 @@ fn status(cli: &Cli, api: &ApiArgs, clock: &Clock) -> anyhow::Result<ExitCode> {
 /// The host's report as the API holds it, read through each candidate in
 /// turn, as the watcher moves on: an etcd-only server's 503 as much as a
 /// refused connection.
-fn api_report(s: &Settings) -> anyhow::Result<Option<protocol::Report>> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+fn api_report(
+    s: &Settings,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<Option<protocol::Report>> {
     let candidates =
         Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone()).map_err(usage)?;
     let r = rt
@@ -371,7 +412,12 @@ fn api_report(s: &Settings) -> anyhow::Result<Option<protocol::Report>> {
 
 /// `watch`: the host checked to be the configured Node, then the watcher
 /// run until SIGTERM.
-fn watch(cli: &Cli, api: &ApiArgs, clock: Clock) -> anyhow::Result<ExitCode> {
+fn watch(
+    cli: &Cli,
+    api: &ApiArgs,
+    rt: &tokio::runtime::Runtime,
+    clock: Clock,
+) -> anyhow::Result<ExitCode> {
     let s = settings(cli, Some(api), None)?;
     // A templated actuator.toml naming one Node on every host would
     // make each host carry out that Node's steps: refuse to start
@@ -381,7 +427,7 @@ fn watch(cli: &Cli, api: &ApiArgs, clock: Clock) -> anyhow::Result<ExitCode> {
         .context("reading this host's addresses")?;
     // The configured node is at fault, not the host: a usage error.
     host::identity::check(
-        &s.host(&clock).paths,
+        &s.host(&clock, rt.handle()).paths,
         s.node.as_str(),
         hostname.as_deref(),
         &addresses,
@@ -390,7 +436,7 @@ fn watch(cli: &Cli, api: &ApiArgs, clock: Clock) -> anyhow::Result<ExitCode> {
     init_logging();
     // Said, never refused: a fleet upgrading k3s host by host passes
     // through releases newer than this build knows.
-    match s.host(&clock).k3s_version() {
+    match s.host(&clock, rt.handle()).k3s_version() {
         Ok(v) => match v.warning() {
             Some(w) => tracing::warn!("{w}"),
             None => tracing::info!("k3s {}", v.text),
@@ -399,10 +445,6 @@ fn watch(cli: &Cli, api: &ApiArgs, clock: Clock) -> anyhow::Result<ExitCode> {
     }
     let candidates =
         Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone()).map_err(usage)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
     rt.block_on(async {
         let metrics = Arc::new(Metrics::new());
         // Off unless configured: most hosts need the report alone.
@@ -410,7 +452,7 @@ fn watch(cli: &Cli, api: &ApiArgs, clock: Clock) -> anyhow::Result<ExitCode> {
             let bound = metrics.clone().serve(addr).await?;
             tracing::info!("serving /metrics and /healthz on {bound}");
         }
-        let host = s.host(&clock);
+        let host = s.host(&clock, rt.handle());
         // The crash test's failpoint, in a build that has it (never the
         // packaged one): see `failpoint`.
         #[cfg(feature = "failpoint")]

@@ -60,7 +60,7 @@ fn a_rollback_removes_its_learner_only_once_its_server_is_confirmed_stopped() {
     let blind = host::Host::new(h.root(), "learner-host", clock::Clock::system())
         .with_search_path(dir.path().join("no-programs-here"));
     assert_eq!(
-        learner::remove_own(rt.handle(), &ep, &blind, &loopback()),
+        rt.block_on(learner::remove_own(&ep, &blind, &loopback())),
         None
     );
     assert!(
@@ -74,7 +74,7 @@ fn a_rollback_removes_its_learner_only_once_its_server_is_confirmed_stopped() {
     let host = host::Host::new(h.root(), "learner-host", clock::Clock::system())
         .with_search_path(h.path_env());
     assert_eq!(
-        learner::remove_own(rt.handle(), &ep, &host, &loopback()),
+        rt.block_on(learner::remove_own(&ep, &host, &loopback())),
         Some(id)
     );
     assert!(!h.active("k3s") && h.enabled("k3s"));

@@ -333,7 +333,9 @@ impl Rig {
             },
         )
         .unwrap();
-        let h = settings.host(&clock).with_search_path(host.path_env());
+        let h = settings
+            .host(&clock, &tokio::runtime::Handle::current())
+            .with_search_path(host.path_env());
         // The Nodes say 10.0.0.9: this host's address, for the watcher.
         let here = host::addresses::LocalAddresses::parse("|-- 10.0.0.9\n /32 host LOCAL\n", "");
         let mut watcher = Watcher::with_host(settings, h, clock.clone())

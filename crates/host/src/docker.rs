@@ -58,6 +58,9 @@ impl Default for Containers {
 #[derive(Debug, Clone)]
 pub struct DockerUnits {
     engine: Engine,
+    /// The runtime the engine's calls are driven on: the host's work is
+    /// sync and runs on blocking threads, which block on this handle.
+    runtime: tokio::runtime::Handle,
     containers: Containers,
     grace: Duration,
     server_ready: Option<String>,
@@ -67,14 +70,23 @@ pub struct DockerUnits {
 impl DockerUnits {
     /// The containers `containers` of the daemon behind `engine`, each stop
     /// given `grace` before Docker kills (k3s's units: systemd's 90 s).
+    ///
+    /// Every call blocks on `runtime`, so it is made from a thread that is
+    /// no runtime's task (a blocking task, the main thread): blocking on a
+    /// handle inside a task panics. `runtime` must drive its own I/O and
+    /// timers (a multi-thread runtime, as the actuator's process has): a
+    /// current-thread runtime's handle drives nothing unless some thread is
+    /// inside its `Runtime::block_on`.
     pub fn new(
         engine: Engine,
         containers: Containers,
         grace: Duration,
+        runtime: tokio::runtime::Handle,
         clock: &clock::Clock,
     ) -> Self {
         Self {
             engine,
+            runtime,
             containers,
             grace,
             server_ready: None,
@@ -112,19 +124,15 @@ impl DockerUnits {
         }
     }
 
-    /// Runs one call of the engine to its end on this thread, on a small
-    /// runtime of its own ([`runtime`]); the engine bounds the call itself.
+    /// Runs one call of the engine to its end, blocking this thread on the
+    /// runtime's handle; the engine bounds the call itself.
     fn block<T>(
         &self,
         what: &str,
         fut: impl Future<Output = std::result::Result<T, dockerengine::Error>>,
     ) -> Result<T> {
         self.budget.check(what)?;
-        let rt = runtime().map_err(|detail| Error::Command {
-            command: what.to_string(),
-            detail,
-        })?;
-        rt.block_on(fut).map_err(|e| Error::Command {
+        self.runtime.block_on(fut).map_err(|e| Error::Command {
             command: what.to_string(),
             detail: e.to_string(),
         })
@@ -163,9 +171,8 @@ impl DockerUnits {
     ) -> std::result::Result<std::process::Output, String> {
         use std::os::unix::process::ExitStatusExt;
         let server = &self.containers.server;
-        let rt = runtime()?;
         let clock = self.budget.clock().clone();
-        rt.block_on(async {
+        self.runtime.block_on(async {
             let Some(c) = self
                 .engine
                 .inspect(server)
@@ -360,15 +367,6 @@ impl DockerUnits {
             budget: &self.budget,
         }
     }
-}
-
-/// A runtime of its own for one call on this thread: the host's work runs
-/// on blocking threads (the actuator's `spawn_blocking`), never inside one.
-fn runtime() -> std::result::Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("no runtime for the Docker call: {e}"))
 }
 
 /// A unit with no container: stopped, and never started.

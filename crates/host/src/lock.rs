@@ -39,40 +39,73 @@ impl HostLock {
     /// Takes the lock like [`HostLock::acquire`], giving up when `budget` is
     /// cancelled or spent: a cancelled step must not keep waiting for it.
     pub fn acquire_within(path: &Path, timeout: Duration, budget: &Budget) -> Result<HostLock> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io("creating", dir))?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(io("opening the lock", path))?;
+        let file = open(path)?;
         let clock = budget.clock();
         let start = clock.now();
         loop {
-            match file.try_lock() {
-                Ok(()) => {
-                    // Tightened once held, so a switch refused for the
-                    // lock changes nothing on the host.
-                    file.set_permissions(Permissions::from_mode(0o600))
-                        .map_err(io("making the lock its owner's alone", path))?;
-                    return Ok(HostLock { _file: file });
-                }
-                Err(TryLockError::WouldBlock) if clock.since(start) < timeout => {
-                    budget.check("waiting for the host lock")?;
-                    thread::sleep(Duration::from_millis(100));
-                }
-                Err(TryLockError::WouldBlock) => {
-                    return Err(Error::LockTimeout {
-                        path: path.to_path_buf(),
-                        waited: clock.since(start),
-                    });
-                }
-                Err(TryLockError::Error(e)) => return Err(io("locking", path)(e)),
+            if take(&file, path, clock.since(start), timeout)? {
+                return Ok(HostLock { _file: file });
             }
+            budget.check("waiting for the host lock")?;
+            thread::sleep(RETRY);
         }
+    }
+
+    /// Takes the lock like [`HostLock::acquire_within`], waiting on the
+    /// runtime's timer rather than this thread: what an async caller (the
+    /// actuator's step, on the watcher's task) uses.
+    pub async fn acquire_within_async(
+        path: &Path,
+        timeout: Duration,
+        budget: &Budget,
+    ) -> Result<HostLock> {
+        let file = open(path)?;
+        let clock = budget.clock();
+        let start = clock.now();
+        loop {
+            if take(&file, path, clock.since(start), timeout)? {
+                return Ok(HostLock { _file: file });
+            }
+            budget.check("waiting for the host lock")?;
+            tokio::time::sleep(RETRY).await;
+        }
+    }
+}
+
+/// How often a wait for the lock tries it again.
+const RETRY: Duration = Duration::from_millis(100);
+
+/// The lock file, made (and its folder) if need be.
+fn open(path: &Path) -> Result<File> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io("creating", dir))?;
+    }
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io("opening the lock", path))
+}
+
+/// One try for the lock on `file`, `waited` into a wait of `timeout`:
+/// held, not yet (`false`: try again), or an error once `timeout` passed.
+fn take(file: &File, path: &Path, waited: Duration, timeout: Duration) -> Result<bool> {
+    match file.try_lock() {
+        Ok(()) => {
+            // Tightened once held, so a switch refused for the lock changes
+            // nothing on the host.
+            file.set_permissions(Permissions::from_mode(0o600))
+                .map_err(io("making the lock its owner's alone", path))?;
+            Ok(true)
+        }
+        Err(TryLockError::WouldBlock) if waited < timeout => Ok(false),
+        Err(TryLockError::WouldBlock) => Err(Error::LockTimeout {
+            path: path.to_path_buf(),
+            waited,
+        }),
+        Err(TryLockError::Error(e)) => Err(io("locking", path)(e)),
     }
 }
 
@@ -90,6 +123,36 @@ mod tests {
         assert!(err.to_string().contains("fleet-role.lock"), "{err}");
         drop(held);
         let _again = HostLock::acquire(&path, Duration::ZERO, &clock).unwrap();
+    }
+
+    #[test]
+    fn an_async_wait_for_a_held_lock_fails_naming_it_and_a_cancelled_one_stops() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fleet-role.lock");
+        let clock = Clock::system();
+        let held = HostLock::acquire(&path, Duration::ZERO, &clock).unwrap();
+        let budget = Budget::unbounded(&clock);
+        let wait = |b: &Budget, t| {
+            rt.block_on(HostLock::acquire_within_async(&path, t, b))
+                .unwrap_err()
+        };
+        let err = wait(&budget, Duration::from_millis(250));
+        assert!(matches!(err, Error::LockTimeout { .. }), "{err}");
+        budget.cancel();
+        let err = wait(&budget, Duration::from_secs(3600));
+        assert!(matches!(err, Error::Cancelled { .. }), "{err}");
+        drop(held);
+        let _again = rt
+            .block_on(HostLock::acquire_within_async(
+                &path,
+                Duration::ZERO,
+                &Budget::unbounded(&clock),
+            ))
+            .unwrap();
     }
 
     #[test]

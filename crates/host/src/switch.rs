@@ -273,6 +273,12 @@ impl Host {
         HostLock::acquire_within(&self.paths.lock_file(), timeout, &self.budget)
     }
 
+    /// Takes the host lock as [`Host::lock`] does, waiting on the runtime's
+    /// timer: for a caller on an async task.
+    pub async fn lock_async(&self, timeout: Duration) -> Result<HostLock> {
+        HostLock::acquire_within_async(&self.paths.lock_file(), timeout, &self.budget).await
+    }
+
     /// A change as one line for a person.
     pub fn show<'a>(&'a self, c: &'a Change) -> Shown<'a> {
         Shown(c, self)

@@ -144,6 +144,7 @@ impl DockerHost {
             self.engine.clone(),
             Containers::default(),
             Duration::from_secs(10),
+            self.rt.handle().clone(),
             &self.clock,
         )
     }

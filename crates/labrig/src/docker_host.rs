@@ -102,6 +102,7 @@ impl DockerHost {
             daemon.engine().clone(),
             Containers::default(),
             STOP_GRACE,
+            tokio::runtime::Handle::current(),
             &clock,
         );
         let root = spec.root(&h.name);

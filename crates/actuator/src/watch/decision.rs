@@ -16,7 +16,8 @@ use tracing::{debug, info, warn};
 
 use super::{
     Copy, Decided, LeaseSeen, Watcher, secs_i64,
-    step::{EtcdAccess, LeaseGate, Running, StepEnd, run_host_step, step_bound},
+    step::{EtcdAccess, LeaseGate, Running, run_host_step, step_bound},
+    step_error::StepError,
 };
 use crate::report;
 
@@ -290,7 +291,6 @@ impl Watcher {
         let gate = match (&step, &swap) {
             (Step::Finish, _) | (_, None) => None,
             (_, Some(swap)) => Some(LeaseGate {
-                handle: tokio::runtime::Handle::current(),
                 leases: Api::namespaced(client.clone(), LEASE_NAMESPACE),
                 names: self.settings.names.clone(),
                 swap: swap.clone(),
@@ -303,25 +303,18 @@ impl Watcher {
         // A step-down first hands etcd's leadership over, through the
         // local member; a rollback removes its own learner.
         let etcd = matches!(step, Step::StepDown | Step::Rollback).then(|| EtcdAccess {
-            handle: tokio::runtime::Handle::current(),
             local: self.settings.etcd.clone(),
             addresses: self.addresses.clone(),
             clock: self.clock.clone(),
         });
-        let task = tokio::task::spawn_blocking({
-            let step = step.clone();
-            let swap = swap.clone();
-            move || {
-                run_host_step(
-                    &host,
-                    &step,
-                    swap.as_ref(),
-                    lock_timeout,
-                    gate.as_ref(),
-                    etcd.as_ref(),
-                )
-            }
-        });
+        let task = tokio::spawn(run_host_step(
+            host,
+            step.clone(),
+            swap.clone(),
+            lock_timeout,
+            gate,
+            etcd,
+        ));
         self.running = Some(Running {
             swap,
             step,
@@ -339,7 +332,7 @@ impl Watcher {
         &mut self,
         client: &Client,
         running: Running,
-        outcome: Result<Option<String>, StepEnd>,
+        outcome: Result<Option<String>, StepError>,
     ) -> Result<(), kube::Error> {
         let Running {
             swap,
@@ -355,22 +348,19 @@ impl Watcher {
             rstep.as_str(),
             match &outcome {
                 Ok(_) => "done",
-                Err(StepEnd::Stopped(_)) => "stopped",
-                Err(StepEnd::Failed(_)) => "failed",
+                Err(e) => e.outcome(),
             },
         );
         let host_outcome = match outcome {
             Ok(o) => o,
-            Err(StepEnd::Stopped(reason)) => {
+            Err(e) if e.is_stopped() => {
                 // Nothing changed and nothing is reported: the report still
                 // says `started`, and the next decision waits for the Lease.
-                warn!(
-                    step = rstep.as_str(),
-                    "step stopped, nothing changed: {reason}"
-                );
+                warn!(step = rstep.as_str(), "step stopped, nothing changed: {e}");
                 return Ok(());
             }
-            Err(StepEnd::Failed(reason)) => {
+            Err(e) => {
+                let reason = e.to_string();
                 warn!(step = rstep.as_str(), "step failed: {reason}");
                 let r = Report::next(
                     self.memory.report.as_ref(),

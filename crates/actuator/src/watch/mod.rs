@@ -8,15 +8,20 @@
 //! the end, so a restarted actuator resumes a started step and never repeats
 //! a settled one.
 //!
-//! One file per concept: the watch streams ([`streams`]), one session over
+//! One file per concept: the report in memory ([`memory`]), the watch
+//! streams ([`streams`]), what they have shown ([`seen`]), one session over
 //! one API server ([`session`]), the heartbeat and the host's own checks
 //! ([`heartbeat`]), the decision and what follows from it ([`decision`]),
-//! and a step's host part in its own task ([`step`]).
+//! a step's host part in its own task ([`step`]), and how it can end short
+//! of its end ([`step_error`]).
 
 mod decision;
 mod heartbeat;
+mod memory;
+mod seen;
 mod session;
 mod step;
+mod step_error;
 mod streams;
 
 use std::{future::Future, sync::Arc, time::Duration};
@@ -24,12 +29,15 @@ use std::{future::Future, sync::Arc, time::Duration};
 use clock::Clock;
 use futures::pin_mut;
 use k8s_openapi::api::core::v1::Node;
-use protocol::{LeaseFacts, Report};
+use protocol::Report;
 use tracing::{info, warn};
 
 use crate::{cluster::Candidates, config::Settings, metrics::Metrics};
+use memory::{Copy, Memory};
+use seen::{AddressCheck, LeaseSeen};
 
 pub use step::step_bound;
+pub use step_error::{HostLeft, PlanError, StepError};
 pub use streams::WATCH_TIMEOUT_SECS;
 
 /// Whole seconds of `d` as i64, saturating (an `as` cast would wrap a huge
@@ -109,78 +117,6 @@ pub struct Decisions {
     pub last: Option<Decided>,
 }
 
-/// The report as the watcher holds it: its memory of steps.
-#[derive(Debug, Default)]
-struct Memory {
-    /// The last report written (or read).
-    report: Option<Report>,
-    /// How it stands against the API's copy.
-    copy: Copy,
-    /// The host's objects in the API as last read or written.
-    published: crate::report::Published,
-    /// The API's refusal of the last report sent, while it stands, and
-    /// when it was said: the same report is sent again at most once a
-    /// heartbeat period (a new one at once), and the refusal rides on the
-    /// heartbeat, where `status` shows it.
-    refused: Option<(std::time::Instant, crate::report::Refusal)>,
-}
-
-impl Memory {
-    /// Whether `refusal` is not the one the last report met (a new one is
-    /// said; the same one again is not).
-    fn is_new(&self, refusal: &crate::report::Refusal) -> bool {
-        self.refused.as_ref().is_none_or(|(_, r)| r != refusal)
-    }
-}
-
-/// How the report in memory stands against the API's copy.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-enum Copy {
-    /// Not read yet: the next session reads it (the host's copy and the
-    /// API's) before anything else.
-    #[default]
-    NotRead,
-    /// The API holds what memory holds.
-    Written,
-    /// Memory is ahead of the API (a write that failed, or the API's copy
-    /// found behind the host's): written first thing at the next decision.
-    Unwritten,
-}
-
-/// The regrade Lease as this session's watch has shown it.
-#[derive(Debug, Default, Clone, PartialEq)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one per watcher, held in place: boxing it would buy nothing"
-)]
-enum LeaseSeen {
-    /// Not listed yet this session: no decision is made, as an absent
-    /// Lease and an unknown one are not the same.
-    #[default]
-    NotListed,
-    /// Listed (`None`: absent).
-    Listed(Option<LeaseFacts>),
-}
-
-impl LeaseSeen {
-    /// The Lease as last shown (none: absent, or not listed yet).
-    fn facts(&self) -> Option<&LeaseFacts> {
-        match self {
-            LeaseSeen::Listed(facts) => facts.as_ref(),
-            LeaseSeen::NotListed => None,
-        }
-    }
-}
-
-/// Whether the Node's InternalIP was checked against this host's addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AddressCheck {
-    /// Not yet: the Node has not been seen with an InternalIP.
-    Pending,
-    /// The InternalIP is one of this host's.
-    Passed,
-}
-
 /// The watcher's state, kept across sessions (API candidates).
 pub struct Watcher {
     settings: Settings,
@@ -211,9 +147,10 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// A watcher for the host the settings name, reading time from `clock`.
-    pub fn new(settings: Settings, clock: Clock) -> Self {
-        let host = settings.host(&clock);
+    /// A watcher for the host the settings name, reading time from `clock`;
+    /// a Docker host's calls block on `runtime`.
+    pub fn new(settings: Settings, clock: Clock, runtime: &tokio::runtime::Handle) -> Self {
+        let host = settings.host(&clock, runtime);
         Self::with_host(settings, host, clock)
     }
 
@@ -330,11 +267,5 @@ mod tests {
     fn whole_seconds_saturate_rather_than_wrapping_negative() {
         assert_eq!(secs_i64(Duration::MAX), i64::MAX);
         assert_eq!(secs_i64(Duration::from_secs(5)), 5);
-    }
-
-    #[test]
-    fn a_lease_not_listed_yet_shows_no_facts() {
-        assert_eq!(LeaseSeen::NotListed.facts(), None);
-        assert_eq!(LeaseSeen::Listed(None).facts(), None);
     }
 }

@@ -1,8 +1,8 @@
-//! A step's host part, run in a blocking task of its own under a budget
-//! that bounds it and can cancel it, so the watcher's loop goes on watching
-//! (and can take a rollback) while it runs: the host lock, the Lease read
-//! again under it, the etcd work some steps begin with, then the host's
-//! plan.
+//! A step's host part, run in a task of its own under a budget that bounds
+//! it and can cancel it, so the watcher's loop goes on watching (and can
+//! take a rollback) while it runs: the host lock, the Lease read again
+//! under it and the etcd work some steps begin with, all async on the
+//! runtime, then the host's plan, the one sync part, in a blocking task.
 
 use std::time::{Duration, Instant};
 
@@ -13,10 +13,13 @@ use kube::Api;
 use protocol::{SwapId, report::Detail, report::ReportStep};
 use tracing::{debug, warn};
 
-use super::chain;
+use super::{
+    chain,
+    step_error::{HostLeft, PlanError, StepError},
+};
 use crate::config::Settings;
 
-/// A step whose host part runs in a blocking task of its own.
+/// A step whose host part runs in a task of its own.
 pub(super) struct Running {
     pub(super) swap: Option<SwapId>,
     pub(super) step: Step,
@@ -25,7 +28,7 @@ pub(super) struct Running {
     /// When the host part started (its duration's metric).
     pub(super) started: Instant,
     pub(super) budget: host::Budget,
-    pub(super) task: tokio::task::JoinHandle<Result<Option<String>, StepEnd>>,
+    pub(super) task: tokio::task::JoinHandle<Result<Option<String>, StepError>>,
 }
 
 impl Running {
@@ -42,23 +45,10 @@ impl Running {
     }
 }
 
-/// How a step's host part ended short of its end.
-#[derive(Debug)]
-pub(super) enum StepEnd {
-    /// It failed part-way; the reason says what state the host was left in.
-    Failed(String),
-    /// It stopped before changing anything (its Lease lapsed while it
-    /// waited for the host lock). The report still says `started`, so the
-    /// step resumes when the Lease is back for its swap, or the controller
-    /// asks for another.
-    Stopped(String),
-}
-
 /// The Lease, read again once a step holds the host lock: the wait for the
 /// lock (up to `lock_timeout`, 60 s) can outlast the Lease that let the step
 /// start, and a step taken without its Lease could cost quorum.
 pub(super) struct LeaseGate {
-    pub(super) handle: tokio::runtime::Handle,
     pub(super) leases: Api<Lease>,
     pub(super) names: protocol::Names,
     pub(super) swap: SwapId,
@@ -70,12 +60,13 @@ pub(super) struct LeaseGate {
 }
 
 impl LeaseGate {
-    /// Whether the Lease is still held for the step's swap. Called on the
-    /// step's blocking thread, so it may block on the request.
-    fn check(&self) -> Result<(), String> {
+    /// Whether the Lease is still held for the step's swap: one read,
+    /// bounded by the client's timeouts ([`crate::cluster`]).
+    async fn check(&self) -> Result<(), String> {
         let lease = self
-            .handle
-            .block_on(self.leases.get_opt(&self.names.lease_name))
+            .leases
+            .get_opt(&self.names.lease_name)
+            .await
             .map_err(|e| {
                 format!(
                     "the regrade Lease could not be read again once the host lock was taken: {}",
@@ -95,9 +86,8 @@ impl LeaseGate {
     }
 }
 
-/// What a step reaches etcd with, from its blocking thread.
+/// What a step reaches etcd with.
 pub(super) struct EtcdAccess {
-    pub(super) handle: tokio::runtime::Handle,
     /// The local member.
     pub(super) local: etcdview::Endpoint,
     /// This host's addresses (a learner never started has only its peer
@@ -140,88 +130,95 @@ pub fn step_bound(s: &Settings, step: &Step) -> Duration {
 
 /// The end of the running step's task (pending for ever when none runs;
 /// the loop only polls it when one does).
-pub(super) async fn step_end(running: &mut Option<Running>) -> Result<Option<String>, StepEnd> {
+pub(super) async fn step_end(running: &mut Option<Running>) -> Result<Option<String>, StepError> {
     match running {
         Some(r) => (&mut r.task)
             .await
-            .unwrap_or_else(|e| Err(StepEnd::Failed(format!("the step's task failed: {e}")))),
+            .unwrap_or_else(|e| Err(StepError::Task(e.to_string()))),
         None => std::future::pending().await,
     }
 }
 
 /// The host-local part of a step, under the host lock. Returns the snapshot
-/// file for a snapshot, or the reason it failed (one line, no secrets: it is
-/// made of paths, unit names and validated values).
-pub(super) fn run_host_step(
-    host: &host::Host,
-    step: &Step,
-    swap: Option<&SwapId>,
+/// file for a snapshot, or how it failed and what it left.
+///
+/// The lock, the Lease's check and the etcd work are async, here on the
+/// step's task; the plan is the host's sync work and runs in one blocking
+/// task (a rollback's server stop before its learner's removal is another:
+/// see [`crate::learner`]).
+pub(super) async fn run_host_step(
+    host: host::Host,
+    step: Step,
+    swap: Option<SwapId>,
     lock_timeout: Duration,
-    gate: Option<&LeaseGate>,
-    etcd: Option<&EtcdAccess>,
-) -> Result<Option<String>, StepEnd> {
-    let lock = match host.lock(lock_timeout) {
-        Ok(l) => l,
-        Err(e) => return Err(StepEnd::Failed(e.to_string())),
-    };
+    gate: Option<LeaseGate>,
+    etcd: Option<EtcdAccess>,
+) -> Result<Option<String>, StepError> {
+    let lock = host
+        .lock_async(lock_timeout)
+        .await
+        .map_err(|e| StepError::Lock(Box::new(e)))?;
     // The Lease again, now that nothing else can act on the host: it let
     // the step start, but may have lapsed while the step waited.
-    if let Some(Err(why)) = gate.map(LeaseGate::check) {
+    if let Some(gate) = &gate
+        && let Err(why) = gate.check().await
+    {
         drop(lock);
-        return Err(StepEnd::Stopped(format!(
-            "{why} (checked again once the host lock was taken)"
-        )));
+        return Err(StepError::LeaseLapsed(why));
     }
     // Under the lock and the Lease, before any change: a step-down hands
     // leadership over (a failure changes nothing, and says so); a rollback
     // stops its server, then removes this host's learner through the voter
     // it joined (best effort: the rollback goes on; see `learner`).
     let mut name_server = None;
-    if let Some(e) = etcd {
+    if let Some(e) = &etcd {
         match step {
             Step::StepDown if host.role().ok().flatten() == Some(protocol::Role::Server) => {
-                let before = crate::leadership::hand_over(&e.handle, &e.local, &e.clock)
-                    .and_then(|_| crate::join::for_step_down(host, &e.handle, &e.local, &e.clock));
+                let before = match crate::leadership::hand_over(&e.local, &e.clock).await {
+                    Ok(_) => crate::join::for_step_down(&host, &e.local, &e.clock).await,
+                    Err(why) => Err(why),
+                };
                 match before {
                     Ok(join) => name_server = join,
                     Err(why) => {
                         drop(lock);
-                        return Err(StepEnd::Failed(format!(
-                            "{why}; nothing was changed: {}",
-                            left_state(host)
-                        )));
+                        let left = blocking(move || HostLeft::read(&host)).await?;
+                        return Err(StepError::BeforeChange { why, left });
                     }
                 }
             }
             Step::Rollback => {
                 if let Some(join) = host.join_server() {
                     let ep = crate::learner::endpoint_of(&e.local, &join);
-                    crate::learner::remove_own(&e.handle, &ep, host, &e.addresses);
+                    crate::learner::remove_own(&ep, &host, &e.addresses).await;
                 }
             }
             _ => {}
         }
     }
-    let outcome = host_step(host, step, swap, name_server.as_ref());
-    // The lock goes before the state is read, so a step that replaces this
-    // one (a rollback) is not kept waiting by that read.
-    drop(lock);
-    outcome.map_err(|reason| StepEnd::Failed(format!("{reason}; {}", left_state(host))))
+    blocking(move || {
+        let outcome = host_step(&host, &step, swap.as_ref(), name_server.as_ref());
+        // The lock goes before the state is read, so a step that replaces
+        // this one (a rollback) is not kept waiting by that read.
+        drop(lock);
+        outcome.map_err(|source| StepError::Plan {
+            source: Box::new(source),
+            left: HostLeft::read(&host),
+        })
+    })
+    .await?
 }
 
-/// What the host was left as, for a failure's report. Read without the
-/// step's budget: a cancelled step still says where it stopped.
-fn left_state(host: &host::Host) -> String {
-    let host = host
-        .clone()
-        .with_budget(host::Budget::unbounded(host.clock()));
-    let s = crate::local::local_status(&host);
-    format!(
-        "host left with role file {}, k3s {}, k3s-agent {}",
-        s.role.map_or("missing or invalid", |r| r.as_str()),
-        s.server,
-        s.agent,
-    )
+/// Runs the host's sync work `f` in a blocking task (its programs and
+/// waits would hold up the runtime's one worker, and a Docker host's calls
+/// block on the runtime's handle, which panics on a task); a task that
+/// panicked is a failed step.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, StepError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StepError::Task(e.to_string()))
 }
 
 /// The host's plan for `step`, applied (a snapshot taken and named); a
@@ -231,15 +228,15 @@ fn host_step(
     step: &Step,
     swap: Option<&SwapId>,
     name_server: Option<&protocol::JoinUrl>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, PlanError> {
     let plan = match step {
         Step::Promote { join, .. } => host.plan_promote(join),
         Step::StepDown => host.plan_step_down(name_server),
         Step::Rollback => host.plan_rollback(),
         Step::Finish => host.plan_finish(),
         Step::Snapshot => {
-            let swap = swap.ok_or("a snapshot needs a swap to name it")?;
-            let file = host.snapshot(swap).map_err(|e| e.to_string())?;
+            let swap = swap.ok_or(PlanError::NoSwap)?;
+            let file = host.snapshot(swap)?;
             // The snapshot is taken: pruning the older ones is
             // housekeeping, and its failure fails nothing.
             match host.prune_snapshots() {
@@ -252,12 +249,11 @@ fn host_step(
             }
             return Ok(Some(file));
         }
-    }
-    .map_err(|e| e.to_string())?;
+    }?;
     for change in &plan {
         debug!("{}", host.show(change));
     }
-    host.apply(&plan).map_err(|e| e.to_string())?;
+    host.apply(&plan)?;
     Ok(None)
 }
 
