@@ -8,7 +8,7 @@
 //! the quorum properties are proved against is the shell's own.
 
 use crate::action::{Action, Start};
-use crate::life::{Ending, record_ending};
+use crate::pacing::{Ending, record_ending};
 use crate::record::{LastSwap, Outcome, StopNote};
 use crate::view::FleetView;
 use protocol::text::one_line;
@@ -408,7 +408,7 @@ mod tests {
             at: NOW,
             failed: true,
         };
-        assert_eq!(crate::life::endings_of(&stopped), vec![first.clone()]);
+        assert_eq!(crate::pacing::endings_of(&stopped), vec![first.clone()]);
         let release = |outcome: Outcome| {
             let mut b = before.clone();
             b.endings = stopped.endings.clone();
@@ -416,7 +416,7 @@ mod tests {
         };
         let done = release(Outcome::Done { warning: None });
         assert_eq!(
-            crate::life::endings_of(&done),
+            crate::pacing::endings_of(&done),
             vec![
                 first.clone(),
                 Ending {
@@ -429,7 +429,10 @@ mod tests {
             kind: StopKind::Failed,
             reason: Reason::Unreadable { raw: "x".into() },
         });
-        assert_eq!(crate::life::endings_of(&wound), vec![first.clone(), first]);
+        assert_eq!(
+            crate::pacing::endings_of(&wound),
+            vec![first.clone(), first]
+        );
     }
 
     #[test]

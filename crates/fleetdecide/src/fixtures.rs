@@ -286,9 +286,9 @@ pub fn after_promotion() -> FleetView {
 pub fn lease_with_endings(endings: &[(&str, i64, bool)]) -> LeaseFacts {
     let mut raw = None;
     for (i, (out, at, failed)) in endings.iter().enumerate() {
-        raw = Some(super::life::record_ending(
+        raw = Some(super::pacing::record_ending(
             raw.as_deref(),
-            super::life::Ending {
+            super::pacing::Ending {
                 swap: format!("swap-{i}"),
                 out: (*out).into(),
                 at: *at,

@@ -51,8 +51,9 @@ mod etcd_gates;
 mod evidence;
 mod gate;
 mod gates;
+mod grace;
 mod health;
-mod life;
+mod pacing;
 mod plan;
 mod quorum;
 mod reasons;
@@ -90,11 +91,9 @@ pub use gates::{
     gate_outgoing_voter, gate_quorum_after_removal, gate_quorum_at_host_stop, gate_quorum_for,
     gate_voters_healthy, pending_learners, preflight,
 };
+pub use grace::{Grace, GraceKind, grace_for};
 pub use health::{Degradation, DegradedReason, degradations, degraded};
-pub use life::{
-    ENDINGS_KEPT, Ending, Grace, GraceKind, Pace, endings_of, grace_for, pace, record_ending,
-    standby_ready_at,
-};
+pub use pacing::{ENDINGS_KEPT, Ending, Pace, endings_of, pace, record_ending, standby_ready_at};
 pub use plan::{Plan, PlanStep, plan, plan_grow, plan_shrink};
 pub use protocol::text::one_line;
 pub use protocol::view::{FleetMarks, K3sEtcd, LeaseFacts, MaintenanceMarks, NodeFacts};

@@ -6,7 +6,8 @@ use protocol::text::one_line;
 use serde::Serialize;
 
 use crate::action::Action;
-use crate::life::{GraceKind, Pace, grace_for, pace, standby_ready_at};
+use crate::grace::{GraceKind, grace_for};
+use crate::pacing::{Pace, pace, standby_ready_at};
 use crate::view::{FleetView, half_name};
 use crate::window::show_time;
 use crate::{tidy, voterset};

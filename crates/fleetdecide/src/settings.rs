@@ -111,7 +111,7 @@ pub struct Settings {
     pub settle: i64,
     /// `run`: how long a voter that shows planned maintenance (cordoned,
     /// kured's reboot mark, `<prefix>/maintenance`) may be NotReady before
-    /// it is replaced (see [`crate::life::grace_for`]). Never shorter than
+    /// it is replaced (see [`crate::grace::grace_for`]). Never shorter than
     /// `grace_period`.
     pub maintenance_grace: i64,
     /// `run`: when it may start a swap by itself; `None`: at any time.

@@ -10,7 +10,7 @@
 //! sequences of those events ([`Move::events`]), so the dry run of each and
 //! the planner count the same way.
 
-use crate::life::standby_ready_at;
+use crate::pacing::standby_ready_at;
 use crate::view::FleetView;
 use std::collections::BTreeMap;
 

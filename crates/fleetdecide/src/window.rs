@@ -244,3 +244,6 @@ pub fn fixed_zone(name: &str) -> Option<TimeZone> {
     let offset = jiff::tz::Offset::from_seconds(sign * (h * 3600 + m * 60)).ok()?;
     Some(TimeZone::fixed(offset))
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -373,7 +373,7 @@ mod property {
             v.lease = Some(l.clone());
             if let RunDecision::Swap { out, .. } = run_decision(&v) {
                 prop_assert!(window.contains(now), "a swap outside the window");
-                let all = crate::life::endings_of(&l);
+                let all = crate::pacing::endings_of(&l);
                 if let Some(last) = all.iter().map(|e| e.at).max() {
                     prop_assert!(now >= last + v.settings.settle, "a swap within the settle time");
                 }
