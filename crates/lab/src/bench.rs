@@ -9,10 +9,10 @@ use anyhow::Context;
 use protocol::report::ReportStep;
 
 use crate::{
+    lab_setup,
     scenario::{self, Ask, Hand},
     spec::{LabSpec, Timings},
     systemd_lab::{self, SystemdLab},
-    world,
 };
 
 /// How long one look into a host may take.
@@ -85,7 +85,7 @@ fn parse_usage(status: &str, stat: &str) -> Option<(u64, u64)> {
 /// Runs the benchmark in a fresh lab under `dir`, printing its figures.
 pub async fn run(
     dir: &Path,
-    bins: world::Bins,
+    bins: lab_setup::Bins,
     steps: usize,
     idle: Duration,
     say: &dyn Fn(&str),

@@ -7,9 +7,8 @@ use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
 use lab::{
-    chaos, held, k3s, scenario, status,
+    chaos, held_lab, k3s, lab_setup, scenario, status,
     systemd_lab::{self, SystemdLab},
-    world,
 };
 
 /// fleet-role-lab: several k3s hosts on one machine, with a real etcd quorum.
@@ -212,7 +211,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             agents,
             docker_agents,
         } => {
-            let bins = world::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
+            let bins = lab_setup::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
             let dir = cli.dir.join("systemd");
             let lab = SystemdLab::up(
                 systemd_lab::Options {
@@ -229,24 +228,27 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for line in status::status_lines(&lab).await {
                 say(&line);
             }
-            held::hold(lab, &dir, &say).await?;
+            held_lab::hold(lab, &dir, &say).await?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Down => {
-            print!("{}", held::ask(&cli.dir.join("systemd"), "down").await?);
+            print!("{}", held_lab::ask(&cli.dir.join("systemd"), "down").await?);
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Poweroff { host } => act_on(&cli.dir, held::HostAction::Poweroff, &host).await,
-        Cmd::Boot { host } => act_on(&cli.dir, held::HostAction::Boot, &host).await,
-        Cmd::Reboot { host } => act_on(&cli.dir, held::HostAction::Reboot, &host).await,
-        Cmd::Cut { host } => act_on(&cli.dir, held::HostAction::Cut, &host).await,
-        Cmd::Restore { host } => act_on(&cli.dir, held::HostAction::Restore, &host).await,
+        Cmd::Poweroff { host } => act_on(&cli.dir, held_lab::HostAction::Poweroff, &host).await,
+        Cmd::Boot { host } => act_on(&cli.dir, held_lab::HostAction::Boot, &host).await,
+        Cmd::Reboot { host } => act_on(&cli.dir, held_lab::HostAction::Reboot, &host).await,
+        Cmd::Cut { host } => act_on(&cli.dir, held_lab::HostAction::Cut, &host).await,
+        Cmd::Restore { host } => act_on(&cli.dir, held_lab::HostAction::Restore, &host).await,
         Cmd::Status => {
-            print!("{}", held::ask(&cli.dir.join("systemd"), "status").await?);
+            print!(
+                "{}",
+                held_lab::ask(&cli.dir.join("systemd"), "status").await?
+            );
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Bench { steps, idle_secs } => {
-            let bins = world::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
+            let bins = lab_setup::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
             lab::bench::run(
                 &cli.dir.join("bench"),
                 bins,
@@ -263,7 +265,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             faults,
             replay,
         } => {
-            let bins = world::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
+            let bins = lab_setup::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
             let schedule = match replay {
                 Some(file) => chaos::campaign::load(&file)?,
                 None => chaos::schedule::Schedule::draw(seed, swaps, faults.unwrap_or(2 * swaps)),
@@ -290,7 +292,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })
         }
         Cmd::Demo { by_hand } => {
-            let bins = world::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
+            let bins = lab_setup::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
             // Real systemd in each host; the lab lives as long as this
             // process and its hosts are powered off when the demo ends.
             let lab = SystemdLab::up(
@@ -341,10 +343,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// could not.
 async fn act_on(
     dir: &std::path::Path,
-    action: held::HostAction,
+    action: held_lab::HostAction,
     host: &str,
 ) -> anyhow::Result<ExitCode> {
-    let answer = held::ask(&dir.join("systemd"), &format!("{} {host}", action.as_str())).await?;
+    let answer =
+        held_lab::ask(&dir.join("systemd"), &format!("{} {host}", action.as_str())).await?;
     print!("{answer}");
     Ok(if answer.starts_with("error:") {
         ExitCode::FAILURE

@@ -14,7 +14,7 @@ use std::{path::Path, time::Duration};
 use anyhow::Context;
 use secrecy::ExposeSecret;
 
-use crate::{api::Apis, systemd_lab::SystemdLab, world};
+use crate::{api::Apis, lab_setup, systemd_lab::SystemdLab};
 
 /// Where the previous release's binary goes inside a host.
 pub const BINARY: &str = "usr/local/bin/fleet-role-actuator-previous";
@@ -34,12 +34,12 @@ pub async fn run_previous_actuator(
 ) -> anyhow::Result<()> {
     let root = lab.spec.root(host);
     let apis = Apis::for_lab(&lab.spec)?;
-    let token = world::previous_release_token(&apis, host).await?;
+    let token = lab_setup::previous_release_token(&apis, host).await?;
     let inside = root.join(BINARY);
     std::fs::copy(binary, &inside)
         .with_context(|| format!("copying {} into {host}", binary.display()))?;
     std::fs::set_permissions(&inside, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-    world::write(
+    lab_setup::write(
         &root.join(DROP_IN),
         &format!("[Service]\nExecStart=\nExecStart=/{BINARY} watch\n"),
         0o644,
@@ -47,7 +47,7 @@ pub async fn run_previous_actuator(
     // The token file is replaced whole (the actuator re-reads it).
     let token_file = lab.token_file(host);
     let tmp = token_file.with_extension("previous");
-    world::write(&tmp, token.expose_secret(), 0o600)?;
+    lab_setup::write(&tmp, token.expose_secret(), 0o600)?;
     std::fs::rename(&tmp, &token_file)?;
     let m = lab.machine(host)?;
     tokio::task::block_in_place(|| {

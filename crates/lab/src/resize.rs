@@ -7,10 +7,10 @@ use std::{path::Path, time::Duration};
 use anyhow::Context;
 
 use crate::{
+    lab_setup,
     scenario::{Writer, WriterStats},
     spawn,
     spec::LabSpec,
-    world,
 };
 
 /// How long one `fleet-role grow` or `shrink` may take before it is killed:
@@ -50,7 +50,7 @@ pub async fn fleet_role_with_writer(
         .host(through)
         .with_context(|| format!("no host {through} in this lab"))?;
     let writer = Writer::start(spec.etcd(host.ip)?, Duration::from_millis(50));
-    let kubeconfig = world::kubeconfig_for(spec, through)?;
+    let kubeconfig = lab_setup::kubeconfig_for(spec, through)?;
     let t0 = clock.now();
     let spawn::Running {
         mut child,

@@ -27,8 +27,8 @@ use protocol::{
 };
 use serde_json::json;
 
-pub use crate::hand::{Ask, Hand};
-use crate::{etcd_gw, history::History, spawn, spec::LabSpec, world};
+pub use crate::hand_controller::{Ask, Hand};
+use crate::{etcd_gw, history::History, lab_setup, spawn, spec::LabSpec};
 
 /// A steady writer to etcd through one voter: every put must succeed.
 ///
@@ -681,7 +681,7 @@ pub async fn swap_with_controller(
     let t0 = clock.now();
     // The controller talks to a server that stays (the first server's API
     // goes with it when it is the one swapped out).
-    let kubeconfig = world::kubeconfig_for(spec, &stay.name)?;
+    let kubeconfig = lab_setup::kubeconfig_for(spec, &stay.name)?;
     let spawn::Running {
         mut child,
         mut lines,

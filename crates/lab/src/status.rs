@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use protocol::names::K3S_ETCD_IS_VOTER;
 
-use crate::{hand::Hand, scenario::members};
+use crate::{hand_controller::Hand, scenario::members};
 
 /// The lines of `status`: the hosts, their units and etcd's members.
 pub async fn status_lines(hosts: &SystemdLab) -> Vec<String> {

@@ -4,7 +4,7 @@
 //! (sending `READY=1` when k3s would), the actuator as the real unit.
 //!
 //! It lives in the process that brought it up (a test, the demo, or
-//! `fleet-role-lab up`, which holds it for other commands: [`crate::held`]);
+//! `fleet-role-lab up`, which holds it for other commands: [`crate::held_lab`]);
 //! dropping it powers the hosts off and removes the network.
 
 use std::{
@@ -23,11 +23,11 @@ use crate::{
     api::Apis,
     docker_host::{self, DockerHost},
     lab_pki,
+    lab_setup::{self, Bins},
     machine::{Bind, Machine, MachineSpec, UpWhen},
     net::LabNet,
     spec::{HostSpec, LabSpec, Timings},
     units,
-    world::{self, Bins},
 };
 
 /// How long a host may take to boot (about 2 s here when idle).
@@ -169,9 +169,9 @@ impl SystemdLab {
                 .collect::<Vec<_>>(),
         )?;
         TokenAuthFile::generate(&spec.pki_dir())?;
-        world::write(
+        lab_setup::write(
             &spec.pki_dir().join("audit-policy.yaml"),
-            world::AUDIT_POLICY,
+            lab_setup::AUDIT_POLICY,
             0o644,
         )?;
         spec.save()?;
@@ -254,17 +254,17 @@ impl SystemdLab {
         // The servers join one by one, each promoted by the leader's loop:
         // at a faster pace while the lab is made, k3s's once it is.
         let pace = spec.bring_up_pace_file();
-        world::write(&pace, "", 0o644)?;
+        lab_setup::write(&pace, "", 0o644)?;
         say(&format!(
             "starting {} (etcd cluster-init, kube-apiserver)",
             first.name
         ));
         self.enable_now(&first.name, "k3s").await?;
-        world::wait_condition(&apis, &first.name, "Ready", Duration::from_secs(180)).await?;
+        lab_setup::wait_condition(&apis, &first.name, "Ready", Duration::from_secs(180)).await?;
         // EtcdIsVoter comes from the etcd leader's loop a moment after the
         // Node has the etcd label: an actuator asked for a snapshot before it
         // refuses (the host is not yet known as a voter).
-        world::wait_condition(
+        lab_setup::wait_condition(
             &apis,
             &first.name,
             protocol::names::K3S_ETCD_IS_VOTER,
@@ -273,19 +273,19 @@ impl SystemdLab {
         .await?;
         self.wait_active(&first.name, "k3s", Duration::from_secs(120))
             .await?;
-        world::apply_deploy(&apis, "deploy/rbac/actuator.yaml").await?;
-        world::apply_deploy(&apis, "deploy/rbac/controller.yaml").await?;
+        lab_setup::apply_deploy(&apis, "deploy/rbac/actuator.yaml").await?;
+        lab_setup::apply_deploy(&apis, "deploy/rbac/controller.yaml").await?;
         // Each host its own identity, as `fleet-role enroll` makes it.
         for h in &spec.hosts {
-            let token = world::actuator_token(&apis, &h.name).await?;
-            world::write(&self.token_file(&h.name), token.expose_secret(), 0o600)?;
+            let token = lab_setup::actuator_token(&apis, &h.name).await?;
+            lab_setup::write(&self.token_file(&h.name), token.expose_secret(), 0o600)?;
         }
         for h in spec.hosts.iter().skip(1) {
             match h.role {
                 Role::Server => {
                     say(&format!("joining {} (a learner, then a voter)", h.name));
                     self.enable_now(&h.name, "k3s").await?;
-                    world::wait_condition(
+                    lab_setup::wait_condition(
                         &apis,
                         &h.name,
                         protocol::names::K3S_ETCD_IS_VOTER,
@@ -303,13 +303,13 @@ impl SystemdLab {
         }
         fs::remove_file(&pace)?;
         for h in spec.hosts.iter().filter(|h| h.role == Role::Agent) {
-            world::wait_condition(&apis, &h.name, "Ready", Duration::from_secs(180)).await?;
+            lab_setup::wait_condition(&apis, &h.name, "Ready", Duration::from_secs(180)).await?;
             self.wait_active(&h.name, "k3s-agent", Duration::from_secs(120))
                 .await?;
         }
-        world::create_pods(&apis, spec, Duration::from_secs(120)).await?;
+        lab_setup::create_pods(&apis, spec, Duration::from_secs(120)).await?;
         for h in &spec.hosts {
-            world::mark_eligible(&apis, &h.name).await?;
+            lab_setup::mark_eligible(&apis, &h.name).await?;
             if matches!(self.fleet_role, FleetRole::Laid) {
                 self.enable_now(&h.name, "fleet-role-actuator").await?;
                 if is_docker_host(&h.name) {
@@ -335,9 +335,9 @@ impl SystemdLab {
             }
         }
         if matches!(self.fleet_role, FleetRole::Laid) {
-            world::wait_heartbeats(&apis, spec, Duration::from_secs(180)).await?;
+            lab_setup::wait_heartbeats(&apis, spec, Duration::from_secs(180)).await?;
         }
-        world::write_kubeconfig(spec)?;
+        lab_setup::write_kubeconfig(spec)?;
         say(&format!(
             "lab up on real systemd in {}: hosts at 198.18.{}.0/24",
             spec.dir.display(),
@@ -500,7 +500,7 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec, laid: bool) -> a
     units::write_k3s_units(&sys)?;
     if laid {
         units::write_fleet_role_units(&units::deploy_dir(), &sys)?;
-        world::write(
+        lab_setup::write(
             &sys.join("fleet-regrade.service"),
             units::REGRADE_UNIT,
             0o644,
@@ -509,7 +509,7 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec, laid: bool) -> a
     // exec keeps the pid: the stand-in is the unit's main process, so its
     // READY=1 counts (NotifyAccess=main). The same environment for the
     // actuator's `k3s etcd-snapshot save`.
-    world::write(
+    lab_setup::write(
         &root.join("usr/local/bin/k3s"),
         &format!(
             "#!/bin/sh\nexport FLEET_ROLE_ROOT=/ FLEET_ROLE_LAB=\"{}\" FLEET_ROLE_KUBE_APISERVER=\"{}\"\nexec \"{}\" k3s \"$@\"\n",
@@ -526,7 +526,7 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec, laid: bool) -> a
         let _ = fs::remove_file(&link);
         std::os::unix::fs::symlink(&spec.actuator, &link)?;
     }
-    world::write_k3s_config(spec, h, first)?;
+    lab_setup::write_k3s_config(spec, h, first)?;
     // The CA beside the settings, as an operator installs it: the unit has
     // PrivateTmp=yes, so a lab directory under /tmp is not visible to it.
     fs::create_dir_all(root.join("etc/fleet-role"))?;
@@ -543,8 +543,8 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec, laid: bool) -> a
     } else {
         actuator_settings(spec, h)
     };
-    world::write(&root.join("etc/fleet-role/actuator.toml"), &settings, 0o644)?;
-    world::write(
+    lab_setup::write(&root.join("etc/fleet-role/actuator.toml"), &settings, 0o644)?;
+    lab_setup::write(
         &root.join("var/lib/rancher/k3s/fleet-role"),
         &format!("{}\n", h.role),
         0o644,

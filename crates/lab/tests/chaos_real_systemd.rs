@@ -14,7 +14,7 @@ use lab::{
         schedule::Schedule,
         summary::Ending,
     },
-    world::Bins,
+    lab_setup::Bins,
 };
 
 mod common;

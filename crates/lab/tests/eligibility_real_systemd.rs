@@ -84,7 +84,7 @@ async fn a_server_only_key_in_k3s_config_fails_the_agent_and_its_server_is_not_d
     let out = std::process::Command::new(fleet_role())
         .args([
             "--kubeconfig",
-            &lab::world::kubeconfig(&lab.spec).display().to_string(),
+            &lab::lab_setup::kubeconfig(&lab.spec).display().to_string(),
             "swap",
             "--out",
             "server-2",
@@ -216,7 +216,7 @@ async fn a_server_only_key_in_k3s_config_fails_the_agent_and_its_server_is_not_d
     let out = std::process::Command::new(fleet_role())
         .args([
             "--kubeconfig",
-            &lab::world::kubeconfig(&lab.spec).display().to_string(),
+            &lab::lab_setup::kubeconfig(&lab.spec).display().to_string(),
             "swap",
             "--out",
             "server-1",
@@ -259,7 +259,7 @@ async fn the_first_server_laid_out_for_either_role_is_swapped_out_and_its_agent_
     assert!(!config.contains("cluster-init"), "{config}");
     // The lab's kubeconfig names the first server's API, which goes with it:
     // the controller is pointed at the second, as an operator would.
-    let kubeconfig = lab::world::kubeconfig(&lab.spec);
+    let kubeconfig = lab::lab_setup::kubeconfig(&lab.spec);
     let first = lab::spec::LabSpec::api_url(lab.spec.hosts[0].ip);
     let second = lab::spec::LabSpec::api_url(lab.spec.hosts[1].ip);
     let text = std::fs::read_to_string(&kubeconfig).unwrap();

@@ -603,7 +603,7 @@ async fn a_server_joining_with_an_agent_token_or_a_wrong_one_is_refused_by_the_s
     let agent = spec.host("agent-1").unwrap().clone();
     let config = spec.root("agent-1").join("etc/rancher/k3s/config.yaml");
     let laid_out = std::fs::read_to_string(&config).unwrap();
-    let server_token = lab::world::K3S_TOKEN;
+    let server_token = lab::lab_setup::K3S_TOKEN;
     let (ca_hash, password) = server_token.split_once("::server:").unwrap();
     let m = lab.machine("agent-1").unwrap();
     let restarts = || -> u32 {

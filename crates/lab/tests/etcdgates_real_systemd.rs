@@ -119,7 +119,7 @@ async fn wait_views(lab: &SystemdLab, hand: &Hand, id: u64, listed: bool) {
 /// `fleet-role ARGS` with a kubeconfig naming server-1 and the lab's
 /// fleet-role config, bounded.
 async fn fleet_role_cmd(lab: &SystemdLab, args: &[&str]) -> Output {
-    let kubeconfig = lab::world::kubeconfig_for(&lab.spec, "server-1").unwrap();
+    let kubeconfig = lab::lab_setup::kubeconfig_for(&lab.spec, "server-1").unwrap();
     let mut cmd = tokio::process::Command::new(fleet_role());
     cmd.arg("--kubeconfig").arg(&kubeconfig).args(args);
     let out = tokio::time::timeout(Duration::from_secs(300), cmd.output())
@@ -484,7 +484,7 @@ async fn a_rollback_of_an_incoming_host_that_votes_while_another_voter_is_down_i
         format!("heartbeat_grace_secs = 10\n\n[timeouts]\npromote = {promote_secs}\n"),
     )
     .unwrap();
-    let kubeconfig = lab::world::kubeconfig_for(spec, "server-1").unwrap();
+    let kubeconfig = lab::lab_setup::kubeconfig_for(spec, "server-1").unwrap();
     let mut child = tokio::process::Command::new(fleet_role())
         .arg("--kubeconfig")
         .arg(&kubeconfig)

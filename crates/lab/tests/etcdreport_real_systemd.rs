@@ -63,7 +63,7 @@ fn status(lab: &SystemdLab, format: &str) -> String {
     let out = std::process::Command::new(fleet_role())
         .args([
             "--kubeconfig",
-            &lab::world::kubeconfig(&lab.spec).display().to_string(),
+            &lab::lab_setup::kubeconfig(&lab.spec).display().to_string(),
             "status",
             "--output",
             format,

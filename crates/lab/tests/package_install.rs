@@ -20,9 +20,9 @@ use std::{
 
 use lab::{
     bounded, etcd_gw,
+    lab_setup::Bins,
     machine::{Bind, Machine},
     systemd_lab::{FleetRole, Options, SystemdLab},
-    world::Bins,
 };
 use tokio::sync::Mutex;
 

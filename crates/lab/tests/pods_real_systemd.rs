@@ -92,7 +92,7 @@ async fn a_servers_kubelet_brings_back_a_killed_pod_while_cordoned_and_after_a_s
         .await
         .unwrap();
     let before = wait_shims(&lab, "server-3", "its two pods running", |s| {
-        s.len() == lab::world::PODS_PER_HOST
+        s.len() == lab::lab_setup::PODS_PER_HOST
     })
     .await;
     let killed = before[0];
@@ -106,7 +106,7 @@ async fn a_servers_kubelet_brings_back_a_killed_pod_while_cordoned_and_after_a_s
     })
     .unwrap();
     let after = wait_shims(&lab, "server-3", "the killed pod's return", |s| {
-        s.len() == lab::world::PODS_PER_HOST && !s.contains(&killed)
+        s.len() == lab::lab_setup::PODS_PER_HOST && !s.contains(&killed)
     })
     .await;
     // A figure, not asserted (the kubelet syncs every second).
@@ -142,7 +142,7 @@ async fn a_servers_kubelet_brings_back_a_killed_pod_while_cordoned_and_after_a_s
     }
     assert_eq!(
         shims(&lab, "server-1").len(),
-        lab::world::PODS_PER_HOST - 1,
+        lab::lab_setup::PODS_PER_HOST - 1,
         "the evicted pod's shim is gone and the other runs"
     );
 

@@ -110,11 +110,11 @@ async fn a_held_lab_answers_status_and_powers_off_on_down(lab: SystemdLab) {
     let agent_leader = lab.machine("agent-1").unwrap().leader();
     let holder = tokio::spawn({
         let dir = dir.clone();
-        async move { lab::held::hold(lab, &dir, &|l| eprintln!("{l}")).await }
+        async move { lab::held_lab::hold(lab, &dir, &|l| eprintln!("{l}")).await }
     });
     let mut status = Err(anyhow::anyhow!("not asked"));
     for _ in 0..100 {
-        status = lab::held::ask(&dir, "status").await;
+        status = lab::held_lab::ask(&dir, "status").await;
         if status.is_ok() {
             break;
         }
@@ -126,14 +126,14 @@ async fn a_held_lab_answers_status_and_powers_off_on_down(lab: SystemdLab) {
         "{status}"
     );
     host_actions_on_a_held_lab(&dir, &spec, agent_leader).await;
-    let down = lab::held::ask(&dir, "down").await.unwrap();
+    let down = lab::held_lab::ask(&dir, "down").await.unwrap();
     assert!(down.ends_with("the lab is down\n"), "{down}");
     holder.await.unwrap().unwrap();
     assert!(
         !std::path::Path::new(&format!("/proc/{leader}")).exists(),
         "server-1's systemd is gone"
     );
-    assert!(lab::held::ask(&dir, "status").await.is_err());
+    assert!(lab::held_lab::ask(&dir, "status").await.is_err());
 }
 
 /// `poweroff`, `boot`, `cut` and `restore` asked of the holder, as
@@ -145,7 +145,7 @@ async fn host_actions_on_a_held_lab(
     spec: &lab::spec::LabSpec,
     agent_leader: u32,
 ) {
-    let ask = |what: &'static str| lab::held::ask(dir, what);
+    let ask = |what: &'static str| lab::held_lab::ask(dir, what);
     assert_eq!(
         ask("poweroff agent-1").await.unwrap(),
         "agent-1 is powered off\n"
@@ -451,7 +451,7 @@ async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_fir
     let hand = Hand::new(&lab.spec).unwrap();
     let patcher = Apis::for_lab_as(
         &lab.spec,
-        &lab::world::patch_nodes_token(&hand.apis).await.unwrap(),
+        &lab::lab_setup::patch_nodes_token(&hand.apis).await.unwrap(),
     )
     .unwrap();
     let (say, fleet_role) = (|l: &str| eprintln!("{l}"), fleet_role());
@@ -797,7 +797,7 @@ async fn fleet_role_run_on_real_systemd_holds_a_voter_in_maintenance_and_outside
     };
     std::fs::write(&config, settings(true)).unwrap();
     let spec = lab.spec.clone();
-    let kubeconfig = |h: &str| lab::world::kubeconfig_for(&spec, h).unwrap();
+    let kubeconfig = |h: &str| lab::lab_setup::kubeconfig_for(&spec, h).unwrap();
     let (mut run, printed) = spawn_run(&config, &kubeconfig("server-2"));
     wait_printed(&printed, "leading:", Duration::from_secs(120)).await;
     // server-2 is cordoned for maintenance (as `kubectl drain` or kured
@@ -940,12 +940,12 @@ async fn forged_readiness_and_voters_move_nothing(
     let admin = Apis::for_lab(&lab.spec).unwrap();
     let npd = Apis::for_lab_as(
         &lab.spec,
-        &lab::world::node_status_token(&admin).await.unwrap(),
+        &lab::lab_setup::node_status_token(&admin).await.unwrap(),
     )
     .unwrap();
     let patcher = Apis::for_lab_as(
         &lab.spec,
-        &lab::world::patch_nodes_token(&admin).await.unwrap(),
+        &lab::lab_setup::patch_nodes_token(&admin).await.unwrap(),
     )
     .unwrap();
     let before = etcd_voters(lab).await;
@@ -1064,7 +1064,7 @@ fn fleet_role_cmd(lab: &SystemdLab, command: &str) -> std::process::Output {
     std::process::Command::new(fleet_role())
         .args([
             "--kubeconfig",
-            &lab::world::kubeconfig(&lab.spec).display().to_string(),
+            &lab::lab_setup::kubeconfig(&lab.spec).display().to_string(),
             command,
         ])
         .output()
@@ -1335,7 +1335,7 @@ async fn a_promotion_on_real_systemd_whose_server_never_becomes_ready_is_rolled_
     let members = scenario::members(&lab.spec).await.unwrap();
     assert_eq!(members.len(), 1, "{members:?}");
     assert!(members[0].name.starts_with("server-1-"));
-    lab::world::wait_condition(&hand.apis, "agent-1", "Ready", Duration::from_secs(60))
+    lab::lab_setup::wait_condition(&hand.apis, "agent-1", "Ready", Duration::from_secs(60))
         .await
         .unwrap();
     // The host lock is free: a local switch takes it at once.

@@ -38,7 +38,7 @@ async fn run(lab: &SystemdLab, args: &[&str], code: i32) -> Resized {
 /// etcd's members lag it by seconds (`etcd-views-agree`), which an
 /// operator sees as a refusal saying so.
 async fn until_gates_pass(lab: &SystemdLab, args: &[&str]) {
-    let kubeconfig = lab::world::kubeconfig_for(&lab.spec, "server-1").unwrap();
+    let kubeconfig = lab::lab_setup::kubeconfig_for(&lab.spec, "server-1").unwrap();
     let clock = clock::Clock::system();
     let t0 = clock.now();
     loop {

@@ -22,10 +22,9 @@ use super::{
     watch::{self, Watch},
 };
 use crate::{
-    etcd_gw,
+    etcd_gw, lab_setup,
     spec::LabSpec,
     systemd_lab::{self, SystemdLab},
-    world,
 };
 
 /// How to run a campaign.
@@ -37,7 +36,7 @@ pub struct Options {
     /// The schedule to run.
     pub schedule: Schedule,
     /// The lab's programs.
-    pub bins: world::Bins,
+    pub bins: lab_setup::Bins,
     /// `fleet-role`.
     pub fleet_role: PathBuf,
 }
@@ -155,7 +154,7 @@ pub async fn run(
     let kubeconfigs: BTreeMap<String, PathBuf> = spec
         .hosts
         .iter()
-        .map(|h| Ok((h.name.clone(), world::kubeconfig_for(&spec, &h.name)?)))
+        .map(|h| Ok((h.name.clone(), lab_setup::kubeconfig_for(&spec, &h.name)?)))
         .collect::<anyhow::Result<_>>()?;
     let runs = Runs::start(
         fleet_role.clone(),
@@ -180,7 +179,7 @@ pub async fn run(
         say: Box::new(say),
     });
     let say = |l: &str| (shared.say)(l);
-    world::wait_for(
+    lab_setup::wait_for(
         "a `fleet-role run` instance to lead",
         Duration::from_secs(120),
         || async { shared.runs.lock().await.any_leading() },
@@ -603,7 +602,7 @@ async fn one_fault(shared: &Shared, f: &Fault, target: Option<String>) {
             .find(|h| h.name == host)
             .map(|h| shared.spec.etcd(h.ip));
         if let Some(Ok(ep)) = ep {
-            let back = world::wait_for("the member to serve", MEMBER_BACK, || async {
+            let back = lab_setup::wait_for("the member to serve", MEMBER_BACK, || async {
                 let serves = matches!(
                     tokio::time::timeout(Duration::from_secs(3), etcd_gw::status(&ep)).await,
                     Ok(Ok(_))

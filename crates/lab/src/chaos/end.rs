@@ -35,7 +35,7 @@ pub async fn checks(spec: &LabSpec, lab: &SystemdLab) -> Vec<String> {
         out.push(e);
     }
     // Every actuator's report settled.
-    if let Ok(hand) = crate::hand::Hand::new(spec) {
+    if let Ok(hand) = crate::hand_controller::Hand::new(spec) {
         for h in &spec.hosts {
             match hand.report(&h.name).await {
                 Ok(Some(r)) if !r.phase.is_settled() => out.push(format!(

@@ -9,9 +9,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use lab::{
     api::Apis,
+    lab_setup::Bins,
     scenario::Hand,
     systemd_lab::{Options, SystemdLab},
-    world::Bins,
 };
 use protocol::{Names, names::LEASE_NAMESPACE};
 use tokio::sync::Mutex;
