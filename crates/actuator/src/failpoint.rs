@@ -6,24 +6,7 @@
 //! crashes after every change in turn (docs/testing.md, "Crash at every
 //! change").
 //!
-//! The file is the failpoint's memory: before it dies, the watcher appends
-//! the change it just made, as `fleet-role-actuator` shows it, and it lets
-//! a change already listed go by. A resumed plan may do a change again on
-//! purpose (a step-down restarts the server until the role file names the
-//! agent, since a crash may have come between its drop-in and its
-//! restart): killing after it every time would never let the plan end. The
-//! list left in the file says which changes the crashes came after.
-//!
-//! The path is where the hardened unit may write (`ReadWritePaths=`
-//! includes `/var/lib/rancher/k3s`); nothing else is read or written while
-//! the file is absent.
-//!
-//! Built only with the crate's `failpoint` feature: `scripts/test.sh` builds
-//! the actuator with it for the crash test (and the lab's tests' dependency
-//! keeps it on in the test build), and the packages (`scripts/package.sh`,
-//! `cargo build --release -p actuator -p controller`) are built without it.
-//! A build that has it says so when `watch` starts, in words ([`MARKER`])
-//! that are in no other build: the packages' test looks for them.
+//! More in docs/internals.md, "actuator: failpoint".
 
 use std::{
     fs,

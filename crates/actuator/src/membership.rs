@@ -1,25 +1,7 @@
 //! Whether etcd still lists this host's member, known only from a reading
 //! of etcd itself ([`hostdecide::HostState::etcd_lists_member`]).
 //!
-//! A host that holds a datastore decides two things on it: whether a
-//! stepped-down host may finish (stop its server, move the datastore
-//! aside), and whether a promotion may move a datastore aside. Either done
-//! to a member that still votes takes a vote from etcd with no quorum
-//! check, so each needs a positive reading that the member is gone:
-//! nothing on the Node counts (its labels and k3s's annotations are any
-//! `patch nodes` holder's to write), and a reading that failed is no
-//! answer.
-//!
-//! The local member is read for the heartbeat ([`crate::etcdreport`]). A
-//! removed member's etcd stops answering, and k3s writes no tombstone when
-//! its server was down at the removal, so when the local reading fails the
-//! member list is read through another server: the other members' client
-//! URLs from the last local reading, the server this host joined (its
-//! join drop-in) and the server Nodes' addresses, each with k3s's client
-//! certificate. TLS with k3s's etcd CA is what makes that safe: an address
-//! written on a Node by someone else leads only to a server holding a
-//! certificate k3s's CA signed. Only a view whose member served a
-//! linearizable read (it stands with a quorum) may say "not listed".
+//! More in docs/internals.md, "actuator: membership".
 
 use std::time::Instant;
 

@@ -5,19 +5,7 @@
 //! heartbeat period: what etcd stores per host does not grow with the
 //! fleet (docs/controller.md has the figures).
 //!
-//! A copy of the report is kept on the host ([`host::HostPaths::report`]),
-//! written atomically before each write to the API. At start the host's
-//! copy is the watcher's memory, numbered past the API's
-//! ([`Report::remembered`]: what the API holds never grants a resume), so
-//! a report lost on its way to the API never makes a settled step run again;
-//! a copy that does not parse stops the actuator rather than be taken as
-//! no history.
-//!
-//! A write the API refuses (its admission policy, RBAC, an object that was
-//! never made) is no trouble with the API server: every server would refuse
-//! it alike. It is told apart ([`refusal`]) so that it is said once with the
-//! API's own reason, counted, and carried on the heartbeat, where `status`
-//! shows it.
+//! More in docs/internals.md, "actuator: report".
 
 use std::path::PathBuf;
 

@@ -1,26 +1,6 @@
 //! When a voter is down: only on evidence no add-on can forge.
 //!
-//! A Node's `Ready` condition is written by its kubelet, and by anyone else
-//! allowed to patch `nodes/status` (Kubernetes' own node-problem-detector
-//! role, CNI agents, NFD, k3s's embedded cloud controller); its
-//! `lastTransitionTime` comes with it. The node Lease in `kube-node-lease`
-//! is written by the kubelet and by any holder of `update leases` there.
-//! Replacing a voter removes its etcd member, so it is taken on three
-//! readings together, of which the last is the host's own:
-//!
-//! - its Node reads NotReady (the condition, or a stale node Lease);
-//! - its node Lease is stale (or missing): its kubelet stopped renewing it;
-//! - etcd's membership, as the servers agree on it, lists its member, and
-//!   its own host has not vouched for that member within
-//!   [`crate::settings::Settings::actuator_heartbeat_max_age`] (only the host's
-//!   identity writes its report, [`fleetfacts::members`]).
-//!
-//! And "NotReady for the grace period" is counted from the controller's own
-//! first sighting ([`Sightings`]), never from a transition time another
-//! principal wrote.
-//!
-//! The rule itself is [`FleetView::down_evidence`] (with the Nodes' other
-//! views, in `view.rs`); here are what follows from it.
+//! More in docs/internals.md, "fleetdecide: evidence".
 
 use std::collections::BTreeMap;
 

@@ -1,48 +1,7 @@
 //! The controller's decisions: what `fleet-role` should do next, given what
 //! the cluster shows.
 //!
-//! Everything here is a function over plain values. The shell (the
-//! `controller` crate) reads Nodes, node Leases, the report ConfigMap and the
-//! regrade Lease into a [`FleetView`], asks [`next_action`] for the next single
-//! write or wait, carries it out, and reads again. It keeps no state of its
-//! own beyond "this process took the Lease for this swap" ([`SwapState::taken`]): a swap's
-//! progress is read back from the cluster every time (the Lease's annotations
-//! name the swap, its outgoing and incoming Nodes and the step it is in; the
-//! Nodes' annotations and the hosts' reports say how far each host got), so a
-//! controller that is killed and started again resumes where the cluster
-//! stands, or cleans up.
-//!
-//! The answers to "why did the controller refuse?" are the [`Gate`]s: each
-//! returns a name, a verdict and a reason, for `swap --dry-run` and for the
-//! re-check before each irreversible write. The quorum arithmetic is
-//! [`quorum`] and [`keeps_quorum`].
-//!
-//! # The swap, as [`next_action`] drives it
-//!
-//! 1. Preflight gates; take the Lease for a new swap id.
-//! 2. Ask a healthy voter (not the outgoing one where possible) for a snapshot
-//!    named for the swap; wait for its report.
-//! 3. Promote the incoming host, joining a healthy voter that is not the
-//!    outgoing one; wait for its report of `voter` and k3s's `EtcdIsVoter`.
-//!    On failure or timeout: wind down (roll the host back, have its member
-//!    removed if it has one, clear what the swap wrote) and stop with the
-//!    cluster as it was.
-//! 4. Cordon the outgoing voter and ask it to step down; wait for `etcd-only`.
-//!    An outgoing voter that is down (NotReady) is not asked: its member is
-//!    removed directly, which cannot cost quorum since it counts as down.
-//! 5. Set k3s's `etcd.k3s.cattle.io/remove=true`; wait for
-//!    `removed-node-name`.
-//! 6. Wait for the host's finish report and its agent Ready (the Ready
-//!    condition and a node Lease renewed since the finish began); only then
-//!    remove the server role labels and k3s's etcd annotations; clear the
-//!    swap's annotations; uncordon.
-//! 7. Release the Lease.
-//!
-//! Every wait is bounded by its step's timeout. A failure after the promotion
-//! cannot be undone safely by the controller, so the swap *stops*: the Lease
-//! is released with the reason recorded on it, every annotation is left in
-//! place, and the [`Action::Stop`] says what state the cluster is in and what
-//! to do next. Running the same swap again resumes it under a new swap id.
+//! More in docs/internals.md, "fleetdecide".
 
 mod abort;
 mod action;

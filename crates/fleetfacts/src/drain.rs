@@ -3,24 +3,7 @@
 //! pod gets its own termination grace, or the operator's bound on it),
 //! within the drain step's timeout.
 //!
-//! Why before the step-down: at the etcd-only level the host runs no
-//! kubelet (fleet-role's step-down disables k3s's embedded agent), so a pod
-//! left on it would simply die with its shim, its PodDisruptionBudget
-//! unasked and a CI job killed mid-run. A drain that cannot finish (a
-//! budget that allows no disruption, a pod that does not terminate) stops
-//! the swap at a safe point: the incoming host votes, the outgoing one is
-//! cordoned and still votes, nothing of the step-down was asked.
-//!
-//! Left on the host, as `kubectl drain --ignore-daemonsets` leaves them:
-//! DaemonSet pods (their controller would put them back, and they belong to
-//! the host, not to a workload) and static (mirror) pods; pods that have
-//! finished need nothing.
-//!
-//! Refused, as `kubectl drain` refuses them without `--force`: pods no
-//! controller owns (no ownerReference with `controller: true`). Evicted,
-//! such a pod is gone for good, since nothing starts it again elsewhere; a
-//! drain that meets one stops the swap naming it, unless the operator said
-//! `--force` (`swap --force`, or `drain_force` in the settings).
+//! More in docs/internals.md, "fleetfacts: drain".
 
 use serde::Serialize;
 

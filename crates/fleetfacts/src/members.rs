@@ -1,26 +1,7 @@
 //! etcd's members joined with the Nodes: what the servers' own reading of
 //! etcd says, beside what the Nodes say.
 //!
-//! The Nodes do not tell the whole truth about etcd (a learner's Node has
-//! no etcd metadata; a member whose Node was deleted is a ghost no Node
-//! shows; `Ready` is not etcd's health). Only the hosts can read etcd, so
-//! each server's actuator reports its member's view ([`EtcdView`]); this
-//! file joins those views with the Nodes into one [`Picture`], and the
-//! gates decide on it:
-//!
-//! - each member is mapped to its Node by k3s's member name
-//!   (`<node>-<8 hex>`), confirmed by its peer address where the Node
-//!   publishes one (`etcd.k3s.cattle.io/node-address`);
-//! - a member is healthy only by its own host's fresh view (a linearizable
-//!   read served); a member whose host does not report, or reports too
-//!   long ago, counts as down;
-//! - only a server's view pictures the membership: one whose Node carries
-//!   k3s's etcd label and whose own member is that Node's; the swap's
-//!   incoming host vouches for its own member's health only;
-//! - the servers' views must agree on the membership (ids, names, peer
-//!   URLs, learner flags), and the picture is what most of them list; a
-//!   view older than the bound, or read ahead of now by more than the
-//!   clocks can differ, does not count at all.
+//! More in docs/internals.md, "fleetfacts: members".
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -9,10 +9,7 @@
 //! Node as the shell does, a merge patch of the difference between the
 //! Node it saw and the Node it wants, laid over whatever the Node is now.
 //!
-//! Also here, the other chaos the simulation draws: an actuator that
-//! crashes after a step's effect and before its report, a controller
-//! frozen past its Lease, and hosts whose clocks are off within the skew
-//! margin.
+//! More in docs/internals.md, "fleetsim: views".
 
 use std::collections::VecDeque;
 

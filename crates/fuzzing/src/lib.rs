@@ -1,21 +1,6 @@
 //! fleet-role's parsers of untrusted input, one entry point per fuzz target.
 //!
-//! Each `pub fn <target>(data: &[u8])` turns arbitrary bytes into what the
-//! product reads from another principal (a Node's labels and annotations,
-//! the regrade Lease, a host's report and its etcd view, a file under the
-//! host root, a program's answer), calls the product's own parser on it,
-//! and checks what is cheap to check of the result: a round trip, a bound
-//! the parser promises, a message that stays on one line. Mainly: no panic,
-//! no hang, no huge allocation, whatever the bytes.
-//!
-//! The same functions run two ways. `fuzz/` (a cargo-fuzz project outside
-//! the workspace, nightly only) calls each under libFuzzer with coverage
-//! feedback: `scripts/fuzz.sh` runs them. This crate's test replays every
-//! target's seeds (`fuzz/seeds/<target>/`) and a few thousand
-//! deterministic mutations of them on stable, which is what CI runs.
-//!
-//! A check that fails panics, with the input's reading in the message: to
-//! libFuzzer a panic is a crash, and it keeps the input.
+//! More in docs/internals.md, "fuzzing".
 #![forbid(unsafe_code)]
 
 mod files;

@@ -1,33 +1,7 @@
 //! The flags `k3s agent` defines: the only keys it takes in k3s's config
 //! files.
 //!
-//! k3s turns every key of `config.yaml` and `config.yaml.d/*.yaml` into a
-//! flag placed after the subcommand (`pkg/configfilearg/parser.go`,
-//! `readConfigFile`): `key: v` becomes `--key=v` (a one-letter key `-k=v`),
-//! and `key+:` appends to the same flag. Unknown keys are dropped for
-//! `server` and `etcd-snapshot` only (`stripInvalidFlags`, with the
-//! `ValidFlags` of `defaultparser.go`); `agent` gets every key, urfave/cli
-//! refuses one the command does not define (`Incorrect Usage: flag provided
-//! but not defined: -key`) and k3s exits (`Error: …`, `cmd/server/main.go`).
-//! So what `k3s agent` accepts is an allowlist, and any other key, a
-//! server-only one or a typo, fails the agent a demotion would start.
-//!
-//! Taken from `NewAgentCommand`'s `Flags` in `pkg/cli/cmds/agent.go`, with
-//! the shared flags it names from `config.go` (`config`), `root.go`
-//! (`debug`, `prefer-bundled-bin`) and `log.go` (`v`, `vmodule`, `log`,
-//! `alsologtostderr`): each flag's `Name` and its `Aliases` (urfave/cli v2
-//! takes either), hidden and deprecated ones included. urfave/cli's own
-//! `help`/`h` is left out: `help: true` makes the agent print its usage and
-//! exit instead of running. Read in k3s-io/k3s at:
-//! - v1.32: release-1.32 at "Update to v1.32.10" (f86f0e36174c, #13202);
-//! - v1.33: master at "Update to v1.33.4" (e7dd3b7e7e4d, #12767), where
-//!   release-1.34 branched off after release-1.33;
-//! - v1.34: release-1.34 at "Update to v1.34.3-k3s1" (151ca514ec7c, #13306);
-//! - v1.35: master at "Update to v1.35.4" (595cf680cf4c, #13946);
-//! - v1.36: master at f4c53e663b72 (2026-08-14, Kubernetes v1.36.3).
-//!
-//! Every one of them defines the same 46 flags (52 names with aliases);
-//! `parser.go` is the same in all but for refactors.
+//! More in docs/internals.md, "host: agent_flags".
 
 /// The names `k3s agent` v1.32 to v1.36 defines (see the module's sources).
 const V1_32_TO_V1_36: &[&str] = &[

@@ -2,28 +2,7 @@
 //! any host where k3s runs as `rancher/k3s server …` and `… agent …`):
 //! what the switch asks of systemd, asked of the Docker Engine API.
 //!
-//! The counterparts, one each:
-//! - a unit's state is the container's status: `running` is active,
-//!   `restarting` activating, `exited` or `created` inactive (failed when
-//!   its process exited non-zero), `dead` failed; no such container is
-//!   inactive;
-//! - enabled is a restart policy that starts the container on its own
-//!   (after it exits, or with the daemon): `unless-stopped` is what an
-//!   enable sets, `no` what a disable sets;
-//! - a stop is Docker's (SIGTERM, SIGKILL after the grace) and returns once
-//!   the container stopped; a start returns once its process runs;
-//! - `Type=notify`'s READY=1, which a native server sends once its etcd
-//!   member serves, is read from the server's etcd health endpoint (the one
-//!   a step-down waits on): a running container is not yet a ready k3s;
-//! - there are no unit drop-ins and no daemon-reload: the server's join is
-//!   in k3s's config drop-in, which the container reads from the same bind
-//!   mount as the host.
-//!
-//! What Docker lacks is the units' `ExecCondition` on the role file: a
-//! container whose restart policy starts it on its own starts whatever the
-//! role file says. A switch therefore disables (policy `no`) the container
-//! it stops before it enables the other, as on systemd, and the install
-//! gives only the container of the role the host has a policy.
+//! More in docs/internals.md, "host: docker".
 
 use std::{future::Future, time::Duration};
 

@@ -1,27 +1,7 @@
 //! Whether this server's agent could start, were it demoted: the check made
 //! before a demotion changes anything.
 //!
-//! `k3s agent` reads the same `config.yaml` and `config.yaml.d/*.yaml` as
-//! `k3s server`, turns every key into a flag, and fails on one it does not
-//! define (`flag provided but not defined: -cluster-init`): what it takes is
-//! an allowlist ([`crate::agent_flags`]), so a server-only key and a typo
-//! fail it alike. And it bootstraps only from its `server:` (or `K3S_URL`).
-//! A server whose config holds a key the agent does not define, or whose
-//! agent would name no live server but itself, would be demoted into an
-//! agent that restart-loops. So such a
-//! host is *ineligible*: the actuator refuses `demote-local`, a step-down
-//! and a finish on it, and reports it so that the controller refuses a swap
-//! of it before anything is written.
-//!
-//! fleet-role's etcd-only drop-in ([`crate::paths::ETCD_ONLY_DROPIN`]) is
-//! not counted: the demotion removes it before the agent starts. Its join
-//! drop-in ([`crate::paths::JOIN_DROPIN`]) is: a finish keeps it, and the
-//! agent bootstraps from the server it names. A server whose member votes
-//! goes through a step-down first, which names a voter that is there
-//! ([`crate::join`], `hostdecide::join`): for it, where the agent's server
-//! points is not judged ([`Judged::KeysOnly`]).
-//!
-//! [`read`] reads what the host holds; [`assess`] is the pure judgement.
+//! More in docs/internals.md, "host: eligibility".
 
 use std::path::PathBuf;
 

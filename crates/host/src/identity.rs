@@ -1,19 +1,6 @@
 //! Whether the configured Node is this host.
 //!
-//! A templated `actuator.toml` naming one Node on every host would make every
-//! host carry out that Node's steps: its promotion, its step-down, its
-//! datastore moved aside. So before it watches anything the actuator checks
-//! its `node` against what the host itself says it is, and refuses to start
-//! when any of them disagrees:
-//!
-//! - k3s's node name: `node-name:` in `/etc/rancher/k3s/config.yaml` or
-//!   `config.yaml.d/*.yaml` (a later file winning), else the hostname, as
-//!   k3s itself chooses it;
-//! - the etcd member's name (`server/db/etcd/name`), which k3s makes as the
-//!   node name, a dash and a random suffix;
-//! - k3s's `node-ip`, when set, and the Node's `InternalIP` in the API
-//!   ([`check_internal_ip`], once the watcher has read the Node): each must
-//!   be an address of this host ([`LocalAddresses`]).
+//! More in docs/internals.md, "host: identity".
 
 use std::{fs, net::IpAddr};
 

@@ -1,32 +1,6 @@
 //! k3s's configuration files, read in one place and in k3s's order.
 //!
-//! k3s reads `/etc/rancher/k3s/config.yaml`, then
-//! `config.yaml.d/*.yaml|*.yml` in name order, a later file winning
-//! (`pkg/configfilearg/parser.go`); every key becomes a flag. Whoever in the
-//! product needs a key of that configuration (the node name and `node-ip`
-//! for [`crate::identity`], every key and `server:` for
-//! [`crate::eligibility`], the snapshot keys for [`crate::k3s`], the join
-//! drop-in for [`crate::switch`]) reads it through [`read`].
-//!
-//! # A file that cannot be used
-//!
-//! One policy, for every caller:
-//!
-//! - a missing `config.yaml` or `config.yaml.d` is no file (k3s starts
-//!   without them);
-//! - an empty file (white space, comments) is an empty mapping, as k3s
-//!   takes it;
-//! - a file k3s would read that cannot be read (permissions, an I/O error)
-//!   or is no YAML mapping is [`Unusable`], **never taken as empty**: k3s
-//!   itself would not start with it, and what it sets is unknown. Where what
-//!   is read decides a change to the host, the caller refuses: a demotion
-//!   ([`crate::eligibility`] counts it as a reason the agent could not
-//!   start), a snapshot ([`crate::k3s::SnapshotConfig::read`] is an error).
-//!   The identity check, which only ever refuses, does not take a name from
-//!   such a file and goes on with the host's other sources (k3s would run
-//!   under no name from it);
-//! - what is said of such a file is where the parser stopped, never its
-//!   message: a snippet of the file could show the join token written in it.
+//! More in docs/internals.md, "host: k3s_config".
 
 use std::{
     collections::BTreeMap,

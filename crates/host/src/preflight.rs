@@ -3,24 +3,7 @@
 //! host that cannot join is refused before the first write rather than
 //! found after `start_wait_secs` and a rollback.
 //!
-//! What is checked, each a reason when it fails:
-//!
-//! - **a join token for the server unit.** `k3s server` joining a cluster
-//!   needs `token:`/`token-file:` in k3s's config (both roles take them),
-//!   or `K3S_TOKEN`/`K3S_TOKEN_FILE` in the server unit's environment; an
-//!   agent installed by install.sh has its token only in
-//!   `k3s-agent.service.env`, which the server unit does not read;
-//! - **a server it can reach.** A Ready server Node accepts a connection at
-//!   its address (the caller asks: the voter a promotion joins is one of
-//!   them; the token itself is checked only by the join);
-//! - **room on disk.** At least [`MIN_FREE_BYTES`] free where k3s keeps its
-//!   datastore: a learner that cannot write its copy of etcd stalls, and
-//!   k3s removes it only after five minutes;
-//! - **keys a later demotion takes.** Every key of k3s's config is one
-//!   `k3s agent` defines ([`crate::eligibility`]): a voter whose agent
-//!   could not start can never be swapped out again.
-//!
-//! [`assess`] is the pure judgement; [`read`] what the host holds.
+//! More in docs/internals.md, "host: preflight".
 
 use std::path::Path;
 

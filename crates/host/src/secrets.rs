@@ -1,25 +1,6 @@
 //! The server's secrets a finished host no longer needs.
 //!
-//! A k3s server keeps the cluster's certificate authorities and their keys
-//! (`server/tls/*-ca.key`, `server/tls/etcd/*-ca.key`), its own serving and
-//! client keys (`server/tls/client-admin.key` is the cluster's admin),
-//! the service-account signing key (`server/tls/service.key`), the Secrets'
-//! encryption key and the node passwords (`server/cred/`), and writes the
-//! admin kubeconfig (`/etc/rancher/k3s/k3s.yaml`). An agent reads none of
-//! them. A later promotion does not need them either: a server that joins
-//! (no datastore of its own, `server:` set) fetches them all from the
-//! cluster it joins (k3s's HTTP bootstrap, with the server token) and writes
-//! them afresh; a restore from the datastore kept aside reads them from that
-//! datastore (encrypted with the same token). So the finish of a demotion
-//! removes them once the host is an agent.
-//!
-//! Kept, each for its reason: the token (`server/token`, `server/node-token`,
-//! `server/agent-token`: the same token stays in k3s's config, which the
-//! agent needs to join and a promotion needs to join as a server); the
-//! datastore moved aside (`server/db.demoted/etcd`) and the snapshots
-//! (`server/db/snapshots`), which hold every Secret of the cluster and are
-//! the recovery of last resort; the manifests and static files, which are
-//! not secret.
+//! More in docs/internals.md, "host: secrets".
 
 use std::{fs, io::ErrorKind, path::PathBuf};
 

@@ -1,19 +1,6 @@
 //! `run`'s failover between API servers (`api_servers` in the settings).
 //!
-//! A k3s server that steps down to etcd-only keeps answering on 6443, with
-//! `503` "apiserver disabled" to every API request, and one that is
-//! stopped answers nothing: a controller whose kubeconfig names it would
-//! retry there for ever. So `run` works in sessions, one per server: a
-//! probe asks the server in use for its version every [`PROBE_EVERY`]; after
-//! [`PROBE_FAILURES`] failures in a row (no answer within [`PROBE_BOUND`],
-//! or any error status) it ends the session at the driver's next safe
-//! point, as a SIGTERM would, and `run` starts the next one on the next
-//! server, in the settings' order, joining the leader election again there.
-//! A swap the session was driving stops at a safe point and the next
-//! leader resumes it from the regrade Lease, as after any restart.
-//!
-//! The credential and the CA are the kubeconfig's for every server (k3s's
-//! servers share one server CA and one ServiceAccount issuer).
+//! More in docs/internals.md, "kubeaccess: failover".
 
 use std::time::Duration;
 

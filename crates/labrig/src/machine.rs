@@ -1,19 +1,6 @@
 //! A lab host as a container booting this machine's own systemd as its PID 1.
 //!
-//! `systemd-nspawn -D / --volatile=yes` gives the host a fresh tmpfs root with
-//! this machine's `/usr` read-only, so nothing outside changes; the host's own
-//! directories (`ROOT/etc/systemd/system`, `ROOT/var/lib/rancher`, …) are bound
-//! in, and the built binaries' directory read-only at its own path, so links
-//! to it work inside and out. Its network is a namespace of [`crate::net`].
-//!
-//! This machine's PID 1 is not systemd, so there is no bus to register with:
-//! `--register=no --keep-unit`. nspawn then uses the cgroup it is started in
-//! and makes `payload`/`supervisor` below it; two machines in one cgroup would
-//! share one `payload`, so each is started (through `fleet-role-lab
-//! in-cgroup`) in a cgroup of its own, named after it.
-//!
-//! Commands run inside through `nsenter -t LEADER -a`, LEADER being the
-//! container's systemd. Every call has a deadline ([`crate::bounded`]).
+//! More in docs/internals.md, "labrig: machine".
 
 use std::{
     fs,

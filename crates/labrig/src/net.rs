@@ -2,18 +2,7 @@
 //! namespace per host joined to it, and one link from this machine's root
 //! namespace so the test runner and the controller reach the hosts.
 //!
-//! ```text
-//!  root namespace              frlK-br namespace             frlK-<host> namespace
-//!  frlK 198.18.K.254/24 ──veth── uplink ─┐
-//!                                         br0 ── pN ──veth── eth0 198.18.K.N/24, lo 127.0.0.1
-//! ```
-//!
-//! Addresses come from 198.18.0.0/15 (RFC 2544, set aside for benchmark
-//! tests, so they clash with no real network); `K` is claimed per lab so labs
-//! running at once on this machine do not collide. There is no default route
-//! and no NAT anywhere: a host reaches its own loopback and the lab's subnet,
-//! nothing else. Every name starts with the lab's prefix `frlK` and the claim
-//! is a file under [`CLAIMS`], so `machine::sweep_stale` finds what a crashed lab left.
+//! More in docs/internals.md, "labrig: net".
 
 use std::{
     collections::BTreeMap,

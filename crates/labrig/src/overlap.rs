@@ -1,18 +1,7 @@
 //! Were `k3s.service` and `k3s-agent.service` ever running at the same time?
 //! Answered from systemd itself: its journal.
 //!
-//! At debug level (a lab host boots with `systemd.log_level=debug`) systemd
-//! logs every state change of a service as `UNIT: Changed OLD -> NEW`, from
-//! PID 1 with `UNIT=` set. Replaying those records gives each unit's state at
-//! every moment, exactly, restarts and the `ExecCondition=` phase included:
-//! no sampler can miss a short activation. A unit counts as running in every
-//! state but `dead` and `failed` (so `condition`, `start-pre`, `start`,
-//! `running`, `stop-sigterm`, `auto-restart`, … all count: systemd reports
-//! them as `activating`, `active` or `deactivating`).
-//!
-//! The records are checked to form a chain (each change starts where the
-//! last one ended); a break means records are missing, and that is an error,
-//! never a silent "no overlap".
+//! More in docs/internals.md, "labrig: overlap".
 
 use serde_json::Value;
 

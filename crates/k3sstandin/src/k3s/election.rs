@@ -1,21 +1,7 @@
 //! k3s's leader election for its `k3s-etcd` controllers, where the
 //! member-removal controller runs.
 //!
-//! k3s (`pkg/etcd/etcd.go`, `Register`) puts the member-removal controller
-//! (with the endpoints and snapshot controllers) in the leader-elected set
-//! `k3s-etcd`, only on a server with an API server; `pkg/server/server.go`
-//! runs each such set under `leader.RunOrDie(ctx, "", name, sc.K8s, cb)`
-//! (rancher/wrangler `pkg/leader/leader.go`): client-go's leader election
-//! over a `coordination.k8s.io` Lease `kube-system/k3s-etcd`, through the
-//! server's own API server, the holder the host's name, with wrangler's
-//! timings (lease 45 s, renew deadline 30 s, retry 2 s) and
-//! `ReleaseOnCancel` (a graceful stop gives the Lease up at once). A leader
-//! that cannot renew within the deadline loses it, and wrangler then ends
-//! the process (`logrus.Fatalf("leaderelection lost for %s")`): the unit
-//! restarts. A candidate takes the Lease only once the holder's record has
-//! not changed for a whole lease duration by its own clock (client-go's
-//! `observedTime`), so a holder that stops without releasing (a power-off,
-//! a cut cable) keeps it that long.
+//! More in docs/internals.md, "k3sstandin: k3s::election".
 
 use std::time::{Duration, Instant};
 

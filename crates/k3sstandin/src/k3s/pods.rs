@@ -1,24 +1,7 @@
 //! The pods the embedded kubelet runs, as k3s's kubelet runs them: the Pods
 //! in the API bound to this Node (`spec.nodeName`), one shim process each.
 //!
-//! A shim is a copy of `sleep` at `<data-dir>/data/<id>/bin/containerd-shim-runc-v2`,
-//! where k3s-killall (and [`host::shims::find`]) look, started detached (its
-//! parent exits at once), so stopping k3s leaves it running, as
-//! `KillMode=process` does with real pods. Which pod a shim runs is in its
-//! own environment ([`POD_ENV`] = the pod's uid), so the mapping lives and
-//! dies with the process: nothing to go stale when a shim is killed.
-//!
-//! Each sync (every [`SYNC_EVERY`], as the kubelet's PLEG relists every
-//! second) the kubelet
-//! - starts a shim for every bound pod that has none: a killed shim comes
-//!   back within seconds, at every server level and on agents;
-//! - for a pod with a `deletionTimestamp` (an eviction, a graceful delete),
-//!   kills its shims and then deletes the pod with grace 0, as a kubelet
-//!   confirms a pod's termination;
-//! - kills a shim whose pod is gone from the API (the kubelet's housekeeping).
-//!
-//! A cordon changes none of this: `spec.unschedulable` is the scheduler's
-//! business, and the kubelet never reads it.
+//! More in docs/internals.md, "k3sstandin: k3s::pods".
 
 use std::{
     collections::{BTreeMap, BTreeSet},

@@ -2,25 +2,7 @@
 //! starts before anything else, in front of a kube-apiserver that listens on
 //! `127.0.0.1:6444` only.
 //!
-//! k3s (`pkg/cluster/https.go` `newListener`, `pkg/server/handlers/router.go`
-//! `NewHandler`, `pkg/server/handlers/handlers.go` `APIServer`) terminates
-//! TLS on 6443, answers its own paths (`/ping`, `/cacerts`, the `/v1-k3s/…`
-//! ones) and hands every other request to kube-apiserver; with
-//! `disable-apiserver` it answers them `503` "apiserver disabled", and until
-//! the API server is up `503` "apiserver not ready" (`pkg/util/apierrors.go`
-//! `SendError`: a `Status` of reason `ServiceUnavailable`). So an etcd-only
-//! server, a learner and a server still starting all *answer* on 6443: a
-//! client that moves to the next server only when a connection is refused
-//! stays on them.
-//!
-//! The stand-in does this as a TLS-terminating proxy: it decrypts, reads the
-//! first request's head to route it, and then either answers (a supervisor
-//! path, or the 503 when no API server is behind it, closing the connection)
-//! or splices the connection's bytes, unchanged, to kube-apiserver over a
-//! second TLS connection. Routing is per connection, not per request (k3s
-//! routes each request): every later request on a spliced connection goes to
-//! kube-apiserver, so the lab's clients, which only ask API paths, see what
-//! they would see from k3s. HTTP/1.1 only (k3s offers h2 too).
+//! More in docs/internals.md, "k3sstandin: k3s::supervisor".
 
 use std::{net::Ipv4Addr, path::Path, sync::Arc, time::Duration};
 

@@ -1,19 +1,6 @@
 //! k3s's join token and the supervisor's check of it.
 //!
-//! A token is `K10<sha256 of the cluster CA>::<user>:<password>` or a bare
-//! password (`pkg/clientaccess/token.go`, `parseToken`); a server joining
-//! sends it as HTTP basic auth, user `server` unless the token names one.
-//! The server's supervisor knows two users (`pkg/daemons/control/deps`,
-//! the `passwd` file): `server` with the server token's password, role
-//! `k3s:server`, and `node` with the agent token's (`agent-token`, else the
-//! server token's password), role `k3s:agent`. Its `/v1-k3s/server-bootstrap`
-//! and `/db/info` need role `k3s:server` (`pkg/server/auth/auth.go`
-//! `HasRole`, `IsLocalOrHasRole`): a request the authenticator refuses (no
-//! credentials, an unknown user, a wrong password: basic auth's "invalid
-//! username/password combination" is an error) gets `401` "not authorized",
-//! an authenticated one without the role (the agent token) `403`
-//! "forbidden". The stand-in does not check the token's CA hash (the lab's
-//! token carries a placeholder); tokens are never logged.
+//! More in docs/internals.md, "k3sstandin: k3s::token".
 
 use base64::Engine;
 

@@ -3,18 +3,7 @@
 //! operation is recorded with when it was asked and answered, in one order
 //! shared by all clients, and its outcome:
 //!
-//! - **ok**: answered (a write acknowledged, a read's value);
-//! - **failed**: it never reached etcd (the connection was refused): it
-//!   did not happen;
-//! - **unknown**: sent, and no answer or an error: it may have happened.
-//!
-//! The check is linearizability, per key (it composes: a map of registers
-//! is linearizable when each register is), by stateright's
-//! `LinearizabilityTester`: a write of unknown outcome may take effect at
-//! any moment after it was asked, or never; a client that saw one never
-//! asks again under the same identity (the tester allows one operation in
-//! flight per client). Failed operations and reads without an answer are
-//! left out: they changed nothing.
+//! More in docs/internals.md, "lab: chaos::linear".
 
 use std::collections::BTreeMap;
 

@@ -1,38 +1,6 @@
 //! A `systemctl` stand-in for one host root.
 //!
-//! - Unit files and drop-ins are read from `$FLEET_ROLE_ROOT/etc/systemd/system`
-//!   (drop-ins in name order; a later assignment wins, an empty one resets a list).
-//! - Unit states are systemd's: `inactive (dead)`, `activating (condition)`
-//!   while `ExecCondition=` runs, `activating (start)` until a `Type=notify`
-//!   unit is ready, `active (running)`, `activating (auto-restart)` during
-//!   `RestartSec=` after the process of a `Restart=always` unit exited,
-//!   `deactivating (stop-sigterm)` while a stop waits, `failed (failed)`.
-//!   `show -p ActiveState,SubState,Result,InactiveExitTimestampMonotonic`
-//!   prints them; `is-active` prints the state word and exits 0 only for
-//!   `active` (3 otherwise), as systemd does.
-//! - `ExecCondition=` runs as systemd runs it: exit 0 starts the unit, 1 to 254
-//!   skips the start quietly (`inactive`, `Result=exec-condition`), 255 or a
-//!   signal fails it.
-//! - Readiness of a `Type=notify` unit: its process is given
-//!   `FLEET_ROLE_NOTIFY_FILE=<path>` and is ready once it creates that file
-//!   (the stand-in's `READY=1`; a process that never creates it stays
-//!   `activating` for ever, as under k3s's `TimeoutStartSec=0`). A process
-//!   that exits first fails the start.
-//! - A plain `start` (or `restart`, `enable --now`) blocks until the unit has
-//!   started or failed, as systemd does: for a notify unit that never becomes
-//!   ready, for ever. `--no-block` queues the job (a detached `__job`) and
-//!   returns at once, leaving the unit `inactive` until the job runs and then
-//!   `activating`. `stop --no-block` likewise.
-//! - `Conflicts=` (either unit naming the other) stops the other unit before
-//!   a start.
-//! - A unit with `ExecStart=` runs a real process under a small supervisor
-//!   (this same program, `__supervise UNIT`), with `Environment=` set. `stop`
-//!   kills the main process only (`KillMode=process`, as k3s's units have):
-//!   children such as pod shims live on.
-//! - A unit without `ExecStart=` is state only: a start makes it active at
-//!   once (a notify unit counts as ready).
-//! - `__boot` starts every enabled unit (after a simulated reboot has emptied `run/`).
-//! - The most k3s units ever running at once is recorded, to check "never both".
+//! More in docs/internals.md, "standins: bin::systemctl".
 
 use std::{
     fs,
