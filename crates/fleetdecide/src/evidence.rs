@@ -33,12 +33,17 @@ pub fn weigh_evidence(v: &mut FleetView) {
         if n.ready || !matches!(classify(n), Class::Voter | Class::EtcdOnly) {
             continue;
         }
-        let Some(m) = p.of_node(&n.name).filter(|m| m.vouched) else {
+        if !p.of_node(&n.name).is_some_and(|m| m.vouched) {
             continue;
-        };
-        let own_read = n.host.as_ref().and_then(|h| h.etcd.as_ref());
-        let fresh_view = own_read.is_some_and(|e| e.member == m.member.id && e.healthy)
-            && recent(own_read.map(|e| e.read_at));
+        }
+        // Vouched means its own view names this member healthy: what is
+        // left to weigh is whether that view is as fresh as the grace.
+        let fresh_view = recent(
+            n.host
+                .as_ref()
+                .and_then(|h| h.etcd.as_ref())
+                .map(|e| e.read_at),
+        );
         if recent(n.lease_renewed_at) && fresh_view {
             n.ready = true;
             n.ready_disputed = Some(format!(
