@@ -201,5 +201,12 @@ pub fn standby_ready_at(v: &FleetView, n: &NodeFacts) -> Option<i64> {
     Some(since.saturating_add(v.settings.standby_min_healthy))
 }
 
+/// Until when a host `run` replaced still rests before it may stand by
+/// ([`standby_ready_at`], while that is still to come): the one rule both
+/// the choice of a standby and the note of who rests read.
+pub fn resting_until(v: &FleetView, n: &NodeFacts) -> Option<i64> {
+    standby_ready_at(v, n).filter(|t| v.now < *t)
+}
+
 #[cfg(test)]
 mod tests;

@@ -172,6 +172,28 @@ mod tests {
         assert_eq!(count.members(), 3);
     }
 
+    #[test]
+    fn a_voting_incoming_member_is_left_out_of_etcds_count_of_the_others_and_a_learner_is_not() {
+        // n4 promoted (a voting member); n3's Node dressed as a voter with
+        // no member of its own: etcd lists n1, n2 and n4.
+        let mut v = after_promotion();
+        node_mut(&mut v, "n3").etcd_label = false;
+        refresh_etcd_views_voting(&mut v, |_| true, |_| false);
+        node_mut(&mut v, "n3").etcd_label = true;
+        let count = count_voters(&v, Some("n4"));
+        // The others: n1 and n2 by etcd (3 members less n4), not the Nodes' 3.
+        assert_eq!(count.missing, 1, "{count:?}");
+        // n4 still a learner: etcd's voters are n1 and n2, none of them
+        // the incoming host, so one voter is missing all the same.
+        let mut learning = after_promotion();
+        node_mut(&mut learning, "n3").etcd_label = false;
+        node_mut(&mut learning, "n4").etcd_is_voter = false;
+        refresh_etcd_views_voting(&mut learning, |_| true, |_| false);
+        node_mut(&mut learning, "n3").etcd_label = true;
+        let count = count_voters(&learning, Some("n4"));
+        assert_eq!((count.seen, count.missing), (2, 1), "{count:?}");
+    }
+
     proptest! {
         #[test]
         fn keeps_quorum_means_the_healthy_left_outnumber_the_rest(members in 0usize..50, healthy in 0usize..50) {

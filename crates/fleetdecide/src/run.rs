@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::action::Action;
 use crate::grace::{GraceKind, grace_for};
-use crate::pacing::{Pace, pace, standby_ready_at};
+use crate::pacing::{Pace, pace, resting_until};
 use crate::view::{FleetView, half_name};
 use crate::window::show_time;
 use crate::{tidy, voterset};
@@ -271,7 +271,7 @@ pub fn run_decision(v: &FleetView) -> RunDecision {
     };
     let mut resting: Vec<String> = Vec::new();
     for n in sorted.iter().filter(|n| free_standby(n)) {
-        if let Some(t) = standby_ready_at(v, n).filter(|t| v.now < *t) {
+        if let Some(t) = resting_until(v, n) {
             resting.push(format!(
                 "{} was replaced lately and may stand by from {} (Ready for {} s)",
                 n.name,
@@ -323,8 +323,7 @@ fn voter_set(v: &FleetView) -> RunDecision {
         .nodes
         .iter()
         .filter(|n| free_standby(n))
-        .filter_map(|n| standby_ready_at(v, n))
-        .filter(|t| *t > v.now)
+        .filter_map(|n| resting_until(v, n))
         .min();
     let Some(first) = p.stages.first() else {
         return idle(

@@ -10,7 +10,7 @@
 //! sequences of those events ([`Move::events`]), so the dry run of each and
 //! the planner count the same way.
 
-use crate::pacing::standby_ready_at;
+use crate::pacing::resting_until;
 use crate::view::FleetView;
 use std::collections::BTreeMap;
 
@@ -587,7 +587,7 @@ pub fn standbys(v: &FleetView) -> Vec<&NodeFacts> {
     v.sorted()
         .into_iter()
         .filter(|n| free_standby(n))
-        .filter(|n| standby_ready_at(v, n).is_none_or(|t| v.now >= t))
+        .filter(|n| resting_until(v, n).is_none())
         .collect()
 }
 
