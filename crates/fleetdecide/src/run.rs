@@ -434,8 +434,6 @@ fn count_move(v: &FleetView, p: &voterset::Path) -> Option<RunDecision> {
     })
 }
 
-/// Whether `n` could stand in for a voter now, but for the rest a host
-/// `run` replaced lately must take ([`standby_ready_at`]): an eligible,
 #[cfg(test)]
 mod tests;
 

@@ -571,7 +571,10 @@ fn spread_swap(set: &[Host], free: &[Host]) -> Option<(String, String)> {
         .then(|| (out.name.clone(), incoming.name.clone()))
 }
 
-/// Ready, uncordoned agent with no server labels and no step asked of it.
+/// Whether `n` could stand in for a voter now, but for the rest a host
+/// `run` replaced lately must take ([`crate::pacing::standby_ready_at`]):
+/// an eligible, Ready, uncordoned agent with no server labels and no step
+/// asked of it.
 pub fn free_standby(n: &NodeFacts) -> bool {
     classify(n) == Class::Agent
         && !n.has_server_labels()
