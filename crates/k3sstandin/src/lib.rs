@@ -11,10 +11,12 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod bare;
 pub mod etcd_gw;
 pub mod etcd_tls;
 pub mod k3s;
 pub mod lab_pki;
+pub mod snapshots;
 pub mod spec;
 pub mod stamps;
 pub mod zip;

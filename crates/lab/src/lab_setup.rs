@@ -30,7 +30,7 @@ use protocol::Role;
 /// The programs a lab runs.
 #[derive(Debug, Clone)]
 pub struct Bins {
-    /// `fleet-role-lab` (it is also every host's `k3s`).
+    /// `fleet-role-lab` (every host's `k3s`, the stand-in, is beside it).
     pub lab: PathBuf,
     /// `fleet-role-actuator`.
     pub actuator: PathBuf,
@@ -41,7 +41,7 @@ pub struct Bins {
 impl Bins {
     /// The programs beside each other in one directory (cargo's target dir).
     pub fn beside(dir: &Path) -> anyhow::Result<Bins> {
-        for b in ["fleet-role-lab", "fleet-role-actuator", "systemctl"] {
+        for b in ["fleet-role-lab", "fleet-role-actuator", "systemctl", "k3s"] {
             if !dir.join(b).is_file() {
                 bail!(
                     "{} is missing: build the workspace's binaries (cargo build --workspace --bins)",

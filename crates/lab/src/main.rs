@@ -1,13 +1,14 @@
 //! `fleet-role-lab`: a k3s fleet on one machine, each host a container
-//! booting real systemd (`up`, `down`, `status`, `demo`, `bench`), and every
-//! lab host's `k3s` stand-in (`k3s server|agent|etcd-snapshot`).
+//! booting real systemd (`up`, `down`, `status`, `demo`, `bench`,
+//! `chaos`). Every lab host's `k3s` is the stand-in's own binary
+//! (`k3sstandin`, built beside this one).
 #![forbid(unsafe_code)]
 
 use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
 use lab::{
-    chaos, held_lab, k3s, lab_setup, scenario, status,
+    chaos, held_lab, lab_setup, scenario, status,
     systemd_lab::{self, SystemdLab},
 };
 
@@ -108,13 +109,6 @@ enum Cmd {
         #[arg(long, value_name = "FILE", conflicts_with_all = ["seed", "swaps", "faults"])]
         replay: Option<PathBuf>,
     },
-    /// The k3s stand-in (what every lab host runs as `k3s`).
-    #[command(hide = true)]
-    K3s {
-        /// `server`, `agent`, or `etcd-snapshot save --name NAME`.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
     /// Runs PROGRAM in the cgroup NAME (made if missing) of each hierarchy:
     /// how a real-systemd lab host's nspawn starts in a cgroup of its own.
     #[command(hide = true)]
@@ -163,49 +157,6 @@ fn say(line: &str) {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Cmd::InCgroup { .. } => unreachable!("handled in main before the runtime"),
-        Cmd::K3s { args } => {
-            tracing_subscriber::fmt()
-                .with_ansi(false)
-                .with_writer(std::io::stderr)
-                .init();
-            if args.as_slice() == ["--version"] {
-                // The release whose source the stand-in follows (docs/lab.md).
-                println!(
-                    "k3s version {} (fleet-role-lab stand-in)\ngo version go1.24.11",
-                    k3s::VERSION
-                );
-                return Ok(ExitCode::SUCCESS);
-            }
-            let ctx = k3s::Ctx::load(args.get(1..).unwrap_or_default())?;
-            let a: Vec<&str> = args.iter().map(String::as_str).collect();
-            match a.as_slice() {
-                ["server", ..] => k3s::server::run(ctx).await?,
-                ["agent", ..] => k3s::agent::run(ctx).await?,
-                [
-                    "etcd-snapshot",
-                    "prune",
-                    "--name",
-                    prefix,
-                    "--snapshot-retention",
-                    keep,
-                ] => {
-                    for file in k3s::snapshot_prune(&ctx, prefix, keep.parse()?).await? {
-                        eprintln!("Removing local snapshot {}", file.display());
-                    }
-                }
-                ["etcd-snapshot", "save", "--name", name] => {
-                    let file = k3s::snapshot_save(&ctx, name).await?;
-                    eprintln!(
-                        "Snapshot {} saved.",
-                        file.file_name()
-                            .map(|f| f.to_string_lossy())
-                            .unwrap_or_default()
-                    );
-                }
-                _ => anyhow::bail!("k3s (lab stand-in): unsupported arguments"),
-            }
-            Ok(ExitCode::SUCCESS)
-        }
         Cmd::Up {
             servers,
             agents,

@@ -506,16 +506,17 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec, laid: bool) -> a
             0o644,
         )?;
     }
+    // The k3s stand-in is built beside fleet-role-lab (Bins::beside checks).
     // exec keeps the pid: the stand-in is the unit's main process, so its
     // READY=1 counts (NotifyAccess=main). The same environment for the
     // actuator's `k3s etcd-snapshot save`.
     lab_setup::write(
         &root.join("usr/local/bin/k3s"),
         &format!(
-            "#!/bin/sh\nexport FLEET_ROLE_ROOT=/ FLEET_ROLE_LAB=\"{}\" FLEET_ROLE_KUBE_APISERVER=\"{}\"\nexec \"{}\" k3s \"$@\"\n",
+            "#!/bin/sh\nexport FLEET_ROLE_ROOT=/ FLEET_ROLE_LAB=\"{}\" FLEET_ROLE_KUBE_APISERVER=\"{}\"\nexec \"{}\" \"$@\"\n",
             spec.dir.display(),
             fs::canonicalize(&spec.kube_apiserver)?.display(),
-            spec.lab_bin.display()
+            spec.lab_bin.with_file_name("k3s").display()
         ),
         0o755,
     )?;

@@ -5,6 +5,7 @@
 
 pub mod agent;
 mod bootstrap;
+pub mod cli;
 pub mod config;
 pub mod election;
 pub mod learners;
@@ -130,7 +131,7 @@ fn snapshot_dir(ctx: &Ctx) -> anyhow::Result<(config::K3sConfig, PathBuf)> {
 /// `k3s etcd-snapshot prune --name PREFIX --snapshot-retention KEEP`: the
 /// local snapshots of that prefix past the newest `keep` are removed, by
 /// k3s's rule (`snapshotRetention`, `pkg/etcd/snapshot.go`:
-/// [`standins::snapshots::to_prune`]). Like `save` it asks the running
+/// [`crate::snapshots::to_prune`]). Like `save` it asks the running
 /// server, so with no local etcd answering it fails. Returns the removed
 /// files.
 pub async fn snapshot_prune(ctx: &Ctx, prefix: &str, keep: usize) -> anyhow::Result<Vec<PathBuf>> {
@@ -147,7 +148,7 @@ pub async fn snapshot_prune(ctx: &Ctx, prefix: &str, keep: usize) -> anyhow::Res
         Err(_) => Vec::new(),
     };
     let mut removed = Vec::new();
-    for name in standins::snapshots::to_prune(&names, prefix, keep) {
+    for name in crate::snapshots::to_prune(&names, prefix, keep) {
         let file = dir.join(name);
         std::fs::remove_file(&file)?;
         removed.push(file);

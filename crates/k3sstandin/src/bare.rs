@@ -1,4 +1,5 @@
-//! A `k3s` CLI stand-in: `k3s etcd-snapshot save --name NAME` writes a file
+//! The stand-in on a bare host root (no lab: the actuator's and the
+//! controller's tests, with the `systemctl` stand-in's units): `k3s etcd-snapshot save --name NAME` writes a file
 //! named as k3s names it (`<name>-<node>-<unix>`, `.zip` with
 //! `etcd-snapshot-compress`) in `etcd-snapshot-dir` (default
 //! `server/db/snapshots`), read from `config.yaml` then `config.yaml.d/*.yaml`
@@ -6,11 +7,13 @@
 //! winning), and fails as k3s would when the server is not up.
 //! `k3s etcd-snapshot prune --name PREFIX --snapshot-retention N` removes
 //! the older files of that prefix there, by k3s's rule
-//! ([`standins::snapshots::to_prune`]).
+//! ([`crate::snapshots::to_prune`]).
 
 use std::{fs, process::ExitCode};
 
 use standins::{log, root, state_dir, units};
+
+use crate::snapshots;
 
 fn node_name(root: &std::path::Path) -> String {
     config_value(root, "node-name")
@@ -58,7 +61,8 @@ fn snapshot_dir(root: &std::path::Path) -> std::path::PathBuf {
     )
 }
 
-fn main() -> ExitCode {
+/// Answers `k3s ARGS` on a bare host root (`FLEET_ROLE_ROOT`).
+pub fn run(args: &[String]) -> ExitCode {
     let clock = clock::Clock::system();
     let root = match root() {
         Ok(r) => r,
@@ -67,7 +71,6 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let args: Vec<String> = std::env::args().skip(1).collect();
     if args == ["--version"] {
         // k3s's own two lines, and like k3s it writes nothing (not even
         // the stand-in's log of commands: the tests that check a refused
@@ -115,7 +118,7 @@ fn main() -> ExitCode {
                         .collect()
                 })
                 .unwrap_or_default();
-            for name in standins::snapshots::to_prune(&names, prefix, keep) {
+            for name in snapshots::to_prune(&names, prefix, keep) {
                 eprintln!(
                     "level=info msg=\"Removing local snapshot {}\"",
                     dir.join(&name).display()
