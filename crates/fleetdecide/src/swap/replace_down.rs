@@ -11,7 +11,6 @@ use crate::gates::down_removal_gates;
 use crate::reasons::{Awaiting, Reason, Write};
 use crate::record::SwapStep;
 use crate::view::{FleetView, Recorded};
-use protocol::validate::StepKind;
 use protocol::view::LeaseFacts;
 
 /// Replacing a down voter. etcd (with k3s's strict reconfiguration check)
@@ -36,14 +35,11 @@ pub(super) fn replace_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Act
         // Node said so; or it came back) goes the ordinary way, promotion
         // first. The cordon stays; the step-down needs it anyway. With no
         // view of etcd known nothing is confirmed either way: the removal's
-        // gates (`etcd-views-agree`) hold it.
+        // gates (`etcd-views-agree`) hold it. The Lease is in the removal
+        // here, so the promotion's step is marked first, and the promotion
+        // (asked already or not) is decided from there.
         if !o.k3s.remove_requested() && v.etcd().known() && !v.down(out) {
-            return match i {
-                Some(i) if i.marks.step_kind() == Some(StepKind::Promote) => {
-                    promote_wait(v, l, rec, i, Order::BeforeRemoval)
-                }
-                _ => before_promote(v, l, rec),
-            };
+            return before_promote(v, l, rec);
         }
         if let Some(a) = enter(v, l, SwapStep::Removal) {
             return a;
