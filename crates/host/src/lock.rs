@@ -39,16 +39,11 @@ impl HostLock {
     /// Takes the lock like [`HostLock::acquire`], giving up when `budget` is
     /// cancelled or spent: a cancelled step must not keep waiting for it.
     pub fn acquire_within(path: &Path, timeout: Duration, budget: &Budget) -> Result<HostLock> {
-        let file = open(path)?;
-        let clock = budget.clock();
-        let start = clock.now();
-        loop {
-            if take(&file, path, clock.since(start), timeout)? {
-                return Ok(HostLock { _file: file });
-            }
-            budget.check("waiting for the host lock")?;
+        let (file, start) = (open(path)?, budget.clock().now());
+        while !attempt(&file, path, budget.clock().since(start), timeout, budget)? {
             thread::sleep(RETRY);
         }
+        Ok(HostLock { _file: file })
     }
 
     /// Takes the lock like [`HostLock::acquire_within`], waiting on the
@@ -59,17 +54,28 @@ impl HostLock {
         timeout: Duration,
         budget: &Budget,
     ) -> Result<HostLock> {
-        let file = open(path)?;
-        let clock = budget.clock();
-        let start = clock.now();
-        loop {
-            if take(&file, path, clock.since(start), timeout)? {
-                return Ok(HostLock { _file: file });
-            }
-            budget.check("waiting for the host lock")?;
+        let (file, start) = (open(path)?, budget.clock().now());
+        while !attempt(&file, path, budget.clock().since(start), timeout, budget)? {
             tokio::time::sleep(RETRY).await;
         }
+        Ok(HostLock { _file: file })
     }
+}
+
+/// One try of the lock after `waited`: whether it was taken; an error once
+/// the wait is over `timeout` or `budget` is spent or cancelled.
+fn attempt(
+    file: &File,
+    path: &Path,
+    waited: Duration,
+    timeout: Duration,
+    budget: &Budget,
+) -> Result<bool> {
+    if take(file, path, waited, timeout)? {
+        return Ok(true);
+    }
+    budget.check("waiting for the host lock")?;
+    Ok(false)
 }
 
 /// How often a wait for the lock tries it again.
