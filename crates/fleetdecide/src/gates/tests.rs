@@ -543,6 +543,31 @@ fn a_swap_is_refused_while_an_unfinished_swap_names_another_incoming_or_outgoing
 }
 
 #[test]
+fn a_step_of_the_recorded_swap_left_on_a_third_node_shuts_the_gate_and_one_on_its_own_hosts_does_not()
+ {
+    let mut v = fleet();
+    let mut l = lease_held_by("fleet-role", "ctl-old", "swap-0", "n1", "n4");
+    l.renew_time = Some(NOW - 1000);
+    v.lease = Some(l);
+    for own in ["n1", "n4"] {
+        let n = node_mut(&mut v, own);
+        n.marks.swap = Some("swap-0".into());
+        n.marks.step = Some("promote".into());
+    }
+    assert!(gate_no_other_swap(&v, "n1", "n4").passed);
+    let n2 = node_mut(&mut v, "n2");
+    n2.marks.swap = Some("swap-0".into());
+    n2.marks.step = Some("snapshot".into());
+    let g = gate_no_other_swap(&v, "n1", "n4");
+    assert!(!g.passed, "{}", g.reason);
+    assert!(
+        g.reason.contains("n2 carries step snapshot of swap swap-0"),
+        "{}",
+        g.reason
+    );
+}
+
+#[test]
 fn a_lease_held_without_a_controller_instance_still_shuts_the_no_other_swap_gate() {
     let mut v = fleet();
     let mut l = lease_held_by("someone", "x", "swap-0", "n1", "n4");
