@@ -15,7 +15,7 @@ use protocol::{
 use tracing::{debug, info, warn};
 
 use super::{
-    Copy, Decided, LeaseSeen, Watcher, secs_i64,
+    Copy, Decided, Watcher, secs_i64,
     step::{EtcdAccess, LeaseGate, Running, run_host_step, step_bound},
     step_error::StepError,
 };
@@ -30,7 +30,7 @@ impl Watcher {
             .memory
             .refused
             .as_ref()
-            .is_none_or(|(at, _)| self.clock.since(*at) >= self.settings.heartbeat);
+            .is_none_or(|(at, _)| self.ctx.clock.since(*at) >= self.ctx.settings.heartbeat);
         if self.memory.copy == Copy::Unwritten
             && again
             && let Err(e) = self.send(client).await
@@ -39,10 +39,10 @@ impl Watcher {
             return Err(e);
         }
         self.beat(client).await?;
-        let Some(node) = self.node.clone() else {
+        let Some(node) = self.seen.node.clone() else {
             return Ok(());
         };
-        let names = self.settings.names.clone();
+        let names = self.ctx.settings.names.clone();
         let view = kubeview::node_facts(&names, &node);
         let join = match (
             view.marks.step_kind(),
@@ -62,11 +62,8 @@ impl Watcher {
             // asked for the step (the two watches deliver in no set order):
             // a refusal is decided on the Lease as the API holds it now.
             let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
-            let facts = leases
-                .get_opt(&names.lease_name)
-                .await?
-                .map(|l| kubeview::lease_facts(&names, &l));
-            self.lease = LeaseSeen::Listed(facts);
+            let lease = leases.get_opt(&names.lease_name).await?;
+            self.seen.lease_seen(&names, lease);
             decision = self.decision(&view, &join);
         }
         // A demotion whose agent could not start is refused before it
@@ -112,7 +109,8 @@ impl Watcher {
                         "cancelling the running step for the next one"
                     );
                     if let Some(r) = self.running.take() {
-                        self.metrics
+                        self.ctx
+                            .metrics
                             .step_ended(r.step.report_step().as_str(), "cancelled");
                         if !r.cancel().await {
                             warn!(
@@ -144,13 +142,13 @@ impl Watcher {
                     step = step.as_str(),
                     "refused: {reason}"
                 );
-                self.metrics.step_ended(step.as_str(), "refused");
+                self.ctx.metrics.step_ended(step.as_str(), "refused");
                 let r = Report::next(
                     self.memory.report.as_ref(),
                     swap,
                     step,
                     Phase::Refused,
-                    self.clock.unix_secs(),
+                    self.ctx.clock.unix_secs(),
                 )
                 .with_reason(reason);
                 self.record(client, r).await
@@ -164,26 +162,26 @@ impl Watcher {
     fn decision(&self, view: &protocol::NodeFacts, join: &JoinTarget) -> Decision {
         // A role file that exists but cannot be read, or names no valid role,
         // is not "no role": every switch is refused until it is fixed.
-        let role_file = host::role::read(&self.host.paths);
+        let role_file = host::role::read(&self.ctx.host.paths);
         let role_problem = role_file.as_ref().err().map(ToString::to_string);
-        let member = self.host.member_name();
+        let member = self.ctx.host.member_name();
         let hs = HostState {
             role: role_file.ok().flatten(),
-            datastore: self.host.has_datastore(),
-            tombstone: self.host.has_tombstone(),
+            datastore: self.ctx.host.has_datastore(),
+            tombstone: self.ctx.host.has_tombstone(),
             etcd_lists_member: self.etcd_lists_member(member.as_deref()),
             member,
         };
         let decision = decide(&Observation {
-            now: self.clock.unix_secs(),
+            now: self.ctx.clock.unix_secs(),
             node: view,
-            lease: self.lease.facts(),
+            lease: self.seen.lease.facts(),
             report: self.memory.report.as_ref(),
             host: hs,
             join,
-            identity: &self.settings.names.controller_identity,
-            skew_margin: secs_i64(self.settings.skew_margin),
-            join_port: self.settings.join_port,
+            identity: &self.ctx.settings.names.controller_identity,
+            skew_margin: secs_i64(self.ctx.settings.skew_margin),
+            join_port: self.ctx.settings.join_port,
         });
         hostdecide::decide::with_role_file(decision, role_problem.as_deref())
     }
@@ -196,29 +194,31 @@ impl Watcher {
             // The host's copy first: a report lost on its way to the API is
             // still known at the next start. A copy that cannot be written
             // is said loudly; the API's copy still stands behind it.
-            if let Err(e) = report::write_local(&self.host.paths, r) {
+            if let Err(e) = report::write_local(&self.ctx.host.paths, r) {
                 warn!(error = %e, "cannot keep the report on the host");
             }
-            let node = self.settings.node.as_str();
+            let node = self.ctx.settings.node.as_str();
             let written = self
                 .memory
                 .published
-                .write(client, &self.settings.names, node, r)
+                .write(client, &self.ctx.settings.names, node, r)
                 .await;
             if let Err(e) = written {
                 if let Some(refusal) = report::refusal(&e) {
-                    self.metrics.write_refused("report", &refusal.reason);
+                    self.ctx.metrics.write_refused("report", &refusal.reason);
                     if self.memory.is_new(&refusal) {
                         warn!(
-                            object =
-                                format!("ConfigMap {}/{node}", self.settings.names.hosts_namespace),
+                            object = format!(
+                                "ConfigMap {}/{node}",
+                                self.ctx.settings.names.hosts_namespace
+                            ),
                             "the API refused this host's report: {refusal}"
                         );
                         // The heartbeat carries it from the next decision
                         // on, not a period later.
                         self.heartbeat_now();
                     }
-                    self.memory.refused = Some((self.clock.now(), refusal));
+                    self.memory.refused = Some((self.ctx.clock.now(), refusal));
                 }
                 return Err(e);
             }
@@ -253,7 +253,7 @@ impl Watcher {
             swap.clone(),
             step,
             phase,
-            self.clock.unix_secs(),
+            self.ctx.clock.unix_secs(),
         );
         if let Some(d) = detail {
             r = r.with_detail(d);
@@ -282,9 +282,9 @@ impl Watcher {
             self.phase(client, &swap, rstep, Phase::Started, None)
                 .await?;
         }
-        let budget = host::Budget::within(&self.clock, step_bound(&self.settings, &step));
-        let host = self.host.clone().with_budget(budget.clone());
-        let lock_timeout = self.settings.lock_timeout;
+        let budget = host::Budget::within(&self.ctx.clock, step_bound(&self.ctx.settings, &step));
+        let host = self.ctx.host.clone().with_budget(budget.clone());
+        let lock_timeout = self.ctx.settings.lock_timeout;
         let detail = self.memory.report.as_ref().and_then(|r| r.detail);
         // Every step but a finish needs the Lease (a finish needs none once
         // the member is gone, which its decision checked on the disk).
@@ -292,20 +292,20 @@ impl Watcher {
             (Step::Finish, _) | (_, None) => None,
             (_, Some(swap)) => Some(LeaseGate {
                 leases: Api::namespaced(client.clone(), LEASE_NAMESPACE),
-                names: self.settings.names.clone(),
+                names: self.ctx.settings.names.clone(),
                 swap: swap.clone(),
-                node: self.settings.node.to_string(),
+                node: self.ctx.settings.node.to_string(),
                 step: rstep,
-                skew_margin: secs_i64(self.settings.skew_margin),
-                clock: self.clock.clone(),
+                skew_margin: secs_i64(self.ctx.settings.skew_margin),
+                clock: self.ctx.clock.clone(),
             }),
         };
         // A step-down first hands etcd's leadership over, through the
         // local member; a rollback removes its own learner.
         let etcd = matches!(step, Step::StepDown | Step::Rollback).then(|| EtcdAccess {
-            local: self.settings.etcd.clone(),
-            addresses: self.addresses.clone(),
-            clock: self.clock.clone(),
+            local: self.ctx.settings.etcd.clone(),
+            addresses: self.ctx.addresses.clone(),
+            clock: self.ctx.clock.clone(),
         });
         let task = tokio::spawn(run_host_step(
             host,
@@ -319,7 +319,7 @@ impl Watcher {
             swap,
             step,
             detail,
-            started: self.clock.now(),
+            started: self.ctx.clock.now(),
             budget,
             task,
         });
@@ -342,9 +342,10 @@ impl Watcher {
             ..
         } = running;
         let rstep = step.report_step();
-        self.metrics
-            .step_took(rstep.as_str(), self.clock.since(started));
-        self.metrics.step_ended(
+        self.ctx
+            .metrics
+            .step_took(rstep.as_str(), self.ctx.clock.since(started));
+        self.ctx.metrics.step_ended(
             rstep.as_str(),
             match &outcome {
                 Ok(_) => "done",
@@ -367,7 +368,7 @@ impl Watcher {
                     swap,
                     rstep,
                     Phase::Failed,
-                    self.clock.unix_secs(),
+                    self.ctx.clock.unix_secs(),
                 )
                 .with_reason(reason);
                 return self.record(client, r).await;
@@ -376,9 +377,10 @@ impl Watcher {
         // k3s promotes a caught-up learner; the Node's EtcdIsVoter (as it is
         // now, not when the step started) says so.
         let view = self
+            .seen
             .node
             .as_ref()
-            .map(|n| kubeview::node_facts(&self.settings.names, n))
+            .map(|n| kubeview::node_facts(&self.ctx.settings.names, n))
             .unwrap_or_default();
         for (phase, milestone) in
             hostdecide::milestones::after_host_part(&step, detail, view.etcd_is_voter)
@@ -388,7 +390,7 @@ impl Watcher {
                 swap.clone(),
                 rstep,
                 phase,
-                self.clock.unix_secs(),
+                self.ctx.clock.unix_secs(),
             )
             .with_detail(milestone);
             if milestone == Detail::Snapshot {

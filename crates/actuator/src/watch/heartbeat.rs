@@ -15,7 +15,7 @@ use protocol::{
 };
 use tracing::{info, warn};
 
-use super::{AddressCheck, Watcher};
+use super::Watcher;
 use crate::{etcdreport::ViewReader, membership::RemoteReader};
 
 /// The credential's lapse is warned about at most this often.
@@ -72,19 +72,6 @@ fn server_node(names: &protocol::Names, n: &Node) -> host::eligibility::ServerNo
 }
 
 impl Watcher {
-    /// Refuses a Node whose InternalIP is not an address of this host (the
-    /// first time the Node is seen with one): its steps are another
-    /// machine's.
-    pub(super) fn check_address(&mut self, node: Option<&Node>) -> Result<(), String> {
-        let ip = node.and_then(kubeview::internal_ip);
-        if let (AddressCheck::Pending, Some(ip)) = (self.address_check, ip) {
-            host::identity::check_internal_ip(self.settings.node.as_str(), &ip, &self.addresses)
-                .map_err(|e| e.to_string())?;
-            self.address_check = AddressCheck::Passed;
-        }
-        Ok(())
-    }
-
     /// Warns (at most once an hour) while the credential is within
     /// [`crate::cluster::EXPIRY_WARNING_SECS`] of lapsing: a lapsed token
     /// fails every request, and the host would stop taking steps.
@@ -92,11 +79,12 @@ impl Watcher {
         if self
             .heartbeat
             .expiry_warned
-            .is_some_and(|t| self.clock.since(t) < EXPIRY_WARNING_EVERY)
+            .is_some_and(|t| self.ctx.clock.since(t) < EXPIRY_WARNING_EVERY)
         {
             return;
         }
         let Some(exp) = self
+            .ctx
             .settings
             .token_file
             .as_deref()
@@ -104,9 +92,9 @@ impl Watcher {
         else {
             return;
         };
-        if let Some(w) = crate::cluster::expiry_warning(exp, self.clock.unix_secs()) {
+        if let Some(w) = crate::cluster::expiry_warning(exp, self.ctx.clock.unix_secs()) {
             warn!(expires = exp, "{w}");
-            self.heartbeat.expiry_warned = Some(self.clock.now());
+            self.heartbeat.expiry_warned = Some(self.ctx.clock.now());
         }
     }
 
@@ -135,21 +123,23 @@ impl Watcher {
         let due = self
             .heartbeat
             .last
-            .is_none_or(|t| self.clock.since(t) >= self.settings.heartbeat);
-        let server = matches!(host::role::read(&self.host.paths), Ok(Some(Role::Server)))
-            || self.host.has_datastore();
+            .is_none_or(|t| self.ctx.clock.since(t) >= self.ctx.settings.heartbeat);
+        let server = matches!(
+            host::role::read(&self.ctx.host.paths),
+            Ok(Some(Role::Server))
+        ) || self.ctx.host.has_datastore();
         // The server Nodes: where a server's agent could bootstrap, and what
         // a standby could join.
         if due || self.heartbeat.servers.is_none() {
             self.heartbeat.servers = Some(self.server_nodes(client).await?);
         }
         let demotion = if server {
-            let config = host::eligibility::read(&self.host.paths);
+            let config = host::eligibility::read(&self.ctx.host.paths);
             Some(Eligibility::of(&host::eligibility::assess(
                 &config,
-                self.settings.node.as_str(),
+                self.ctx.settings.node.as_str(),
                 self.heartbeat.servers.as_deref(),
-                self.host.eligibility_judged(),
+                self.ctx.host.eligibility_judged(),
             )))
         } else {
             None
@@ -159,13 +149,13 @@ impl Watcher {
             None
         } else {
             self.ask_join_server(due);
-            let config = host::preflight::read(&self.host.paths);
+            let config = host::preflight::read(&self.ctx.host.paths);
             Some(Eligibility::of(&host::preflight::assess(
                 &config,
                 self.heartbeat.join_answer.as_ref(),
             )))
         };
-        let etcd = if self.host.has_datastore() {
+        let etcd = if self.ctx.host.has_datastore() {
             self.heartbeat.etcd_view.current().await
         } else {
             self.heartbeat.etcd_view.forget();
@@ -193,7 +183,7 @@ impl Watcher {
             );
         }
         if changed || etcd.is_some() {
-            let t = self.clock.unix_secs();
+            let t = self.ctx.clock.unix_secs();
             let part = HostPart {
                 heartbeat_at: t,
                 demotion,
@@ -223,23 +213,23 @@ impl Watcher {
     /// one stands. A refused renewal is said and counted, and tried again
     /// at the next heartbeat; the session goes on.
     async fn renew(&mut self, client: &Client) -> Result<(), kube::Error> {
-        self.heartbeat.last = Some(self.clock.now());
-        let millis = i64::try_from(self.clock.unix_millis()).unwrap_or(i64::MAX);
+        self.heartbeat.last = Some(self.ctx.clock.now());
+        let millis = i64::try_from(self.ctx.clock.unix_millis()).unwrap_or(i64::MAX);
         let stamp = k8s_openapi::jiff::Timestamp::from_millisecond(millis)
             .map(MicroTime)
             .unwrap_or_else(|_| MicroTime(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         // Valid two periods: a Lease's reader (an operator's kubectl) sees
         // one renewal missed as still held.
-        let duration =
-            i32::try_from(self.settings.heartbeat.as_secs().saturating_mul(2)).unwrap_or(i32::MAX);
+        let duration = i32::try_from(self.ctx.settings.heartbeat.as_secs().saturating_mul(2))
+            .unwrap_or(i32::MAX);
         let refused = self.memory.refused.as_ref().map(|(_, r)| r.to_string());
-        let node = self.settings.node.as_str();
+        let node = self.ctx.settings.node.as_str();
         let renewed = self
             .memory
             .published
             .renew(
                 client,
-                &self.settings.names,
+                &self.ctx.settings.names,
                 node,
                 stamp,
                 duration,
@@ -257,10 +247,11 @@ impl Watcher {
                 let Some(refusal) = crate::report::refusal(&e) else {
                     return Err(e);
                 };
-                self.metrics.write_refused("heartbeat", &refusal.reason);
+                self.ctx.metrics.write_refused("heartbeat", &refusal.reason);
                 if self.heartbeat.renew_refused.as_ref() != Some(&refusal) {
                     warn!(
-                        object = format!("Lease {}/{node}", self.settings.names.hosts_namespace),
+                        object =
+                            format!("Lease {}/{node}", self.ctx.settings.names.hosts_namespace),
                         "the API refused this host's heartbeat: {refusal}"
                     );
                 }
@@ -278,12 +269,12 @@ impl Watcher {
         client: &Client,
     ) -> Result<Vec<String>, kube::Error> {
         let servers = self.server_nodes(client).await?;
-        let config = host::eligibility::read(&self.host.paths);
+        let config = host::eligibility::read(&self.ctx.host.paths);
         let reasons = host::eligibility::assess(
             &config,
-            self.settings.node.as_str(),
+            self.ctx.settings.node.as_str(),
             Some(&servers),
-            self.host.eligibility_judged(),
+            self.ctx.host.eligibility_judged(),
         );
         self.heartbeat.servers = Some(servers);
         Ok(reasons)
@@ -310,14 +301,14 @@ impl Watcher {
         if hb.join_asking.is_some() || !again {
             return;
         }
-        let port = host::join::agent_unit(&self.host.paths)
+        let port = host::join::agent_unit(&self.ctx.host.paths)
             .and_then(|c| c.url().ok())
             .map_or(6443, |u| u.port());
         let candidates: Vec<(String, std::net::IpAddr)> = hb
             .servers
             .iter()
             .flatten()
-            .filter(|s| s.ready && s.name != self.settings.node.as_str())
+            .filter(|s| s.ready && s.name != self.ctx.settings.node.as_str())
             .flat_map(|s| {
                 s.addresses
                     .iter()
@@ -364,7 +355,7 @@ impl Watcher {
         Ok(list
             .items
             .iter()
-            .map(|n| server_node(&self.settings.names, n))
+            .map(|n| server_node(&self.ctx.settings.names, n))
             .collect())
     }
 
@@ -374,7 +365,7 @@ impl Watcher {
         self.heartbeat
             .etcd_view
             .cached()
-            .and_then(|v| crate::membership::listed(v, member, &self.addresses))
+            .and_then(|v| crate::membership::listed(v, member, &self.ctx.addresses))
     }
 
     /// Whether etcd lists this host's member, as far as any reading says:
@@ -394,21 +385,22 @@ impl Watcher {
     /// each decide on it. Paced and bounded
     /// ([`crate::membership::RemoteReader::read`]).
     pub(super) async fn read_membership(&mut self) {
-        let member = self.host.member_name();
-        if !self.host.has_datastore()
-            || self.host.has_tombstone()
+        let member = self.ctx.host.member_name();
+        if !self.ctx.host.has_datastore()
+            || self.ctx.host.has_tombstone()
             || self.listed_locally(member.as_deref()).is_some()
         {
             return;
         }
         let mut extra: Vec<String> = self
+            .ctx
             .host
             .join_server()
             .map(|j| j.host().to_string())
             .into_iter()
             .collect();
         for s in self.heartbeat.servers.iter().flatten() {
-            if s.name != self.settings.node.as_str() {
+            if s.name != self.ctx.settings.node.as_str() {
                 // Only addresses: a Node's Hostname entry would need a
                 // name lookup, and TLS checks the address k3s certified.
                 let ips = s
@@ -419,13 +411,13 @@ impl Watcher {
             }
         }
         let candidates = crate::membership::candidates(
-            &self.settings.etcd,
+            &self.ctx.settings.etcd,
             self.heartbeat.etcd_view.last_read(),
             &extra,
         );
         self.heartbeat
             .remote
-            .read(&candidates, member.as_deref(), &self.addresses)
+            .read(&candidates, member.as_deref(), &self.ctx.addresses)
             .await;
     }
 }

@@ -28,13 +28,12 @@ use std::{future::Future, sync::Arc, time::Duration};
 
 use clock::Clock;
 use futures::pin_mut;
-use k8s_openapi::api::core::v1::Node;
 use protocol::Report;
 use tracing::{info, warn};
 
 use crate::{cluster::Candidates, config::Settings, metrics::Metrics};
 use memory::{Copy, Memory};
-use seen::{AddressCheck, LeaseSeen};
+use seen::Seen;
 
 pub use step::step_bound;
 pub use step_error::{HostLeft, PlanError, StepError};
@@ -117,27 +116,27 @@ pub struct Decisions {
     pub last: Option<Decided>,
 }
 
-/// The watcher's state, kept across sessions (API candidates).
-pub struct Watcher {
+/// What every part of the watcher reads and none changes.
+struct Context {
     settings: Settings,
     host: host::Host,
     /// The one clock every reading of time goes through.
     clock: Clock,
-    /// The own Node as its watch last showed it (kept across sessions).
-    node: Option<Node>,
-    /// The view of the Node the last decision was made on, this session
-    /// (only a change of it is worth a decision).
-    last_view: Option<protocol::NodeFacts>,
-    lease: LeaseSeen,
+    metrics: Arc<Metrics>,
+    /// This host's addresses, read at start.
+    addresses: host::addresses::LocalAddresses,
+}
+
+/// The watcher's state, kept across sessions (API candidates).
+pub struct Watcher {
+    ctx: Context,
+    /// What the watches have shown: the own Node and the regrade Lease.
+    seen: Seen,
     memory: Memory,
     /// The last reason to wait, as logged (logged again on a change).
     last_wait: Option<String>,
     /// The step whose host part runs now, in its own task.
     running: Option<step::Running>,
-    metrics: Arc<Metrics>,
-    /// This host's addresses, read at start.
-    addresses: host::addresses::LocalAddresses,
-    address_check: AddressCheck,
     /// What the heartbeat reads and when it last wrote.
     heartbeat: heartbeat::Heartbeat,
     /// What the decision being made came to (published once it is done).
@@ -160,19 +159,18 @@ impl Watcher {
     pub fn with_host(settings: Settings, host: host::Host, clock: Clock) -> Self {
         Self {
             heartbeat: heartbeat::Heartbeat::new(&settings.etcd, &clock),
-            settings,
-            host,
-            clock,
-            node: None,
-            last_view: None,
-            lease: LeaseSeen::NotListed,
+            ctx: Context {
+                settings,
+                host,
+                clock,
+                metrics: Arc::new(Metrics::new()),
+                addresses: host::addresses::LocalAddresses::read(std::path::Path::new("/proc/net"))
+                    .unwrap_or_default(),
+            },
+            seen: Seen::default(),
             memory: Memory::default(),
             last_wait: None,
             running: None,
-            metrics: Arc::new(Metrics::new()),
-            addresses: host::addresses::LocalAddresses::read(std::path::Path::new("/proc/net"))
-                .unwrap_or_default(),
-            address_check: AddressCheck::Pending,
             decided: None,
             decisions: tokio::sync::watch::Sender::new(Decisions::default()),
         }
@@ -180,14 +178,14 @@ impl Watcher {
 
     /// Counts into `metrics` (the ones `/metrics` serves) from now on.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
-        self.metrics = metrics;
+        self.ctx.metrics = metrics;
         self
     }
 
     /// The host's addresses the Node's InternalIP is checked against (by
     /// default those under `/proc/net` when the watcher was made).
     pub fn with_addresses(mut self, addresses: host::addresses::LocalAddresses) -> Self {
-        self.addresses = addresses;
+        self.ctx.addresses = addresses;
         self
     }
 
@@ -222,7 +220,7 @@ impl Watcher {
             let client = candidates.client()?;
             info!(
                 api = candidates.current(),
-                "watching node {}", self.settings.node
+                "watching node {}", self.ctx.settings.node
             );
             let end = tokio::select! {
                 end = self.session(client) => end,

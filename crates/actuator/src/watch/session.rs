@@ -9,26 +9,26 @@ use kube::{Api, Client};
 use protocol::names::LEASE_NAMESPACE;
 use tracing::warn;
 
-use super::{
-    Copy, LeaseSeen, SessionEnd, Watcher, chain, step::step_end, streams::watched_by_name,
-};
+use super::{Copy, SessionEnd, Watcher, chain, step::step_end, streams::watched_by_name};
 use crate::report;
 
 impl Watcher {
     /// One session against one API server: watch the Node and the Lease,
     /// decide on each change and on each resync tick.
     pub async fn session(&mut self, client: Client) -> SessionEnd {
-        // A new session decides once the Lease's watch has listed, whatever
-        // it shows, and on the Node as its watch shows it.
-        self.last_view = None;
-        self.lease = LeaseSeen::NotListed;
+        self.seen.new_session();
         self.warn_expiry();
         if self.memory.copy == Copy::NotRead {
-            let node = self.settings.node.as_str();
+            let node = self.ctx.settings.node.as_str();
             let loaded = self
                 .memory
                 .published
-                .load(&client, &self.settings.names, node, &self.host.paths)
+                .load(
+                    &client,
+                    &self.ctx.settings.names,
+                    node,
+                    &self.ctx.host.paths,
+                )
                 .await;
             match loaded {
                 Ok((r, behind)) => {
@@ -50,14 +50,14 @@ impl Watcher {
         }
         let nodes = watched_by_name(
             Api::<Node>::all(client.clone()),
-            self.settings.node.as_str(),
+            self.ctx.settings.node.as_str(),
         );
         let leases = watched_by_name(
             Api::<Lease>::namespaced(client.clone(), LEASE_NAMESPACE),
-            &self.settings.names.lease_name,
+            &self.ctx.settings.names.lease_name,
         );
         pin_mut!(nodes, leases);
-        let mut tick = tokio::time::interval(self.settings.resync);
+        let mut tick = tokio::time::interval(self.ctx.settings.resync);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Errors in a row, by watch.
         let (mut node_errors, mut lease_errors) = (0u32, 0u32);
@@ -66,10 +66,11 @@ impl Watcher {
                 event = nodes.next() => match event {
                     Some(Ok(node)) => {
                         node_errors = 0;
-                        if let Err(why) = self.check_address(node.as_ref()) {
+                        let (name, addresses) = (self.ctx.settings.node.as_str(), &self.ctx.addresses);
+                        if let Err(why) = self.seen.check_address(node.as_ref(), name, addresses) {
                             return SessionEnd::Refused(why);
                         }
-                        self.node_seen(node)
+                        self.seen.node_seen(&self.ctx.settings.names, node)
                     }
                     Some(Err(e)) => {
                         if self.watch_failed("node", &e, &mut node_errors) {
@@ -82,11 +83,7 @@ impl Watcher {
                 event = leases.next() => match event {
                     Some(Ok(lease)) => {
                         lease_errors = 0;
-                        let facts = lease.map(|l| kubeview::lease_facts(&self.settings.names, &l));
-                        let seen = LeaseSeen::Listed(facts);
-                        let changed = seen != self.lease;
-                        self.lease = seen;
-                        changed
+                        self.seen.lease_seen(&self.ctx.settings.names, lease)
                     }
                     Some(Err(e)) => {
                         if self.watch_failed("lease", &e, &mut lease_errors) {
@@ -110,7 +107,7 @@ impl Watcher {
                     false
                 }
             };
-            if changed && self.node.is_some() && self.lease != LeaseSeen::NotListed {
+            if changed && self.seen.decidable() {
                 self.decided = None;
                 let outcome = self.evaluate(&client).await;
                 let last = self.decided;
@@ -140,19 +137,5 @@ impl Watcher {
             warn!("the API refused a request of this host's: {refusal}");
         }
         false
-    }
-
-    /// Keeps the Node as its watch shows it; says whether its view changed.
-    /// A kubelet heartbeat changes the Node every few seconds without
-    /// changing anything fleet-role reads: only a change of the view is
-    /// worth a decision.
-    fn node_seen(&mut self, node: Option<Node>) -> bool {
-        let view = node
-            .as_ref()
-            .map(|n| kubeview::node_facts(&self.settings.names, n));
-        let changed = view != self.last_view;
-        self.node = node;
-        self.last_view = view;
-        changed
     }
 }

@@ -80,7 +80,7 @@ impl Watcher {
     /// itself is in trouble ([`ERRORS_IN_A_ROW`]).
     pub(super) fn watch_failed(&self, watch: &str, e: &watcher::Error, in_a_row: &mut u32) -> bool {
         *in_a_row += 1;
-        self.metrics.watch_restarted(watch);
+        self.ctx.metrics.watch_restarted(watch);
         warn!(watch, error = %chain(e), "watch error");
         *in_a_row >= ERRORS_IN_A_ROW
     }
