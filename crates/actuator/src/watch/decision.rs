@@ -1,7 +1,7 @@
 //! The decision glue: what the watches hold and the host is, handed to
 //! [`hostdecide::decide`], and what follows from its answer: nothing, a wait
 //! logged, a refusal reported, or a step taken and, once its host part
-//! ends, concluded. Every report goes through [`Watcher::record`].
+//! ends, concluded. Every report goes through [`Memory::record`](super::Memory::record).
 
 use hostdecide::{Decision, HostState, Observation, Step, decide, decide::JoinTarget};
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
@@ -33,12 +33,14 @@ impl Watcher {
             .is_none_or(|(at, _)| self.ctx.clock.since(*at) >= self.ctx.settings.heartbeat);
         if self.memory.copy == Copy::Unwritten
             && again
-            && let Err(e) = self.send(client).await
+            && let Err(e) = self.memory.send(&self.ctx, client).await
             && report::refusal(&e).is_none()
         {
             return Err(e);
         }
-        self.beat(client).await?;
+        self.heartbeat
+            .beat(&self.ctx, &mut self.memory, client)
+            .await?;
         let Some(node) = self.seen.node.clone() else {
             return Ok(());
         };
@@ -54,7 +56,7 @@ impl Watcher {
             }
             _ => JoinTarget::NotLooked,
         };
-        self.read_membership().await;
+        self.heartbeat.read_membership(&self.ctx).await;
         let mut decision = self.decision(&view, &join);
         if matches!(decision, Decision::Refuse { .. }) {
             // A refusal is written once and stands, and the Lease's watch may
@@ -75,7 +77,7 @@ impl Watcher {
             resume: false,
         } = &decision
         {
-            let reasons = self.ineligibility(client).await?;
+            let reasons = self.heartbeat.ineligibility(&self.ctx, client).await?;
             if !reasons.is_empty() {
                 // Each reason one line (they hold what the host's config
                 // files hold), by the one rule.
@@ -151,7 +153,7 @@ impl Watcher {
                     self.ctx.clock.unix_secs(),
                 )
                 .with_reason(reason);
-                self.record(client, r).await
+                self.memory.record(&self.ctx, client, r).await
             }
             Decision::Take { swap, step, resume } => self.take(client, swap, step, resume).await,
         }
@@ -169,7 +171,9 @@ impl Watcher {
             role: role_file.ok().flatten(),
             datastore: self.ctx.host.has_datastore(),
             tombstone: self.ctx.host.has_tombstone(),
-            etcd_lists_member: self.etcd_lists_member(member.as_deref()),
+            etcd_lists_member: self
+                .heartbeat
+                .etcd_lists_member(&self.ctx.addresses, member.as_deref()),
             member,
         };
         let decision = decide(&Observation {
@@ -184,60 +188,6 @@ impl Watcher {
             join_port: self.ctx.settings.join_port,
         });
         hostdecide::decide::with_role_file(decision, role_problem.as_deref())
-    }
-
-    /// Sends the report in memory: the host's copy first, then the API's.
-    /// A refusal is said once (with the API's own words), counted, and
-    /// kept for the heartbeat to carry; the report stays unwritten.
-    async fn send(&mut self, client: &Client) -> Result<(), kube::Error> {
-        if let Some(r) = &self.memory.report {
-            // The host's copy first: a report lost on its way to the API is
-            // still known at the next start. A copy that cannot be written
-            // is said loudly; the API's copy still stands behind it.
-            if let Err(e) = report::write_local(&self.ctx.host.paths, r) {
-                warn!(error = %e, "cannot keep the report on the host");
-            }
-            let node = self.ctx.settings.node.as_str();
-            let written = self
-                .memory
-                .published
-                .write(client, &self.ctx.settings.names, node, r)
-                .await;
-            if let Err(e) = written {
-                if let Some(refusal) = report::refusal(&e) {
-                    self.ctx.metrics.write_refused("report", &refusal.reason);
-                    if self.memory.is_new(&refusal) {
-                        warn!(
-                            object = format!(
-                                "ConfigMap {}/{node}",
-                                self.ctx.settings.names.hosts_namespace
-                            ),
-                            "the API refused this host's report: {refusal}"
-                        );
-                        // The heartbeat carries it from the next decision
-                        // on, not a period later.
-                        self.heartbeat_now();
-                    }
-                    self.memory.refused = Some((self.ctx.clock.now(), refusal));
-                }
-                return Err(e);
-            }
-            if self.memory.refused.take().is_some() {
-                info!("the API accepted this host's report again");
-                self.heartbeat_now();
-            }
-        }
-        self.memory.copy = Copy::Written;
-        Ok(())
-    }
-
-    /// Keeps `r` as the report and writes it. The in-memory report moves on
-    /// even when the write fails (it is retried first thing next time), so a
-    /// step is never repeated for want of a write.
-    pub(super) async fn record(&mut self, client: &Client, r: Report) -> Result<(), kube::Error> {
-        self.memory.report = Some(r);
-        self.memory.copy = Copy::Unwritten;
-        self.send(client).await
     }
 
     async fn phase(
@@ -258,7 +208,7 @@ impl Watcher {
         if let Some(d) = detail {
             r = r.with_detail(d);
         }
-        self.record(client, r).await
+        self.memory.record(&self.ctx, client, r).await
     }
 
     /// Starts a step: its start reported (unless resumed), then its host
@@ -371,7 +321,7 @@ impl Watcher {
                     self.ctx.clock.unix_secs(),
                 )
                 .with_reason(reason);
-                return self.record(client, r).await;
+                return self.memory.record(&self.ctx, client, r).await;
             }
         };
         // k3s promotes a caught-up learner; the Node's EtcdIsVoter (as it is
@@ -396,7 +346,7 @@ impl Watcher {
             if milestone == Detail::Snapshot {
                 r.snapshot_file = host_outcome.clone();
             }
-            self.record(client, r).await?;
+            self.memory.record(&self.ctx, client, r).await?;
         }
         let report = self.memory.report.as_ref();
         match report.map(|r| (r.phase, r.detail)) {

@@ -17,30 +17,10 @@ impl Watcher {
     /// decide on each change and on each resync tick.
     pub async fn session(&mut self, client: Client) -> SessionEnd {
         self.seen.new_session();
-        self.warn_expiry();
+        self.heartbeat.warn_expiry(&self.ctx);
         if self.memory.copy == Copy::NotRead {
-            let node = self.ctx.settings.node.as_str();
-            let loaded = self
-                .memory
-                .published
-                .load(
-                    &client,
-                    &self.ctx.settings.names,
-                    node,
-                    &self.ctx.host.paths,
-                )
-                .await;
-            match loaded {
-                Ok((r, behind)) => {
-                    self.memory.report = r;
-                    // The API's copy behind the host's (a write lost before
-                    // a crash) is brought up to it first thing.
-                    self.memory.copy = if behind {
-                        Copy::Unwritten
-                    } else {
-                        Copy::Written
-                    };
-                }
+            match self.memory.load(&self.ctx, &client).await {
+                Ok(()) => {}
                 Err(report::LoadError::Api(e)) => {
                     warn!(error = %chain(&e), "cannot read the report");
                     return SessionEnd::ApiTrouble;
@@ -94,7 +74,7 @@ impl Watcher {
                     None => return SessionEnd::ApiTrouble,
                 },
                 _ = tick.tick() => {
-                    self.warn_expiry();
+                    self.heartbeat.warn_expiry(&self.ctx);
                     true
                 }
                 outcome = step_end(&mut self.running), if self.running.is_some() => {
