@@ -15,7 +15,7 @@ use protocol::{
 };
 use tracing::{info, warn};
 
-use super::{Context, memory::Memory};
+use super::{context::Context, memory::Memory};
 use crate::{etcdreport::ViewReader, membership::RemoteReader};
 
 /// The credential's lapse is warned about at most this often.

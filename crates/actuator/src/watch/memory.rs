@@ -6,7 +6,7 @@ use kube::Client;
 use protocol::Report;
 use tracing::{info, warn};
 
-use super::Context;
+use super::context::Context;
 use crate::report;
 
 /// The report as the watcher holds it: its memory of steps.
