@@ -1,7 +1,6 @@
 //! The heartbeat and the host's own checks: the report's host part (the
-//! demotion verdict, etcd's view), the credential's lapse warned about, the
-//! Node's address checked against this host's, and what the decisions read
-//! of etcd's member list.
+//! demotion verdict, etcd's view), the credential's lapse warned about, and
+//! what the decisions read of etcd's member list.
 
 use std::time::{Duration, Instant};
 
