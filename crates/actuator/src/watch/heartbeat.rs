@@ -1,7 +1,6 @@
 //! The heartbeat and the host's own checks: the report's host part (the
-//! demotion verdict, etcd's view), the credential's lapse warned about, the
-//! Node's address checked against this host's, and what the decisions read
-//! of etcd's member list.
+//! demotion verdict, etcd's view), the credential's lapse warned about, and
+//! what the decisions read of etcd's member list.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +14,7 @@ use protocol::{
 };
 use tracing::{info, warn};
 
-use super::{AddressCheck, Watcher};
+use super::{context::Context, memory::Memory};
 use crate::{etcdreport::ViewReader, membership::RemoteReader};
 
 /// The credential's lapse is warned about at most this often.
@@ -58,45 +57,18 @@ impl Heartbeat {
             renew_refused: None,
         }
     }
-}
-
-/// A server Node as the demotion verdict reads it, through kubeview's
-/// mapping (its `Ready` condition) and its addresses.
-fn server_node(names: &protocol::Names, n: &Node) -> host::eligibility::ServerNode {
-    let facts = kubeview::node_facts(names, n);
-    host::eligibility::ServerNode {
-        ready: facts.ready,
-        name: facts.name,
-        addresses: kubeview::addresses(n),
-    }
-}
-
-impl Watcher {
-    /// Refuses a Node whose InternalIP is not an address of this host (the
-    /// first time the Node is seen with one): its steps are another
-    /// machine's.
-    pub(super) fn check_address(&mut self, node: Option<&Node>) -> Result<(), String> {
-        let ip = node.and_then(kubeview::internal_ip);
-        if let (AddressCheck::Pending, Some(ip)) = (self.address_check, ip) {
-            host::identity::check_internal_ip(self.settings.node.as_str(), &ip, &self.addresses)
-                .map_err(|e| e.to_string())?;
-            self.address_check = AddressCheck::Passed;
-        }
-        Ok(())
-    }
 
     /// Warns (at most once an hour) while the credential is within
     /// [`crate::cluster::EXPIRY_WARNING_SECS`] of lapsing: a lapsed token
     /// fails every request, and the host would stop taking steps.
-    pub(super) fn warn_expiry(&mut self) {
+    pub(super) fn warn_expiry(&mut self, ctx: &Context) {
         if self
-            .heartbeat
             .expiry_warned
-            .is_some_and(|t| self.clock.since(t) < EXPIRY_WARNING_EVERY)
+            .is_some_and(|t| ctx.clock.since(t) < EXPIRY_WARNING_EVERY)
         {
             return;
         }
-        let Some(exp) = self
+        let Some(exp) = ctx
             .settings
             .token_file
             .as_deref()
@@ -104,9 +76,9 @@ impl Watcher {
         else {
             return;
         };
-        if let Some(w) = crate::cluster::expiry_warning(exp, self.clock.unix_secs()) {
+        if let Some(w) = crate::cluster::expiry_warning(exp, ctx.clock.unix_secs()) {
             warn!(expires = exp, "{w}");
-            self.heartbeat.expiry_warned = Some(self.clock.now());
+            self.expiry_warned = Some(ctx.clock.now());
         }
     }
 
@@ -131,48 +103,54 @@ impl Watcher {
     /// A refused report does not stop the heartbeat: the Lease is renewed
     /// with the refusal on it, so the controller tells a host whose report
     /// the API refuses from one whose actuator is dead.
-    pub(super) async fn beat(&mut self, client: &Client) -> Result<(), kube::Error> {
-        let due = self
-            .heartbeat
-            .last
-            .is_none_or(|t| self.clock.since(t) >= self.settings.heartbeat);
-        let server = matches!(host::role::read(&self.host.paths), Ok(Some(Role::Server)))
-            || self.host.has_datastore();
+    pub(super) async fn beat(
+        &mut self,
+        ctx: &Context,
+        memory: &mut Memory,
+        client: &Client,
+    ) -> Result<(), kube::Error> {
+        // A refusal of the report said or lifted makes it due at once.
+        let due = memory.refusal_changed
+            || self
+                .last
+                .is_none_or(|t| ctx.clock.since(t) >= ctx.settings.heartbeat);
+        let server = matches!(host::role::read(&ctx.host.paths), Ok(Some(Role::Server)))
+            || ctx.host.has_datastore();
         // The server Nodes: where a server's agent could bootstrap, and what
         // a standby could join.
-        if due || self.heartbeat.servers.is_none() {
-            self.heartbeat.servers = Some(self.server_nodes(client).await?);
+        if due || self.servers.is_none() {
+            self.servers = Some(server_nodes(ctx, client).await?);
         }
         let demotion = if server {
-            let config = host::eligibility::read(&self.host.paths);
+            let config = host::eligibility::read(&ctx.host.paths);
             Some(Eligibility::of(&host::eligibility::assess(
                 &config,
-                self.settings.node.as_str(),
-                self.heartbeat.servers.as_deref(),
-                self.host.eligibility_judged(),
+                ctx.settings.node.as_str(),
+                self.servers.as_deref(),
+                ctx.host.eligibility_judged(),
             )))
         } else {
             None
         };
         let promotion = if server {
-            self.heartbeat.join_answer = None;
+            self.join_answer = None;
             None
         } else {
-            self.ask_join_server(due);
-            let config = host::preflight::read(&self.host.paths);
+            self.ask_join_server(ctx, due);
+            let config = host::preflight::read(&ctx.host.paths);
             Some(Eligibility::of(&host::preflight::assess(
                 &config,
-                self.heartbeat.join_answer.as_ref(),
+                self.join_answer.as_ref(),
             )))
         };
-        let etcd = if self.host.has_datastore() {
-            self.heartbeat.etcd_view.current().await
+        let etcd = if ctx.host.has_datastore() {
+            self.etcd_view.current().await
         } else {
-            self.heartbeat.etcd_view.forget();
-            self.heartbeat.remote.forget();
+            self.etcd_view.forget();
+            self.remote.forget();
             None
         };
-        let reported = self.memory.report.as_ref().and_then(|r| r.host.as_ref());
+        let reported = memory.report.as_ref().and_then(|r| r.host.as_ref());
         let changed = reported.is_none_or(|h| {
             h.demotion != demotion
                 || h.promotion != promotion
@@ -193,53 +171,52 @@ impl Watcher {
             );
         }
         if changed || etcd.is_some() {
-            let t = self.clock.unix_secs();
+            let t = ctx.clock.unix_secs();
             let part = HostPart {
                 heartbeat_at: t,
                 demotion,
                 promotion,
                 etcd,
             };
-            let r = Report::with_host_part(self.memory.report.as_ref(), part, t);
-            if let Err(e) = self.record(client, r).await
+            let r = Report::with_host_part(memory.report.as_ref(), part, t);
+            if let Err(e) = memory.record(ctx, client, r).await
                 && crate::report::refusal(&e).is_none()
             {
                 return Err(e);
             }
         }
         if due {
-            self.renew(client).await?;
+            self.renew(ctx, memory, client).await?;
         }
         Ok(())
-    }
-
-    /// Makes the heartbeat due at the next decision: what it carries (a
-    /// refusal of the report) changed.
-    pub(super) fn heartbeat_now(&mut self) {
-        self.heartbeat.last = None;
     }
 
     /// Renews the heartbeat Lease, with the report's refusal on it while
     /// one stands. A refused renewal is said and counted, and tried again
     /// at the next heartbeat; the session goes on.
-    async fn renew(&mut self, client: &Client) -> Result<(), kube::Error> {
-        self.heartbeat.last = Some(self.clock.now());
-        let millis = i64::try_from(self.clock.unix_millis()).unwrap_or(i64::MAX);
+    async fn renew(
+        &mut self,
+        ctx: &Context,
+        memory: &mut Memory,
+        client: &Client,
+    ) -> Result<(), kube::Error> {
+        self.last = Some(ctx.clock.now());
+        memory.refusal_changed = false;
+        let millis = i64::try_from(ctx.clock.unix_millis()).unwrap_or(i64::MAX);
         let stamp = k8s_openapi::jiff::Timestamp::from_millisecond(millis)
             .map(MicroTime)
             .unwrap_or_else(|_| MicroTime(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         // Valid two periods: a Lease's reader (an operator's kubectl) sees
         // one renewal missed as still held.
         let duration =
-            i32::try_from(self.settings.heartbeat.as_secs().saturating_mul(2)).unwrap_or(i32::MAX);
-        let refused = self.memory.refused.as_ref().map(|(_, r)| r.to_string());
-        let node = self.settings.node.as_str();
-        let renewed = self
-            .memory
+            i32::try_from(ctx.settings.heartbeat.as_secs().saturating_mul(2)).unwrap_or(i32::MAX);
+        let refused = memory.refused.as_ref().map(|(_, r)| r.to_string());
+        let node = ctx.settings.node.as_str();
+        let renewed = memory
             .published
             .renew(
                 client,
-                &self.settings.names,
+                &ctx.settings.names,
                 node,
                 stamp,
                 duration,
@@ -248,7 +225,7 @@ impl Watcher {
             .await;
         match renewed {
             Ok(()) => {
-                if self.heartbeat.renew_refused.take().is_some() {
+                if self.renew_refused.take().is_some() {
                     info!("the API accepted this host's heartbeat again");
                 }
                 Ok(())
@@ -257,14 +234,14 @@ impl Watcher {
                 let Some(refusal) = crate::report::refusal(&e) else {
                     return Err(e);
                 };
-                self.metrics.write_refused("heartbeat", &refusal.reason);
-                if self.heartbeat.renew_refused.as_ref() != Some(&refusal) {
+                ctx.metrics.write_refused("heartbeat", &refusal.reason);
+                if self.renew_refused.as_ref() != Some(&refusal) {
                     warn!(
-                        object = format!("Lease {}/{node}", self.settings.names.hosts_namespace),
+                        object = format!("Lease {}/{node}", ctx.settings.names.hosts_namespace),
                         "the API refused this host's heartbeat: {refusal}"
                     );
                 }
-                self.heartbeat.renew_refused = Some(refusal);
+                self.renew_refused = Some(refusal);
                 Ok(())
             }
         }
@@ -275,17 +252,18 @@ impl Watcher {
     /// now. An `Err` means the API failed.
     pub(super) async fn ineligibility(
         &mut self,
+        ctx: &Context,
         client: &Client,
     ) -> Result<Vec<String>, kube::Error> {
-        let servers = self.server_nodes(client).await?;
-        let config = host::eligibility::read(&self.host.paths);
+        let servers = server_nodes(ctx, client).await?;
+        let config = host::eligibility::read(&ctx.host.paths);
         let reasons = host::eligibility::assess(
             &config,
-            self.settings.node.as_str(),
+            ctx.settings.node.as_str(),
             Some(&servers),
-            self.host.eligibility_judged(),
+            ctx.host.eligibility_judged(),
         );
-        self.heartbeat.servers = Some(servers);
+        self.servers = Some(servers);
         Ok(reasons)
     }
 
@@ -295,29 +273,28 @@ impl Watcher {
     /// server the host's agent names (6443 by default); no server Node known
     /// is no answer, not a failure. Takes the answer of an ask that has
     /// ended; the verdict uses the last answer.
-    fn ask_join_server(&mut self, due: bool) {
-        let hb = &mut self.heartbeat;
-        if hb.join_asking.as_ref().is_some_and(|t| t.is_finished())
-            && let Some(task) = hb.join_asking.take()
+    fn ask_join_server(&mut self, ctx: &Context, due: bool) {
+        if self.join_asking.as_ref().is_some_and(|t| t.is_finished())
+            && let Some(task) = self.join_asking.take()
         {
-            hb.join_answer = futures::FutureExt::now_or_never(task)
+            self.join_answer = futures::FutureExt::now_or_never(task)
                 .and_then(Result::ok)
                 .flatten();
         }
         // Again at each heartbeat, and at each resync while the last ask
         // failed: a server back (or a route mended) is seen within a resync.
-        let again = due || !matches!(hb.join_answer, Some(Ok(())));
-        if hb.join_asking.is_some() || !again {
+        let again = due || !matches!(self.join_answer, Some(Ok(())));
+        if self.join_asking.is_some() || !again {
             return;
         }
-        let port = host::join::agent_unit(&self.host.paths)
+        let port = host::join::agent_unit(&ctx.host.paths)
             .and_then(|c| c.url().ok())
             .map_or(6443, |u| u.port());
-        let candidates: Vec<(String, std::net::IpAddr)> = hb
+        let candidates: Vec<(String, std::net::IpAddr)> = self
             .servers
             .iter()
             .flatten()
-            .filter(|s| s.ready && s.name != self.settings.node.as_str())
+            .filter(|s| s.ready && s.name != ctx.settings.node.as_str())
             .flat_map(|s| {
                 s.addresses
                     .iter()
@@ -326,7 +303,7 @@ impl Watcher {
                     .collect::<Vec<_>>()
             })
             .collect();
-        hb.join_asking = Some(tokio::spawn(async move {
+        self.join_asking = Some(tokio::spawn(async move {
             if candidates.is_empty() {
                 return None;
             }
@@ -342,46 +319,27 @@ impl Watcher {
         }));
     }
 
-    /// The Nodes with k3s's control-plane label, as the API's cache shows
-    /// them.
-    async fn server_nodes(
-        &self,
-        client: &Client,
-    ) -> Result<Vec<host::eligibility::ServerNode>, kube::Error> {
-        let nodes: Api<Node> = Api::all(client.clone());
-        let selector = format!("{}=true", protocol::names::K3S_CONTROL_PLANE_LABEL);
-        // From the API server's watch cache (resourceVersion "0"): a quorum
-        // read of every server Node per host per heartbeat would be a read
-        // of etcd that grows with the fleet; a Node a few seconds old is
-        // as good for these verdicts.
-        let list = nodes
-            .list(
-                &kube::api::ListParams::default()
-                    .labels(&selector)
-                    .match_any(),
-            )
-            .await?;
-        Ok(list
-            .items
-            .iter()
-            .map(|n| server_node(&self.settings.names, n))
-            .collect())
-    }
-
     /// Whether the local member's last view lists this host's member
     /// ([`crate::membership::listed`]).
-    fn listed_locally(&self, member: Option<&str>) -> Option<bool> {
-        self.heartbeat
-            .etcd_view
+    fn listed_locally(
+        &self,
+        addresses: &host::addresses::LocalAddresses,
+        member: Option<&str>,
+    ) -> Option<bool> {
+        self.etcd_view
             .cached()
-            .and_then(|v| crate::membership::listed(v, member, &self.addresses))
+            .and_then(|v| crate::membership::listed(v, member, addresses))
     }
 
     /// Whether etcd lists this host's member, as far as any reading says:
     /// the local member's, else the last one through another server.
-    pub(super) fn etcd_lists_member(&self, member: Option<&str>) -> Option<bool> {
-        self.listed_locally(member)
-            .or(self.heartbeat.remote.answer())
+    pub(super) fn etcd_lists_member(
+        &self,
+        addresses: &host::addresses::LocalAddresses,
+        member: Option<&str>,
+    ) -> Option<bool> {
+        self.listed_locally(addresses, member)
+            .or(self.remote.answer())
     }
 
     /// Reads etcd's member list through another server when a decision
@@ -393,22 +351,24 @@ impl Watcher {
     /// and k3s wrote no tombstone when it was not running at the removal)
     /// each decide on it. Paced and bounded
     /// ([`crate::membership::RemoteReader::read`]).
-    pub(super) async fn read_membership(&mut self) {
-        let member = self.host.member_name();
-        if !self.host.has_datastore()
-            || self.host.has_tombstone()
-            || self.listed_locally(member.as_deref()).is_some()
+    pub(super) async fn read_membership(&mut self, ctx: &Context) {
+        let member = ctx.host.member_name();
+        if !ctx.host.has_datastore()
+            || ctx.host.has_tombstone()
+            || self
+                .listed_locally(&ctx.addresses, member.as_deref())
+                .is_some()
         {
             return;
         }
-        let mut extra: Vec<String> = self
+        let mut extra: Vec<String> = ctx
             .host
             .join_server()
             .map(|j| j.host().to_string())
             .into_iter()
             .collect();
-        for s in self.heartbeat.servers.iter().flatten() {
-            if s.name != self.settings.node.as_str() {
+        for s in self.servers.iter().flatten() {
+            if s.name != ctx.settings.node.as_str() {
                 // Only addresses: a Node's Hostname entry would need a
                 // name lookup, and TLS checks the address k3s certified.
                 let ips = s
@@ -418,14 +378,47 @@ impl Watcher {
                 extra.extend(ips.cloned());
             }
         }
-        let candidates = crate::membership::candidates(
-            &self.settings.etcd,
-            self.heartbeat.etcd_view.last_read(),
-            &extra,
-        );
-        self.heartbeat
-            .remote
-            .read(&candidates, member.as_deref(), &self.addresses)
+        let candidates =
+            crate::membership::candidates(&ctx.settings.etcd, self.etcd_view.last_read(), &extra);
+        self.remote
+            .read(&candidates, member.as_deref(), &ctx.addresses)
             .await;
+    }
+}
+
+/// The Nodes with k3s's control-plane label, as the API's cache shows
+/// them.
+async fn server_nodes(
+    ctx: &Context,
+    client: &Client,
+) -> Result<Vec<host::eligibility::ServerNode>, kube::Error> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let selector = format!("{}=true", protocol::names::K3S_CONTROL_PLANE_LABEL);
+    // From the API server's watch cache (resourceVersion "0"): a quorum
+    // read of every server Node per host per heartbeat would be a read
+    // of etcd that grows with the fleet; a Node a few seconds old is
+    // as good for these verdicts.
+    let list = nodes
+        .list(
+            &kube::api::ListParams::default()
+                .labels(&selector)
+                .match_any(),
+        )
+        .await?;
+    Ok(list
+        .items
+        .iter()
+        .map(|n| server_node(&ctx.settings.names, n))
+        .collect())
+}
+
+/// A server Node as the demotion verdict reads it, through kubeview's
+/// mapping (its `Ready` condition) and its addresses.
+fn server_node(names: &protocol::Names, n: &Node) -> host::eligibility::ServerNode {
+    let facts = kubeview::node_facts(names, n);
+    host::eligibility::ServerNode {
+        ready: facts.ready,
+        name: facts.name,
+        addresses: kubeview::addresses(n),
     }
 }

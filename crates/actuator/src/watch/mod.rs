@@ -8,14 +8,22 @@
 //! the end, so a restarted actuator resumes a started step and never repeats
 //! a settled one.
 //!
-//! One file per concept: the report in memory ([`memory`]), the watch
-//! streams ([`streams`]), what they have shown ([`seen`]), one session over
-//! one API server ([`session`]), the heartbeat and the host's own checks
-//! ([`heartbeat`]), the decision and what follows from it ([`decision`]),
-//! a step's host part in its own task ([`step`]), and how it can end short
-//! of its end ([`step_error`]).
+//! The [`Watcher`] is composed of owned parts, one per file, each with its
+//! own methods: the report in memory and its writing ([`memory`]), what the
+//! watches have shown ([`seen`]), the heartbeat and the host's own checks
+//! ([`heartbeat`]), and the step runner: what follows from a decision and a
+//! step's host part in its own task ([`step`]). What they all read is the
+//! [`context`]. Between them, as functions given the parts they need: the
+//! watch streams ([`streams`]), one session over one API server
+//! ([`session`]) and the decision ([`decision`]). What the decisions came
+//! to is [`decisions`]'s, and how a step can end short of its end
+//! [`step_error`]'s.
+//!
+//! This file only wires the parts: none of them takes a name from it.
 
+mod context;
 mod decision;
+mod decisions;
 mod heartbeat;
 mod memory;
 mod seen;
@@ -28,122 +36,39 @@ use std::{future::Future, sync::Arc, time::Duration};
 
 use clock::Clock;
 use futures::pin_mut;
-use k8s_openapi::api::core::v1::Node;
+use kube::Client;
 use protocol::Report;
 use tracing::{info, warn};
 
 use crate::{cluster::Candidates, config::Settings, metrics::Metrics};
-use memory::{Copy, Memory};
-use seen::{AddressCheck, LeaseSeen};
+use context::Context;
+use heartbeat::Heartbeat;
+use memory::Memory;
+use seen::Seen;
+use step::StepRunner;
 
+pub use decisions::{Decided, Decisions};
+pub use session::SessionEnd;
 pub use step::step_bound;
 pub use step_error::{HostLeft, PlanError, StepError};
 pub use streams::WATCH_TIMEOUT_SECS;
 
-/// Whole seconds of `d` as i64, saturating (an `as` cast would wrap a huge
-/// one negative: a skew margin that lengthens a Lease rather than
-/// shortening it).
-pub(crate) fn secs_i64(d: Duration) -> i64 {
-    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
-}
-
-/// An error with its causes, on one line (a TLS failure's reason is only in
-/// the causes: "client error (Connect)" alone says nothing).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
-
-/// How a watch session ended.
-#[derive(Debug, PartialEq, Eq)]
-pub enum SessionEnd {
-    /// Asked to stop.
-    Shutdown,
-    /// The API server in use failed; try the next candidate.
-    ApiTrouble,
-    /// The watcher must not act at all (a report that does not parse, a
-    /// Node whose address is another machine's); the reason says what to fix.
-    Refused(String),
-}
-
-/// What a decision was ([`hostdecide::Decision`]'s kind).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decided {
-    /// Nothing to do.
-    Nothing,
-    /// A step waits (for its Lease, a server, ...).
-    Wait,
-    /// A step refused.
-    Refuse,
-    /// A step taken (or its running host part kept).
-    Take,
-}
-
-impl Decided {
-    /// The kind of `d`.
-    pub fn of(d: &hostdecide::Decision) -> Self {
-        match d {
-            hostdecide::Decision::Nothing => Decided::Nothing,
-            hostdecide::Decision::Wait { .. } => Decided::Wait,
-            hostdecide::Decision::Refuse { .. } => Decided::Refuse,
-            hostdecide::Decision::Take { .. } => Decided::Take,
-        }
-    }
-
-    /// Its name in the log.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decided::Nothing => "nothing",
-            Decided::Wait => "wait",
-            Decided::Refuse => "refuse",
-            Decided::Take => "take",
-        }
-    }
-}
-
-/// The decisions a watcher has made so far ([`Watcher::decisions`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Decisions {
-    /// How many: each counted once all it led to was sent.
-    pub made: u64,
-    /// What the last one was (none: it was cut short before deciding, by
-    /// a failed request or a Node not seen yet).
-    pub last: Option<Decided>,
-}
-
 /// The watcher's state, kept across sessions (API candidates).
+///
+/// Composed of owned parts, one per file, which this wires: each part's
+/// methods are given the other parts they need.
 pub struct Watcher {
-    settings: Settings,
-    host: host::Host,
-    /// The one clock every reading of time goes through.
-    clock: Clock,
-    /// The own Node as its watch last showed it (kept across sessions).
-    node: Option<Node>,
-    /// The view of the Node the last decision was made on, this session
-    /// (only a change of it is worth a decision).
-    last_view: Option<protocol::NodeFacts>,
-    lease: LeaseSeen,
+    /// What every part reads: the settings, the host, the clock, the
+    /// metrics and this host's addresses.
+    ctx: Context,
+    /// The report: the memory of steps.
     memory: Memory,
-    /// The last reason to wait, as logged (logged again on a change).
-    last_wait: Option<String>,
-    /// The step whose host part runs now, in its own task.
-    running: Option<step::Running>,
-    metrics: Arc<Metrics>,
-    /// This host's addresses, read at start.
-    addresses: host::addresses::LocalAddresses,
-    address_check: AddressCheck,
+    /// What the watches have shown: the own Node and the regrade Lease.
+    seen: Seen,
     /// What the heartbeat reads and when it last wrote.
-    heartbeat: heartbeat::Heartbeat,
-    /// What the decision being made came to (published once it is done).
-    decided: Option<Decided>,
-    /// The decisions made so far (see [`Watcher::decisions`]).
-    decisions: tokio::sync::watch::Sender<Decisions>,
+    heartbeat: Heartbeat,
+    /// The decisions, and the step whose host part runs now.
+    steps: StepRunner,
 }
 
 impl Watcher {
@@ -159,41 +84,37 @@ impl Watcher {
     /// observer).
     pub fn with_host(settings: Settings, host: host::Host, clock: Clock) -> Self {
         Self {
-            heartbeat: heartbeat::Heartbeat::new(&settings.etcd, &clock),
-            settings,
-            host,
-            clock,
-            node: None,
-            last_view: None,
-            lease: LeaseSeen::NotListed,
+            heartbeat: Heartbeat::new(&settings.etcd, &clock),
+            ctx: Context {
+                settings,
+                host,
+                clock,
+                metrics: Arc::new(Metrics::new()),
+                addresses: host::addresses::LocalAddresses::read(std::path::Path::new("/proc/net"))
+                    .unwrap_or_default(),
+            },
             memory: Memory::default(),
-            last_wait: None,
-            running: None,
-            metrics: Arc::new(Metrics::new()),
-            addresses: host::addresses::LocalAddresses::read(std::path::Path::new("/proc/net"))
-                .unwrap_or_default(),
-            address_check: AddressCheck::Pending,
-            decided: None,
-            decisions: tokio::sync::watch::Sender::new(Decisions::default()),
+            seen: Seen::default(),
+            steps: StepRunner::new(),
         }
     }
 
     /// Counts into `metrics` (the ones `/metrics` serves) from now on.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
-        self.metrics = metrics;
+        self.ctx.metrics = metrics;
         self
     }
 
     /// The host's addresses the Node's InternalIP is checked against (by
     /// default those under `/proc/net` when the watcher was made).
     pub fn with_addresses(mut self, addresses: host::addresses::LocalAddresses) -> Self {
-        self.addresses = addresses;
+        self.ctx.addresses = addresses;
         self
     }
 
     /// Whether a step's host part runs now.
     pub fn step_running(&self) -> bool {
-        self.running.is_some()
+        self.steps.is_running()
     }
 
     /// The last report written (or read).
@@ -205,7 +126,34 @@ impl Watcher {
     /// was sent: a caller that must know a change was decided on (a test
     /// asserting what was not sent) waits on this rather than on time.
     pub fn decisions(&self) -> tokio::sync::watch::Receiver<Decisions> {
-        self.decisions.subscribe()
+        self.steps.decisions()
+    }
+
+    /// One session against one API server: watch the Node and the Lease,
+    /// decide on each change and on each resync tick.
+    pub async fn session(&mut self, client: Client) -> SessionEnd {
+        session::run(
+            &self.ctx,
+            &mut self.memory,
+            &mut self.heartbeat,
+            &mut self.seen,
+            &mut self.steps,
+            client,
+        )
+        .await
+    }
+
+    /// One decision and what follows from it. An `Err` means the API failed.
+    pub async fn evaluate(&mut self, client: &Client) -> Result<(), kube::Error> {
+        decision::evaluate(
+            &self.ctx,
+            &mut self.memory,
+            &mut self.heartbeat,
+            &mut self.seen,
+            &mut self.steps,
+            client,
+        )
+        .await
     }
 
     /// Runs sessions over the candidates until `shutdown` resolves: when the
@@ -222,7 +170,7 @@ impl Watcher {
             let client = candidates.client()?;
             info!(
                 api = candidates.current(),
-                "watching node {}", self.settings.node
+                "watching node {}", self.ctx.settings.node
             );
             let end = tokio::select! {
                 end = self.session(client) => end,
@@ -231,9 +179,7 @@ impl Watcher {
             match end {
                 SessionEnd::Shutdown => {
                     // A step cut short resumes from the report after a restart.
-                    if let Some(r) = self.running.take() {
-                        r.cancel().await;
-                    }
+                    self.steps.stop().await;
                     return Ok(());
                 }
                 // Nothing changed on the host: a refusal, for the exit code.
@@ -256,16 +202,5 @@ impl Watcher {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn whole_seconds_saturate_rather_than_wrapping_negative() {
-        assert_eq!(secs_i64(Duration::MAX), i64::MAX);
-        assert_eq!(secs_i64(Duration::from_secs(5)), 5);
     }
 }

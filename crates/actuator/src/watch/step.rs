@@ -1,45 +1,367 @@
-//! A step's host part, run in a task of its own under a budget that bounds
-//! it and can cancel it, so the watcher's loop goes on watching (and can
-//! take a rollback) while it runs: the host lock, the Lease read again
-//! under it and the etcd work some steps begin with, all async on the
-//! runtime, then the host's plan, the one sync part, in a blocking task.
+//! The step runner: what follows from a decision (nothing, a wait logged, a
+//! refusal reported, or a step taken), and the step's host part, run in a
+//! task of its own under a budget that bounds it and can cancel it, so the
+//! watcher's loop goes on watching (and can take a rollback) while it runs:
+//! the host lock, the Lease read again under it and the etcd work some
+//! steps begin with, all async on the runtime, then the host's plan, the
+//! one sync part, in a blocking task. Once it ends, its end is concluded
+//! and reported.
 
 use std::time::{Duration, Instant};
 
 use clock::Clock;
-use hostdecide::Step;
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::Api;
-use protocol::{SwapId, report::Detail, report::ReportStep};
-use tracing::{debug, warn};
+use hostdecide::{Decision, Step};
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
+use kube::{Api, Client};
+use protocol::{
+    Phase, Report, SwapId,
+    names::LEASE_NAMESPACE,
+    report::{Detail, ReportStep},
+};
+use tracing::{debug, info, warn};
 
 use super::{
-    chain,
+    context::{Context, chain, secs_i64},
+    decisions::{Decided, Decisions},
+    memory::Memory,
     step_error::{HostLeft, PlanError, StepError},
 };
 use crate::config::Settings;
 
+/// The step runner: what the decision being made came to, the decisions
+/// counted, and the step taken, whose host part runs in a task of its own
+/// until it is concluded.
+pub(super) struct StepRunner {
+    /// The step whose host part runs now, in its own task.
+    running: Option<Running>,
+    /// The last reason to wait, as logged (logged again on a change).
+    last_wait: Option<String>,
+    /// What the decision being made came to (published once it is done).
+    decided: Option<Decided>,
+    /// The decisions made so far, for those who wait on them.
+    decisions: tokio::sync::watch::Sender<Decisions>,
+}
+
+impl StepRunner {
+    /// No step running, no decision made.
+    pub(super) fn new() -> Self {
+        Self {
+            running: None,
+            last_wait: None,
+            decided: None,
+            decisions: tokio::sync::watch::Sender::new(Decisions::default()),
+        }
+    }
+
+    /// Whether a step's host part runs now.
+    pub(super) fn is_running(&self) -> bool {
+        self.running.is_some()
+    }
+
+    /// The decisions made, each counted once all it led to was sent.
+    pub(super) fn decisions(&self) -> tokio::sync::watch::Receiver<Decisions> {
+        self.decisions.subscribe()
+    }
+
+    /// A decision starts: it has come to nothing yet (a failed request or
+    /// a Node not seen yet cuts it short before it decides).
+    pub(super) fn deciding(&mut self) {
+        self.decided = None;
+    }
+
+    /// The decision is done: counted, with what it came to.
+    pub(super) fn count_decision(&mut self) {
+        let last = self.decided;
+        self.decisions.send_modify(|d| {
+            d.made += 1;
+            d.last = last;
+        });
+    }
+
+    /// Cancels the running step's host part, if any (a step cut short
+    /// resumes from the report after a restart).
+    pub(super) async fn stop(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.cancel().await;
+        }
+    }
+
+    /// The end of the running step's task (pending for ever when none
+    /// runs; the loop only polls it when one does).
+    pub(super) async fn end(&mut self) -> Result<Option<String>, StepError> {
+        match &mut self.running {
+            Some(r) => (&mut r.task)
+                .await
+                .unwrap_or_else(|e| Err(StepError::Task(e.to_string()))),
+            None => std::future::pending().await,
+        }
+    }
+
+    /// What follows from `decision`: nothing, a wait logged, a refusal
+    /// reported, or a step taken (a running one kept, or cancelled for a
+    /// newer one). An `Err` means the API failed.
+    pub(super) async fn follow(
+        &mut self,
+        ctx: &Context,
+        memory: &mut Memory,
+        client: &Client,
+        decision: Decision,
+    ) -> Result<(), kube::Error> {
+        // One line per decision at debug level: what a resync or a watch
+        // event led to (no request is made for it).
+        let decided = Decided::of(&decision);
+        debug!(decision = decided.as_str(), "decided");
+        self.decided = Some(decided);
+        if let Some(running) = &self.running {
+            match &decision {
+                Decision::Take { swap, step, .. } if running.is(swap, step) => return Ok(()),
+                Decision::Take { swap, step, .. } => {
+                    // A newer step (a rollback of the promotion that waits for
+                    // its server) is taken at once: the running one is
+                    // cancelled, and it leaves a state the newer one handles.
+                    warn!(
+                        running = running.step.report_step().as_str(),
+                        next = step.report_step().as_str(),
+                        swap = swap.as_ref().map(SwapId::as_str),
+                        "cancelling the running step for the next one"
+                    );
+                    if let Some(r) = self.running.take() {
+                        ctx.metrics
+                            .step_ended(r.step.report_step().as_str(), "cancelled");
+                        if !r.cancel().await {
+                            warn!(
+                                "the cancelled step has not ended yet; the next one waits for the host lock"
+                            );
+                        }
+                    }
+                }
+                // Anything else waits until the running step has ended: its
+                // end is decided again then.
+                _ => return Ok(()),
+            }
+        }
+        match decision {
+            Decision::Nothing => {
+                self.last_wait = None;
+                Ok(())
+            }
+            Decision::Wait { reason } => {
+                if self.last_wait.as_deref() != Some(&reason) {
+                    info!("waiting: {reason}");
+                    self.last_wait = Some(reason);
+                }
+                Ok(())
+            }
+            Decision::Refuse { swap, step, reason } => {
+                warn!(
+                    swap = swap.as_ref().map(SwapId::as_str),
+                    step = step.as_str(),
+                    "refused: {reason}"
+                );
+                ctx.metrics.step_ended(step.as_str(), "refused");
+                let r = Report::next(
+                    memory.report.as_ref(),
+                    swap,
+                    step,
+                    Phase::Refused,
+                    ctx.clock.unix_secs(),
+                )
+                .with_reason(reason);
+                memory.record(ctx, client, r).await
+            }
+            Decision::Take { swap, step, resume } => {
+                self.take(ctx, memory, client, swap, step, resume).await
+            }
+        }
+    }
+
+    /// Starts a step: its start reported (unless resumed), then its host
+    /// part spawned in a task of its own; [`StepRunner::conclude`] follows.
+    async fn take(
+        &mut self,
+        ctx: &Context,
+        memory: &mut Memory,
+        client: &Client,
+        swap: Option<SwapId>,
+        step: Step,
+        resume: bool,
+    ) -> Result<(), kube::Error> {
+        let rstep = step.report_step();
+        if !resume {
+            info!(
+                swap = swap.as_ref().map(SwapId::as_str),
+                step = rstep.as_str(),
+                "step started"
+            );
+            // The start is written before anything changes: a step whose
+            // start cannot be reported is not taken.
+            let r = Report::next(
+                memory.report.as_ref(),
+                swap.clone(),
+                rstep,
+                Phase::Started,
+                ctx.clock.unix_secs(),
+            );
+            memory.record(ctx, client, r).await?;
+        }
+        let budget = host::Budget::within(&ctx.clock, step_bound(&ctx.settings, &step));
+        let host = ctx.host.clone().with_budget(budget.clone());
+        let lock_timeout = ctx.settings.lock_timeout;
+        let detail = memory.report.as_ref().and_then(|r| r.detail);
+        // Every step but a finish needs the Lease (a finish needs none once
+        // the member is gone, which its decision checked on the disk).
+        let gate = match (&step, &swap) {
+            (Step::Finish, _) | (_, None) => None,
+            (_, Some(swap)) => Some(LeaseGate {
+                leases: Api::namespaced(client.clone(), LEASE_NAMESPACE),
+                names: ctx.settings.names.clone(),
+                swap: swap.clone(),
+                node: ctx.settings.node.to_string(),
+                step: rstep,
+                skew_margin: secs_i64(ctx.settings.skew_margin),
+                clock: ctx.clock.clone(),
+            }),
+        };
+        // A step-down first hands etcd's leadership over, through the
+        // local member; a rollback removes its own learner.
+        let etcd = matches!(step, Step::StepDown | Step::Rollback).then(|| EtcdAccess {
+            local: ctx.settings.etcd.clone(),
+            addresses: ctx.addresses.clone(),
+            clock: ctx.clock.clone(),
+        });
+        let task = tokio::spawn(run_host_step(
+            host,
+            step.clone(),
+            swap.clone(),
+            lock_timeout,
+            gate,
+            etcd,
+        ));
+        self.running = Some(Running {
+            swap,
+            step,
+            detail,
+            started: ctx.clock.now(),
+            budget,
+            task,
+        });
+        Ok(())
+    }
+    /// What follows the end of the running step's host part (`outcome`,
+    /// from [`StepRunner::end`]): its milestones and its end reported, or
+    /// its failure with the state it left. `node` is the own Node as last
+    /// seen.
+    pub(super) async fn conclude(
+        &mut self,
+        ctx: &Context,
+        memory: &mut Memory,
+        node: Option<&Node>,
+        client: &Client,
+        outcome: Result<Option<String>, StepError>,
+    ) -> Result<(), kube::Error> {
+        let Some(running) = self.running.take() else {
+            return Ok(());
+        };
+        let Running {
+            swap,
+            step,
+            detail,
+            started,
+            ..
+        } = running;
+        let rstep = step.report_step();
+        ctx.metrics
+            .step_took(rstep.as_str(), ctx.clock.since(started));
+        ctx.metrics.step_ended(
+            rstep.as_str(),
+            match &outcome {
+                Ok(_) => "done",
+                Err(e) => e.outcome(),
+            },
+        );
+        let host_outcome = match outcome {
+            Ok(o) => o,
+            Err(e) if e.is_stopped() => {
+                // Nothing changed and nothing is reported: the report still
+                // says `started`, and the next decision waits for the Lease.
+                warn!(step = rstep.as_str(), "step stopped, nothing changed: {e}");
+                return Ok(());
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                warn!(step = rstep.as_str(), "step failed: {reason}");
+                let r = Report::next(
+                    memory.report.as_ref(),
+                    swap,
+                    rstep,
+                    Phase::Failed,
+                    ctx.clock.unix_secs(),
+                )
+                .with_reason(reason);
+                return memory.record(ctx, client, r).await;
+            }
+        };
+        // k3s promotes a caught-up learner; the Node's EtcdIsVoter (as it is
+        // now, not when the step started) says so.
+        let view = node
+            .map(|n| kubeview::node_facts(&ctx.settings.names, n))
+            .unwrap_or_default();
+        for (phase, milestone) in
+            hostdecide::milestones::after_host_part(&step, detail, view.etcd_is_voter)
+        {
+            let mut r = Report::next(
+                memory.report.as_ref(),
+                swap.clone(),
+                rstep,
+                phase,
+                ctx.clock.unix_secs(),
+            )
+            .with_detail(milestone);
+            if milestone == Detail::Snapshot {
+                r.snapshot_file = host_outcome.clone();
+            }
+            memory.record(ctx, client, r).await?;
+        }
+        let report = memory.report.as_ref();
+        match report.map(|r| (r.phase, r.detail)) {
+            Some((Phase::Done, Some(Detail::Voter))) => info!("promoted: a voter"),
+            Some((Phase::Done, Some(Detail::EtcdOnly))) => {
+                info!("stepped down to etcd-only; waiting for the member's removal")
+            }
+            Some((Phase::Done, Some(Detail::AgentReady))) => {
+                info!(step = rstep.as_str(), "the host runs as an agent")
+            }
+            Some((Phase::Done, Some(Detail::Snapshot))) => info!(
+                file = report.and_then(|r| r.snapshot_file.as_deref()),
+                "snapshot taken"
+            ),
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
 /// A step whose host part runs in a task of its own.
-pub(super) struct Running {
-    pub(super) swap: Option<SwapId>,
-    pub(super) step: Step,
+struct Running {
+    swap: Option<SwapId>,
+    step: Step,
     /// The report's milestone when the host part started.
-    pub(super) detail: Option<Detail>,
+    detail: Option<Detail>,
     /// When the host part started (its duration's metric).
-    pub(super) started: Instant,
-    pub(super) budget: host::Budget,
-    pub(super) task: tokio::task::JoinHandle<Result<Option<String>, StepError>>,
+    started: Instant,
+    budget: host::Budget,
+    task: tokio::task::JoinHandle<Result<Option<String>, StepError>>,
 }
 
 impl Running {
     /// Whether this is `step` of `swap`.
-    pub(super) fn is(&self, swap: &Option<SwapId>, step: &Step) -> bool {
+    fn is(&self, swap: &Option<SwapId>, step: &Step) -> bool {
         &self.swap == swap && self.step.report_step() == step.report_step()
     }
 
     /// Cancels the host part and gives it [`CANCEL_GRACE`] to let go;
     /// says whether it ended within it.
-    pub(super) async fn cancel(self) -> bool {
+    async fn cancel(self) -> bool {
         self.budget.cancel();
         tokio::time::timeout(CANCEL_GRACE, self.task).await.is_ok()
     }
@@ -48,15 +370,15 @@ impl Running {
 /// The Lease, read again once a step holds the host lock: the wait for the
 /// lock (up to `lock_timeout`, 60 s) can outlast the Lease that let the step
 /// start, and a step taken without its Lease could cost quorum.
-pub(super) struct LeaseGate {
-    pub(super) leases: Api<Lease>,
-    pub(super) names: protocol::Names,
-    pub(super) swap: SwapId,
+struct LeaseGate {
+    leases: Api<Lease>,
+    names: protocol::Names,
+    swap: SwapId,
     /// This host's Node: the Lease must still name it for the step.
-    pub(super) node: String,
-    pub(super) step: ReportStep,
-    pub(super) skew_margin: i64,
-    pub(super) clock: Clock,
+    node: String,
+    step: ReportStep,
+    skew_margin: i64,
+    clock: Clock,
 }
 
 impl LeaseGate {
@@ -87,13 +409,13 @@ impl LeaseGate {
 }
 
 /// What a step reaches etcd with.
-pub(super) struct EtcdAccess {
+struct EtcdAccess {
     /// The local member.
-    pub(super) local: etcdview::Endpoint,
+    local: etcdview::Endpoint,
     /// This host's addresses (a learner never started has only its peer
     /// address to be known by).
-    pub(super) addresses: host::addresses::LocalAddresses,
-    pub(super) clock: Clock,
+    addresses: host::addresses::LocalAddresses,
+    clock: Clock,
 }
 
 /// How long a cancelled step is given to let go (its programs are killed
@@ -128,17 +450,6 @@ pub fn step_bound(s: &Settings, step: &Step) -> Duration {
     sum(&[s.lock_timeout, calls, graces, waits])
 }
 
-/// The end of the running step's task (pending for ever when none runs;
-/// the loop only polls it when one does).
-pub(super) async fn step_end(running: &mut Option<Running>) -> Result<Option<String>, StepError> {
-    match running {
-        Some(r) => (&mut r.task)
-            .await
-            .unwrap_or_else(|e| Err(StepError::Task(e.to_string()))),
-        None => std::future::pending().await,
-    }
-}
-
 /// The host-local part of a step, under the host lock. Returns the snapshot
 /// file for a snapshot, or how it failed and what it left.
 ///
@@ -146,7 +457,7 @@ pub(super) async fn step_end(running: &mut Option<Running>) -> Result<Option<Str
 /// step's task; the plan is the host's sync work and runs in one blocking
 /// task (a rollback's server stop before its learner's removal is another:
 /// see [`crate::learner`]).
-pub(super) async fn run_host_step(
+async fn run_host_step(
     host: host::Host,
     step: Step,
     swap: Option<SwapId>,

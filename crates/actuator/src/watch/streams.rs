@@ -18,7 +18,8 @@ use kube::{
 };
 use tracing::warn;
 
-use super::{Watcher, chain};
+use super::context::chain;
+use crate::metrics::Metrics;
 
 /// The server ends each watch (the own Node's, the Lease's) after this many
 /// seconds, and the watcher resumes it from where it was: an idle actuator's
@@ -74,14 +75,17 @@ where
         })
 }
 
-impl Watcher {
-    /// A watch failed: counted and logged; its stream starts it again after
-    /// its backoff ([`watched_by_name`]). Returns whether the API server
-    /// itself is in trouble ([`ERRORS_IN_A_ROW`]).
-    pub(super) fn watch_failed(&self, watch: &str, e: &watcher::Error, in_a_row: &mut u32) -> bool {
-        *in_a_row += 1;
-        self.metrics.watch_restarted(watch);
-        warn!(watch, error = %chain(e), "watch error");
-        *in_a_row >= ERRORS_IN_A_ROW
-    }
+/// A watch failed: counted (into `metrics`) and logged; its stream starts
+/// it again after its backoff ([`watched_by_name`]). Returns whether the API
+/// server itself is in trouble ([`ERRORS_IN_A_ROW`]).
+pub(super) fn watch_failed(
+    metrics: &Metrics,
+    watch: &str,
+    e: &watcher::Error,
+    in_a_row: &mut u32,
+) -> bool {
+    *in_a_row += 1;
+    metrics.watch_restarted(watch);
+    warn!(watch, error = %chain(e), "watch error");
+    *in_a_row >= ERRORS_IN_A_ROW
 }
