@@ -6,7 +6,7 @@ use std::{path::PathBuf, time::Duration};
 
 use serde::Deserialize;
 
-use crate::config::ConfigError;
+use settings::Error as ConfigError;
 
 /// The default Docker socket.
 pub const DEFAULT_SOCKET: &str = "/var/run/docker.sock";

@@ -407,5 +407,4 @@ pub fn started_stamp(started_at: &str) -> u64 {
 }
 
 #[cfg(test)]
-#[path = "docker_tests.rs"]
 mod tests;

@@ -158,5 +158,4 @@ pub fn overridden_by(paths: &HostPaths) -> Option<PathBuf> {
 }
 
 #[cfg(test)]
-#[path = "join_tests.rs"]
 mod tests;

@@ -97,5 +97,4 @@ pub fn assess(config: &JoinConfig, server: Option<&Result<(), String>>) -> Vec<S
 }
 
 #[cfg(test)]
-#[path = "preflight_tests.rs"]
 mod tests;

@@ -773,5 +773,4 @@ fn other(unit: &str) -> &'static str {
 }
 
 #[cfg(test)]
-#[path = "switch_tests.rs"]
 mod tests;
