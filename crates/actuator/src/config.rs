@@ -115,7 +115,7 @@ pub struct Settings {
     /// etcd's health URL.
     pub etcd_health_url: String,
     /// The local etcd member, as its client API reads it.
-    pub etcd: etcdview::Endpoint,
+    pub etcd: etcdaccess::Endpoint,
     /// How long a step-down waits for etcd.
     pub etcd_wait: Duration,
     /// How long a switch waits for the lock.
@@ -241,7 +241,7 @@ impl Settings {
             ));
         }
         let root = layer(o.root, file.root).unwrap_or_else(|| PathBuf::from("/"));
-        let mut etcd = etcdview::Endpoint::k3s(&root.join("var/lib/rancher/k3s"), ETCD_TIMEOUT);
+        let mut etcd = etcdaccess::Endpoint::k3s(&root.join("var/lib/rancher/k3s"), ETCD_TIMEOUT);
         if let Some(url) = file.etcd_url {
             let plain = url.starts_with("http://");
             if !(plain || url.starts_with("https://"))

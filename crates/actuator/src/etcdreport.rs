@@ -1,5 +1,5 @@
 //! etcd's view for the report: a server host reads its local member
-//! ([`etcdview::read`]) and its heartbeat carries what it read, so the
+//! ([`etcdaccess::read`]) and its heartbeat carries what it read, so the
 //! controller sees what the Nodes do not show (learners, members whose Node
 //! is gone, the leader, alarms, etcd's own health).
 //!
@@ -16,7 +16,7 @@ use protocol::etcd::EtcdView;
 use tracing::{info, warn};
 
 /// The bound of one request of a reading (and of connecting to the
-/// member); [`etcdview::read`] bounds the whole reading by twice this, so a
+/// member); [`etcdaccess::read`] bounds the whole reading by twice this, so a
 /// reading takes at most 5 s.
 pub const REQUEST_BOUND: Duration = Duration::from_millis(2500);
 
@@ -32,7 +32,7 @@ pub const FAILED_READ_PACE: Duration = Duration::from_secs(15);
 
 /// The last reading of the local member, and whether it failed.
 pub struct ViewReader {
-    endpoint: etcdview::Endpoint,
+    endpoint: etcdaccess::Endpoint,
     /// What the pace is measured on, and the reading stamped with.
     clock: Clock,
     /// When the last reading was made.
@@ -50,7 +50,7 @@ pub struct ViewReader {
 impl ViewReader {
     /// A reader of the member at `endpoint` (its request bound replaced by
     /// [`REQUEST_BOUND`]), paced on `clock`.
-    pub fn new(endpoint: &etcdview::Endpoint, clock: Clock) -> Self {
+    pub fn new(endpoint: &etcdaccess::Endpoint, clock: Clock) -> Self {
         let mut endpoint = endpoint.clone();
         endpoint.timeout = REQUEST_BOUND;
         Self {
@@ -76,7 +76,7 @@ impl ViewReader {
             return self.view.clone();
         }
         self.last = Some(self.clock.now());
-        match etcdview::read(&self.endpoint, self.clock.unix_secs()).await {
+        match etcdaccess::read(&self.endpoint, self.clock.unix_secs()).await {
             Ok(v) => {
                 if self.failing.take().is_some() {
                     info!("etcd's view is read again");
@@ -147,7 +147,7 @@ mod tests {
     async fn a_reading_is_made_again_only_past_its_pace_or_once_forgotten_and_a_failed_one_gives_none()
      {
         let (url, connections) = closing_port();
-        let ep = etcdview::Endpoint {
+        let ep = etcdaccess::Endpoint {
             url,
             tls: None,
             timeout: Duration::from_secs(10),

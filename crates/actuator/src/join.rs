@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use clock::Clock;
-use etcdview::Endpoint;
+use etcdaccess::Endpoint;
 use hostdecide::join::{Configured, JoinChoice};
 use protocol::JoinUrl;
 use tracing::info;
@@ -31,7 +31,7 @@ pub async fn for_step_down(
             Some(Err(_)) => Configured::NotAUrl,
         }
     }
-    let view = etcdview::read(local, clock.unix_secs())
+    let view = etcdaccess::read(local, clock.unix_secs())
         .await
         .map_err(|e| {
             format!("could not read etcd's members to check the server k3s bootstraps from: {e}")

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use clock::Clock;
-use etcdview::Endpoint;
+use etcdaccess::Endpoint;
 use protocol::etcd::MemberId;
 use tracing::{info, warn};
 
@@ -36,7 +36,7 @@ pub enum HandOver {
 /// `clock` times the wait for the new leader.
 pub async fn hand_over(ep: &Endpoint, clock: &Clock) -> Result<HandOver, String> {
     let now = || clock.unix_secs();
-    let view = etcdview::read(ep, now())
+    let view = etcdaccess::read(ep, now())
         .await
         .map_err(|e| format!("could not tell whether this member leads etcd: {e}"))?;
     if view.leader != Some(view.member) {
@@ -51,7 +51,7 @@ pub async fn hand_over(ep: &Endpoint, clock: &Clock) -> Result<HandOver, String>
     let mut tried = Vec::new();
     for to in candidates {
         let started = clock.now();
-        match etcdview::move_leader(ep, to).await {
+        match etcdaccess::move_leader(ep, to).await {
             Ok(()) => {}
             Err(e) => {
                 warn!("etcd leadership not moved to {to}: {e}");
@@ -60,7 +60,7 @@ pub async fn hand_over(ep: &Endpoint, clock: &Clock) -> Result<HandOver, String>
             }
         }
         while clock.since(started) < SETTLE {
-            if let Ok(v) = etcdview::read(ep, now()).await
+            if let Ok(v) = etcdaccess::read(ep, now()).await
                 && v.leader == Some(to)
             {
                 let took = clock.since(started);

@@ -2,7 +2,7 @@
 //!
 //! More in docs/internals.md, "actuator: learner".
 
-use etcdview::Endpoint;
+use etcdaccess::Endpoint;
 use host::addresses::LocalAddresses;
 use protocol::{JoinUrl, etcd::MemberId};
 use tracing::{info, warn};
@@ -50,7 +50,7 @@ pub async fn remove_own(
         return None;
     }
     let node = host.node.as_str();
-    let view = match etcdview::read(ep, 0).await {
+    let view = match etcdaccess::read(ep, 0).await {
         Ok(v) => v,
         Err(e) => {
             warn!("the rolled-back learner could not be looked for: {e}");
@@ -68,7 +68,7 @@ pub async fn remove_own(
         );
         return None;
     }
-    match etcdview::remove_learner(ep, m.id).await {
+    match etcdaccess::remove_learner(ep, m.id).await {
         Ok(()) => {
             info!(
                 "removed this host's learner {} ({}) from etcd",

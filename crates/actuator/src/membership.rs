@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use clock::Clock;
-use etcdview::Endpoint;
+use etcdaccess::Endpoint;
 use host::addresses::LocalAddresses;
 use protocol::etcd::{EtcdView, Member};
 use tracing::{info, warn};
@@ -14,7 +14,7 @@ use tracing::{info, warn};
 use crate::etcdreport::{FAILED_READ_PACE, READ_PACE, REQUEST_BOUND};
 
 /// How many servers one reading asks at most before it gives up (each
-/// bounded by [`etcdview::read`]'s own bound): the loop is held for at
+/// bounded by [`etcdaccess::read`]'s own bound): the loop is held for at
 /// most this many bounds, once per [`FAILED_READ_PACE`].
 pub const MAX_CANDIDATES: usize = 3;
 
@@ -134,7 +134,7 @@ impl RemoteReader {
         let now = self.clock.unix_secs();
         let mut errors = Vec::new();
         for ep in candidates.iter().take(MAX_CANDIDATES) {
-            match etcdview::read(ep, now).await {
+            match etcdaccess::read(ep, now).await {
                 Ok(v) => match listed(&v, member, addresses) {
                     Some(answer) => {
                         if self.failing.take().is_some() || self.answer != Some(answer) {

@@ -6,7 +6,7 @@
 use std::{net::Ipv4Addr, path::Path, time::Duration};
 
 use actuator::learner;
-use etcdview::Endpoint;
+use etcdaccess::Endpoint;
 use host::addresses::LocalAddresses;
 use protocol::etcd::MemberId;
 use standins::fixture::TestHost;
@@ -41,7 +41,7 @@ fn loopback() -> LocalAddresses {
 }
 
 fn listed(rt: &tokio::runtime::Runtime, ep: &Endpoint, id: MemberId) -> bool {
-    rt.block_on(etcdview::read(ep, 0))
+    rt.block_on(etcdaccess::read(ep, 0))
         .unwrap()
         .member(id)
         .is_some()

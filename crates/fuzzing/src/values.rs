@@ -89,7 +89,7 @@ pub fn report(data: &[u8]) {
 /// question the gates ask of it.
 ///
 /// Who writes it: each server's actuator, from what its local etcd member
-/// answered (`etcdview::read`, over etcd's gRPC API, which checks it the
+/// answered (`etcdaccess::read`, over etcd's gRPC API, which checks it the
 /// same way before it goes into the report); a compromised host writes any
 /// view into its own report.
 pub fn etcd_view(data: &[u8]) {

@@ -45,7 +45,7 @@ pub(super) struct Heartbeat {
 
 impl Heartbeat {
     /// Nothing read yet; the local member at `etcd`.
-    pub(super) fn new(etcd: &etcdview::Endpoint, clock: &Clock) -> Self {
+    pub(super) fn new(etcd: &etcdaccess::Endpoint, clock: &Clock) -> Self {
         Self {
             last: None,
             servers: None,

@@ -411,7 +411,7 @@ impl LeaseGate {
 /// What a step reaches etcd with.
 struct EtcdAccess {
     /// The local member.
-    local: etcdview::Endpoint,
+    local: etcdaccess::Endpoint,
     /// This host's addresses (a learner never started has only its peer
     /// address to be known by).
     addresses: host::addresses::LocalAddresses,

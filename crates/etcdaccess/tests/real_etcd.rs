@@ -3,7 +3,7 @@
 
 use std::{net::Ipv4Addr, time::Duration};
 
-use etcdview::{Endpoint, Error};
+use etcdaccess::{Endpoint, Error};
 use protocol::etcd::MemberId;
 use testcp::{ClusterState, Etcd, EtcdOptions};
 
@@ -27,7 +27,9 @@ async fn a_members_view_lists_every_member_the_leader_and_its_health_and_leaders
  {
     let dir = tempfile::tempdir().unwrap();
     let members = cluster(dir.path(), Ipv4Addr::new(127, 0, 0, 21)).await;
-    let view = etcdview::read(&endpoint(&members[0]), 1000).await.unwrap();
+    let view = etcdaccess::read(&endpoint(&members[0]), 1000)
+        .await
+        .unwrap();
     assert_eq!(view.read_at, 1000);
     assert_eq!(view.members.len(), 3);
     assert!(view.healthy && view.alarms.is_empty(), "{view:?}");
@@ -42,18 +44,18 @@ async fn a_members_view_lists_every_member_the_leader_and_its_health_and_leaders
     // itself, as etcd requires).
     let mut on_leader = None;
     for m in &members {
-        if etcdview::read(&endpoint(m), 0).await.unwrap().member == leader {
+        if etcdaccess::read(&endpoint(m), 0).await.unwrap().member == leader {
             on_leader = Some(m);
         }
     }
     let on_leader = on_leader.expect("one member is the leader");
     let to = view.members.iter().find(|m| m.id != leader).unwrap().id;
-    etcdview::move_leader(&endpoint(on_leader), to)
+    etcdaccess::move_leader(&endpoint(on_leader), to)
         .await
         .unwrap();
     let mut now = None;
     for _ in 0..100 {
-        now = etcdview::read(&endpoint(&members[0]), 0)
+        now = etcdaccess::read(&endpoint(&members[0]), 0)
             .await
             .unwrap()
             .leader;
@@ -72,25 +74,25 @@ async fn a_learner_shows_in_the_view_and_only_a_learner_is_removed_by_remove_lea
     let ep = endpoint(&members[0]);
     // A learner added and never started: what a rolled-back promotion leaves.
     let id = MemberId(testcp::etcd::add_learner(&ep.url, "http://127.0.0.1:1").await);
-    let view = etcdview::read(&ep, 0).await.unwrap();
+    let view = etcdaccess::read(&ep, 0).await.unwrap();
     let learner = view.member(id).expect("the learner is listed");
     assert!(learner.learner && learner.name.is_empty());
     assert_eq!(view.learners().count(), 1);
 
     let voter = view.voters().next().unwrap().id;
     assert!(matches!(
-        etcdview::remove_learner(&ep, voter).await,
+        etcdaccess::remove_learner(&ep, voter).await,
         Err(Error::Refused(_))
     ));
     assert!(matches!(
-        etcdview::move_leader(&ep, id).await,
+        etcdaccess::move_leader(&ep, id).await,
         Err(Error::Refused(_))
     ));
-    etcdview::remove_learner(&ep, id).await.unwrap();
-    let view = etcdview::read(&ep, 0).await.unwrap();
+    etcdaccess::remove_learner(&ep, id).await.unwrap();
+    let view = etcdaccess::read(&ep, 0).await.unwrap();
     assert_eq!((view.members.len(), view.learners().count()), (3, 0));
     // Gone already: nothing to do, no error.
-    etcdview::remove_learner(&ep, id).await.unwrap();
+    etcdaccess::remove_learner(&ep, id).await.unwrap();
 }
 
 /// Why a rollback stops its server before removing its learner, and why
@@ -140,7 +142,7 @@ async fn a_caught_up_learner_whose_etcd_stopped_can_still_be_promoted_and_is_the
         .expect("a caught-up learner is promoted with its etcd stopped");
     // Seen voting before the removal, it is refused by remove_learner...
     assert!(matches!(
-        etcdview::remove_learner(&ep, id).await,
+        etcdaccess::remove_learner(&ep, id).await,
         Err(Error::Refused(_))
     ));
     // ...but promoted between its check and its removal, it would be
@@ -149,7 +151,7 @@ async fn a_caught_up_learner_whose_etcd_stopped_can_still_be_promoted_and_is_the
     c.member_remove(id.0)
         .await
         .expect("a down voter is removed");
-    let view = etcdview::read(&ep, 0).await.unwrap();
+    let view = etcdaccess::read(&ep, 0).await.unwrap();
     assert_eq!((view.members.len(), view.learners().count()), (3, 0));
     assert!(view.healthy, "{view:?}");
 }
@@ -163,6 +165,6 @@ async fn a_member_that_does_not_answer_is_an_error_within_the_bound() {
         tls: None,
         timeout: Duration::from_secs(2),
     };
-    let e = etcdview::read(&ep, 0).await.unwrap_err();
+    let e = etcdaccess::read(&ep, 0).await.unwrap_err();
     assert!(e.to_string().contains("127.0.0.1:1"), "{e}");
 }
