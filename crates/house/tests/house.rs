@@ -179,9 +179,14 @@ fn expand(tree: &str, prefix: &[String], out: &mut Vec<Vec<String>>) {
     }
 }
 
-/// Each `use` of `text` as (is a `pub use`, its paths), and the text
-/// without them.
-fn uses(text: &str) -> (Vec<(bool, Vec<Vec<String>>)>, String) {
+/// A path of names, `crate::a::B` as `["crate", "a", "B"]`.
+type Names = Vec<String>;
+
+/// One `use`: whether it is a `pub use` (a re-export), and its paths.
+type Use = (bool, Vec<Names>);
+
+/// Each `use` of `text`, and the text without them.
+fn uses(text: &str) -> (Vec<Use>, String) {
     let mut found = Vec::new();
     let mut rest = String::new();
     let mut at = 0;
