@@ -7,7 +7,11 @@
 //! be read two ways. The writes go the other way: the controller computes a
 //! view's after (`fleetdecide::{node_after, lease_after}`) and
 //! [`node_patch`] and [`lease_object`] turn the difference into its one API
-//! write.
+//! write. A host's own objects (its report ConfigMap and heartbeat Lease)
+//! are mapped both ways in [`hostobjects`]: the actuator writes its report
+//! and renews its heartbeat through it, the controller reads them through
+//! it. The IO around these (the API calls, their retries, the lists and
+//! watches) is the programs' and `kubeaccess`'s.
 //!
 //! No IO here: functions from objects to values and back.
 #![forbid(unsafe_code)]
