@@ -15,9 +15,9 @@ use crate::view::SwapRecord;
 use serde::Serialize;
 
 use crate::action::{Action, SwapState};
-use crate::reasons::Reason;
 use crate::record::{StopKind, StopNote, SwapStep};
 use crate::view::FleetView;
+use fleetfacts::reasons::Reason;
 use fleetfacts::{Class, classify};
 use protocol::validate::StepKind;
 

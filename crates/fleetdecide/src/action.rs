@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use crate::gate::{Gate, failures};
-use crate::reasons::{Awaiting, Reason};
 use crate::record::{Outcome, StopKind, StopNote, SwapStep};
+use fleetfacts::reasons::{Awaiting, Reason};
 use protocol::{
     names::K3S_ETCD_REMOVE,
     validate::{NodeName, SwapId},

@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 use crate::settings::Settings;
-use crate::window::show_time;
+use fleetfacts::window::show_time;
 use protocol::view::NodeFacts;
 
 /// Which grace a NotReady voter is given.

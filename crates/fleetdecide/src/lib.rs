@@ -15,7 +15,6 @@ mod health;
 mod pacing;
 mod plan;
 mod quorum;
-mod reasons;
 mod record;
 mod resize;
 mod run;
@@ -25,7 +24,6 @@ mod tidy;
 
 mod view;
 pub mod voterset;
-mod window;
 
 #[cfg(test)]
 mod class_tests;
@@ -40,6 +38,8 @@ pub use effects::{
 };
 pub use etcd_gates::{gate_etcd_views_agree, gate_no_etcd_alarm, gate_no_ghost_member};
 pub use evidence::{Sightings, weigh_evidence};
+pub use fleetfacts::reasons::{Awaiting, Reached, Reason, VoterFor, Write};
+pub use fleetfacts::window::{DAYS, Window, WindowError, fixed_zone, show_time};
 pub use fleetfacts::{
     Class, PodFacts, PodRef, classify, drain, is_healthy_voter, is_voting, members,
 };
@@ -57,7 +57,6 @@ pub use plan::{Plan, PlanStep, plan, plan_grow, plan_shrink};
 pub use protocol::text::one_line;
 pub use protocol::view::{FleetMarks, K3sEtcd, LeaseFacts, MaintenanceMarks, NodeFacts};
 pub use quorum::{Removing, VoterCount, count_voters, keeps_quorum, quorum, removing};
-pub use reasons::{Awaiting, Reached, Reason, VoterFor, Write};
 pub use record::{LastSwap, Outcome, StopKind, StopNote, SwapStep};
 pub use resize::{gate_odd_voter_count, grow_gates, shrink_gates, voting_now};
 pub use run::{RunDecision, run_decision};
@@ -66,4 +65,3 @@ pub use swap::{finished, join_voter, next_action, snapshot_voter, start_gates};
 pub use tidy::{Tidy, tidy};
 pub use view::{Change, FleetView, Recorded, SwapRecord, apply_heartbeats, half_name, halves};
 pub use voterset::{free_standby, standbys};
-pub use window::{DAYS, Window, WindowError, fixed_zone, show_time};

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::view::{FleetView, SwapRecord};
-use crate::window::{Window, show_time};
+use fleetfacts::window::{Window, show_time};
 use protocol::view::{LeaseFacts, NodeFacts};
 
 /// How many swap endings the Lease keeps for `run`'s pacing.

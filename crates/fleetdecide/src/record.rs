@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::reasons::Reason;
+use fleetfacts::reasons::Reason;
 
 /// The steps of a swap, as recorded on the Lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

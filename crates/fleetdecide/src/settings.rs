@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::record::SwapStep;
-use crate::window::Window;
+use fleetfacts::window::Window;
 use protocol::names::Names;
 
 // === Settings ===

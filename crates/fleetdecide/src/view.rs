@@ -7,9 +7,9 @@ use serde::Serialize;
 use fleetfacts::members::{Picture, Trust, picture};
 use protocol::etcd::EtcdView;
 
-use crate::reasons::Reason;
 use crate::record::{LastSwap, StopKind, StopNote, SwapStep};
 use crate::settings::Settings;
+use fleetfacts::reasons::Reason;
 use protocol::text::one_line;
 use protocol::{
     validate::{NodeName, SwapId},

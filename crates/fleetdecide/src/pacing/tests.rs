@@ -3,11 +3,13 @@
 use super::*;
 use crate::fixtures::*;
 use crate::settings::Settings;
-use crate::window::Window;
-use jiff::Timestamp;
+use fleetfacts::window::Window;
+use jiff::{Timestamp, tz::TimeZone};
 
 fn window(d: &[&str], start: &str, end: &str, zone: &str) -> Window {
-    crate::window::tests::window(d, start, end, zone)
+    let tz = fleetfacts::window::fixed_zone(zone).unwrap_or_else(|| TimeZone::posix(zone).unwrap());
+    let days: Vec<String> = d.iter().map(|s| s.to_string()).collect();
+    Window::new(&days, start, end, tz, zone).unwrap()
 }
 
 /// Unix seconds of an RFC 3339 time.

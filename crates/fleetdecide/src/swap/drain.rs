@@ -5,10 +5,10 @@
 
 use super::step::{enter, outgoing, overdue, promoted_clause, resume_hint, wait};
 use crate::action::Action;
-use crate::reasons::{Awaiting, Reason};
 use crate::record::SwapStep;
 use crate::view::{FleetView, Recorded};
 use fleetfacts::drain::{PodRef, blocking, named, unmanaged};
+use fleetfacts::reasons::{Awaiting, Reason};
 use protocol::view::LeaseFacts;
 
 /// The drain's next action for the outgoing Node, once it is cordoned and

@@ -6,9 +6,9 @@
 use super::step::paused;
 use crate::action::Action;
 use crate::gate::{Gate, all_pass, failures};
-use crate::reasons::Reason;
 use crate::record::{StopKind, StopNote, SwapStep};
 use crate::view::FleetView;
+use fleetfacts::reasons::Reason;
 use protocol::view::LeaseFacts;
 
 /// The failed gates as one line, or `None` when every gate passes.

@@ -10,9 +10,9 @@ use crate::gates::{
     Count, etcd_view_gates, gate_incoming_eligible, gate_no_learner, gate_quorum_after_removal,
     gate_voters_healthy, incoming_ready_until_asked, late_promote_gates, promote_gates,
 };
-use crate::reasons::{Awaiting, Reached, Reason, VoterFor, Write};
 use crate::record::{StopKind, StopNote, SwapStep};
 use crate::view::{FleetView, Recorded};
+use fleetfacts::reasons::{Awaiting, Reached, Reason, VoterFor, Write};
 use fleetfacts::{Class, classify, is_healthy_voter};
 use protocol::view::{LeaseFacts, NodeFacts};
 use protocol::{

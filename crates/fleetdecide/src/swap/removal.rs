@@ -8,9 +8,9 @@ use super::{
 };
 use crate::action::Action;
 use crate::gates::removal_gates;
-use crate::reasons::{Awaiting, Reason, Write};
 use crate::record::SwapStep;
 use crate::view::{FleetView, Recorded};
+use fleetfacts::reasons::{Awaiting, Reason, Write};
 use protocol::text::one_line;
 use protocol::view::{LeaseFacts, NodeFacts};
 use protocol::{

@@ -8,9 +8,9 @@ use super::{
 };
 use crate::action::Action;
 use crate::gates::down_removal_gates;
-use crate::reasons::{Awaiting, Reason, Write};
 use crate::record::SwapStep;
 use crate::view::{FleetView, Recorded};
+use fleetfacts::reasons::{Awaiting, Reason, Write};
 use protocol::view::LeaseFacts;
 
 /// Replacing a down voter. etcd (with k3s's strict reconfiguration check)

@@ -10,9 +10,9 @@ use super::{
 };
 use crate::action::Action;
 use crate::gates::{promote_gates, removal_gates};
-use crate::reasons::{Awaiting, Reason, VoterFor};
 use crate::record::{StopKind, StopNote, SwapStep};
 use crate::view::{FleetView, Recorded};
+use fleetfacts::reasons::{Awaiting, Reason, VoterFor};
 use fleetfacts::{Class, classify, is_healthy_voter};
 use protocol::view::{LeaseFacts, NodeFacts};
 use protocol::{report::ReportStep, validate::NodeName};

@@ -2,9 +2,9 @@
 //! its deadline, a wait, a host's progress from its report, and a stop.
 
 use crate::action::Action;
-use crate::reasons::{Awaiting, Reason};
 use crate::record::SwapStep;
 use crate::view::{FleetView, Recorded, SwapRecord};
+use fleetfacts::reasons::{Awaiting, Reason};
 use protocol::text::one_line;
 use protocol::view::{LeaseFacts, NodeFacts};
 use protocol::{

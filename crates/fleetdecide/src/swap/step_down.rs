@@ -11,9 +11,9 @@ use super::{
 };
 use crate::action::Action;
 use crate::gates::removal_gates;
-use crate::reasons::{Awaiting, Reason, Write};
 use crate::record::SwapStep;
 use crate::view::{FleetView, Recorded, SwapRecord};
+use fleetfacts::reasons::{Awaiting, Reason, Write};
 use protocol::view::LeaseFacts;
 use protocol::{
     report::{Detail, ReportStep},

@@ -8,9 +8,9 @@ use super::{
 use crate::action::Action;
 use crate::gate::failures;
 use crate::gates::{gate_quorum_at_host_stop, gate_quorum_for};
-use crate::reasons::{Awaiting, Reason, Write};
 use crate::record::{Outcome, StopNote, SwapStep};
 use crate::view::{FleetView, Recorded};
+use fleetfacts::reasons::{Awaiting, Reason, Write};
 use protocol::view::LeaseFacts;
 use protocol::{report::ReportStep, validate::StepKind};
 

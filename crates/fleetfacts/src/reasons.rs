@@ -75,8 +75,8 @@ impl fmt::Display for Reached {
     }
 }
 
-/// Why a swap winds down (kept on the Lease in its [`crate::record::StopNote`]) or
-/// stops ([`crate::action::Action::Stop`]).
+/// Why a swap winds down (kept on the Lease in its `StopNote`, `fleetdecide::record`) or
+/// stops (`fleetdecide`'s `Action::Stop`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "why", rename_all = "kebab-case")]
 pub enum Reason {

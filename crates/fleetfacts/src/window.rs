@@ -246,4 +246,4 @@ pub fn fixed_zone(name: &str) -> Option<TimeZone> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;
