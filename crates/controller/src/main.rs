@@ -41,8 +41,8 @@ fn main() -> ExitCode {
     match runtime.block_on(cmd::run(cli)) {
         Ok(exit) => ExitCode::from(exit.code()),
         Err(e) => {
-            let exit = cmd::exit_of(&e);
-            print_error(format, &e, exit);
+            let exit = e.exit();
+            print_error(format, &e.into_error(), exit);
             ExitCode::from(exit.code())
         }
     }

@@ -14,14 +14,14 @@ use protocol::{
     exit::Exit,
 };
 
-use super::{shutdown_signal, watched};
+use super::{Outcome, shutdown_signal, watched};
 
 /// Runs `fleet-role abort`.
 pub(super) async fn command(
     kubeconfig: cluster::Source<'_>,
     settings: Settings,
     output: Format,
-) -> anyhow::Result<Exit> {
+) -> Outcome {
     let (client, watching) = cluster::clients(kubeconfig).await?;
     let driver = Driver::new(client.clone(), settings.clone(), shutdown_signal());
     let mut printer = Printer::new(output, settings.clock.clone());

@@ -6,6 +6,7 @@
 //! into the exit code; nothing here prints an error (the edge does, once).
 
 mod abort;
+mod failure;
 mod pause;
 mod resize;
 mod run;
@@ -14,7 +15,6 @@ mod swap;
 
 use std::{sync::Arc, time::Duration};
 
-use anyhow::Context;
 use controller::{
     cli::{Cli, Command},
     cluster,
@@ -23,17 +23,16 @@ use controller::{
     enroll, manifests, uninstall,
     watch::FleetWatch,
 };
-use protocol::{
-    NodeName,
-    exit::{Exit, Marked},
-};
+use protocol::{NodeName, exit::Exit};
 use tokio::sync::watch;
+
+pub(crate) use self::failure::{Failure, Outcome};
 
 /// How long the watches may take to list everything once at start.
 const SYNC_BOUND: Duration = Duration::from_secs(60);
 
 /// Runs the command `cli` names; its outcome, or the error that ended it.
-pub(crate) async fn run(cli: Cli) -> anyhow::Result<Exit> {
+pub(crate) async fn run(cli: Cli) -> Outcome {
     let settings = settings(&cli)?;
     let kubeconfig = cluster::Source {
         kubeconfig: cli.kubeconfig.as_deref(),
@@ -123,7 +122,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<Exit> {
         // them without a process.
         Command::Enroll(args) => {
             let client = || async { Ok(cluster::client(kubeconfig).await?) };
-            enroll::command::enroll(settings.names(), args, client).await
+            Ok(enroll::command::enroll(settings.names(), args, client).await?)
         }
         Command::Manifests { which } => {
             print!("{}", manifests::render(*which, &settings));
@@ -131,38 +130,20 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<Exit> {
         }
         Command::Uninstall { dry_run } => {
             let client = cluster::client(kubeconfig).await?;
-            uninstall::command(&client, &settings, *dry_run).await
+            Ok(uninstall::command(&client, &settings, *dry_run).await?)
         }
         Command::Unenroll(args) => {
             let client = || async { Ok(cluster::client(kubeconfig).await?) };
-            enroll::command::unenroll(settings.names(), args, client).await
+            Ok(enroll::command::unenroll(settings.names(), args, client).await?)
         }
         Command::Pause => pause::command(kubeconfig, settings, true).await,
         Command::Resume => pause::command(kubeconfig, settings, false).await,
     }
 }
 
-/// The outcome an error stands for: its mark, else a failure that left
-/// the cluster safe (every call out is bounded, and an unmarked error
-/// happens between two safe points).
-pub(crate) fn exit_of(e: &anyhow::Error) -> Exit {
-    if let Some(m) = e.downcast_ref::<Marked>() {
-        return m.0;
-    }
-    // The kubeconfig named or inferred is the caller's.
-    match e.downcast_ref::<cluster::ClusterError>() {
-        Some(
-            cluster::ClusterError::Kubeconfig { .. }
-            | cluster::ClusterError::Context { .. }
-            | cluster::ClusterError::Infer(_),
-        ) => Exit::Usage,
-        _ => Exit::FailedSafe,
-    }
-}
-
-/// Marks an error as the caller's: a flag, a value or a config file.
-fn usage(e: impl Into<anyhow::Error>) -> anyhow::Error {
-    e.into().context(Marked(Exit::Usage))
+/// The caller's error: a flag, a value or a config file.
+fn usage(e: impl Into<anyhow::Error>) -> Failure {
+    Failure::Usage(e.into())
 }
 
 /// SIGTERM (systemd, Kubernetes) and SIGINT (a terminal) end the process at
@@ -183,15 +164,13 @@ fn shutdown_signal() -> watch::Receiver<bool> {
 }
 
 /// The Node name `raw`, given as `flag`; a bad one is the caller's.
-fn node(raw: &str, flag: &str) -> anyhow::Result<NodeName> {
-    NodeName::parse(raw)
-        .with_context(|| flag.to_string())
-        .map_err(usage)
+fn node(raw: &str, flag: &str) -> Result<NodeName, Failure> {
+    NodeName::parse(raw).map_err(|e| usage(anyhow::Error::new(e).context(flag.to_string())))
 }
 
 /// The settings of this run: the file, then the flags. The machine's clock
 /// is read from here on through [`Settings::clock`], set here at the edge.
-fn settings(cli: &Cli) -> anyhow::Result<Settings> {
+fn settings(cli: &Cli) -> Result<Settings, Failure> {
     let file = FileConfig::load(cli.config.as_deref()).map_err(usage)?;
     let settings = Settings::resolve(file, cli.identity.clone()).map_err(usage)?;
     Ok(settings.with_clock(clock::Clock::system()))
@@ -213,7 +192,7 @@ async fn watched(
     driver: Driver,
     watching: &kube::Client,
     settings: &Settings,
-) -> anyhow::Result<Driver> {
+) -> Result<Driver, Failure> {
     let fleet = Arc::new(FleetWatch::start(watching, settings));
     fleet.wait_synced(SYNC_BOUND).await?;
     Ok(driver.with_watch(fleet))

@@ -4,12 +4,14 @@ use controller::{cluster, config::Settings, drive::Driver};
 use protocol::exit::Exit;
 use tokio::sync::watch;
 
+use super::Outcome;
+
 /// Runs `fleet-role pause` (`paused`) or `fleet-role resume`.
 pub(super) async fn command(
     kubeconfig: cluster::Source<'_>,
     settings: Settings,
     paused: bool,
-) -> anyhow::Result<Exit> {
+) -> Outcome {
     let client = cluster::client(kubeconfig).await?;
     let driver = Driver::new(client, settings.clone(), watch::channel(false).1);
     driver.actor().set_paused(paused).await?;

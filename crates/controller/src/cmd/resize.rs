@@ -15,7 +15,7 @@ use controller::{
 };
 use protocol::{NodeName, exit::Exit};
 
-use super::{node, plan_exit, shutdown_signal, usage, watched};
+use super::{Failure, Outcome, node, plan_exit, shutdown_signal, usage, watched};
 
 /// How long the next host of a grow or shrink waits for the fleet to
 /// settle after the change before it (the servers' reports of etcd's
@@ -32,7 +32,7 @@ pub(super) enum Resize {
 }
 
 /// `grow`'s or `shrink`'s hosts, checked: each a Node name, none twice.
-pub(super) fn hosts(names: &[String], flag: &str) -> anyhow::Result<Vec<NodeName>> {
+pub(super) fn hosts(names: &[String], flag: &str) -> Result<Vec<NodeName>, Failure> {
     let mut hosts: Vec<NodeName> = vec![];
     for n in names {
         let n = node(n, flag)?;
@@ -52,7 +52,7 @@ pub(super) async fn command(
     hosts: &[NodeName],
     dry_run: bool,
     output: Format,
-) -> anyhow::Result<Exit> {
+) -> Outcome {
     let (client, watching) = cluster::clients(kubeconfig).await?;
     let driver = Driver::new(client, settings.clone(), shutdown_signal());
     let mut printer = Printer::new(output, settings.clock.clone());

@@ -11,14 +11,14 @@ use controller::{
 use protocol::exit::Exit;
 use tokio::sync::watch;
 
-use super::{SYNC_BOUND, shutdown_signal};
+use super::{Outcome, SYNC_BOUND, shutdown_signal};
 
 /// Runs `fleet-role run` until a signal, one session per API server in turn.
 pub(super) async fn command(
     kubeconfig: cluster::Source<'_>,
     settings: Settings,
     dry_run: bool,
-) -> anyhow::Result<Exit> {
+) -> Outcome {
     let shutdown = shutdown_signal();
     let mut servers = failover::Servers::new(&settings.api_servers);
     let mut printer = Printer::new(Format::Text, settings.clock.clone());
@@ -73,7 +73,7 @@ pub(super) async fn command(
         // Another server to go to: whatever ended this session (its
         // server stopped serving, or an error through it) moves on.
         if let Err(e) = &ended {
-            tracing::warn!("{e:#}");
+            tracing::warn!("{}", e.said());
         }
         // A server that served until its probe failed starts the count
         // again: only sessions that end in errors one after another back off.
@@ -117,7 +117,7 @@ async fn session_through(
     start: Start,
     dry_run: bool,
     printer: &mut Printer,
-) -> anyhow::Result<Exit> {
+) -> Outcome {
     let cluster::Clients {
         requests: client,
         watches: watching,
@@ -132,7 +132,7 @@ async fn session_through(
         .with_metrics(metrics);
     if dry_run {
         if let Err(e) = driver.check_eligibility().await {
-            printer.line(&format!("dry run: {e:#}"), serde_json::json!({}));
+            printer.line(&format!("dry run: {}", e.said()), serde_json::json!({}));
         }
         driver.run(printer, true).await?;
         return Ok(Exit::Done);
@@ -142,7 +142,8 @@ async fn session_through(
         Start::Failover => {
             if let Err(e) = driver.check_eligibility().await {
                 tracing::warn!(
-                    "{e:#}; going on after the failover (no ineligible voter is replaced unless replace_ineligible)"
+                    "{}; going on after the failover (no ineligible voter is replaced unless replace_ineligible)",
+                    e.said()
                 );
             }
         }

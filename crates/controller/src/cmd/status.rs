@@ -9,7 +9,7 @@ use controller::{
 use protocol::exit::Exit;
 use tokio::sync::watch;
 
-use super::{exit_of, shutdown_signal};
+use super::{Outcome, shutdown_signal};
 
 /// How long one refresh of `status --watch` may take.
 const REFRESH_BOUND: Duration = Duration::from_secs(30);
@@ -33,7 +33,7 @@ pub(super) async fn command(
     settings: Settings,
     output: Format,
     interval: Option<Duration>,
-) -> anyhow::Result<Exit> {
+) -> Outcome {
     let client = cluster::client(kubeconfig).await?;
     let driver = Driver::new(client, settings.clone(), watch::channel(false).1);
     let Some(interval) = interval else {
@@ -61,8 +61,9 @@ pub(super) async fn command(
                 show(output, &obs.view, &settings)
             }
             Ok(Err(e)) => {
-                print_error(output, &e, exit_of(&e));
-                exit_of(&e)
+                let exit = e.exit();
+                print_error(output, &e.into(), exit);
+                exit
             }
             Err(_) => {
                 let e = anyhow::anyhow!(

@@ -1,13 +1,9 @@
 //! `fleet-role swap`: one swap driven to its end, or its plan (`--dry-run`).
 
 use controller::{cli::Format, cluster, config::Settings, drive::Driver, output::Printer};
-use protocol::{
-    NodeName,
-    controller::plan,
-    exit::{Exit, Marked},
-};
+use protocol::{NodeName, controller::plan};
 
-use super::{plan_exit, shutdown_signal, usage, watched};
+use super::{Failure, Outcome, plan_exit, shutdown_signal, usage, watched};
 
 /// `swap`'s flags, checked.
 pub(super) struct SwapArgs {
@@ -28,7 +24,7 @@ pub(super) async fn command(
     kubeconfig: cluster::Source<'_>,
     settings: Settings,
     args: SwapArgs,
-) -> anyhow::Result<Exit> {
+) -> Outcome {
     let SwapArgs {
         out,
         incoming,
@@ -42,7 +38,7 @@ pub(super) async fn command(
         )));
     }
     if in_window && let Some(why) = settings.window_closed_now().map_err(usage)? {
-        return Err(anyhow::anyhow!("swap refused: {why}").context(Marked(Exit::Refused)));
+        return Err(Failure::Refused(anyhow::anyhow!("swap refused: {why}")));
     }
     let (client, watching) = cluster::clients(kubeconfig).await?;
     let driver = Driver::new(client, settings.clone(), shutdown_signal());

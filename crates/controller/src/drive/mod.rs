@@ -16,10 +16,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, bail};
 use clock::Clock;
 use kube::Client;
-use protocol::exit::{Exit, Marked};
 use protocol::{
     NodeName, SwapId,
     controller::{self, Action, Outcome, RunDecision, SwapState},
@@ -57,8 +55,10 @@ const SETTLE_RECHECK_SECS: i64 = 5;
 /// controller is run again).
 const API_PATIENCE: Duration = Duration::from_secs(300);
 
+mod error;
 mod run;
 
+pub use self::error::{Error, Result, chain};
 pub use crate::ending::Ending;
 
 /// One controller process.
@@ -161,12 +161,12 @@ impl Driver {
 
     /// Reads the cluster: from the watches' stores if it has them, else by
     /// listing once.
-    pub async fn observe(&self) -> anyhow::Result<observe::Observed> {
+    pub async fn observe(&self) -> Result<observe::Observed> {
         let mut obs = match &self.fleet {
             Some(f) => f.snapshot(&self.settings),
             None => observe::observe(&self.client, &self.settings)
                 .await
-                .context("reading the cluster")?,
+                .map_err(Error::Read)?,
         };
         // The outgoing Node's pods, only while they matter: from the drain
         // to the step-down's request (pods are not watched: one list per
@@ -239,7 +239,7 @@ impl Driver {
         queued: Vec<NodeName>,
         bound: Duration,
         printer: &mut Printer,
-    ) -> anyhow::Result<()> {
+    ) -> Result<()> {
         let state = SwapState {
             out,
             incoming,
@@ -277,7 +277,7 @@ impl Driver {
         out: NodeName,
         incoming: NodeName,
         printer: &mut Printer,
-    ) -> anyhow::Result<Ending> {
+    ) -> Result<Ending> {
         self.change(Some(out), Some(incoming), Vec::new(), printer)
             .await
     }
@@ -291,7 +291,7 @@ impl Driver {
         incoming: Option<NodeName>,
         queued: Vec<NodeName>,
         printer: &mut Printer,
-    ) -> anyhow::Result<Ending> {
+    ) -> Result<Ending> {
         let mut step: Option<(String, Instant)> = None;
         let ending = self
             .drive_swap(out, incoming, queued, printer, &mut step)
@@ -312,7 +312,7 @@ impl Driver {
         out: Option<NodeName>,
         incoming: Option<NodeName>,
         printer: &mut Printer,
-    ) -> anyhow::Result<Ending> {
+    ) -> Result<Ending> {
         self.abort = true;
         self.change(out, incoming, Vec::new(), printer).await
     }
@@ -324,7 +324,7 @@ impl Driver {
         queued: Vec<NodeName>,
         printer: &mut Printer,
         step: &mut Option<(String, Instant)>,
-    ) -> anyhow::Result<Ending> {
+    ) -> Result<Ending> {
         let mut state = SwapState {
             out: out.clone(),
             incoming: incoming.clone(),
@@ -396,10 +396,9 @@ impl Driver {
                 Action::WaitForLease { until, .. } => {
                     let since = *waiting_for_lease.get_or_insert_with(|| self.settings.clock.now());
                     if self.settings.clock.since(since) > lease_patience {
-                        bail!(
-                            "the regrade Lease stayed held by another controller process for {} s: it is alive; see `fleet-role status`",
-                            lease_patience.as_secs()
-                        );
+                        return Err(Error::LeaseHeld {
+                            secs: lease_patience.as_secs(),
+                        });
                     }
                     let edge = wake::next_edge(&obs.view, Some(*until));
                     self.wait_for_change(edge).await;
@@ -451,14 +450,14 @@ impl Driver {
                         }
                         Ok(None) => {}
                         Err(e) => {
-                            self.api_trouble(&mut failing_since, anyhow::Error::new(e))?;
+                            self.api_trouble(&mut failing_since, e.into())?;
                             self.pause_a_moment().await;
                         }
                     }
                     continue;
                 }
                 Err(e) => {
-                    self.api_trouble(&mut failing_since, anyhow::Error::new(e))?;
+                    self.api_trouble(&mut failing_since, e.into())?;
                     self.pause_a_moment().await;
                     continue;
                 }
@@ -564,19 +563,17 @@ impl Driver {
         Ok(true)
     }
 
-    fn api_trouble(
-        &self,
-        failing_since: &mut Option<Instant>,
-        e: anyhow::Error,
-    ) -> anyhow::Result<()> {
+    /// Counts a failure of the API toward [`API_PATIENCE`]: said and
+    /// retried within it, the error that ends the drive past it.
+    fn api_trouble(&self, failing_since: &mut Option<Instant>, e: Error) -> Result<()> {
         let since = *failing_since.get_or_insert_with(|| self.settings.clock.now());
         if self.settings.clock.since(since) > API_PATIENCE {
-            return Err(e.context(format!(
-                "the API failed for over {} s; run the same command again to resume",
-                API_PATIENCE.as_secs()
-            )));
+            return Err(Error::ApiPatience {
+                secs: API_PATIENCE.as_secs(),
+                last: Box::new(e),
+            });
         }
-        warn!("{e:#}; retrying");
+        warn!("{}; retrying", e.said());
         Ok(())
     }
 }

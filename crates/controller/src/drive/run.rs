@@ -7,12 +7,12 @@ use super::*;
 impl Driver {
     /// Refuses to start `run` over a fleet whose labels would have it
     /// churn (see [`policy::eligibility_shortfall`]).
-    pub async fn check_eligibility(&self) -> anyhow::Result<()> {
+    pub async fn check_eligibility(&self) -> Result<()> {
         let obs = self.observe().await?;
         if let Some(why) =
             policy::eligibility_shortfall(&obs.view, self.settings.replace_ineligible)
         {
-            return Err(anyhow::anyhow!("run will not start: {why}").context(Marked(Exit::Refused)));
+            return Err(Error::WillNotStart { why });
         }
         Ok(())
     }
@@ -20,7 +20,7 @@ impl Driver {
     /// `run`: swaps by policy, one at a time, until a signal (or, under
     /// leader election, the loss of the leadership). With `dry_run`, only
     /// prints each decision and why, and writes nothing.
-    pub async fn run(&mut self, printer: &mut Printer, dry_run: bool) -> anyhow::Result<()> {
+    pub async fn run(&mut self, printer: &mut Printer, dry_run: bool) -> Result<()> {
         let mut last_idle: Option<String> = None;
         let mut failing_since: Option<Instant> = None;
         let backoff = Duration::from_secs(self.settings.core.settle.max(1).unsigned_abs());
