@@ -139,6 +139,7 @@ impl Driver {
 
     /// Reads the cluster from `fleet`'s watches instead of lists.
     pub fn with_watch(mut self, fleet: Arc<FleetWatch>) -> Self {
+        self.actor = self.actor.with_watch(fleet.clone());
         self.fleet = Some(fleet);
         self
     }
@@ -442,17 +443,9 @@ impl Driver {
                 }
                 Err(ActError::Conflict) => {
                     info!("the regrade Lease changed since it was read; reading again");
-                    match self.actor.read_lease().await {
-                        Ok(Some(l)) => {
-                            if let Some(f) = &self.fleet {
-                                f.apply_lease(&self.settings, &l);
-                            }
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            self.api_trouble(&mut failing_since, e.into())?;
-                            self.pause_a_moment().await;
-                        }
+                    if let Err(e) = self.actor.reread_lease().await {
+                        self.api_trouble(&mut failing_since, e.into())?;
+                        self.pause_a_moment().await;
                     }
                     continue;
                 }
@@ -489,21 +482,20 @@ impl Driver {
         }
     }
 
+    /// Carries out one action's writes, the Lease checked again right
+    /// before any that cannot be undone. (The actor puts what each write
+    /// returns into the watches' store, so the next decision reads its own
+    /// writes.)
     async fn write(
         &self,
         obs: &observe::Observed,
         action: &Action,
         state: &mut SwapState,
     ) -> Result<(), ActError> {
-        // What each write returns goes into the watches' store, so the next
-        // decision reads its own writes.
         if let Action::Evict { pods, grace, .. } = action {
             // Evictions end pods: as irreversible as a Node write, so the
             // Lease is checked right before them too.
-            let lease = self.actor.recheck_lease(state).await?;
-            if let Some(f) = &self.fleet {
-                f.apply_lease(&self.settings, &lease);
-            }
+            self.actor.recheck_lease(state).await?;
             let answers = drain::evict(&self.client, pods, *grace).await?;
             // A budget's refusal is asked again at the retry pace, never in
             // a tight loop; accepted evictions are watched terminate.
@@ -517,50 +509,14 @@ impl Driver {
             }
         } else if action.node().is_some() {
             if action.writes_lease_first() {
-                let lease = self.actor.lease_write(obs, action, state).await?;
-                if let Some(f) = &self.fleet {
-                    f.apply_lease(&self.settings, &lease);
-                }
+                self.actor.lease_write(obs, action, state).await?;
             }
-            let lease = self.actor.recheck_lease(state).await?;
-            if let Some(f) = &self.fleet {
-                f.apply_lease(&self.settings, &lease);
-            }
-            if let Some(node) = self.actor.node_write(obs, action).await?
-                && let Some(f) = &self.fleet
-            {
-                f.apply_node(&self.settings, &node);
-            }
+            self.actor.recheck_lease(state).await?;
+            self.actor.node_write(obs, action).await?;
         } else {
-            let lease = self.actor.lease_write(obs, action, state).await?;
-            if let Some(f) = &self.fleet {
-                f.apply_lease(&self.settings, &lease);
-            }
+            self.actor.lease_write(obs, action, state).await?;
         }
         Ok(())
-    }
-
-    /// Makes `run`'s write to a returned host's Node
-    /// ([`controller::tidy`]), outside any swap: only while the regrade
-    /// Lease, read again right before, records no swap and is not held, so
-    /// that it never meets a swap's own writes. Whether it was made.
-    async fn tidy(&self, obs: &observe::Observed, action: &Action) -> Result<bool, ActError> {
-        if let Some(lease) = self.actor.read_lease().await? {
-            let facts = kubeview::lease_facts(self.settings.names(), &lease);
-            if facts.recorded_swap().is_some() || facts.is_held(self.settings.clock.unix_secs()) {
-                if let Some(f) = &self.fleet {
-                    f.apply_lease(&self.settings, &lease);
-                }
-                return Ok(false);
-            }
-        }
-        if let Some(node) = self.actor.node_write(obs, action).await?
-            && let Some(f) = &self.fleet
-        {
-            f.apply_node(&self.settings, &node);
-        }
-        self.actor.events(obs, action, None).await;
-        Ok(true)
     }
 
     /// Counts a failure of the API toward [`API_PATIENCE`]: said and

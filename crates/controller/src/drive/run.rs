@@ -130,7 +130,7 @@ impl Driver {
                 }
                 RunDecision::Tidy { action, why } => {
                     last_idle = None;
-                    match self.tidy(&obs, &action).await {
+                    match self.actor.tidy_write(&obs, &action).await {
                         Ok(true) => printer.line(
                             &format!("{}: {why}", action.describe()),
                             json!({"tidy": action, "why": why}),
