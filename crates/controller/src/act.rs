@@ -31,7 +31,13 @@ use serde_json::Value;
 use std::sync::Arc;
 use tracing::warn;
 
-use crate::{config::Settings, events::EventReason, observe::Observed, watch::FleetWatch};
+use crate::{
+    config::Settings,
+    events::EventReason,
+    observe::Observed,
+    ownership::{self, Claim, Standing},
+    watch::FleetWatch,
+};
 
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "fleet-role";
@@ -132,31 +138,27 @@ impl Actor {
             return Err(ActError::Lost("the regrade Lease is gone".into()));
         };
         let facts = kubeview::lease_facts(self.names(), &lease);
-        let view = protocol::controller::FleetView {
-            now: self.settings.clock.unix_secs(),
-            settings: self.settings.core.clone(),
-            nodes: Vec::new(),
-            lease: Some(facts.clone()),
-            pods: vec![],
+        let claim = Claim {
+            identity: &self.names().controller_identity,
+            instance: &state.instance,
+            swap: state.taken.as_ref().map(|s| s.as_str()),
         };
-        let ours = facts.instance.as_deref() == Some(state.instance.as_str())
-            && facts.holder.as_deref() == Some(self.names().controller_identity.as_str())
-            && state.taken.as_ref().map(|s| s.as_str()) == facts.swap.as_deref();
-        if !ours {
-            return Err(ActError::Lost(format!(
+        let now = self.settings.clock.unix_secs();
+        match ownership::standing(&facts, claim, now, self.settings.core.skew_margin) {
+            Standing::Ours => {
+                self.remember_lease(&lease);
+                Ok(())
+            }
+            Standing::NotOurs => Err(ActError::Lost(format!(
                 "the regrade Lease is now held by {} (instance {}) for swap {}",
                 controller::one_line(facts.holder.as_deref().unwrap_or("nobody")),
                 controller::one_line(facts.instance.as_deref().unwrap_or("none")),
                 controller::one_line(facts.swap.as_deref().unwrap_or("none")),
-            )));
-        }
-        if !controller::write_may_go(&view, &facts) {
+            ))),
             // Ours, but about to lapse: renew before writing (the next
             // decision asks for it).
-            return Err(ActError::Conflict);
+            Standing::Lapsing => Err(ActError::Conflict),
         }
-        self.remember_lease(&lease);
-        Ok(())
     }
 
     /// Reads the regrade Lease (after a 409: the watch may not have brought
