@@ -3,7 +3,13 @@
 //! change is refused with 409), a merge patch of a Node under the field
 //! manager `fleet-role`, and an Event on the Nodes concerned, so that
 //! `kubectl describe node` tells the story.
+//!
+//! Read-your-writes is the writer's: every object a write returns (and the
+//! Lease read again before one) goes into the watches' store, when the
+//! actor has one ([`Actor::with_watch`]), so the next decision reads what
+//! this process just wrote rather than what the watch has not brought yet.
 
+use fleetdecide::SwapRecord;
 use fleetdecide::{Action, Outcome, StopKind, SwapState};
 use k8s_openapi::{
     api::{
@@ -20,14 +26,19 @@ use kube::{
 };
 use protocol::{Names, names::LEASE_NAMESPACE};
 use serde_json::Value;
+use std::sync::Arc;
 use tracing::warn;
 
-use crate::{config::Settings, events::EventReason, observe::Observed};
+use crate::{
+    config::Settings,
+    events::EventReason,
+    observe::Observed,
+    ownership::{self, Claim, Standing},
+    watch::FleetWatch,
+};
 
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "fleet-role";
-/// The namespace of the Events about Nodes (as the kubelet's).
-pub const EVENT_NAMESPACE: &str = "default";
 
 /// Why a write was not made.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +65,9 @@ pub enum ActError {
 pub struct Actor {
     client: Client,
     settings: Settings,
+    /// The store each write's answer goes into (`swap`, `abort`, `run`);
+    /// none for the commands that decide on one list (`pause`, a dry run).
+    fleet: Option<Arc<FleetWatch>>,
 }
 
 fn is_conflict(e: &kube::Error) -> bool {
@@ -63,7 +77,32 @@ fn is_conflict(e: &kube::Error) -> bool {
 impl Actor {
     /// An actor writing with `client`.
     pub fn new(client: Client, settings: Settings) -> Self {
-        Self { client, settings }
+        Self {
+            client,
+            settings,
+            fleet: None,
+        }
+    }
+
+    /// Puts what each write returns into `fleet`'s store.
+    pub fn with_watch(mut self, fleet: Arc<FleetWatch>) -> Self {
+        self.fleet = Some(fleet);
+        self
+    }
+
+    /// The Lease as this process last wrote or read it, into the store:
+    /// the watch brings it too, but later than the next decision.
+    fn remember_lease(&self, lease: &Lease) {
+        if let Some(f) = &self.fleet {
+            f.apply_lease(&self.settings, lease);
+        }
+    }
+
+    /// A Node as this process last wrote it, into the store.
+    fn remember_node(&self, node: &Node) {
+        if let Some(f) = &self.fleet {
+            f.apply_node(&self.settings, node);
+        }
     }
 
     fn names(&self) -> &Names {
@@ -83,9 +122,8 @@ impl Actor {
     /// Reads the Lease again and checks it is still this process's for its
     /// swap and valid for an irreversible write. Called right before every
     /// write to a Node: the Lease is not a fence, so it is checked as late
-    /// as possible.
-    /// Returns the Lease read, for the watch's store.
-    pub async fn recheck_lease(&self, state: &SwapState) -> Result<Lease, ActError> {
+    /// as possible. The Lease read goes into the store when it passes.
+    pub async fn recheck_lease(&self, state: &SwapState) -> Result<(), ActError> {
         let lease = crate::observe::read_lease(&self.client, self.names())
             .await
             .map_err(|source| ActError::Api {
@@ -96,35 +134,33 @@ impl Actor {
             return Err(ActError::Lost("the regrade Lease is gone".into()));
         };
         let facts = kubeview::lease_facts(self.names(), &lease);
-        let view = fleetdecide::FleetView {
-            now: self.settings.clock.unix_secs(),
-            settings: self.settings.core.clone(),
-            nodes: Vec::new(),
-            lease: Some(facts.clone()),
-            pods: vec![],
+        let claim = Claim {
+            identity: &self.names().controller_identity,
+            instance: &state.instance,
+            swap: state.taken.as_ref().map(|s| s.as_str()),
         };
-        let ours = facts.instance.as_deref() == Some(state.instance.as_str())
-            && facts.holder.as_deref() == Some(self.names().controller_identity.as_str())
-            && state.taken.as_ref().map(|s| s.as_str()) == facts.swap.as_deref();
-        if !ours {
-            return Err(ActError::Lost(format!(
+        let now = self.settings.clock.unix_secs();
+        match ownership::standing(&facts, claim, now, self.settings.core.skew_margin) {
+            Standing::Ours => {
+                self.remember_lease(&lease);
+                Ok(())
+            }
+            Standing::NotOurs => Err(ActError::Lost(format!(
                 "the regrade Lease is now held by {} (instance {}) for swap {}",
                 fleetdecide::one_line(facts.holder.as_deref().unwrap_or("nobody")),
                 fleetdecide::one_line(facts.instance.as_deref().unwrap_or("none")),
                 fleetdecide::one_line(facts.swap.as_deref().unwrap_or("none")),
-            )));
-        }
-        if !fleetdecide::write_may_go(&view, &facts) {
+            ))),
             // Ours, but about to lapse: renew before writing (the next
             // decision asks for it).
-            return Err(ActError::Conflict);
+            Standing::Lapsing => Err(ActError::Conflict),
         }
-        Ok(lease)
     }
 
     /// Reads the regrade Lease (after a 409: the watch may not have brought
     /// the other writer's change yet, and deciding again on the old one
-    /// would only meet the same 409).
+    /// would only meet the same 409). Not put into the store: see
+    /// [`Actor::reread_lease`].
     pub async fn read_lease(&self) -> Result<Option<Lease>, ActError> {
         crate::observe::read_lease(&self.client, self.names())
             .await
@@ -134,13 +170,24 @@ impl Actor {
             })
     }
 
-    /// Carries out a write to the Lease; returns the Lease written.
+    /// Reads the regrade Lease after a 409 and puts it into the store: the
+    /// watch may not have brought the other writer's change yet, and
+    /// deciding again on the old one would only meet the same 409.
+    pub async fn reread_lease(&self) -> Result<(), ActError> {
+        if let Some(l) = self.read_lease().await? {
+            self.remember_lease(&l);
+        }
+        Ok(())
+    }
+
+    /// Carries out a write to the Lease; the Lease written goes into the
+    /// store.
     pub async fn lease_write(
         &self,
         obs: &Observed,
         action: &Action,
         state: &mut SwapState,
-    ) -> Result<Lease, ActError> {
+    ) -> Result<(), ActError> {
         let names = self.names();
         let before = obs.view.lease.clone().unwrap_or_default();
         let writer = fleetdecide::Writer {
@@ -173,7 +220,8 @@ impl Actor {
                 if let Action::TakeLease { swap, .. } = action {
                     state.taken = Some(swap.clone());
                 }
-                Ok(written)
+                self.remember_lease(&written);
+                Ok(())
             }
             Err(e) if is_conflict(&e) => Err(ActError::Conflict),
             Err(kube::Error::Api(s)) if creating && s.code == 403 => Err(ActError::Api {
@@ -190,13 +238,9 @@ impl Actor {
         }
     }
 
-    /// Carries out a write to a Node; returns the Node as last written
-    /// (`None` when there was nothing to write).
-    pub async fn node_write(
-        &self,
-        obs: &Observed,
-        action: &Action,
-    ) -> Result<Option<Node>, ActError> {
+    /// Carries out a write to a Node (nothing when the Node is as the
+    /// action leaves it); the Node as last written goes into the store.
+    pub async fn node_write(&self, obs: &Observed, action: &Action) -> Result<(), ActError> {
         let node = action.node().expect("a Node write names its Node").as_str();
         let nodes: Api<Node> = Api::all(self.client.clone());
         let params = PatchParams {
@@ -234,7 +278,27 @@ impl Actor {
                     .map_err(api_err)?,
             );
         }
-        Ok(written)
+        if let Some(node) = &written {
+            self.remember_node(node);
+        }
+        Ok(())
+    }
+
+    /// Makes `run`'s write to a returned host's Node
+    /// ([`fleetdecide::tidy`]), outside any swap: only while the regrade
+    /// Lease, read again right before, records no swap and is not held, so
+    /// that it never meets a swap's own writes. Whether it was made.
+    pub async fn tidy_write(&self, obs: &Observed, action: &Action) -> Result<bool, ActError> {
+        if let Some(lease) = self.read_lease().await? {
+            let facts = kubeview::lease_facts(self.names(), &lease);
+            if facts.recorded_swap().is_some() || facts.is_held(self.settings.clock.unix_secs()) {
+                self.remember_lease(&lease);
+                return Ok(false);
+            }
+        }
+        self.node_write(obs, action).await?;
+        self.events(obs, action, None).await;
+        Ok(true)
     }
 
     /// Records an Event on each Node named, best effort (a failed Event is
@@ -247,13 +311,14 @@ impl Actor {
             Some(s) => format!("swap {s}: {}", action.describe()),
             None => action.describe(),
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), EVENT_NAMESPACE);
+        let api: Api<Event> =
+            Api::namespaced(self.client.clone(), protocol::names::EVENT_NAMESPACE);
         for node in nodes {
             let now = self.stamp();
             let event = Event {
                 metadata: ObjectMeta {
                     name: Some(format!("{node}.fleet-role.{:x}", now.as_nanosecond())),
-                    namespace: Some(EVENT_NAMESPACE.into()),
+                    namespace: Some(protocol::names::EVENT_NAMESPACE.into()),
                     ..ObjectMeta::default()
                 },
                 action: Some(reason.as_str().into()),

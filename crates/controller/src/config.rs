@@ -374,7 +374,7 @@ impl Settings {
             settings::listen_address("metrics_address", file.metrics_address.as_deref())?;
         let api_servers = api_servers(file.api_servers.as_deref().unwrap_or_default())?;
         let admin_group = match file.admin_group {
-            None => crate::manifests::ADMIN_GROUP.to_string(),
+            None => protocol::names::ADMIN_GROUP.to_string(),
             // Rendered inside a CEL string of the admission policies: only
             // the characters a group name needs, none that could end it.
             Some(g)
@@ -580,5 +580,4 @@ fn api_servers(raw: &[String]) -> Result<Vec<http::Uri>, ConfigError> {
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;

@@ -457,5 +457,4 @@ pub mod command {
 }
 
 #[cfg(test)]
-#[path = "enroll_tests.rs"]
 mod tests;

@@ -26,12 +26,6 @@ use crate::config::Settings;
 /// `deploy/kubernetes/` runs it.
 pub const CONTROLLER_NAMESPACE: &str = "platform";
 
-/// The default of the setting `admin_group`: the group whose members may
-/// change what only the controller and the hosts write (the regrade Lease,
-/// the marks on the Nodes, the hosts' reports), for recovery by hand.
-/// k3s's admin kubeconfig (`/etc/rancher/k3s/k3s.yaml`) is in it.
-pub const ADMIN_GROUP: &str = "system:masters";
-
 const ACTUATORS: &str = include_str!("manifests/actuators.yaml");
 const CONTROLLER: &str = include_str!("manifests/controller.yaml");
 
@@ -160,7 +154,7 @@ pub fn controller(settings: &Settings) -> String {
             ("report_namespace", names.report_namespace.clone()),
             ("report_configmap", REPORT_CONFIGMAP.into()),
             ("hosts_namespace", names.hosts_namespace.clone()),
-            ("event_namespace", crate::act::EVENT_NAMESPACE.into()),
+            ("event_namespace", protocol::names::EVENT_NAMESPACE.into()),
             ("admin_group", settings.admin_group.clone()),
             ("marks", marks.join(", ")),
             (
@@ -173,7 +167,7 @@ pub fn controller(settings: &Settings) -> String {
             ),
             (
                 "node_lease_namespace",
-                crate::observe::NODE_LEASE_NAMESPACE.into(),
+                protocol::names::NODE_LEASE_NAMESPACE.into(),
             ),
         ],
     )

@@ -408,5 +408,4 @@ impl Route for Metrics {
 }
 
 #[cfg(test)]
-#[path = "metrics_tests.rs"]
 mod tests;

@@ -22,9 +22,6 @@ use protocol::{
 
 use crate::config::Settings;
 
-/// The namespace of the kubelets' node Leases.
-pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
-
 /// One reading of the cluster: the view, and the raw objects a write needs.
 #[derive(Debug, Clone)]
 pub struct Observed {
@@ -44,9 +41,10 @@ pub async fn observe(client: &Client, settings: &Settings) -> Result<Observed, k
     let nodes = Api::<Node>::all(client.clone())
         .list(&ListParams::default())
         .await?;
-    let node_leases = Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE)
-        .list(&ListParams::default())
-        .await?;
+    let node_leases =
+        Api::<Lease>::namespaced(client.clone(), protocol::names::NODE_LEASE_NAMESPACE)
+            .list(&ListParams::default())
+            .await?;
     let legacy = Api::<ConfigMap>::namespaced(client.clone(), &names.report_namespace)
         .get_opt(REPORT_CONFIGMAP)
         .await?;

@@ -78,7 +78,7 @@ pub async fn lead(
         guard.abort();
         metrics.set_leader(false);
         if let Err(e) = ran {
-            break Err(e);
+            break Err(e.into());
         }
         if *shutdown.borrow() {
             break Ok(());

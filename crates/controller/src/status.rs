@@ -10,10 +10,8 @@ use protocol::{
     report::{Phase, Report},
     version,
 };
-use serde_json::{Value, json};
 
 use crate::config::Settings;
-use kubeview::time::{rfc3339, with_times};
 
 fn age(now: i64, t: i64) -> String {
     // `t` may come from a Lease annotation anyone with write access set.
@@ -592,35 +590,6 @@ pub fn etcd_lines(v: &FleetView) -> Vec<String> {
     out
 }
 
-/// etcd as the servers read it, as JSON: the picture (members with their
-/// Node, `null` for a ghost; the leader; alarms; disagreeing hosts; the
-/// hosts whose fresh view was taken; the views ignored, and why) and each
-/// server's view with its age.
-pub fn etcd_json(v: &FleetView) -> Value {
-    let p = v.etcd();
-    let views: Vec<Value> = view_rows(v, &p)
-        .iter()
-        .map(|r| {
-            json!({
-                "host": r.host,
-                "fresh": r.fresh,
-                "ignored": r.ignored,
-                "view": r.view.map(|view| with_times(json!(view), &["readAt"])),
-                "ageSecs": r.view.map(|view| v.now.saturating_sub(view.read_at)),
-            })
-        })
-        .collect();
-    let mut out = json!(p);
-    if let Some(m) = out.as_object_mut() {
-        m.insert(
-            "maxAgeSecs".into(),
-            json!(v.settings.actuator_heartbeat_max_age),
-        );
-        m.insert("views".into(), json!(views));
-    }
-    out
-}
-
 /// What `run` would decide now over `v` (with its own view of eligibility:
 /// see [`crate::policy::run_view`]): which grace a NotReady voter is in,
 /// what holds it back and until when.
@@ -642,75 +611,8 @@ pub fn run_line(d: &fleetdecide::RunDecision) -> String {
     }
 }
 
-/// The status as one JSON object.
-pub fn json(v: &FleetView, settings: &Settings) -> Value {
-    let voter_path = fleetdecide::voterset::path_of(v);
-    let count = count_voters(v, v.lease.as_ref().and_then(|l| l.swap_in.as_deref()));
-    let nodes: Vec<Value> = v
-        .nodes
-        .iter()
-        .map(|n| {
-            json!({
-                "name": n.name,
-                "class": classify(n),
-                "ready": n.ready,
-                "readyDisputed": n.ready_disputed,
-                "healthyVoter": is_healthy_voter(n),
-                "eligible": n.eligible,
-                "cordoned": n.cordoned,
-                "marks": n.marks,
-                // The report's version (1 for none written); the raw value
-                // where this build does not know it.
-                "protocol": match version::check(n.report_protocol.as_deref()) {
-                    Ok(v) => json!(v),
-                    Err(e) => json!(e.shown),
-                },
-                "report": n.report.as_ref().map(|r| with_times(json!(r), &["startedAt", "updatedAt"])),
-                // The actuator's heartbeat and the two verdicts, with
-                // the heartbeat's age by this controller's clock.
-                "host": n.host.as_ref().map(|h| json!({
-                    "heartbeatAt": rfc3339(Some(h.heartbeat_at)),
-                    "heartbeatAgeSecs": v.now.saturating_sub(h.heartbeat_at),
-                    "demotion": h.demotion,
-                    "promotion": h.promotion,
-                })),
-            })
-        })
-        .collect();
-    json!({
-        "lease": v.lease.as_ref().map(|l| json!({
-            "name": settings.lease_ref(),
-            "holder": l.holder,
-            "instance": l.instance,
-            "held": l.is_held(v.now),
-            "expiresAt": rfc3339(l.expiry()),
-            "swap": l.recorded_swap(),
-            "step": l.step,
-            "stepSince": rfc3339(l.step_since),
-            "stopped": l.stopped,
-            "windingDown": l.stop_note(),
-            "paused": l.paused,
-            "lastSwap": l.last().map(|s| with_times(json!(s), &["at"])),
-            "protocol": l.protocol,
-        })),
-        "degraded": fleetdecide::degraded(v),
-        // What `run` would decide now, and until when it holds.
-        "run": run_now(v, settings),
-        // Nodes meant eligible by the old label only, to relabel.
-        "legacyEligibleOnly": legacy_eligible_only(v),
-        "protocol": {"writes": version::PROTOCOL_VERSION, "reads": [version::OLDEST_KNOWN, version::PROTOCOL_VERSION]},
-        "voters": {"seen": count.seen, "healthy": count.healthy, "missing": count.missing, "configured": settings.core.voters, "quorum": quorum(count.members())},
-        // The voter set as policy: tolerance, spread and the path to the
-        // configured set.
-        "voterSet": {
-            "spreadLabel": settings.core.spread_label.as_ref().map(|k| k.as_str()),
-            "path": voter_path,
-        },
-        "nodes": nodes,
-        "etcd": etcd_json(v),
-    })
-}
+mod schema;
+pub use schema::*;
 
 #[cfg(test)]
-#[path = "status_tests.rs"]
 mod tests;

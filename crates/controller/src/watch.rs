@@ -64,7 +64,7 @@ use tracing::{debug, warn};
 
 use crate::{
     config::Settings,
-    observe::{self, NODE_LEASE_NAMESPACE, Observed},
+    observe::{self, Observed},
 };
 
 /// Why the watches could not give a view.
@@ -330,7 +330,7 @@ impl FleetWatch {
                 tx.clone(),
             ),
             spawn(
-                Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE),
+                Api::<Lease>::namespaced(client.clone(), protocol::names::NODE_LEASE_NAMESPACE),
                 watcher::Config::default().any_semantic(),
                 |l: &mut Lease| l.metadata.managed_fields = None,
                 node_leases.0.clone(),

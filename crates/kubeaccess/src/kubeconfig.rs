@@ -60,6 +60,21 @@ pub enum ClusterError {
     },
 }
 
+impl ClusterError {
+    /// The exit code this error stands for: the kubeconfig named or
+    /// inferred is the caller's to fix; a client kube could not build, or
+    /// an API server in clear, a failure that changed nothing.
+    pub fn exit(&self) -> protocol::exit::Exit {
+        use protocol::exit::Exit;
+        match self {
+            ClusterError::Kubeconfig { .. }
+            | ClusterError::Context { .. }
+            | ClusterError::Infer(_) => Exit::Usage,
+            ClusterError::Client(_) | ClusterError::Plain { .. } => Exit::FailedSafe,
+        }
+    }
+}
+
 /// Where the cluster's configuration comes from: `--kubeconfig` (else
 /// kube's inference) and `--context` (else the kubeconfig's current one).
 #[derive(Debug, Clone, Copy, Default)]

@@ -6,6 +6,15 @@ pub const DEFAULT_PREFIX: &str = "github-runner.exadev.com";
 pub const DEFAULT_LEASE_NAME: &str = "fleet-regrade";
 /// The namespace of the regrade Lease: k3s's own, where operators look for it.
 pub const LEASE_NAMESPACE: &str = "kube-system";
+/// The namespace of the kubelets' node Leases.
+pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+/// The namespace of the Events about Nodes (as the kubelet's).
+pub const EVENT_NAMESPACE: &str = "default";
+/// The default of the controller's setting `admin_group`: the group whose members may
+/// change what only the controller and the hosts write (the regrade Lease,
+/// the marks on the Nodes, the hosts' reports), for recovery by hand.
+/// k3s's admin kubeconfig (`/etc/rancher/k3s/k3s.yaml`) is in it.
+pub const ADMIN_GROUP: &str = "system:masters";
 /// The default namespace of the shared report ConfigMap of protocol 1's
 /// first transport (kept for one release: see [`REPORT_CONFIGMAP`]).
 pub const DEFAULT_REPORT_NAMESPACE: &str = "platform";

@@ -17,11 +17,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, bail};
 use clock::Clock;
 use fleetdecide::{Action, Outcome, RunDecision, SwapState};
 use kube::Client;
-use protocol::exit::{Exit, Marked};
 use protocol::{NodeName, SwapId};
 use serde_json::json;
 use tokio::sync::watch;
@@ -56,8 +54,9 @@ const SETTLE_RECHECK_SECS: i64 = 5;
 /// controller is run again).
 const API_PATIENCE: Duration = Duration::from_secs(300);
 
-mod run;
+mod error;
 
+pub use self::error::{Error, Result, chain};
 pub use crate::ending::Ending;
 
 /// One controller process.
@@ -138,6 +137,7 @@ impl Driver {
 
     /// Reads the cluster from `fleet`'s watches instead of lists.
     pub fn with_watch(mut self, fleet: Arc<FleetWatch>) -> Self {
+        self.actor = self.actor.with_watch(fleet.clone());
         self.fleet = Some(fleet);
         self
     }
@@ -160,12 +160,12 @@ impl Driver {
 
     /// Reads the cluster: from the watches' stores if it has them, else by
     /// listing once.
-    pub async fn observe(&self) -> anyhow::Result<observe::Observed> {
+    pub async fn observe(&self) -> Result<observe::Observed> {
         let mut obs = match &self.fleet {
             Some(f) => f.snapshot(&self.settings),
             None => observe::observe(&self.client, &self.settings)
                 .await
-                .context("reading the cluster")?,
+                .map_err(Error::Read)?,
         };
         // The outgoing Node's pods, only while they matter: from the drain
         // to the step-down's request (pods are not watched: one list per
@@ -238,7 +238,7 @@ impl Driver {
         queued: Vec<NodeName>,
         bound: Duration,
         printer: &mut Printer,
-    ) -> anyhow::Result<()> {
+    ) -> Result<()> {
         let state = SwapState {
             out,
             incoming,
@@ -276,7 +276,7 @@ impl Driver {
         out: NodeName,
         incoming: NodeName,
         printer: &mut Printer,
-    ) -> anyhow::Result<Ending> {
+    ) -> Result<Ending> {
         self.change(Some(out), Some(incoming), Vec::new(), printer)
             .await
     }
@@ -290,7 +290,7 @@ impl Driver {
         incoming: Option<NodeName>,
         queued: Vec<NodeName>,
         printer: &mut Printer,
-    ) -> anyhow::Result<Ending> {
+    ) -> Result<Ending> {
         let mut step: Option<(String, Instant)> = None;
         let ending = self
             .drive_swap(out, incoming, queued, printer, &mut step)
@@ -311,7 +311,7 @@ impl Driver {
         out: Option<NodeName>,
         incoming: Option<NodeName>,
         printer: &mut Printer,
-    ) -> anyhow::Result<Ending> {
+    ) -> Result<Ending> {
         self.abort = true;
         self.change(out, incoming, Vec::new(), printer).await
     }
@@ -323,7 +323,7 @@ impl Driver {
         queued: Vec<NodeName>,
         printer: &mut Printer,
         step: &mut Option<(String, Instant)>,
-    ) -> anyhow::Result<Ending> {
+    ) -> Result<Ending> {
         let mut state = SwapState {
             out: out.clone(),
             incoming: incoming.clone(),
@@ -395,10 +395,9 @@ impl Driver {
                 Action::WaitForLease { until, .. } => {
                     let since = *waiting_for_lease.get_or_insert_with(|| self.settings.clock.now());
                     if self.settings.clock.since(since) > lease_patience {
-                        bail!(
-                            "the regrade Lease stayed held by another controller process for {} s: it is alive; see `fleet-role status`",
-                            lease_patience.as_secs()
-                        );
+                        return Err(Error::LeaseHeld {
+                            secs: lease_patience.as_secs(),
+                        });
                     }
                     let edge = wake::next_edge(&obs.view, Some(*until));
                     self.wait_for_change(edge).await;
@@ -442,22 +441,14 @@ impl Driver {
                 }
                 Err(ActError::Conflict) => {
                     info!("the regrade Lease changed since it was read; reading again");
-                    match self.actor.read_lease().await {
-                        Ok(Some(l)) => {
-                            if let Some(f) = &self.fleet {
-                                f.apply_lease(&self.settings, &l);
-                            }
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            self.api_trouble(&mut failing_since, anyhow::Error::new(e))?;
-                            self.pause_a_moment().await;
-                        }
+                    if let Err(e) = self.actor.reread_lease().await {
+                        self.api_trouble(&mut failing_since, e.into())?;
+                        self.pause_a_moment().await;
                     }
                     continue;
                 }
                 Err(e) => {
-                    self.api_trouble(&mut failing_since, anyhow::Error::new(e))?;
+                    self.api_trouble(&mut failing_since, e.into())?;
                     self.pause_a_moment().await;
                     continue;
                 }
@@ -489,21 +480,20 @@ impl Driver {
         }
     }
 
+    /// Carries out one action's writes, the Lease checked again right
+    /// before any that cannot be undone. (The actor puts what each write
+    /// returns into the watches' store, so the next decision reads its own
+    /// writes.)
     async fn write(
         &self,
         obs: &observe::Observed,
         action: &Action,
         state: &mut SwapState,
     ) -> Result<(), ActError> {
-        // What each write returns goes into the watches' store, so the next
-        // decision reads its own writes.
         if let Action::Evict { pods, grace, .. } = action {
             // Evictions end pods: as irreversible as a Node write, so the
             // Lease is checked right before them too.
-            let lease = self.actor.recheck_lease(state).await?;
-            if let Some(f) = &self.fleet {
-                f.apply_lease(&self.settings, &lease);
-            }
+            self.actor.recheck_lease(state).await?;
             let answers = drain::evict(&self.client, pods, *grace).await?;
             // A budget's refusal is asked again at the retry pace, never in
             // a tight loop; accepted evictions are watched terminate.
@@ -517,66 +507,207 @@ impl Driver {
             }
         } else if action.node().is_some() {
             if action.writes_lease_first() {
-                let lease = self.actor.lease_write(obs, action, state).await?;
-                if let Some(f) = &self.fleet {
-                    f.apply_lease(&self.settings, &lease);
-                }
+                self.actor.lease_write(obs, action, state).await?;
             }
-            let lease = self.actor.recheck_lease(state).await?;
-            if let Some(f) = &self.fleet {
-                f.apply_lease(&self.settings, &lease);
-            }
-            if let Some(node) = self.actor.node_write(obs, action).await?
-                && let Some(f) = &self.fleet
-            {
-                f.apply_node(&self.settings, &node);
-            }
+            self.actor.recheck_lease(state).await?;
+            self.actor.node_write(obs, action).await?;
         } else {
-            let lease = self.actor.lease_write(obs, action, state).await?;
-            if let Some(f) = &self.fleet {
-                f.apply_lease(&self.settings, &lease);
-            }
+            self.actor.lease_write(obs, action, state).await?;
         }
         Ok(())
     }
 
-    /// Makes `run`'s write to a returned host's Node
-    /// ([`fleetdecide::tidy`]), outside any swap: only while the regrade
-    /// Lease, read again right before, records no swap and is not held, so
-    /// that it never meets a swap's own writes. Whether it was made.
-    async fn tidy(&self, obs: &observe::Observed, action: &Action) -> Result<bool, ActError> {
-        if let Some(lease) = self.actor.read_lease().await? {
-            let facts = kubeview::lease_facts(self.settings.names(), &lease);
-            if facts.recorded_swap().is_some() || facts.is_held(self.settings.clock.unix_secs()) {
-                if let Some(f) = &self.fleet {
-                    f.apply_lease(&self.settings, &lease);
-                }
-                return Ok(false);
-            }
-        }
-        if let Some(node) = self.actor.node_write(obs, action).await?
-            && let Some(f) = &self.fleet
-        {
-            f.apply_node(&self.settings, &node);
-        }
-        self.actor.events(obs, action, None).await;
-        Ok(true)
-    }
-
-    fn api_trouble(
-        &self,
-        failing_since: &mut Option<Instant>,
-        e: anyhow::Error,
-    ) -> anyhow::Result<()> {
+    /// Counts a failure of the API toward [`API_PATIENCE`]: said and
+    /// retried within it, the error that ends the drive past it.
+    fn api_trouble(&self, failing_since: &mut Option<Instant>, e: Error) -> Result<()> {
         let since = *failing_since.get_or_insert_with(|| self.settings.clock.now());
         if self.settings.clock.since(since) > API_PATIENCE {
-            return Err(e.context(format!(
-                "the API failed for over {} s; run the same command again to resume",
-                API_PATIENCE.as_secs()
-            )));
+            return Err(Error::ApiPatience {
+                secs: API_PATIENCE.as_secs(),
+                last: Box::new(e),
+            });
         }
-        warn!("{e:#}; retrying");
+        warn!("{}; retrying", e.said());
         Ok(())
+    }
+}
+
+/// `run`, the policy loop: each decision of the pure core
+/// ([`fleetdecide::run_decision`]) carried out in turn, a swap, a grow or a
+/// shrink driven to its end by the same [`Driver`] as `fleet-role swap`.
+impl Driver {
+    /// Refuses to start `run` over a fleet whose labels would have it
+    /// churn (see [`policy::eligibility_shortfall`]).
+    pub async fn check_eligibility(&self) -> Result<()> {
+        let obs = self.observe().await?;
+        if let Some(why) =
+            policy::eligibility_shortfall(&obs.view, self.settings.replace_ineligible)
+        {
+            return Err(Error::WillNotStart { why });
+        }
+        Ok(())
+    }
+
+    /// `run`: swaps by policy, one at a time, until a signal (or, under
+    /// leader election, the loss of the leadership). With `dry_run`, only
+    /// prints each decision and why, and writes nothing.
+    pub async fn run(&mut self, printer: &mut Printer, dry_run: bool) -> Result<()> {
+        let mut last_idle: Option<String> = None;
+        let mut failing_since: Option<Instant> = None;
+        let backoff = Duration::from_secs(self.settings.core.settle.max(1).unsigned_abs());
+        loop {
+            if self.stopping() {
+                printer.line("stopping at a safe point", json!({}));
+                return Ok(());
+            }
+            let obs = match self.observe().await {
+                Ok(o) => {
+                    failing_since = None;
+                    o
+                }
+                Err(e) => {
+                    self.api_trouble(&mut failing_since, e)?;
+                    self.pause_a_moment().await;
+                    continue;
+                }
+            };
+            self.metrics.observed(&obs.view, &self.instance);
+            let decided = fleetdecide::run_decision(&policy::run_view(
+                &obs.view,
+                self.settings.replace_ineligible,
+            ));
+            // When the decision may change by time alone (a grace running
+            // out, the window opening, a back-off ending), as well as the
+            // view's own edges.
+            let until = match &decided {
+                RunDecision::Idle { until, .. } => until.filter(|t| *t > obs.view.now),
+                RunDecision::Swap { .. }
+                | RunDecision::Resize { .. }
+                | RunDecision::Tidy { .. } => None,
+            };
+            let edge = |view: &fleetdecide::FleetView| {
+                let e = wake::next_edge(view, None);
+                match (e, until) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            };
+            if dry_run {
+                let line = match &decided {
+                    RunDecision::Idle { why, .. } => format!("dry run: would stay idle: {why}"),
+                    RunDecision::Tidy { action, why } => {
+                        format!("dry run: would {}: {why}", action.describe())
+                    }
+                    RunDecision::Swap { out, incoming, why } => {
+                        let p = fleetdecide::plan(&obs.view, out.as_str(), incoming.as_str());
+                        let verdict = if fleetdecide::all_pass(&p.gates) {
+                            "every gate passes".to_string()
+                        } else {
+                            format!("it would be refused: {}", fleetdecide::failures(&p.gates))
+                        };
+                        format!("dry run: would swap out {out}, in {incoming}: {why}; {verdict}")
+                    }
+                    RunDecision::Resize {
+                        out,
+                        incoming,
+                        queued,
+                        why,
+                    } => {
+                        let hosts: Vec<&str> = out
+                            .iter()
+                            .chain(incoming)
+                            .chain(queued)
+                            .map(NodeName::as_str)
+                            .collect();
+                        let (what, p) = if incoming.is_some() {
+                            ("grow", fleetdecide::plan_grow(&obs.view, &hosts))
+                        } else {
+                            ("shrink", fleetdecide::plan_shrink(&obs.view, &hosts))
+                        };
+                        let verdict = if fleetdecide::all_pass(&p.gates) {
+                            "every gate passes".to_string()
+                        } else {
+                            format!("it would be refused: {}", fleetdecide::failures(&p.gates))
+                        };
+                        format!(
+                            "dry run: would {what} ({}): {why}; {verdict}",
+                            hosts.join(", ")
+                        )
+                    }
+                };
+                if last_idle.as_deref() != Some(line.as_str()) {
+                    // The voter set's whole path, each step's tolerance with it.
+                    let path = fleetdecide::voterset::path_of(&obs.view);
+                    let set = crate::status::voter_set_lines(&path, &self.settings);
+                    let fields = json!({"dryRun": true, "decision": decided, "voterSet": path});
+                    printer.line(&format!("{line}\n{}", set.join("\n")), fields);
+                    last_idle = Some(line);
+                }
+                let edge = edge(&obs.view);
+                self.wait_for_change(edge).await;
+                continue;
+            }
+            match decided {
+                RunDecision::Idle { why, until } => {
+                    if last_idle.as_deref() != Some(why.as_str()) {
+                        printer.line(
+                            &format!("idle: {why}"),
+                            json!({"idle": why, "until": until}),
+                        );
+                        last_idle = Some(why);
+                    }
+                    let edge = edge(&obs.view);
+                    self.wait_for_change(edge).await;
+                }
+                RunDecision::Tidy { action, why } => {
+                    last_idle = None;
+                    match self.actor.tidy_write(&obs, &action).await {
+                        Ok(true) => printer.line(
+                            &format!("{}: {why}", action.describe()),
+                            json!({"tidy": action, "why": why}),
+                        ),
+                        // A swap took the Lease meanwhile: decided again.
+                        Ok(false) => {}
+                        Err(e) => {
+                            self.api_trouble(&mut failing_since, e.into())?;
+                            self.pause_a_moment().await;
+                        }
+                    }
+                }
+                RunDecision::Swap { .. } | RunDecision::Resize { .. } => {
+                    last_idle = None;
+                    let words = decided.change_words().unwrap_or_default();
+                    let (out, incoming, queued, why) = match decided {
+                        RunDecision::Swap { out, incoming, why } => {
+                            (Some(out), Some(incoming), Vec::new(), why)
+                        }
+                        RunDecision::Resize {
+                            out,
+                            incoming,
+                            queued,
+                            why,
+                        } => (out, incoming, queued, why),
+                        _ => unreachable!("matched above"),
+                    };
+                    let kind = fleetdecide::Change::of(out.is_some(), incoming.is_some());
+                    printer.line(
+                        &format!("{words}: {why}"),
+                        json!({"move": kind, "out": out, "in": incoming, "queued": queued, "why": why}),
+                    );
+                    let ending = self.change(out, incoming, queued, printer).await?;
+                    let (word, message) = ending.summary();
+                    printer.result(word, ending.exit_code(), &message);
+                    if matches!(ending, Ending::Interrupted { .. }) {
+                        return Ok(());
+                    }
+                    if !matches!(ending, Ending::Done { .. }) {
+                        // A refused or failed swap is tried again only after
+                        // the settle time, not in a tight loop.
+                        let _ = tokio::time::timeout(backoff, self.shutdown.changed()).await;
+                    }
+                }
+            }
+        }
     }
 }
 

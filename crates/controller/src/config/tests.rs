@@ -123,7 +123,7 @@ finish = 7
 }
 
 /// The settings file the controller's package ships.
-const SHIPPED: &str = include_str!("../../../deploy/controller.toml");
+const SHIPPED: &str = include_str!("../../../../deploy/controller.toml");
 
 /// `SHIPPED` with every `# key = value` line and `# [table]` header
 /// uncommented (an indented example, `#   key = value`, stays a comment).

@@ -5,6 +5,7 @@ use protocol::{
     etcd::{Alarm, Member, MemberId},
     report::Eligibility,
 };
+use serde_json::{Value, json};
 
 use crate::fixtures::{NOW, etcd_view, member, node};
 
@@ -302,4 +303,82 @@ fn status_names_a_grow_on_the_lease_by_its_kind_and_a_stopped_one_by_the_command
         line(&lines, "STOPPED").ends_with("resume with `fleet-role grow --in n5`"),
         "{lines:#?}"
     );
+}
+
+#[test]
+fn status_json_has_the_field_names_docs_reference_md_documents() {
+    let settings = Settings::resolve(crate::config::FileConfig::default(), None).unwrap();
+    let mut v = fleet();
+    v.settings = settings.core.clone();
+    v.lease = Some(LeaseFacts {
+        swap: Some("swap-7".into()),
+        swap_in: Some("n5".into()),
+        ..LeaseFacts::default()
+    });
+    let j = json(&v, &settings);
+    let keys =
+        |x: &Value| -> Vec<String> { x.as_object().expect("an object").keys().cloned().collect() };
+    assert_eq!(
+        keys(&j),
+        [
+            "degraded",
+            "etcd",
+            "lease",
+            "legacyEligibleOnly",
+            "nodes",
+            "protocol",
+            "run",
+            "voterSet",
+            "voters"
+        ]
+    );
+    assert_eq!(
+        keys(&j["lease"]),
+        [
+            "expiresAt",
+            "held",
+            "holder",
+            "instance",
+            "lastSwap",
+            "name",
+            "paused",
+            "protocol",
+            "step",
+            "stepSince",
+            "stopped",
+            "swap",
+            "windingDown"
+        ]
+    );
+    assert_eq!(
+        keys(&j["nodes"][0]),
+        [
+            "class",
+            "cordoned",
+            "eligible",
+            "healthyVoter",
+            "host",
+            "marks",
+            "name",
+            "protocol",
+            "ready",
+            "readyDisputed",
+            "report"
+        ]
+    );
+    assert_eq!(
+        keys(&j["nodes"][0]["host"]),
+        ["demotion", "heartbeatAgeSecs", "heartbeatAt", "promotion"]
+    );
+    assert_eq!(
+        keys(&j["voters"]),
+        ["configured", "healthy", "missing", "quorum", "seen"]
+    );
+    assert_eq!(keys(&j["protocol"]), ["reads", "writes"]);
+    assert_eq!(keys(&j["voterSet"]), ["path", "spreadLabel"]);
+    assert_eq!(
+        keys(&j["etcd"]["views"][0]),
+        ["ageSecs", "fresh", "host", "ignored", "view"]
+    );
+    assert!(j["etcd"]["maxAgeSecs"].is_i64());
 }
