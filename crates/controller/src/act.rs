@@ -29,13 +29,9 @@ use serde_json::Value;
 use std::sync::Arc;
 use tracing::warn;
 
-use crate::{
-    config::Settings,
-    events::EventReason,
-    observe::Observed,
-    ownership::{self, Claim, Standing},
-    watch::FleetWatch,
-};
+use fleetdecide::{Claim, Standing};
+
+use crate::{config::Settings, events::EventReason, observe::Observed, watch::FleetWatch};
 
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "fleet-role";
@@ -140,7 +136,7 @@ impl Actor {
             swap: state.taken.as_ref().map(|s| s.as_str()),
         };
         let now = self.settings.clock.unix_secs();
-        match ownership::standing(&facts, claim, now, self.settings.core.skew_margin) {
+        match fleetdecide::standing(&facts, claim, now, self.settings.core.skew_margin) {
             Standing::Ours => {
                 self.remember_lease(&lease);
                 Ok(())

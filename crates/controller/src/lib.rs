@@ -25,7 +25,6 @@ pub mod manifests;
 pub mod metrics;
 pub mod observe;
 pub mod output;
-pub mod ownership;
 pub mod policy;
 pub mod service;
 pub mod status;

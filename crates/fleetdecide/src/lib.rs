@@ -12,6 +12,7 @@ mod gate;
 mod gates;
 mod grace;
 mod health;
+mod ownership;
 mod pacing;
 mod plan;
 mod quorum;
@@ -52,6 +53,7 @@ pub use gates::{
 };
 pub use grace::{Grace, GraceKind, grace_for};
 pub use health::{Degradation, DegradedReason, degradations, degraded};
+pub use ownership::{Claim, Standing, standing};
 pub use pacing::{ENDINGS_KEPT, Ending, Pace, endings_of, pace, record_ending, standby_ready_at};
 pub use plan::{Plan, PlanStep, plan, plan_grow, plan_shrink};
 pub use protocol::text::one_line;

@@ -29,11 +29,15 @@ use self::{
     step_down::{before_step_down, step_down_wait},
     wind_down::wind_down,
 };
-use super::{
-    Action, Change, FleetView, LeaseFacts, Recorded, Start, SwapState, SwapStep, all_pass,
-    gate_not_paused, grow_gates, one_line, preflight, shrink_gates,
-};
+use crate::action::{Action, Start, SwapState};
+use crate::gate::all_pass;
+use crate::gates::{gate_not_paused, preflight};
+use crate::record::SwapStep;
+use crate::resize::{grow_gates, shrink_gates};
+use crate::view::{Change, FleetView, Recorded};
+use protocol::text::one_line;
 use protocol::validate::{NodeName, StepKind};
+use protocol::view::LeaseFacts;
 
 /// The one next thing to do for the swap `s`, given the cluster `v`. Pure.
 pub fn next_action(v: &FleetView, s: &SwapState) -> Action {

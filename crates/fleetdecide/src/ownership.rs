@@ -1,18 +1,15 @@
 //! Whether the regrade Lease is still this process's to write under: one
-//! pure predicate over the Lease as read, which [`crate::act`] asks right
+//! pure predicate over the Lease as read, which the controller's writer asks right
 //! before every irreversible write (the Lease is no fence, so it is asked
 //! as late as possible).
 //!
-//! The same question is written elsewhere, and meant to come here once
-//! `fleetdecide` has moved out of the protocol crate:
-//! - the pure core's `next_action` (`crates/protocol/src/controller/swap/mod.rs`:
-//!   instance, holder and the swap recorded) with `write_may_go`
-//!   (`crates/protocol/src/controller/effects.rs`: valid past the skew margin);
-//! - the actuator's gate, `hostdecide::decide::lease_holds`
-//!   (`crates/protocol/src/decide.rs`), which asks the same of the holder
-//!   and the swap, with the host named for the step besides.
+//! The pure core asks the Lease a different question for its choice of
+//! the next action (is there a swap of this instance to drive, or one to
+//! take up: `swap::next_action`), and the actuator asks it for a host's
+//! step (`hostdecide::decide::lease_holds`, with the host named for the
+//! step besides); this is the one answer to "may this write go now".
 
-use fleetdecide::LeaseFacts;
+use protocol::view::LeaseFacts;
 
 /// Who this process claims to be on the Lease.
 #[derive(Debug, Clone, Copy)]
