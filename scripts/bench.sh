@@ -42,7 +42,7 @@ if [[ ${1:-} == reports ]]; then
 fi
 if [[ ${1:-} == fleet ]]; then
   shift
-  cargo build --release --quiet -p controller -p actuator -p standins --bins
+  cargo build --release --quiet -p controller -p actuator -p standins -p k3sstandin --bins
   cargo build --release --quiet -p controller --example bench_fleet
   exec "$top/target/release/examples/bench_fleet" \
     --actuator-bin-dir "$top/target/release" "$@"
