@@ -10,7 +10,7 @@ pub enum Ending {
     /// Done.
     Done {
         /// A swap, a grow or a shrink.
-        change: fleetdecide::Change,
+        change: fleetdecide::VoterChange,
         /// Something left for the operator.
         warning: Option<String>,
     },
@@ -19,7 +19,7 @@ pub enum Ending {
     /// Wound down to the cluster as it was.
     WoundDown {
         /// A swap, a grow or a shrink.
-        change: fleetdecide::Change,
+        change: fleetdecide::VoterChange,
         /// Refused or failed.
         kind: StopKind,
         /// Why.
@@ -112,7 +112,7 @@ impl Ending {
                 "interrupted",
                 format!(
                     "the swap is left at a safe point (between two steps); its Lease lapses within its duration. To resume it: `{}`{}; to wind it down instead: `fleet-role abort`",
-                    fleetdecide::Change::resume_command(out.as_ref(), incoming.as_ref()),
+                    fleetdecide::VoterChange::resume_command(out.as_ref(), incoming.as_ref()),
                     if out.is_some() && incoming.is_some() {
                         " (or `fleet-role run`)"
                     } else {

@@ -162,7 +162,7 @@ fn lease_lines(v: &FleetView, settings: &Settings, l: Option<&LeaseFacts>) -> Ve
             fleetdecide::Outcome::WoundDown { reason, .. } => format!("wound down: {reason}"),
         };
         // A grow's or a shrink's ending has one half empty.
-        let kind = fleetdecide::Change::of(!last.out.is_empty(), !last.incoming.is_empty());
+        let kind = fleetdecide::VoterChange::of(!last.out.is_empty(), !last.incoming.is_empty());
         let halves: Vec<String> = [("out", &last.out), ("in", &last.incoming)]
             .into_iter()
             .filter(|(_, n)| !n.is_empty())

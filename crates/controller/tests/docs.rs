@@ -167,7 +167,7 @@ fn the_swaps_endings_table_gives_each_ending_the_exit_code_the_controller_exits_
     let text = doc("controller.md");
     let rows = table(&text, "ending");
     let code = |e: Ending| e.exit().code();
-    let swap = fleetdecide::Change::Swap;
+    let swap = fleetdecide::VoterChange::Swap;
     let refused = code(Ending::WoundDown {
         change: swap,
         kind: StopKind::Refused,

@@ -8,7 +8,7 @@
 //! the quorum properties are proved against is the shell's own.
 
 use crate::action::{Action, Start};
-use crate::pacing::{Ending, record_ending};
+use crate::pacing::{SwapEnding, record_ending};
 use crate::record::{LastSwap, Outcome, StopNote};
 use crate::view::FleetView;
 use protocol::text::one_line;
@@ -115,7 +115,7 @@ pub fn lease_after(
             // failed swaps of a voter, a replaced host's healthy period).
             let endings = record_ending(
                 l.endings.as_deref(),
-                Ending {
+                SwapEnding {
                     swap: last.swap.clone(),
                     out: last.out.clone(),
                     at: w.now,
@@ -138,7 +138,7 @@ pub fn lease_after(
             // A stop is a failed try of the voter, counted by `run`'s cap.
             l.endings = Some(record_ending(
                 l.endings.as_deref(),
-                Ending {
+                SwapEnding {
                     swap: l.swap.clone().unwrap_or_default(),
                     out: l.swap_out.clone().unwrap_or_default(),
                     at: w.now,
@@ -230,7 +230,7 @@ pub fn write_may_go(v: &FleetView, l: &LeaseFacts) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Ending, Outcome, Reason, StopKind, StopNote, SwapStep, fixtures::*};
+    use crate::{Outcome, Reason, StopKind, StopNote, SwapEnding, SwapStep, fixtures::*};
 
     fn writer() -> Writer<'static> {
         Writer {
@@ -402,7 +402,7 @@ mod tests {
             next: String::new(),
         };
         let stopped = lease_after(Some(&before), &stop, writer()).unwrap();
-        let first = Ending {
+        let first = SwapEnding {
             swap: before.swap.clone().unwrap(),
             out: before.swap_out.clone().unwrap(),
             at: NOW,
@@ -419,7 +419,7 @@ mod tests {
             crate::pacing::endings_of(&done),
             vec![
                 first.clone(),
-                Ending {
+                SwapEnding {
                     failed: false,
                     ..first.clone()
                 }

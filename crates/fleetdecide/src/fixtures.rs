@@ -288,7 +288,7 @@ pub fn lease_with_endings(endings: &[(&str, i64, bool)]) -> LeaseFacts {
     for (i, (out, at, failed)) in endings.iter().enumerate() {
         raw = Some(super::pacing::record_ending(
             raw.as_deref(),
-            super::pacing::Ending {
+            super::pacing::SwapEnding {
                 swap: format!("swap-{i}"),
                 out: (*out).into(),
                 at: *at,

@@ -54,7 +54,9 @@ pub use gates::{
 pub use grace::{Grace, GraceKind, grace_for};
 pub use health::{Degradation, DegradedReason, degradations, degraded};
 pub use ownership::{Claim, Standing, standing};
-pub use pacing::{ENDINGS_KEPT, Ending, Pace, endings_of, pace, record_ending, standby_ready_at};
+pub use pacing::{
+    ENDINGS_KEPT, Pace, SwapEnding, endings_of, pace, record_ending, standby_ready_at,
+};
 pub use plan::{Plan, PlanStep, plan, plan_grow, plan_shrink};
 pub use protocol::text::one_line;
 pub use protocol::view::{FleetMarks, K3sEtcd, LeaseFacts, MaintenanceMarks, NodeFacts};
@@ -65,5 +67,5 @@ pub use run::{RunDecision, run_decision};
 pub use settings::{DEFAULT_SPREAD_LABEL, Settings, Timeouts};
 pub use swap::{finished, join_voter, next_action, snapshot_voter, start_gates};
 pub use tidy::{Tidy, tidy};
-pub use view::{Change, FleetView, Recorded, SwapRecord, apply_heartbeats, half_name, halves};
+pub use view::{FleetView, Recorded, SwapRecord, VoterChange, apply_heartbeats, half_name, halves};
 pub use voterset::{free_standby, standbys};

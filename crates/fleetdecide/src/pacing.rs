@@ -18,7 +18,7 @@ pub const ENDINGS_KEPT: usize = 16;
 /// How a swap ended, kept on the Lease (the last [`ENDINGS_KEPT`]) so that
 /// `run` can pace itself across controller restarts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Ending {
+pub struct SwapEnding {
     /// The swap id.
     pub swap: String,
     /// The outgoing Node.
@@ -31,8 +31,8 @@ pub struct Ending {
 
 /// `raw` (the Lease's endings, as JSON) with `e` added, keeping the last
 /// [`ENDINGS_KEPT`]. An unreadable list is started afresh.
-pub fn record_ending(raw: Option<&str>, e: Ending) -> String {
-    let mut list: Vec<Ending> = raw
+pub fn record_ending(raw: Option<&str>, e: SwapEnding) -> String {
+    let mut list: Vec<SwapEnding> = raw
         .and_then(|r| serde_json::from_str(r).ok())
         .unwrap_or_default();
     list.push(e);
@@ -44,9 +44,9 @@ pub fn record_ending(raw: Option<&str>, e: Ending) -> String {
 /// The swap endings the Lease keeps (none if unreadable), with the last
 /// swap's outcome where the list lacks it (a Lease written before the
 /// list was kept).
-pub fn endings_of(lease: &LeaseFacts) -> Vec<Ending> {
+pub fn endings_of(lease: &LeaseFacts) -> Vec<SwapEnding> {
     {
-        let mut list: Vec<Ending> = lease
+        let mut list: Vec<SwapEnding> = lease
             .endings
             .as_deref()
             .and_then(|r| serde_json::from_str(r).ok())
@@ -54,7 +54,7 @@ pub fn endings_of(lease: &LeaseFacts) -> Vec<Ending> {
         if let Some(last) = lease.last()
             && !list.iter().any(|e| e.swap == last.swap && e.at == last.at)
         {
-            list.push(Ending {
+            list.push(SwapEnding {
                 swap: last.swap,
                 out: last.out,
                 at: last.at,

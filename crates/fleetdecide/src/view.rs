@@ -98,12 +98,12 @@ impl Recorded {
 
     /// The command that resumes it.
     pub fn resume_command(&self) -> String {
-        Change::resume_command(self.out.as_ref(), self.incoming.as_ref())
+        VoterChange::resume_command(self.out.as_ref(), self.incoming.as_ref())
     }
 
     /// Which kind of change it records.
-    pub fn change(&self) -> Change {
-        Change::of(self.out.is_some(), self.incoming.is_some())
+    pub fn change(&self) -> VoterChange {
+        VoterChange::of(self.out.is_some(), self.incoming.is_some())
     }
 }
 
@@ -126,7 +126,7 @@ pub fn halves(out: Option<&NodeName>, incoming: Option<&NodeName>) -> String {
 /// What one regrade changes in the voter set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Change {
+pub enum VoterChange {
     /// One voter replaced by another: the count stays.
     Swap,
     /// One voter more (`fleet-role grow`).
@@ -135,15 +135,15 @@ pub enum Change {
     Shrink,
 }
 
-impl Change {
+impl VoterChange {
     /// The kind of change with these halves. Neither half is no change a
     /// Lease or a command can name; it reads as a swap, whose gates then
     /// find no Node.
-    pub fn of(out: bool, incoming: bool) -> Change {
+    pub fn of(out: bool, incoming: bool) -> VoterChange {
         match (out, incoming) {
-            (false, true) => Change::Grow,
-            (true, false) => Change::Shrink,
-            _ => Change::Swap,
+            (false, true) => VoterChange::Grow,
+            (true, false) => VoterChange::Shrink,
+            _ => VoterChange::Swap,
         }
     }
 
@@ -151,24 +151,25 @@ impl Change {
     /// `incoming` (either may be empty).
     pub fn command(self, out: &str, incoming: &str) -> String {
         match self {
-            Change::Swap => format!("fleet-role swap --out {out} --in {incoming}"),
-            Change::Grow => format!("fleet-role grow --in {incoming}"),
-            Change::Shrink => format!("fleet-role shrink --out {out}"),
+            VoterChange::Swap => format!("fleet-role swap --out {out} --in {incoming}"),
+            VoterChange::Grow => format!("fleet-role grow --in {incoming}"),
+            VoterChange::Shrink => format!("fleet-role shrink --out {out}"),
         }
     }
 
     /// The command that starts or resumes the change of `out` for
     /// `incoming`, of the kind their presence says.
     pub fn resume_command(out: Option<&NodeName>, incoming: Option<&NodeName>) -> String {
-        Change::of(out.is_some(), incoming.is_some()).command(half_name(out), half_name(incoming))
+        VoterChange::of(out.is_some(), incoming.is_some())
+            .command(half_name(out), half_name(incoming))
     }
 
     /// The word for it in output.
     pub fn as_str(self) -> &'static str {
         match self {
-            Change::Swap => "swap",
-            Change::Grow => "grow",
-            Change::Shrink => "shrink",
+            VoterChange::Swap => "swap",
+            VoterChange::Grow => "grow",
+            VoterChange::Shrink => "shrink",
         }
     }
 }

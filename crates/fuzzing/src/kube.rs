@@ -6,7 +6,8 @@ use fleetdecide::SwapRecord;
 use std::collections::BTreeMap;
 
 use fleetdecide::{
-    DEFAULT_SPREAD_LABEL, ENDINGS_KEPT, Ending, FleetView, Settings, SwapState, SwapStep, Writer,
+    DEFAULT_SPREAD_LABEL, ENDINGS_KEPT, FleetView, Settings, SwapEnding, SwapState, SwapStep,
+    Writer,
 };
 use hostdecide::{Decision, HostState, Observation, decide::JoinTarget};
 use k8s_openapi::{
@@ -136,14 +137,14 @@ pub fn lease_annotations(data: &[u8]) {
     // The endings are kept as a bounded list, whatever was there before.
     let kept = fleetdecide::record_ending(
         facts.endings.as_deref(),
-        Ending {
+        SwapEnding {
             swap: "s1".into(),
             out: "n1".into(),
             at: NOW,
             failed: false,
         },
     );
-    let list: Vec<Ending> = serde_json::from_str(&kept).expect("the endings written read back");
+    let list: Vec<SwapEnding> = serde_json::from_str(&kept).expect("the endings written read back");
     assert!(!list.is_empty() && list.len() <= ENDINGS_KEPT, "{kept}");
 
     // Written back as it was read, the Lease reads the same, and a patch

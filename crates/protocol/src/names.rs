@@ -251,7 +251,7 @@ impl Names {
         self.key("last-swap")
     }
     /// Lease annotation: the latest swaps' endings, for `run`'s pacing
-    /// (a list of [`super::Ending`] as JSON, the last
+    /// (a list of `fleetdecide::SwapEnding` as JSON, the last
     /// [`super::ENDINGS_KEPT`]).
     pub fn lease_endings(&self) -> String {
         self.key("swap-endings")

@@ -276,7 +276,7 @@ pub struct LeaseFacts {
     /// The last swap's outcome, raw JSON of a [`LastSwap`].
     pub last_swap: Option<String>,
     /// The latest endings of swaps, raw JSON of a list of
-    /// [`crate::controller::Ending`] (for `run`'s pacing).
+    /// `fleetdecide::SwapEnding` (for `run`'s pacing).
     pub endings: Option<String>,
     /// The protocol version the swap is recorded in, raw.
     pub protocol: Option<String>,

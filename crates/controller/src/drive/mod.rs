@@ -456,7 +456,8 @@ impl Driver {
             self.actor
                 .events(&obs, &action, state.taken.as_ref().map(SwapId::as_str))
                 .await;
-            let change = fleetdecide::Change::of(state.out.is_some(), state.incoming.is_some());
+            let change =
+                fleetdecide::VoterChange::of(state.out.is_some(), state.incoming.is_some());
             match action {
                 Action::ReleaseLease {
                     outcome: Outcome::Done { warning },
@@ -689,7 +690,7 @@ impl Driver {
                         } => (out, incoming, queued, why),
                         _ => unreachable!("matched above"),
                     };
-                    let kind = fleetdecide::Change::of(out.is_some(), incoming.is_some());
+                    let kind = fleetdecide::VoterChange::of(out.is_some(), incoming.is_some());
                     printer.line(
                         &format!("{words}: {why}"),
                         json!({"move": kind, "out": out, "in": incoming, "queued": queued, "why": why}),

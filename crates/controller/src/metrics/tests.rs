@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::fixtures::{NOW, etcd_view, member, node};
-use fleetdecide::{Ending, GateName, LeaseFacts, Settings, gate_no_learner, record_ending};
+use fleetdecide::{GateName, LeaseFacts, Settings, SwapEnding, gate_no_learner, record_ending};
 use protocol::etcd::{EtcdView, Member};
 
 const ME: &str = "fleet-role@here-1-abcdef";
@@ -354,7 +354,7 @@ fn the_last_swap_end_is_the_latest_ending_the_lease_records_whoever_ran_it() {
         samples(&m.render(), "fleet_role_last_swap_end_timestamp_seconds").is_empty(),
         "no sentinel before the first swap"
     );
-    let ending = |swap: &str, at| Ending {
+    let ending = |swap: &str, at| SwapEnding {
         swap: swap.into(),
         out: "n1".into(),
         at,
@@ -462,7 +462,7 @@ fn every_family() -> Metrics {
     l.step = Some("promote".into());
     l.endings = Some(record_ending(
         None,
-        Ending {
+        SwapEnding {
             swap: "swap-0".into(),
             out: "n3".into(),
             at: 9_000,

@@ -142,7 +142,7 @@ fn the_lease_keeps_the_last_sixteen_endings_and_reads_the_last_swap_of_an_older_
     for i in 0..20 {
         raw = Some(record_ending(
             raw.as_deref(),
-            Ending {
+            SwapEnding {
                 swap: format!("swap-{i}"),
                 out: "n2".into(),
                 at: i,
@@ -172,7 +172,7 @@ fn the_lease_keeps_the_last_sixteen_endings_and_reads_the_last_swap_of_an_older_
     };
     assert_eq!(
         endings_of(&older),
-        vec![Ending {
+        vec![SwapEnding {
             swap: "swap-0".into(),
             out: "n9".into(),
             at: 7,

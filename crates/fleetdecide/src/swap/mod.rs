@@ -34,7 +34,7 @@ use crate::gate::all_pass;
 use crate::gates::{gate_not_paused, preflight};
 use crate::record::SwapStep;
 use crate::resize::{grow_gates, shrink_gates};
-use crate::view::{Change, FleetView, Recorded};
+use crate::view::{FleetView, Recorded, VoterChange};
 use protocol::text::one_line;
 use protocol::validate::{NodeName, StepKind};
 use protocol::view::LeaseFacts;
@@ -174,9 +174,9 @@ pub(super) fn drive(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
         return clean_up(v, l, rec);
     }
     match rec.change() {
-        Change::Swap => drive_swap(v, l, rec),
-        Change::Grow => drive_grow(v, l, rec),
-        Change::Shrink => drive_shrink(v, l, rec),
+        VoterChange::Swap => drive_swap(v, l, rec),
+        VoterChange::Grow => drive_grow(v, l, rec),
+        VoterChange::Shrink => drive_shrink(v, l, rec),
     }
 }
 
