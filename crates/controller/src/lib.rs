@@ -25,11 +25,9 @@ pub mod manifests;
 pub mod metrics;
 pub mod observe;
 pub mod output;
-pub mod policy;
 pub mod service;
 pub mod status;
 pub mod uninstall;
-pub mod wake;
 pub mod watch;
 
 /// The controller's API clients and `run`'s failover (the access layer's,

@@ -591,10 +591,10 @@ pub fn etcd_lines(v: &FleetView) -> Vec<String> {
 }
 
 /// What `run` would decide now over `v` (with its own view of eligibility:
-/// see [`crate::policy::run_view`]): which grace a NotReady voter is in,
+/// see [`fleetdecide::run_view`]): which grace a NotReady voter is in,
 /// what holds it back and until when.
 pub fn run_now(v: &FleetView, settings: &Settings) -> fleetdecide::RunDecision {
-    fleetdecide::run_decision(&crate::policy::run_view(v, settings.replace_ineligible))
+    fleetdecide::run_decision(&fleetdecide::run_view(v, settings.replace_ineligible))
 }
 
 /// A decision of `run` in the words `run --dry-run` prints.

@@ -15,7 +15,7 @@
 //! whose facts changed (the kubelet's status heartbeats change no fact, so
 //! they wake nothing), a node Lease or a host's heartbeat that was stale and
 //! is renewed again (a fresh one going stale is a timer, see
-//! [`crate::wake`]), a host's heartbeat whose report refusal changed, any
+//! [`fleetdecide::next_edge`]), a host's heartbeat whose report refusal changed, any
 //! change of a report or the regrade Lease.
 //!
 //! Read your writes: the object a write returns is put into the store at

@@ -4,6 +4,7 @@
 
 use crate::*;
 use protocol::{
+    etcd::{EtcdView, Member, MemberId},
     report::{Detail, Phase, Report, ReportStep},
     validate::{NodeName, SwapId},
 };
@@ -299,5 +300,32 @@ pub fn lease_with_endings(endings: &[(&str, i64, bool)]) -> LeaseFacts {
     LeaseFacts {
         endings: raw,
         ..LeaseFacts::default()
+    }
+}
+
+/// Member `id` of `node`, by k3s's member name.
+pub fn member(id: u64, node: &str, learner: bool) -> Member {
+    Member {
+        id: MemberId(id),
+        name: format!("{node}-0a1b2c3d"),
+        peer_urls: vec![format!("https://10.0.0.{id}:2380")],
+        client_urls: vec![],
+        learner,
+    }
+}
+
+/// A server's view of etcd, read by its own member `me` at `read_at`, with
+/// `leader` leading.
+pub fn etcd_view(me: u64, read_at: i64, leader: u64, members: Vec<Member>) -> EtcdView {
+    EtcdView {
+        read_at,
+        member: MemberId(me),
+        members,
+        leader: Some(MemberId(leader)),
+        raft_term: 3,
+        raft_index: 77,
+        db_size: 3 << 20,
+        alarms: vec![],
+        healthy: true,
     }
 }

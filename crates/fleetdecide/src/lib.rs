@@ -6,12 +6,14 @@
 mod abort;
 mod action;
 mod effects;
+mod eligibility;
 mod etcd_gates;
 mod evidence;
 mod gate;
 mod gates;
 mod grace;
 mod health;
+mod next_wake;
 mod ownership;
 mod pacing;
 mod plan;
@@ -37,6 +39,7 @@ pub use action::{Action, Start, SwapState};
 pub use effects::{
     Writer, lease_after, lease_asked_to_stop, lease_paused, node_after, write_may_go,
 };
+pub use eligibility::{eligibility_shortfall, run_view};
 pub use etcd_gates::{gate_etcd_views_agree, gate_no_etcd_alarm, gate_no_ghost_member};
 pub use evidence::{Sightings, weigh_evidence};
 pub use fleetfacts::reasons::{Awaiting, Reached, Reason, VoterFor, Write};
@@ -53,6 +56,7 @@ pub use gates::{
 };
 pub use grace::{Grace, GraceKind, grace_for};
 pub use health::{Degradation, DegradedReason, degradations, degraded};
+pub use next_wake::next_edge;
 pub use ownership::{Claim, Standing, standing};
 pub use pacing::{
     ENDINGS_KEPT, Pace, SwapEnding, endings_of, pace, record_ending, standby_ready_at,

@@ -37,7 +37,7 @@ pub enum Error {
         last: Box<Error>,
     },
     /// `run` refused to start: its labels would have it churn (see
-    /// [`crate::policy::eligibility_shortfall`]).
+    /// [`fleetdecide::eligibility_shortfall`]).
     #[error("run will not start: {why}")]
     WillNotStart {
         /// The shortfall.

@@ -4,7 +4,7 @@
 //!
 //! `swap` and `run` read the cluster from watches ([`crate::watch`]) and
 //! decide again when something that matters changed or at the next moment
-//! the clock could change an answer ([`crate::wake`]); there is no poll.
+//! the clock could change an answer ([`fleetdecide::next_edge`]); there is no poll.
 //!
 //! The only state kept here is which swap this process took the Lease for
 //! ([`SwapState::taken`]): a controller killed anywhere in this loop and
@@ -32,7 +32,6 @@ use crate::{
     metrics::Metrics,
     observe,
     output::Printer,
-    policy, wake,
     watch::FleetWatch,
 };
 
@@ -374,7 +373,7 @@ impl Driver {
                     deadline, reason, ..
                 } => {
                     failing_since = None;
-                    let mut edge = wake::next_edge(&obs.view, *deadline);
+                    let mut edge = fleetdecide::next_edge(&obs.view, *deadline);
                     if matches!(reason, fleetdecide::Awaiting::Drain { .. }) {
                         // Pods are not watched: look again shortly.
                         let again = obs
@@ -388,7 +387,7 @@ impl Driver {
                 }
                 Action::Paused { .. } => {
                     failing_since = None;
-                    let edge = wake::next_edge(&obs.view, None);
+                    let edge = fleetdecide::next_edge(&obs.view, None);
                     self.wait_for_change(edge).await;
                     continue;
                 }
@@ -399,7 +398,7 @@ impl Driver {
                             secs: lease_patience.as_secs(),
                         });
                     }
-                    let edge = wake::next_edge(&obs.view, Some(*until));
+                    let edge = fleetdecide::next_edge(&obs.view, Some(*until));
                     self.wait_for_change(edge).await;
                     continue;
                 }
@@ -538,11 +537,11 @@ impl Driver {
 /// shrink driven to its end by the same [`Driver`] as `fleet-role swap`.
 impl Driver {
     /// Refuses to start `run` over a fleet whose labels would have it
-    /// churn (see [`policy::eligibility_shortfall`]).
+    /// churn (see [`fleetdecide::eligibility_shortfall`]).
     pub async fn check_eligibility(&self) -> Result<()> {
         let obs = self.observe().await?;
         if let Some(why) =
-            policy::eligibility_shortfall(&obs.view, self.settings.replace_ineligible)
+            fleetdecide::eligibility_shortfall(&obs.view, self.settings.replace_ineligible)
         {
             return Err(Error::WillNotStart { why });
         }
@@ -573,7 +572,7 @@ impl Driver {
                 }
             };
             self.metrics.observed(&obs.view, &self.instance);
-            let decided = fleetdecide::run_decision(&policy::run_view(
+            let decided = fleetdecide::run_decision(&fleetdecide::run_view(
                 &obs.view,
                 self.settings.replace_ineligible,
             ));
@@ -587,7 +586,7 @@ impl Driver {
                 | RunDecision::Tidy { .. } => None,
             };
             let edge = |view: &fleetdecide::FleetView| {
-                let e = wake::next_edge(view, None);
+                let e = fleetdecide::next_edge(view, None);
                 match (e, until) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),

@@ -1,5 +1,5 @@
 //! `run`'s operator settings around the pure policy
-//! ([`fleetdecide::run_decision`]): replacing a voter only for
+//! ([`crate::run::run_decision`]): replacing a voter only for
 //! being ineligible happens when asked (`replace_ineligible`), never as a
 //! surprise, and `run` will not start over a fleet whose labels would have
 //! it churn.
@@ -10,7 +10,9 @@
 
 use std::borrow::Cow;
 
-use fleetdecide::{Class, FleetView, classify};
+use fleetfacts::{Class, classify};
+
+use crate::view::FleetView;
 
 /// The view `run_decision` is asked about: unless `replace_ineligible`, a
 /// voter's missing eligibility is not a reason to replace it (it still is
@@ -73,7 +75,7 @@ pub fn eligibility_shortfall(v: &FleetView, replace_ineligible: bool) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fleetdecide::{RunDecision, Settings, run_decision};
+    use crate::{RunDecision, Settings, run_decision};
     use protocol::NodeFacts;
 
     fn voter(name: &str, eligible: bool) -> NodeFacts {

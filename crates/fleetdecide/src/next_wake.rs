@@ -4,8 +4,9 @@
 //! loop wakes at the next moment one of those could change an answer, and
 //! otherwise only when a watch reports a change. No fixed poll.
 
-use fleetdecide::SwapRecord;
-use fleetdecide::{Class, FleetView, classify};
+use fleetfacts::{Class, classify};
+
+use crate::view::{FleetView, SwapRecord};
 
 /// The next unix second, after `v.now`, at which a time-based rule could
 /// change a decision over `v`; `deadline` is the current step's, if any.
@@ -59,7 +60,7 @@ pub fn next_edge(v: &FleetView, deadline: Option<i64>) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fleetdecide::Settings;
+    use crate::Settings;
     use protocol::{LeaseFacts, NodeFacts};
 
     fn view(nodes: Vec<NodeFacts>, lease: Option<LeaseFacts>) -> FleetView {
