@@ -65,6 +65,14 @@ fn words(l: &str) -> Vec<&str> {
     l.split_whitespace().collect()
 }
 
+/// The controller's default settings, and the fixtures' fleet under them.
+fn defaults() -> (Settings, FleetView) {
+    let settings = Settings::resolve(crate::config::FileConfig::default(), None).unwrap();
+    let mut v = fleet();
+    v.settings = settings.core.clone();
+    (settings, v)
+}
+
 #[test]
 fn status_shows_etcds_members_with_their_nodes_a_learner_a_ghost_the_leader_alarms_and_each_servers_view()
  {
@@ -183,9 +191,7 @@ fn status_names_the_nodes_with_only_the_old_eligible_label_and_how_to_relabel_th
 
 #[test]
 fn status_says_what_run_would_do_now_and_which_grace_a_down_voter_is_in() {
-    let settings = Settings::resolve(crate::config::FileConfig::default(), None).unwrap();
-    let mut v = fleet();
-    v.settings = settings.core.clone();
+    let (settings, mut v) = defaults();
     v.nodes[1].ready = false;
     v.nodes[1].ready_since = Some(NOW - 60);
     v.nodes[1].cordoned = true;
@@ -256,9 +262,7 @@ fn an_age_from_an_extreme_time_on_the_lease_is_shown_not_overflowed() {
 
 #[test]
 fn status_shows_the_voter_sets_tolerance_its_spread_and_the_path_to_the_configured_set() {
-    let settings = Settings::resolve(crate::config::FileConfig::default(), None).unwrap();
-    let mut v = fleet();
-    v.settings = settings.core.clone();
+    let (settings, mut v) = defaults();
     // n1..n3 vote, all in zone a; n5 (an eligible standby) is in zone b.
     for n in &mut v.nodes {
         n.zone = Some(if n.name == "n5" { "b" } else { "a" }.into());
@@ -288,9 +292,7 @@ fn status_shows_the_voter_sets_tolerance_its_spread_and_the_path_to_the_configur
 
 #[test]
 fn status_names_a_grow_on_the_lease_by_its_kind_and_a_stopped_one_by_the_command_that_resumes_it() {
-    let settings = Settings::resolve(crate::config::FileConfig::default(), None).unwrap();
-    let mut v = fleet();
-    v.settings = settings.core.clone();
+    let (settings, mut v) = defaults();
     v.lease = Some(LeaseFacts {
         swap: Some("swap-7".into()),
         swap_in: Some("n5".into()),
@@ -307,9 +309,7 @@ fn status_names_a_grow_on_the_lease_by_its_kind_and_a_stopped_one_by_the_command
 
 #[test]
 fn status_json_has_the_field_names_docs_reference_md_documents() {
-    let settings = Settings::resolve(crate::config::FileConfig::default(), None).unwrap();
-    let mut v = fleet();
-    v.settings = settings.core.clone();
+    let (settings, mut v) = defaults();
     v.lease = Some(LeaseFacts {
         swap: Some("swap-7".into()),
         swap_in: Some("n5".into()),
