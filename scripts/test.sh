@@ -30,13 +30,15 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The tests run the built binaries (the actuator, and the systemctl and k3s
 # stand-ins), so every binary is built first.
 cargo build --workspace --bins --examples --quiet
-# The actuator the lab's crash test runs carries the failpoint
-# (crates/actuator/src/failpoint.rs); the packages are built without it.
-cargo build -p actuator --features failpoint --bins --quiet
 # The previous release's actuator, for the lab test of a fleet mid-upgrade
 # (built once from the repository's history into .cache/previous/).
 FLEET_ROLE_PREVIOUS_ACTUATOR=$(scripts/build-previous-actuator.sh)
 export FLEET_ROLE_PREVIOUS_ACTUATOR
+# The actuator the lab's crash test runs carries the failpoint
+# (crates/actuator/src/failpoint.rs), built after the previous release's
+# (whose script builds this tree's binaries again without it); the
+# packages are built without it.
+cargo build -p actuator --features failpoint --bins --quiet
 if ! wait "$prereqs"; then
   cat .cache/prereqs.log >&2
   echo "installing the Debian packages the tests need failed" >&2
