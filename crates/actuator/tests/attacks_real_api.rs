@@ -1,4 +1,4 @@
-//! The attacks of issue #19 carried out against a real control plane (the
+//! The attacks of docs/security.md's threat table carried out against a real control plane (the
 //! Node authorizer and NodeRestriction on), each with exactly the
 //! permissions its principal has: a patch-nodes user (a ServiceAccount bound
 //! to `get/list/watch/patch` on Nodes and nothing else, as kured or
