@@ -4,6 +4,7 @@
 # - flock(1) (util-linux): a test holds the host lock from another process;
 # - systemd-nspawn (systemd-container): boots each real-systemd lab host;
 # - ip(8) (iproute2): makes the lab's network namespaces;
+# - iptables: the chaos campaign's network faults, in a host's namespace;
 # - protoc (protobuf-compiler): the etcd client's build compiles etcd's
 #   protocol files with it, and they import protobuf's own descriptor and
 #   struct files (libprotobuf-dev: protoc only recommends it, and
@@ -31,6 +32,7 @@ if [ "${FLEET_ROLE_PREREQS:-all}" != build ]; then
   command -v flock >/dev/null || need+=(util-linux)
   command -v systemd-nspawn >/dev/null || need+=(systemd-container)
   command -v ip >/dev/null || need+=(iproute2)
+  command -v iptables >/dev/null || need+=(iptables)
   command -v lintian >/dev/null || need+=(lintian)
   command -v promtool >/dev/null || need+=(prometheus)
   command -v podman >/dev/null || need+=(podman)

@@ -1,6 +1,7 @@
 //! The lab's rig: the machinery that makes a lab host a host.
 //!
-//! [`net`] gives each host a network namespace joined by a bridge;
+//! [`net`] gives each host a network namespace joined by a bridge, and
+//! [`filter`] drops chosen packets in one;
 //! [`machine`] boots a host as a container running this machine's systemd;
 //! [`units`] writes k3s's units as its install.sh does, and fleet-role's
 //! drop-ins; [`docker_host`] runs k3s in containers of a private dockerd;
@@ -10,6 +11,7 @@
 
 pub mod bounded;
 pub mod docker_host;
+pub mod filter;
 pub mod machine;
 pub mod machine_spec;
 pub mod net;
