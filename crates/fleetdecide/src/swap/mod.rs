@@ -41,10 +41,18 @@ use protocol::view::LeaseFacts;
 
 /// The one next thing to do for the swap `s`, given the cluster `v`. Pure.
 pub fn next_action(v: &FleetView, s: &SwapState) -> Action {
+    // A Lease naming this instance is this state's only once it took it.
+    // `run` keeps its instance name from one leadership to the next, so a
+    // session cut short mid-swap (its leadership lost to a partition)
+    // leaves the Lease under the name the next session has. Driven on, that
+    // session's every write would be refused by the recheck, which wants
+    // the swap it took, and the swap would never move again. It waits for
+    // the Lease to lapse and takes the swap over, as a restarted
+    // controller does.
     let ours = v
         .lease
         .as_ref()
-        .filter(|l| l.instance.as_deref() == Some(s.instance.as_str()));
+        .filter(|l| l.instance.as_deref() == Some(s.instance.as_str()) && s.taken.is_some());
     let Some(l) = ours else {
         if s.taken.is_some() {
             return Action::Lost {

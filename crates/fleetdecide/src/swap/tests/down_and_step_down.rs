@@ -570,3 +570,26 @@ fn a_voter_that_only_reads_not_ready_is_never_removed_first_and_goes_back_to_the
     n4.marks.step = Some("promote".into());
     assert_eq!(next_action(&forged, &taken()), a);
 }
+
+#[test]
+fn a_new_session_of_the_same_instance_waits_out_the_lease_its_former_session_took_then_takes_the_swap_over()
+ {
+    // `run`'s leadership lost mid-swap and won again: the Lease still
+    // names this instance, and this session has taken nothing.
+    let mut v = ours(after_promotion(), Some(SwapStep::StepDown));
+    let new_session = request("n1", "n4");
+    assert!(matches!(
+        next_action(&v, &new_session),
+        Action::WaitForLease { .. }
+    ));
+    v.now += 61;
+    assert_eq!(
+        next_action(&v, &new_session),
+        Action::TakeLease {
+            swap: id("swap-1"),
+            out: Some(name("n1")),
+            incoming: Some(name("n4")),
+            start: Start::Abandoned
+        }
+    );
+}
