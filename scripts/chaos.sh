@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The long chaos campaign (docs/testing.md, "The chaos campaign"): for each
-# seed given, `fleet-role-lab chaos` with 10 swaps and 20 faults, in its own
+# seed given, `fleet-role-lab chaos` with 10 swaps and 30 faults, in its own
 # directory under .cache/ (kept: its schedule, summary and logs). A figure,
 # not a test: it prints each campaign's summary and the table's rows, and
 # exits 1 if any campaign found a violation.
@@ -14,6 +14,6 @@ FLEET_ROLE_KUBE_APISERVER=$(scripts/build-kube-apiserver.sh)
 export FLEET_ROLE_KUBE_APISERVER
 status=0
 for seed in "$@"; do
-  target/debug/fleet-role-lab --dir ".cache/chaos-$seed" chaos --seed "$seed" --swaps 10 --faults 20 || status=1
+  "${CARGO_TARGET_DIR:-target}"/debug/fleet-role-lab --dir ".cache/chaos-$seed" chaos --seed "$seed" --swaps 10 --faults 30 || status=1
 done
 exit $status

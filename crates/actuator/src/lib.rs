@@ -19,6 +19,8 @@ pub mod local;
 pub mod membership;
 pub mod metrics;
 pub mod output;
+#[cfg(feature = "failpoint")]
+pub mod plant;
 pub mod report;
 pub mod watch;
 

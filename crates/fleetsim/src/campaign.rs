@@ -233,3 +233,39 @@ fn seed_34390_a_promotion_the_lease_stopped_at_first_is_made_whole_when_it_resum
 fn seed_2617_a_voter_down_within_the_watch_lag_is_a_race_and_not_a_removal_below_quorum() {
     assert_eq!(play(2617, &mut Counts::default()), Ok("wound down"));
 }
+
+/// The first violation the campaign's seeds from 0 find within `seeds`,
+/// with its seed: run inside a planted defect's scope, which the seeds
+/// that pass above must catch.
+fn first_caught(seeds: u64) -> Option<(u64, String)> {
+    (0..seeds).find_map(|seed| play(seed, &mut Counts::default()).err().map(|e| (seed, e)))
+}
+
+/// A planted defect: the gate before a voting incoming host is stopped in
+/// a wind-down passes whatever the quorum. The campaign's seeds must turn
+/// it into the stop-quorum invariant's violation
+/// (`World::check_stop_quorum`).
+#[test]
+fn a_skipped_quorum_gate_at_a_host_stop_is_caught_as_a_stop_below_quorum() {
+    use fleetdecide::plant::{Plant, with};
+    let caught = with(Plant::SkipQuorumAtHostStop, || first_caught(1500));
+    let (seed, why) = caught.expect("no seed caught the skipped gate");
+    eprintln!("seed {seed}: {why}");
+    assert!(why.starts_with("stopping "), "seed {seed}: {why}");
+    assert!(why.contains(" healthy of "), "seed {seed}: {why}");
+}
+
+/// A planted defect: a host takes a step whichever host the regrade Lease
+/// names, so an intruder's marks (a `patch nodes` holder's) move it. The
+/// campaign's seeds must catch a step the controller never asked of it.
+#[test]
+fn a_step_taken_on_a_host_the_lease_does_not_name_is_caught() {
+    use hostdecide::plant::{Plant, with};
+    let caught = with(Plant::SkipLeaseNamesHost, || first_caught(1500));
+    let (seed, why) = caught.expect("no seed caught the skipped Lease check");
+    eprintln!("seed {seed}: {why}");
+    assert!(
+        why.contains("which the controller did not ask of it"),
+        "seed {seed}: {why}"
+    );
+}

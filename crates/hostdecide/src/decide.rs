@@ -723,6 +723,10 @@ pub fn lease_asks_now(lease: &LeaseFacts, step: ReportStep) -> Result<(), String
 /// copied onto another voter would otherwise stop that voter too; the
 /// Lease is the controller's alone.
 pub fn lease_names_host(lease: &LeaseFacts, node: &str, step: ReportStep) -> Result<(), String> {
+    #[cfg(feature = "plant")]
+    if crate::plant::active(crate::plant::Plant::SkipLeaseNamesHost) {
+        return Ok(());
+    }
     let (named, what) = match step {
         ReportStep::Promote | ReportStep::Rollback => (&lease.swap_in, "incoming host"),
         ReportStep::StepDown => (&lease.swap_out, "outgoing host"),

@@ -108,6 +108,10 @@ enum Cmd {
         /// of drawing one.
         #[arg(long, value_name = "FILE", conflicts_with_all = ["seed", "swaps", "faults"])]
         replay: Option<PathBuf>,
+        /// Plant a known defect in every host's actuator (the test build's
+        /// actuator only), to see the campaign catch it.
+        #[arg(long, value_name = "DEFECT", value_parser = clap::builder::PossibleValuesParser::new(chaos::campaign::PLANTS.iter().copied()))]
+        plant: Option<String>,
     },
     /// Runs PROGRAM in the cgroup NAME (made if missing) of each hierarchy:
     /// how a real-systemd lab host's nspawn starts in a cgroup of its own.
@@ -215,6 +219,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             swaps,
             faults,
             replay,
+            plant,
         } => {
             let bins = lab_setup::Bins::beside(std::env::current_exe()?.parent().expect("a dir"))?;
             let schedule = match replay {
@@ -227,6 +232,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     schedule,
                     bins,
                     fleet_role: std::env::current_exe()?.with_file_name("fleet-role"),
+                    plant,
                 },
                 say,
             )

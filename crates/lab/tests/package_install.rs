@@ -87,15 +87,25 @@ fn holds(bytes: &[u8], marker: &str) -> bool {
 }
 
 /// The crash test's failpoint (`actuator::failpoint`) SIGKILLs the
-/// actuator after each change while its file exists: a testing aid no
-/// installed host may carry. It is built only with the actuator's
+/// actuator after each change while its file exists, and the planted
+/// defects (`actuator::plant`) break it on purpose: testing aids no
+/// installed host may carry. They are built only with the actuator's
 /// `failpoint` feature, which this crate's dependency turns on for the
 /// workspace build and `scripts/package.sh` never does. The workspace's
-/// debug binary is checked to carry its marker first, so the check of the
-/// package is one that can fail. Needs the packages (no lab).
+/// debug binary is checked to carry their markers first, so the check of
+/// the package is one that can fail. Needs the packages (no lab).
 #[test]
-fn the_packaged_actuator_is_built_without_the_failpoint_the_workspace_build_carries() {
-    let marker = actuator::failpoint::MARKER;
+fn the_packaged_actuator_is_built_without_the_failpoint_and_the_plants_the_workspace_build_carries()
+{
+    for marker in [
+        actuator::failpoint::MARKER,
+        actuator::plant::Plant::FinishAtStepDown.name(),
+    ] {
+        packaged_actuator_lacks(marker);
+    }
+}
+
+fn packaged_actuator_lacks(marker: &str) {
     let built = Path::new(env!("CARGO_BIN_EXE_fleet-role-lab"))
         .parent()
         .unwrap()
@@ -108,7 +118,7 @@ fn the_packaged_actuator_is_built_without_the_failpoint_the_workspace_build_carr
     });
     assert!(
         holds(&debug, marker),
-        "{} lacks the failpoint's marker: was it built by `cargo build --workspace --bins`?",
+        "{} lacks {marker:?}: was it built by `cargo build --workspace --bins`?",
         built.display()
     );
     let deb = actuator_deb();
@@ -122,7 +132,7 @@ fn the_packaged_actuator_is_built_without_the_failpoint_the_workspace_build_carr
     let packaged = fs::read(tree.path().join("usr/bin/fleet-role-actuator")).unwrap();
     assert!(
         !holds(&packaged, marker),
-        "the actuator in {} carries the failpoint",
+        "the actuator in {} carries {marker:?}",
         deb.display()
     );
 }

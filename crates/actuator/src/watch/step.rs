@@ -542,6 +542,14 @@ fn host_step(
 ) -> Result<Option<String>, PlanError> {
     let plan = match step {
         Step::Promote { join, .. } => host.plan_promote(join),
+        // A planted defect (a testing aid of the failpoint's build).
+        #[cfg(feature = "failpoint")]
+        Step::StepDown
+            if crate::plant::planted(&host.paths)
+                == Some(crate::plant::Plant::FinishAtStepDown) =>
+        {
+            host.plan_finish()
+        }
         Step::StepDown => host.plan_step_down(name_server),
         Step::Rollback => host.plan_rollback(),
         Step::Finish => host.plan_finish(),

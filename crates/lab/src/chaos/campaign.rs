@@ -6,7 +6,10 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     path::{Path, PathBuf},
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -19,6 +22,7 @@ use super::{
     end, faults, linear,
     schedule::{self, Budget, Fault, FaultKind, Schedule},
     summary::{Ending, FaultTally, Summary, SwapLine},
+    verdict,
     watch::{self, Watch},
 };
 use crate::{
@@ -39,7 +43,18 @@ pub struct Options {
     pub bins: lab_setup::Bins,
     /// `fleet-role`.
     pub fleet_role: PathBuf,
+    /// A planted defect every host's actuator carries from the start (one
+    /// of [`PLANTS`]); none in a real campaign.
+    pub plant: Option<String>,
 }
+
+/// The defects an actuator of the test build can carry, by the name its
+/// plant file takes (`actuator::plant::Plant`; a test holds the two lists
+/// equal).
+pub const PLANTS: &[&str] = &["finish-at-step-down"];
+
+/// The file on a host that plants a defect in its actuator.
+const PLANT_FILE: &str = "var/lib/rancher/k3s/fleet-role.plant";
 
 /// The longest one swap may take, its resumes and faults included, before
 /// it counts as unfinished.
@@ -49,6 +64,15 @@ const SWAP_BOUND: Duration = Duration::from_secs(20 * 60);
 const CLEAN_BOUND: Duration = Duration::from_secs(6 * 60);
 /// How often a stopped swap is resumed before it is aborted.
 const RESUMES: u32 = 3;
+/// The liveness bound: a swap that did not end done under its faults must
+/// end done within this, tried again with no fault active once they all
+/// healed and the fleet is clean (each try is bounded by [`SWAP_BOUND`]
+/// too, so the last try may end past it).
+const LIVENESS_BOUND: Duration = Duration::from_secs(10 * 60);
+/// The pause between two tries with no fault (a refusal may stand for a
+/// moment: a host back from a reboot is not a healthy standby for
+/// `standby_min_healthy_secs`).
+const RETRY_PAUSE: Duration = Duration::from_secs(15);
 /// The bound of one `fleet-role status` or `abort`.
 const COMMAND_BOUND: Duration = Duration::from_secs(60);
 /// The longest a member may take to serve again after a fault healed.
@@ -82,6 +106,11 @@ struct Shared {
     swap_pid: Mutex<Option<u32>>,
     tallies: Mutex<BTreeMap<FaultKind, FaultTally>>,
     violations: Mutex<Vec<String>>,
+    /// Set at the first violation, the campaign's or the watcher's.
+    tripped: Arc<AtomicBool>,
+    /// A campaign over a planted defect stops at its first violation: the
+    /// defect is shown, and what follows from it is not the question.
+    stop_early: bool,
     say: Box<dyn Fn(&str) + Send + Sync>,
 }
 
@@ -98,6 +127,12 @@ impl Shared {
     fn violation(&self, v: String) {
         (self.say)(&format!("VIOLATION: {v}"));
         self.violations.lock().expect("violations").push(v);
+        self.tripped.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the campaign stops here: a planted defect was caught.
+    fn stopping(&self) -> bool {
+        self.stop_early && self.tripped.load(Ordering::Relaxed)
     }
 }
 
@@ -142,6 +177,21 @@ pub async fn run(
     )
     .await?;
     let spec = lab.spec.clone();
+    if let Some(p) = &o.plant {
+        anyhow::ensure!(
+            PLANTS.contains(&p.as_str()),
+            "{p}: no defect of that name can be planted (known: {})",
+            PLANTS.join(", ")
+        );
+        say(&format!("planting the defect {p} in every host's actuator"));
+        for h in &spec.hosts {
+            let file = spec.root(&h.name).join(PLANT_FILE);
+            if let Some(d) = file.parent() {
+                std::fs::create_dir_all(d)?;
+            }
+            std::fs::write(file, format!("{p}\n"))?;
+        }
+    }
     let config = dir.join("fleet-role.toml");
     std::fs::write(&config, settings(&spec))?;
     let fleet_role = FleetRole {
@@ -176,6 +226,8 @@ pub async fn run(
         swap_pid: Mutex::new(None),
         tallies: Mutex::new(BTreeMap::new()),
         violations: Mutex::new(Vec::new()),
+        tripped: Arc::new(AtomicBool::new(false)),
+        stop_early: o.plant.is_some(),
         say: Box::new(say),
     });
     let say = |l: &str| (shared.say)(l);
@@ -197,29 +249,41 @@ pub async fn run(
         Duration::from_millis(100),
         o.schedule.seed,
     );
-    let watcher = Watch::start(spec.clone(), budget)?;
+    let watcher = Watch::start(
+        spec.clone(),
+        budget,
+        spec.hosts
+            .iter()
+            .filter(|h| h.role == protocol::Role::Server)
+            .count(),
+        shared.tripped.clone(),
+    )?;
     let mut swaps = Vec::new();
     for (n, plan) in o.schedule.swaps.iter().enumerate() {
+        if shared.stopping() {
+            break;
+        }
         if let Err(e) = wait_clean(&shared, CLEAN_BOUND).await {
             shared.violation(format!("before swap {}: {e:#}", n + 1));
         }
         let (voters, standbys) = fleet(&spec).await;
         let Some((out, incoming)) = schedule::pick_pair(plan.pick, &voters, &standbys) else {
-            say(&format!(
+            shared.violation(format!(
                 "swap {}: no pair to swap ({voters:?}, {standbys:?})",
                 n + 1
             ));
             swaps.push(SwapLine {
                 out: String::new(),
                 incoming: String::new(),
-                ending: Ending::Skipped,
+                ending: Ending::Unfinished,
                 resumes: 0,
                 secs: 0,
+                retried: None,
             });
             continue;
         };
         say(&format!("swap {}: {out} -> {incoming}", n + 1));
-        let line = one_swap(
+        let mut line = one_swap(
             &shared,
             n + 1,
             &out,
@@ -236,16 +300,27 @@ pub async fn run(
             line.secs,
             line.resumes
         ));
-        if line.ending == Ending::Unfinished {
-            shared.violation(format!(
+        if shared.stopping() {
+            say("a violation was found over the planted defect: the campaign stops here");
+            swaps.push(line);
+            break;
+        }
+        match line.ending {
+            Ending::Done => check_done(&shared, n + 1, &out, &incoming, voters.len()).await,
+            Ending::Unfinished => shared.violation(format!(
                 "swap {} ({out} -> {incoming}) was not over within {} s",
                 n + 1,
                 SWAP_BOUND.as_secs()
-            ));
+            )),
+            Ending::Refused | Ending::WoundDown => {
+                line.retried = Some(until_done(&shared, n + 1, plan.pick, line.ending).await);
+            }
         }
         swaps.push(line);
     }
-    if let Err(e) = wait_clean(&shared, CLEAN_BOUND).await {
+    if !shared.stopping()
+        && let Err(e) = wait_clean(&shared, CLEAN_BOUND).await
+    {
         shared.violation(format!("after the last swap: {e:#}"));
     }
     // Stop the clients and check their history.
@@ -254,9 +329,11 @@ pub async fn run(
     for v in linear::check(&history).into_iter().chain(found.violations) {
         shared.violation(v);
     }
-    say("the end checks: etcd's members, HashKV, reports, the k3s units");
-    for v in end::checks(&shared.spec, &*shared.lab.lock().await).await {
-        shared.violation(v);
+    if !shared.stopping() {
+        say("the end checks: etcd's members, HashKV, reports, the k3s units");
+        for v in end::checks(&shared.spec, &*shared.lab.lock().await).await {
+            shared.violation(v);
+        }
     }
     shared.runs.lock().await.stop().await;
     let summary = Summary {
@@ -361,30 +438,35 @@ async fn one_swap(
     let t0 = clock.now();
     let before = status(shared).await.and_then(|(_, v)| last_swap(&v));
     shared.downed.lock().expect("downed").clear();
+    // The controller goes through a voter that stays.
+    let through_host = voters.iter().find(|v| *v != out).cloned();
+    let through = through_host
+        .as_ref()
+        .and_then(|v| shared.kubeconfigs.get(v).cloned());
     // The faults run beside the swap, each in its own task.
     let fault_tasks: Vec<_> = plan
         .iter()
         .cloned()
         .map(|f| {
             let shared = shared.clone();
-            let target = schedule::name_target(f.target, (out, incoming), voters, standbys);
+            let target = match f.kind {
+                // The API server the swap's controller goes through.
+                FaultKind::ApiCut => through_host.clone(),
+                _ => schedule::name_target(f.target, (out, incoming), voters, standbys),
+            };
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(f.after_ms)).await;
                 one_fault(&shared, &f, target).await;
             })
         })
         .collect();
-    // The controller goes through a voter that stays.
-    let through = voters
-        .iter()
-        .find(|v| *v != out)
-        .and_then(|v| shared.kubeconfigs.get(v).cloned());
     let mut line = SwapLine {
         out: out.into(),
         incoming: incoming.into(),
         ending: Ending::Unfinished,
         resumes: 0,
         secs: 0,
+        retried: None,
     };
     let log = format!("swap-{n}.log");
     let args = ["swap", "--out", out, "--in", incoming, "--timeout", "10m"];
@@ -396,7 +478,7 @@ async fn one_swap(
     };
     let mut child = spawn();
     let mut exit = None;
-    while clock.since(t0) < SWAP_BOUND {
+    while clock.since(t0) < SWAP_BOUND && !shared.stopping() {
         if let Some(c) = child.as_mut() {
             match c.try_wait() {
                 Ok(Some(s)) => {
@@ -437,7 +519,7 @@ async fn one_swap(
             (shared.say)(&format!(
                 "swap {n}: stopped {RESUMES} times; aborted (exit {code:?})"
             ));
-            line.ending = Ending::Aborted;
+            line.ending = Ending::WoundDown;
             break;
         }
         if !lease["swap"].is_null() {
@@ -461,7 +543,7 @@ async fn one_swap(
             (Some(l), _) if Some(l) != before.as_ref() => match (l.1.as_str(), l.2.as_str()) {
                 ("done", _) => Ending::Done,
                 (_, "refused") => Ending::Refused,
-                _ => Ending::RolledBack,
+                _ => Ending::WoundDown,
             },
             (_, Some(0)) => Ending::Done,
             _ => Ending::Refused,
@@ -477,6 +559,84 @@ async fn one_swap(
     }
     line.secs = clock.since(t0).as_secs();
     line
+}
+
+/// Checks a swap the product recorded done against etcd itself: the
+/// members, read through any member within [`MEMBER_BACK`], are the voters
+/// the swap says, as many as before.
+async fn check_done(shared: &Shared, n: usize, out: &str, incoming: &str, voters_before: usize) {
+    let clock = clock::Clock::system();
+    let start = clock.now();
+    let members = loop {
+        if let Some(ms) = watch::members(&shared.spec).await {
+            break ms;
+        }
+        if clock.since(start) > MEMBER_BACK {
+            shared.violation(format!(
+                "swap {n} ({out} -> {incoming}) done, and no member answered within {} s",
+                MEMBER_BACK.as_secs()
+            ));
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    for w in verdict::done_swap_mismatch(&members, out, incoming, voters_before) {
+        shared.violation(format!(
+            "swap {n} ({out} -> {incoming}) done, but etcd's members disagree: {w}"
+        ));
+    }
+}
+
+/// The liveness half of the verdict: a planned swap that ended `first`
+/// (not done) under its faults, tried again with no fault active (its
+/// faults have all healed: `one_swap` waited for them) once the fleet is
+/// clean, until it ends done or [`LIVENESS_BOUND`] passes, which is a
+/// violation. The pair is picked again from the fleet of the moment with
+/// the plan's `pick`. How many tries, and how the last ended.
+async fn until_done(shared: &Arc<Shared>, n: usize, pick: u64, first: Ending) -> (u32, Ending) {
+    let clock = clock::Clock::system();
+    let start = clock.now();
+    let (mut tries, mut last) = (0u32, first);
+    let elapsed = |tries: u32| {
+        (tries > 0).then(|| u64::try_from(clock.since(start).as_millis()).unwrap_or(u64::MAX))
+    };
+    while let Some(within) = verdict::retry(last, elapsed(tries), LIVENESS_BOUND.as_millis() as u64)
+    {
+        if !within {
+            shared.violation(format!(
+                "liveness: swap {n} did not end done with no fault active within {} s ({tries} tries, the last {})",
+                LIVENESS_BOUND.as_secs(),
+                last.name()
+            ));
+            break;
+        }
+        if tries > 0 {
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+        tries += 1;
+        if let Err(e) = wait_clean(shared, CLEAN_BOUND).await {
+            (shared.say)(&format!("swap {n}, try {tries} with no fault: {e:#}"));
+        }
+        let (voters, standbys) = fleet(&shared.spec).await;
+        let Some((out, incoming)) = schedule::pick_pair(pick, &voters, &standbys) else {
+            last = Ending::Unfinished;
+            continue;
+        };
+        (shared.say)(&format!(
+            "swap {n}, try {tries} with no fault: {out} -> {incoming}"
+        ));
+        let line = one_swap(shared, n, &out, &incoming, &[], &voters, &standbys).await;
+        (shared.say)(&format!(
+            "swap {n}, try {tries} with no fault: {} in {} s",
+            line.ending.name(),
+            line.secs
+        ));
+        last = line.ending;
+        if last == Ending::Done {
+            check_done(shared, n, &out, &incoming, voters.len()).await;
+        }
+    }
+    (tries, last)
 }
 
 /// Fires one fault at its moment (waiting while the budget or the host is
@@ -524,17 +684,24 @@ async fn one_fault(shared: &Shared, f: &Fault, target: Option<String>) {
     let clock = clock::Clock::system();
     let asked = clock.now();
     let mut deferred = false;
-    let holds = loop {
-        let member = watch::members(&shared.spec)
-            .await
+    let (holds, voters) = loop {
+        let members = watch::members(&shared.spec).await;
+        let member = members
+            .as_ref()
             .is_none_or(|ms| ms.iter().any(|m| watch::host_of(&m.name) == host));
+        let voters: Vec<String> = members
+            .iter()
+            .flatten()
+            .filter(|m| !m.is_learner)
+            .map(|m| watch::host_of(&m.name).to_string())
+            .collect();
         {
             let mut busy = shared.busy.lock().expect("busy");
             if !busy.contains(&host)
                 && let Some(holds) = shared.budget.lock().expect("budget").take(f.kind, member)
             {
                 busy.insert(host.clone());
-                break holds;
+                break (holds, voters);
             }
         }
         if clock.since(asked) > SWAP_BOUND {
@@ -554,7 +721,7 @@ async fn one_fault(shared: &Shared, f: &Fault, target: Option<String>) {
         },
         if deferred { " (deferred)" } else { "" }
     ));
-    let fired = faults::fire(&mut *shared.lab.lock().await, f.kind, &host);
+    let fired = faults::fire(&mut *shared.lab.lock().await, f.kind, &host, &voters);
     match &fired {
         Ok(true) => {
             if f.kind.takes_member_down() {
@@ -629,4 +796,16 @@ async fn one_fault(shared: &Shared, f: &Fault, target: Option<String>) {
 pub fn load(path: &Path) -> anyhow::Result<Schedule> {
     let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
     serde_json::from_str(&text).with_context(|| format!("{}: not a chaos schedule", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_campaign_plants_exactly_the_defects_the_test_builds_actuator_can_carry() {
+        let carried: Vec<&str> = actuator::plant::Plant::ALL
+            .iter()
+            .map(|p| p.name())
+            .collect();
+        assert_eq!(super::PLANTS, carried.as_slice());
+    }
 }

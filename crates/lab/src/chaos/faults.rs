@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use labrig::filter::{self, Rule};
+
 use super::schedule::FaultKind;
 use crate::systemd_lab::SystemdLab;
 
@@ -36,11 +38,57 @@ fn signal(lab: &SystemdLab, host: &str, signal: &str, name: &str) -> anyhow::Res
     }
 }
 
-/// Fires a host fault of `kind` on `host`: whether it acted on anything (a
-/// freeze on a host with no etcd, or no API server, does nothing; nor does
-/// a kill of k3s on a host between roles).
-pub fn fire(lab: &mut SystemdLab, kind: FaultKind, host: &str) -> anyhow::Result<bool> {
+/// The packet filters a network fault of `kind` puts on `host`, given the
+/// voters of the moment (by name): none when it has nothing to act on (a
+/// link to another voter, or a split, from a host with no vote).
+fn network_rules(
+    lab: &SystemdLab,
+    kind: FaultKind,
+    host: &str,
+    voters: &[String],
+) -> anyhow::Result<Vec<Rule>> {
+    let net = lab.net();
+    let others: Vec<std::net::Ipv4Addr> = voters
+        .iter()
+        .filter(|v| *v != host)
+        .map(|v| Ok(net.host(v)?.addr))
+        .collect::<anyhow::Result<_>>()?;
+    let voting = voters.iter().any(|v| v == host);
+    Ok(match kind {
+        FaultKind::PeerCut => vec![Rule::Port(k3sstandin::spec::ETCD_PEER_PORT)],
+        FaultKind::OneWay if voting => others.first().map(|a| Rule::To(*a)).into_iter().collect(),
+        FaultKind::Split if voting => others
+            .iter()
+            .flat_map(|a| [Rule::To(*a), Rule::From(*a)])
+            .collect(),
+        // The controller runs on this machine, reaching the lab through
+        // its gateway address.
+        FaultKind::ApiCut => vec![Rule::FromToPort(net.gateway(), k3sstandin::spec::API_PORT)],
+        _ => Vec::new(),
+    })
+}
+
+/// Fires a host fault of `kind` on `host` (`voters`: the voting members'
+/// hosts now): whether it acted on anything (a freeze on a host with no
+/// etcd, or no API server, does nothing; nor does a kill of k3s on a host
+/// between roles, nor a split of a host with no vote).
+pub fn fire(
+    lab: &mut SystemdLab,
+    kind: FaultKind,
+    host: &str,
+    voters: &[String],
+) -> anyhow::Result<bool> {
     match kind {
+        FaultKind::PeerCut | FaultKind::OneWay | FaultKind::Split | FaultKind::ApiCut => {
+            let rules = network_rules(lab, kind, host, voters)?;
+            if rules.is_empty() {
+                return Ok(false);
+            }
+            let h = lab.net().host(host)?;
+            filter::drop_packets(h, &rules)
+                .with_context(|| format!("{} on {host}", kind.name()))?;
+            Ok(true)
+        }
         // systemd starts a killed unit again (Restart=always, as shipped).
         FaultKind::KillActuator => {
             let kill = [
@@ -76,6 +124,10 @@ pub fn heal(lab: &mut SystemdLab, kind: FaultKind, host: &str) -> anyhow::Result
         FaultKind::Cut => Ok(lab.net().restore(host)?),
         FaultKind::FreezeEtcd => signal(lab, host, "-CONT", "etcd").map(drop),
         FaultKind::FreezeApi => signal(lab, host, "-CONT", "kube-apiserver").map(drop),
+        FaultKind::PeerCut | FaultKind::OneWay | FaultKind::Split | FaultKind::ApiCut => {
+            let h = lab.net().host(host)?;
+            filter::clear(h).with_context(|| format!("clearing {}'s filters", host))
+        }
         FaultKind::KillActuator
         | FaultKind::KillK3s
         | FaultKind::Reboot

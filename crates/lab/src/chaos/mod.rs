@@ -4,9 +4,10 @@
 //! checked at the end (docs/testing.md, "The chaos campaign").
 //!
 //! The pure parts: [`schedule`] (the seeded fault schedule and the
-//! operator's budget), [`linear`] (the history and its check) and
-//! [`summary`]; the shells: [`clients`], [`controllers`], [`faults`],
-//! [`watch`], [`end`] and [`campaign`].
+//! operator's budget), [`linear`] (the history and its check), [`verdict`]
+//! (a done swap against etcd, and liveness) and [`summary`]; the shells:
+//! [`clients`], [`controllers`], [`faults`], [`watch`], [`end`] and
+//! [`campaign`].
 
 pub mod campaign;
 pub mod clients;
@@ -16,4 +17,5 @@ pub mod faults;
 pub mod linear;
 pub mod schedule;
 pub mod summary;
+pub mod verdict;
 pub mod watch;

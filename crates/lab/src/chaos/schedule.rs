@@ -35,11 +35,26 @@ pub enum FaultKind {
     /// The host's kube-apiserver stopped (SIGSTOP) for the hold: its API
     /// accepts connections and never answers.
     FreezeApi,
+    /// The host's etcd peer port cut for the hold: its member cannot reach
+    /// its peers nor they it, while its clients, its API server and the
+    /// controller still reach the host.
+    PeerCut,
+    /// Every packet the host sends to one other voter dropped for the hold
+    /// (one direction of one link; TCP then fails both ways on that link).
+    OneWay,
+    /// The voters split for the hold: the host (a voter) cut from every
+    /// other voter, a minority of one against the majority; the standbys
+    /// and the controller still reach both sides.
+    Split,
+    /// The API server the swap's controller goes through unreachable from
+    /// the controller for the hold, while it serves every host and the
+    /// other API servers answer.
+    ApiCut,
 }
 
 impl FaultKind {
     /// Every kind, in the order the summary lists them.
-    pub const ALL: [FaultKind; 10] = [
+    pub const ALL: [FaultKind; 14] = [
         FaultKind::KillActuator,
         FaultKind::KillSwapController,
         FaultKind::KillLeadingRun,
@@ -50,6 +65,10 @@ impl FaultKind {
         FaultKind::Cut,
         FaultKind::FreezeEtcd,
         FaultKind::FreezeApi,
+        FaultKind::PeerCut,
+        FaultKind::OneWay,
+        FaultKind::Split,
+        FaultKind::ApiCut,
     ];
 
     /// Its name, as in the schedule's JSON and the summary.
@@ -65,6 +84,10 @@ impl FaultKind {
             FaultKind::Cut => "cut",
             FaultKind::FreezeEtcd => "freeze-etcd",
             FaultKind::FreezeApi => "freeze-api",
+            FaultKind::PeerCut => "peer-cut",
+            FaultKind::OneWay => "one-way",
+            FaultKind::Split => "split",
+            FaultKind::ApiCut => "api-cut",
         }
     }
 
@@ -88,12 +111,26 @@ impl FaultKind {
                 | FaultKind::Cut
                 | FaultKind::FreezeEtcd
                 | FaultKind::FreezeApi
+                | FaultKind::PeerCut
+                | FaultKind::OneWay
+                | FaultKind::Split
+                | FaultKind::ApiCut
+        )
+    }
+
+    /// Whether it is a network fault (a packet filter in the host's
+    /// namespace, `labrig::filter`).
+    pub fn on_network(self) -> bool {
+        matches!(
+            self,
+            FaultKind::PeerCut | FaultKind::OneWay | FaultKind::Split | FaultKind::ApiCut
         )
     }
 
     /// Whether it takes the host's etcd member out of the quorum while it
     /// lasts: such faults are the operator's budget, at most one at a time
-    /// on the members (`Budget`).
+    /// on the members (`Budget`). A link dropped one way counts: with a
+    /// second member down the two ends of that link are no quorum.
     pub fn takes_member_down(self) -> bool {
         matches!(
             self,
@@ -103,6 +140,9 @@ impl FaultKind {
                 | FaultKind::HardReset
                 | FaultKind::Cut
                 | FaultKind::FreezeEtcd
+                | FaultKind::PeerCut
+                | FaultKind::OneWay
+                | FaultKind::Split
         )
     }
 }

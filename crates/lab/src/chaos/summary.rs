@@ -6,20 +6,18 @@ use std::collections::BTreeMap;
 
 use super::{linear::Counts, schedule::FaultKind};
 
-/// How one planned swap ended.
+/// How one attempt of a planned swap ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {
     /// The voter was replaced.
     Done,
-    /// It wound down to the fleet as it was after a failure.
-    RolledBack,
     /// A gate shut before anything changed (or it wound down from one).
     Refused,
-    /// It stopped part-way and, resumed as often as allowed, was aborted.
-    Aborted,
-    /// No pair to swap (no standby or no voter at that moment).
-    Skipped,
-    /// It was still not over within the campaign's bound: a violation.
+    /// It wound down to the fleet as it was: after a failure, or aborted
+    /// once it had stopped part-way more often than it was resumed.
+    WoundDown,
+    /// It was not over within the campaign's bound, or there was no pair
+    /// to swap: a violation.
     Unfinished,
 }
 
@@ -28,10 +26,8 @@ impl Ending {
     pub fn name(self) -> &'static str {
         match self {
             Ending::Done => "done",
-            Ending::RolledBack => "rolled back",
             Ending::Refused => "refused",
-            Ending::Aborted => "aborted",
-            Ending::Skipped => "skipped",
+            Ending::WoundDown => "wound down",
             Ending::Unfinished => "unfinished",
         }
     }
@@ -44,12 +40,22 @@ pub struct SwapLine {
     pub out: String,
     /// The incoming standby.
     pub incoming: String,
-    /// How it ended.
+    /// How it ended under its faults.
     pub ending: Ending,
     /// How often a stopped swap was resumed.
     pub resumes: u32,
     /// Seconds from its start to its end.
     pub secs: u64,
+    /// When it did not end done: how many attempts with no fault active
+    /// followed, and how the last ended (a violation unless done).
+    pub retried: Option<(u32, Ending)>,
+}
+
+impl SwapLine {
+    /// Whether it ended done, under its faults or once they healed.
+    pub fn done_at_last(&self) -> bool {
+        self.ending == Ending::Done || matches!(self.retried, Some((_, Ending::Done)))
+    }
 }
 
 /// What happened to the faults of one kind.
@@ -88,9 +94,14 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// How many swaps ended `e`.
+    /// How many swaps ended `e` under their faults.
     pub fn ended(&self, e: Ending) -> usize {
         self.swaps.iter().filter(|s| s.ending == e).count()
+    }
+
+    /// How many swaps were tried again with no fault active.
+    pub fn retried(&self) -> usize {
+        self.swaps.iter().filter(|s| s.retried.is_some()).count()
     }
 
     /// Faults fired, in all.
@@ -105,19 +116,24 @@ impl Summary {
             self.seed, self.secs, self.schedule
         )];
         out.push(format!(
-            "swaps: {} attempted, {} done, {} rolled back, {} refused, {} aborted, {} skipped, {} unfinished; {} resumes",
-            self.swaps.len() - self.ended(Ending::Skipped),
+            "swaps: {} done, {} refused, {} wound down, {} unfinished; {} resumes",
             self.ended(Ending::Done),
-            self.ended(Ending::RolledBack),
             self.ended(Ending::Refused),
-            self.ended(Ending::Aborted),
-            self.ended(Ending::Skipped),
+            self.ended(Ending::WoundDown),
             self.ended(Ending::Unfinished),
             self.swaps.iter().map(|s| s.resumes).sum::<u32>(),
         ));
+        out.push(format!(
+            "retried with no fault active: {}, {} of them done",
+            self.retried(),
+            self.swaps
+                .iter()
+                .filter(|s| matches!(s.retried, Some((_, Ending::Done))))
+                .count()
+        ));
         for (i, s) in self.swaps.iter().enumerate() {
             out.push(format!(
-                "  swap {}: {} -> {}: {} in {} s{}",
+                "  swap {}: {} -> {}: {} in {} s{}{}",
                 i + 1,
                 s.out,
                 s.incoming,
@@ -127,6 +143,10 @@ impl Summary {
                     format!(" ({} resumes)", s.resumes)
                 } else {
                     String::new()
+                },
+                match s.retried {
+                    Some((n, e)) => format!("; then {} after {n} tries with no fault", e.name()),
+                    None => String::new(),
                 }
             ));
         }
@@ -161,12 +181,14 @@ impl Summary {
     /// One row of docs/testing.md's campaign table.
     pub fn row(&self) -> String {
         format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} s | {} s | {} | {} s |",
+            "| {} | {} | {} / {} / {} / {} | {} | {} | {} | {} / {} / {} | {} s | {} s | {} | {} s |",
             self.seed,
-            self.swaps.len() - self.ended(Ending::Skipped),
+            self.swaps.len(),
             self.ended(Ending::Done),
-            self.ended(Ending::RolledBack) + self.ended(Ending::Refused),
-            self.ended(Ending::Aborted),
+            self.ended(Ending::Refused),
+            self.ended(Ending::WoundDown),
+            self.ended(Ending::Unfinished),
+            self.retried(),
             self.swaps.iter().map(|s| s.resumes).sum::<u32>(),
             self.fired(),
             self.ops.ok,
@@ -190,11 +212,11 @@ mod tests {
             schedule: "x.json".into(),
             ..Default::default()
         };
-        for (ending, resumes) in [
-            (Ending::Done, 0),
-            (Ending::Done, 1),
-            (Ending::RolledBack, 0),
-            (Ending::Skipped, 0),
+        for (ending, resumes, retried) in [
+            (Ending::Done, 0, None),
+            (Ending::Done, 1, None),
+            (Ending::WoundDown, 0, Some((1, Ending::Done))),
+            (Ending::Refused, 0, Some((3, Ending::Refused))),
         ] {
             s.swaps.push(SwapLine {
                 out: "server-1".into(),
@@ -202,6 +224,7 @@ mod tests {
                 ending,
                 resumes,
                 secs: 90,
+                retried,
             });
         }
         s.faults.insert(
@@ -227,10 +250,17 @@ mod tests {
         let s = a_summary();
         let lines = s.lines();
         assert!(lines[0].contains("--replay x.json"), "{lines:?}");
+        assert_eq!(
+            lines[1],
+            "swaps: 2 done, 1 refused, 1 wound down, 0 unfinished; 1 resumes"
+        );
+        assert_eq!(lines[2], "retried with no fault active: 2, 1 of them done");
         assert!(
-            lines[1].starts_with("swaps: 3 attempted, 2 done, 1 rolled back, 0 refused, 0 aborted, 1 skipped, 0 unfinished; 1 resumes"),
+            lines[6].ends_with("refused in 90 s; then refused after 3 tries with no fault"),
             "{lines:?}"
         );
+        let done: Vec<bool> = s.swaps.iter().map(SwapLine::done_at_last).collect();
+        assert_eq!(done, [true, true, true, false]);
         assert!(
             lines
                 .iter()

@@ -2,7 +2,11 @@
 //!
 //! - a quorum read answers: no stall past [`STALL_BOUND`] unless the
 //!   schedule itself has a member down (or had, within the bound);
-//! - at most one learner in etcd's member list;
+//! - the voting members are never fewer than the fleet's voters nor more
+//!   than one above (a swap adds its incoming voter before it removes the
+//!   outgoing one; a member removed first, or two swaps at once, fire it).
+//!   It replaced "at most one learner", which could not fire: etcd 3.6
+//!   refuses a second learner itself;
 //! - no datastore moved while its member could still vote: a host whose
 //!   `server/db/etcd` is gone has no voting member in the list read after.
 //!
@@ -34,8 +38,8 @@ pub struct Findings {
     pub violations: Vec<String>,
     /// The longest time no quorum read answered, in milliseconds.
     pub longest_stall_ms: u64,
-    /// The most learners seen at once.
-    pub most_learners: usize,
+    /// The fewest and the most voting members seen at once.
+    pub voting_range: Option<(usize, usize)>,
 }
 
 /// The watcher, running until [`Watch::finish`].
@@ -56,9 +60,15 @@ pub async fn members(spec: &LabSpec) -> Option<Vec<etcd_gw::Member>> {
 }
 
 impl Watch {
-    /// Starts watching `spec`'s hosts; `budget` says when the schedule has
-    /// a member down.
-    pub fn start(spec: LabSpec, budget: Arc<Mutex<Budget>>) -> anyhow::Result<Watch> {
+    /// Starts watching `spec`'s hosts, a fleet of `voters` voters; `budget`
+    /// says when the schedule has a member down; `tripped` is set at the
+    /// first violation found (the findings come at [`Watch::finish`]).
+    pub fn start(
+        spec: LabSpec,
+        budget: Arc<Mutex<Budget>>,
+        voters: usize,
+        tripped: Arc<AtomicBool>,
+    ) -> anyhow::Result<Watch> {
         let endpoints: Vec<(String, etcd_gw::Endpoint)> = spec
             .hosts
             .iter()
@@ -66,7 +76,8 @@ impl Watch {
             .collect::<anyhow::Result<_>>()?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
-        let task = tokio::spawn(async move { watch(spec, endpoints, budget, s).await });
+        let task =
+            tokio::spawn(async move { watch(spec, endpoints, budget, voters, s, tripped).await });
         Ok(Watch { stop, task })
     }
 
@@ -84,12 +95,14 @@ async fn watch(
     spec: LabSpec,
     endpoints: Vec<(String, etcd_gw::Endpoint)>,
     budget: Arc<Mutex<Budget>>,
+    voters: usize,
     stop: Arc<AtomicBool>,
+    tripped: Arc<AtomicBool>,
 ) -> Findings {
     let clock = clock::Clock::system();
     let mut f = Findings::default();
     let mut stall = Stall::new(clock.now());
-    let mut learners_said = false;
+    let mut count_said = false;
     let mut had_datastore: BTreeMap<String, bool> = BTreeMap::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     while !stop.load(Ordering::Relaxed) {
@@ -108,17 +121,17 @@ async fn watch(
             })
             .collect();
         if let Some(members) = &members(&spec).await {
-            let learners: Vec<&str> = members
-                .iter()
-                .filter(|m| m.is_learner)
-                .map(|m| m.name.as_str())
-                .collect();
-            f.most_learners = f.most_learners.max(learners.len());
-            if learners.len() > 1 && !learners_said {
-                f.violations
-                    .push(format!("more than one learner at once: {learners:?}"));
+            let voting = members.iter().filter(|m| !m.is_learner).count();
+            f.voting_range = Some(f.voting_range.map_or((voting, voting), |(lo, hi)| {
+                (lo.min(voting), hi.max(voting))
+            }));
+            let wrong = voting_out_of_range(members, voters);
+            if let Some(w) = &wrong
+                && !count_said
+            {
+                f.violations.push(w.clone());
             }
-            learners_said = learners.len() > 1;
+            count_said = wrong.is_some();
             f.violations
                 .extend(moved_while_voting(&had_datastore, &datastore, members));
         }
@@ -132,6 +145,9 @@ async fn watch(
         }
         f.violations
             .extend(stall.observe(clock.now(), answered, excused));
+        if !f.violations.is_empty() {
+            tripped.store(true, Ordering::Relaxed);
+        }
     }
     f.longest_stall_ms = stall.longest_ms;
     f
@@ -157,6 +173,23 @@ pub fn moved_while_voting(
             ))
         })
         .collect()
+}
+
+/// The violation when `members` hold fewer voting members than the
+/// fleet's `voters`, or more than one above: one per episode (the caller
+/// says it once until it clears).
+pub fn voting_out_of_range(members: &[etcd_gw::Member], voters: usize) -> Option<String> {
+    let voting: Vec<&str> = members
+        .iter()
+        .filter(|m| !m.is_learner)
+        .map(|m| m.name.as_str())
+        .collect();
+    (voting.len() < voters || voting.len() > voters + 1).then(|| {
+        format!(
+            "{} voting members, the fleet has {voters}: {voting:?}",
+            voting.len()
+        )
+    })
 }
 
 /// The quorum reads' stalls: the longest, and a violation once per stall

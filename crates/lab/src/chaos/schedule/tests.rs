@@ -119,7 +119,10 @@ fn only_the_faults_that_stop_a_member_count_against_the_budget() {
             "reboot",
             "hard-reset",
             "cut",
-            "freeze-etcd"
+            "freeze-etcd",
+            "peer-cut",
+            "one-way",
+            "split"
         ]
     );
     assert!(!FaultKind::KillLeadingRun.on_host());
@@ -132,7 +135,15 @@ fn only_the_faults_that_stop_a_member_count_against_the_budget() {
             "hard-reset",
             "cut",
             "freeze-etcd",
-            "freeze-api"
+            "freeze-api",
+            "peer-cut",
+            "one-way",
+            "split",
+            "api-cut"
         ]
+    );
+    assert_eq!(
+        kinds(FaultKind::on_network),
+        ["peer-cut", "one-way", "split", "api-cut"]
     );
 }

@@ -78,3 +78,28 @@ fn a_stall_while_the_schedule_has_a_member_down_is_excused_until_the_bound_after
     assert!(w.observe(at(81), false, false).is_some());
     assert_eq!(w.longest_ms, 81_000);
 }
+
+#[test]
+fn the_voting_members_may_be_the_fleets_voters_or_one_more_and_nothing_else() {
+    let three = [
+        member("server-1-a", false),
+        member("server-2-b", false),
+        member("server-3-c", false),
+    ];
+    assert_eq!(voting_out_of_range(&three, 3), None);
+    let mut four = three.to_vec();
+    four.push(member("agent-1-d", false));
+    assert_eq!(voting_out_of_range(&four, 3), None);
+    // A learner is no voter: three voters and a learner are fine, two and
+    // a learner are a member removed before its replacement could vote.
+    let mut two = three[..2].to_vec();
+    two.push(member("agent-1-d", true));
+    let w = voting_out_of_range(&two, 3).unwrap();
+    assert!(w.starts_with("2 voting members, the fleet has 3"), "{w}");
+    four.push(member("agent-2-e", false));
+    assert!(
+        voting_out_of_range(&four, 3)
+            .unwrap()
+            .starts_with("5 voting")
+    );
+}
