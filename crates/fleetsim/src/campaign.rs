@@ -70,6 +70,8 @@ fn arb_chaos() -> impl Strategy<Value = Chaos> {
                     lost_report_at: lost,
                     frozen,
                     skew,
+                    api_out: None,
+                    unacked_at: None,
                 }
             },
         )
@@ -103,14 +105,47 @@ fn draw(seed: u64) -> (FleetView, String, String, Faults) {
     (v, out, inc, faults)
 }
 
-/// Plays the swap of `seed`: how it ended, or the first broken invariant.
-fn play(seed: u64, counts: &mut Counts) -> Result<&'static str, String> {
-    play_in(seed, counts, &mut None)
+/// [`draw`], with the API's failures on top: the controller's writes
+/// failing for a while, and one write whose answer is lost. Drawn from a
+/// stream of their own, so a seed's fleet, faults and chaos are those
+/// [`draw`] gives it, and the seeds replayed below stay as they were found.
+fn draw_widened(seed: u64) -> (FleetView, String, String, Faults) {
+    let (v, out, inc, mut faults) = draw(seed);
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    bytes[8] = 1;
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
+    let mut runner = TestRunner::new_with_rng(Config::default(), rng);
+    let api = (
+        prop::option::weighted(0.3, (0usize..60, 1usize..30)),
+        prop::option::weighted(0.3, 0usize..60),
+    );
+    let (api_out, unacked_at) = api.new_tree(&mut runner).unwrap().current();
+    faults.chaos.api_out = api_out;
+    faults.chaos.unacked_at = unacked_at;
+    (v, out, inc, faults)
 }
 
-/// [`play`], leaving the world in `kept` for a replay to show.
+/// How a seed's swap is drawn.
+type Draw = fn(u64) -> (FleetView, String, String, Faults);
+
+/// Plays the swap of `seed`, the API's failures included: how it ended, or
+/// the first broken invariant.
+fn play(seed: u64, counts: &mut Counts) -> Result<&'static str, String> {
+    play_in(seed, draw_widened, counts, &mut None)
+}
+
+/// [`play`] without the API's failures: how the seeds replayed below were
+/// drawn when they were found.
+fn play_as_found(seed: u64) -> Result<&'static str, String> {
+    play_in(seed, draw, &mut Counts::default(), &mut None)
+}
+
+/// [`play`], drawn by `draw`, leaving the world in `kept` for a replay to
+/// show.
 fn play_in(
     seed: u64,
+    draw: Draw,
     counts: &mut Counts,
     kept: &mut Option<World>,
 ) -> Result<&'static str, String> {
@@ -152,10 +187,10 @@ fn env(name: &str) -> Option<u64> {
 fn a_seeded_campaign_of_swaps_under_lagging_watches_crashes_frozen_controllers_and_skewed_clocks_breaks_no_invariant()
  {
     if let Some(seed) = env("FLEET_ROLE_SIM_SEED") {
-        let (v, out, inc, faults) = draw(seed);
+        let (v, out, inc, faults) = draw_widened(seed);
         eprintln!("seed {seed}: {out} out, {inc} in\n{faults:#?}\n{v:#?}");
         let mut kept = None;
-        let r = play_in(seed, &mut Counts::default(), &mut kept);
+        let r = play_in(seed, draw_widened, &mut Counts::default(), &mut kept);
         if let Some(w) = kept {
             for (a, t) in w.writes.iter().zip(&w.write_ticks) {
                 eprintln!("tick {t}: {a:?}");
@@ -181,7 +216,7 @@ fn a_seeded_campaign_of_swaps_under_lagging_watches_crashes_frozen_controllers_a
     let secs = clock.since(started).as_secs_f64();
     let steps = counts.controller_steps + counts.host_steps;
     eprintln!(
-        "simulation: {seeds} swaps (seeds {first}..{}), {steps} steps ({} controller, {} host) in {secs:.1} s ({:.0} steps/s); stale views: {} of the controller's Nodes, {} of the actuators'; {} reports lost to a crash; {} ticks frozen; endings {endings:?}; violations {}",
+        "simulation: {seeds} swaps (seeds {first}..{}), {steps} steps ({} controller, {} host) in {secs:.1} s ({:.0} steps/s); stale views: {} of the controller's Nodes, {} of the actuators'; {} reports lost to a crash; {} ticks frozen; {} writes failed, {} answers lost; endings {endings:?}; violations {}",
         first + seeds,
         counts.controller_steps,
         counts.host_steps,
@@ -190,6 +225,8 @@ fn a_seeded_campaign_of_swaps_under_lagging_watches_crashes_frozen_controllers_a
         counts.stale_host_views,
         counts.lost_reports,
         counts.frozen_ticks,
+        counts.failed_writes,
+        counts.unacked_writes,
         violations.len(),
     );
     assert!(
@@ -209,6 +246,10 @@ fn a_seeded_campaign_of_swaps_under_lagging_watches_crashes_frozen_controllers_a
             counts.lost_reports > 0 && counts.frozen_ticks > 0,
             "{counts:?}"
         );
+        assert!(
+            counts.failed_writes > 0 && counts.unacked_writes > 0,
+            "{counts:?}"
+        );
         for e in ["done", "refused", "stopped", "wound down"] {
             assert!(endings.get(e).copied().unwrap_or(0) >= 3, "{endings:?}");
         }
@@ -223,7 +264,7 @@ fn a_seeded_campaign_of_swaps_under_lagging_watches_crashes_frozen_controllers_a
 /// of its plan.
 #[test]
 fn seed_34390_a_promotion_the_lease_stopped_at_first_is_made_whole_when_it_resumes() {
-    assert_eq!(play(34390, &mut Counts::default()), Ok("done"));
+    assert_eq!(play_as_found(34390), Ok("done"));
 }
 
 /// Seed 2617: a voter down for less than the controller's view lags, while
@@ -231,7 +272,7 @@ fn seed_34390_a_promotion_the_lease_stopped_at_first_is_made_whole_when_it_resum
 /// observer wins, which the quorum invariant names (`World::voters_truth`).
 #[test]
 fn seed_2617_a_voter_down_within_the_watch_lag_is_a_race_and_not_a_removal_below_quorum() {
-    assert_eq!(play(2617, &mut Counts::default()), Ok("wound down"));
+    assert_eq!(play_as_found(2617), Ok("wound down"));
 }
 
 /// The first violation the campaign's seeds from 0 find within `seeds`,

@@ -128,6 +128,8 @@ struct World {
     past: views::Past,
     /// What happened, counted.
     counts: views::Counts,
+    /// Whether the write whose answer is lost (`Chaos::unacked_at`) was made.
+    unacked: bool,
 }
 
 impl World {
@@ -161,6 +163,7 @@ impl World {
             tick: 0,
             past: views::Past::default(),
             counts: views::Counts::default(),
+            unacked: false,
         };
         w.report_etcd();
         w
@@ -697,8 +700,22 @@ impl World {
                 let a = next_action(&view, s);
                 self.counts.controller_steps += 1;
                 check(self, s, &a)?;
+                if a.writes() && self.faults.chaos.api_out_at(tick) {
+                    // Nothing reached the API; the shell decides again.
+                    self.counts.failed_writes += 1;
+                    break;
+                }
                 if a.writes() {
+                    let taken = s.taken.clone();
                     self.write(&view, &a, s);
+                    if self.faults.chaos.unacked_at.is_some_and(|at| tick >= at) && !self.unacked {
+                        // Done, and reported failed: the shell knows only
+                        // what it knew before, and decides again.
+                        self.unacked = true;
+                        self.counts.unacked_writes += 1;
+                        s.taken = taken;
+                        break;
+                    }
                 }
                 if a.is_terminal() {
                     return Ok(a);

@@ -47,6 +47,14 @@ pub(super) struct Chaos {
     /// Each host's clock, in seconds ahead of the truth (behind when
     /// negative), within the skew margin.
     pub skew: [i8; HOSTS],
+    /// From this tick, for this many ticks, every write the controller
+    /// makes fails before it reaches the API (its API server unreachable,
+    /// or answering errors): nothing is written, and it decides again.
+    pub api_out: Option<(usize, usize)>,
+    /// The first write at or after this tick is carried out, and the
+    /// controller is told it failed (its answer lost to a timeout): a
+    /// Lease it took that way is one it does not know it holds.
+    pub unacked_at: Option<usize>,
 }
 
 impl Chaos {
@@ -56,6 +64,12 @@ impl Chaos {
             || self.report_lag > 0
             || self.host_node_lag > 0
             || self.host_lease_lag > 0
+    }
+
+    /// Whether the controller's writes fail at `tick`.
+    pub fn api_out_at(&self, tick: usize) -> bool {
+        self.api_out
+            .is_some_and(|(from, len)| tick >= from && tick < from + len)
     }
 
     /// Whether the controller is frozen at `tick`.
@@ -109,6 +123,10 @@ pub struct Counts {
     pub lost_reports: u64,
     /// Ticks the controller spent frozen.
     pub frozen_ticks: u64,
+    /// The controller's writes that failed before reaching the API.
+    pub failed_writes: u64,
+    /// Writes carried out whose answer the controller lost.
+    pub unacked_writes: u64,
 }
 
 impl Counts {
@@ -120,6 +138,8 @@ impl Counts {
         self.stale_host_views += other.stale_host_views;
         self.lost_reports += other.lost_reports;
         self.frozen_ticks += other.frozen_ticks;
+        self.failed_writes += other.failed_writes;
+        self.unacked_writes += other.unacked_writes;
     }
 }
 
