@@ -1,43 +1,18 @@
-//! Planted defects, a testing aid in the same build as the failpoint
-//! (never the packaged one): while the file
-//! `/var/lib/rancher/k3s/fleet-role.plant` names a defect, this actuator
-//! carries it. The chaos campaign must turn each into a violation; a
-//! campaign that stays clean over one has a blind spot (docs/testing.md,
-//! "Planted defects").
+//! The planted defects the actuator can carry, a testing aid in the same
+//! build as the failpoint (never the packaged one): while the file
+//! `/var/lib/rancher/k3s/fleet-role.plant` names a defect of
+//! [`plants::Plant`] that is the actuator's ([`Plant::in_the_actuator`]),
+//! this actuator carries it
+//! (docs/testing.md, "Planted defects").
 //!
-//! An unknown name in the file plants nothing and says so in the log.
+//! A name that is no defect of the actuator's plants nothing and says so
+//! in the log.
 
 use std::{fs, path::PathBuf};
 
 use host::HostPaths;
+use plants::Plant;
 use tracing::warn;
-
-/// A defect this build can carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Plant {
-    /// `finish-at-step-down`: the step-down applies the finish's plan, so
-    /// the server stops and its datastore moves aside while its member can
-    /// still vote (the controller removes the member only after the
-    /// step-down).
-    FinishAtStepDown,
-}
-
-impl Plant {
-    /// Every defect this build can carry.
-    pub const ALL: [Plant; 1] = [Plant::FinishAtStepDown];
-
-    /// Its name in the plant file.
-    pub fn name(self) -> &'static str {
-        match self {
-            Plant::FinishAtStepDown => "finish-at-step-down",
-        }
-    }
-
-    /// The plant a name stands for.
-    pub fn parse(name: &str) -> Option<Plant> {
-        Plant::ALL.into_iter().find(|p| p.name() == name.trim())
-    }
-}
 
 /// The plant file on this host.
 pub fn file(paths: &HostPaths) -> PathBuf {
@@ -48,12 +23,12 @@ pub fn file(paths: &HostPaths) -> PathBuf {
 /// test plants it on a running host).
 pub fn planted(paths: &HostPaths) -> Option<Plant> {
     let text = fs::read_to_string(file(paths)).ok()?;
-    let plant = Plant::parse(&text);
+    let plant = Plant::parse(&text).filter(|p| p.in_the_actuator());
     match plant {
         Some(p) => warn!("planted defect {} active (a testing aid)", p.name()),
         None => warn!(
             text = text.trim(),
-            "the plant file names no known defect; none planted"
+            "the plant file names no defect the actuator carries; none planted"
         ),
     }
     plant
@@ -64,13 +39,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_plant_is_read_from_its_file_by_name_and_nothing_else_plants() {
+    fn a_plant_is_read_from_its_file_by_name_and_only_the_actuators_own_plant() {
         let dir = tempfile::tempdir().unwrap();
         let paths = HostPaths::new(dir.path());
         assert_eq!(planted(&paths), None);
         fs::create_dir_all(file(&paths).parent().unwrap()).unwrap();
         fs::write(file(&paths), "finish-at-step-down\n").unwrap();
         assert_eq!(planted(&paths), Some(Plant::FinishAtStepDown));
+        // A decision's defect is not the actuator's to carry.
+        fs::write(file(&paths), "skip-lease-names-host").unwrap();
+        assert_eq!(planted(&paths), None);
         fs::write(file(&paths), "skip-every-gate").unwrap();
         assert_eq!(planted(&paths), None);
     }

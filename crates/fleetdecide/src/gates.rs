@@ -529,7 +529,7 @@ pub(super) fn check_removal(
 pub fn gate_quorum_at_host_stop(v: &FleetView, node: &str) -> Gate {
     let name = GateName::QuorumAtHostStop;
     #[cfg(feature = "plant")]
-    if crate::plant::active(crate::plant::Plant::SkipQuorumAtHostStop) {
+    if plants::active(plants::Plant::SkipQuorumAtHostStop) {
         return Gate::pass(name, "not checked (a planted defect)");
     }
     let p = v.etcd();

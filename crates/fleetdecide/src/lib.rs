@@ -17,8 +17,6 @@ mod next_wake;
 mod ownership;
 mod pacing;
 mod plan;
-#[cfg(feature = "plant")]
-pub mod plant;
 mod quorum;
 mod record;
 mod resize;

@@ -288,7 +288,7 @@ fn first_caught(seeds: u64) -> Option<(u64, String)> {
 /// (`World::check_stop_quorum`).
 #[test]
 fn a_skipped_quorum_gate_at_a_host_stop_is_caught_as_a_stop_below_quorum() {
-    use fleetdecide::plant::{Plant, with};
+    use plants::{Plant, with};
     let caught = with(Plant::SkipQuorumAtHostStop, || first_caught(1500));
     let (seed, why) = caught.expect("no seed caught the skipped gate");
     eprintln!("seed {seed}: {why}");
@@ -301,7 +301,7 @@ fn a_skipped_quorum_gate_at_a_host_stop_is_caught_as_a_stop_below_quorum() {
 /// campaign's seeds must catch a step the controller never asked of it.
 #[test]
 fn a_step_taken_on_a_host_the_lease_does_not_name_is_caught() {
-    use hostdecide::plant::{Plant, with};
+    use plants::{Plant, with};
     let caught = with(Plant::SkipLeaseNamesHost, || first_caught(1500));
     let (seed, why) = caught.expect("no seed caught the skipped Lease check");
     eprintln!("seed {seed}: {why}");

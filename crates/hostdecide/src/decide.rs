@@ -724,7 +724,7 @@ pub fn lease_asks_now(lease: &LeaseFacts, step: ReportStep) -> Result<(), String
 /// Lease is the controller's alone.
 pub fn lease_names_host(lease: &LeaseFacts, node: &str, step: ReportStep) -> Result<(), String> {
     #[cfg(feature = "plant")]
-    if crate::plant::active(crate::plant::Plant::SkipLeaseNamesHost) {
+    if plants::active(plants::Plant::SkipLeaseNamesHost) {
         return Ok(());
     }
     let (named, what) = match step {

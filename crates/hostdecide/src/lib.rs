@@ -9,7 +9,5 @@
 pub mod decide;
 pub mod join;
 pub mod milestones;
-#[cfg(feature = "plant")]
-pub mod plant;
 
 pub use decide::{Decision, HostState, Observation, Step, decide};

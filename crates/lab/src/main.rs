@@ -110,8 +110,8 @@ enum Cmd {
         replay: Option<PathBuf>,
         /// Plant a known defect in every host's actuator (the test build's
         /// actuator only), to see the campaign catch it.
-        #[arg(long, value_name = "DEFECT", value_parser = clap::builder::PossibleValuesParser::new(chaos::campaign::PLANTS.iter().copied()))]
-        plant: Option<String>,
+        #[arg(long, value_name = "DEFECT", value_parser = plant_name)]
+        plant: Option<plants::Plant>,
     },
     /// Runs PROGRAM in the cgroup NAME (made if missing) of each hierarchy:
     /// how a real-systemd lab host's nspawn starts in a cgroup of its own.
@@ -310,5 +310,21 @@ async fn act_on(
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    })
+}
+
+/// A planted defect the actuator carries, by its name (`--plant`).
+fn plant_name(name: &str) -> Result<plants::Plant, String> {
+    let carried = || {
+        plants::Plant::ALL
+            .into_iter()
+            .filter(|p| p.in_the_actuator())
+    };
+    carried().find(|p| p.name() == name).ok_or_else(|| {
+        let known: Vec<&str> = carried().map(plants::Plant::name).collect();
+        format!(
+            "no defect of that name the actuator carries (known: {})",
+            known.join(", ")
+        )
     })
 }

@@ -93,7 +93,7 @@ async fn a_campaign_over_an_actuator_that_moves_the_datastore_at_the_step_down_n
             schedule: Schedule::draw(SEED, 1, 0),
             bins,
             fleet_role: fleet_role(),
-            plant: Some("finish-at-step-down".into()),
+            plant: Some(plants::Plant::FinishAtStepDown),
         },
         |l| eprintln!("{l}"),
     )

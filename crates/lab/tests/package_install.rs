@@ -99,7 +99,7 @@ fn the_packaged_actuator_is_built_without_the_failpoint_and_the_plants_the_works
 {
     for marker in [
         actuator::failpoint::MARKER,
-        actuator::plant::Plant::FinishAtStepDown.name(),
+        plants::Plant::FinishAtStepDown.name(),
     ] {
         packaged_actuator_lacks(marker);
     }

@@ -545,8 +545,7 @@ fn host_step(
         // A planted defect (a testing aid of the failpoint's build).
         #[cfg(feature = "failpoint")]
         Step::StepDown
-            if crate::plant::planted(&host.paths)
-                == Some(crate::plant::Plant::FinishAtStepDown) =>
+            if crate::plant::planted(&host.paths) == Some(plants::Plant::FinishAtStepDown) =>
         {
             host.plan_finish()
         }

@@ -44,14 +44,9 @@ pub struct Options {
     /// `fleet-role`.
     pub fleet_role: PathBuf,
     /// A planted defect every host's actuator carries from the start (one
-    /// of [`PLANTS`]); none in a real campaign.
-    pub plant: Option<String>,
+    /// it carries: `Plant::in_the_actuator`); none in a real campaign.
+    pub plant: Option<plants::Plant>,
 }
-
-/// The defects an actuator of the test build can carry, by the name its
-/// plant file takes (`actuator::plant::Plant`; a test holds the two lists
-/// equal).
-pub const PLANTS: &[&str] = &["finish-at-step-down"];
 
 /// The file on a host that plants a defect in its actuator.
 const PLANT_FILE: &str = "var/lib/rancher/k3s/fleet-role.plant";
@@ -177,11 +172,10 @@ pub async fn run(
     )
     .await?;
     let spec = lab.spec.clone();
-    if let Some(p) = &o.plant {
+    if let Some(p) = o.plant.map(plants::Plant::name) {
         anyhow::ensure!(
-            PLANTS.contains(&p.as_str()),
-            "{p}: no defect of that name can be planted (known: {})",
-            PLANTS.join(", ")
+            o.plant.is_some_and(plants::Plant::in_the_actuator),
+            "{p} is a defect of the decisions, which no host's actuator carries"
         );
         say(&format!("planting the defect {p} in every host's actuator"));
         for h in &spec.hosts {
@@ -796,16 +790,4 @@ async fn one_fault(shared: &Shared, f: &Fault, target: Option<String>) {
 pub fn load(path: &Path) -> anyhow::Result<Schedule> {
     let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
     serde_json::from_str(&text).with_context(|| format!("{}: not a chaos schedule", path.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_campaign_plants_exactly_the_defects_the_test_builds_actuator_can_carry() {
-        let carried: Vec<&str> = actuator::plant::Plant::ALL
-            .iter()
-            .map(|p| p.name())
-            .collect();
-        assert_eq!(super::PLANTS, carried.as_slice());
-    }
 }
