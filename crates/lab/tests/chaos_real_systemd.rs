@@ -22,6 +22,16 @@ use lab::{
 mod common;
 use common::{fleet_role, lab_dir};
 
+/// The lab's programs, beside this test's `fleet-role-lab`.
+fn bins() -> Bins {
+    Bins::beside(
+        Path::new(env!("CARGO_BIN_EXE_fleet-role-lab"))
+            .parent()
+            .unwrap(),
+    )
+    .expect("the workspace's binaries are built")
+}
+
 /// The seed CI runs: its first swap carries a frozen kube-apiserver on the
 /// outgoing voter and a split of the voters (another voter cut from the
 /// rest); its second a split with the outgoing voter as the minority and
@@ -32,12 +42,7 @@ const SEED: u64 = 7;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_chaos_campaign_swaps_under_its_seeded_faults_with_no_violation() {
     let dir = lab_dir();
-    let bins = Bins::beside(
-        Path::new(env!("CARGO_BIN_EXE_fleet-role-lab"))
-            .parent()
-            .unwrap(),
-    )
-    .expect("the workspace's binaries are built");
+    let bins = bins();
     let schedule = Schedule::draw(SEED, 2, 4);
     let summary = campaign::run(
         Options {
@@ -81,12 +86,7 @@ async fn a_short_chaos_campaign_swaps_under_its_seeded_faults_with_no_violation(
 async fn a_campaign_over_an_actuator_that_moves_the_datastore_at_the_step_down_names_the_violation()
 {
     let dir = lab_dir();
-    let bins = Bins::beside(
-        Path::new(env!("CARGO_BIN_EXE_fleet-role-lab"))
-            .parent()
-            .unwrap(),
-    )
-    .expect("the workspace's binaries are built");
+    let bins = bins();
     let summary = campaign::run(
         Options {
             dir: dir.path().join("chaos"),
