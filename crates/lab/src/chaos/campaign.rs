@@ -147,6 +147,12 @@ pub async fn run(
             o.dir.display()
         );
     }
+    if let Some(p) = o.plant.filter(|p| !p.in_the_actuator()) {
+        anyhow::bail!(
+            "{} is a defect of the decisions, which no host's actuator carries",
+            p.name()
+        );
+    }
     let _ = std::fs::remove_dir_all(&o.dir);
     std::fs::create_dir_all(&o.dir)?;
     let dir = std::fs::canonicalize(&o.dir)?;
@@ -173,10 +179,6 @@ pub async fn run(
     .await?;
     let spec = lab.spec.clone();
     if let Some(p) = o.plant.map(plants::Plant::name) {
-        anyhow::ensure!(
-            o.plant.is_some_and(plants::Plant::in_the_actuator),
-            "{p} is a defect of the decisions, which no host's actuator carries"
-        );
         say(&format!("planting the defect {p} in every host's actuator"));
         for h in &spec.hosts {
             let file = spec.root(&h.name).join(PLANT_FILE);
