@@ -275,6 +275,18 @@ fn seed_2617_a_voter_down_within_the_watch_lag_is_a_race_and_not_a_removal_below
     assert_eq!(play_as_found(2617), Ok("wound down"));
 }
 
+/// Seed 54495 of the campaign with the API's failures: the controller
+/// restarted while its writes failed, and the outgoing host's report moved
+/// on from its step-down (done) to an intruder's snapshot. The swap's
+/// order read the step-down from the report's present step, its wait from
+/// the report's history too, and the Lease went from the promotion to the
+/// removal and back without end. One reading now: the swap stops in its
+/// removal, resumable.
+#[test]
+fn seed_54495_a_step_down_the_report_moved_on_from_ends_the_swap_instead_of_flipping_its_step() {
+    assert_eq!(play(54495, &mut Counts::default()), Ok("stopped"));
+}
+
 /// The first violation the campaign's seeds from 0 find within `seeds`,
 /// with its seed: run inside a planted defect's scope, which the seeds
 /// that pass above must catch.

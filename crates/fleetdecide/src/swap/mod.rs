@@ -201,7 +201,7 @@ fn drive_swap(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
     if removal_begun {
         // A down outgoing voter is removed before the promotion (see
         // `replace_down`); once it is gone the promotion follows.
-        if !incoming_promoted && o.is_some_and(|o| !stepped_down(o)) {
+        if !incoming_promoted && o.is_some_and(|o| !stepped_down(o, &rec.id)) {
             return replace_down(v, l, rec);
         }
         return removal(v, l, rec);

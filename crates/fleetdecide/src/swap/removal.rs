@@ -4,7 +4,9 @@
 use super::{
     clean_up::{clean_up, finished},
     guard::{guarded, shut},
-    step::{enter, outgoing, overdue, promoted_clause, resume_hint, stop, wait},
+    step::{
+        Progress, enter, outgoing, overdue, progress, promoted_clause, resume_hint, stop, wait,
+    },
 };
 use crate::action::Action;
 use crate::gates::removal_gates;
@@ -15,8 +17,8 @@ use protocol::text::one_line;
 use protocol::view::{LeaseFacts, NodeFacts};
 use protocol::{
     names::K3S_ETCD_REMOVE,
-    report::{Phase, ReportStep},
-    validate::NodeName,
+    report::{Detail, Phase, ReportStep},
+    validate::{NodeName, SwapId},
 };
 
 pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
@@ -52,8 +54,8 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
         };
         let left = format!(
             "{promoted}{out} is cordoned, {}; k3s was {}asked to remove its member",
-            if o.reports_etcd_only() {
-                "at the etcd-only level"
+            if stepped_down(o, &rec.id) {
+                "stepped down to the etcd-only level"
             } else {
                 "down"
             },
@@ -115,7 +117,7 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
     // The member is gone. A host that stepped down finishes by itself; one
     // that was down (never stepped down) cannot, and is left to the operator.
     if let Some(o) = o
-        && stepped_down(o)
+        && stepped_down(o, &rec.id)
         && !finished(o)
     {
         if let Some(a) = enter(v, l, SwapStep::Finish) {
@@ -172,10 +174,20 @@ pub(super) fn removal(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
     clean_up(v, l, rec)
 }
 
-/// The host stepped down (so it finishes by itself once its member is gone).
-pub(super) fn stepped_down(o: &NodeFacts) -> bool {
+/// The host stepped down (so it finishes by itself once its member is
+/// gone): its report says it stands at the etcd-only level or finishes, or
+/// this swap's step-down reached the etcd-only level or ended done, even if
+/// the report has moved on to another step since (its settled history).
+/// The one reading of the step-down for every decision: the swap's order
+/// and the step-down's wait once read it two ways, and a report that moved
+/// on flipped the Lease between the promotion and the removal without end.
+pub(super) fn stepped_down(o: &NodeFacts, swap: &SwapId) -> bool {
     o.reports_etcd_only()
         || o.report
             .as_ref()
             .is_some_and(|r| r.step == ReportStep::Finish)
+        || matches!(
+            progress(o, swap, ReportStep::StepDown),
+            Progress::Running(Some(Detail::EtcdOnly)) | Progress::Done(_)
+        )
 }

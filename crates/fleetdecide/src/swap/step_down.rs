@@ -4,7 +4,7 @@
 use super::{
     drain::drain,
     guard::{guarded, shut},
-    removal::removal,
+    removal::{removal, stepped_down},
     step::{
         Progress, enter, outgoing, overdue, progress, promoted_clause, resume_hint, stop, wait,
     },
@@ -15,10 +15,7 @@ use crate::record::SwapStep;
 use crate::view::{FleetView, Recorded, SwapRecord};
 use fleetfacts::reasons::{Awaiting, Reason, Write};
 use protocol::view::LeaseFacts;
-use protocol::{
-    report::{Detail, ReportStep},
-    validate::NodeName,
-};
+use protocol::{report::ReportStep, validate::NodeName};
 
 pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> Action {
     // The drain is a step of its own (its own timeout); the gates, the pause
@@ -123,13 +120,10 @@ pub(super) fn step_down_wait(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
     let Some(o) = v.node(out) else {
         return removal(v, l, rec);
     };
-    let state = progress(o, &rec.id, ReportStep::StepDown);
-    if matches!(
-        state,
-        Progress::Running(Some(Detail::EtcdOnly)) | Progress::Done(_)
-    ) {
+    if stepped_down(o, &rec.id) {
         return removal(v, l, rec);
     }
+    let state = progress(o, &rec.id, ReportStep::StepDown);
     if let Some(a) = enter(v, l, SwapStep::StepDown) {
         return a;
     }

@@ -249,6 +249,43 @@ fn the_member_is_removed_once_the_outgoing_host_reports_etcd_only() {
     );
 }
 
+/// Seed 54495 of the simulation: a step-down done whose report has moved
+/// on (the host took another swap's step since, so only its settled
+/// history shows it), while the incoming host no longer reads as promoted.
+/// The swap's order and the step-down's wait must read the step-down one
+/// way: once both the promotion's step and the removal's were marked in
+/// turn, each read sending the Lease back to the other, without end.
+#[test]
+fn a_step_down_done_before_the_report_moved_on_sends_the_swap_to_the_removal_from_every_step() {
+    let moved_on = |step: SwapStep| {
+        let mut v = stepping_down(Some(Detail::EtcdOnly), Phase::Done);
+        v.lease.as_mut().unwrap().step = Some(step.as_str().into());
+        let n1 = node_mut(&mut v, "n1");
+        let done = n1.report.clone();
+        n1.report = Some(Report::next(
+            done.as_ref(),
+            Some(id("swap-0")),
+            ReportStep::Snapshot,
+            Phase::Refused,
+            NOW,
+        ));
+        // The incoming host's promotion is no longer in its report.
+        node_mut(&mut v, "n4").report = None;
+        v
+    };
+    assert_eq!(
+        next_action(&moved_on(SwapStep::Promote), &taken()),
+        Action::MarkStep {
+            step: SwapStep::Removal
+        }
+    );
+    let a = next_action(&moved_on(SwapStep::Removal), &taken());
+    assert!(
+        !matches!(a, Action::MarkStep { .. }),
+        "a swap in its removal with the step-down done marks another step: {a:?}"
+    );
+}
+
 #[test]
 fn a_failed_step_down_stops_the_swap_and_says_how_to_resume() {
     let mut v = stepping_down(None, Phase::Failed);
