@@ -5,6 +5,8 @@
 # - systemd-nspawn (systemd-container): boots each real-systemd lab host;
 # - ip(8) (iproute2): makes the lab's network namespaces;
 # - iptables: the chaos campaign's network faults, in a host's namespace;
+# - libfaketime: a test runs the actuator with its clock set off the API
+#   server's (LD_PRELOAD);
 # - protoc (protobuf-compiler): the etcd client's build compiles etcd's
 #   protocol files with it, and they import protobuf's own descriptor and
 #   struct files (libprotobuf-dev: protoc only recommends it, and
@@ -33,6 +35,7 @@ if [ "${FLEET_ROLE_PREREQS:-all}" != build ]; then
   command -v systemd-nspawn >/dev/null || need+=(systemd-container)
   command -v ip >/dev/null || need+=(iproute2)
   command -v iptables >/dev/null || need+=(iptables)
+  [ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || need+=(libfaketime)
   command -v lintian >/dev/null || need+=(lintian)
   command -v promtool >/dev/null || need+=(prometheus)
   command -v podman >/dev/null || need+=(podman)

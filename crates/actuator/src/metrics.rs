@@ -9,7 +9,11 @@
 //!
 //! The HTTP side is the `endpoints` crate's, shared with the controller.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    net::SocketAddr,
+    sync::{Arc, atomic::AtomicU64},
+    time::Duration,
+};
 
 use endpoints::{Answer, Route};
 use prometheus_client::{
@@ -17,6 +21,7 @@ use prometheus_client::{
     metrics::{
         counter::Counter,
         family::Family,
+        gauge::Gauge,
         histogram::{Histogram, exponential_buckets},
     },
     registry::Registry,
@@ -35,6 +40,7 @@ pub struct Metrics {
     durations: Family<Labels, Histogram, fn() -> Histogram>,
     restarts: Family<Labels, Counter>,
     refused: Family<Labels, Counter>,
+    offset: Family<Labels, Gauge<f64, AtomicU64>>,
 }
 
 fn step_histogram() -> Histogram {
@@ -84,12 +90,30 @@ impl Metrics {
             "Writes of this host's own objects the API refused, by object (report, heartbeat) and the API's reason (Forbidden, NotFound, ...)",
             refused.clone(),
         );
+        let offset = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "clock_offset_seconds",
+            "How far this host's clock is off the API server's (positive: ahead), from the Date of the API's last answer before a decision: more than bound=\"above\", at most bound=\"at_most\"",
+            offset.clone(),
+        );
         Self {
             registry,
             steps,
             durations,
             restarts,
             refused,
+            offset,
+        }
+    }
+
+    /// The API's answers showed the host's clock off the API server's by
+    /// `offset`.
+    pub fn clock_offset(&self, offset: protocol::clock_offset::ClockOffset) {
+        #[allow(clippy::cast_precision_loss)] // milliseconds within a lifetime: exact in f64
+        for (bound, ms) in [("above", offset.above_ms), ("at_most", offset.at_most_ms)] {
+            self.offset
+                .get_or_create(&vec![("bound".into(), bound.into())])
+                .set(ms as f64 / 1000.0);
         }
     }
 

@@ -1047,6 +1047,69 @@ async fn a_step_whose_desired_role_does_not_go_with_it_is_refused_and_changes_no
     assert_eq!(Some(s.kept_report()), s.admin.report("standby").await);
 }
 
+/// libfaketime, from Debian (scripts/prereqs.sh): preloaded, it moves the
+/// process's wall clock (`clock_gettime(CLOCK_REALTIME)`, which Rust's
+/// `SystemTime` reads) by a fixed offset; the monotonic clock, which the
+/// runtime's timers read, is left alone.
+const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+#[tokio::test]
+async fn a_host_whose_clock_is_off_the_api_servers_beyond_half_the_skew_margin_refuses_a_step_and_changes_nothing()
+ {
+    assert!(
+        std::path::Path::new(FAKETIME).exists(),
+        "{FAKETIME} is missing: scripts/prereqs.sh installs libfaketime"
+    );
+    let plane = plane().await;
+    let s = Standby::on(&plane, 0).await;
+    let before = s.host.tree();
+    // Behind, the Lease it reads would look held after it lapsed; ahead,
+    // lapsed while it holds. Both refused the same way.
+    for (swap, offset, way) in [("s1", "-30", "behind"), ("s2", "+30", "ahead of")] {
+        let watcher = Actuator::watch_with_env(
+            &s.host,
+            s.work.path(),
+            &format!("clock{offset}"),
+            &s.access,
+            &[
+                ("LD_PRELOAD", FAKETIME),
+                ("FAKETIME", offset),
+                ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+            ],
+        );
+        s.admin.take_lease(swap).await;
+        s.admin
+            .ask("standby", swap, "promote", "server", Some("voter-a"))
+            .await;
+        let refused = s
+            .wait(&watcher, "a refusal", |r| {
+                r.phase == Phase::Refused && r.swap.as_ref().is_some_and(|x| x.as_str() == swap)
+            })
+            .await;
+        let reason = refused.reason.unwrap_or_default();
+        assert!(
+            reason.starts_with("this host's clock is at least 2")
+                && reason.contains(&format!("s {way} the API server's")),
+            "{offset}: {reason}"
+        );
+        // The log says so once, and the heartbeat went on.
+        assert!(
+            watcher.log().contains("clock is at least"),
+            "{}",
+            watcher.log_tail(20)
+        );
+        drop(watcher);
+    }
+    assert!(
+        s.host.systemd_log().is_empty(),
+        "{:?}",
+        s.host.systemd_log()
+    );
+    let mut after = s.host.tree();
+    after.remove(std::path::Path::new(HOST_REPORT));
+    assert_eq!(after, before, "a refused step changed the host");
+}
+
 #[tokio::test]
 async fn a_step_asked_in_a_protocol_version_this_host_does_not_know_is_refused_and_changes_nothing()
 {

@@ -87,9 +87,11 @@ fn draw(seed: u64) -> (FleetView, String, String, Faults) {
     let (v, out, inc) = arb_fleet().new_tree(&mut runner).unwrap().current();
     let mut faults = arb_faults().new_tree(&mut runner).unwrap().current();
     let mut chaos = arb_chaos().new_tree(&mut runner).unwrap().current();
-    // Clocks are off by no more than the margin the protocol allows for.
-    let margin = i8::try_from(v.settings.skew_margin).unwrap_or(i8::MAX);
-    chaos.skew = chaos.skew.map(|s| s.clamp(-margin, margin));
+    // Clocks are off the API server's (here, the truth and the
+    // controller's clock) by no more than the protocol allows each party:
+    // half the margin (`protocol::clock_offset`), whole seconds.
+    let half = i8::try_from(v.settings.skew_margin / 2).unwrap_or(i8::MAX);
+    chaos.skew = chaos.skew.map(|s| s.clamp(-half, half));
     // The crashes that matter are those of hosts taking a step: the
     // outgoing, the incoming, or another voter (the snapshot's).
     let other = (0..v.nodes.len()).find(|i| *i != out && v.nodes[*i].etcd_label);
@@ -106,7 +108,8 @@ fn draw(seed: u64) -> (FleetView, String, String, Faults) {
 }
 
 /// [`draw`], with the API's failures on top: the controller's writes
-/// failing for a while, and one write whose answer is lost. Drawn from a
+/// failing for a while, and one write whose answer is lost; and a host's
+/// clock off beyond the skew margin. Drawn from a
 /// stream of their own, so a seed's fleet, faults and chaos are those
 /// [`draw`] gives it, and the seeds replayed below stay as they were found.
 fn draw_widened(seed: u64) -> (FleetView, String, String, Faults) {
@@ -123,6 +126,20 @@ fn draw_widened(seed: u64) -> (FleetView, String, String, Faults) {
     let (api_out, unacked_at) = api.new_tree(&mut runner).unwrap().current();
     faults.chaos.api_out = api_out;
     faults.chaos.unacked_at = unacked_at;
+    // One host's clock off beyond the skew margin, either way (drawn after
+    // the API's failures, which stay as they were drawn before it).
+    let margin = i8::try_from(v.settings.skew_margin).unwrap_or(i8::MAX);
+    let off = prop::option::weighted(
+        0.2,
+        (
+            0usize..HOSTS,
+            margin.saturating_add(1)..=margin.saturating_mul(4),
+            any::<bool>(),
+        ),
+    );
+    if let Some((host, by, behind)) = off.new_tree(&mut runner).unwrap().current() {
+        faults.chaos.skew[host] = if behind { -by } else { by };
+    }
     (v, out, inc, faults)
 }
 
@@ -285,6 +302,21 @@ fn seed_2617_a_voter_down_within_the_watch_lag_is_a_race_and_not_a_removal_below
 #[test]
 fn seed_54495_a_step_down_the_report_moved_on_from_ends_the_swap_instead_of_flipping_its_step() {
     assert_eq!(play(54495, &mut Counts::default()), Ok("stopped"));
+}
+
+/// The seeds of the first 30,000 whose host with a clock behind beyond the
+/// skew margin acted on a lapsed Lease when the hosts did not measure
+/// their clocks against the API server's: the host is asked a step while
+/// the controller's Lease lapses, and by its clock the Lease still holds.
+/// Each host now refuses while its clock is surely off by more than half
+/// the margin, and the swap ends without a violation.
+#[test]
+fn a_host_whose_clock_runs_behind_beyond_the_margin_refuses_its_step_rather_than_act_on_a_lapsed_lease()
+ {
+    for seed in [6472, 11087, 14897, 16198, 17788] {
+        let ended = play(seed, &mut Counts::default());
+        assert!(ended.is_ok(), "seed {seed}: {ended:?}");
+    }
 }
 
 /// The first violation the campaign's seeds from 0 find within `seeds`,

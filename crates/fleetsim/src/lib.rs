@@ -21,6 +21,7 @@ use hostdecide::{
     milestones::after_host_part,
 };
 use protocol::{
+    clock_offset::ClockOffset,
     report::{Detail, Phase, Report, ReportStep},
     validate::{Role, SwapId},
 };
@@ -348,7 +349,12 @@ impl World {
             return;
         }
         let index = self.v.nodes.iter().position(|x| x.name == name).unwrap();
+        let server_now = now;
         let now = now + i64::from(self.faults.chaos.skew[index % views::HOSTS]);
+        // The offset the host's heartbeat measured against the API server
+        // (whose clock is the truth here), to the second as the server
+        // stamps its writes.
+        let clock = ClockOffset::of_write(now * 1000, now * 1000, server_now);
         // What the truth is (k3s's part is played on it), and what the
         // actuator's watches show it.
         let n = self.v.node(name).unwrap().clone();
@@ -378,6 +384,7 @@ impl World {
             join: &join,
             identity: &self.v.settings.names.controller_identity,
             skew_margin: self.v.settings.skew_margin,
+            clock,
             join_port: 6443,
         });
         let prev = n.report.clone();
@@ -400,6 +407,7 @@ impl World {
                 step: rstep,
                 now,
                 skew_margin: self.v.settings.skew_margin,
+                clock,
             });
             if held.is_err() {
                 if !resume {

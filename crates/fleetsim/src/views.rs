@@ -45,7 +45,8 @@ pub(super) struct Chaos {
     /// decision, no write, no renewal (its Lease may expire meanwhile).
     pub frozen: Option<(usize, usize)>,
     /// Each host's clock, in seconds ahead of the truth (behind when
-    /// negative), within the skew margin.
+    /// negative): within the skew margin, but for one host in some of the
+    /// seeds with the API's failures (up to four margins off).
     pub skew: [i8; HOSTS],
     /// From this tick, for this many ticks, every write the controller
     /// makes fails before it reaches the API (its API server unreachable,

@@ -235,6 +235,7 @@ pub fn host_decision(data: &[u8]) {
         join: &join,
         identity: IDENTITY,
         skew_margin: 5,
+        clock: None,
         join_port: 6443,
     };
     match hostdecide::decide(&observation) {

@@ -4,6 +4,7 @@
 
 use protocol::view::RemovalMark;
 use protocol::{
+    clock_offset::{ClockOffset, allowed_offset_ms, off_reason},
     report::{Report, ReportStep},
     validate::{InvalidValue, JoinUrl, NodeName, Role, StepKind, SwapId, parse_address, shown},
     version,
@@ -100,6 +101,9 @@ pub struct Observation<'a> {
     pub identity: &'a str,
     /// Seconds taken off a Lease's validity for clock skew between hosts.
     pub skew_margin: i64,
+    /// How far the host's clock is off the API server's, as the API's
+    /// answers showed (`None`: not measured yet).
+    pub clock: Option<ClockOffset>,
     /// The port of the supervisor a promotion joins (k3s: 6443).
     pub join_port: u16,
 }
@@ -622,6 +626,7 @@ fn check<'a>(o: &'a Observation<'a>, swap: &'a SwapId) -> LeaseCheck<'a> {
         step: ReportStep::None,
         now: o.now,
         skew_margin: o.skew_margin,
+        clock: o.clock,
     }
 }
 
@@ -642,6 +647,9 @@ pub struct LeaseCheck<'a> {
     pub now: i64,
     /// Seconds taken off the Lease's validity for clock skew.
     pub skew_margin: i64,
+    /// How far the host's clock is off the API server's (`None`: not
+    /// measured yet).
+    pub clock: Option<ClockOffset>,
 }
 
 /// [`lease_gate`] on its own: whether the Lease is held by the controller
@@ -683,6 +691,15 @@ pub fn lease_holds(c: &LeaseCheck<'_>) -> Result<(), String> {
     }
     if lease.expiry().is_none() {
         return Err("the regrade Lease has no renew time or duration".into());
+    }
+    // The margin below allows for clocks that disagree by that much at
+    // most; one surely further off the API server's cannot judge the
+    // Lease either way (behind, it would take a lapsed Lease for held).
+    if let Some(off) = c
+        .clock
+        .and_then(|o| o.beyond(allowed_offset_ms(skew_margin)))
+    {
+        return Err(off_reason("this host's", off, skew_margin));
     }
     if !lease.valid_at(now, skew_margin) {
         return Err(format!("the regrade Lease for swap {swap} has expired"));

@@ -8,7 +8,8 @@ use hostdecide::{
 };
 use proptest::prelude::*;
 use protocol::{
-    FleetMarks, K3sEtcd, LeaseFacts, NodeFacts, Phase, Report, Role, SwapId, report::ReportStep,
+    FleetMarks, K3sEtcd, LeaseFacts, NodeFacts, Phase, Report, Role, SwapId,
+    clock_offset::ClockOffset, report::ReportStep,
 };
 
 const NOW: i64 = 1_000_000;
@@ -90,6 +91,7 @@ struct Case<'a> {
     host: HostState,
     join: JoinTarget,
     now: i64,
+    clock: Option<ClockOffset>,
     _p: std::marker::PhantomData<&'a ()>,
 }
 
@@ -114,6 +116,7 @@ impl Case<'_> {
             host,
             join: found("10.0.0.1"),
             now: NOW,
+            clock: None,
             _p: Default::default(),
         }
     }
@@ -127,6 +130,7 @@ impl Case<'_> {
             join: &self.join,
             identity: ME,
             skew_margin: 5,
+            clock: self.clock,
             join_port: 6443,
         })
     }
@@ -200,6 +204,56 @@ fn an_expired_lease_is_no_lease_and_the_skew_margin_expires_it_early() {
 }
 
 #[test]
+fn a_host_whose_clock_is_surely_off_the_api_servers_beyond_half_the_margin_refuses_a_step_and_a_running_one_waits()
+ {
+    let mut c = Case::new(node_asking("promote", "server"), agent_host());
+    // 30 s behind: the Lease it reads would look held long after it lapsed.
+    c.clock = ClockOffset::of_write(70_000, 70_100, 100);
+    let d = c.decide();
+    assert!(
+        is_refusal(
+            &d,
+            "this host's clock is at least 29s behind the API server's"
+        ),
+        "{d:?}"
+    );
+    // 30 s ahead: refused the same way (it would drop a held Lease early).
+    c.clock = ClockOffset::of_write(130_000, 130_100, 100);
+    assert!(is_refusal(&c.decide(), "ahead of the API server's"));
+    // A step under way is not refused (its report says it started): it
+    // waits until the clock is right.
+    c.report = Some(reported(ReportStep::Promote, Phase::Started));
+    assert!(matches!(c.decide(), Decision::Wait { reason } if reason.contains("clock")));
+    // Within half of the 5 s margin, or not measured yet: taken.
+    c.report = None;
+    c.clock = ClockOffset::of_write(101_000, 101_200, 100);
+    assert!(matches!(c.decide(), Decision::Take { .. }));
+    c.clock = None;
+    assert!(matches!(c.decide(), Decision::Take { .. }));
+    // A snapshot needs the Lease too.
+    let node = NodeFacts {
+        name: "voter-a".into(),
+        marks: FleetMarks {
+            snapshot_request: Some("s1".into()),
+            ..FleetMarks::default()
+        },
+        etcd_label: true,
+        etcd_is_voter: true,
+        ..Default::default()
+    };
+    let mut c = Case::new(node, server_host());
+    assert!(matches!(
+        c.decide(),
+        Decision::Take {
+            step: Step::Snapshot,
+            ..
+        }
+    ));
+    c.clock = ClockOffset::of_write(70_000, 70_100, 100);
+    assert!(is_refusal(&c.decide(), "clock"), "{:?}", c.decide());
+}
+
+#[test]
 fn the_lease_gate_is_checked_for_the_annotated_swap() {
     let node = node_asking("promote", "server");
     let lease = lease_for("s1");
@@ -212,6 +266,7 @@ fn the_lease_gate_is_checked_for_the_annotated_swap() {
         join: &JoinTarget::NotLooked,
         identity: ME,
         skew_margin: 0,
+        clock: None,
         join_port: 6443,
     };
     assert!(lease_gate(&o, &swap("s1"), ReportStep::Promote).is_ok());
@@ -1101,7 +1156,7 @@ proptest! {
     fn every_decision_keeps_the_protocols_promises(
         node in any_node(), lease in any_lease(), report in any_report(), host in any_host(), join in any_join()
     ) {
-        let o = Observation { now: NOW, node: &node, lease: lease.as_ref(), report: report.as_ref(), host: host.clone(), join: &join, identity: ME, skew_margin: 5, join_port: 6443 };
+        let o = Observation { now: NOW, node: &node, lease: lease.as_ref(), report: report.as_ref(), host: host.clone(), join: &join, identity: ME, skew_margin: 5, clock: None, join_port: 6443 };
         let d = decide(&o);
         match &d {
             Decision::Take { swap, step, resume } => {
@@ -1186,7 +1241,7 @@ proptest! {
     fn without_a_lease_only_a_finish_is_ever_taken(
         node in any_node(), report in any_report(), host in any_host(), join in any_join()
     ) {
-        let o = Observation { now: NOW, node: &node, lease: None, report: report.as_ref(), host: host.clone(), join: &join, identity: ME, skew_margin: 5, join_port: 6443 };
+        let o = Observation { now: NOW, node: &node, lease: None, report: report.as_ref(), host: host.clone(), join: &join, identity: ME, skew_margin: 5, clock: None, join_port: 6443 };
         if let Decision::Take { step, .. } = decide(&o) {
             prop_assert_eq!(step, Step::Finish);
         }

@@ -9,7 +9,9 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use kube::{Client, Config};
+use kube::{Client, Config, client::ClientBuilder};
+
+use crate::server_clock::ServerClock;
 
 /// How long a request may wait for the API server's next bytes. Without it, a
 /// request sent on a pooled connection to an API server that stopped
@@ -114,6 +116,8 @@ pub struct Candidates {
     ca_file: Option<PathBuf>,
     token_file: Option<PathBuf>,
     current: usize,
+    /// Where each client's answers show the API server's clock, if asked.
+    server_clock: Option<ServerClock>,
 }
 
 impl Candidates {
@@ -134,6 +138,7 @@ impl Candidates {
             ca_file,
             token_file,
             current: 0,
+            server_clock: None,
         })
     }
 
@@ -158,6 +163,13 @@ impl Candidates {
         self.urls.is_empty()
     }
 
+    /// Every client made from here on reads the API server's clock from
+    /// its answers into `seen`.
+    pub fn with_server_clock(mut self, seen: ServerClock) -> Self {
+        self.server_clock = Some(seen);
+        self
+    }
+
     /// A client for the current candidate.
     pub fn client(&self) -> Result<Client, ClusterError> {
         let url = self.current().to_string();
@@ -180,7 +192,15 @@ impl Candidates {
         // and moves to the next candidate, where kube's retry would keep it
         // on that host.
         config.default_retry = false;
-        Client::try_from(config).map_err(|source| ClusterError::Client { url, source })
+        let client = |source| ClusterError::Client {
+            url: url.clone(),
+            source,
+        };
+        let builder = ClientBuilder::try_from(config).map_err(client)?;
+        Ok(match &self.server_clock {
+            Some(seen) => builder.with_layer(seen).build(),
+            None => builder.build(),
+        })
     }
 
     /// Runs `op` once against each candidate in order, from the first,

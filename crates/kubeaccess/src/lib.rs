@@ -17,4 +17,5 @@
 pub mod candidates;
 pub mod failover;
 pub mod kubeconfig;
+pub mod server_clock;
 pub mod token;

@@ -8,6 +8,7 @@
 //! these values.
 #![forbid(unsafe_code)]
 
+pub mod clock_offset;
 pub mod etcd;
 pub mod exit;
 

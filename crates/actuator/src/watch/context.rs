@@ -16,6 +16,9 @@ pub(super) struct Context {
     pub(super) metrics: Arc<Metrics>,
     /// This host's addresses, read at start.
     pub(super) addresses: host::addresses::LocalAddresses,
+    /// The API server's clock, as its answers to this watcher's clients
+    /// show it.
+    pub(super) server_clock: kubeaccess::server_clock::ServerClock,
 }
 
 /// Whole seconds of `d` as i64, saturating (an `as` cast would wrap a huge

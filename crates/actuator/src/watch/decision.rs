@@ -91,7 +91,9 @@ pub(super) async fn evaluate(
             };
         }
     }
-    steps.follow(ctx, memory, client, decision).await
+    steps
+        .follow(ctx, memory, client, decision, heartbeat.clock_offset())
+        .await
 }
 
 /// The decision on the Node's `view` and the Lease as held, with the
@@ -125,6 +127,7 @@ fn decision_on(
         join,
         identity: &ctx.settings.names.controller_identity,
         skew_margin: secs_i64(ctx.settings.skew_margin),
+        clock: heartbeat.clock_offset(),
         join_port: ctx.settings.join_port,
     });
     hostdecide::decide::with_role_file(decision, role_problem.as_deref())

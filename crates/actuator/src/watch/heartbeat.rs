@@ -9,12 +9,16 @@ use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::MicroT
 use kube::{Api, Client};
 use protocol::{
     Report, Role,
+    clock_offset::{ClockOffset, allowed_offset_ms, off_reason},
     etcd::EtcdView,
     report::{Eligibility, HostPart},
 };
 use tracing::{info, warn};
 
-use super::{context::Context, memory::Memory};
+use super::{
+    context::{Context, secs_i64},
+    memory::Memory,
+};
 use crate::{etcdreport::ViewReader, membership::RemoteReader};
 
 /// The credential's lapse is warned about at most this often.
@@ -41,6 +45,12 @@ pub(super) struct Heartbeat {
     join_asking: Option<tokio::task::JoinHandle<Option<Result<(), String>>>>,
     /// The API's refusal of the last renewal, while it stands (said once).
     renew_refused: Option<crate::report::Refusal>,
+    /// How far this host's clock is off the API server's, as the answers
+    /// before the last decision showed (`protocol::clock_offset`).
+    offset: Option<ClockOffset>,
+    /// Whether the last offset was beyond what the Lease allows (said once
+    /// on each change).
+    off_said: bool,
 }
 
 impl Heartbeat {
@@ -55,6 +65,41 @@ impl Heartbeat {
             join_asking: None,
             expiry_warned: None,
             renew_refused: None,
+            offset: None,
+            off_said: false,
+        }
+    }
+
+    /// How far this host's clock is off the API server's, as the answers
+    /// before the last decision showed (`None`: none yet). Every
+    /// step that needs the regrade Lease is refused while it is surely off
+    /// by more than half of `skew_margin_secs`
+    /// ([`hostdecide::decide::lease_holds`]).
+    pub(super) fn clock_offset(&self) -> Option<ClockOffset> {
+        self.offset
+    }
+
+    /// Takes the offset the API server's last answer showed
+    /// ([`kubeaccess::server_clock`]) and says when it goes beyond what
+    /// the Lease allows, or comes back.
+    fn judge_clock(&mut self, ctx: &Context) {
+        let Some(offset) = ctx.server_clock.offset() else {
+            return;
+        };
+        self.offset = Some(offset);
+        let margin = secs_i64(ctx.settings.skew_margin);
+        let off = offset.beyond(allowed_offset_ms(margin));
+        ctx.metrics.clock_offset(offset);
+        match off {
+            Some(ms) if !self.off_said => {
+                warn!("{}", off_reason("this host's", ms, margin));
+                self.off_said = true;
+            }
+            None if self.off_said => {
+                info!("this host's clock agrees with the API server's again");
+                self.off_said = false;
+            }
+            _ => {}
         }
     }
 
@@ -109,6 +154,7 @@ impl Heartbeat {
         memory: &mut Memory,
         client: &Client,
     ) -> Result<(), kube::Error> {
+        self.judge_clock(ctx);
         // A refusal of the report said or lifted makes it due at once.
         let due = memory.refusal_changed
             || self

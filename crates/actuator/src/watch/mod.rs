@@ -88,6 +88,7 @@ impl Watcher {
             ctx: Context {
                 settings,
                 host,
+                server_clock: kubeaccess::server_clock::ServerClock::new(clock.clone()),
                 clock,
                 metrics: Arc::new(Metrics::new()),
                 addresses: host::addresses::LocalAddresses::read(std::path::Path::new("/proc/net"))
@@ -161,10 +162,11 @@ impl Watcher {
     /// kept in memory means no step is repeated across the move.
     pub async fn run(
         &mut self,
-        mut candidates: Candidates,
+        candidates: Candidates,
         shutdown: impl Future<Output = ()>,
     ) -> anyhow::Result<()> {
         pin_mut!(shutdown);
+        let mut candidates = candidates.with_server_clock(self.ctx.server_clock.clone());
         let mut failures = 0u32;
         loop {
             let client = candidates.client()?;

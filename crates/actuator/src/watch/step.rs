@@ -15,6 +15,7 @@ use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
 use kube::{Api, Client};
 use protocol::{
     Phase, Report, SwapId,
+    clock_offset::ClockOffset,
     names::LEASE_NAMESPACE,
     report::{Detail, ReportStep},
 };
@@ -40,6 +41,9 @@ pub(super) struct StepRunner {
     decided: Option<Decided>,
     /// The decisions made so far, for those who wait on them.
     decisions: tokio::sync::watch::Sender<Decisions>,
+    /// How far the host's clock was off the API server's at the last
+    /// decision: a step taken checks its Lease again with it.
+    offset: Option<ClockOffset>,
 }
 
 impl StepRunner {
@@ -50,6 +54,7 @@ impl StepRunner {
             last_wait: None,
             decided: None,
             decisions: tokio::sync::watch::Sender::new(Decisions::default()),
+            offset: None,
         }
     }
 
@@ -106,6 +111,7 @@ impl StepRunner {
         memory: &mut Memory,
         client: &Client,
         decision: Decision,
+        offset: Option<ClockOffset>,
     ) -> Result<(), kube::Error> {
         // One line per decision at debug level: what a resync or a watch
         // event led to (no request is made for it).
@@ -170,6 +176,7 @@ impl StepRunner {
                 memory.record(ctx, client, r).await
             }
             Decision::Take { swap, step, resume } => {
+                self.offset = offset;
                 self.take(ctx, memory, client, swap, step, resume).await
             }
         }
@@ -220,6 +227,7 @@ impl StepRunner {
                 step: rstep,
                 skew_margin: secs_i64(ctx.settings.skew_margin),
                 clock: ctx.clock.clone(),
+                offset: self.offset,
             }),
         };
         // A step-down first hands etcd's leadership over, through the
@@ -379,6 +387,9 @@ struct LeaseGate {
     step: ReportStep,
     skew_margin: i64,
     clock: Clock,
+    /// How far the host's clock was off the API server's when the step
+    /// was taken.
+    offset: Option<ClockOffset>,
 }
 
 impl LeaseGate {
@@ -404,6 +415,7 @@ impl LeaseGate {
             step: self.step,
             now: self.clock.unix_secs(),
             skew_margin: self.skew_margin,
+            clock: self.offset,
         })
     }
 }

@@ -696,6 +696,29 @@ impl Actuator {
         level: &str,
         more: &str,
     ) -> Actuator {
+        Actuator::watch_in(host, logs, tag, access, level, more, &[])
+    }
+
+    /// [`Actuator::watch`] with `env` set in its environment.
+    pub fn watch_with_env(
+        host: &TestHost,
+        logs: &Path,
+        tag: &str,
+        access: &Access,
+        env: &[(&str, &str)],
+    ) -> Actuator {
+        Actuator::watch_in(host, logs, tag, access, "debug", "", env)
+    }
+
+    fn watch_in(
+        host: &TestHost,
+        logs: &Path,
+        tag: &str,
+        access: &Access,
+        level: &str,
+        more: &str,
+        env: &[(&str, &str)],
+    ) -> Actuator {
         let config = logs.join(format!("{tag}.toml"));
         fs::write(&config, format!("resync_secs = 2\n{more}")).expect("a config file");
         let stdout = logs.join(format!("{tag}.stdout"));
@@ -710,6 +733,7 @@ impl Actuator {
         let child = host
             .actuator(&args)
             .env("FLEET_ROLE_LOG", level)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(fs::File::create(&stdout).expect("a stdout file"))
             .stderr(fs::File::create(&stderr).expect("a stderr file"))

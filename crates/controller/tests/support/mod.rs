@@ -1242,6 +1242,7 @@ async fn actuator(
         join: &join,
         identity: &names.controller_identity,
         skew_margin: 2,
+        clock: None,
         join_port: 6443,
     });
     if let Decision::Take { step, .. } = &decision
