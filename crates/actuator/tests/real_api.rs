@@ -13,7 +13,7 @@
 
 mod support;
 
-use std::time::Duration;
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use http::{Method, Request};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, ServiceAccount};
@@ -642,6 +642,20 @@ impl Standby {
         Actuator::watch(&self.host, self.work.path(), tag, &self.access)
     }
 
+    /// A refused step changed nothing on the host: no unit was touched, and
+    /// only the report changed (the host's copy as the API's).
+    async fn assert_unchanged_but_the_report(&self, before: &BTreeMap<PathBuf, (u32, Vec<u8>)>) {
+        assert!(
+            self.host.systemd_log().is_empty(),
+            "{:?}",
+            self.host.systemd_log()
+        );
+        let mut after = self.host.tree();
+        after.remove(std::path::Path::new(HOST_REPORT));
+        assert_eq!(&after, before, "a refused step changed the host");
+        assert_eq!(Some(self.kept_report()), self.admin.report("standby").await);
+    }
+
     /// The controller takes the Lease for swap s1 and asks for a promotion
     /// joining voter-a; returns the report once it says `learner`.
     async fn promote_to_learner(&self, watcher: &Actuator) -> Report {
@@ -987,16 +1001,7 @@ async fn a_step_refused_for_a_lease_held_for_another_swap_is_not_retried_once_th
             .await,
         [(Phase::Refused, None)]
     );
-    assert!(
-        s.host.systemd_log().is_empty(),
-        "{:?}",
-        s.host.systemd_log()
-    );
-    // Only the report changed, the host's copy as the API's.
-    let mut after = s.host.tree();
-    after.remove(std::path::Path::new(HOST_REPORT));
-    assert_eq!(after, before, "a refused step changed the host");
-    assert_eq!(Some(s.kept_report()), s.admin.report("standby").await);
+    s.assert_unchanged_but_the_report(&before).await;
 }
 
 #[tokio::test]
@@ -1035,16 +1040,7 @@ async fn a_step_whose_desired_role_does_not_go_with_it_is_refused_and_changes_no
     wait_decisions(&watcher, watcher.count(DECIDED), 2).await;
     let twice = [(Phase::Refused, None), (Phase::Refused, None)];
     assert_eq!(s.reports.phases_until("standby", &twice).await, twice);
-    assert!(
-        s.host.systemd_log().is_empty(),
-        "{:?}",
-        s.host.systemd_log()
-    );
-    // Only the report changed, the host's copy as the API's.
-    let mut after = s.host.tree();
-    after.remove(std::path::Path::new(HOST_REPORT));
-    assert_eq!(after, before, "a refused step changed the host");
-    assert_eq!(Some(s.kept_report()), s.admin.report("standby").await);
+    s.assert_unchanged_but_the_report(&before).await;
 }
 
 /// libfaketime, from Debian (scripts/prereqs.sh): preloaded, it moves the
@@ -1100,14 +1096,7 @@ async fn a_host_whose_clock_is_off_the_api_servers_beyond_half_the_skew_margin_r
         );
         drop(watcher);
     }
-    assert!(
-        s.host.systemd_log().is_empty(),
-        "{:?}",
-        s.host.systemd_log()
-    );
-    let mut after = s.host.tree();
-    after.remove(std::path::Path::new(HOST_REPORT));
-    assert_eq!(after, before, "a refused step changed the host");
+    s.assert_unchanged_but_the_report(&before).await;
 }
 
 #[tokio::test]
@@ -1132,16 +1121,7 @@ async fn a_step_asked_in_a_protocol_version_this_host_does_not_know_is_refused_a
         )
     );
     assert_eq!(refused.protocol, protocol::PROTOCOL_VERSION);
-    assert!(
-        s.host.systemd_log().is_empty(),
-        "{:?}",
-        s.host.systemd_log()
-    );
-    // Only the report changed, the host's copy as the API's.
-    let mut after = s.host.tree();
-    after.remove(std::path::Path::new(HOST_REPORT));
-    assert_eq!(after, before, "a refused step changed the host");
-    assert_eq!(Some(s.kept_report()), s.admin.report("standby").await);
+    s.assert_unchanged_but_the_report(&before).await;
 }
 
 #[tokio::test]

@@ -231,17 +231,7 @@ fn a_host_whose_clock_is_surely_off_the_api_servers_beyond_half_the_margin_refus
     c.clock = None;
     assert!(matches!(c.decide(), Decision::Take { .. }));
     // A snapshot needs the Lease too.
-    let node = NodeFacts {
-        name: "voter-a".into(),
-        marks: FleetMarks {
-            snapshot_request: Some("s1".into()),
-            ..FleetMarks::default()
-        },
-        etcd_label: true,
-        etcd_is_voter: true,
-        ..Default::default()
-    };
-    let mut c = Case::new(node, server_host());
+    let mut c = Case::new(voter_asked_a_snapshot(), server_host());
     assert!(matches!(
         c.decide(),
         Decision::Take {
@@ -688,9 +678,9 @@ fn a_homecoming_resumes_after_a_reboot_and_one_that_failed_is_left_to_the_operat
     assert_eq!(c.decide(), home());
 }
 
-#[test]
-fn a_voter_takes_the_snapshot_named_for_the_swap() {
-    let node = NodeFacts {
+/// A voter's Node with swap `s1`'s snapshot request on it.
+fn voter_asked_a_snapshot() -> NodeFacts {
+    NodeFacts {
         name: "voter-a".into(),
         marks: FleetMarks {
             snapshot_request: Some("s1".into()),
@@ -699,8 +689,12 @@ fn a_voter_takes_the_snapshot_named_for_the_swap() {
         etcd_label: true,
         etcd_is_voter: true,
         ..Default::default()
-    };
-    let mut c = Case::new(node, server_host());
+    }
+}
+
+#[test]
+fn a_voter_takes_the_snapshot_named_for_the_swap() {
+    let mut c = Case::new(voter_asked_a_snapshot(), server_host());
     assert!(matches!(
         c.decide(),
         Decision::Take {
