@@ -24,7 +24,12 @@ use kube::{
     Api, Client,
     api::{Patch, PatchParams, PostParams},
 };
-use protocol::{Names, names::LEASE_NAMESPACE};
+use kubeaccess::server_clock::ServerClock;
+use protocol::{
+    Names,
+    clock_offset::{allowed_offset_ms, off_reason},
+    names::LEASE_NAMESPACE,
+};
 use serde_json::Value;
 use std::sync::Arc;
 use tracing::warn;
@@ -45,6 +50,10 @@ pub enum ActError {
     /// The Lease changed since it was read (409): read again and decide again.
     #[error("the regrade Lease changed since it was read")]
     Conflict,
+    /// This process's clock is off the API server's by more than the Lease
+    /// allows (`protocol::clock_offset`): nothing is written.
+    #[error("{0}")]
+    ClockOff(String),
     /// The API refused or failed.
     #[error("{context}: {source}")]
     Api {
@@ -64,6 +73,9 @@ pub struct Actor {
     /// The store each write's answer goes into (`swap`, `abort`, `run`);
     /// none for the commands that decide on one list (`pause`, a dry run).
     fleet: Option<Arc<FleetWatch>>,
+    /// The API server's clock as this process's clients see it; none for
+    /// the commands that do not drive a change.
+    server_clock: Option<ServerClock>,
 }
 
 fn is_conflict(e: &kube::Error) -> bool {
@@ -77,6 +89,35 @@ impl Actor {
             client,
             settings,
             fleet: None,
+            server_clock: None,
+        }
+    }
+
+    /// Checks this process's clock against the API server's before every
+    /// write of a change (`server_clock`, from its clients' answers).
+    pub fn with_server_clock(mut self, seen: ServerClock) -> Self {
+        self.server_clock = Some(seen);
+        self
+    }
+
+    /// Refuses a write while this process's clock is surely off the API
+    /// server's by more than half of `skew_margin_secs`: the Lease it
+    /// writes and judges would be off by as much for the hosts (a clock
+    /// behind would hold a Lease that has lapsed for everyone else).
+    pub fn check_clock(&self) -> Result<(), ActError> {
+        let margin = self.settings.core.skew_margin;
+        let off = self
+            .server_clock
+            .as_ref()
+            .and_then(ServerClock::offset)
+            .and_then(|o| o.beyond(allowed_offset_ms(margin)));
+        match off {
+            Some(ms) => Err(ActError::ClockOff(off_reason(
+                "the controller's",
+                ms,
+                margin,
+            ))),
+            None => Ok(()),
         }
     }
 

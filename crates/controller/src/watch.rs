@@ -258,7 +258,7 @@ where
 
 impl FleetWatch {
     /// Starts the watches with `client`, whose read timeout must be longer
-    /// than a watch's server-side timeout (see [`crate::cluster::clients`]).
+    /// than a watch's server-side timeout (see [`crate::cluster::Clients`]).
     pub fn start(client: &Client, settings: &Settings) -> Self {
         let names = settings.names().clone();
         let (tx, rx) = watch::channel(0u64);

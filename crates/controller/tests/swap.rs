@@ -202,6 +202,51 @@ async fn a_swap_whose_incoming_hosts_actuator_is_silent_is_refused_and_writes_no
     );
 }
 
+/// libfaketime, from Debian (scripts/prereqs.sh): preloaded, it moves the
+/// process's wall clock (what Rust's `SystemTime` reads) by a fixed
+/// offset, and leaves the monotonic clock alone.
+const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+#[tokio::test]
+async fn a_swap_by_a_controller_whose_clock_is_off_the_api_servers_is_refused_for_it_and_writes_nothing()
+ {
+    assert!(
+        std::path::Path::new(FAKETIME).exists(),
+        "{FAKETIME} is missing: scripts/prereqs.sh installs libfaketime"
+    );
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    h.fleet.settle_and_freeze().await;
+    let before = h.versions().await;
+    // With the clock right, the same swap passes every gate.
+    h.run(&["swap", "--out", "n1", "--in", "n4", "--dry-run"])
+        .await
+        .expect(0);
+    for (offset, way) in [("-30", "behind"), ("+30", "ahead of")] {
+        let run = h
+            .run_with_env(
+                &["swap", "--out", "n1", "--in", "n4"],
+                &[
+                    ("LD_PRELOAD", FAKETIME),
+                    ("FAKETIME", offset),
+                    ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+                ],
+            )
+            .await;
+        run.expect(1);
+        let said = format!("{}{}", run.stdout, run.stderr);
+        assert!(
+            said.contains("the controller's clock is at least 2")
+                && said.contains(&format!("s {way} the API server's")),
+            "{offset}: {said}"
+        );
+    }
+    assert_eq!(
+        h.versions().await,
+        before,
+        "a swap refused for its clock wrote to the API"
+    );
+}
+
 /// Runs a swap that a gate must refuse, and checks it wrote nothing and
 /// named the gate.
 async fn refused(h: &Harness, out: &str, incoming: &str, gate: &str) -> String {

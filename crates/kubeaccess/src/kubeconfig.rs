@@ -13,11 +13,15 @@ use std::{
     time::Duration,
 };
 
+use clock::Clock;
 use kube::{
     Client, Config,
+    client::ClientBuilder,
     config::{KubeConfigOptions, Kubeconfig},
 };
 use secrecy::ExposeSecret;
+
+use crate::server_clock::ServerClock;
 
 /// Why no client could be made.
 #[derive(Debug, thiserror::Error)]
@@ -90,13 +94,6 @@ pub async fn client(kubeconfig: Source<'_>) -> Result<Client, ClusterError> {
     Ok(connect(kubeconfig).await?.requests)
 }
 
-/// Two clients: one for requests, each bounded by a short read timeout, and
-/// one for watches (see [`Clients`]).
-pub async fn clients(kubeconfig: Source<'_>) -> Result<(Client, Client), ClusterError> {
-    let c = connect(kubeconfig).await?;
-    Ok((c.requests, c.watches))
-}
-
 /// What [`connect`] makes of the configuration.
 pub struct Clients {
     /// For requests, each bounded by a short read timeout.
@@ -109,6 +106,8 @@ pub struct Clients {
     pub watches: Client,
     /// Where the credential's expiry can be read.
     pub credential: Credential,
+    /// The API server's clock, as the answers to both clients show it.
+    pub server_clock: ServerClock,
 }
 
 /// The clients for the cluster, and where their credential's expiry can
@@ -171,10 +170,18 @@ pub async fn connect_at(
     let credential = Credential::of(&config);
     let mut watching = config.clone();
     watching.read_timeout = Some(Duration::from_secs(330));
+    let server_clock = ServerClock::new(Clock::system());
+    let dated = |config: Config| -> Result<Client, ClusterError> {
+        Ok(ClientBuilder::try_from(config)
+            .map_err(ClusterError::Client)?
+            .with_layer(&server_clock)
+            .build())
+    };
     Ok(Clients {
-        requests: Client::try_from(config).map_err(ClusterError::Client)?,
-        watches: Client::try_from(watching).map_err(ClusterError::Client)?,
+        requests: dated(config)?,
+        watches: dated(watching)?,
         credential,
+        server_clock: server_clock.clone(),
     })
 }
 

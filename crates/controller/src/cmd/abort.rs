@@ -21,8 +21,14 @@ pub(super) async fn command(
     settings: Settings,
     output: Format,
 ) -> Outcome {
-    let (client, watching) = cluster::clients(kubeconfig).await?;
-    let driver = Driver::new(client.clone(), settings.clone(), shutdown_signal());
+    let cluster::Clients {
+        requests: client,
+        watches: watching,
+        server_clock,
+        ..
+    } = cluster::connect(kubeconfig).await?;
+    let driver = Driver::new(client.clone(), settings.clone(), shutdown_signal())
+        .with_server_clock(server_clock);
     let mut printer = Printer::new(output, settings.clock.clone());
     let obs = driver.observe().await?;
     let plan = abort_plan(&obs.view);

@@ -53,8 +53,14 @@ pub(super) async fn command(
     dry_run: bool,
     output: Format,
 ) -> Outcome {
-    let (client, watching) = cluster::clients(kubeconfig).await?;
-    let driver = Driver::new(client, settings.clone(), shutdown_signal());
+    let cluster::Clients {
+        requests: client,
+        watches: watching,
+        server_clock,
+        ..
+    } = cluster::connect(kubeconfig).await?;
+    let driver =
+        Driver::new(client, settings.clone(), shutdown_signal()).with_server_clock(server_clock);
     let mut printer = Printer::new(output, settings.clock.clone());
     let names: Vec<&str> = hosts.iter().map(NodeName::as_str).collect();
     let what = match way {

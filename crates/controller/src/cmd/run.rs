@@ -121,6 +121,7 @@ async fn session_through(
     let cluster::Clients {
         requests: client,
         watches: watching,
+        server_clock,
         ..
     } = clients;
     let fleet = Arc::new(FleetWatch::start(&watching, settings));
@@ -128,6 +129,7 @@ async fn session_through(
     metrics.set_ready(true);
     let shutdown = stop;
     let mut driver = Driver::new(client.clone(), settings.clone(), shutdown.clone())
+        .with_server_clock(server_clock)
         .with_watch(fleet)
         .with_metrics(metrics);
     if dry_run {

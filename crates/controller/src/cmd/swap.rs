@@ -41,8 +41,14 @@ pub(super) async fn command(
     if in_window && let Some(why) = settings.window_closed_now().map_err(usage)? {
         return Err(Failure::Refused(anyhow::anyhow!("swap refused: {why}")));
     }
-    let (client, watching) = cluster::clients(kubeconfig).await?;
-    let driver = Driver::new(client, settings.clone(), shutdown_signal());
+    let cluster::Clients {
+        requests: client,
+        watches: watching,
+        server_clock,
+        ..
+    } = cluster::connect(kubeconfig).await?;
+    let driver =
+        Driver::new(client, settings.clone(), shutdown_signal()).with_server_clock(server_clock);
     let mut printer = Printer::new(output, settings.clock.clone());
     if dry_run {
         // Reads only: nothing below writes.

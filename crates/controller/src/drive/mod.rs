@@ -123,6 +123,13 @@ impl Driver {
         }
     }
 
+    /// Checks this process's clock against the API server's, as `seen`
+    /// reads it from the clients' answers, before every write.
+    pub fn with_server_clock(mut self, seen: kubeaccess::server_clock::ServerClock) -> Self {
+        self.actor = self.actor.with_server_clock(seen);
+        self
+    }
+
     /// Counts into `metrics`.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = metrics;
@@ -358,6 +365,14 @@ impl Driver {
                 }
             };
             self.metrics.observed(&obs.view, &self.instance);
+            // The gates read this clock too (heartbeats' and views' ages):
+            // a change this process has not begun is refused for its clock
+            // first, under its own name, rather than for what it skews.
+            if state.taken.is_none()
+                && let Err(ActError::ClockOff(why)) = self.actor.check_clock()
+            {
+                return Ok(Ending::Refused(why));
+            }
             let mut action = fleetdecide::next_action(&obs.view, &state);
             if self.abort
                 && let Some(a) = fleetdecide::abort_action(&obs.view, &state, &action)
@@ -438,6 +453,12 @@ impl Driver {
                     );
                     return Ok(Ending::Lost(why));
                 }
+                // Before the Lease is taken nothing was written: the change
+                // is refused. Later, the writes wait (within the API's
+                // patience) for the clock to be set right.
+                Err(ActError::ClockOff(why)) if state.taken.is_none() => {
+                    return Ok(Ending::Refused(why));
+                }
                 Err(ActError::Conflict) => {
                     info!("the regrade Lease changed since it was read; reading again");
                     if let Err(e) = self.actor.reread_lease().await {
@@ -490,6 +511,7 @@ impl Driver {
         action: &Action,
         state: &mut SwapState,
     ) -> Result<(), ActError> {
+        self.actor.check_clock()?;
         if let Action::Evict { pods, grace, .. } = action {
             // Evictions end pods: as irreversible as a Node write, so the
             // Lease is checked right before them too.

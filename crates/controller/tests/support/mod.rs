@@ -265,8 +265,17 @@ current-context: test
 
     /// Runs `fleet-role ARGS` to its end (failing the test past the deadline).
     pub async fn run(&self, args: &[&str]) -> Run {
+        self.run_with_env(args, &[]).await
+    }
+
+    /// [`Harness::run`] with `env` set in the command's environment.
+    pub async fn run_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
         let started = clock::Clock::system().now();
-        let child = self.command(args).spawn().expect("fleet-role starts");
+        let child = self
+            .command(args)
+            .envs(env.iter().copied())
+            .spawn()
+            .expect("fleet-role starts");
         let out = tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
             .await
             .expect("fleet-role ends within 300 s")
