@@ -48,9 +48,11 @@ impl ClockOffset {
     /// either way (positive: ahead, negative: behind); `None` when it may
     /// be within.
     pub fn beyond(&self, limit_ms: i64) -> Option<i64> {
+        // The offset is more than `above_ms` (strictly) and at most
+        // `at_most_ms`: each comparison is the one that makes it sure.
         if self.above_ms >= limit_ms {
             Some(self.above_ms)
-        } else if self.at_most_ms <= limit_ms.saturating_neg() {
+        } else if self.at_most_ms < limit_ms.saturating_neg() {
             Some(self.at_most_ms)
         } else {
             None
@@ -102,11 +104,17 @@ mod tests {
         // Between 1.5 s and 3.6 s ahead: maybe within 2.5 s.
         let o = ClockOffset::of_write(102_500, 103_600, 100).unwrap();
         assert_eq!(o.beyond(2_500), None);
-        // Exactly at the limit counts as off, either way.
+        // More than 2.5 s ahead is beyond; at most 2.5 s behind may be
+        // exactly 2.5 s, which is not; anything further behind is.
         let o = ClockOffset::of_write(103_500, 103_600, 100).unwrap();
         assert_eq!(o.beyond(2_500), Some(2_500));
         let o = ClockOffset::of_write(97_000, 97_500, 100).unwrap();
-        assert_eq!(o.beyond(2_500), Some(-2_500));
+        assert_eq!(o.beyond(2_500), None);
+        let o = ClockOffset::of_write(97_000, 97_499, 100).unwrap();
+        assert_eq!(o.beyond(2_500), Some(-2_501));
+        // With no margin a clock on time is never taken for off.
+        let o = ClockOffset::of_write(99_500, 100_000, 100).unwrap();
+        assert_eq!(o.beyond(0), None);
     }
 
     #[test]
