@@ -113,11 +113,6 @@ impl Watcher {
         self
     }
 
-    /// Whether a step's host part runs now.
-    pub fn step_running(&self) -> bool {
-        self.steps.is_running()
-    }
-
     /// The last report written (or read).
     pub fn report(&self) -> Option<&Report> {
         self.memory.report.as_ref()
