@@ -2,18 +2,12 @@
 //! past the point of no return; a swap another process holds is told.
 
 use anyhow::Context;
-use controller::{
-    cli::Format,
-    cluster,
-    config::Settings,
-    drive::{Driver, Ending},
-    output::Printer,
-};
+use controller::{cli::Format, cluster, config::Settings, drive::Ending, output::Printer};
 use fleetdecide::SwapRecord;
 use fleetdecide::{AbortPlan, abort_plan};
 use protocol::exit::Exit;
 
-use super::{Outcome, shutdown_signal, watched};
+use super::{Outcome, hand_driver, watched};
 
 /// Runs `fleet-role abort`.
 pub(super) async fn command(
@@ -21,14 +15,7 @@ pub(super) async fn command(
     settings: Settings,
     output: Format,
 ) -> Outcome {
-    let cluster::Clients {
-        requests: client,
-        watches: watching,
-        server_clock,
-        ..
-    } = cluster::connect(kubeconfig).await?;
-    let driver = Driver::new(client.clone(), settings.clone(), shutdown_signal())
-        .with_server_clock(server_clock);
+    let (driver, watching) = hand_driver(kubeconfig, &settings).await?;
     let mut printer = Printer::new(output, settings.clock.clone());
     let obs = driver.observe().await?;
     let plan = abort_plan(&obs.view);

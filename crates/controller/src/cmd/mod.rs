@@ -186,6 +186,25 @@ fn plan_exit(p: &fleetdecide::Plan) -> Exit {
     }
 }
 
+/// The driver of a change run by hand (`swap`, `grow`, `shrink`, `abort`):
+/// its request client, its clock checked against the API server's as both
+/// clients' answers show it, stopped by a signal; and the client its
+/// watches run on ([`watched`]).
+async fn hand_driver(
+    kubeconfig: cluster::Source<'_>,
+    settings: &Settings,
+) -> Result<(Driver, kube::Client), Failure> {
+    let cluster::Clients {
+        requests,
+        watches,
+        server_clock,
+        ..
+    } = cluster::connect(kubeconfig).await?;
+    let driver =
+        Driver::new(requests, settings.clone(), shutdown_signal()).with_server_clock(server_clock);
+    Ok((driver, watches))
+}
+
 /// `driver` with the fleet's watches started and listed once, as every
 /// command that writes drives from them.
 async fn watched(

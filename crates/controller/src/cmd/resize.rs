@@ -6,16 +6,10 @@
 
 use std::time::Duration;
 
-use controller::{
-    cli::Format,
-    cluster,
-    config::Settings,
-    drive::{Driver, Ending},
-    output::Printer,
-};
+use controller::{cli::Format, cluster, config::Settings, drive::Ending, output::Printer};
 use protocol::{NodeName, exit::Exit};
 
-use super::{Failure, Outcome, node, plan_exit, shutdown_signal, usage, watched};
+use super::{Failure, Outcome, hand_driver, node, plan_exit, usage, watched};
 
 /// How long the next host of a grow or shrink waits for the fleet to
 /// settle after the change before it (the servers' reports of etcd's
@@ -53,14 +47,7 @@ pub(super) async fn command(
     dry_run: bool,
     output: Format,
 ) -> Outcome {
-    let cluster::Clients {
-        requests: client,
-        watches: watching,
-        server_clock,
-        ..
-    } = cluster::connect(kubeconfig).await?;
-    let driver =
-        Driver::new(client, settings.clone(), shutdown_signal()).with_server_clock(server_clock);
+    let (driver, watching) = hand_driver(kubeconfig, &settings).await?;
     let mut printer = Printer::new(output, settings.clock.clone());
     let names: Vec<&str> = hosts.iter().map(NodeName::as_str).collect();
     let what = match way {

@@ -1,10 +1,10 @@
 //! `fleet-role swap`: one swap driven to its end, or its plan (`--dry-run`).
 
-use controller::{cli::Format, cluster, config::Settings, drive::Driver, output::Printer};
+use controller::{cli::Format, cluster, config::Settings, output::Printer};
 use fleetdecide::plan;
 use protocol::NodeName;
 
-use super::{Failure, Outcome, plan_exit, shutdown_signal, usage, watched};
+use super::{Failure, Outcome, hand_driver, plan_exit, usage, watched};
 
 /// `swap`'s flags, checked.
 pub(super) struct SwapArgs {
@@ -41,14 +41,7 @@ pub(super) async fn command(
     if in_window && let Some(why) = settings.window_closed_now().map_err(usage)? {
         return Err(Failure::Refused(anyhow::anyhow!("swap refused: {why}")));
     }
-    let cluster::Clients {
-        requests: client,
-        watches: watching,
-        server_clock,
-        ..
-    } = cluster::connect(kubeconfig).await?;
-    let driver =
-        Driver::new(client, settings.clone(), shutdown_signal()).with_server_clock(server_clock);
+    let (driver, watching) = hand_driver(kubeconfig, &settings).await?;
     let mut printer = Printer::new(output, settings.clock.clone());
     if dry_run {
         // Reads only: nothing below writes.
