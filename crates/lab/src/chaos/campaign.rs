@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use super::{
     clients::Clients,
+    clocks,
     controllers::{FleetRole, Runs},
     end, faults, linear,
     schedule::{self, Budget, Fault, FaultKind, Schedule},
@@ -188,12 +189,17 @@ pub async fn run(
             std::fs::write(file, format!("{p}\n"))?;
         }
     }
+    say("libfaketime into every actuator and controller, their clocks true");
+    clocks::prepare_hosts(&lab).await?;
+    let controller_clock = dir.join("controller-clock");
+    clocks::set(&controller_clock, 0)?;
     let config = dir.join("fleet-role.toml");
     std::fs::write(&config, settings(&spec))?;
     let fleet_role = FleetRole {
         program: o.fleet_role.clone(),
         config,
         logs: dir.clone(),
+        clock: Some(controller_clock),
     };
     // Written once: a file rewritten while a `fleet-role` starts could be
     // read half-written.
@@ -653,6 +659,32 @@ async fn one_fault(shared: &Shared, f: &Fault, target: Option<String>) {
             }
             return;
         }
+        FaultKind::ControllerClock => {
+            let Some(file) = shared.fleet_role.clock.as_deref() else {
+                shared.tally(f.kind, |t| t.skipped += 1);
+                return;
+            };
+            if let Err(e) = clocks::set(file, f.offset_secs) {
+                say(&format!("fault controller-clock not done: {e:#}"));
+                shared.tally(f.kind, |t| t.skipped += 1);
+                return;
+            }
+            let sizes = clocks::log_sizes(&shared.fleet_role.logs);
+            say(&format!(
+                "fault: controller-clock {:+} s for {} ms",
+                f.offset_secs, f.hold_ms
+            ));
+            tokio::time::sleep(Duration::from_millis(f.hold_ms)).await;
+            let noticed = clocks::noticed_in_logs(&shared.fleet_role.logs, &sizes);
+            shared.tally(f.kind, |t| {
+                t.fired += 1;
+                t.noticed += u32::from(noticed);
+            });
+            if let Err(e) = clocks::set(file, 0) {
+                shared.violation(format!("controller-clock could not be healed: {e:#}"));
+            }
+            return;
+        }
         FaultKind::KillLeadingRun => {
             let killed = shared.runs.lock().await.kill_leader().await;
             let Some(i) = killed else {
@@ -708,8 +740,13 @@ async fn one_fault(shared: &Shared, f: &Fault, target: Option<String>) {
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
     say(&format!(
-        "fault: {} on {host}{}{}",
+        "fault: {}{} on {host}{}{}",
         f.kind.name(),
+        if f.kind.on_clock() {
+            format!(" {:+} s", f.offset_secs)
+        } else {
+            String::new()
+        },
         if f.kind.lasts() {
             format!(" for {} ms", f.hold_ms)
         } else {
@@ -717,7 +754,8 @@ async fn one_fault(shared: &Shared, f: &Fault, target: Option<String>) {
         },
         if deferred { " (deferred)" } else { "" }
     ));
-    let fired = faults::fire(&mut *shared.lab.lock().await, f.kind, &host, &voters);
+    let fired_at = clock.unix_secs();
+    let fired = faults::fire(&mut *shared.lab.lock().await, f, &host, &voters);
     match &fired {
         Ok(true) => {
             if f.kind.takes_member_down() {
@@ -747,6 +785,13 @@ async fn one_fault(shared: &Shared, f: &Fault, target: Option<String>) {
     // again); only a fault that lasts is held.
     if f.kind.lasts() {
         tokio::time::sleep(Duration::from_millis(f.hold_ms)).await;
+    }
+    if f.kind == FaultKind::HostClock && matches!(fired, Ok(true)) {
+        let lab = shared.lab.lock().await;
+        match clocks::noticed_on_host(&lab, &host, fired_at.saturating_sub(1)) {
+            Ok(noticed) => shared.tally(f.kind, |t| t.noticed += u32::from(noticed)),
+            Err(e) => say(&format!("{host}'s journal could not be read: {e:#}")),
+        }
     }
     if let Err(e) = faults::heal(&mut *shared.lab.lock().await, f.kind, &host) {
         shared.violation(format!(

@@ -24,6 +24,10 @@ pub struct FleetRole {
     pub config: PathBuf,
     /// Where the logs go.
     pub logs: PathBuf,
+    /// The offset file of the controllers' clock (`clocks`): the swaps
+    /// and `run` read their wall clock through it; `status` and `abort`,
+    /// the campaign's own reading, keep the true one.
+    pub clock: Option<PathBuf>,
 }
 
 impl FleetRole {
@@ -40,8 +44,9 @@ impl FleetRole {
         c
     }
 
-    /// Starts `fleet-role ARGS`, its output appended to `log` under the
-    /// logs; `on_line` sees each line of its standard output.
+    /// Starts `fleet-role ARGS` (a controller: its clock is the
+    /// controllers'), its output appended to `log` under the logs;
+    /// `on_line` sees each line of its standard output.
     pub fn spawn(
         &self,
         kubeconfig: &Path,
@@ -49,8 +54,11 @@ impl FleetRole {
         log: &str,
         on_line: impl Fn(&str) + Send + 'static,
     ) -> anyhow::Result<tokio::process::Child> {
-        let mut child = self
-            .command(kubeconfig)
+        let mut command = self.command(kubeconfig);
+        if let Some(file) = &self.clock {
+            command.envs(super::clocks::environment(file));
+        }
+        let mut child = command
             .args(args)
             .spawn()
             .with_context(|| format!("running {}", self.program.display()))?;

@@ -9,7 +9,10 @@ use anyhow::Context;
 
 use labrig::filter::{self, Rule};
 
-use super::schedule::FaultKind;
+use super::{
+    clocks,
+    schedule::{Fault, FaultKind},
+};
 use crate::systemd_lab::SystemdLab;
 
 /// The bound of a command inside a host.
@@ -68,16 +71,17 @@ fn network_rules(
     })
 }
 
-/// Fires a host fault of `kind` on `host` (`voters`: the voting members'
-/// hosts now): whether it acted on anything (a freeze on a host with no
-/// etcd, or no API server, does nothing; nor does a kill of k3s on a host
-/// between roles, nor a split of a host with no vote).
+/// Fires a host fault `f` on `host` (`voters`: the voting members' hosts
+/// now): whether it acted on anything (a freeze on a host with no etcd, or
+/// no API server, does nothing; nor does a kill of k3s on a host between
+/// roles, nor a split of a host with no vote).
 pub fn fire(
     lab: &mut SystemdLab,
-    kind: FaultKind,
+    f: &Fault,
     host: &str,
     voters: &[String],
 ) -> anyhow::Result<bool> {
+    let kind = f.kind;
     match kind {
         FaultKind::PeerCut | FaultKind::OneWay | FaultKind::Split | FaultKind::ApiCut => {
             let rules = network_rules(lab, kind, host, voters)?;
@@ -110,7 +114,10 @@ pub fn fire(
         FaultKind::Cut => Ok(lab.net().cut_off(host).map(|()| true)?),
         FaultKind::FreezeEtcd => signal(lab, host, "-STOP", "etcd"),
         FaultKind::FreezeApi => signal(lab, host, "-STOP", "kube-apiserver"),
-        FaultKind::KillSwapController | FaultKind::KillLeadingRun => {
+        FaultKind::HostClock => clocks::set(&clocks::host_file(lab, host), f.offset_secs)
+            .with_context(|| format!("host-clock on {host}"))
+            .map(|()| true),
+        FaultKind::KillSwapController | FaultKind::KillLeadingRun | FaultKind::ControllerClock => {
             anyhow::bail!("{} is no host fault", kind.name())
         }
     }
@@ -128,10 +135,12 @@ pub fn heal(lab: &mut SystemdLab, kind: FaultKind, host: &str) -> anyhow::Result
             let h = lab.net().host(host)?;
             filter::clear(h).with_context(|| format!("clearing {}'s filters", host))
         }
+        FaultKind::HostClock => clocks::set(&clocks::host_file(lab, host), 0),
         FaultKind::KillActuator
         | FaultKind::KillK3s
         | FaultKind::Reboot
         | FaultKind::KillSwapController
-        | FaultKind::KillLeadingRun => Ok(()),
+        | FaultKind::KillLeadingRun
+        | FaultKind::ControllerClock => Ok(()),
     }
 }

@@ -6,11 +6,12 @@
 //! The pure parts: [`schedule`] (the seeded fault schedule and the
 //! operator's budget), [`linear`] (the history and its check), [`verdict`]
 //! (a done swap against etcd, and liveness) and [`summary`]; the shells:
-//! [`clients`], [`controllers`], [`faults`], [`watch`], [`end`] and
+//! [`clients`], [`clocks`], [`controllers`], [`faults`], [`watch`], [`end`] and
 //! [`campaign`].
 
 pub mod campaign;
 pub mod clients;
+pub mod clocks;
 pub mod controllers;
 pub mod end;
 pub mod faults;

@@ -50,11 +50,19 @@ pub enum FaultKind {
     /// the controller for the hold, while it serves every host and the
     /// other API servers answer.
     ApiCut,
+    /// The host's actuator's wall clock off by the fault's offset for the
+    /// hold (libfaketime, `chaos::clocks`): beyond `skew_margin_secs`, so
+    /// it must refuse what needs the Lease until its clock is back.
+    HostClock,
+    /// The controllers' wall clock (`fleet-role swap` and both `run`
+    /// instances) off by the fault's offset for the hold: their writes
+    /// must wait until it is back.
+    ControllerClock,
 }
 
 impl FaultKind {
     /// Every kind, in the order the summary lists them.
-    pub const ALL: [FaultKind; 14] = [
+    pub const ALL: [FaultKind; 16] = [
         FaultKind::KillActuator,
         FaultKind::KillSwapController,
         FaultKind::KillLeadingRun,
@@ -69,6 +77,8 @@ impl FaultKind {
         FaultKind::OneWay,
         FaultKind::Split,
         FaultKind::ApiCut,
+        FaultKind::HostClock,
+        FaultKind::ControllerClock,
     ];
 
     /// Its name, as in the schedule's JSON and the summary.
@@ -88,6 +98,8 @@ impl FaultKind {
             FaultKind::OneWay => "one-way",
             FaultKind::Split => "split",
             FaultKind::ApiCut => "api-cut",
+            FaultKind::HostClock => "host-clock",
+            FaultKind::ControllerClock => "controller-clock",
         }
     }
 
@@ -95,7 +107,7 @@ impl FaultKind {
     pub fn on_host(self) -> bool {
         !matches!(
             self,
-            FaultKind::KillSwapController | FaultKind::KillLeadingRun
+            FaultKind::KillSwapController | FaultKind::KillLeadingRun | FaultKind::ControllerClock
         )
     }
 
@@ -115,7 +127,14 @@ impl FaultKind {
                 | FaultKind::OneWay
                 | FaultKind::Split
                 | FaultKind::ApiCut
+                | FaultKind::HostClock
+                | FaultKind::ControllerClock
         )
+    }
+
+    /// Whether it sets a clock off (libfaketime, `chaos::clocks`).
+    pub fn on_clock(self) -> bool {
+        matches!(self, FaultKind::HostClock | FaultKind::ControllerClock)
     }
 
     /// Whether it is a network fault (a packet filter in the host's
@@ -173,6 +192,14 @@ pub struct Fault {
     /// How long it lasts, in milliseconds (a kill's hold is how long the
     /// killed `run` stays down; systemd restarts a killed unit itself).
     pub hold_ms: u64,
+    /// How far a clock fault sets the clock off, in seconds (ahead when
+    /// positive); 0 for the other kinds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offset_secs: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// One planned swap.
@@ -199,6 +226,11 @@ pub struct Schedule {
 pub const LATEST_FAULT: u64 = 45_000;
 /// The shortest and longest hold.
 pub const HOLD: (u64, u64) = (3_000, 40_000);
+/// How far a clock fault sets a clock off, in seconds, either way: past
+/// the campaign's `skew_margin_secs` (5, the default) from twice it to
+/// three times the swap's Lease (20 s), so a Lease that lapsed is still
+/// valid by a clock that runs behind.
+pub const CLOCK_OFFSET: (u64, u64) = (10, 60);
 
 /// A small deterministic generator (splitmix64): the schedule must be
 /// the same from the same seed on every machine and every build.
@@ -256,11 +288,19 @@ fn draw_fault(rng: &mut Rng) -> Fault {
         3 | 4 => Target::OtherVoter(rng.below(4) as u8),
         _ => Target::Standby(rng.below(4) as u8),
     };
+    let (after_ms, hold_ms) = (rng.below(LATEST_FAULT), rng.within(HOLD));
+    let offset_secs = if kind.on_clock() {
+        let secs = i64::try_from(rng.within(CLOCK_OFFSET)).unwrap_or(i64::MAX);
+        if rng.below(2) == 0 { secs } else { -secs }
+    } else {
+        0
+    };
     Fault {
-        after_ms: rng.below(LATEST_FAULT),
+        after_ms,
         kind,
         target,
-        hold_ms: rng.within(HOLD),
+        hold_ms,
+        offset_secs,
     }
 }
 

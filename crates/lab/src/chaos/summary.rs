@@ -70,6 +70,9 @@ pub struct FaultTally {
     /// the host to act on (a freeze of etcd on a standby), or the fault
     /// could not be done (said in the log).
     pub skipped: u32,
+    /// Of a clock fault's, those the product noticed while it lasted (its
+    /// log says the clock is off the API server's).
+    pub noticed: u32,
 }
 
 /// The whole campaign.
@@ -158,11 +161,16 @@ impl Summary {
         ));
         for (k, t) in &self.faults {
             out.push(format!(
-                "  {:<21} {} fired, {} deferred, {} skipped",
+                "  {:<21} {} fired, {} deferred, {} skipped{}",
                 k.name(),
                 t.fired,
                 t.deferred,
-                t.skipped
+                t.skipped,
+                if k.on_clock() {
+                    format!(", {} noticed", t.noticed)
+                } else {
+                    String::new()
+                }
             ));
         }
         out.push(format!(
@@ -233,12 +241,21 @@ mod tests {
                 fired: 3,
                 deferred: 1,
                 skipped: 1,
+                ..Default::default()
             },
         );
         s.faults.insert(
             FaultKind::Reboot,
             FaultTally {
                 fired: 2,
+                ..Default::default()
+            },
+        );
+        s.faults.insert(
+            FaultKind::HostClock,
+            FaultTally {
+                fired: 2,
+                noticed: 1,
                 ..Default::default()
             },
         );
@@ -264,7 +281,21 @@ mod tests {
         assert!(
             lines
                 .iter()
-                .any(|l| l == "faults: 5 fired (1 deferred), 1 skipped"),
+                .any(|l| l == "faults: 7 fired (1 deferred), 1 skipped"),
+            "{lines:?}"
+        );
+        // Only a clock fault says whether the product noticed it.
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.trim_start().starts_with("host-clock")
+                    && l.ends_with("2 fired, 0 deferred, 0 skipped, 1 noticed")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.trim_start().starts_with("cut") && l.ends_with("1 skipped")),
             "{lines:?}"
         );
         assert!(lines.iter().any(|l| l == "violations: 0"), "{lines:?}");

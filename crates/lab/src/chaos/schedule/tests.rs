@@ -127,6 +127,8 @@ fn only_the_faults_that_stop_a_member_count_against_the_budget() {
     );
     assert!(!FaultKind::KillLeadingRun.on_host());
     assert!(FaultKind::FreezeApi.on_host());
+    assert!(FaultKind::HostClock.on_host());
+    assert!(!FaultKind::ControllerClock.on_host());
     assert_eq!(
         kinds(FaultKind::lasts),
         [
@@ -139,11 +141,40 @@ fn only_the_faults_that_stop_a_member_count_against_the_budget() {
             "peer-cut",
             "one-way",
             "split",
-            "api-cut"
+            "api-cut",
+            "host-clock",
+            "controller-clock"
         ]
     );
     assert_eq!(
         kinds(FaultKind::on_network),
         ["peer-cut", "one-way", "split", "api-cut"]
     );
+}
+
+#[test]
+fn a_clock_fault_sets_a_clock_off_beyond_the_margin_either_way_and_no_other_fault_does() {
+    let (mut ahead, mut behind) = (0, 0);
+    for seed in 0..50 {
+        for f in Schedule::draw(seed, 4, 8)
+            .swaps
+            .into_iter()
+            .flat_map(|w| w.faults)
+        {
+            if f.kind.on_clock() {
+                let secs = f.offset_secs.unsigned_abs();
+                assert!((CLOCK_OFFSET.0..=CLOCK_OFFSET.1).contains(&secs), "{f:?}");
+                // Past the campaign's skew margin (5 s).
+                assert!(secs > 5, "{f:?}");
+                if f.offset_secs > 0 {
+                    ahead += 1;
+                } else {
+                    behind += 1;
+                }
+            } else {
+                assert_eq!(f.offset_secs, 0, "{f:?}");
+            }
+        }
+    }
+    assert!(ahead > 0 && behind > 0, "{ahead} ahead, {behind} behind");
 }
