@@ -19,7 +19,9 @@ pub const MIN_FREE_BYTES: u64 = 2 * 1024 * 1024 * 1024;
 pub struct JoinConfig {
     /// Where the server unit's token is set, if anywhere.
     pub token: Option<String>,
-    /// Free bytes where k3s keeps its datastore, or why they could not be read.
+    /// Free bytes where k3s keeps its datastore (`server/db`, or its
+    /// nearest existing parent: an operator may give etcd a disk of its
+    /// own there), or why they could not be read.
     pub free: Result<u64, String>,
     /// The agent's keys, for the later demotion.
     pub agent: eligibility::AgentConfig,
@@ -29,7 +31,7 @@ pub struct JoinConfig {
 pub fn read(paths: &HostPaths) -> JoinConfig {
     JoinConfig {
         token: token_source(paths),
-        free: free_bytes(&paths.data_dir()),
+        free: free_bytes(&paths.etcd_dir()),
         agent: eligibility::read(paths),
     }
 }
@@ -67,6 +69,27 @@ fn free_bytes(dir: &Path) -> Result<u64, String> {
     Ok(s.f_bavail.saturating_mul(s.f_frsize))
 }
 
+/// Why the datastore's disk is too small for a copy of etcd, if it is:
+/// `free` as [`JoinConfig::free`] holds it.
+pub fn room_reason(free: &Result<u64, String>) -> Option<String> {
+    match free {
+        Ok(free) if *free < MIN_FREE_BYTES => Some(format!(
+            "{} MiB free where k3s keeps its datastore, under the {} MiB a copy of etcd may need",
+            free / (1024 * 1024),
+            MIN_FREE_BYTES / (1024 * 1024)
+        )),
+        Ok(_) => None,
+        Err(why) => Some(format!("the free space could not be read: {why}")),
+    }
+}
+
+/// Why this host's datastore has no room for a promotion now, read now
+/// (the promotion's own check: the disk may have filled since the host
+/// last reported itself eligible).
+pub fn datastore_short(paths: &HostPaths) -> Option<String> {
+    room_reason(&free_bytes(&paths.etcd_dir()))
+}
+
 /// Why this host could not join as a server; empty when it could.
 /// `server` says whether a server was reached (`Err` with why not), or is
 /// `None` where that was not asked.
@@ -77,15 +100,7 @@ pub fn assess(config: &JoinConfig, server: Option<&Result<(), String>>) -> Vec<S
             "k3s server would have no join token: set token: in k3s's config (both roles take it) or K3S_TOKEN in k3s.service.env; k3s-agent.service.env is read by the agent only".to_string(),
         );
     }
-    match &config.free {
-        Ok(free) if *free < MIN_FREE_BYTES => reasons.push(format!(
-            "{} MiB free where k3s keeps its datastore, under the {} MiB a copy of etcd may need",
-            free / (1024 * 1024),
-            MIN_FREE_BYTES / (1024 * 1024)
-        )),
-        Ok(_) => {}
-        Err(why) => reasons.push(format!("the free space could not be read: {why}")),
-    }
+    reasons.extend(room_reason(&config.free));
     if let Some(Err(why)) = server {
         reasons.push(format!("no k3s server could be reached: {why}"));
     }

@@ -514,6 +514,44 @@ pub fn with_role_file(decision: Decision, problem: Option<&str>) -> Decision {
     }
 }
 
+/// Applies the datastore's room to a decision: a promotion is refused (or,
+/// once started, waits) while the disk where k3s keeps its datastore is
+/// too small for a copy of etcd. The host's eligibility said so before the
+/// swap picked it; this is the check at the step itself, for a disk that
+/// filled since: k3s would start a member that fails on its first write
+/// and be rolled back only after `start_wait_secs`. `short` says why the
+/// room is short (read only for a promotion), `None` when it is not.
+pub fn with_datastore_room(decision: Decision, short: Option<&str>) -> Decision {
+    let Some(short) = short else {
+        return decision;
+    };
+    match decision {
+        Decision::Take {
+            swap,
+            step: Step::Promote { .. },
+            resume,
+        } => refuse_or_wait(
+            resume,
+            swap,
+            ReportStep::Promote,
+            format!("{short}: etcd would fail on a full disk, so this host is not promoted"),
+        ),
+        other => other,
+    }
+}
+
+/// Whether `decision` takes a promotion: the only step whose decision
+/// needs the datastore's room read ([`with_datastore_room`]).
+pub fn takes_promotion(decision: &Decision) -> bool {
+    matches!(
+        decision,
+        Decision::Take {
+            step: Step::Promote { .. },
+            ..
+        }
+    )
+}
+
 fn step_or_unknown(raw: &str) -> ReportStep {
     StepKind::parse(raw).map_or(ReportStep::Unknown, ReportStep::from)
 }

@@ -1390,6 +1390,30 @@ fn a_step_on_a_host_whose_role_file_is_invalid_is_refused_and_never_taken_as_no_
     assert_eq!(decide::with_role_file(c.decide(), None), c.decide());
 }
 
+#[test]
+fn a_promotion_onto_a_disk_without_room_for_etcd_is_refused_and_once_started_waits() {
+    let short = Some(
+        "64 MiB free where k3s keeps its datastore, under the 2048 MiB a copy of etcd may need",
+    );
+    let c = Case::new(node_asking("promote", "server"), agent_host());
+    assert!(decide::takes_promotion(&c.decide()), "{:?}", c.decide());
+    let d = decide::with_datastore_room(c.decide(), short);
+    assert!(is_refusal(&d, "64 MiB free"), "{d:?}");
+    assert!(!decide::takes_promotion(&d));
+    // Started before the disk filled: it waits rather than settle.
+    let mut c = Case::new(node_asking("promote", "server"), agent_host());
+    c.report = Some(reported(ReportStep::Promote, Phase::Started));
+    let d = decide::with_datastore_room(c.decide(), short);
+    assert!(matches!(d, Decision::Wait { .. }), "{d:?}");
+    // Room enough: the decision stands.
+    let c = Case::new(node_asking("promote", "server"), agent_host());
+    assert_eq!(decide::with_datastore_room(c.decide(), None), c.decide());
+    // Any other step is no promotion, room or not.
+    let c = Case::new(node_asking("rollback", "agent"), agent_host());
+    assert!(!decide::takes_promotion(&c.decide()));
+    assert_eq!(decide::with_datastore_room(c.decide(), short), c.decide());
+}
+
 // === Guards against marks another principal wrote ===
 
 /// A voter that is no part of the swap, with a datastore whose member

@@ -63,6 +63,10 @@ pub const LEARNER_MAX_STALL: Duration = Duration::from_secs(5 * 60);
 /// The etcd leader loop's period while the lab brings its servers up.
 pub const BRING_UP_PACE: Duration = Duration::from_secs(2);
 
+/// The longest [`LabSpec::hold_snapshots_file`] holds a snapshot: a test
+/// that forgot its hold must not leave a swap waiting for ever.
+pub const SNAPSHOT_HOLD_BOUND: Duration = Duration::from_secs(5 * 60);
+
 /// The whole lab.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LabSpec {
@@ -192,6 +196,13 @@ impl LabSpec {
     /// leader's loop skips the promotion (a fault the lab's tests inject).
     pub fn hold_promotions_file(&self) -> PathBuf {
         self.dir.join("inject/hold-promotions")
+    }
+
+    /// A file that, while it exists, holds every `k3s etcd-snapshot save`
+    /// before it reads the member (at most [`SNAPSHOT_HOLD_BOUND`]): a
+    /// test's moment between a swap's gates and its next step.
+    pub fn hold_snapshots_file(&self) -> PathBuf {
+        self.dir.join("inject/hold-snapshots")
     }
 
     /// A file holding a number of milliseconds: while it exists, the etcd

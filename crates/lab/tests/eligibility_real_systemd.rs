@@ -348,3 +348,219 @@ async fn the_first_server_laid_out_for_either_role_is_swapped_out_and_its_agent_
         "no step-down renamed the server: {said:?}"
     );
 }
+
+/// Where k3s keeps its datastore, and its snapshots, inside a host.
+const DB: &str = "/var/lib/rancher/k3s/server/db";
+const SNAPSHOTS: &str = "/var/lib/rancher/k3s/server/db/snapshots";
+
+/// Gives `host` a small filesystem of its own at `path` (a tmpfs of
+/// `size`, mounted inside the host), as an operator gives etcd or the
+/// snapshots a disk of their own, here one with no room.
+fn small_disk(lab: &SystemdLab, host: &str, path: &str, size: &str) {
+    let m = lab.machine(host).unwrap();
+    let script = format!(
+        "mkdir -p {path} && mount -t tmpfs -o size={size},mode=0700 fleet-role-lab-full {path}"
+    );
+    let o = m.exec(&["sh", "-c", &script], QUICK).unwrap();
+    assert!(o.status.success(), "{host}: {script}: {o:?}");
+}
+
+/// Takes the small filesystem at `path` away again.
+fn free_disk(lab: &SystemdLab, host: &str, path: &str) {
+    let o = lab
+        .machine(host)
+        .unwrap()
+        .exec(&["umount", path], QUICK)
+        .unwrap();
+    assert!(o.status.success(), "{host}: umount {path}: {o:?}");
+}
+
+/// What `ls -A` lists at `path` inside `host`.
+fn listed(lab: &SystemdLab, host: &str, path: &str) -> String {
+    let o = lab
+        .machine(host)
+        .unwrap()
+        .exec(&["ls", "-A", path], QUICK)
+        .unwrap();
+    o.stdout.trim().to_string()
+}
+
+/// `fleet-role ARGS` through server-1's API: its exit code and output.
+async fn fleet_role_says(lab: &SystemdLab, args: &[&str]) -> (Option<i32>, String) {
+    let kubeconfig = lab::lab_setup::kubeconfig_for(&lab.spec, "server-1").unwrap();
+    let out = tokio::process::Command::new(fleet_role())
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// The regrade Lease as `fleet-role status --output json` shows it.
+async fn lease_status(lab: &SystemdLab) -> serde_json::Value {
+    let (_, out) = fleet_role_says(lab, &["status", "--output", "json"]).await;
+    let json = out.lines().next().unwrap_or_default();
+    serde_json::from_str::<serde_json::Value>(json)
+        .unwrap_or_else(|e| panic!("status --output json: {e}: {out}"))["lease"]
+        .clone()
+}
+
+/// A full disk, on real systemd, at the two places a swap writes before
+/// anything changes: a standby whose datastore's disk filled after it was
+/// found eligible refuses its promotion at the step, naming the free
+/// space, and changes nothing; a snapshot folder with no room stops the
+/// swap with the disk's error, leaves no part of a snapshot and nothing
+/// changed; once the disk has room, the same `fleet-role swap` ends done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_under_the_datastore_or_the_snapshots_stops_the_swap_with_the_reason_changing_nothing_until_it_has_room()
+ {
+    let _turn = SERIAL.lock().await;
+    let dir = lab_dir();
+    let lab = lab_of(3, 1, dir.path()).await;
+    let hand = Hand::new(&lab.spec).unwrap();
+    let swap = ["swap", "--out", "server-3", "--in", "agent-1"];
+    common::until_gates_pass(&lab, &swap).await;
+    let members_before = common::etcd_members(&lab).await;
+    let before = unchanged(&lab, &hand).await;
+
+    // The datastore's disk fills between the gates and the promotion: the
+    // snapshot is held (the stand-in's inject file) while agent-1's
+    // `server/db` gets a disk of 64 MiB, under the 2 GiB a copy of etcd
+    // may need.
+    let hold = lab.spec.hold_snapshots_file();
+    std::fs::create_dir_all(hold.parent().unwrap()).unwrap();
+    std::fs::write(&hold, "").unwrap();
+    let swapping = tokio::spawn({
+        let kubeconfig = lab::lab_setup::kubeconfig_for(&lab.spec, "server-1").unwrap();
+        async move {
+            tokio::process::Command::new(fleet_role())
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(swap)
+                .output()
+                .await
+                .unwrap()
+        }
+    });
+    let clock = clock::Clock::system();
+    let t0 = clock.now();
+    loop {
+        let r = hand.report("server-1").await.unwrap();
+        if r.is_some_and(|r| r.step == protocol::report::ReportStep::Snapshot) {
+            break;
+        }
+        assert!(
+            clock.since(t0) < Duration::from_secs(120),
+            "server-1 never began the swap's snapshot"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    small_disk(&lab, "agent-1", DB, "64m");
+    std::fs::remove_file(&hold).unwrap();
+    let out = swapping.await.unwrap();
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(out.status.code(), Some(0), "{said}");
+    let lease = lease_status(&lab).await;
+    let ending = format!("{} {}", lease["stopped"], lease["lastSwap"]);
+    assert!(
+        ending.contains("MiB free where k3s keeps its datastore"),
+        "{ending}\n{said}"
+    );
+    eprintln!("the swap onto a full datastore disk ended: {ending}");
+    // Nothing changed on agent-1 (still the agent, nothing on its small
+    // disk) nor anywhere else, etcd's members included.
+    assert_eq!(listed(&lab, "agent-1", DB), "");
+    let after = unchanged(&lab, &hand).await;
+    assert_eq!(
+        (
+            &after.units,
+            &after.role_files,
+            &after.datastores,
+            &after.marks
+        ),
+        (
+            &before.units,
+            &before.role_files,
+            &before.datastores,
+            &before.marks
+        ),
+        "{said}"
+    );
+    assert_eq!(common::etcd_members(&lab).await, members_before);
+    free_disk(&lab, "agent-1", DB);
+    if !lease["stopped"].is_null() {
+        let (code, out) = fleet_role_says(&lab, &["abort"]).await;
+        assert_eq!(code, Some(0), "abort: {out}");
+    }
+
+    // The snapshot folder full: every voter that may take the snapshot
+    // has 64 KiB there.
+    common::until_gates_pass(&lab, &swap).await;
+    for s in ["server-1", "server-2", "server-3"] {
+        small_disk(&lab, s, SNAPSHOTS, "64k");
+    }
+    let (code, said) = fleet_role_says(&lab, &swap).await;
+    assert_ne!(code, Some(0), "{said}");
+    let lease = lease_status(&lab).await;
+    let ending = format!("{} {}", lease["stopped"], lease["lastSwap"]);
+    assert!(
+        ending.to_lowercase().contains("no space left on"),
+        "{ending}\n{said}"
+    );
+    eprintln!("the swap onto a full snapshot folder ended: {ending}");
+    for s in ["server-1", "server-2", "server-3"] {
+        assert_eq!(
+            listed(&lab, s, SNAPSHOTS),
+            "",
+            "{s}: a part of a snapshot is left"
+        );
+    }
+    let after = unchanged(&lab, &hand).await;
+    assert_eq!(
+        (
+            &after.units,
+            &after.role_files,
+            &after.datastores,
+            &after.marks
+        ),
+        (
+            &before.units,
+            &before.role_files,
+            &before.datastores,
+            &before.marks
+        ),
+        "{said}"
+    );
+    assert_eq!(common::etcd_members(&lab).await, members_before);
+
+    // Room again: the same command takes the swap up and ends it done.
+    for s in ["server-1", "server-2", "server-3"] {
+        free_disk(&lab, s, SNAPSHOTS);
+    }
+    let (code, said) = fleet_role_says(&lab, &swap).await;
+    assert_eq!(code, Some(0), "{said}");
+    let (voters, learners) = common::etcd_members(&lab).await;
+    assert!(learners.is_empty(), "{learners:?}");
+    assert_eq!(voters.len(), 3, "{voters:?}");
+    assert!(
+        voters.iter().any(|v| v.starts_with("agent-1")),
+        "{voters:?}"
+    );
+    assert!(
+        !voters.iter().any(|v| v.starts_with("server-3")),
+        "{voters:?}"
+    );
+}

@@ -6,13 +6,12 @@
 //! refused with the reason. Fails, never skips, when nspawn cannot run.
 
 use lab::{
-    etcd_gw,
     resize::{Resized, fleet_role_with_writer},
     systemd_lab::SystemdLab,
 };
 
 mod common;
-use common::{fleet_role, lab_dir, lab_of};
+use common::{etcd_members as members, fleet_role, lab_dir, lab_of, until_gates_pass};
 
 /// Runs `fleet-role ARGS` through server-1 with the writer on, and checks
 /// its exit code.
@@ -31,55 +30,6 @@ async fn run(lab: &SystemdLab, args: &[&str], code: i32) -> Resized {
         r.log
     );
     r
-}
-
-/// Waits, up to 3 minutes, until `fleet-role ARGS --dry-run` passes every
-/// gate: the change before it just ended, and the servers' reports of
-/// etcd's members lag it by seconds (`etcd-views-agree`), which an
-/// operator sees as a refusal saying so.
-async fn until_gates_pass(lab: &SystemdLab, args: &[&str]) {
-    let kubeconfig = lab::lab_setup::kubeconfig_for(&lab.spec, "server-1").unwrap();
-    let clock = clock::Clock::system();
-    let t0 = clock.now();
-    loop {
-        let out = tokio::process::Command::new(fleet_role())
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(args)
-            .arg("--dry-run")
-            .output()
-            .await
-            .unwrap();
-        if out.status.success() {
-            return;
-        }
-        assert!(
-            clock.since(t0) < std::time::Duration::from_secs(180),
-            "the gates of fleet-role {} stayed shut:\n{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout)
-        );
-        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-    }
-}
-
-/// etcd's own members, seen through server-1: (voters, learners), by name.
-async fn members(lab: &SystemdLab) -> (Vec<String>, Vec<String>) {
-    let spec = &lab.spec;
-    let ep = spec.etcd(spec.host("server-1").unwrap().ip).unwrap();
-    let (_, list) = etcd_gw::member_list(&ep).await.unwrap();
-    let mut voters: Vec<String> = list
-        .iter()
-        .filter(|m| !m.is_learner)
-        .map(|m| m.name.clone())
-        .collect();
-    let learners: Vec<String> = list
-        .iter()
-        .filter(|m| m.is_learner)
-        .map(|m| m.name.clone())
-        .collect();
-    voters.sort();
-    (voters, learners)
 }
 
 /// Each host named runs its server and not its agent (`true`), or the

@@ -130,5 +130,10 @@ fn decision_on(
         clock: heartbeat.clock_offset(),
         join_port: ctx.settings.join_port,
     });
-    hostdecide::decide::with_role_file(decision, role_problem.as_deref())
+    let decision = hostdecide::decide::with_role_file(decision, role_problem.as_deref());
+    // The disk is read only when a promotion would be taken.
+    let short = hostdecide::decide::takes_promotion(&decision)
+        .then(|| host::preflight::datastore_short(&ctx.host.paths))
+        .flatten();
+    hostdecide::decide::with_datastore_room(decision, short.as_deref())
 }

@@ -108,3 +108,23 @@ fn a_token_file_its_alias_and_k3s_token_file_count_and_an_empty_k3s_token_does_n
         assert!(read(&paths).token.is_none(), "{rel}: {text}");
     }
 }
+
+#[test]
+fn a_datastore_short_of_room_is_named_with_its_free_space_and_one_with_room_is_not() {
+    assert_eq!(room_reason(&Ok(MIN_FREE_BYTES)), None);
+    let short = room_reason(&Ok(64 * 1024 * 1024)).unwrap();
+    assert!(
+        short.starts_with("64 MiB free where k3s keeps its datastore"),
+        "{short}"
+    );
+    assert!(
+        room_reason(&Err("statvfs: EIO".into()))
+            .unwrap()
+            .contains("statvfs: EIO")
+    );
+    let (_d, paths) = host_with(&[]);
+    // Any machine that builds this has a little room; the check reads it
+    // where the datastore goes.
+    let now = datastore_short(&paths);
+    assert_eq!(now, room_reason(&read(&paths).free));
+}

@@ -111,6 +111,11 @@ pub async fn snapshot_save(ctx: &Ctx, name: &str) -> anyhow::Result<PathBuf> {
     if members.iter().any(|m| m.id == me && m.is_learner) {
         anyhow::bail!("etcd-snapshot error: this member is a learner; learners take no snapshots");
     }
+    let hold = ctx.spec.hold_snapshots_file();
+    let held = clock.now();
+    while hold.exists() && clock.since(held) < crate::spec::SNAPSHOT_HOLD_BOUND {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     let data = crate::etcd_gw::snapshot(&url).await?;
     write_snapshot(ctx, name, &data, clock.unix_secs())
 }
@@ -161,7 +166,10 @@ pub async fn snapshot_prune(ctx: &Ctx, prefix: &str, keep: usize) -> anyhow::Res
 /// server's supervisor: its config files, then its unit's command line),
 /// named `<name>-<node>-<unix>`; with `etcd-snapshot-compress`, only
 /// `<that>.zip`, one entry of that name (`compressSnapshot`; the
-/// uncompressed file is removed).
+/// uncompressed file is removed). As etcd's client saves it
+/// (`SaveWithVersion`, `client/v3/snapshot/v3_snapshot.go`): into
+/// `<file>.part`, synced, then renamed; a failed write (a full disk)
+/// removes the part and leaves nothing.
 pub fn write_snapshot(ctx: &Ctx, name: &str, data: &[u8], now: i64) -> anyhow::Result<PathBuf> {
     let (server, dir) = snapshot_dir(ctx)?;
     std::fs::create_dir_all(&dir)?;
@@ -174,7 +182,21 @@ pub fn write_snapshot(ctx: &Ctx, name: &str, data: &[u8], now: i64) -> anyhow::R
     } else {
         (dir.join(&base), data.to_vec())
     };
-    std::fs::write(&file, contents)?;
+    let part = PathBuf::from(format!("{}.part", file.display()));
+    let written = (|| {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&part)?;
+        f.write_all(&contents)?;
+        f.sync_all()?;
+        std::fs::rename(&part, &file)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&part);
+        return Err(anyhow::Error::new(e).context(format!(
+            "etcd-snapshot error: could not save {}",
+            file.display()
+        )));
+    }
     Ok(file)
 }
 
@@ -247,5 +269,22 @@ mod tests {
                 .join("var/lib/rancher/k3s/server/db/snapshots/swap-7-n1-100")
         );
         assert_eq!(std::fs::read(&file).unwrap(), b"etcd data");
+    }
+
+    #[test]
+    fn a_snapshot_that_cannot_be_saved_leaves_no_part_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ctx_with(dir.path(), "node-name: n1\n");
+        let snapshots = dir.path().join("var/lib/rancher/k3s/server/db/snapshots");
+        // Its name taken by a directory: the rename fails, as a write to a
+        // full disk does, after the part was written.
+        std::fs::create_dir_all(snapshots.join("swap-7-n1-100/x")).unwrap();
+        let e = write_snapshot(&ctx, "swap-7", b"etcd data", 100).unwrap_err();
+        assert!(format!("{e:#}").contains("etcd-snapshot error"), "{e:#}");
+        let left: Vec<_> = std::fs::read_dir(&snapshots)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["swap-7-n1-100"]);
     }
 }
