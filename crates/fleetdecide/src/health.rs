@@ -7,7 +7,7 @@ use crate::etcd_gates::etcd_learners;
 use crate::gate::GateName;
 use crate::gates::etcd_view_gates;
 use crate::quorum::count_voters;
-use crate::view::FleetView;
+use crate::view::{FleetView, SwapRecord};
 use fleetfacts::{Class, classify};
 use protocol::text::one_line;
 use protocol::version;
@@ -24,6 +24,11 @@ pub enum DegradedReason {
     LeaseMissing,
     /// A swap stopped part-way, recorded on the Lease.
     SwapStopped,
+    /// A swap recorded on a Lease no controller holds (its controller
+    /// went away: Ctrl-C, a closed lid, a dropped ssh), not stopped.
+    SwapAbandoned,
+    /// An even number of voting members stands with no change under way.
+    EvenVoters,
     /// A host left between roles with no swap under way.
     HostBetweenRoles,
     /// A host reports a protocol version this build does not know.
@@ -46,10 +51,12 @@ pub enum DegradedReason {
 
 impl DegradedReason {
     /// Every reason, in the order [`degradations`] lists them.
-    pub const ALL: [DegradedReason; 12] = [
+    pub const ALL: [DegradedReason; 14] = [
         DegradedReason::VotersUnhealthy,
         DegradedReason::LeaseMissing,
         DegradedReason::SwapStopped,
+        DegradedReason::SwapAbandoned,
+        DegradedReason::EvenVoters,
         DegradedReason::HostBetweenRoles,
         DegradedReason::UnknownProtocol,
         DegradedReason::EtcdViews,
@@ -67,6 +74,8 @@ impl DegradedReason {
             DegradedReason::VotersUnhealthy => "voters-unhealthy",
             DegradedReason::LeaseMissing => "lease-missing",
             DegradedReason::SwapStopped => "swap-stopped",
+            DegradedReason::SwapAbandoned => "swap-abandoned",
+            DegradedReason::EvenVoters => "even-voters",
             DegradedReason::HostBetweenRoles => "host-between-roles",
             DegradedReason::UnknownProtocol => "unknown-protocol",
             DegradedReason::EtcdViews => "etcd-views",
@@ -112,6 +121,13 @@ pub fn degraded(v: &FleetView) -> Vec<String> {
 ///   down);
 /// - the regrade Lease is missing (no swap can be run);
 /// - a swap stopped part-way, recorded on the Lease;
+/// - a swap recorded, not stopped, on a Lease no controller holds: its
+///   controller went away mid-change and nothing drives it (`run` takes
+///   it up; with no `run`, the command that resumes it is named);
+/// - with no change holding the Lease, an even number of voting members in
+///   etcd (the servers' views, never the Nodes: any `patch nodes` holder
+///   can label one): a count that tolerates no more failures than one
+///   fewer, which a change leaves only while it runs;
 /// - with no swap holding the Lease, a host left between roles (a learner,
 ///   an etcd-only or a rolled-back host): nothing will move it on;
 /// - a host whose report is of a protocol version this build does not know
@@ -160,7 +176,34 @@ pub fn degradations(v: &FleetView) -> Vec<Degradation> {
                     DegradedReason::SwapStopped,
                     format!("a swap stopped part-way: {}", one_line(s)),
                 );
+            } else if !held && let Some(r) = l.recorded_swap() {
+                push(
+                    DegradedReason::SwapAbandoned,
+                    format!(
+                        "{} {} ({}) is recorded on the regrade Lease and no controller holds it{}: `{}` takes it up (`fleet-role run` does by itself), `fleet-role abort` winds it down",
+                        r.change().as_str(),
+                        r.id,
+                        crate::view::halves(r.out.as_ref(), r.incoming.as_ref()),
+                        l.expiry()
+                            .map(|t| format!(" (lapsed {} s ago)", v.now.saturating_sub(t)))
+                            .unwrap_or_default(),
+                        r.resume_command()
+                    ),
+                );
             }
+        }
+    }
+    let picture = v.etcd();
+    if !held && picture.known() {
+        let (voting, _) = picture.voters_after(None);
+        if voting > 0 && voting % 2 == 0 {
+            push(
+                DegradedReason::EvenVoters,
+                format!(
+                    "etcd has {voting} voting members, an even count that tolerates no more failures than {}: finish or abort the change that left it, or `fleet-role grow` / `shrink` to an odd count",
+                    voting - 1
+                ),
+            );
         }
     }
     for n in v.sorted() {
@@ -205,7 +248,7 @@ pub fn degradations(v: &FleetView) -> Vec<Degradation> {
     }
     if !held {
         let by_nodes = |l: &String| v.node(l).is_some_and(|n| classify(n) == Class::Learner);
-        for l in etcd_learners(&v.etcd(), None) {
+        for l in etcd_learners(&picture, None) {
             if !by_nodes(&l) {
                 push(
                     DegradedReason::EtcdLearner,
@@ -244,6 +287,72 @@ mod tests {
         assert_eq!(
             d[0].text,
             "n4's report was refused by the API: 403 Forbidden: at most 16384 bytes"
+        );
+    }
+
+    /// A swap recorded for n1 -> n4 on a Lease renewed `ago` seconds ago
+    /// (its duration 60 s).
+    fn recorded(ago: i64) -> FleetView {
+        let mut v = healthy();
+        let mut l = lease_held_by("fleet-role", "i-1", "swap-20261205-092147-463d", "n1", "n4");
+        l.renew_time = Some(NOW - ago);
+        v.lease = Some(l);
+        v
+    }
+
+    #[test]
+    fn a_swap_on_a_lease_no_controller_holds_is_abandoned_and_named_with_the_command_that_takes_it_up()
+     {
+        let v = recorded(200);
+        let d = degradations(&v);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].reason, DegradedReason::SwapAbandoned);
+        assert_eq!(
+            d[0].text,
+            "swap swap-20261205-092147-463d (out n1, in n4) is recorded on the regrade Lease and no controller holds it (lapsed 140 s ago): `fleet-role swap --out n1 --in n4` takes it up (`fleet-role run` does by itself), `fleet-role abort` winds it down"
+        );
+        // Held: a controller drives it.
+        assert!(degradations(&recorded(10)).is_empty());
+        // Stopped: that is said once, as stopped.
+        let mut v = recorded(200);
+        v.lease.as_mut().unwrap().stopped = Some("the step-down failed".into());
+        let kinds: Vec<DegradedReason> = degradations(&v).iter().map(|d| d.reason).collect();
+        assert_eq!(kinds, [DegradedReason::SwapStopped]);
+    }
+
+    #[test]
+    fn an_even_count_of_voting_members_in_etcd_degrades_the_fleet_only_while_no_change_holds_the_lease()
+     {
+        // n4 promoted and voting, as a swap abandoned after its promotion
+        // leaves it: four voting members.
+        let mut v = recorded(200);
+        *node_mut(&mut v, "n4") = voter("n4", 4);
+        let mut v = with_etcd_views(v);
+        let kinds: Vec<DegradedReason> = degradations(&v).iter().map(|d| d.reason).collect();
+        assert_eq!(
+            kinds,
+            [DegradedReason::SwapAbandoned, DegradedReason::EvenVoters]
+        );
+        assert!(
+            degraded(&v)[1].starts_with("etcd has 4 voting members, an even count that tolerates no more failures than 3"),
+            "{:?}",
+            degraded(&v)
+        );
+        // While the swap's controller holds the Lease, four is its step.
+        v.lease.as_mut().unwrap().renew_time = Some(NOW - 10);
+        assert!(degradations(&v).is_empty(), "{:?}", degraded(&v));
+        // A Node dressed as a voter (k3s's label and condition, any
+        // `patch nodes` or `nodes/status` holder's to write) counts for
+        // nothing: etcd's views list three.
+        let mut v = healthy();
+        let n4 = node_mut(&mut v, "n4");
+        (n4.etcd_label, n4.etcd_is_voter) = (true, true);
+        assert!(
+            !degradations(&v)
+                .iter()
+                .any(|d| d.reason == DegradedReason::EvenVoters),
+            "{:?}",
+            degraded(&v)
         );
     }
 
