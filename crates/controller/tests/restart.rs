@@ -110,6 +110,67 @@ async fn a_controller_killed_while_the_host_finishes_resumes_and_finishes() {
     killed_at("finish", "finish").await;
 }
 
+/// The state an interrupted hand-run swap leaves (Ctrl-C, a closed lid, a
+/// dropped ssh) once it is past the promotion: four voters and a swap on a
+/// Lease nobody renews. `status` calls it degraded (exit 5), naming the
+/// command that takes it up and the even voter count, until that command
+/// has finished the swap.
+#[tokio::test]
+async fn a_swap_whose_controller_died_after_the_promotion_is_degraded_with_the_command_that_takes_it_up()
+ {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    h.fleet.set(|f| {
+        f.hold.insert("step-down".into());
+    });
+    let mut child = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
+    kill_at(&h, &mut child, "step-down", || {
+        h.fleet.has_held("step-down")
+    })
+    .await;
+    h.fleet.set(|f| {
+        f.hold.clear();
+    });
+    // Held a little longer by the dead one's Lease; then abandoned.
+    h.wait_for("the dead controller's Lease to lapse", || async {
+        h.run(&["status"]).await.code == Some(5)
+    })
+    .await;
+    let status = h.run(&["status"]).await;
+    status.expect(5);
+    assert!(
+        status
+            .stdout
+            .contains("is recorded on the regrade Lease and no controller holds it")
+            && status
+                .stdout
+                .contains("`fleet-role swap --out n1 --in n4` takes it up"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status
+            .stdout
+            .contains("etcd has 4 voting members, an even count"),
+        "{}",
+        status.stdout
+    );
+    let json = h.run(&["status", "--output", "json"]).await;
+    json.expect(5);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let degraded: Vec<&str> = v["degraded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d.as_str())
+        .collect();
+    assert!(
+        degraded[0].contains("no controller holds it") && degraded[1].starts_with("etcd has 4"),
+        "{degraded:?}"
+    );
+    restart_finishes(&h, "step-down").await;
+    h.run(&["status"]).await.expect(0);
+}
+
 #[tokio::test]
 async fn a_controller_killed_during_the_clean_up_resumes_and_finishes() {
     let h = Harness::start(&three_voters(), CONFIG).await;

@@ -334,7 +334,9 @@ mod tests {
             [DegradedReason::SwapAbandoned, DegradedReason::EvenVoters]
         );
         assert!(
-            degraded(&v)[1].starts_with("etcd has 4 voting members, an even count that tolerates no more failures than 3"),
+            degraded(&v)[1].starts_with(
+                "etcd has 4 voting members, an even count that tolerates no more failures than 3"
+            ),
             "{:?}",
             degraded(&v)
         );
