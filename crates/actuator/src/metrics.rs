@@ -59,6 +59,21 @@ impl Metrics {
     /// Every metric, registered under the prefix `fleet_role_actuator`.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("fleet_role_actuator");
+        let build_info = Family::<Labels, Gauge>::default();
+        registry.register(
+            "build_info",
+            "1, labelled with this actuator's release (version) and the protocol version it writes",
+            build_info.clone(),
+        );
+        build_info
+            .get_or_create(&vec![
+                ("version".into(), protocol::version::RELEASE.into()),
+                (
+                    "protocol".into(),
+                    protocol::version::PROTOCOL_VERSION.to_string(),
+                ),
+            ])
+            .set(1);
         let steps = Family::<Labels, Counter>::default();
         registry.register(
             "steps",
@@ -217,6 +232,17 @@ mod tests {
             let series = format!("fleet_role_actuator_watch_restarts_total{{watch=\"{watch}\"}} 0");
             assert!(text.contains(&series), "{text}");
         }
+    }
+
+    #[test]
+    fn the_build_info_names_this_release_and_the_protocol_it_writes() {
+        let text = Metrics::new().render();
+        let series = format!(
+            "fleet_role_actuator_build_info{{version=\"{}\",protocol=\"{}\"}} 1",
+            protocol::version::RELEASE,
+            protocol::version::PROTOCOL_VERSION
+        );
+        assert!(text.contains(&series), "{text}");
     }
 
     #[test]

@@ -336,6 +336,7 @@ mod tests {
             promotion: None,
             demotion: Some(Eligibility::Ok),
             etcd: Some(etcd),
+            release: None,
         };
         let report = Report::with_host_part(None, part, 5);
         assert!(report.to_json().len() > MAX_REPORT_BYTES);

@@ -386,6 +386,7 @@ impl Host {
             demotion: self.server.then_some(Eligibility::Ok),
             promotion: (!self.server).then_some(Eligibility::Ok),
             etcd,
+            release: None,
         }
     }
 

@@ -26,6 +26,7 @@ pub fn node(name: &str, voter: bool, etcd: Option<EtcdView>) -> NodeFacts {
             demotion: voter.then_some(Eligibility::Ok),
             promotion: None,
             etcd,
+            release: None,
         }),
         ..NodeFacts::default()
     };

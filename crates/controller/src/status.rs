@@ -24,6 +24,47 @@ fn age(now: i64, t: i64) -> String {
     }
 }
 
+/// The release a host's actuator reports of itself, if it does (an
+/// actuator before releases were reported names none).
+fn release_of(n: &NodeFacts) -> Option<&str> {
+    n.host.as_ref().and_then(|h| h.release.as_deref())
+}
+
+/// The hosts' releases beside this controller's: each release with the
+/// hosts that report it, those that report none, and whether they differ
+/// from this controller's (an upgrade half done: docs/upgrade.md).
+pub fn releases_line(v: &FleetView) -> String {
+    let mut by: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for n in &v.nodes {
+        by.entry(release_of(n).unwrap_or("none reported"))
+            .or_default()
+            .push(&n.name);
+    }
+    let groups: Vec<String> = by
+        .iter()
+        .map(|(r, hosts)| {
+            let mut hosts = hosts.clone();
+            hosts.sort_unstable();
+            format!("{r} on {}", hosts.join(", "))
+        })
+        .collect();
+    let mixed = by.keys().any(|r| *r != version::RELEASE);
+    format!(
+        "Releases: this controller {}; hosts: {}{}",
+        version::RELEASE,
+        if groups.is_empty() {
+            "-".to_string()
+        } else {
+            groups.join("; ")
+        },
+        if mixed {
+            " (not every host runs this controller's release: upgrade the hosts first, docs/upgrade.md)"
+        } else {
+            ""
+        }
+    )
+}
+
 /// The protocol version a host's report is in, for the table: `-` with no
 /// report, the version, or the raw value marked unknown.
 fn protocol_cell(n: &NodeFacts) -> String {
@@ -273,6 +314,7 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
         version::OLDEST_KNOWN,
         version::PROTOCOL_VERSION
     ));
+    lines.push(releases_line(v));
     let count = count_voters(v, v.lease.as_ref().and_then(|l| l.swap_in.as_deref()));
     lines.push(format!(
         "Voters: {} seen ({} healthy) of {} configured{}; quorum {}",
@@ -310,7 +352,7 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
     }
     let mut nodes: Vec<&NodeFacts> = v.nodes.iter().collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
-    let rows: Vec<[String; 11]> = nodes
+    let rows: Vec<[String; 12]> = nodes
         .iter()
         .map(|n| {
             let step = match (&n.marks.step, &n.marks.snapshot_request) {
@@ -335,6 +377,7 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
                 yes(n.cordoned).into(),
                 step,
                 protocol_cell(n),
+                release_of(n).unwrap_or("-").to_string(),
                 n.host
                     .as_ref()
                     .map_or("-".into(), |h| age(v.now, h.heartbeat_at)),
@@ -354,6 +397,7 @@ pub fn text(v: &FleetView, settings: &Settings) -> String {
         "CORDONED",
         "STEP",
         "PROTOCOL",
+        "RELEASE",
         "HEARTBEAT",
         "DEMOTABLE",
         "LAST REPORT",

@@ -154,6 +154,7 @@ mod tests {
                 demotion: None,
                 promotion: None,
                 etcd: Some(etcd_view(i as u64 + 1, 1000, 1, members.clone())),
+                release: None,
             });
         }
         v.nodes[1].ready = false;

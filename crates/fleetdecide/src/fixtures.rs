@@ -44,6 +44,7 @@ pub fn alive(demotion: Option<protocol::report::Eligibility>) -> protocol::repor
         demotion,
         promotion: None,
         etcd: None,
+        release: None,
     }
 }
 

@@ -242,6 +242,7 @@ impl Forger {
                 promotion: None,
                 demotion: None,
                 etcd: None,
+                release: None,
             });
             part.heartbeat_at = now;
             part.etcd = Some(view);

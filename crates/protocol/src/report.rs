@@ -196,6 +196,24 @@ pub struct HostPart {
         deserialize_with = "lenient_view"
     )]
     pub etcd: Option<EtcdView>,
+    /// The actuator's release ([`crate::version::RELEASE`]). One that is
+    /// not [`crate::version::release_valid`] reads as none. Added without
+    /// a version change: a reader before it ignores it, and an actuator
+    /// before it writes none.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_release"
+    )]
+    pub release: Option<String>,
+}
+
+/// Reads the release leniently: one that is not a release is none.
+fn lenient_release<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let value = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(value
+        .and_then(|v| v.as_str().map(str::to_string))
+        .filter(|r| crate::version::release_valid(r)))
 }
 
 /// Reads the etcd view leniently: one that does not read or does not pass

@@ -16,6 +16,25 @@ use crate::validate::shown;
 /// The version this build writes.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// This build's release (the workspace's version): what the actuator
+/// reports of itself and both programs show as `build_info`, so that an
+/// operator sees which hosts run which release without reaching each.
+pub const RELEASE: &str = env!("CARGO_PKG_VERSION");
+
+/// The longest release a report may name.
+pub const RELEASE_MAX: usize = 64;
+
+/// Whether `release` reads as a release: 1 to [`RELEASE_MAX`] characters
+/// of letters, digits and `.+-~_` (Debian's and SemVer's). A host's report
+/// is that host's to write, so anything else is not shown.
+pub fn release_valid(release: &str) -> bool {
+    !release.is_empty()
+        && release.len() <= RELEASE_MAX
+        && release
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._+-~".contains(&b))
+}
+
 /// The oldest version this build still reads. Versions run from here to
 /// [`PROTOCOL_VERSION`]; anything outside is unknown.
 pub const OLDEST_KNOWN: u32 = 1;

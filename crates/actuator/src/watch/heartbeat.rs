@@ -223,6 +223,7 @@ impl Heartbeat {
                 demotion,
                 promotion,
                 etcd,
+                release: Some(protocol::version::RELEASE.to_string()),
             };
             let r = Report::with_host_part(memory.report.as_ref(), part, t);
             if let Err(e) = memory.record(ctx, client, r).await

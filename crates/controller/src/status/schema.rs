@@ -154,6 +154,8 @@ pub struct HostStatus {
     pub demotion: Option<Eligibility>,
     /// Whether the host could be promoted, and why not.
     pub promotion: Option<Eligibility>,
+    /// The actuator's release, as it reports it; null for none.
+    pub release: Option<String>,
 }
 
 /// etcd's membership: the picture of the fresh reports, and every
@@ -249,6 +251,7 @@ pub fn status(v: &FleetView, settings: &Settings) -> Status {
                 heartbeat_age_secs: v.now.saturating_sub(h.heartbeat_at),
                 demotion: h.demotion.clone(),
                 promotion: h.promotion.clone(),
+                release: h.release.clone(),
             }),
         })
         .collect();

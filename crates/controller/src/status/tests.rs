@@ -368,7 +368,13 @@ fn status_json_has_the_field_names_docs_reference_md_documents() {
     );
     assert_eq!(
         keys(&j["nodes"][0]["host"]),
-        ["demotion", "heartbeatAgeSecs", "heartbeatAt", "promotion"]
+        [
+            "demotion",
+            "heartbeatAgeSecs",
+            "heartbeatAt",
+            "promotion",
+            "release"
+        ]
     );
     assert_eq!(
         keys(&j["voters"]),
@@ -381,4 +387,42 @@ fn status_json_has_the_field_names_docs_reference_md_documents() {
         ["ageSecs", "fresh", "host", "ignored", "view"]
     );
     assert!(j["etcd"]["maxAgeSecs"].is_i64());
+}
+
+#[test]
+fn status_shows_each_hosts_release_and_says_when_they_are_not_all_this_controllers() {
+    let (settings, mut v) = defaults();
+    let set = |v: &mut FleetView, name: &str, r: Option<&str>| {
+        let n = v.nodes.iter_mut().find(|n| n.name == name).unwrap();
+        n.host.as_mut().unwrap().release = r.map(str::to_string);
+    };
+    for n in ["n1", "n2", "n3", "n4", "n5"] {
+        set(&mut v, n, Some(version::RELEASE));
+    }
+    let text = text(&v, &settings);
+    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    assert_eq!(
+        line(&lines, "Releases:"),
+        format!(
+            "Releases: this controller {r}; hosts: {r} on n1, n2, n3, n4, n5",
+            r = version::RELEASE
+        )
+    );
+    let header = words(line(&lines, "NODE"));
+    let at = header.iter().position(|w| *w == "RELEASE").unwrap();
+    assert_eq!(words(line(&lines, "n3 "))[at], version::RELEASE);
+    // One host behind, one that reports none (an actuator before releases
+    // were reported): both named, and the fleet called mixed.
+    set(&mut v, "n3", Some("0.1.0"));
+    set(&mut v, "n5", None);
+    assert_eq!(
+        releases_line(&v),
+        format!(
+            "Releases: this controller {r}; hosts: 0.1.0 on n3; {r} on n1, n2, n4; none reported on n5 (not every host runs this controller's release: upgrade the hosts first, docs/upgrade.md)",
+            r = version::RELEASE
+        )
+    );
+    let json = crate::status::schema::json(&v, &settings);
+    assert_eq!(json["nodes"][2]["host"]["release"], json!("0.1.0"));
+    assert_eq!(json["nodes"][4]["host"]["release"], Value::Null);
 }

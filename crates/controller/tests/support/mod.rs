@@ -920,6 +920,7 @@ impl Fleet {
                 demotion: (h.role == Some(Role::Server) || h.datastore)
                     .then_some(protocol::report::Eligibility::Ok),
                 etcd: etcd_view(&Names::default(), h, &nodes, now, &[]),
+                release: None,
             };
             write_report(&admin, name, &Report::with_host_part(None, part, now))
                 .await
@@ -1220,6 +1221,7 @@ async fn actuator(
             promotion: None,
             demotion,
             etcd,
+            release: None,
         };
         let r = Report::with_host_part(report.as_ref(), part, now);
         write_report(admin, &name, &r).await?;

@@ -8,6 +8,7 @@ fn hb(at: i64, demotion: Option<Eligibility>) -> HostPart {
         promotion: None,
         demotion,
         etcd: None,
+        release: None,
     }
 }
 
@@ -455,4 +456,22 @@ fn the_apis_copy_of_a_report_never_grants_a_resume_the_hosts_own_copy_does_not()
     let m = Report::remembered(Some(rollback(4)), Some(done)).unwrap();
     assert!(m.is_running(swap("swap-7").as_ref(), ReportStep::Rollback));
     assert_eq!(Report::remembered(None, None), None);
+}
+
+#[test]
+fn a_hosts_release_reads_back_and_one_that_is_no_release_reads_as_none_keeping_the_rest() {
+    let part = HostPart {
+        release: Some("0.2.0+deb1~arm64".into()),
+        ..hb(7, Some(Eligibility::Ok))
+    };
+    let r = Report::with_host_part(None, part.clone(), 7);
+    assert_eq!(Report::from_json(&r.to_json()).unwrap().host, Some(part));
+    for bad in ["", "0.2.0\nFAKE: line", "\u{1b}[31mred", &"9".repeat(65)] {
+        let mut v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        v["host"]["release"] = serde_json::json!(bad);
+        let back = Report::from_json(&v.to_string()).unwrap().host.unwrap();
+        assert_eq!(back.release, None, "{bad:?}");
+        assert_eq!(back.demotion, Some(Eligibility::Ok), "{bad:?}");
+    }
+    assert!(crate::version::release_valid(crate::version::RELEASE));
 }
