@@ -219,7 +219,7 @@ impl Metrics {
         let heartbeats = shown(
             &mut registry,
             "host_heartbeat_timestamp_seconds",
-            "When each eligible host's or server's actuator last wrote its heartbeat (unix seconds, as the host wrote it), by node",
+            "When each eligible host's or server's actuator last wrote its heartbeat (unix seconds, as the host wrote it), by node, and whether it votes in etcd (voter=yes|no)",
         );
         let regrade_lease_held = Gauge::default();
         registry.register(
@@ -302,12 +302,27 @@ impl Metrics {
         // The host's own claim of when it wrote: an alert on its age finds
         // an actuator that stopped writing (a compromised host can only
         // make its own look fresh, which the gates do not take on trust).
+        // `voter` tells the alert a voter's silence (at once) from a
+        // standby's (a laptop asleep for the night): etcd's membership as
+        // the servers report it, else the Node's class (a label, never a
+        // decision).
+        let voting = |n: &protocol::NodeFacts| match etcd.known() {
+            true => etcd.of_node(&n.name).is_some_and(|m| !m.member.learner),
+            false => fleetdecide::is_voting(n),
+        };
         self.heartbeats.show(
             v.nodes
                 .iter()
                 .filter_map(|n| {
                     let at = n.host.as_ref()?.heartbeat_at;
-                    Some((vec![("node".into(), n.name.clone())], at))
+                    let voter = if voting(n) { "yes" } else { "no" };
+                    Some((
+                        vec![
+                            ("node".into(), n.name.clone()),
+                            ("voter".into(), voter.into()),
+                        ],
+                        at,
+                    ))
                 })
                 .collect(),
         );

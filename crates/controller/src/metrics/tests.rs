@@ -169,14 +169,15 @@ fn the_configured_voters_the_free_standbys_and_each_hosts_heartbeat_are_shown() 
         samples(&text, "fleet_role_voters_configured"),
         ["fleet_role_voters_configured 3"]
     );
-    assert!(
-        text.lines().any(|l| l
-            == format!(
-                "fleet_role_host_heartbeat_timestamp_seconds{{node=\"n1\"}} {}",
-                NOW - 5
-            )),
-        "{text}"
-    );
+    // A voter's (etcd lists its member as voting) and a standby's,
+    // told apart for the alerts.
+    for (node, voter) in [("n1", "yes"), ("n4", "no")] {
+        let line = format!(
+            "fleet_role_host_heartbeat_timestamp_seconds{{node=\"{node}\",voter=\"{voter}\"}} {}",
+            NOW - 5
+        );
+        assert!(text.lines().any(|l| l == line), "no {line} in:\n{text}");
+    }
     // A cordoned standby is no standby; a host with no heartbeat has
     // no sample.
     v.nodes[3].cordoned = true;
