@@ -101,6 +101,7 @@ pub struct Metrics {
     swap_in_progress: Shown,
     degraded: Shown,
     last_swap_end: Shown,
+    last_swap_failed: Shown,
     credential_expiry: Shown,
     voters_configured: Shown,
     standbys: Shown,
@@ -201,6 +202,11 @@ impl Metrics {
             "last_swap_end_timestamp_seconds",
             "When the last swap ended (unix seconds), as the regrade Lease records it, whoever ran it; no sample before the first",
         );
+        let last_swap_failed = shown(
+            &mut registry,
+            "last_swap_failed",
+            "1 when the last voter change wound down or stopped part-way, 0 when it finished, as the regrade Lease records it, whoever ran it; no sample before the first",
+        );
         let credential_expiry = shown(
             &mut registry,
             "credential_expiry_timestamp_seconds",
@@ -246,6 +252,7 @@ impl Metrics {
             swap_in_progress,
             degraded,
             last_swap_end,
+            last_swap_failed,
             credential_expiry,
             voters_configured,
             standbys,
@@ -354,11 +361,13 @@ impl Metrics {
                 .map(|r| (vec![("reason".into(), r.as_str().into())], 1))
                 .collect(),
         );
-        self.last_swap_end.one(
-            v.lease
-                .as_ref()
-                .and_then(|l| fleetdecide::endings_of(l).iter().map(|e| e.at).max()),
-        );
+        let last = v
+            .lease
+            .as_ref()
+            .and_then(|l| fleetdecide::endings_of(l).into_iter().max_by_key(|e| e.at));
+        self.last_swap_end.one(last.as_ref().map(|e| e.at));
+        self.last_swap_failed
+            .one(last.as_ref().map(|e| i64::from(e.failed)));
         let held = swapping.is_some_and(|l| l.instance.as_deref() == Some(instance));
         self.regrade_lease_held.set(i64::from(held));
     }
@@ -377,6 +386,7 @@ impl Metrics {
                 &self.swap_in_progress,
                 &self.degraded,
                 &self.last_swap_end,
+                &self.last_swap_failed,
                 &self.voters_configured,
                 &self.standbys,
                 &self.heartbeats,

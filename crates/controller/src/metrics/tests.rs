@@ -128,6 +128,7 @@ fn before_it_observes_the_fleet_a_process_shows_nothing_of_it() {
         "fleet_role_swap_in_progress",
         "fleet_role_degraded",
         "fleet_role_last_swap_end_timestamp_seconds",
+        "fleet_role_last_swap_failed",
         "fleet_role_credential_expiry_timestamp_seconds",
         "fleet_role_voters_configured",
         "fleet_role_standbys",
@@ -369,6 +370,26 @@ fn the_last_swap_end_is_the_latest_ending_the_lease_records_whoever_ran_it() {
         samples(&m.render(), "fleet_role_last_swap_end_timestamp_seconds"),
         ["fleet_role_last_swap_end_timestamp_seconds 9500"]
     );
+    assert_eq!(
+        samples(&m.render(), "fleet_role_last_swap_failed"),
+        ["fleet_role_last_swap_failed 0"]
+    );
+    // A later one wound down (a hand-run swap, say): failed until a swap
+    // finishes again.
+    let raw = v.lease.as_ref().unwrap().endings.clone();
+    let raw = record_ending(
+        raw.as_deref(),
+        SwapEnding {
+            failed: true,
+            ..ending("swap-3", 9_800)
+        },
+    );
+    v.lease.as_mut().unwrap().endings = Some(raw);
+    m.observed(&v, "another-instance");
+    assert_eq!(
+        samples(&m.render(), "fleet_role_last_swap_failed"),
+        ["fleet_role_last_swap_failed 1"]
+    );
 }
 
 #[test]
@@ -477,7 +498,7 @@ fn every_family() -> Metrics {
 #[test]
 fn the_docs_name_every_metric_served_and_no_other() {
     let served = families(&every_family().render());
-    assert_eq!(served.len(), 18, "{served:?}");
+    assert_eq!(served.len(), 19, "{served:?}");
     for doc in ["reference.md", "controller.md"] {
         assert_eq!(documented(doc), served, "docs/{doc}");
     }
