@@ -337,6 +337,7 @@ mod tests {
             demotion: Some(Eligibility::Ok),
             etcd: Some(etcd),
             release: None,
+            credential_expires_at: None,
         };
         let report = Report::with_host_part(None, part, 5);
         assert!(report.to_json().len() > MAX_REPORT_BYTES);

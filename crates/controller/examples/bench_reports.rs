@@ -387,6 +387,7 @@ impl Host {
             promotion: (!self.server).then_some(Eligibility::Ok),
             etcd,
             release: None,
+            credential_expires_at: None,
         }
     }
 

@@ -27,6 +27,7 @@ pub fn node(name: &str, voter: bool, etcd: Option<EtcdView>) -> NodeFacts {
             promotion: None,
             etcd,
             release: None,
+            credential_expires_at: None,
         }),
         ..NodeFacts::default()
     };

@@ -106,6 +106,7 @@ pub struct Metrics {
     voters_configured: Shown,
     standbys: Shown,
     heartbeats: Shown,
+    host_credentials: Shown,
     regrade_lease_held: Gauge,
     leader: Gauge,
     ready: AtomicBool,
@@ -227,6 +228,11 @@ impl Metrics {
             "host_heartbeat_timestamp_seconds",
             "When each eligible host's or server's actuator last wrote its heartbeat (unix seconds, as the host wrote it), by node, and whether it votes in etcd (voter=yes|no)",
         );
+        let host_credentials = shown(
+            &mut registry,
+            "host_credential_expiry_timestamp_seconds",
+            "When each host's actuator credential lapses (unix seconds, its token's exp as the host reports it), by node; no sample for a host that reports none",
+        );
         let regrade_lease_held = Gauge::default();
         registry.register(
             "regrade_lease_held",
@@ -257,6 +263,7 @@ impl Metrics {
             voters_configured,
             standbys,
             heartbeats,
+            host_credentials,
             regrade_lease_held,
             leader,
             ready: AtomicBool::new(false),
@@ -333,6 +340,17 @@ impl Metrics {
                 })
                 .collect(),
         );
+        // The host's own claim, for an alert before the hosts enrolled
+        // together lapse together.
+        self.host_credentials.show(
+            v.nodes
+                .iter()
+                .filter_map(|n| {
+                    let exp = n.host.as_ref()?.credential_expires_at?;
+                    Some((vec![("node".into(), n.name.clone())], exp))
+                })
+                .collect(),
+        );
         let swapping = v
             .lease
             .as_ref()
@@ -390,6 +408,7 @@ impl Metrics {
                 &self.voters_configured,
                 &self.standbys,
                 &self.heartbeats,
+                &self.host_credentials,
             ] {
                 s.show(Vec::new());
             }

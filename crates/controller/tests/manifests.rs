@@ -128,6 +128,7 @@ fn report(seq: u64, at: i64) -> String {
         promotion: Some(protocol::report::Eligibility::Ok),
         etcd: None,
         release: None,
+        credential_expires_at: None,
     };
     let mut r = protocol::Report::with_host_part(None, part, at);
     r.seq = seq;

@@ -38,7 +38,7 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 async fn the_alert_rules_are_valid_and_each_alert_fires_on_its_series_and_only_then() {
     let dir = prometheus_dir();
     let checked = testcp::promtool::run(&dir, &["check", "rules", "fleet-role.rules.yaml"]).await;
-    assert!(checked.contains("SUCCESS: 10 rules found"), "{checked}");
+    assert!(checked.contains("SUCCESS: 11 rules found"), "{checked}");
     let tested =
         testcp::promtool::run(&dir, &["test", "rules", "fleet-role.rules.test.yaml"]).await;
     assert!(tested.contains("SUCCESS"), "{tested}");

@@ -155,6 +155,7 @@ mod tests {
                 promotion: None,
                 etcd: Some(etcd_view(i as u64 + 1, 1000, 1, members.clone())),
                 release: None,
+                credential_expires_at: None,
             });
         }
         v.nodes[1].ready = false;

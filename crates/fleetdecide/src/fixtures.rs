@@ -45,6 +45,7 @@ pub fn alive(demotion: Option<protocol::report::Eligibility>) -> protocol::repor
         promotion: None,
         etcd: None,
         release: None,
+        credential_expires_at: None,
     }
 }
 

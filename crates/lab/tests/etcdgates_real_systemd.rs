@@ -243,6 +243,7 @@ impl Forger {
                 demotion: None,
                 etcd: None,
                 release: None,
+                credential_expires_at: None,
             });
             part.heartbeat_at = now;
             part.etcd = Some(view);

@@ -206,6 +206,22 @@ pub struct HostPart {
         deserialize_with = "lenient_release"
     )]
     pub release: Option<String>,
+    /// When the actuator's own credential (its token's `exp`) lapses, unix
+    /// seconds, if it says. A host's claim about itself, shown and alerted
+    /// on, never decided on; one that is no positive time reads as none.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_time"
+    )]
+    pub credential_expires_at: Option<i64>,
+}
+
+/// Reads a time leniently: anything but a positive number of seconds is
+/// none.
+fn lenient_time<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    let value = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(value.and_then(|v| v.as_i64()).filter(|t| *t > 0))
 }
 
 /// Reads the release leniently: one that is not a release is none.

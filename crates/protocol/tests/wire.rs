@@ -38,6 +38,7 @@ const FULL_REPORT: &str = r#"{
     "demotion": {"verdict": "ineligible", "reasons": ["a reason"]},
     "promotion": {"verdict": "ok"},
     "release": "0.2.0",
+    "credentialExpiresAt": 1827998507,
     "etcd": {
       "readAt": 1796462510,
       "member": "0000000000000001",

@@ -196,11 +196,23 @@ impl Heartbeat {
             self.remote.forget();
             None
         };
+        let release = Some(protocol::version::RELEASE.to_string());
+        // When this host's own credential lapses, for the fleet's view of
+        // its hosts' credentials (enrolled together, they lapse together).
+        let credential_expires_at = ctx
+            .settings
+            .token_file
+            .as_deref()
+            .and_then(crate::cluster::token_expiry);
         let reported = memory.report.as_ref().and_then(|r| r.host.as_ref());
+        // A new release (an upgrade) or a renewed credential is written at
+        // once, as a changed verdict is.
         let changed = reported.is_none_or(|h| {
             h.demotion != demotion
                 || h.promotion != promotion
                 || !EtcdView::same_shape(h.etcd.as_ref(), etcd.as_ref())
+                || h.release != release
+                || h.credential_expires_at != credential_expires_at
         });
         if !due && !changed {
             return Ok(());
@@ -223,7 +235,8 @@ impl Heartbeat {
                 demotion,
                 promotion,
                 etcd,
-                release: Some(protocol::version::RELEASE.to_string()),
+                release,
+                credential_expires_at,
             };
             let r = Report::with_host_part(memory.report.as_ref(), part, t);
             if let Err(e) = memory.record(ctx, client, r).await

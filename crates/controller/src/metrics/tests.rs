@@ -133,6 +133,7 @@ fn before_it_observes_the_fleet_a_process_shows_nothing_of_it() {
         "fleet_role_voters_configured",
         "fleet_role_standbys",
         "fleet_role_host_heartbeat_timestamp_seconds",
+        "fleet_role_host_credential_expiry_timestamp_seconds",
     ] {
         assert!(samples(&text, name).is_empty(), "{name} in:\n{text}");
     }
@@ -476,6 +477,7 @@ fn every_family() -> Metrics {
     m.step_took("promote", Duration::from_secs(3));
     let mut v = fleet();
     v.nodes[1].ready = false;
+    v.nodes[0].host.as_mut().unwrap().credential_expires_at = Some(1_830_000_000);
     let l = v.lease.as_mut().unwrap();
     l.holder = Some("fleet-role".into());
     l.renew_time = Some(NOW);
@@ -496,9 +498,20 @@ fn every_family() -> Metrics {
 }
 
 #[test]
+fn each_hosts_credential_expiry_is_shown_as_the_host_reports_it() {
+    let mut v = fleet();
+    v.nodes[0].host.as_mut().unwrap().credential_expires_at = Some(1_830_000_000);
+    let text = observed(&v);
+    assert_eq!(
+        samples(&text, "fleet_role_host_credential_expiry_timestamp_seconds"),
+        ["fleet_role_host_credential_expiry_timestamp_seconds{node=\"n1\"} 1830000000"]
+    );
+}
+
+#[test]
 fn the_docs_name_every_metric_served_and_no_other() {
     let served = families(&every_family().render());
-    assert_eq!(served.len(), 19, "{served:?}");
+    assert_eq!(served.len(), 20, "{served:?}");
     for doc in ["reference.md", "controller.md"] {
         assert_eq!(documented(doc), served, "docs/{doc}");
     }

@@ -921,6 +921,7 @@ impl Fleet {
                     .then_some(protocol::report::Eligibility::Ok),
                 etcd: etcd_view(&Names::default(), h, &nodes, now, &[]),
                 release: None,
+                credential_expires_at: None,
             };
             write_report(&admin, name, &Report::with_host_part(None, part, now))
                 .await
@@ -1222,6 +1223,7 @@ async fn actuator(
             demotion,
             etcd,
             release: None,
+            credential_expires_at: None,
         };
         let r = Report::with_host_part(report.as_ref(), part, now);
         write_report(admin, &name, &r).await?;

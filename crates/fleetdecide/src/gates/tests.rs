@@ -139,6 +139,7 @@ fn a_swap_is_refused_while_a_host_of_it_has_no_fresh_actuator_heartbeat() {
                 demotion: Some(protocol::report::Eligibility::Ok),
                 etcd: None,
                 release: None,
+                credential_expires_at: None,
             });
             let g = gate_actuators_alive(&v, Some("n1"), Some("n4"));
             assert_eq!(g.passed, passed, "{host} {age:?}: {}", g.reason);

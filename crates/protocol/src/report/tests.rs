@@ -9,6 +9,7 @@ fn hb(at: i64, demotion: Option<Eligibility>) -> HostPart {
         demotion,
         etcd: None,
         release: None,
+        credential_expires_at: None,
     }
 }
 
@@ -474,4 +475,25 @@ fn a_hosts_release_reads_back_and_one_that_is_no_release_reads_as_none_keeping_t
         assert_eq!(back.demotion, Some(Eligibility::Ok), "{bad:?}");
     }
     assert!(crate::version::release_valid(crate::version::RELEASE));
+}
+
+#[test]
+fn a_hosts_credential_expiry_reads_back_and_one_that_is_no_time_reads_as_none() {
+    let part = HostPart {
+        credential_expires_at: Some(1_827_998_507),
+        ..hb(7, None)
+    };
+    let r = Report::with_host_part(None, part.clone(), 7);
+    assert_eq!(Report::from_json(&r.to_json()).unwrap().host, Some(part));
+    for bad in [
+        serde_json::json!(-5),
+        serde_json::json!("soon"),
+        serde_json::json!(0),
+    ] {
+        let mut v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        v["host"]["credentialExpiresAt"] = bad.clone();
+        let back = Report::from_json(&v.to_string()).unwrap().host.unwrap();
+        assert_eq!(back.credential_expires_at, None, "{bad}");
+        assert_eq!(back.heartbeat_at, 7);
+    }
 }
