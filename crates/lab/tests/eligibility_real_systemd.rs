@@ -414,6 +414,28 @@ async fn lease_status(lab: &SystemdLab) -> serde_json::Value {
         .clone()
 }
 
+/// Asserts that a wound-down swap left the hosts, their Nodes' marks and
+/// etcd's members as `before` (the Lease records its ending).
+async fn hosts_unchanged(
+    lab: &SystemdLab,
+    hand: &Hand,
+    before: &common::Unchanged,
+    members_before: &(Vec<String>, Vec<String>),
+    said: &str,
+) {
+    let after = unchanged(lab, hand).await;
+    let on_hosts = |u: &common::Unchanged| {
+        (
+            u.units.clone(),
+            u.role_files.clone(),
+            u.datastores.clone(),
+            u.marks.clone(),
+        )
+    };
+    assert_eq!(on_hosts(&after), on_hosts(before), "{said}");
+    assert_eq!(&common::etcd_members(lab).await, members_before);
+}
+
 /// A full disk, on real systemd, at the two places a swap writes before
 /// anything changes: a standby whose datastore's disk filled after it was
 /// found eligible refuses its promotion at the step, naming the free
@@ -483,23 +505,7 @@ async fn a_full_disk_under_the_datastore_or_the_snapshots_stops_the_swap_with_th
     // Nothing changed on agent-1 (still the agent, nothing on its small
     // disk) nor anywhere else, etcd's members included.
     assert_eq!(listed(&lab, "agent-1", DB), "");
-    let after = unchanged(&lab, &hand).await;
-    assert_eq!(
-        (
-            &after.units,
-            &after.role_files,
-            &after.datastores,
-            &after.marks
-        ),
-        (
-            &before.units,
-            &before.role_files,
-            &before.datastores,
-            &before.marks
-        ),
-        "{said}"
-    );
-    assert_eq!(common::etcd_members(&lab).await, members_before);
+    hosts_unchanged(&lab, &hand, &before, &members_before, &said).await;
     free_disk(&lab, "agent-1", DB);
     if !lease["stopped"].is_null() {
         let (code, out) = fleet_role_says(&lab, &["abort"]).await;
@@ -528,23 +534,7 @@ async fn a_full_disk_under_the_datastore_or_the_snapshots_stops_the_swap_with_th
             "{s}: a part of a snapshot is left"
         );
     }
-    let after = unchanged(&lab, &hand).await;
-    assert_eq!(
-        (
-            &after.units,
-            &after.role_files,
-            &after.datastores,
-            &after.marks
-        ),
-        (
-            &before.units,
-            &before.role_files,
-            &before.datastores,
-            &before.marks
-        ),
-        "{said}"
-    );
-    assert_eq!(common::etcd_members(&lab).await, members_before);
+    hosts_unchanged(&lab, &hand, &before, &members_before, &said).await;
 
     // Room again: the same command takes the swap up and ends it done.
     for s in ["server-1", "server-2", "server-3"] {
