@@ -5,6 +5,7 @@
 #![cfg(test)]
 
 mod campaign;
+mod invariants;
 mod properties;
 mod resize;
 mod scenarios;
@@ -36,6 +37,10 @@ struct Host {
     tombstone: bool,
     /// k3s up (the host is not down).
     up: bool,
+    /// etcd lists a member of this host: k3s joined it and no removal took
+    /// it out. The truth, whatever the Node's labels say (others can write
+    /// them: an agent dressed as a voter has none).
+    member: bool,
     /// etcd promoted its member to a voter, whether or not k3s marked the
     /// Node `EtcdIsVoter`.
     votes: bool,
@@ -147,7 +152,8 @@ impl World {
                         datastore: server,
                         tombstone: false,
                         up: n.ready,
-                        votes: n.etcd_is_voter,
+                        member: n.has_member(),
+                        votes: n.has_member() && n.etcd_is_voter,
                         down_since: None,
                     },
                 )
@@ -223,19 +229,23 @@ impl World {
 
     /// The truth about etcd: the members that vote, how many of them are
     /// healthy (the host up with its datastore, no tombstone), and whether
-    /// `node` is one of them and one of those healthy. A host that went
-    /// down more recently than the controller's watches could show counts
-    /// as up: that race is no observer's to win (a real Node turns NotReady
-    /// only 40 s after its kubelet stops), and etcd's own check refuses a
-    /// removal without a quorum of started members.
+    /// `node` is one of them and one of those healthy. Counted on the
+    /// hosts alone, never on their Nodes: k3s's etcd label, `EtcdIsVoter`
+    /// and `Ready` are written by others too (a `patch nodes` or
+    /// `nodes/status` holder), and etcd's quorum is its members' (an agent
+    /// dressed as a voter adds none, a host forged NotReady still serves).
+    /// A host that went down more recently than the controller's watches
+    /// could show counts as up: that race is no observer's to win (a real
+    /// Node turns NotReady only 40 s after its kubelet stops), and etcd's
+    /// own check refuses a removal without a quorum of started members.
     fn voters_truth(&self, node: &str) -> (usize, usize, Option<bool>) {
         let (mut members, mut healthy, mut of_node) = (0, 0, None);
         for n in &self.v.nodes {
             let h = &self.hosts[&n.name];
-            if !n.has_member() || !(n.etcd_is_voter || h.votes) {
+            if !(h.member && h.votes) {
                 continue;
             }
-            let up = ((h.up && n.ready) || views::down_unseen(self, &n.name))
+            let up = (h.up || views::down_unseen(self, &n.name))
                 && h.role.is_some()
                 && !h.tombstone
                 && h.datastore;
@@ -323,6 +333,7 @@ impl World {
                 n.k3s.node_address = None;
                 let h = self.hosts.get_mut(name).unwrap();
                 h.tombstone = true;
+                h.member = false;
                 h.votes = false;
             }
         }
@@ -541,6 +552,7 @@ impl World {
                     if !self.etcd_accepts_a_member() {
                         return;
                     }
+                    self.hosts.get_mut(name).unwrap().member = true;
                     let n = self.node(name);
                     n.etcd_label = true;
                     n.control_plane_label = true;
