@@ -322,6 +322,18 @@ fn labels_and_conditions_others_wrote_on_the_nodes_make_no_removal_or_stop_look_
     }
 }
 
+/// Seed 148932: two voters, the promotion stalled, an agent dressed as a
+/// voter; the other voter went down, and the incoming learner's removal
+/// was asked with one healthy voter of two. The simulated etcd listed the
+/// dressed agent as a healthy voting member (its views were built from the
+/// Nodes), so the controller's etcd count passed the gate. Built from the
+/// hosts' truth, etcd lists no such member: the removal waits for its
+/// quorum and the swap stops in it, resumable.
+#[test]
+fn seed_148932_an_agent_dressed_as_a_voter_never_stands_in_etcds_views_for_a_down_voter() {
+    assert_eq!(play(148932, &mut Counts::default()), Ok("stopped"));
+}
+
 /// The seeds of the first 30,000 whose host with a clock behind beyond the
 /// skew margin acted on a lapsed Lease when the hosts did not measure
 /// their clocks against the API server's: the host is asked a step while

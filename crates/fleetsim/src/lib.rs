@@ -5,6 +5,7 @@
 #![cfg(test)]
 
 mod campaign;
+mod etcd;
 mod invariants;
 mod properties;
 mod resize;
@@ -13,10 +14,7 @@ mod views;
 
 use std::collections::BTreeMap;
 
-use fleetdecide::{
-    fixtures::{node_mut, refresh_etcd_views_voting},
-    *,
-};
+use fleetdecide::{fixtures::node_mut, *};
 use hostdecide::{
     decide::{Decision, HostState, JoinTarget, LeaseCheck, Observation, Step, decide, lease_holds},
     milestones::after_host_part,
@@ -176,16 +174,10 @@ impl World {
         w
     }
 
-    /// The hosts' actuators report etcd's view: each up one whose Node
-    /// shows a member; an up one without reads none; a down host's view
-    /// goes stale.
+    /// The hosts' actuators report etcd's view: each up one with a member;
+    /// an up one without reads none; a down host's view goes stale.
     fn report_etcd(&mut self) {
-        let hosts = &self.hosts;
-        refresh_etcd_views_voting(
-            &mut self.v,
-            |n| hosts.get(&n.name).is_some_and(|h| h.up),
-            |n| hosts.get(&n.name).is_some_and(|h| h.votes),
-        );
+        etcd::report(&mut self.v, &self.hosts);
     }
 
     fn node(&mut self, name: &str) -> &mut NodeFacts {
@@ -305,13 +297,12 @@ impl World {
         }
     }
 
-    /// etcd adds a member only while every voter is reachable.
+    /// etcd adds a member only while every voter is reachable (its own
+    /// voters: a Node dressed as one is none).
     fn etcd_accepts_a_member(&self) -> bool {
-        self.v.nodes.iter().all(|n| {
-            let h = &self.hosts[&n.name];
-            !(n.has_member() && (n.etcd_is_voter || h.votes))
-                || (h.up && h.datastore && !h.tombstone)
-        })
+        self.hosts
+            .values()
+            .all(|h| !(h.member && h.votes) || etcd::serves(h))
     }
 
     /// One round of the hosts (through the real `decide`) and k3s.
@@ -342,7 +333,7 @@ impl World {
         // the server's once etcd is ready).
         for name in &names {
             let h = &self.hosts[name];
-            let joining = h.role == Some(Role::Server) && !self.v.node(name).unwrap().etcd_label;
+            let joining = h.role == Some(Role::Server) && !h.member;
             let up = h.up && !joining;
             let forged = self.forged_not_ready.as_deref() == Some(name.as_str());
             let n = self.node(name);
@@ -390,7 +381,7 @@ impl World {
                 member: host.datastore.then(|| format!("{name}-00aa11bb")),
                 // A reading of etcd, as the actuator makes it (locally, or
                 // through another server once its own etcd is gone).
-                etcd_lists_member: (!self.faults.etcd_unread).then(|| n.has_member() || host.votes),
+                etcd_lists_member: (!self.faults.etcd_unread).then_some(host.member),
             },
             join: &join,
             identity: &self.v.settings.names.controller_identity,
@@ -458,11 +449,10 @@ impl World {
                     rstep.as_str()
                 ));
             }
-            let votes = n.has_member() || host.votes;
             if (rstep == ReportStep::Finish
                 || (rstep == ReportStep::Promote && host.role != Some(Role::Server)))
                 && host.datastore
-                && votes
+                && host.member
             {
                 self.violations.push(format!(
                     "{name} took {} over a datastore whose member votes, at {now}",
@@ -477,7 +467,7 @@ impl World {
             }
             _ => None,
         };
-        self.carry_out(name, &n, decision, now, prev.as_ref());
+        self.carry_out(name, decision, now, prev.as_ref());
         if let Some(k) = crash
             && self.v.node(name).unwrap().report != prev
         {
@@ -487,15 +477,8 @@ impl World {
         }
     }
 
-    /// Carries out `decision` on `name`'s host (`n` its Node as it was).
-    fn carry_out(
-        &mut self,
-        name: &str,
-        n: &NodeFacts,
-        decision: Decision,
-        now: i64,
-        prev: Option<&Report>,
-    ) {
+    /// Carries out `decision` on `name`'s host.
+    fn carry_out(&mut self, name: &str, decision: Decision, now: i64, prev: Option<&Report>) {
         let next =
             |swap: Option<SwapId>, step: ReportStep, phase: Phase, detail: Option<Detail>| {
                 let mut r = Report::next(prev, swap, step, phase, now);
@@ -522,10 +505,11 @@ impl World {
                         self.node(name).report.as_mut().unwrap().snapshot_file = Some(file);
                     }
                 }
-                Step::Promote { .. } if !n.etcd_label => {
-                    // The plan's changes, each idempotent: a resumed step
-                    // makes those left (a first try the Lease's fresh read
-                    // stopped made none).
+                Step::Promote { .. } if !self.hosts[name].member => {
+                    // k3s joins a host with no member (whatever labels others
+                    // wrote on its Node). The plan's changes, each
+                    // idempotent: a resumed step makes those left (a first
+                    // try the Lease's fresh read stopped made none).
                     let h = self.hosts.get_mut(name).unwrap();
                     if h.role != Some(Role::Server) || !h.datastore {
                         h.role = Some(Role::Server);
