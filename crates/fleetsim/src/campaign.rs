@@ -304,6 +304,36 @@ fn seed_54495_a_step_down_the_report_moved_on_from_ends_the_swap_instead_of_flip
     assert_eq!(play(54495, &mut Counts::default()), Ok("stopped"));
 }
 
+/// The seeds of the long campaign whose removal or host stop looked below
+/// quorum to an invariant counting etcd's members from the Nodes: an agent
+/// dressed as a voter (k3s's etcd label and `EtcdIsVoter`, no member)
+/// counted as an unhealthy member, and in seed 91269 a voter forged
+/// NotReady (its host serving all along) as a down one. Counted on the
+/// hosts' truth, each removal and stop keeps etcd's quorum.
+#[test]
+fn labels_and_conditions_others_wrote_on_the_nodes_make_no_removal_or_stop_look_below_quorum() {
+    let seeds = [
+        25253, 46125, 49775, 64235, 91269, 118835, 134264, 134586, 136005, 143714, 170022, 183288,
+        188569, 192875,
+    ];
+    for seed in seeds {
+        let ended = play(seed, &mut Counts::default());
+        assert!(ended.is_ok(), "seed {seed}: {ended:?}");
+    }
+}
+
+/// Seed 148932: two voters, the promotion stalled, an agent dressed as a
+/// voter; the other voter went down, and the incoming learner's removal
+/// was asked with one healthy voter of two. The simulated etcd listed the
+/// dressed agent as a healthy voting member (its views were built from the
+/// Nodes), so the controller's etcd count passed the gate. Built from the
+/// hosts' truth, etcd lists no such member: the removal waits for its
+/// quorum and the swap stops in it, resumable.
+#[test]
+fn seed_148932_an_agent_dressed_as_a_voter_never_stands_in_etcds_views_for_a_down_voter() {
+    assert_eq!(play(148932, &mut Counts::default()), Ok("stopped"));
+}
+
 /// The seeds of the first 30,000 whose host with a clock behind beyond the
 /// skew margin acted on a lapsed Lease when the hosts did not measure
 /// their clocks against the API server's: the host is asked a step while

@@ -5,6 +5,8 @@
 #![cfg(test)]
 
 mod campaign;
+mod etcd;
+mod invariants;
 mod properties;
 mod resize;
 mod scenarios;
@@ -12,10 +14,7 @@ mod views;
 
 use std::collections::BTreeMap;
 
-use fleetdecide::{
-    fixtures::{node_mut, refresh_etcd_views_voting},
-    *,
-};
+use fleetdecide::{fixtures::node_mut, *};
 use hostdecide::{
     decide::{Decision, HostState, JoinTarget, LeaseCheck, Observation, Step, decide, lease_holds},
     milestones::after_host_part,
@@ -36,6 +35,10 @@ struct Host {
     tombstone: bool,
     /// k3s up (the host is not down).
     up: bool,
+    /// etcd lists a member of this host: k3s joined it and no removal took
+    /// it out. The truth, whatever the Node's labels say (others can write
+    /// them: an agent dressed as a voter has none).
+    member: bool,
     /// etcd promoted its member to a voter, whether or not k3s marked the
     /// Node `EtcdIsVoter`.
     votes: bool,
@@ -147,7 +150,8 @@ impl World {
                         datastore: server,
                         tombstone: false,
                         up: n.ready,
-                        votes: n.etcd_is_voter,
+                        member: n.has_member(),
+                        votes: n.has_member() && n.etcd_is_voter,
                         down_since: None,
                     },
                 )
@@ -170,16 +174,10 @@ impl World {
         w
     }
 
-    /// The hosts' actuators report etcd's view: each up one whose Node
-    /// shows a member; an up one without reads none; a down host's view
-    /// goes stale.
+    /// The hosts' actuators report etcd's view: each up one with a member;
+    /// an up one without reads none; a down host's view goes stale.
     fn report_etcd(&mut self) {
-        let hosts = &self.hosts;
-        refresh_etcd_views_voting(
-            &mut self.v,
-            |n| hosts.get(&n.name).is_some_and(|h| h.up),
-            |n| hosts.get(&n.name).is_some_and(|h| h.votes),
-        );
+        etcd::report(&mut self.v, &self.hosts);
     }
 
     fn node(&mut self, name: &str) -> &mut NodeFacts {
@@ -223,19 +221,23 @@ impl World {
 
     /// The truth about etcd: the members that vote, how many of them are
     /// healthy (the host up with its datastore, no tombstone), and whether
-    /// `node` is one of them and one of those healthy. A host that went
-    /// down more recently than the controller's watches could show counts
-    /// as up: that race is no observer's to win (a real Node turns NotReady
-    /// only 40 s after its kubelet stops), and etcd's own check refuses a
-    /// removal without a quorum of started members.
+    /// `node` is one of them and one of those healthy. Counted on the
+    /// hosts alone, never on their Nodes: k3s's etcd label, `EtcdIsVoter`
+    /// and `Ready` are written by others too (a `patch nodes` or
+    /// `nodes/status` holder), and etcd's quorum is its members' (an agent
+    /// dressed as a voter adds none, a host forged NotReady still serves).
+    /// A host that went down more recently than the controller's watches
+    /// could show counts as up: that race is no observer's to win (a real
+    /// Node turns NotReady only 40 s after its kubelet stops), and etcd's
+    /// own check refuses a removal without a quorum of started members.
     fn voters_truth(&self, node: &str) -> (usize, usize, Option<bool>) {
         let (mut members, mut healthy, mut of_node) = (0, 0, None);
         for n in &self.v.nodes {
             let h = &self.hosts[&n.name];
-            if !n.has_member() || !(n.etcd_is_voter || h.votes) {
+            if !(h.member && h.votes) {
                 continue;
             }
-            let up = ((h.up && n.ready) || views::down_unseen(self, &n.name))
+            let up = (h.up || views::down_unseen(self, &n.name))
                 && h.role.is_some()
                 && !h.tombstone
                 && h.datastore;
@@ -295,13 +297,12 @@ impl World {
         }
     }
 
-    /// etcd adds a member only while every voter is reachable.
+    /// etcd adds a member only while every voter is reachable (its own
+    /// voters: a Node dressed as one is none).
     fn etcd_accepts_a_member(&self) -> bool {
-        self.v.nodes.iter().all(|n| {
-            let h = &self.hosts[&n.name];
-            !(n.has_member() && (n.etcd_is_voter || h.votes))
-                || (h.up && h.datastore && !h.tombstone)
-        })
+        self.hosts
+            .values()
+            .all(|h| !(h.member && h.votes) || etcd::serves(h))
     }
 
     /// One round of the hosts (through the real `decide`) and k3s.
@@ -323,6 +324,7 @@ impl World {
                 n.k3s.node_address = None;
                 let h = self.hosts.get_mut(name).unwrap();
                 h.tombstone = true;
+                h.member = false;
                 h.votes = false;
             }
         }
@@ -331,7 +333,7 @@ impl World {
         // the server's once etcd is ready).
         for name in &names {
             let h = &self.hosts[name];
-            let joining = h.role == Some(Role::Server) && !self.v.node(name).unwrap().etcd_label;
+            let joining = h.role == Some(Role::Server) && !h.member;
             let up = h.up && !joining;
             let forged = self.forged_not_ready.as_deref() == Some(name.as_str());
             let n = self.node(name);
@@ -379,7 +381,7 @@ impl World {
                 member: host.datastore.then(|| format!("{name}-00aa11bb")),
                 // A reading of etcd, as the actuator makes it (locally, or
                 // through another server once its own etcd is gone).
-                etcd_lists_member: (!self.faults.etcd_unread).then(|| n.has_member() || host.votes),
+                etcd_lists_member: (!self.faults.etcd_unread).then_some(host.member),
             },
             join: &join,
             identity: &self.v.settings.names.controller_identity,
@@ -447,11 +449,10 @@ impl World {
                     rstep.as_str()
                 ));
             }
-            let votes = n.has_member() || host.votes;
             if (rstep == ReportStep::Finish
                 || (rstep == ReportStep::Promote && host.role != Some(Role::Server)))
                 && host.datastore
-                && votes
+                && host.member
             {
                 self.violations.push(format!(
                     "{name} took {} over a datastore whose member votes, at {now}",
@@ -466,7 +467,7 @@ impl World {
             }
             _ => None,
         };
-        self.carry_out(name, &n, decision, now, prev.as_ref());
+        self.carry_out(name, decision, now, prev.as_ref());
         if let Some(k) = crash
             && self.v.node(name).unwrap().report != prev
         {
@@ -476,15 +477,8 @@ impl World {
         }
     }
 
-    /// Carries out `decision` on `name`'s host (`n` its Node as it was).
-    fn carry_out(
-        &mut self,
-        name: &str,
-        n: &NodeFacts,
-        decision: Decision,
-        now: i64,
-        prev: Option<&Report>,
-    ) {
+    /// Carries out `decision` on `name`'s host.
+    fn carry_out(&mut self, name: &str, decision: Decision, now: i64, prev: Option<&Report>) {
         let next =
             |swap: Option<SwapId>, step: ReportStep, phase: Phase, detail: Option<Detail>| {
                 let mut r = Report::next(prev, swap, step, phase, now);
@@ -511,10 +505,11 @@ impl World {
                         self.node(name).report.as_mut().unwrap().snapshot_file = Some(file);
                     }
                 }
-                Step::Promote { .. } if !n.etcd_label => {
-                    // The plan's changes, each idempotent: a resumed step
-                    // makes those left (a first try the Lease's fresh read
-                    // stopped made none).
+                Step::Promote { .. } if !self.hosts[name].member => {
+                    // k3s joins a host with no member (whatever labels others
+                    // wrote on its Node). The plan's changes, each
+                    // idempotent: a resumed step makes those left (a first
+                    // try the Lease's fresh read stopped made none).
                     let h = self.hosts.get_mut(name).unwrap();
                     if h.role != Some(Role::Server) || !h.datastore {
                         h.role = Some(Role::Server);
@@ -541,6 +536,7 @@ impl World {
                     if !self.etcd_accepts_a_member() {
                         return;
                     }
+                    self.hosts.get_mut(name).unwrap().member = true;
                     let n = self.node(name);
                     n.etcd_label = true;
                     n.control_plane_label = true;
