@@ -514,13 +514,15 @@ pub fn with_role_file(decision: Decision, problem: Option<&str>) -> Decision {
     }
 }
 
-/// Applies the datastore's room to a decision: a promotion is refused (or,
-/// once started, waits) while the disk where k3s keeps its datastore is
-/// too small for a copy of etcd. The host's eligibility said so before the
-/// swap picked it; this is the check at the step itself, for a disk that
-/// filled since: k3s would start a member that fails on its first write
-/// and be rolled back only after `start_wait_secs`. `short` says why the
-/// room is short (read only for a promotion), `None` when it is not.
+/// Applies the datastore's room to a decision: a promotion not yet begun is
+/// refused while the disk where k3s keeps its datastore is too small for a
+/// copy of etcd. The host's eligibility said so before the swap picked it;
+/// this is the check at the step itself, for a disk that filled since: k3s
+/// would start a member onto it. A promotion already begun is left to go
+/// on: its own member has written to that disk since it was judged, and
+/// one that cannot write fails its start and is rolled back. `short` says
+/// why the room is short (read only for a promotion), `None` when it is
+/// not.
 pub fn with_datastore_room(decision: Decision, short: Option<&str>) -> Decision {
     let Some(short) = short else {
         return decision;
@@ -529,13 +531,14 @@ pub fn with_datastore_room(decision: Decision, short: Option<&str>) -> Decision 
         Decision::Take {
             swap,
             step: Step::Promote { .. },
-            resume,
-        } => refuse_or_wait(
-            resume,
+            resume: false,
+        } => Decision::Refuse {
             swap,
-            ReportStep::Promote,
-            format!("{short}: etcd would fail on a full disk, so this host is not promoted"),
-        ),
+            step: ReportStep::Promote,
+            reason: format!(
+                "{short}: etcd would fail on a full disk, so this host is not promoted"
+            ),
+        },
         other => other,
     }
 }
