@@ -10,6 +10,10 @@ mkdir -p .cache
 # crate is built once), and its files are 2.8 GB of a fresh clone's 7.5 GB
 # target directory: off unless the caller asks for it.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# The suite's scripts (the packages, the previous release's actuator, the
+# lab's programs) find what cargo built under target/: a CARGO_TARGET_DIR
+# left in the caller's shell would send the build elsewhere.
+unset CARGO_TARGET_DIR
 
 # The Debian packages the build needs, now; the ones only the tests and the
 # packaging need (Docker, podman, lintian, systemd-nspawn, ...), beside the
