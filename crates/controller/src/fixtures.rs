@@ -26,7 +26,7 @@ pub fn node(name: &str, voter: bool, etcd: Option<EtcdView>) -> NodeFacts {
             demotion: voter.then_some(Eligibility::Ok),
             promotion: None,
             etcd,
-            release: None,
+            release: Some(protocol::version::RELEASE.into()),
             credential_expires_at: None,
         }),
         ..NodeFacts::default()

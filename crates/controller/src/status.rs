@@ -31,15 +31,25 @@ fn release_of(n: &NodeFacts) -> Option<&str> {
 }
 
 /// The hosts' releases beside this controller's: each release with the
-/// hosts that report it, those that report none, and whether they differ
-/// from this controller's (an upgrade half done: docs/upgrade.md).
+/// hosts that report it, those that report none, whether they differ from
+/// this controller's (an upgrade half done: docs/upgrade.md), and which
+/// hosts run an actuator older than this controller drives (no swap
+/// involving them runs: `supported-release`).
 pub fn releases_line(v: &FleetView) -> String {
     let mut by: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    let mut too_old: Vec<&str> = Vec::new();
     for n in &v.nodes {
         by.entry(release_of(n).unwrap_or("none reported"))
             .or_default()
             .push(&n.name);
+        if n.host
+            .as_ref()
+            .is_some_and(|h| version::host_release_supported(h.release.as_deref()).is_err())
+        {
+            too_old.push(&n.name);
+        }
     }
+    too_old.sort_unstable();
     let groups: Vec<String> = by
         .iter()
         .map(|(r, hosts)| {
@@ -49,6 +59,17 @@ pub fn releases_line(v: &FleetView) -> String {
         })
         .collect();
     let mixed = by.keys().any(|r| *r != version::RELEASE);
+    let mut notes = Vec::new();
+    if mixed {
+        notes.push("not every host runs this controller's release: upgrade the hosts first, docs/upgrade.md".to_string());
+    }
+    if !too_old.is_empty() {
+        notes.push(format!(
+            "older than {} (the oldest this controller drives, no swap involving them runs): {}",
+            version::OLDEST_HOST_RELEASE,
+            too_old.join(", ")
+        ));
+    }
     format!(
         "Releases: this controller {}; hosts: {}{}",
         version::RELEASE,
@@ -57,10 +78,10 @@ pub fn releases_line(v: &FleetView) -> String {
         } else {
             groups.join("; ")
         },
-        if mixed {
-            " (not every host runs this controller's release: upgrade the hosts first, docs/upgrade.md)"
+        if notes.is_empty() {
+            String::new()
         } else {
-            ""
+            format!(" ({})", notes.join("; "))
         }
     )
 }

@@ -127,7 +127,7 @@ fn report(seq: u64, at: i64) -> String {
         demotion: None,
         promotion: Some(protocol::report::Eligibility::Ok),
         etcd: None,
-        release: None,
+        release: Some(protocol::version::RELEASE.into()),
         credential_expires_at: None,
     };
     let mut r = protocol::Report::with_host_part(None, part, at);

@@ -427,7 +427,7 @@ async fn an_agent_that_forges_its_etcd_view_to_hide_a_ghost_voter_is_ignored_and
         promotion: None,
         demotion: None,
         etcd: Some(forged),
-        release: None,
+        release: Some(protocol::version::RELEASE.into()),
         credential_expires_at: None,
     };
     let report = Report::with_host_part(h.report("n5").await.as_ref(), part, now);

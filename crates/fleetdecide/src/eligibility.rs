@@ -154,7 +154,7 @@ mod tests {
                 demotion: None,
                 promotion: None,
                 etcd: Some(etcd_view(i as u64 + 1, 1000, 1, members.clone())),
-                release: None,
+                release: Some(protocol::version::RELEASE.into()),
                 credential_expires_at: None,
             });
         }

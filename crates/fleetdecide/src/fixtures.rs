@@ -44,7 +44,7 @@ pub fn alive(demotion: Option<protocol::report::Eligibility>) -> protocol::repor
         demotion,
         promotion: None,
         etcd: None,
-        release: None,
+        release: Some(protocol::version::RELEASE.into()),
         credential_expires_at: None,
     }
 }

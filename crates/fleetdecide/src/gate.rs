@@ -35,6 +35,8 @@ pub enum GateName {
     OutgoingDemotable,
     /// The swap's hosts' actuators wrote their heartbeat recently.
     ActuatorsAlive,
+    /// The swap's hosts' actuators are of a release this controller drives.
+    SupportedRelease,
     /// Some server reported a fresh view of etcd, and the servers' views
     /// list the same members.
     EtcdViewsAgree,
@@ -67,6 +69,7 @@ impl GateName {
             GateName::QuorumAfterRemoval => "quorum-after-removal",
             GateName::OutgoingDemotable => "outgoing-demotable",
             GateName::ActuatorsAlive => "actuators-alive",
+            GateName::SupportedRelease => "supported-release",
             GateName::EtcdViewsAgree => "etcd-views-agree",
             GateName::NoGhostMember => "no-ghost-member",
             GateName::VotersAreMembers => "voters-are-members",

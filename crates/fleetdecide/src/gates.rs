@@ -158,6 +158,53 @@ pub fn gate_known_protocol(v: &FleetView, out: &str, incoming: &str) -> Gate {
     }
 }
 
+/// Gate: the swap's hosts' actuators are of a release this controller
+/// drives ([`version::host_release_supported`]): an older actuator speaks a
+/// protocol version this build knows yet acts as this controller no longer
+/// plans for, so nothing involving it starts or goes on until it is
+/// upgraded (docs/upgrade.md). The hosts are those `actuators-alive`
+/// checks: a down outgoing voter is not asked anything, so its release is
+/// not in question (its member is removed without it).
+pub fn gate_supported_release(v: &FleetView, out: Option<&str>, incoming: Option<&str>) -> Gate {
+    let name = GateName::SupportedRelease;
+    let hosts: Vec<&str> = out
+        .filter(|o| !outgoing_is_down(v, o))
+        .into_iter()
+        .chain(incoming)
+        .collect();
+    let unsupported: Vec<String> = hosts
+        .iter()
+        .filter_map(|host| match v.node(host).and_then(|n| n.host.as_ref()) {
+            None => Some(format!("{host} has no actuator report")),
+            Some(h) => version::host_release_supported(h.release.as_deref())
+                .err()
+                .map(|e| format!("{host}: {e}")),
+        })
+        .collect();
+    if unsupported.is_empty() {
+        Gate::pass(
+            name,
+            format!(
+                "{} run a release this controller drives ({} or later)",
+                if hosts.is_empty() {
+                    "no host asked".to_string()
+                } else {
+                    hosts.join(", ")
+                },
+                version::OLDEST_HOST_RELEASE
+            ),
+        )
+    } else {
+        Gate::fail(
+            name,
+            format!(
+                "{}; upgrade its actuator first (docs/upgrade.md)",
+                unsupported.join("; ")
+            ),
+        )
+    }
+}
+
 /// Whether the outgoing host is down, by evidence no add-on can forge
 /// ([`FleetView::down_evidence`]). A down voter's
 /// member is removed without its host taking a step (its actuator may be as
@@ -575,6 +622,7 @@ pub fn preflight(v: &FleetView, out: &str, incoming: &str) -> Vec<Gate> {
         gate_quorum_after_removal(v, out, incoming, Count::IncomingPromoted),
         gate_outgoing_demotable(v, out),
         gate_actuators_alive(v, Some(out), Some(incoming)),
+        gate_supported_release(v, Some(out), Some(incoming)),
     ]
     .into_iter()
     .chain(etcd_view_gates(v))
@@ -602,6 +650,7 @@ pub(super) fn promote_gates(v: &FleetView, out: Option<&str>, incoming: &str) ->
         ]);
     }
     gates.push(gate_actuators_alive(v, out, Some(incoming)));
+    gates.push(gate_supported_release(v, out, Some(incoming)));
     gates.extend(etcd_view_gates(v));
     gates
 }
@@ -623,6 +672,7 @@ pub(super) fn removal_gates(v: &FleetView, out: &str, incoming: Option<&str>) ->
         gate_quorum_after_removal(v, out, i, Count::AsItIs),
         gate_outgoing_demotable(v, out),
         gate_actuators_alive(v, Some(out), incoming),
+        gate_supported_release(v, Some(out), incoming),
     ]);
     gates.extend(etcd_view_gates(v));
     gates
@@ -640,6 +690,7 @@ pub(super) fn down_removal_gates(v: &FleetView, out: &str, incoming: &str) -> Ve
         gate_no_learner(v, Some(incoming)),
         gate_quorum_after_removal(v, out, incoming, Count::AsItIs),
         gate_actuators_alive(v, None, Some(incoming)),
+        gate_supported_release(v, None, Some(incoming)),
     ];
     gates.extend(etcd_view_gates(v));
     gates.extend(incoming_ready_until_asked(v, incoming));
@@ -654,6 +705,7 @@ pub(super) fn late_promote_gates(v: &FleetView, out: &str, incoming: &str) -> Ve
         gate_voters_healthy(v, out),
         gate_no_learner(v, Some(incoming)),
         gate_actuators_alive(v, None, Some(incoming)),
+        gate_supported_release(v, None, Some(incoming)),
     ];
     gates.extend(etcd_view_gates(v));
     gates.extend(incoming_ready_until_asked(v, incoming));

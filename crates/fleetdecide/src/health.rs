@@ -33,6 +33,8 @@ pub enum DegradedReason {
     HostBetweenRoles,
     /// A host reports a protocol version this build does not know.
     UnknownProtocol,
+    /// A host's actuator is of a release older than this controller drives.
+    ReleaseUnsupported,
     /// No server reported a fresh view of etcd, or their views disagree.
     EtcdViews,
     /// An etcd member no Node matches.
@@ -51,7 +53,7 @@ pub enum DegradedReason {
 
 impl DegradedReason {
     /// Every reason, in the order [`degradations`] lists them.
-    pub const ALL: [DegradedReason; 14] = [
+    pub const ALL: [DegradedReason; 15] = [
         DegradedReason::VotersUnhealthy,
         DegradedReason::LeaseMissing,
         DegradedReason::SwapStopped,
@@ -59,6 +61,7 @@ impl DegradedReason {
         DegradedReason::EvenVoters,
         DegradedReason::HostBetweenRoles,
         DegradedReason::UnknownProtocol,
+        DegradedReason::ReleaseUnsupported,
         DegradedReason::EtcdViews,
         DegradedReason::EtcdGhostMember,
         DegradedReason::VoterWithoutMember,
@@ -78,6 +81,7 @@ impl DegradedReason {
             DegradedReason::EvenVoters => "even-voters",
             DegradedReason::HostBetweenRoles => "host-between-roles",
             DegradedReason::UnknownProtocol => "unknown-protocol",
+            DegradedReason::ReleaseUnsupported => "release-unsupported",
             DegradedReason::EtcdViews => "etcd-views",
             DegradedReason::EtcdGhostMember => "etcd-ghost-member",
             DegradedReason::VoterWithoutMember => "voter-without-member",
@@ -132,6 +136,9 @@ pub fn degraded(v: &FleetView) -> Vec<String> {
 ///   an etcd-only or a rolled-back host): nothing will move it on;
 /// - a host whose report is of a protocol version this build does not know
 ///   (no swap involving it will run);
+/// - a host whose actuator is of a release older than this controller
+///   drives, or names none (no swap involving it will run:
+///   `supported-release`);
 /// - a voter whose Node reads NotReady while its own view of etcd
 ///   vouches for its member ([`crate::evidence::weigh_evidence`]): a forged
 ///   condition, or a kubelet that cannot run pods on a healthy member;
@@ -222,6 +229,19 @@ pub fn degradations(v: &FleetView) -> Vec<Degradation> {
             push(
                 DegradedReason::UnknownProtocol,
                 format!("{}'s report: {e}", n.name),
+            );
+        }
+        if let Some(Err(e)) = n
+            .host
+            .as_ref()
+            .map(|h| version::host_release_supported(h.release.as_deref()))
+        {
+            push(
+                DegradedReason::ReleaseUnsupported,
+                format!(
+                    "{}: {e}; no swap involving it will run until it is upgraded",
+                    n.name
+                ),
             );
         }
         if let Some(why) = &n.ready_disputed {
@@ -497,6 +517,9 @@ mod tests {
         node_mut(&mut v, "n5").report_protocol = Some("2".into());
         assert_eq!(reasons(&v), ["unknown-protocol"]);
         let mut v = healthy();
+        node_mut(&mut v, "n4").host.as_mut().unwrap().release = Some("0.1.0".into());
+        assert_eq!(reasons(&v), ["release-unsupported"]);
+        let mut v = healthy();
         v.nodes.retain(|n| n.name != "n3");
         assert_eq!(reasons(&v), ["voters-unhealthy", "etcd-ghost-member"]);
         let mut v = healthy();
@@ -527,5 +550,22 @@ mod tests {
             degraded(&v),
             vec!["n5's report: protocol version \"2\" is not one this build knows (1 to 1)"]
         );
+    }
+
+    #[test]
+    fn a_host_whose_actuator_is_older_than_the_controller_drives_degrades_the_fleet() {
+        let mut v = healthy();
+        node_mut(&mut v, "n2").host.as_mut().unwrap().release = None;
+        assert_eq!(
+            degraded(&v),
+            vec![format!(
+                "n2: its actuator reports no release (an actuator before {}, the oldest this controller drives); no swap involving it will run until it is upgraded",
+                version::OLDEST_HOST_RELEASE
+            )]
+        );
+        // A host with no actuator report at all is not counted here.
+        let mut v = healthy();
+        node_mut(&mut v, "n5").host = None;
+        assert!(degraded(&v).is_empty(), "{:?}", degraded(&v));
     }
 }

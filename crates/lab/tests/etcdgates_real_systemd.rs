@@ -8,7 +8,6 @@
 
 use std::{
     net::Ipv4Addr,
-    process::Output,
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -23,7 +22,7 @@ use protocol::{Names, names::K3S_ETCD_IS_VOTER, report::ReportStep};
 use serde_json::{Value, json};
 
 mod common;
-use common::{SERIAL, fleet_role, lab_dir, lab_of, lease, unchanged};
+use common::{SERIAL, fleet_role, fleet_role_cmd, gate, lab_dir, lab_of, lease, unchanged};
 
 const QUICK: Duration = Duration::from_secs(60);
 
@@ -114,38 +113,6 @@ async fn wait_views(lab: &SystemdLab, hand: &Hand, id: u64, listed: bool) {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
-}
-
-/// `fleet-role ARGS` with a kubeconfig naming server-1 and the lab's
-/// fleet-role config, bounded.
-async fn fleet_role_cmd(lab: &SystemdLab, args: &[&str]) -> Output {
-    let kubeconfig = lab::lab_setup::kubeconfig_for(&lab.spec, "server-1").unwrap();
-    let mut cmd = tokio::process::Command::new(fleet_role());
-    cmd.arg("--kubeconfig").arg(&kubeconfig).args(args);
-    let out = tokio::time::timeout(Duration::from_secs(300), cmd.output())
-        .await
-        .expect("fleet-role answered within 300 s")
-        .unwrap();
-    eprintln!(
-        "fleet-role {}: {}\n{}{}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// The gate line `name` of a dry run or a refused swap
-/// (`  pass NAME  reason` / `  FAIL NAME  reason`): whether it passed, and
-/// the line.
-fn gate<'a>(stdout: &'a str, name: &str) -> Option<(bool, &'a str)> {
-    stdout.lines().find_map(|l| {
-        let mut words = l.split_whitespace();
-        let verdict = words.next()?;
-        (words.next()? == name && matches!(verdict, "pass" | "FAIL"))
-            .then_some((verdict == "pass", l))
-    })
 }
 
 /// Whether `line` names the member `id` (etcd's 16 hex digits), or its
@@ -242,7 +209,7 @@ impl Forger {
                 promotion: None,
                 demotion: None,
                 etcd: None,
-                release: None,
+                release: Some(protocol::version::RELEASE.into()),
                 credential_expires_at: None,
             });
             part.heartbeat_at = now;

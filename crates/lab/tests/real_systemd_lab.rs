@@ -448,6 +448,34 @@ async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_fir
     lab::previous_release::run_previous_actuator(&lab, &held_back, &previous_actuator())
         .await
         .expect("the previous release's actuator runs");
+    // A swap that would ask the held-back host a step is refused by its
+    // release once its report is read (it names none: every actuator
+    // before the oldest this controller drives), and nothing changes.
+    let refused = {
+        let clock = clock::Clock::system();
+        let t0 = clock.now();
+        loop {
+            let dry = common::fleet_role_cmd(
+                &lab,
+                &["swap", "--dry-run", "--out", &held_back, "--in", "agent-1"],
+            )
+            .await;
+            let stdout = String::from_utf8_lossy(&dry.stdout).into_owned();
+            let line = common::gate(&stdout, "supported-release").map(|(p, l)| (p, l.to_string()));
+            if let Some((false, l)) = line.as_ref()
+                && l.contains("reports no release")
+            {
+                assert_eq!(dry.status.code(), Some(1), "{stdout}");
+                break l.clone();
+            }
+            assert!(
+                clock.since(t0) < Duration::from_secs(120),
+                "the held-back host's release never refused the swap:\n{stdout}"
+            );
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    };
+    assert!(refused.contains(&held_back), "{refused}");
     let hand = Hand::new(&lab.spec).unwrap();
     let patcher = Apis::for_lab_as(
         &lab.spec,

@@ -35,6 +35,78 @@ pub fn release_valid(release: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"._+-~".contains(&b))
 }
 
+/// The oldest actuator release this build's controller drives. An actuator
+/// of an older release speaks a known protocol version yet behaves in ways
+/// this controller no longer plans for (docs/upgrade.md lists them), so a
+/// swap, grow or shrink whose hosts run one is refused until they are
+/// upgraded, as the upgrade order has it. Raise it with each release that
+/// drops support for an older actuator.
+pub const OLDEST_HOST_RELEASE: &str = "0.2.0";
+
+/// Why a host's release is not one this build's controller drives.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnsupportedRelease {
+    /// The actuator names no release: it is older than the releases that
+    /// report one, all of them before [`OLDEST_HOST_RELEASE`].
+    #[error(
+        "its actuator reports no release (an actuator before {OLDEST_HOST_RELEASE}, the oldest this controller drives)"
+    )]
+    None,
+    /// The release does not read as `MAJOR.MINOR.PATCH`, so its age is
+    /// unknown.
+    #[error(
+        "its actuator's release {shown} does not read as MAJOR.MINOR.PATCH, so its age is unknown"
+    )]
+    Unreadable {
+        /// The release as found, escaped and quoted.
+        shown: String,
+    },
+    /// The release is older than [`OLDEST_HOST_RELEASE`].
+    #[error(
+        "its actuator's release {release} is older than {OLDEST_HOST_RELEASE}, the oldest this controller drives"
+    )]
+    TooOld {
+        /// The release as found.
+        release: String,
+    },
+}
+
+/// A release's `MAJOR.MINOR.PATCH`, read from its start; what follows a
+/// `-`, `+` or `~` (a Debian revision, a pre-release, build metadata) is not
+/// part of its age. `None` when it does not read so.
+pub fn release_order(release: &str) -> Option<(u64, u64, u64)> {
+    let core = release.split(['-', '+', '~']).next()?;
+    let mut parts = core.split('.');
+    let mut next = || -> Option<u64> {
+        let p = parts.next()?;
+        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        p.parse().ok()
+    };
+    let order = (next()?, next()?, next()?);
+    parts.next().is_none().then_some(order)
+}
+
+/// Whether this build's controller drives a host whose actuator reports
+/// `release` (`None`: it reports none): a release at least
+/// [`OLDEST_HOST_RELEASE`]. A newer one than this build's is driven (the
+/// actuators are upgraded first); its protocol version is checked apart.
+pub fn host_release_supported(release: Option<&str>) -> Result<(), UnsupportedRelease> {
+    let release = release.ok_or(UnsupportedRelease::None)?;
+    let order = release_order(release).ok_or_else(|| UnsupportedRelease::Unreadable {
+        shown: shown(release),
+    })?;
+    let oldest =
+        release_order(OLDEST_HOST_RELEASE).expect("OLDEST_HOST_RELEASE reads as a release");
+    if order < oldest {
+        return Err(UnsupportedRelease::TooOld {
+            release: release.to_string(),
+        });
+    }
+    Ok(())
+}
+
 /// The oldest version this build still reads. Versions run from here to
 /// [`PROTOCOL_VERSION`]; anything outside is unknown.
 pub const OLDEST_KNOWN: u32 = 1;
@@ -134,5 +206,47 @@ mod tests {
         assert_eq!(of_report("not json"), None);
         assert!(check(of_report("{\"protocol\":\"1\"}").as_deref()).is_err());
         assert_eq!(check(of_report("{\"protocol\":1}").as_deref()), Ok(1));
+    }
+
+    #[test]
+    fn a_release_is_ordered_by_its_major_minor_and_patch_alone() {
+        assert_eq!(release_order("0.2.0"), Some((0, 2, 0)));
+        assert_eq!(release_order("1.10.3-1"), Some((1, 10, 3)));
+        assert_eq!(release_order("0.3.0~rc1"), Some((0, 3, 0)));
+        assert_eq!(release_order("0.3.0+git5"), Some((0, 3, 0)));
+        assert!(release_order("1.10.3") > release_order("1.9.12"));
+        for bad in [
+            "", "0.2", "0.2.0.1", "v0.2.0", "0..2", "0.2.x", "-0.2.0", "0.2.+1",
+        ] {
+            assert_eq!(release_order(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_controller_drives_hosts_of_its_oldest_supported_release_and_newer_only() {
+        assert_eq!(host_release_supported(Some(OLDEST_HOST_RELEASE)), Ok(()));
+        assert_eq!(host_release_supported(Some(RELEASE)), Ok(()));
+        assert_eq!(host_release_supported(Some("0.2.0-1")), Ok(()));
+        assert_eq!(host_release_supported(Some("9.0.0")), Ok(()));
+        assert_eq!(
+            host_release_supported(Some("0.1.9")),
+            Err(UnsupportedRelease::TooOld {
+                release: "0.1.9".into()
+            })
+        );
+        assert_eq!(
+            host_release_supported(Some("0.2.0~rc1")),
+            Ok(()),
+            "a pre-release of the oldest supported is its release"
+        );
+        assert_eq!(host_release_supported(None), Err(UnsupportedRelease::None));
+        let e = host_release_supported(Some("banana\n")).unwrap_err();
+        assert!(matches!(e, UnsupportedRelease::Unreadable { .. }), "{e:?}");
+        assert_eq!(
+            host_release_supported(Some("0.1.0"))
+                .unwrap_err()
+                .to_string(),
+            "its actuator's release 0.1.0 is older than 0.2.0, the oldest this controller drives"
+        );
     }
 }

@@ -390,7 +390,8 @@ fn status_json_has_the_field_names_docs_reference_md_documents() {
 }
 
 #[test]
-fn status_shows_each_hosts_release_and_says_when_they_are_not_all_this_controllers() {
+fn status_shows_each_hosts_release_and_says_when_they_are_not_all_this_controllers_or_older_than_it_drives()
+ {
     let (settings, mut v) = defaults();
     let set = |v: &mut FleetView, name: &str, r: Option<&str>| {
         let n = v.nodes.iter_mut().find(|n| n.name == name).unwrap();
@@ -399,8 +400,7 @@ fn status_shows_each_hosts_release_and_says_when_they_are_not_all_this_controlle
     for n in ["n1", "n2", "n3", "n4", "n5"] {
         set(&mut v, n, Some(version::RELEASE));
     }
-    let text = text(&v, &settings);
-    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let lines: Vec<String> = text(&v, &settings).lines().map(str::to_string).collect();
     assert_eq!(
         line(&lines, "Releases:"),
         format!(
@@ -418,9 +418,15 @@ fn status_shows_each_hosts_release_and_says_when_they_are_not_all_this_controlle
     assert_eq!(
         releases_line(&v),
         format!(
-            "Releases: this controller {r}; hosts: 0.1.0 on n3; {r} on n1, n2, n4; none reported on n5 (not every host runs this controller's release: upgrade the hosts first, docs/upgrade.md)",
-            r = version::RELEASE
+            "Releases: this controller {r}; hosts: 0.1.0 on n3; {r} on n1, n2, n4; none reported on n5 (not every host runs this controller's release: upgrade the hosts first, docs/upgrade.md; older than {o} (the oldest this controller drives, no swap involving them runs): n3, n5)",
+            r = version::RELEASE,
+            o = version::OLDEST_HOST_RELEASE
         )
+    );
+    let shown = text(&v, &settings);
+    assert!(
+        shown.contains("DEGRADED: n3: its actuator's release 0.1.0 is older than"),
+        "{shown}"
     );
     let json = crate::status::schema::json(&v, &settings);
     assert_eq!(json["nodes"][2]["host"]["release"], json!("0.1.0"));

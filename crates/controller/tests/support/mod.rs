@@ -920,7 +920,7 @@ impl Fleet {
                 demotion: (h.role == Some(Role::Server) || h.datastore)
                     .then_some(protocol::report::Eligibility::Ok),
                 etcd: etcd_view(&Names::default(), h, &nodes, now, &[]),
-                release: None,
+                release: Some(protocol::version::RELEASE.into()),
                 credential_expires_at: None,
             };
             write_report(&admin, name, &Report::with_host_part(None, part, now))
@@ -1222,7 +1222,7 @@ async fn actuator(
             promotion: None,
             demotion,
             etcd,
-            release: None,
+            release: Some(protocol::version::RELEASE.into()),
             credential_expires_at: None,
         };
         let r = Report::with_host_part(report.as_ref(), part, now);

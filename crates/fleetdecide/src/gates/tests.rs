@@ -10,7 +10,7 @@ use protocol::report::{Detail, Phase, ReportStep};
 fn every_preflight_gate_passes_on_a_healthy_fleet() {
     let gates = preflight(&fleet(), "n1", "n4");
     assert!(all_pass(&gates), "{}", failures(&gates));
-    assert_eq!(gates.len(), 16);
+    assert_eq!(gates.len(), 17);
 }
 
 #[test]
@@ -41,6 +41,68 @@ fn a_swap_is_refused_while_a_host_of_it_reports_a_protocol_version_this_build_do
     assert_eq!(
         g.reason,
         "n1, n4 and the regrade Lease are of protocol versions this build knows (1 to 1)"
+    );
+}
+
+#[test]
+fn a_swap_is_refused_while_a_host_of_it_runs_an_actuator_older_than_the_controller_drives() {
+    let set = |v: &mut FleetView, host: &str, r: Option<&str>| {
+        node_mut(v, host).host.as_mut().unwrap().release = r.map(str::to_string);
+    };
+    for host in ["n1", "n4"] {
+        for (release, why) in [
+            (Some("0.1.0"), "its actuator's release 0.1.0 is older than"),
+            (None, "its actuator reports no release"),
+            (
+                Some("latest"),
+                "its actuator's release \"latest\" does not read as MAJOR.MINOR.PATCH",
+            ),
+        ] {
+            let mut v = fleet();
+            set(&mut v, host, release);
+            let a = next_action(&v, &request("n1", "n4"));
+            assert_eq!(
+                refused_by(&a),
+                vec![GateName::SupportedRelease],
+                "{host} {release:?}"
+            );
+            let g = gate_supported_release(&v, Some("n1"), Some("n4"));
+            assert!(
+                g.reason.starts_with(&format!("{host}: {why}"))
+                    && g.reason
+                        .ends_with("upgrade its actuator first (docs/upgrade.md)"),
+                "{}",
+                g.reason
+            );
+        }
+    }
+    // A host outside the swap, or newer than this controller, is no matter.
+    let mut v = fleet();
+    set(&mut v, "n2", Some("0.1.0"));
+    set(&mut v, "n4", Some("99.0.0"));
+    let g = gate_supported_release(&v, Some("n1"), Some("n4"));
+    assert!(g.passed, "{}", g.reason);
+    assert_eq!(
+        g.reason,
+        format!(
+            "n1, n4 run a release this controller drives ({} or later)",
+            protocol::version::OLDEST_HOST_RELEASE
+        )
+    );
+    // Nor is a down outgoing voter's: it is asked nothing, its member is
+    // removed without it.
+    let mut v = fleet();
+    set(&mut v, "n1", Some("0.1.0"));
+    take_down(&mut v, "n1");
+    assert!(gate_supported_release(&v, Some("n1"), Some("n4")).passed);
+    // A host with no report at all fails it too.
+    let mut v = fleet();
+    node_mut(&mut v, "n4").host = None;
+    let g = gate_supported_release(&v, Some("n1"), Some("n4"));
+    assert!(
+        !g.passed && g.reason.starts_with("n4 has no actuator report"),
+        "{}",
+        g.reason
     );
 }
 
@@ -138,7 +200,7 @@ fn a_swap_is_refused_while_a_host_of_it_has_no_fresh_actuator_heartbeat() {
                 promotion: None,
                 demotion: Some(protocol::report::Eligibility::Ok),
                 etcd: None,
-                release: None,
+                release: Some(protocol::version::RELEASE.into()),
                 credential_expires_at: None,
             });
             let g = gate_actuators_alive(&v, Some("n1"), Some("n4"));

@@ -229,3 +229,35 @@ pub async fn etcd_members(lab: &SystemdLab) -> (Vec<String>, Vec<String>) {
     voters.sort();
     (voters, learners)
 }
+
+/// `fleet-role ARGS` with a kubeconfig naming server-1 and the lab's
+/// fleet-role config, bounded.
+pub async fn fleet_role_cmd(lab: &SystemdLab, args: &[&str]) -> std::process::Output {
+    let kubeconfig = lab::lab_setup::kubeconfig_for(&lab.spec, "server-1").unwrap();
+    let mut cmd = tokio::process::Command::new(fleet_role());
+    cmd.arg("--kubeconfig").arg(&kubeconfig).args(args);
+    let out = tokio::time::timeout(std::time::Duration::from_secs(300), cmd.output())
+        .await
+        .expect("fleet-role answered within 300 s")
+        .unwrap();
+    eprintln!(
+        "fleet-role {}: {}\n{}{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The gate line `name` of a dry run or a refused swap
+/// (`  pass NAME  reason` / `  FAIL NAME  reason`): whether it passed, and
+/// the line.
+pub fn gate<'a>(stdout: &'a str, name: &str) -> Option<(bool, &'a str)> {
+    stdout.lines().find_map(|l| {
+        let mut words = l.split_whitespace();
+        let verdict = words.next()?;
+        (words.next()? == name && matches!(verdict, "pass" | "FAIL"))
+            .then_some((verdict == "pass", l))
+    })
+}
