@@ -99,6 +99,18 @@ pub enum Command {
         #[arg(long, default_value_t = 300)]
         timeout: u64,
     },
+    /// Remove a learner etcd lists and no swap moves on, through this
+    /// server's etcd member. Refused, with nothing changed, for a voter, for
+    /// the learner of a change under way (the regrade Lease), and while the
+    /// other voters are no healthy quorum. Run on a server.
+    RemoveLearner {
+        /// The member as `etcd member list` prints it: its id (hex) or its
+        /// name (`NODE-XXXXXXXX`).
+        member: String,
+        /// How to reach the API (to read the regrade Lease).
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Show the role file as read, fleet-role's drop-ins, each unit's state
     /// and, with an API, the host's report; exit 5 when something is degraded.
     Status(ApiArgs),

@@ -9,17 +9,7 @@ use protocol::view::NodeFacts;
 
 // === The quorum arithmetic ===
 
-/// The majority of `members` voting members: how many must be healthy for
-/// etcd to make progress.
-pub fn quorum(members: usize) -> usize {
-    members / 2 + 1
-}
-
-/// Whether a cluster of `members_left` voting members with `healthy_left`
-/// of them healthy keeps quorum. A cluster with no member left never does.
-pub fn keeps_quorum(members_left: usize, healthy_left: usize) -> bool {
-    members_left > 0 && healthy_left >= quorum(members_left)
-}
+pub use protocol::etcd::{keeps_quorum, quorum};
 
 /// What a removal takes away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -8,6 +8,7 @@
 
 pub mod decide;
 pub mod join;
+pub mod learner_removal;
 pub mod milestones;
 
 pub use decide::{Decision, HostState, Observation, Step, decide};

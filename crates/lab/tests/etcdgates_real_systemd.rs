@@ -293,7 +293,7 @@ impl Forger {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_learner_added_straight_to_etcd_that_no_node_shows_refuses_the_swap_by_no_learner_until_it_is_removed()
+async fn a_learner_added_straight_to_etcd_that_no_node_shows_refuses_the_swap_by_no_learner_until_the_runbooks_command_removes_it()
  {
     let _turn = SERIAL.lock().await;
     let dir = lab_dir();
@@ -329,9 +329,59 @@ async fn a_learner_added_straight_to_etcd_that_no_node_shows_refuses_the_swap_by
     wait_views(&lab, &hand, id, true).await;
     refused_with_nothing_changed(&lab, &hand, "server-2", id, &peer, "no-learner").await;
 
-    // Gone from etcd, the same swap's dry run passes the gate.
-    member_remove(spec, id).await;
+    // `status` calls it degraded (`etcd-learner`), as the runbook says.
+    let status = fleet_role_cmd(&lab, &["status"]).await;
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert_eq!(status.status.code(), Some(5), "{shown}");
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.starts_with("DEGRADED: etcd lists the learner")
+                && l.contains(&format!("{id:x}"))),
+        "{shown}"
+    );
+
+    // The runbook's command, as docs/recovery.md gives it, run on a
+    // server: refused for a voter with nothing changed, then the learner
+    // removed.
+    let m = lab.machine("server-1").unwrap();
+    let commands = common::runbook("etcd-learner");
+    let run = |member: &str| {
+        commands
+            .iter()
+            .map(|c| {
+                let c = c.replace("MEMBER_ID", member);
+                let o = m.exec(&["sh", "-c", &c], Duration::from_secs(120)).unwrap();
+                eprintln!("server-1$ {c}: {}\n{}{}", o.status, o.stdout, o.stderr);
+                o
+            })
+            .collect::<Vec<_>>()
+    };
+    let voter = members(spec)
+        .await
+        .into_iter()
+        .find(|x| x.name.starts_with("server-2-") && !x.is_learner)
+        .expect("server-2 votes");
+    let before = members(spec).await.len();
+    let o = run(&format!("{:x}", voter.id)).pop().unwrap();
+    assert_eq!(o.status.code(), Some(1), "a voter's removal is refused");
+    assert!(
+        o.stderr.contains("votes: a voter leaves only through"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(members(spec).await.len(), before, "nothing changed");
+    let o = run(&format!("{id:x}")).pop().unwrap();
+    assert!(o.status.success(), "{}", o.stderr);
+    assert!(o.stdout.contains("removed the learner"), "{}", o.stdout);
+    assert!(!members(spec).await.iter().any(|x| x.id == id));
+
+    // Gone from etcd, the same swap's dry run passes the gate, and
+    // `status` no longer names the learner.
     wait_views(&lab, &hand, id, false).await;
+    let status = fleet_role_cmd(&lab, &["status"]).await;
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert!(!shown.contains("etcd lists the learner"), "{shown}");
     let dry = fleet_role_cmd(
         &lab,
         &["swap", "--dry-run", "--out", "server-2", "--in", "agent-1"],

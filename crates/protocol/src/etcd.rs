@@ -23,6 +23,19 @@ pub const MAX_NAME: usize = 263;
 /// At most this many alarms.
 pub const MAX_ALARMS: usize = 32;
 
+/// The majority of `members` voting members: how many must be healthy for
+/// etcd to make progress. The one quorum rule of the controller's gates and
+/// the actuator's.
+pub fn quorum(members: usize) -> usize {
+    members / 2 + 1
+}
+
+/// Whether a cluster of `members_left` voting members with `healthy_left`
+/// of them healthy keeps quorum. A cluster with no member left never does.
+pub fn keeps_quorum(members_left: usize, healthy_left: usize) -> bool {
+    members_left > 0 && healthy_left >= quorum(members_left)
+}
+
 /// A member id, as etcd prints it: 16 lower-case hex digits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MemberId(pub u64);

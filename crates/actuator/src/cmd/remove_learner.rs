@@ -1,0 +1,134 @@
+//! `remove-learner MEMBER`: removes a learner etcd lists, by hand, through
+//! this server's etcd member, with the gates of
+//! [`hostdecide::learner_removal`] (a learner, no change promoting it, the
+//! other voters a healthy quorum). For a learner no Node shows and no swap
+//! moves on: a promotion rolled back while its host was down, a host
+//! promoted outside fleet-role.
+
+use std::process::ExitCode;
+
+use actuator::{
+    cli::{ApiArgs, Cli},
+    cluster::{self, Candidates},
+    config::Settings,
+    output::print,
+};
+use anyhow::Context;
+use clock::Clock;
+use etcdaccess::Endpoint;
+use hostdecide::learner_removal::{self, Refusal};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use protocol::{
+    LeaseFacts,
+    etcd::{EtcdView, MemberId},
+    exit::{Exit, Marked},
+    names::LEASE_NAMESPACE,
+    text::one_line,
+};
+
+use super::{settings, usage};
+
+/// Runs `remove-learner`: reads etcd's members through this host's member,
+/// each voter's health from the voter itself, and the regrade Lease; then
+/// removes the learner, or refuses with nothing changed (exit 1).
+pub(crate) fn remove_learner(
+    cli: &Cli,
+    member: &str,
+    api: &ApiArgs,
+    rt: &tokio::runtime::Runtime,
+    clock: &Clock,
+) -> anyhow::Result<ExitCode> {
+    let s = settings(cli, Some(api), None)?;
+    if s.api.is_empty() {
+        return Err(usage(anyhow::anyhow!(
+            "no API server to read the regrade Lease from: give --api (or `api` in actuator.toml)"
+        )));
+    }
+    let now = clock.unix_secs();
+    let view = rt
+        .block_on(etcdaccess::read(&s.etcd, now))
+        .context("reading etcd's members through this host's member (it must be a server whose etcd serves); nothing was changed")?;
+    let health = rt.block_on(voter_health(&s.etcd, &view, now));
+    let lease = lease(&s, rt).context("reading the regrade Lease; nothing was changed")?;
+    let margin = i64::try_from(s.skew_margin.as_secs()).unwrap_or(i64::MAX);
+    let id =
+        match learner_removal::verdict(&view.members, member, &health, lease.as_ref(), now, margin)
+        {
+            Ok(id) => id,
+            Err(refusal) => return Err(refused(&refusal)),
+        };
+    rt.block_on(etcdaccess::remove_learner(&s.etcd, id))
+        .with_context(|| {
+            format!(
+                "removing the learner {id}: it may or may not be gone, `etcd member list` says; run this again (a learner already gone is refused as no member)"
+            )
+        })?;
+    print(
+        cli.output,
+        &[format!(
+            "removed the learner {id} ({}) from etcd; its host, if it runs k3s as a server, should be ended as an agent (`fleet-role-actuator demote-local --force` there)",
+            name_of(&view, id)
+        )],
+        &serde_json::json!({ "ok": true, "removed": id.to_string() }),
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A refusal, marked as one (exit 1: nothing was changed).
+fn refused(r: &Refusal) -> anyhow::Error {
+    anyhow::anyhow!("{r}; nothing was changed").context(Marked(Exit::Refused))
+}
+
+/// The member's name as etcd lists it, escaped, or that it has none.
+fn name_of(view: &EtcdView, id: MemberId) -> String {
+    view.members
+        .iter()
+        .find(|m| m.id == id)
+        .filter(|m| !m.name.is_empty())
+        .map_or("no name: never started".into(), |m| one_line(&m.name))
+}
+
+/// Each voting member's health, asked of the member itself through its
+/// first client URL with this host's certificate (k3s gives every server
+/// the same etcd client CA), each bounded by the endpoint's timeout; this
+/// host's own from the view already read. A voter that does not answer
+/// counts as unhealthy.
+async fn voter_health(local: &Endpoint, view: &EtcdView, now: i64) -> Vec<(MemberId, bool)> {
+    let mut health = Vec::new();
+    for m in view.members.iter().filter(|m| !m.learner) {
+        let healthy = if m.id == view.member {
+            view.healthy
+        } else {
+            match m.client_urls.first() {
+                Some(url) => {
+                    let ep = Endpoint {
+                        url: url.clone(),
+                        ..local.clone()
+                    };
+                    etcdaccess::read(&ep, now).await.is_ok_and(|v| v.healthy)
+                }
+                None => false,
+            }
+        };
+        health.push((m.id, healthy));
+    }
+    health
+}
+
+/// The regrade Lease as the API holds it, through each candidate in turn.
+fn lease(s: &Settings, rt: &tokio::runtime::Runtime) -> anyhow::Result<Option<LeaseFacts>> {
+    let candidates =
+        Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone()).map_err(usage)?;
+    let lease = rt.block_on(candidates.first_answer(
+        |client| {
+            let name = s.names.lease_name.clone();
+            async move {
+                let leases: Api<Lease> = Api::namespaced(client, LEASE_NAMESPACE);
+                leases.get_opt(&name).await
+            }
+        },
+        cluster::moves_on,
+    ))?;
+    Ok(lease.map(|l| kubeview::lease_facts(&s.names, &l)))
+}
