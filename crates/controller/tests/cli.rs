@@ -142,7 +142,8 @@ async fn pause_halts_a_running_swap_at_its_next_safe_point_and_resume_lets_it_fi
 }
 
 #[tokio::test]
-async fn a_swap_stopped_by_a_failed_step_down_says_what_to_do_and_resumes_when_run_again() {
+async fn a_swap_stopped_by_a_failed_step_down_says_what_to_do_and_the_runbooks_command_resumes_it()
+{
     let h = Harness::start(&three_voters(), CONFIG).await;
     h.fleet.set(|f| {
         f.fail_step_down.insert("n1".into());
@@ -173,9 +174,14 @@ async fn a_swap_stopped_by_a_failed_step_down_says_what_to_do_and_resumes_when_r
         .await;
     other.expect(1);
     assert!(other.stdout.contains("is unfinished"), "{}", other.stdout);
-    // The host is fixed; the same swap resumes under a new id and finishes.
+    // The host is fixed; the runbook's command (the same swap) resumes it
+    // under a new id and finishes.
     h.fleet.set(|f| f.fail_step_down.clear());
-    let again = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
+    let again = h
+        .run_runbook("swap-stopped", &[("OUT", "n1"), ("IN", "n4")])
+        .await
+        .pop()
+        .unwrap();
     again.expect(0);
     assert!(
         again

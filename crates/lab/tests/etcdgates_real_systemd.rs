@@ -345,7 +345,7 @@ async fn a_learner_added_straight_to_etcd_that_no_node_shows_refuses_the_swap_by
     // server: refused for a voter with nothing changed, then the learner
     // removed.
     let m = lab.machine("server-1").unwrap();
-    let commands = common::runbook("etcd-learner");
+    let commands = testcp::runbook::commands("etcd-learner");
     let run = |member: &str| {
         commands
             .iter()

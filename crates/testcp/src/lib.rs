@@ -13,6 +13,7 @@ pub mod plain_http;
 pub mod plane;
 mod process;
 pub mod promtool;
+pub mod runbook;
 pub mod tokens;
 
 pub use apiserver::{ApiServer, ApiServerOptions};

@@ -283,6 +283,25 @@ current-context: test
         Run::new(out, started.elapsed(), self)
     }
 
+    /// Runs the `fleet-role` commands of the runbook block marked `mark` in
+    /// docs/recovery.md, as written, with its placeholders filled in from
+    /// `fill` (`("OUT", "n1")`); each run in turn, all returned. A block
+    /// holding any other program fails the test: this harness runs only
+    /// `fleet-role`.
+    pub async fn run_runbook(&self, mark: &str, fill: &[(&str, &str)]) -> Vec<Run> {
+        let mut runs = Vec::new();
+        for command in testcp::runbook::commands(mark) {
+            let command = fill
+                .iter()
+                .fold(command, |c, (from, to)| c.replace(from, to));
+            let args: Vec<&str> = command.split_whitespace().collect();
+            assert_eq!(args.first(), Some(&"fleet-role"), "{mark}: {command}");
+            eprintln!("runbook {mark}: {command}");
+            runs.push(self.run(&args[1..]).await);
+        }
+        runs
+    }
+
     /// Starts `fleet-role ARGS` and returns the child.
     pub fn spawn(&self, args: &[&str]) -> Child {
         self.command(args).spawn().expect("fleet-role starts")

@@ -261,28 +261,3 @@ pub fn gate<'a>(stdout: &'a str, name: &str) -> Option<(bool, &'a str)> {
             .then_some((verdict == "pass", l))
     })
 }
-
-/// The commands of the runbook block marked `<!-- runbook-test: MARK -->`
-/// in docs/recovery.md, as an operator would type them: one per line,
-/// comments and blank lines left out. The tests run what the doc says, so
-/// a runbook whose command changes or goes away fails its test.
-pub fn runbook(mark: &str) -> Vec<String> {
-    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/recovery.md");
-    let text = std::fs::read_to_string(&doc).unwrap();
-    let marker = format!("<!-- runbook-test: {mark} -->");
-    let at = text
-        .find(&marker)
-        .unwrap_or_else(|| panic!("docs/recovery.md has no block marked {marker}"));
-    let block = text[at + marker.len()..]
-        .trim_start()
-        .strip_prefix("```sh\n")
-        .unwrap_or_else(|| panic!("{marker} is not followed by a sh block"));
-    let end = block.find("```").expect("the block ends");
-    let commands: Vec<String> = block[..end]
-        .lines()
-        .map(|l| l.split(" #").next().unwrap_or_default().trim().to_string())
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .collect();
-    assert!(!commands.is_empty(), "{marker}'s block holds no command");
-    commands
-}
