@@ -132,6 +132,16 @@ async fn pause_halts_a_running_swap_at_its_next_safe_point_and_resume_lets_it_fi
         dry.stdout
     );
     assert!(h.run(&["status"]).await.stdout.contains("paused: yes"));
+    // The controller package's upgrade reads the pause from the JSON this
+    // way (deploy/debian/controller/postinst: `grep -Eq '"paused": *true'`).
+    let json = h.run(&["status", "--output", "json"]).await.stdout;
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(v["lease"]["paused"], serde_json::json!(true));
+    assert_eq!(
+        json.matches("\"paused\":true").count() + json.matches("\"paused\": true").count(),
+        1,
+        "{json}"
+    );
     h.run(&["resume"]).await.expect(0);
     let status = tokio::time::timeout(Duration::from_secs(300), swap.wait())
         .await
