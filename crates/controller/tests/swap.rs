@@ -270,7 +270,8 @@ async fn refused(h: &Harness, out: &str, incoming: &str, gate: &str) -> String {
 }
 
 #[tokio::test]
-async fn a_swap_is_refused_while_a_voter_is_not_ready() {
+async fn a_swap_is_refused_while_a_voter_is_not_ready_and_the_runbooks_command_replaces_that_voter()
+{
     let h = Harness::start(&three_voters(), CONFIG).await;
     h.fleet.set(|f| {
         f.down.insert("n2".into());
@@ -296,6 +297,38 @@ async fn a_swap_is_refused_while_a_voter_is_not_ready() {
     .await;
     let out = refused(&h, "n1", "n4", "voters-healthy").await;
     assert!(out.contains("n2 (NotReady)"), "{out}");
+    // `status` calls it degraded (`voters-unhealthy`), and the runbook's
+    // command, as docs/recovery.md gives it, replaces the down voter (the
+    // other hosts acting again: the refusal's check froze them).
+    h.fleet.set(|f| f.frozen = false);
+    let status = h.run(&["status", "--output", "json"]).await;
+    status.expect(5);
+    assert!(
+        status.stdout.contains("healthy voter(s) of 3"),
+        "{}",
+        status.stdout
+    );
+    // As the runbook says, wait until the dry run's plan counts it down
+    // (its own last view of etcd aged past actuator_heartbeat_max_age_secs).
+    h.wait_for("the plan to count n2 down", || async {
+        h.run(&["swap", "--out", "n2", "--in", "n4", "--dry-run"])
+            .await
+            .stdout
+            .contains("it is down, so it is not asked to step down")
+    })
+    .await;
+    let mut runs = h
+        .run_runbook("voters-unhealthy", &[("DOWN", "n2"), ("STANDBY", "n4")])
+        .await;
+    let run = runs.pop().unwrap();
+    run.expect(0);
+    h.assert_promoted("n4").await;
+    let status = h.run(&["status"]).await;
+    assert!(
+        !status.stdout.contains("healthy voter(s) of 3"),
+        "{}",
+        status.stdout
+    );
 }
 
 #[tokio::test]
