@@ -160,14 +160,20 @@ fn stream(seed: u64, k: u8) -> TestRunner {
 /// What [`arb_comings`] draws.
 type Comings = (Option<(usize, usize, usize)>, [Option<usize>; 3]);
 
-/// A host cut from the API for a while (from, for, which: below 3 the
-/// change's outgoing host, its incoming host or another voter, above it a
-/// host by index), and how long each host drawn down stays down before it
+/// A host cut from the API for a while (from, for, which: the change's
+/// outgoing host most often, its incoming host, another voter, or a host
+/// by index), and how long each host drawn down stays down before it
 /// comes back (`None`: for good).
 fn arb_comings() -> impl Strategy<Value = Comings> {
-    let back = || prop::option::weighted(0.5, 1usize..100);
+    let back = || prop::option::weighted(0.7, 1usize..100);
+    let which = prop_oneof![
+        3 => Just(0usize),
+        1 => Just(1usize),
+        1 => Just(2usize),
+        2 => 3usize..HOSTS + 3,
+    ];
     (
-        prop::option::weighted(0.3, (0usize..60, 1usize..80, 0usize..HOSTS + 3)),
+        prop::option::weighted(0.3, (0usize..60, 1usize..120, which)),
         [back(), back(), back()],
     )
 }
@@ -236,7 +242,7 @@ fn arb_later() -> impl Strategy<Value = Later> {
             prop::option::weighted(0.3, (0usize..60, 1usize..30)),
             prop::option::weighted(0.3, 0usize..60),
             0usize..40,
-            0usize..40,
+            0usize..30,
         ),
         arb_comings(),
     )

@@ -280,8 +280,9 @@ impl World {
             return;
         };
         if self.reached_lately(removing) {
-            // Cut from the API, or back up, within the controller's lag:
-            // its Node's NotReady and its stale report are no other
+            // Down, or cut from the API long enough to look down
+            // (`partition::looks_down`), within the controller's lag: its
+            // Node's NotReady and its stale report are no other
             // principal's word, and the removal is the quorum check's.
             if h.up && h.votes {
                 self.counts.cut_members_removed += u64::from(partition::is_cut(self, removing));
@@ -290,15 +291,20 @@ impl World {
         }
         if h.up && h.down_since.is_none() && h.role == Some(Role::Server) && h.datastore && h.votes
         {
+            let cut = if partition::is_cut(self, removing) {
+                " (cut from the API, its own view of etcd still trusted)"
+            } else {
+                ""
+            };
             self.violations.push(format!(
-                "removing {removing}'s member, its host up and a voter, with no step-down at {}",
+                "removing {removing}'s member, its host up{cut} and a voter, with no step-down at {}",
                 self.v.now
             ));
         }
     }
 
-    /// Whether `name` was down or cut from the API at some tick the
-    /// controller's lagging views may still show.
+    /// Whether `name` was down (or cut from the API and looking down) at
+    /// some tick the controller's lagging views may still show.
     fn reached_lately(&self, name: &str) -> bool {
         self.unreachable
             .get(name)

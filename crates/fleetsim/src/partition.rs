@@ -85,9 +85,30 @@ pub(super) fn at_tick(w: &mut World, rel: usize, tick: usize) {
         }
     }
     if let Some(c) = &w.cut {
-        w.unreachable.insert(c.name.clone(), tick);
-        w.counts.cut_ticks += u64::from(w.hosts[&c.name].up);
+        let name = c.name.clone();
+        w.counts.cut_ticks += u64::from(w.hosts[&name].up);
+        if looks_down(w, &name) {
+            w.unreachable.insert(name, tick);
+        }
     }
+}
+
+/// Whether the cut host `name` looks down by what no other principal
+/// wrote: its Node marked NotReady (by the Node controller, its node Lease
+/// unrenewed) and its own last view of etcd older than the controller
+/// trusts (`actuator_heartbeat_max_age`), so its word no longer vouches
+/// for its member. Only then may the controller replace it.
+fn looks_down(w: &World, name: &str) -> bool {
+    let Some(n) = w.v.node(name) else {
+        return false;
+    };
+    let max_age = w.v.settings.actuator_heartbeat_max_age;
+    let read_at = n
+        .host
+        .as_ref()
+        .and_then(|h| h.etcd.as_ref())
+        .map(|e| e.read_at);
+    !n.ready && read_at.is_none_or(|t| w.v.now.saturating_sub(t) > max_age)
 }
 
 /// The cut ends: the report in memory is written first thing.
