@@ -11,7 +11,7 @@
 //! one and prints its drawing. The long campaign is the same test in a
 //! release build with more seeds (docs/testing.md).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::{
     prelude::*,
@@ -413,6 +413,12 @@ fn play_in(
 /// ended, or the first broken invariant.
 fn run_change(w: &mut World, s: &mut SwapState) -> Result<&'static str, String> {
     w.counts.changes += 1;
+    // The voters as they were before the swap this change may wind down:
+    // its own, or an earlier one it takes over, unfinished.
+    if w.baseline.is_none() {
+        w.baseline = Some((w.next, voting_members(w)));
+    }
+    let before = w.baseline.clone().expect("set above");
     let end = w.run_checked(s, MAX_TICKS, |w, s, a| {
         if w.tick + 1 >= w.start + MAX_TICKS {
             return Err(format!("the swap did not end within {MAX_TICKS} ticks"));
@@ -436,7 +442,52 @@ fn run_change(w: &mut World, s: &mut SwapState) -> Result<&'static str, String> 
     if !end.is_terminal() {
         return Err(format!("ended on {end:?}"));
     }
+    if let Action::ReleaseLease {
+        outcome: Outcome::WoundDown { .. },
+    } = &end
+    {
+        wound_down_as_it_was(w, &before)?;
+    }
+    if w.v
+        .lease
+        .as_ref()
+        .is_none_or(|l| l.recorded_swap().is_none())
+    {
+        w.baseline = None;
+    }
     Ok(ending(&end))
+}
+
+/// etcd's voting members, in truth.
+fn voting_members(w: &World) -> BTreeSet<String> {
+    w.hosts
+        .iter()
+        .filter(|(_, h)| h.member && h.votes)
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+/// A change wound down leaves etcd's voters as they were before its swap
+/// began (`before`, with that tick): none added, and none gone but the
+/// member of a voter down now, or down or cut long enough to look down
+/// since, which a swap replaces first thing.
+fn wound_down_as_it_was(w: &World, before: &(usize, BTreeSet<String>)) -> Result<(), String> {
+    let (since, before) = before;
+    let after = voting_members(w);
+    if let Some(n) = after.difference(before).next() {
+        return Err(format!(
+            "wound down, and {n}'s member votes, which it did not before"
+        ));
+    }
+    for n in before.difference(&after) {
+        let down = !w.hosts[n].up || w.unreachable.get(n).is_some_and(|t| t >= since);
+        if !down {
+            return Err(format!(
+                "wound down, and {n}'s member, a voter up all along, is gone"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn env(name: &str) -> Option<u64> {

@@ -149,6 +149,9 @@ struct World {
     cut: Option<partition::Cut>,
     /// The last tick each host was down or cut from the API.
     unreachable: BTreeMap<String, usize>,
+    /// etcd's voters before the swap recorded on the Lease began, and that
+    /// tick (the campaign's check of a wind-down).
+    baseline: Option<(usize, std::collections::BTreeSet<String>)>,
 }
 
 impl World {
@@ -189,6 +192,7 @@ impl World {
             aborted: false,
             cut: None,
             unreachable: BTreeMap::new(),
+            baseline: None,
         };
         w.report_etcd();
         w
