@@ -152,6 +152,8 @@ struct World {
     /// etcd's voters before the swap recorded on the Lease began, and that
     /// tick (the campaign's check of a wind-down).
     baseline: Option<(usize, std::collections::BTreeSet<String>)>,
+    /// The last tick a `patch nodes` holder wrote on each Node.
+    intruded: BTreeMap<String, usize>,
 }
 
 impl World {
@@ -193,6 +195,7 @@ impl World {
             cut: None,
             unreachable: BTreeMap::new(),
             baseline: None,
+            intruded: BTreeMap::new(),
         };
         w.report_etcd();
         w
@@ -705,6 +708,7 @@ impl World {
     /// of its choosing (the Lease itself it cannot write).
     fn intrude(&mut self, which: usize, what: Intrusion) {
         let target = self.v.nodes[which % self.v.nodes.len()].name.clone();
+        self.intruded.insert(target.clone(), self.tick);
         match what {
             Intrusion::ForgedNotReady => {
                 self.forged_not_ready = Some(target);

@@ -221,3 +221,60 @@ pub(super) fn react(w: &mut World, name: &str, host: &Host, now: i64, clock: Opt
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Faults, World};
+    use fleetdecide::{
+        Action, SwapStep,
+        fixtures::{fleet, request},
+    };
+    use protocol::{report::ReportStep, validate::Role};
+
+    #[test]
+    fn a_voter_cut_from_the_api_takes_no_step_turns_not_ready_after_the_grace_and_still_votes() {
+        let mut faults = Faults {
+            tick_secs: 5,
+            ..Faults::default()
+        };
+        // n1, the outgoing voter, cut from the first tick for 150 s.
+        faults.chaos.cut = Some((0, 30, 0));
+        let mut w = World::new(fleet(), faults);
+        let mut s = request("n1", "n4");
+        let end = w.run_checked(
+            &mut s,
+            200,
+            |w, _, _| {
+                if w.tick >= 29 { Err(()) } else { Ok(()) }
+            },
+        );
+        // Unreported, the step-down stops at its timeout, resumable.
+        if let Ok(a) = &end {
+            assert!(
+                matches!(
+                    a,
+                    Action::Stop {
+                        step: SwapStep::StepDown,
+                        ..
+                    }
+                ),
+                "{a:?}"
+            );
+        }
+        let asked = w
+            .writes
+            .iter()
+            .any(|a| matches!(a, fleetdecide::Action::StepDown { .. }));
+        assert!(asked, "{:?}", w.writes);
+        let n1 = w.v.node("n1").unwrap();
+        assert!(!n1.ready, "the Node controller marks n1 NotReady");
+        let stepped = n1
+            .report
+            .as_ref()
+            .is_some_and(|r| r.step == ReportStep::StepDown);
+        assert!(!stepped, "n1 wrote a report while cut: {:?}", n1.report);
+        let h = &w.hosts["n1"];
+        assert!(h.up && h.votes && h.role == Some(Role::Server), "{h:?}");
+        assert!(w.violations.is_empty(), "{:?}", w.violations);
+    }
+}
