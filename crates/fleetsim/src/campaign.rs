@@ -30,10 +30,11 @@ use super::{
 use fleetdecide::{fixtures::request, *};
 
 thread_local! {
-    /// Whether a wind-down that left a host voting is a violation even
-    /// where a `patch nodes` holder rewrote its marks (the open finding of
-    /// [`wound_down_as_it_was`]).
-    static STRICT_WIND_DOWN: Cell<bool> = const { Cell::new(false) };
+    /// Whether the open findings are violations too: a wind-down that
+    /// left a host voting where a `patch nodes` holder rewrote its marks
+    /// ([`wound_down_as_it_was`]), a rollback that stopped a voter etcd
+    /// promoted within the controller's lag (`World::check_stop_quorum`).
+    static STRICT: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The most ticks a simulated swap may take before it counts as not ending.
@@ -414,6 +415,7 @@ fn play_in(
 ) -> Result<&'static str, String> {
     let (v, out, inc, faults) = draw(seed);
     let w = kept.insert(World::new(v, faults));
+    w.strict = STRICT.with(Cell::get);
     let mut s = request(&out, &inc);
     let end = run_change(w, &mut s);
     counts.add(&w.counts);
@@ -486,14 +488,14 @@ fn voting_members(w: &World) -> BTreeSet<String> {
 /// Open: a `patch nodes` holder that rewrites the incoming host's step
 /// mark while it joins (a step-down in place of its promotion) has the
 /// swap wound down with no rollback, and its learner left to vote. Such a
-/// wind-down is counted, not failed, unless [`STRICT_WIND_DOWN`] is set
+/// wind-down is counted, not failed, unless [`STRICT`] is set
 /// (the ignored test below).
 fn wound_down_as_it_was(w: &mut World, before: &(usize, BTreeSet<String>)) -> Result<(), String> {
     let (since, before) = before;
     let after = voting_members(w);
     if let Some(n) = after.difference(before).next() {
         let intruded = w.intruded.get(n).is_some_and(|t| t >= since);
-        if intruded && !STRICT_WIND_DOWN.with(Cell::get) {
+        if intruded && !w.strict {
             w.counts.intruded_wind_downs += 1;
             return Ok(());
         }
@@ -562,7 +564,7 @@ fn a_seeded_campaign_of_changes_under_lagging_watches_crashes_cuts_returns_froze
     let secs = clock.since(started).as_secs_f64();
     let steps = counts.controller_steps + counts.host_steps;
     eprintln!(
-        "simulation: {seeds} seeds ({first}..{}), {} changes, {steps} steps ({} controller, {} host) in {secs:.1} s ({:.0} steps/s); stale views: {} of the controller's Nodes, {} of the actuators'; {} reports lost to a crash; {} ticks frozen; {} writes failed, {} answers lost; {} ticks a host up was cut from the API, {} decisions it took cut, {} reports it wrote once back, {} members removed while their host was cut; {} hosts back up; {} aborts asked, {} wound down; {} wind-downs that left a voter behind an intruder's marks (open); endings {endings:?}; by kind {by_kind:?}; violations {}",
+        "simulation: {seeds} seeds ({first}..{}), {} changes, {steps} steps ({} controller, {} host) in {secs:.1} s ({:.0} steps/s); stale views: {} of the controller's Nodes, {} of the actuators'; {} reports lost to a crash; {} ticks frozen; {} writes failed, {} answers lost; {} ticks a host up was cut from the API, {} decisions it took cut, {} reports it wrote once back, {} members removed while their host was cut; {} hosts back up; {} aborts asked, {} wound down; {} wind-downs that left a voter behind an intruder's marks (open), {} rollbacks that stopped a voter promoted within the lag (open); endings {endings:?}; by kind {by_kind:?}; violations {}",
         first + seeds,
         counts.changes,
         counts.controller_steps,
@@ -582,6 +584,7 @@ fn a_seeded_campaign_of_changes_under_lagging_watches_crashes_cuts_returns_froze
         counts.aborts,
         counts.aborts_wound_down,
         counts.intruded_wind_downs,
+        counts.stops_of_unseen_voters,
         violations.len(),
     );
     assert!(
@@ -719,8 +722,23 @@ fn seed_3965_a_resumed_step_down_whose_gates_stay_shut_stops_instead_of_waiting_
 #[test]
 #[ignore = "open finding: the wind-down reads from the Node's marks whether the incoming host was asked to promote"]
 fn a_wind_down_rolls_back_an_incoming_learner_whose_step_mark_an_intruder_rewrote() {
-    STRICT_WIND_DOWN.with(|s| s.set(true));
+    STRICT.with(|s| s.set(true));
     for seed in [223, 5456, 10633] {
+        let ended = play(seed, &mut Counts::default());
+        assert!(ended.is_ok(), "seed {seed}: {ended:?}");
+    }
+}
+
+/// Open finding: a grow of one voter to two (or a swap from one voter)
+/// whose incoming learner etcd promotes just as the promotion's timeout
+/// runs out: the controller, its views a few ticks behind, still sees a
+/// learner, its quorum gate before the host's stop passes, and the
+/// rollback stops a voter of two. Seeds 51762 and 109612 (docs/testing.md).
+#[test]
+#[ignore = "open finding: a rollback may stop a learner etcd promoted within the controller's watch lag"]
+fn a_rollback_never_stops_a_voter_etcd_promoted_while_the_controller_still_saw_a_learner() {
+    STRICT.with(|s| s.set(true));
+    for seed in [51762, 109612] {
         let ended = play(seed, &mut Counts::default());
         assert!(ended.is_ok(), "seed {seed}: {ended:?}");
     }

@@ -86,11 +86,20 @@ pub(super) fn at_tick(w: &mut World, rel: usize, tick: usize) {
     }
     if let Some(c) = &w.cut {
         let name = c.name.clone();
+        w.cut_seen.insert(name.clone(), tick);
         w.counts.cut_ticks += u64::from(w.hosts[&name].up);
         if looks_down(w, &name) {
             w.unreachable.insert(name, tick);
         }
     }
+}
+
+/// Whether `name` was cut from the API within the controller's lag and
+/// looks down now ([`looks_down`]): the cut may have just ended, and the
+/// host has written nothing yet.
+pub(super) fn lately_cut_and_looking_down(w: &World, name: &str) -> bool {
+    let lag = usize::from(super::views::MAX_LAG) + 1;
+    w.cut_seen.get(name).is_some_and(|t| t + lag >= w.tick) && looks_down(w, name)
 }
 
 /// Whether the cut host `name` looks down by what no other principal
