@@ -1,9 +1,12 @@
-//! A seeded campaign in the simulated world: many swaps, each with a
-//! fleet, faults and chaos drawn from its seed (lagging watches, crashes
-//! between a step's effect and its report, a controller frozen past its
-//! Lease, skewed clocks, on top of `Faults`' hosts down, restarts, a
-//! stolen Lease and intruders), every one checked for the invariants
-//! below. The same seed draws the same swap, so a violation is replayed
+//! A seeded campaign in the simulated world: many seeds, each a fleet and
+//! a sequence of two to four changes (its swap, then swaps, grows, shrinks
+//! and aborted swaps on the fleet the last one left), each change with
+//! faults and chaos drawn from the seed (lagging watches, crashes between
+//! a step's effect and its report, a controller frozen past its Lease,
+//! skewed clocks, the API failing the controller, a host cut from the API,
+//! hosts down that come back, on top of `Faults`' hosts down, restarts, a
+//! stolen Lease and intruders), every step checked for the invariants
+//! below. The same seed draws the same changes, so a violation is replayed
 //! from its seed.
 //!
 //! `FLEET_ROLE_SIM_SEEDS=N` sets how many seeds the test plays (from
