@@ -1,9 +1,12 @@
-//! A seeded campaign in the simulated world: many swaps, each with a
-//! fleet, faults and chaos drawn from its seed (lagging watches, crashes
-//! between a step's effect and its report, a controller frozen past its
-//! Lease, skewed clocks, on top of `Faults`' hosts down, restarts, a
-//! stolen Lease and intruders), every one checked for the invariants
-//! below. The same seed draws the same swap, so a violation is replayed
+//! A seeded campaign in the simulated world: many seeds, each a fleet and
+//! a sequence of two to four changes (its swap, then swaps, grows, shrinks
+//! and aborted swaps on the fleet the last one left), each change with
+//! faults and chaos drawn from the seed (lagging watches, crashes between
+//! a step's effect and its report, a controller frozen past its Lease,
+//! skewed clocks, the API failing the controller, a host cut from the API,
+//! hosts down that come back, on top of `Faults`' hosts down, restarts, a
+//! stolen Lease and intruders), every step checked for the invariants
+//! below. The same seed draws the same changes, so a violation is replayed
 //! from its seed.
 //!
 //! `FLEET_ROLE_SIM_SEEDS=N` sets how many seeds the test plays (from
@@ -11,7 +14,10 @@
 //! one and prints its drawing. The long campaign is the same test in a
 //! release build with more seeds (docs/testing.md).
 
-use std::collections::BTreeMap;
+use std::{
+    cell::Cell,
+    collections::{BTreeMap, BTreeSet},
+};
 
 use proptest::{
     prelude::*,
@@ -25,6 +31,14 @@ use super::{
     views::{Chaos, Counts, HOSTS, MAX_LAG},
 };
 use fleetdecide::{fixtures::request, *};
+
+thread_local! {
+    /// Whether the open findings are violations too: a wind-down that
+    /// left a host voting where a `patch nodes` holder rewrote its marks
+    /// ([`wound_down_as_it_was`]), a rollback that stopped a voter etcd
+    /// promoted within the controller's lag (`World::check_stop_quorum`).
+    static STRICT: Cell<bool> = const { Cell::new(false) };
+}
 
 /// The most ticks a simulated swap may take before it counts as not ending.
 const MAX_TICKS: usize = 3000;
@@ -72,6 +86,10 @@ fn arb_chaos() -> impl Strategy<Value = Chaos> {
                     skew,
                     api_out: None,
                     unacked_at: None,
+                    cut: None,
+                    back_after: [None; 3],
+                    abort_at: None,
+                    idle: 0,
                 }
             },
         )
@@ -143,13 +161,245 @@ fn draw_widened(seed: u64) -> (FleetView, String, String, Faults) {
     (v, out, inc, faults)
 }
 
+/// A runner on the seed's stream `k` (0 is [`draw`]'s, 1
+/// [`draw_widened`]'s).
+fn stream(seed: u64, k: u8) -> TestRunner {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    bytes[8] = k;
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
+    TestRunner::new_with_rng(Config::default(), rng)
+}
+
+/// What [`arb_comings`] draws.
+type Comings = (Option<(usize, usize, usize)>, [Option<usize>; 3]);
+
+/// A host cut from the API for a while (from, for, which: the change's
+/// outgoing host most often, its incoming host, another voter, or a host
+/// by index), and how long each host drawn down stays down before it
+/// comes back (`None`: for good).
+fn arb_comings() -> impl Strategy<Value = Comings> {
+    let back = || prop::option::weighted(0.7, 1usize..100);
+    let which = prop_oneof![
+        3 => Just(0usize),
+        1 => Just(1usize),
+        1 => Just(2usize),
+        2 => 3usize..HOSTS + 3,
+    ];
+    (
+        prop::option::weighted(0.3, (0usize..60, 1usize..120, which)),
+        [back(), back(), back()],
+    )
+}
+
+/// The host `which` of [`arb_comings`]' cut names in `v`, for a change of
+/// `out` for `inc` (each an index, or none).
+fn cut_host(v: &FleetView, out: Option<usize>, inc: Option<usize>, which: usize) -> usize {
+    let other = (0..v.nodes.len()).find(|i| Some(*i) != out && v.nodes[*i].etcd_label);
+    let either = out.or(inc).unwrap_or(0);
+    match which {
+        0 => out.unwrap_or(either),
+        1 => inc.unwrap_or(either),
+        2 => other.unwrap_or(either),
+        k => k - 3,
+    }
+}
+
+/// [`draw_widened`], with a host cut from the API for a while and hosts
+/// drawn down coming back, drawn from a stream of their own (so the seeds
+/// replayed below are drawn as they were found).
+fn draw_wider(seed: u64) -> (FleetView, String, String, Faults) {
+    let (v, out, inc, mut faults) = draw_widened(seed);
+    let mut runner = stream(seed, 2);
+    let (cut, back) = arb_comings().new_tree(&mut runner).unwrap().current();
+    let index = |name: &str| v.nodes.iter().position(|n| n.name == name);
+    faults.chaos.cut =
+        cut.map(|(from, len, which)| (from, len, cut_host(&v, index(&out), index(&inc), which)));
+    faults.chaos.back_after = back;
+    (v, out, inc, faults)
+}
+
+/// What a seed's later changes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Swap,
+    Grow,
+    Shrink,
+    /// A swap the operator asks to abort at a drawn tick.
+    Abort,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Swap => "swap",
+            Kind::Grow => "grow",
+            Kind::Shrink => "shrink",
+            Kind::Abort => "aborted swap",
+        }
+    }
+}
+
+/// A later change: its kind, which voter and which other host (by index
+/// among those the fleet has when it starts), and its faults (all but the
+/// clocks, which stay the seed's).
+type Later = (Kind, prop::sample::Index, prop::sample::Index, Faults);
+
+fn arb_later() -> impl Strategy<Value = Later> {
+    (
+        prop::sample::select(vec![Kind::Swap, Kind::Grow, Kind::Shrink, Kind::Abort]),
+        any::<prop::sample::Index>(),
+        any::<prop::sample::Index>(),
+        arb_faults(),
+        arb_chaos(),
+        (
+            prop::option::weighted(0.3, (0usize..60, 1usize..30)),
+            prop::option::weighted(0.3, 0usize..60),
+            0usize..40,
+            prop::option::weighted(0.3, 1usize..30),
+        ),
+        arb_comings(),
+    )
+        .prop_map(
+            |(
+                kind,
+                i,
+                j,
+                mut faults,
+                mut chaos,
+                (api_out, unacked_at, abort, idle),
+                (cut, back),
+            )| {
+                let idle = idle.unwrap_or(0);
+                chaos.idle = idle;
+                chaos.api_out = api_out.map(|(from, len)| (from + idle, len));
+                chaos.abort_at = (kind == Kind::Abort).then_some(abort + idle);
+                chaos.unacked_at = unacked_at.map(|at| at + idle);
+                // The hosts are named when the change starts (`later`).
+                chaos.cut = cut;
+                chaos.back_after = back;
+                faults.chaos = chaos;
+                (kind, i, j, faults)
+            },
+        )
+}
+
+/// The seed's changes after its first: one to three, drawn from a stream
+/// of their own.
+fn draw_later(seed: u64) -> Vec<Later> {
+    let mut runner = stream(seed, 3);
+    prop::collection::vec(arb_later(), 1..=3)
+        .new_tree(&mut runner)
+        .unwrap()
+        .current()
+}
+
+/// The change `l` on the fleet as `v` is now, the `k`th of its seed, and
+/// its faults with their hosts named: an outgoing voter and an incoming
+/// host picked among those that vote and those that do not (a grow or a
+/// shrink queues one more of its kind where the count it would leave is
+/// even); the crashes and the cut aimed at them.
+fn later(v: &FleetView, l: &Later, skew: [i8; HOSTS], k: usize) -> (SwapState, Faults) {
+    let (kind, i, j, mut faults) = *l;
+    let voting: Vec<usize> = (0..v.nodes.len())
+        .filter(|x| is_voting(&v.nodes[*x]))
+        .collect();
+    // The operator picks a Ready host to come in where there is one.
+    let mut others: Vec<usize> = (0..v.nodes.len())
+        .filter(|x| !is_voting(&v.nodes[*x]) && v.nodes[*x].ready)
+        .collect();
+    if others.is_empty() {
+        others = (0..v.nodes.len())
+            .filter(|x| !is_voting(&v.nodes[*x]))
+            .collect();
+    }
+    let pick = |from: &[usize], at: &prop::sample::Index| {
+        (!from.is_empty()).then(|| from[at.index(from.len())])
+    };
+    let (mut out, mut inc) = (pick(&voting, &i), pick(&others, &j));
+    match kind {
+        Kind::Grow => out = None,
+        Kind::Shrink => inc = None,
+        Kind::Swap | Kind::Abort => {}
+    }
+    let name = |x: Option<usize>| x.map_or("", |x| v.nodes[x].name.as_str());
+    let after = match kind {
+        Kind::Grow => voting.len() + 1,
+        Kind::Shrink => voting.len().saturating_sub(1),
+        _ => 1,
+    };
+    let pool = if kind == Kind::Grow { &others } else { &voting };
+    let queued = pool
+        .iter()
+        .filter(|x| Some(**x) != out && Some(**x) != inc)
+        .take(usize::from(after % 2 == 0))
+        .map(|x| protocol::validate::NodeName::parse(&v.nodes[*x].name).unwrap())
+        .collect();
+    let s = SwapState {
+        queued,
+        candidate: protocol::validate::SwapId::parse(&format!("swap-c{k}")).unwrap(),
+        instance: format!("ctl-c{k}"),
+        ..request(name(out), name(inc))
+    };
+    let either = out.or(inc).unwrap_or(0);
+    let other = (0..v.nodes.len()).find(|x| Some(*x) != out && v.nodes[*x].etcd_label);
+    for (_, h) in faults.chaos.lost_report_at.iter_mut().flatten() {
+        *h = match *h % 3 {
+            0 => out.unwrap_or(either),
+            1 => inc.unwrap_or(either),
+            _ => other.unwrap_or(either),
+        };
+    }
+    faults.chaos.cut = faults
+        .chaos
+        .cut
+        .map(|(from, len, which)| (from, len, cut_host(v, out, inc, which)));
+    faults.chaos.skew = skew;
+    (s, faults)
+}
+
 /// How a seed's swap is drawn.
 type Draw = fn(u64) -> (FleetView, String, String, Faults);
 
-/// Plays the swap of `seed`, the API's failures included: how it ended, or
-/// the first broken invariant.
-fn play(seed: u64, counts: &mut Counts) -> Result<&'static str, String> {
-    play_in(seed, draw_widened, counts, &mut None)
+/// Plays the changes of `seed`, its first swap drawn by [`draw_wider`]
+/// and the later changes by [`draw_later`]: how each ended (its kind and
+/// its ending), or the first broken invariant.
+fn play(seed: u64, counts: &mut Counts) -> Result<Vec<(&'static str, &'static str)>, String> {
+    play_all(seed, counts, &mut None)
+}
+
+/// [`play`], leaving the world in `kept` for a replay to show.
+fn play_all(
+    seed: u64,
+    counts: &mut Counts,
+    kept: &mut Option<World>,
+) -> Result<Vec<(&'static str, &'static str)>, String> {
+    let first = play_in(seed, draw_wider, counts, kept)?;
+    let mut endings = vec![("swap", first)];
+    let w = kept.as_mut().expect("the first change's world");
+    let skew = w.faults.chaos.skew;
+    for (k, l) in draw_later(seed).iter().enumerate() {
+        let (mut s, faults) = later(&w.v, l, skew, k + 2);
+        w.faults = faults;
+        // A new controller process: no store of the last one's writes,
+        // no crash or lost answer drawn for this change fired yet.
+        w.past.own.clear();
+        w.past.crashed = [false; 3];
+        w.unacked = false;
+        w.counts = Counts::default();
+        let end = run_change(w, &mut s);
+        w.counts.aborts += u64::from(l.0 == Kind::Abort);
+        counts.add(&w.counts);
+        endings.push((l.0.as_str(), end?));
+    }
+    Ok(endings)
+}
+
+/// Plays the swap of `seed` as [`draw_widened`] draws it, alone: how it
+/// ended. The seeds found before the cuts, the returns and the sequences
+/// replay this way.
+fn play_widened(seed: u64) -> Result<&'static str, String> {
+    play_in(seed, draw_widened, &mut Counts::default(), &mut None)
 }
 
 /// [`play`] without the API's failures: how the seeds replayed below were
@@ -168,9 +418,25 @@ fn play_in(
 ) -> Result<&'static str, String> {
     let (v, out, inc, faults) = draw(seed);
     let w = kept.insert(World::new(v, faults));
+    w.strict = STRICT.with(Cell::get);
     let mut s = request(&out, &inc);
-    let end = w.run_checked(&mut s, MAX_TICKS, |w, s, a| {
-        if w.tick + 1 >= MAX_TICKS {
+    let end = run_change(w, &mut s);
+    counts.add(&w.counts);
+    end
+}
+
+/// Runs the change `s` in `w` to its end, checking the invariants: how it
+/// ended, or the first broken invariant.
+fn run_change(w: &mut World, s: &mut SwapState) -> Result<&'static str, String> {
+    w.counts.changes += 1;
+    // The voters as they were before the swap this change may wind down:
+    // its own, or an earlier one it takes over, unfinished.
+    if w.baseline.is_none() {
+        w.baseline = Some((w.next, voting_members(w)));
+    }
+    let before = w.baseline.clone().expect("set above");
+    let end = w.run_checked(s, MAX_TICKS, |w, s, a| {
+        if w.tick + 1 >= w.start + MAX_TICKS {
             return Err(format!("the swap did not end within {MAX_TICKS} ticks"));
         }
         // Every write to a Node is made under this instance's Lease, valid
@@ -185,7 +451,6 @@ fn play_in(
         }
         Ok(())
     });
-    counts.add(&w.counts);
     let end = end?;
     if let Some(v) = w.violations.first() {
         return Err(v.clone());
@@ -193,7 +458,63 @@ fn play_in(
     if !end.is_terminal() {
         return Err(format!("ended on {end:?}"));
     }
+    if let Action::ReleaseLease {
+        outcome: Outcome::WoundDown { .. },
+    } = &end
+    {
+        wound_down_as_it_was(w, &before)?;
+    }
+    if w.v
+        .lease
+        .as_ref()
+        .is_none_or(|l| l.recorded_swap().is_none())
+    {
+        w.baseline = None;
+    }
     Ok(ending(&end))
+}
+
+/// etcd's voting members, in truth.
+fn voting_members(w: &World) -> BTreeSet<String> {
+    w.hosts
+        .iter()
+        .filter(|(_, h)| h.member && h.votes)
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+/// A change wound down leaves etcd's voters as they were before its swap
+/// began (`before`, with that tick): none added, and none gone but the
+/// member of a voter down now, or down or cut long enough to look down
+/// since, which a swap replaces first thing.
+///
+/// Open: a `patch nodes` holder that rewrites the incoming host's step
+/// mark while it joins (a step-down in place of its promotion) has the
+/// swap wound down with no rollback, and its learner left to vote. Such a
+/// wind-down is counted, not failed, unless [`STRICT`] is set
+/// (the ignored test below).
+fn wound_down_as_it_was(w: &mut World, before: &(usize, BTreeSet<String>)) -> Result<(), String> {
+    let (since, before) = before;
+    let after = voting_members(w);
+    if let Some(n) = after.difference(before).next() {
+        let intruded = w.intruded.get(n).is_some_and(|t| t >= since);
+        if intruded && !w.strict {
+            w.counts.intruded_wind_downs += 1;
+            return Ok(());
+        }
+        return Err(format!(
+            "wound down, and {n}'s member votes, which it did not before"
+        ));
+    }
+    for n in before.difference(&after) {
+        let down = !w.hosts[n].up || w.unreachable.get(n).is_some_and(|t| t >= since);
+        if !down {
+            return Err(format!(
+                "wound down, and {n}'s member, a voter up all along, is gone"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn env(name: &str) -> Option<u64> {
@@ -201,16 +522,23 @@ fn env(name: &str) -> Option<u64> {
 }
 
 #[test]
-fn a_seeded_campaign_of_swaps_under_lagging_watches_crashes_frozen_controllers_and_skewed_clocks_breaks_no_invariant()
+fn a_seeded_campaign_of_changes_under_lagging_watches_crashes_cuts_returns_frozen_controllers_and_skewed_clocks_breaks_no_invariant()
  {
     if let Some(seed) = env("FLEET_ROLE_SIM_SEED") {
-        let (v, out, inc, faults) = draw_widened(seed);
+        let (v, out, inc, faults) = draw_wider(seed);
         eprintln!("seed {seed}: {out} out, {inc} in\n{faults:#?}\n{v:#?}");
+        eprintln!("then: {:#?}", draw_later(seed));
         let mut kept = None;
-        let r = play_in(seed, draw_widened, &mut Counts::default(), &mut kept);
+        let r = play_all(seed, &mut Counts::default(), &mut kept);
         if let Some(w) = kept {
             for (a, t) in w.writes.iter().zip(&w.write_ticks) {
                 eprintln!("tick {t}: {a:?}");
+            }
+            for n in &w.v.nodes {
+                eprintln!(
+                    "at the end, {}: {:?}, {:?}",
+                    n.name, n.marks, w.hosts[&n.name]
+                );
             }
         }
         eprintln!("seed {seed}: {r:?}");
@@ -223,18 +551,25 @@ fn a_seeded_campaign_of_swaps_under_lagging_watches_crashes_frozen_controllers_a
     let started = clock.now();
     let mut counts = Counts::default();
     let mut endings: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut by_kind: BTreeMap<String, u64> = BTreeMap::new();
     let mut violations = Vec::new();
     for seed in first..first + seeds {
         match play(seed, &mut counts) {
-            Ok(e) => *endings.entry(e).or_default() += 1,
+            Ok(ends) => {
+                for (kind, e) in ends {
+                    *endings.entry(e).or_default() += 1;
+                    *by_kind.entry(format!("{kind} {e}")).or_default() += 1;
+                }
+            }
             Err(why) => violations.push(format!("seed {seed}: {why}")),
         }
     }
     let secs = clock.since(started).as_secs_f64();
     let steps = counts.controller_steps + counts.host_steps;
     eprintln!(
-        "simulation: {seeds} swaps (seeds {first}..{}), {steps} steps ({} controller, {} host) in {secs:.1} s ({:.0} steps/s); stale views: {} of the controller's Nodes, {} of the actuators'; {} reports lost to a crash; {} ticks frozen; {} writes failed, {} answers lost; endings {endings:?}; violations {}",
+        "simulation: {seeds} seeds ({first}..{}), {} changes, {steps} steps ({} controller, {} host) in {secs:.1} s ({:.0} steps/s); stale views: {} of the controller's Nodes, {} of the actuators'; {} reports lost to a crash; {} ticks frozen; {} writes failed, {} answers lost; {} ticks a host up was cut from the API, {} decisions it took cut, {} reports it wrote once back, {} members removed while their host was cut; {} hosts back up; {} aborts asked, {} wound down; {} wind-downs that left a voter behind an intruder's marks (open), {} rollbacks that stopped a voter promoted within the lag (open); endings {endings:?}; by kind {by_kind:?}; violations {}",
         first + seeds,
+        counts.changes,
         counts.controller_steps,
         counts.host_steps,
         steps as f64 / secs.max(1e-9),
@@ -244,6 +579,15 @@ fn a_seeded_campaign_of_swaps_under_lagging_watches_crashes_frozen_controllers_a
         counts.frozen_ticks,
         counts.failed_writes,
         counts.unacked_writes,
+        counts.cut_ticks,
+        counts.cut_decisions,
+        counts.cut_reports,
+        counts.cut_members_removed,
+        counts.returns,
+        counts.aborts,
+        counts.aborts_wound_down,
+        counts.intruded_wind_downs,
+        counts.stops_of_unseen_voters,
         violations.len(),
     );
     assert!(
@@ -253,7 +597,7 @@ fn a_seeded_campaign_of_swaps_under_lagging_watches_crashes_frozen_controllers_a
         &violations[..violations.len().min(10)]
     );
     // The campaign is only as good as what it drew: the chaos happened and
-    // the swaps reached their endings under it.
+    // the changes reached their endings under it.
     if seeds >= 1000 {
         assert!(
             counts.stale_node_views > 0 && counts.stale_host_views > 0,
@@ -267,8 +611,20 @@ fn a_seeded_campaign_of_swaps_under_lagging_watches_crashes_frozen_controllers_a
             counts.failed_writes > 0 && counts.unacked_writes > 0,
             "{counts:?}"
         );
+        assert!(
+            counts.cut_ticks > 0 && counts.cut_decisions > 0 && counts.cut_reports > 0,
+            "{counts:?}"
+        );
+        assert!(
+            counts.cut_members_removed > 0 && counts.returns > 0,
+            "{counts:?}"
+        );
+        assert!(counts.aborts_wound_down > 0, "{counts:?}");
         for e in ["done", "refused", "stopped", "wound down"] {
             assert!(endings.get(e).copied().unwrap_or(0) >= 3, "{endings:?}");
+        }
+        for e in ["grow done", "shrink done", "aborted swap wound down"] {
+            assert!(by_kind.get(e).copied().unwrap_or(0) >= 3, "{by_kind:?}");
         }
     }
 }
@@ -301,7 +657,7 @@ fn seed_2617_a_voter_down_within_the_watch_lag_is_a_race_and_not_a_removal_below
 /// removal, resumable.
 #[test]
 fn seed_54495_a_step_down_the_report_moved_on_from_ends_the_swap_instead_of_flipping_its_step() {
-    assert_eq!(play(54495, &mut Counts::default()), Ok("stopped"));
+    assert_eq!(play_widened(54495), Ok("stopped"));
 }
 
 /// The seeds of the long campaign whose removal or host stop looked below
@@ -317,7 +673,7 @@ fn labels_and_conditions_others_wrote_on_the_nodes_make_no_removal_or_stop_look_
         188569, 192875,
     ];
     for seed in seeds {
-        let ended = play(seed, &mut Counts::default());
+        let ended = play_widened(seed);
         assert!(ended.is_ok(), "seed {seed}: {ended:?}");
     }
 }
@@ -331,7 +687,7 @@ fn labels_and_conditions_others_wrote_on_the_nodes_make_no_removal_or_stop_look_
 /// quorum and the swap stops in it, resumable.
 #[test]
 fn seed_148932_an_agent_dressed_as_a_voter_never_stands_in_etcds_views_for_a_down_voter() {
-    assert_eq!(play(148932, &mut Counts::default()), Ok("stopped"));
+    assert_eq!(play_widened(148932), Ok("stopped"));
 }
 
 /// The seeds of the first 30,000 whose host with a clock behind beyond the
@@ -344,6 +700,48 @@ fn seed_148932_an_agent_dressed_as_a_voter_never_stands_in_etcds_views_for_a_dow
 fn a_host_whose_clock_runs_behind_beyond_the_margin_refuses_its_step_rather_than_act_on_a_lapsed_lease()
  {
     for seed in [6472, 11087, 14897, 16198, 17788] {
+        let ended = play_widened(seed);
+        assert!(ended.is_ok(), "seed {seed}: {ended:?}");
+    }
+}
+
+/// Seed 3965 of the widened campaign: a swap stopped at its step-down
+/// (the outgoing voter down for good) and resumed by a later change under
+/// a new id asked the step-down again once its gates passed; they stayed
+/// shut, and it waited without end. Now it stops at the step's timeout.
+#[test]
+fn seed_3965_a_resumed_step_down_whose_gates_stay_shut_stops_instead_of_waiting_without_end() {
+    let ended = play(3965, &mut Counts::default());
+    assert!(ended.is_ok(), "{ended:?}");
+}
+
+/// Open finding: a `patch nodes` holder rewrites the incoming host's step
+/// mark to a step-down (with the swap's id) while it joins; the controller
+/// no longer reads a promotion asked, its gates shut, and the wind-down
+/// skips the rollback, whose need it reads from those marks: the learner
+/// is left, and etcd makes it a voter. No quorum is lost; the voters are
+/// not as they were. Seeds 5456 and 10633 in a first swap, 223 in a later
+/// one (docs/testing.md).
+#[test]
+#[ignore = "open finding: the wind-down reads from the Node's marks whether the incoming host was asked to promote"]
+fn a_wind_down_rolls_back_an_incoming_learner_whose_step_mark_an_intruder_rewrote() {
+    STRICT.with(|s| s.set(true));
+    for seed in [223, 5456, 10633] {
+        let ended = play(seed, &mut Counts::default());
+        assert!(ended.is_ok(), "seed {seed}: {ended:?}");
+    }
+}
+
+/// Open finding: a grow of one voter to two (or a swap from one voter)
+/// whose incoming learner etcd promotes just as the promotion's timeout
+/// runs out: the controller, its views a few ticks behind, still sees a
+/// learner, its quorum gate before the host's stop passes, and the
+/// rollback stops a voter of two. Seeds 51762 and 109612 (docs/testing.md).
+#[test]
+#[ignore = "open finding: a rollback may stop a learner etcd promoted within the controller's watch lag"]
+fn a_rollback_never_stops_a_voter_etcd_promoted_while_the_controller_still_saw_a_learner() {
+    STRICT.with(|s| s.set(true));
+    for seed in [51762, 109612] {
         let ended = play(seed, &mut Counts::default());
         assert!(ended.is_ok(), "seed {seed}: {ended:?}");
     }

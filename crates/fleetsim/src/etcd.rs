@@ -32,8 +32,9 @@ pub(super) fn serves(h: &Host) -> bool {
 /// Writes the view of every up host with a member, as etcd lists its
 /// members now; clears that of an up host with none (an agent reads no
 /// etcd, a removed member's etcd stops serving). A down host's view stays
-/// as it was, going stale.
-pub(super) fn report(v: &mut FleetView, hosts: &BTreeMap<String, Host>) {
+/// as it was, going stale, and so does that of the host `cut` from the
+/// API (its heartbeat cannot write it).
+pub(super) fn report(v: &mut FleetView, hosts: &BTreeMap<String, Host>, cut: Option<&str>) {
     let truth = |name: &str| hosts.get(name).filter(|h| h.member);
     let members: Vec<Member> = v
         .nodes
@@ -68,6 +69,9 @@ pub(super) fn report(v: &mut FleetView, hosts: &BTreeMap<String, Host>) {
         let Some(h) = hosts.get(&n.name).filter(|h| h.up) else {
             continue;
         };
+        if cut == Some(n.name.as_str()) {
+            continue;
+        }
         let Some(part) = n.host.as_mut() else {
             continue;
         };

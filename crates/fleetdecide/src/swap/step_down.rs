@@ -127,10 +127,30 @@ pub(super) fn step_down_wait(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
     if let Some(a) = enter(v, l, SwapStep::StepDown) {
         return a;
     }
+    let left = format!(
+        "{}{out} is cordoned and was asked to step down; its role file names the server unless its report says otherwise",
+        promoted_clause(rec)
+    );
     if o.marks.swap.as_deref() != Some(rec.id.as_str()) {
-        // Asked under an earlier id of this swap: ask again under this one.
+        // Asked under an earlier id of this swap: ask again under this one,
+        // once its gates pass; gates that stay shut past the step's timeout
+        // stop it, as before the first ask.
         let gates = removal_gates(v, out, rec.incoming.as_ref().map(NodeName::as_str));
-        let on_shut = |failures| {
+        let on_shut = |failures: String| {
+            if overdue(v, l, SwapStep::StepDown) {
+                return stop(
+                    SwapStep::StepDown,
+                    Reason::GatesStayedShut {
+                        before: Write::StepDown,
+                        failures,
+                    },
+                    left.clone(),
+                    format!(
+                        "restore the voters' health (`fleet-role status`), then {}",
+                        resume_hint(rec)
+                    ),
+                );
+            }
             wait(
                 v,
                 l,
@@ -148,10 +168,6 @@ pub(super) fn step_down_wait(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
             }
         });
     }
-    let left = format!(
-        "{}{out} is cordoned and was asked to step down; its role file names the server unless its report says otherwise",
-        promoted_clause(rec)
-    );
     match state {
         Progress::Failed(phase, reason) => stop(
             SwapStep::StepDown,

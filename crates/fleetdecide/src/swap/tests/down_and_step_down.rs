@@ -515,6 +515,54 @@ fn a_stopped_swap_is_resumed_under_a_new_id() {
     );
 }
 
+/// Simulation seed 3965: a swap resumed under a new id at its step-down,
+/// the outgoing voter down for good and the incoming host no voter any
+/// more, waited for its gates without end. Gates that stay shut past the
+/// step's timeout stop it, as before the first ask.
+#[test]
+fn a_step_down_asked_again_under_a_new_id_stops_when_its_gates_stay_shut_past_its_timeout() {
+    let mut v = stepping_down(None, Phase::Failed);
+    let l = v.lease.as_mut().unwrap();
+    l.swap = Some("swap-2".into());
+    l.step = Some("step-down".into());
+    // The incoming host is no healthy voter: the removal's gates are shut.
+    node_mut(&mut v, "n4").ready = false;
+    let again = SwapState {
+        taken: Some(id("swap-2")),
+        candidate: id("swap-2"),
+        ..taken()
+    };
+    let a = next_action(&v, &again);
+    assert!(
+        matches!(
+            a,
+            Action::Wait {
+                reason: Awaiting::Gates {
+                    before: Write::StepDown,
+                    ..
+                },
+                ..
+            }
+        ),
+        "{a:?}"
+    );
+    v.lease.as_mut().unwrap().step_since = Some(NOW - 10_000);
+    let Action::Stop { step, reason, .. } = next_action(&v, &again) else {
+        panic!("{:?}", next_action(&v, &again))
+    };
+    assert_eq!(step, SwapStep::StepDown);
+    assert!(
+        matches!(
+            reason,
+            Reason::GatesStayedShut {
+                before: Write::StepDown,
+                ..
+            }
+        ),
+        "{reason:?}"
+    );
+}
+
 #[test]
 fn a_paused_swap_halts_at_its_next_safe_point_and_its_timer_stops() {
     let mut v = ours(after_promotion(), Some(SwapStep::StepDown));
