@@ -376,6 +376,23 @@ mod tests {
             "{:?}",
             degraded(&v)
         );
+        // No voting member at all (views listing learners only) is no
+        // even count: other reasons say what is wrong.
+        let mut v = healthy();
+        for n in &mut v.nodes {
+            if let Some(e) = n.host.as_mut().and_then(|h| h.etcd.as_mut()) {
+                for m in &mut e.members {
+                    m.learner = true;
+                }
+            }
+        }
+        assert!(
+            !degradations(&v)
+                .iter()
+                .any(|d| d.reason == DegradedReason::EvenVoters),
+            "{:?}",
+            degraded(&v)
+        );
     }
 
     #[test]

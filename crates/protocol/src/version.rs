@@ -216,7 +216,7 @@ mod tests {
         assert_eq!(release_order("0.3.0+git5"), Some((0, 3, 0)));
         assert!(release_order("1.10.3") > release_order("1.9.12"));
         for bad in [
-            "", "0.2", "0.2.0.1", "v0.2.0", "0..2", "0.2.x", "-0.2.0", "0.2.+1",
+            "", "0.2", "0.2.0.1", "v0.2.0", "0..2", "0.2.x", "-0.2.0", "0.2.+1", "0.+2.0",
         ] {
             assert_eq!(release_order(bad), None, "{bad:?}");
         }
