@@ -155,8 +155,6 @@ struct World {
     /// etcd's voters before the swap recorded on the Lease began, and that
     /// tick (the campaign's check of a wind-down).
     baseline: Option<(usize, std::collections::BTreeSet<String>)>,
-    /// The last tick a `patch nodes` holder wrote on each Node.
-    intruded: BTreeMap<String, usize>,
     /// The last tick each host was cut from the API.
     cut_seen: BTreeMap<String, usize>,
     /// Whether the open findings' races are violations too (the
@@ -204,7 +202,6 @@ impl World {
             cut: None,
             unreachable: BTreeMap::new(),
             baseline: None,
-            intruded: BTreeMap::new(),
             cut_seen: BTreeMap::new(),
             strict: false,
         };
@@ -730,7 +727,6 @@ impl World {
     /// of its choosing (the Lease itself it cannot write).
     fn intrude(&mut self, which: usize, what: Intrusion) {
         let target = self.v.nodes[which % self.v.nodes.len()].name.clone();
-        self.intruded.insert(target.clone(), self.tick);
         match what {
             Intrusion::ForgedNotReady => {
                 self.forged_not_ready = Some(target);

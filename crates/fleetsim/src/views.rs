@@ -167,10 +167,6 @@ pub struct Counts {
     /// down (the others were past the point of no return).
     pub aborts: u64,
     pub aborts_wound_down: u64,
-    /// Changes wound down that left a host voting which did not before,
-    /// its Node's marks rewritten by a `patch nodes` holder meanwhile (an
-    /// open finding, docs/testing.md).
-    pub intruded_wind_downs: u64,
     /// Rollbacks that stopped a voter etcd had promoted within the
     /// controller's lag, below quorum (an open finding, docs/testing.md).
     pub stops_of_unseen_voters: u64,
@@ -195,7 +191,6 @@ impl Counts {
         self.changes += other.changes;
         self.aborts += other.aborts;
         self.aborts_wound_down += other.aborts_wound_down;
-        self.intruded_wind_downs += other.intruded_wind_downs;
         self.stops_of_unseen_voters += other.stops_of_unseen_voters;
     }
 }

@@ -29,9 +29,11 @@ use protocol::{
 
 /// What the command was asked to remove, as the operator typed it.
 pub fn member_named<'a>(members: &'a [Member], asked: &str) -> Option<&'a Member> {
-    let by_id = u64::from_str_radix(asked, 16).ok().filter(|_| {
-        !asked.is_empty() && asked.len() <= 16 && asked.bytes().all(|b| b.is_ascii_hexdigit())
-    });
+    // etcd prints 16 hex digits; `from_str_radix` alone would take a `+`
+    // and any number of leading zeros.
+    let by_id = u64::from_str_radix(asked, 16)
+        .ok()
+        .filter(|_| asked.len() <= 16 && asked.bytes().all(|b| b.is_ascii_hexdigit()));
     members
         .iter()
         .find(|m| Some(m.id.0) == by_id || (!m.name.is_empty() && m.name == asked))
@@ -241,6 +243,8 @@ mod tests {
             "zz",
             "agent-1",
             "10000000000000004d",
+            "+4d",
+            "00000000000000004d",
         ] {
             assert!(
                 matches!(
@@ -285,7 +289,12 @@ mod tests {
             matches!(e, Refusal::ChangeUnderWay(ref w) if w.contains("agent-1 as its incoming host")),
             "{e}"
         );
-        // Lapsed past the margin and of other hosts: removed.
+        // Lapsed past the margin (just, or long) and of other hosts: removed.
+        let just = lease(Some("swap-1"), Some("agent-2"), NOW - 32);
+        assert_eq!(
+            verdict(&m, "4d", &all_healthy(), Some(&just), NOW, 2),
+            Ok(MemberId(0x4d))
+        );
         let lapsed = lease(Some("swap-1"), Some("agent-2"), NOW - 33);
         assert_eq!(
             verdict(&m, "4d", &all_healthy(), Some(&lapsed), NOW, 2),

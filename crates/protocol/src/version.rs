@@ -79,10 +79,11 @@ pub fn release_order(release: &str) -> Option<(u64, u64, u64)> {
     let mut parts = core.split('.');
     let mut next = || -> Option<u64> {
         let p = parts.next()?;
-        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        p.parse().ok()
+        // Digits only: `parse` alone would take a leading `+`.
+        p.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| p.parse().ok())
+            .flatten()
     };
     let order = (next()?, next()?, next()?);
     parts.next().is_none().then_some(order)

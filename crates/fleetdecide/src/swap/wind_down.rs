@@ -26,10 +26,35 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
             Some(out) => format!("{out} is still a voter"),
             None => "the other voters are as they were".to_string(),
         };
+        // Whether the incoming host was asked to promote (or to roll back)
+        // is read from the Lease as much as from its Node: the Lease is the
+        // controller's alone to write, where any `patch nodes` holder could
+        // rewrite the Node's step mark (a step-down in place of the
+        // promotion) and so hide a learner that must be rolled back.
         let asked = i.marks.step_kind();
-        if matches!(asked, Some(StepKind::Promote | StepKind::Rollback)) {
-            if asked == Some(StepKind::Promote) || i.marks.swap.as_deref() != Some(rec.id.as_str())
-            {
+        let lease_asked = l.asked.as_deref().and_then(|a| StepKind::parse(a).ok());
+        let promotion_asked = [asked, lease_asked]
+            .iter()
+            .any(|a| matches!(a, Some(StepKind::Promote | StepKind::Rollback)));
+        if promotion_asked {
+            // The rollback asked and its mark in place, or the host's
+            // report of it for this swap: its progress is what is read.
+            let rollback_marked = (asked == Some(StepKind::Rollback)
+                && i.marks.swap.as_deref() == Some(rec.id.as_str()))
+                || !matches!(progress(i, &rec.id, ReportStep::Rollback), Progress::None);
+            // Asked before by the Lease, its Node's mark gone since (a
+            // controller that died between the two writes, or a mark
+            // rewritten by another writer): asked again, but only within
+            // the rollback's timeout, counted from its first ask.
+            if !rollback_marked && lease_asked == Some(StepKind::Rollback) {
+                if let Some(a) = enter(v, l, SwapStep::Rollback) {
+                    return a;
+                }
+                if overdue(v, l, SwapStep::Rollback) {
+                    return rollback_overdue(v, &note, inc, &out_still, rec);
+                }
+            }
+            if !rollback_marked {
                 // A host whose member votes already (etcd may have promoted
                 // it before its Node shows `EtcdIsVoter`) stops before its
                 // member is removed: with too few healthy voters left that
@@ -84,22 +109,7 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
                         return a;
                     }
                     if overdue(v, l, SwapStep::Rollback) {
-                        return stop(
-                            SwapStep::Rollback,
-                            then(
-                                &note,
-                                Reason::NotReported {
-                                    node: inc.to_string(),
-                                    step: ReportStep::Rollback,
-                                    secs: v.settings.timeouts.rollback,
-                                },
-                            ),
-                            format!("{inc} was asked to roll back to an agent; {out_still}"),
-                            format!(
-                                "check fleet-role-actuator on {inc}; `fleet-role-actuator demote-local --force` there finishes the rollback; then {}",
-                                resume_hint(rec)
-                            ),
-                        );
+                        return rollback_overdue(v, &note, inc, &out_still, rec);
                     }
                     return wait(
                         v,
@@ -185,6 +195,33 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
             reason: note.reason,
         },
     }
+}
+
+/// The stop when the incoming host did not report its rollback within
+/// the rollback's timeout.
+fn rollback_overdue(
+    v: &FleetView,
+    note: &StopNote,
+    inc: &str,
+    out_still: &str,
+    rec: &Recorded,
+) -> Action {
+    stop(
+        SwapStep::Rollback,
+        then(
+            note,
+            Reason::NotReported {
+                node: inc.to_string(),
+                step: ReportStep::Rollback,
+                secs: v.settings.timeouts.rollback,
+            },
+        ),
+        format!("{inc} was asked to roll back to an agent; {out_still}"),
+        format!(
+            "check fleet-role-actuator on {inc}; `fleet-role-actuator demote-local --force` there finishes the rollback; then {}",
+            resume_hint(rec)
+        ),
+    )
 }
 
 /// The wind-down's reason, then what went wrong on the way back.

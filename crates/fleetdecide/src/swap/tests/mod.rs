@@ -183,6 +183,61 @@ fn a_failed_promotion_is_wound_down_with_a_rollback() {
 }
 
 #[test]
+fn a_wind_down_rolls_back_an_incoming_host_whose_step_mark_another_writer_rewrote() {
+    // The promotion was asked (the Lease, the controller's alone, says
+    // so), then a `patch nodes` holder rewrote n4's step mark to a
+    // step-down: its learner must still be rolled back.
+    let mut v = ours(after_promotion(), Some(SwapStep::Promote));
+    node_mut(&mut v, "n4").etcd_is_voter = false;
+    let note = StopNote {
+        kind: StopKind::Failed,
+        reason: Reason::NotReported {
+            node: "n4".into(),
+            step: ReportStep::Promote,
+            secs: 120,
+        },
+    };
+    let l = v.lease.as_mut().unwrap();
+    l.stopping = Some(serde_json::to_string(&note).unwrap());
+    l.asked = Some("promote".into());
+    node_mut(&mut v, "n4").marks.step = Some("step-down".into());
+    let rollback = Action::Rollback {
+        node: name("n4"),
+        swap: id("swap-1"),
+    };
+    assert_eq!(next_action(&v, &taken()), rollback);
+    // Asked (the Lease records it), and its mark rewritten again: the
+    // rollback's step is entered, the ask made again within its timeout,
+    // and the wind-down stopped past it rather than asking without end.
+    v.lease.as_mut().unwrap().asked = Some("rollback".into());
+    assert!(
+        matches!(
+            next_action(&v, &taken()),
+            Action::MarkStep {
+                step: SwapStep::Rollback
+            }
+        ),
+        "{:?}",
+        next_action(&v, &taken())
+    );
+    let l = v.lease.as_mut().unwrap();
+    (l.step, l.step_since) = (Some("rollback".into()), Some(NOW - 10));
+    assert_eq!(next_action(&v, &taken()), rollback);
+    v.lease.as_mut().unwrap().step_since = Some(NOW - 10_000);
+    let a = next_action(&v, &taken());
+    assert!(
+        matches!(
+            &a,
+            Action::Stop {
+                step: SwapStep::Rollback,
+                ..
+            }
+        ),
+        "{a:?}"
+    );
+}
+
+#[test]
 fn a_rollback_of_an_incoming_host_that_votes_in_etcd_stops_when_stopping_it_would_lose_quorum() {
     // etcd promoted n4 (every server's view lists it as a voter) before k3s
     // wrote its `EtcdIsVoter`, and the promotion failed; n2 is down.
