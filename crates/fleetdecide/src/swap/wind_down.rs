@@ -31,11 +31,17 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
         // controller's alone to write, where any `patch nodes` holder could
         // rewrite the Node's step mark (a step-down in place of the
         // promotion) and so hide a learner that must be rolled back.
+        // And from etcd itself: a member of the incoming host in the
+        // servers' agreed view means it joined, whatever the marks say (a
+        // swap resumed under a new id asks afresh, so its Lease no longer
+        // records the first id's promotion).
         let asked = i.marks.step_kind();
         let lease_asked = l.asked.as_deref().and_then(|a| StepKind::parse(a).ok());
-        let promotion_asked = [asked, lease_asked]
-            .iter()
-            .any(|a| matches!(a, Some(StepKind::Promote | StepKind::Rollback)));
+        let joined = v.etcd().of_node(inc).is_some();
+        let promotion_asked = joined
+            || [asked, lease_asked]
+                .iter()
+                .any(|a| matches!(a, Some(StepKind::Promote | StepKind::Rollback)));
         if promotion_asked {
             // The rollback asked and its mark in place, or the host's
             // report of it for this swap: its progress is what is read.

@@ -206,6 +206,14 @@ fn a_wind_down_rolls_back_an_incoming_host_whose_step_mark_another_writer_rewrot
         swap: id("swap-1"),
     };
     assert_eq!(next_action(&v, &taken()), rollback);
+    // With no ask left on the Lease or the Node (a swap resumed under a
+    // new id, its marks gone), etcd's own view listing n4's member says it
+    // joined: rolled back all the same.
+    let mut resumed = v.clone();
+    resumed.lease.as_mut().unwrap().asked = None;
+    node_mut(&mut resumed, "n4").marks.step = None;
+    assert!(resumed.etcd().of_node("n4").is_some());
+    assert_eq!(next_action(&resumed, &taken()), rollback);
     // Asked (the Lease records it), and its mark rewritten again: the
     // rollback's step is entered, the ask made again within its timeout,
     // and the wind-down stopped past it rather than asking without end.
@@ -235,6 +243,46 @@ fn a_wind_down_rolls_back_an_incoming_host_whose_step_mark_another_writer_rewrot
         ),
         "{a:?}"
     );
+}
+
+#[test]
+fn a_rollback_asked_and_marked_is_waited_for_not_asked_again() {
+    let mut v = ours(after_promotion(), Some(SwapStep::Rollback));
+    node_mut(&mut v, "n4").etcd_is_voter = false;
+    let note = StopNote {
+        kind: StopKind::Failed,
+        reason: Reason::NotReported {
+            node: "n4".into(),
+            step: ReportStep::Promote,
+            secs: 120,
+        },
+    };
+    let l = v.lease.as_mut().unwrap();
+    l.stopping = Some(serde_json::to_string(&note).unwrap());
+    l.asked = Some("rollback".into());
+    let n4 = node_mut(&mut v, "n4");
+    n4.marks.step = Some("rollback".into());
+    n4.marks.swap = Some("swap-1".into());
+    n4.report = Some(report(
+        "swap-1",
+        ReportStep::Promote,
+        Phase::Failed,
+        Some(Detail::Learner),
+    ));
+    let a = next_action(&v, &taken());
+    assert!(
+        matches!(
+            a,
+            Action::Wait {
+                step: SwapStep::Rollback,
+                ..
+            }
+        ),
+        "{a:?}"
+    );
+    // The mark of another swap's id is no ask of this one: asked again.
+    node_mut(&mut v, "n4").marks.swap = Some("swap-0".into());
+    assert!(matches!(next_action(&v, &taken()), Action::Rollback { .. }));
 }
 
 #[test]
