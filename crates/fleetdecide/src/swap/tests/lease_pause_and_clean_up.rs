@@ -516,3 +516,30 @@ fn a_snapshot_reported_earlier_counts_once_the_host_has_moved_on_to_another_step
         }
     ));
 }
+
+#[test]
+fn a_rolled_back_hosts_member_is_removed_only_while_the_others_keep_quorum() {
+    let mut v = rolling_back(Phase::Done, Some(Detail::AgentReady));
+    let l = v.lease.as_mut().unwrap();
+    (l.step, l.step_since) = (Some(SwapStep::RemoveIncoming.as_str().into()), Some(NOW));
+    assert!(v.node("n4").unwrap().has_member());
+    assert_eq!(
+        next_action(&v, &taken()),
+        Action::RemoveMember { node: name("n4") }
+    );
+    // Two of the other voters down: the removal would leave 1 healthy of
+    // 3, so it waits.
+    take_down(&mut v, "n2");
+    take_down(&mut v, "n3");
+    let a = next_action(&v, &taken());
+    assert!(
+        matches!(
+            a,
+            Action::Wait {
+                step: SwapStep::RemoveIncoming,
+                ..
+            }
+        ),
+        "{a:?}"
+    );
+}
