@@ -87,3 +87,90 @@ fn the_dashboard_charts_every_documented_metric_and_no_other() {
         .collect();
     assert_eq!(charted, documented());
 }
+
+/// The anchor GitHub and most renderers give a Markdown heading: lower
+/// case, spaces as `-`, anything but letters, digits, `-` and `_` dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of docs/recovery.md's headings.
+fn recovery_anchors() -> BTreeSet<String> {
+    fs::read_to_string(top().join("docs/recovery.md"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("## ").or_else(|| l.strip_prefix("### ")))
+        .map(anchor)
+        .collect()
+}
+
+/// Each alert's name with its `runbook_url`, as the rules file has them.
+fn runbook_urls() -> Vec<(String, Option<String>)> {
+    let rules = fs::read_to_string(prometheus_dir().join("fleet-role.rules.yaml")).unwrap();
+    let mut alerts: Vec<(String, Option<String>)> = Vec::new();
+    for line in rules.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix("- alert: ") {
+            alerts.push((name.to_string(), None));
+        } else if let Some(url) = line.strip_prefix("runbook_url: ") {
+            alerts.last_mut().expect("an alert before its url").1 = Some(url.to_string());
+        }
+    }
+    alerts
+}
+
+#[test]
+fn every_alert_links_its_runbook_entry_and_every_degraded_reason_and_alert_has_one() {
+    assert_eq!(
+        anchor("A host's actuator is silent"),
+        "a-hosts-actuator-is-silent"
+    );
+    assert_eq!(
+        anchor("By what `status` calls degraded"),
+        "by-what-status-calls-degraded"
+    );
+    let anchors = recovery_anchors();
+    let alerts = runbook_urls();
+    assert!(alerts.len() >= 11, "{alerts:?}");
+    let recovery = fs::read_to_string(top().join("docs/recovery.md")).unwrap();
+    for (alert, url) in &alerts {
+        let url = url
+            .as_deref()
+            .unwrap_or_else(|| panic!("{alert} has no runbook_url"));
+        let fragment = url
+            .strip_prefix("https://fleet-role.example.org/docs/recovery.md#")
+            .unwrap_or_else(|| {
+                panic!("{alert}'s runbook_url {url} is not under the documented base")
+            });
+        assert!(
+            anchors.contains(fragment),
+            "{alert}'s runbook_url names #{fragment}, no heading of docs/recovery.md"
+        );
+        // The "By alert" table lists it, pointing at the same entry.
+        assert!(
+            recovery
+                .lines()
+                .any(|l| l.starts_with(&format!("| `{alert}` |"))
+                    && l.contains(&format!("(#{fragment})"))),
+            "docs/recovery.md's \"By alert\" table has no row for {alert} pointing at #{fragment}"
+        );
+    }
+    // Every degraded reason has its row in the runbook's table.
+    for reason in fleetdecide::DegradedReason::ALL {
+        let name = reason.as_str();
+        assert!(
+            recovery
+                .lines()
+                .any(|l| l.starts_with(&format!("| `{name}`"))),
+            "docs/recovery.md's degraded table has no row for {name}"
+        );
+    }
+}
