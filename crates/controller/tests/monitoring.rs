@@ -67,7 +67,7 @@ fn the_alert_rules_read_only_metrics_the_reference_documents() {
 }
 
 #[test]
-fn the_dashboard_charts_every_documented_metric_and_no_other() {
+fn the_dashboard_charts_every_documented_metric_and_no_other_each_for_the_chosen_cluster() {
     let text = fs::read_to_string(top().join("deploy/grafana/fleet-role.dashboard.json")).unwrap();
     let dashboard: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
     let panels = dashboard["panels"].as_array().expect("panels");
@@ -78,6 +78,20 @@ fn the_dashboard_charts_every_documented_metric_and_no_other() {
         for t in targets {
             let expr = t["expr"].as_str().expect("a PromQL expr");
             charted.extend(metric_names(expr));
+            // Several clusters into one Prometheus: every series is read
+            // for the chosen cluster only, and an actuator's for the
+            // chosen hosts.
+            for name in metric_names(expr) {
+                let selector = format!("{name}{{cluster=~\"$cluster\"");
+                assert!(expr.contains(&selector), "{}: {expr}", p["title"]);
+                if name.starts_with("fleet_role_actuator_") {
+                    assert!(
+                        expr.contains(&format!("{selector},instance=~\"$host\"")),
+                        "{}: {expr}",
+                        p["title"]
+                    );
+                }
+            }
         }
     }
     // A histogram is documented by its family and charted by its buckets.
