@@ -32,7 +32,7 @@ use std::{
 };
 
 use endpoints::{Answer, Route};
-use fleetdecide::{FleetView, degradations, pending_learners, standbys};
+use fleetdecide::{FleetView, degradations, one_line, pending_learners, standbys};
 use prometheus_client::{
     encoding::text::encode,
     metrics::{
@@ -99,6 +99,7 @@ pub struct Metrics {
     ghosts: Shown,
     paused: Shown,
     swap_in_progress: Shown,
+    step_deadline: Shown,
     degraded: Shown,
     last_swap_end: Shown,
     last_swap_failed: Shown,
@@ -191,7 +192,12 @@ impl Metrics {
         let swap_in_progress = shown(
             &mut registry,
             "swap_in_progress",
-            "1 while the regrade Lease is held for a swap, labelled with the step it records; no sample otherwise",
+            "1 while the regrade Lease is held for a swap, labelled with the step it records and the hosts it moves (outgoing, incoming; - for none); no sample otherwise",
+        );
+        let step_deadline = shown(
+            &mut registry,
+            "swap_step_deadline_timestamp_seconds",
+            "When the step of the swap in progress times out (unix seconds), labelled with the step; no sample without a swap or for a step with no timeout",
         );
         let degraded = shown(
             &mut registry,
@@ -256,6 +262,7 @@ impl Metrics {
             ghosts,
             paused,
             swap_in_progress,
+            step_deadline,
             degraded,
             last_swap_end,
             last_swap_failed,
@@ -365,7 +372,27 @@ impl Metrics {
                         (None, None) => "none",
                         (None, Some(_)) => "unknown",
                     };
-                    (vec![("step".into(), step.into())], 1)
+                    // The Lease's halves are the controller's to write (an
+                    // admin's besides); shown on one line all the same.
+                    let half = |h: &Option<String>| h.as_deref().map_or("-".into(), one_line);
+                    (
+                        vec![
+                            ("step".into(), step.into()),
+                            ("outgoing".into(), half(&l.swap_out)),
+                            ("incoming".into(), half(&l.swap_in)),
+                        ],
+                        1,
+                    )
+                })
+                .into_iter()
+                .collect(),
+        );
+        self.step_deadline.show(
+            swapping
+                .and_then(|l| {
+                    let step = l.current_step()?;
+                    let at = v.settings.timeouts.deadline_of(l)?;
+                    Some((vec![("step".into(), step.as_str().into())], at))
                 })
                 .into_iter()
                 .collect(),
@@ -402,6 +429,7 @@ impl Metrics {
                 &self.ghosts,
                 &self.paused,
                 &self.swap_in_progress,
+                &self.step_deadline,
                 &self.degraded,
                 &self.last_swap_end,
                 &self.last_swap_failed,

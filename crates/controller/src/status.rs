@@ -186,11 +186,8 @@ fn lease_lines(v: &FleetView, settings: &Settings, l: Option<&LeaseFacts>) -> Ve
             let deadline = settings
                 .core
                 .timeouts
-                .of(step)
-                .map(|t| {
-                    let left = since.saturating_add(t).saturating_sub(v.now);
-                    format!(", times out in {left} s")
-                })
+                .deadline_of(l)
+                .map(|d| format!(", times out in {} s", d.saturating_sub(v.now)))
                 .unwrap_or_default();
             out.push(format!(
                 "  step {} since {}{deadline}",

@@ -381,7 +381,8 @@ async fn metrics_show(addr: &str, line: &str) -> String {
 }
 
 #[tokio::test]
-async fn runs_metrics_show_a_swap_run_by_hand_in_progress_with_its_step_then_its_end() {
+async fn runs_metrics_show_a_swap_run_by_hand_in_progress_with_its_step_hosts_and_deadline_then_its_end()
+ {
     let h = Harness::start(&three_voters(), CONFIG).await;
     let mut run = h.spawn(&["run", "--dry-run", "--metrics-address", "127.0.0.1:0"]);
     let out = Printed::of(&mut run);
@@ -393,7 +394,26 @@ async fn runs_metrics_show_a_swap_run_by_hand_in_progress_with_its_step_then_its
     });
     let mut swap = h.spawn(&["swap", "--out", "n1", "--in", "n4"]);
     let swapping = Printed::of(&mut swap);
-    let m = metrics_show(&addr, "fleet_role_swap_in_progress{step=\"promote\"} 1").await;
+    let m = metrics_show(
+        &addr,
+        "fleet_role_swap_in_progress{step=\"promote\",outgoing=\"n1\",incoming=\"n4\"} 1",
+    )
+    .await;
+    // When its step times out: its start on the Lease plus the promotion's
+    // timeout (90 s here), the same moment `status` counts down to.
+    let since: i64 = h
+        .lease_annotation("swap-step-since")
+        .await
+        .and_then(|t| t.parse().ok())
+        .expect("the step's start on the Lease");
+    assert!(
+        m.lines().any(|l| l
+            == format!(
+                "fleet_role_swap_step_deadline_timestamp_seconds{{step=\"promote\"}} {}",
+                since + 90
+            )),
+        "{m}"
+    );
     // The Lease is the hand's process's, not run's.
     assert!(
         m.lines().any(|l| l == "fleet_role_regrade_lease_held 0"),
@@ -418,6 +438,10 @@ async fn runs_metrics_show_a_swap_run_by_hand_in_progress_with_its_step_then_its
     )
     .await;
     assert!(!m.contains("fleet_role_swap_in_progress{"), "{m}");
+    assert!(
+        !m.contains("fleet_role_swap_step_deadline_timestamp_seconds{"),
+        "{m}"
+    );
     stop(&mut run).await;
 }
 

@@ -325,15 +325,38 @@ fn the_pause_and_the_swap_in_progress_are_read_from_the_lease_with_its_step() {
     assert_eq!(samples(&text, "fleet_role_paused"), ["fleet_role_paused 0"]);
     assert_eq!(
         samples(&text, "fleet_role_swap_in_progress"),
-        ["fleet_role_swap_in_progress{step=\"promote\"} 1"]
+        ["fleet_role_swap_in_progress{step=\"promote\",outgoing=\"n1\",incoming=\"n4\"} 1"]
     );
     assert!(text.contains("fleet_role_regrade_lease_held 1"), "{text}");
+    // No start recorded for the step: no deadline to show.
+    assert!(samples(&text, "fleet_role_swap_step_deadline_timestamp_seconds").is_empty());
+    // Its deadline: the step's start plus its timeout.
+    v.lease.as_mut().unwrap().step_since = Some(NOW - 30);
+    m.observed(&v, ME);
+    assert_eq!(
+        samples(
+            &m.render(),
+            "fleet_role_swap_step_deadline_timestamp_seconds"
+        ),
+        [format!(
+            "fleet_role_swap_step_deadline_timestamp_seconds{{step=\"promote\"}} {}",
+            NOW - 30 + v.settings.timeouts.promote
+        )]
+    );
+    // A grow has no outgoing host.
+    v.lease.as_mut().unwrap().swap_out = None;
+    m.observed(&v, ME);
+    assert_eq!(
+        samples(&m.render(), "fleet_role_swap_in_progress"),
+        ["fleet_role_swap_in_progress{step=\"promote\",outgoing=\"-\",incoming=\"n4\"} 1"]
+    );
+    v.lease.as_mut().unwrap().swap_out = Some("n1".into());
     // The next step replaces the series: one at a time.
     v.lease.as_mut().unwrap().step = Some("step-down".into());
     m.observed(&v, ME);
     assert_eq!(
         samples(&m.render(), "fleet_role_swap_in_progress"),
-        ["fleet_role_swap_in_progress{step=\"step-down\"} 1"]
+        ["fleet_role_swap_in_progress{step=\"step-down\",outgoing=\"n1\",incoming=\"n4\"} 1"]
     );
     // Held by another process (a `fleet-role swap` run by hand): in
     // progress all the same, not held by this one.
@@ -484,6 +507,7 @@ fn every_family() -> Metrics {
     l.duration_secs = Some(60);
     l.swap = Some("swap-1".into());
     l.step = Some("promote".into());
+    l.step_since = Some(NOW - 5);
     l.endings = Some(record_ending(
         None,
         SwapEnding {
@@ -511,7 +535,7 @@ fn each_hosts_credential_expiry_is_shown_as_the_host_reports_it() {
 #[test]
 fn the_docs_name_every_metric_served_and_no_other() {
     let served = families(&every_family().render());
-    assert_eq!(served.len(), 20, "{served:?}");
+    assert_eq!(served.len(), 21, "{served:?}");
     for doc in ["reference.md", "controller.md"] {
         assert_eq!(documented(doc), served, "docs/{doc}");
     }

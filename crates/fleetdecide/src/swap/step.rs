@@ -28,8 +28,7 @@ pub(super) fn deadline(v: &FleetView, l: &LeaseFacts, step: SwapStep) -> Option<
         // Halted while paused: the timeout does not run.
         return None;
     }
-    let since = l.step_since?;
-    Some(since.saturating_add(v.settings.timeouts.of(step)?))
+    v.settings.timeouts.deadline_of(l)
 }
 
 /// Whether `step` has timed out.
