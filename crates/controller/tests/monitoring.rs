@@ -56,6 +56,16 @@ async fn the_alert_rules_are_valid_and_each_alert_fires_on_its_series_and_only_t
     }
 }
 
+#[tokio::test]
+async fn the_example_scrape_configuration_is_one_prometheus_accepts() {
+    let checked = testcp::promtool::run(
+        &prometheus_dir(),
+        &["check", "config", "--syntax-only", "scrape.example.yaml"],
+    )
+    .await;
+    assert!(checked.contains("SUCCESS"), "{checked}");
+}
+
 #[test]
 fn the_alert_rules_read_only_metrics_the_reference_documents() {
     let rules = fs::read_to_string(prometheus_dir().join("fleet-role.rules.yaml")).unwrap();
