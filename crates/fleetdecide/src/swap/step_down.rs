@@ -38,34 +38,45 @@ pub(super) fn before_step_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded) ->
             "{out} is still a voter (cordoned, if the step-down's cordon was written): the voter count is as it was"
         ),
     };
-    let on_shut = |failures: String| {
-        if overdue(v, l, step) {
-            return stop(
-                step,
-                Reason::GatesStayedShut {
-                    before: Write::StepDown,
-                    failures,
-                },
-                left.clone(),
-                format!(
-                    "restore the voters' health (`fleet-role status`), then {}",
-                    resume_hint(rec)
-                ),
-            );
-        }
-        wait(
-            v,
-            l,
-            step,
-            Awaiting::Gates {
-                before: Write::StepDown,
-                failures,
-            },
-        )
-    };
+    let on_shut = |failures: String| shut_before_step_down(v, l, rec, step, &left, failures);
     guarded(v, l, SwapStep::StepDown, shut(&gates), on_shut, || {
         step_down_write(v, l, rec, step)
     })
+}
+
+/// The gates before the step-down (or what precedes it in `step`) shut:
+/// a wait, until the step's timeout, then a stop that leaves `left`.
+fn shut_before_step_down(
+    v: &FleetView,
+    l: &LeaseFacts,
+    rec: &Recorded,
+    step: SwapStep,
+    left: &str,
+    failures: String,
+) -> Action {
+    if overdue(v, l, step) {
+        return stop(
+            step,
+            Reason::GatesStayedShut {
+                before: Write::StepDown,
+                failures,
+            },
+            left.to_string(),
+            format!(
+                "restore the voters' health (`fleet-role status`), then {}",
+                resume_hint(rec)
+            ),
+        );
+    }
+    wait(
+        v,
+        l,
+        step,
+        Awaiting::Gates {
+            before: Write::StepDown,
+            failures,
+        },
+    )
 }
 
 /// The write the step-down's guard lets through: the cordon, a down
@@ -137,29 +148,7 @@ pub(super) fn step_down_wait(v: &FleetView, l: &LeaseFacts, rec: &Recorded) -> A
         // stop it, as before the first ask.
         let gates = removal_gates(v, out, rec.incoming.as_ref().map(NodeName::as_str));
         let on_shut = |failures: String| {
-            if overdue(v, l, SwapStep::StepDown) {
-                return stop(
-                    SwapStep::StepDown,
-                    Reason::GatesStayedShut {
-                        before: Write::StepDown,
-                        failures,
-                    },
-                    left.clone(),
-                    format!(
-                        "restore the voters' health (`fleet-role status`), then {}",
-                        resume_hint(rec)
-                    ),
-                );
-            }
-            wait(
-                v,
-                l,
-                SwapStep::StepDown,
-                Awaiting::Gates {
-                    before: Write::StepDown,
-                    failures,
-                },
-            )
+            shut_before_step_down(v, l, rec, SwapStep::StepDown, &left, failures)
         };
         return guarded(v, l, SwapStep::StepDown, shut(&gates), on_shut, || {
             Action::StepDown {

@@ -187,19 +187,8 @@ fn a_wind_down_rolls_back_an_incoming_host_whose_step_mark_another_writer_rewrot
     // The promotion was asked (the Lease, the controller's alone, says
     // so), then a `patch nodes` holder rewrote n4's step mark to a
     // step-down: its learner must still be rolled back.
-    let mut v = ours(after_promotion(), Some(SwapStep::Promote));
-    node_mut(&mut v, "n4").etcd_is_voter = false;
-    let note = StopNote {
-        kind: StopKind::Failed,
-        reason: Reason::NotReported {
-            node: "n4".into(),
-            step: ReportStep::Promote,
-            secs: 120,
-        },
-    };
-    let l = v.lease.as_mut().unwrap();
-    l.stopping = Some(serde_json::to_string(&note).unwrap());
-    l.asked = Some("promote".into());
+    let mut v = winding_down_an_unreported_promotion(SwapStep::Promote);
+    v.lease.as_mut().unwrap().asked = Some("promote".into());
     node_mut(&mut v, "n4").marks.step = Some("step-down".into());
     let rollback = Action::Rollback {
         node: name("n4"),
@@ -247,19 +236,8 @@ fn a_wind_down_rolls_back_an_incoming_host_whose_step_mark_another_writer_rewrot
 
 #[test]
 fn a_rollback_asked_and_marked_is_waited_for_not_asked_again() {
-    let mut v = ours(after_promotion(), Some(SwapStep::Rollback));
-    node_mut(&mut v, "n4").etcd_is_voter = false;
-    let note = StopNote {
-        kind: StopKind::Failed,
-        reason: Reason::NotReported {
-            node: "n4".into(),
-            step: ReportStep::Promote,
-            secs: 120,
-        },
-    };
-    let l = v.lease.as_mut().unwrap();
-    l.stopping = Some(serde_json::to_string(&note).unwrap());
-    l.asked = Some("rollback".into());
+    let mut v = winding_down_an_unreported_promotion(SwapStep::Rollback);
+    v.lease.as_mut().unwrap().asked = Some("rollback".into());
     let n4 = node_mut(&mut v, "n4");
     n4.marks.step = Some("rollback".into());
     n4.marks.swap = Some("swap-1".into());
@@ -289,17 +267,7 @@ fn a_rollback_asked_and_marked_is_waited_for_not_asked_again() {
 fn a_rollback_of_an_incoming_host_that_votes_in_etcd_stops_when_stopping_it_would_lose_quorum() {
     // etcd promoted n4 (every server's view lists it as a voter) before k3s
     // wrote its `EtcdIsVoter`, and the promotion failed; n2 is down.
-    let mut v = ours(after_promotion(), Some(SwapStep::Promote));
-    node_mut(&mut v, "n4").etcd_is_voter = false;
-    let note = StopNote {
-        kind: StopKind::Failed,
-        reason: Reason::NotReported {
-            node: "n4".into(),
-            step: ReportStep::Promote,
-            secs: 120,
-        },
-    };
-    v.lease.as_mut().unwrap().stopping = Some(serde_json::to_string(&note).unwrap());
+    let mut v = winding_down_an_unreported_promotion(SwapStep::Promote);
     // With every other voter healthy, stopping n4 leaves 3 of 4: rolled back.
     assert!(matches!(next_action(&v, &taken()), Action::Rollback { .. }));
     take_down(&mut v, "n2");
@@ -700,4 +668,21 @@ fn a_snapshot_done_counts_only_from_the_voter_the_lease_names() {
         Some(Detail::Snapshot),
     ));
     assert!(!matches!(next_action(&v, &taken()), Action::Wait { .. }));
+}
+
+/// Swap-1 in `step`, winding down since n4 did not report its promotion
+/// (n4 not yet `EtcdIsVoter`), with the wind-down's note on the Lease.
+fn winding_down_an_unreported_promotion(step: SwapStep) -> FleetView {
+    let mut v = ours(after_promotion(), Some(step));
+    node_mut(&mut v, "n4").etcd_is_voter = false;
+    let note = StopNote {
+        kind: StopKind::Failed,
+        reason: Reason::NotReported {
+            node: "n4".into(),
+            step: ReportStep::Promote,
+            secs: 120,
+        },
+    };
+    v.lease.as_mut().unwrap().stopping = Some(serde_json::to_string(&note).unwrap());
+    v
 }
