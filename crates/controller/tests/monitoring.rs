@@ -198,3 +198,33 @@ fn every_alert_links_its_runbook_entry_and_every_degraded_reason_and_alert_has_o
         );
     }
 }
+
+#[test]
+fn every_alert_keeps_the_clusters_of_one_prometheus_apart() {
+    let text = fs::read_to_string(prometheus_dir().join("fleet-role.rules.yaml")).unwrap();
+    let rules: serde_json::Value = serde_saphyr::from_str(&text).expect("valid YAML");
+    let mut aggregations = 0;
+    for rule in rules["groups"][0]["rules"].as_array().expect("rules") {
+        let (alert, expr) = (&rule["alert"], rule["expr"].as_str().expect("an expr"));
+        for (at, _) in expr.match_indices(" by (") {
+            let rest = &expr[at + 5..];
+            let kept = &rest[..rest.find(')').expect("a by clause's end")];
+            assert!(
+                kept.split(',').any(|l| l.trim() == "cluster"),
+                "{alert}: {expr} adds up the clusters"
+            );
+            aggregations += 1;
+        }
+        for (at, _) in expr.match_indices("on(") {
+            assert!(
+                expr[at..].starts_with("on(cluster)"),
+                "{alert}: {expr} joins across the clusters"
+            );
+        }
+        assert!(
+            !expr.contains("max(") && !expr.contains("min("),
+            "{alert}: {expr} aggregates every cluster into one"
+        );
+    }
+    assert!(aggregations >= 11, "{aggregations}");
+}
