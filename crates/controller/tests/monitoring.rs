@@ -228,3 +228,32 @@ fn every_alert_keeps_the_clusters_of_one_prometheus_apart() {
     }
     assert!(aggregations >= 11, "{aggregations}");
 }
+
+#[test]
+fn the_reference_documents_every_metric_the_actuator_serves_and_no_other() {
+    let m = actuator::metrics::Metrics::new();
+    // A sample in each family, or it is not shown at all.
+    m.step_ended("promote", "done");
+    m.step_took("promote", std::time::Duration::from_secs(3));
+    m.write_refused("report", "Forbidden");
+    m.clock_offset(protocol::clock_offset::ClockOffset {
+        above_ms: 0,
+        at_most_ms: 1000,
+    });
+    let served: BTreeSet<String> = m
+        .render()
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| match l.split_once(' ') {
+            Some((name, "counter")) => format!("{name}_total"),
+            Some((name, _)) => name.to_string(),
+            None => l.to_string(),
+        })
+        .collect();
+    assert_eq!(served.len(), 6, "{served:?}");
+    let documented: BTreeSet<String> = documented()
+        .into_iter()
+        .filter(|m| m.starts_with("fleet_role_actuator_"))
+        .collect();
+    assert_eq!(documented, served, "docs/reference.md");
+}
