@@ -391,7 +391,7 @@ impl Metrics {
             swapping
                 .and_then(|l| {
                     let step = l.current_step()?;
-                    let at = v.settings.timeouts.deadline_of(l)?;
+                    let at = l.step_deadline(&v.settings.timeouts)?;
                     Some((vec![("step".into(), step.as_str().into())], at))
                 })
                 .into_iter()

@@ -183,10 +183,8 @@ fn lease_lines(v: &FleetView, settings: &Settings, l: Option<&LeaseFacts>) -> Ve
             fleetdecide::halves(r.out.as_ref(), r.incoming.as_ref())
         ));
         if let (Some(step), Some(since)) = (l.current_step(), l.step_since) {
-            let deadline = settings
-                .core
-                .timeouts
-                .deadline_of(l)
+            let deadline = l
+                .step_deadline(&settings.core.timeouts)
                 .map(|d| format!(", times out in {} s", d.saturating_sub(v.now)))
                 .unwrap_or_default();
             out.push(format!(

@@ -61,17 +61,14 @@ fn run(args: &[&str], active: bool, status: &str, code: i32) -> Ran {
         "fleet-role",
         &format!("{record}\ncat {}\nexit {code}", status_file.display()),
     );
-    // The shipped script, pointed at the stand-ins: the two absolute paths
-    // it names, each replaced exactly once.
+    // The shipped script, pointed at the stand-ins: `fleet-role` and the
+    // helpers by PATH (it names them without a path, as Debian's policy
+    // asks), the one absolute path it names replaced.
     let script = postinst();
-    assert_eq!(script.matches("/usr/bin/fleet-role ").count(), 1);
+    assert!(fleet_role.is_file());
+    assert!(script.contains("fleet-role --kubeconfig"), "{script}");
     assert_eq!(script.matches("/run/systemd/system").count(), 1);
-    let script = script
-        .replace(
-            "/usr/bin/fleet-role ",
-            &format!("{} ", fleet_role.display()),
-        )
-        .replace("/run/systemd/system", &systemd.display().to_string());
+    let script = script.replace("/run/systemd/system", &systemd.display().to_string());
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let out = Command::new("sh")
         .arg("-c")

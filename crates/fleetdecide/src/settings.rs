@@ -4,10 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::record::SwapStep;
-use crate::view::SwapRecord;
 use fleetfacts::window::Window;
 use protocol::names::Names;
-use protocol::view::LeaseFacts;
 
 // === Settings ===
 
@@ -84,15 +82,6 @@ impl Timeouts {
             SwapStep::Finish => Some(self.finish),
             SwapStep::CleanUp | SwapStep::Paused => None,
         }
-    }
-
-    /// When the step the Lease records times out (unix seconds): its
-    /// start plus its timeout; `None` with no step, no start, or a step
-    /// that does not wait. The one reading of a step's deadline: the
-    /// swap's own timeouts, `status` and the metric share it.
-    pub fn deadline_of(&self, lease: &LeaseFacts) -> Option<i64> {
-        let step = lease.current_step()?;
-        Some(lease.step_since?.saturating_add(self.of(step)?))
     }
 }
 

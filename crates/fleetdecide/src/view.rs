@@ -8,7 +8,7 @@ use fleetfacts::members::{Picture, Trust, picture};
 use protocol::etcd::EtcdView;
 
 use crate::record::{LastSwap, StopKind, StopNote, SwapStep};
-use crate::settings::Settings;
+use crate::settings::{Settings, Timeouts};
 use fleetfacts::reasons::Reason;
 use protocol::text::one_line;
 use protocol::{
@@ -28,6 +28,12 @@ pub trait SwapRecord {
     fn last(&self) -> Option<LastSwap>;
     /// The current step, if it names one.
     fn current_step(&self) -> Option<SwapStep>;
+
+    /// When the step recorded times out (unix seconds): its start plus its
+    /// timeout in `timeouts`; `None` with no step, no start, or a step that
+    /// does not wait. The one reading of a step's deadline: the swap's own
+    /// timeouts, `status` and the metric share it.
+    fn step_deadline(&self, timeouts: &Timeouts) -> Option<i64>;
 }
 
 impl SwapRecord for LeaseFacts {
@@ -68,6 +74,11 @@ impl SwapRecord for LeaseFacts {
     /// The current step, if it names one.
     fn current_step(&self) -> Option<SwapStep> {
         SwapStep::parse(self.step.as_deref()?)
+    }
+
+    fn step_deadline(&self, timeouts: &Timeouts) -> Option<i64> {
+        let step = self.current_step()?;
+        Some(self.step_since?.saturating_add(timeouts.of(step)?))
     }
 }
 

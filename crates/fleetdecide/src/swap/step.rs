@@ -28,7 +28,7 @@ pub(super) fn deadline(v: &FleetView, l: &LeaseFacts, step: SwapStep) -> Option<
         // Halted while paused: the timeout does not run.
         return None;
     }
-    v.settings.timeouts.deadline_of(l)
+    l.step_deadline(&v.settings.timeouts)
 }
 
 /// Whether `step` has timed out.
