@@ -169,8 +169,8 @@ pub enum Command {
     Manifests {
         /// `actuators`: what every host's actuator shares (the report, its
         /// roles and admission policy); `controller`: the controller's
-        /// ServiceAccount, roles and Leases; `k3s`: both and the
-        /// controller's workload, one file for k3s's auto-deploy folder.
+        /// ServiceAccount, roles and Leases; `all`: both and the
+        /// controller's workload, one file for `kubectl apply -f`.
         #[arg(value_enum, default_value_t)]
         which: crate::manifests::Which,
     },

@@ -40,12 +40,11 @@ pub enum Which {
     /// The controller's ServiceAccount, its roles and the Leases it uses
     /// (`deploy/rbac/controller.yaml` with the defaults).
     Controller,
-    /// All of fleet-role's cluster side in one file for k3s's auto-deploy
-    /// folder (`/var/lib/rancher/k3s/server/manifests/`): `controller`,
-    /// `actuators`, then the controller's workload
-    /// (`deploy/kubernetes/fleet-role.yaml`); `deploy/k3s/fleet-role.yaml`
-    /// with the defaults.
-    K3s,
+    /// All of fleet-role's cluster side in one file, for `kubectl apply -f`:
+    /// `controller`, `actuators`, then the controller's workload
+    /// (`deploy/kubernetes/fleet-role.yaml`); `deploy/fleet-role.yaml` with
+    /// the defaults, and the release's `fleet-role.yaml`.
+    All,
 }
 
 /// The objects of `which` as YAML documents, rendered from `settings`.
@@ -53,8 +52,8 @@ pub fn render(which: Which, settings: &Settings) -> String {
     match which {
         Which::Actuators => actuators(settings),
         Which::Controller => controller(settings),
-        Which::K3s => format!(
-            "{K3S_HEADER}{}---\n{}---\n{WORKLOAD}",
+        Which::All => format!(
+            "{ALL_HEADER}{}---\n{}---\n{WORKLOAD}",
             controller(settings),
             actuators(settings)
         ),
@@ -64,16 +63,18 @@ pub fn render(which: Which, settings: &Settings) -> String {
 /// The controller's workload, as `deploy/kubernetes/fleet-role.yaml` ships it.
 pub const WORKLOAD: &str = include_str!("../../../deploy/kubernetes/fleet-role.yaml");
 
-/// What the k3s rendering says of itself.
-const K3S_HEADER: &str = "\
-# fleet-role's whole cluster side, for k3s's auto-deploy: put this file on
-# each server as /var/lib/rancher/k3s/server/manifests/fleet-role.yaml and
-# k3s applies it (and again whenever it changes). Rendered by
-# `fleet-role manifests k3s [--config FILE]`; deploy/k3s/fleet-role.yaml is
-# the rendering of the defaults (a test fails while it differs). Each
-# host's identity is still `fleet-role enroll NODE`'s, and the image named
-# below must be on the nodes (scripts/image.sh). The controller's settings
+/// What the whole rendering says of itself.
+const ALL_HEADER: &str = "\
+# fleet-role's whole cluster side in one file: `kubectl apply -f` it once
+# per cluster (a cluster admin's kubeconfig). Rendered by
+# `fleet-role manifests all [--config FILE]`; deploy/fleet-role.yaml is the
+# rendering of the defaults (a test fails while it differs). Each host's
+# identity is still `fleet-role enroll NODE`'s. The controller's settings
 # are the ConfigMap `platform/fleet-role` at the end: edit them there.
+#
+# Not for k3s's auto-deploy folder (server/manifests/): k3s applies each
+# server's copy again at every start of that server, putting back any edit
+# made through the API since (docs/install.md says why and what instead).
 #
 ";
 

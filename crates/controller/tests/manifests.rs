@@ -50,7 +50,7 @@ fn the_manifests_in_deploy_rbac_are_the_rendering_of_the_default_settings() {
             &["manifests", "controller"][..],
             "deploy/rbac/controller.yaml",
         ),
-        (&["manifests", "k3s"][..], "deploy/k3s/fleet-role.yaml"),
+        (&["manifests", "all"][..], "deploy/fleet-role.yaml"),
     ] {
         let out = fleet_role(dir.path(), args);
         let kept = std::fs::read(workspace().join(file)).unwrap();
@@ -326,13 +326,13 @@ async fn under_other_namespaces_each_host_writes_its_own_report_within_16_kib_an
 }
 
 #[tokio::test]
-async fn the_k3s_auto_deploy_file_applies_server_side_as_a_dry_run_with_every_part_of_fleet_role() {
+async fn the_whole_cluster_side_file_applies_server_side_as_a_dry_run_with_every_part_of_fleet_role() {
     let plane = ControlPlane::start().await.expect("a control plane starts");
-    let yaml = std::fs::read_to_string(workspace().join("deploy/k3s/fleet-role.yaml")).unwrap();
+    let yaml = std::fs::read_to_string(workspace().join("deploy/fleet-role.yaml")).unwrap();
     let applied = plane
         .dry_run_yaml(&yaml)
         .await
-        .unwrap_or_else(|e| panic!("deploy/k3s/fleet-role.yaml applies: {e}"));
+        .unwrap_or_else(|e| panic!("deploy/fleet-role.yaml applies: {e}"));
     let kinds: std::collections::BTreeSet<String> = applied
         .iter()
         .filter_map(|o| o.types.as_ref().map(|t| t.kind.clone()))

@@ -94,12 +94,17 @@ impl HostPaths {
     /// [`crate::secrets`]): `server/tls` (the cluster's CAs and their keys,
     /// the server's keys), `server/cred` (the Secrets' encryption key, the
     /// node passwords) and the admin kubeconfig k3s wrote at the server's
-    /// start.
-    pub fn server_secrets(&self) -> [PathBuf; 3] {
+    /// start; and, not a secret but as stale, the `fleet-role.yaml` an
+    /// earlier install put in k3s's auto-deploy folder: k3s applies every
+    /// file there again at each start of a server (`pkg/deploy/controller.go`,
+    /// `force` on the first pass), so a host promoted again later would put
+    /// back the controller and settings of that install.
+    pub fn server_secrets(&self) -> [PathBuf; 4] {
         [
             self.at("var/lib/rancher/k3s/server/tls"),
             self.at("var/lib/rancher/k3s/server/cred"),
             self.at("etc/rancher/k3s/k3s.yaml"),
+            self.at("var/lib/rancher/k3s/server/manifests/fleet-role.yaml"),
         ]
     }
 }

@@ -46,7 +46,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_servers_keys_go_and_the_token_datastore_and_snapshots_stay() {
+    fn the_servers_keys_and_fleet_roles_auto_deploy_file_go_and_the_token_datastore_snapshots_and_k3ss_manifests_stay() {
         let dir = tempfile::tempdir().unwrap();
         let p = HostPaths::new(dir.path());
         let server = p.at("var/lib/rancher/k3s/server");
@@ -56,6 +56,7 @@ mod tests {
             "tls/etcd/peer-ca.key",
             "cred/passwd",
             "cred/encryption-config.json",
+            "manifests/fleet-role.yaml",
         ];
         let kept = [
             "token",
@@ -71,7 +72,7 @@ mod tests {
         fs::create_dir_all(p.k3s_config().parent().unwrap()).unwrap();
         fs::write(p.at("etc/rancher/k3s/k3s.yaml"), "admin").unwrap();
         fs::write(p.k3s_config(), "token: x\n").unwrap();
-        assert_eq!(present(&p).len(), 3);
+        assert_eq!(present(&p).len(), 4);
 
         let removed = remove(&p).unwrap();
         assert_eq!(removed, p.server_secrets().to_vec());

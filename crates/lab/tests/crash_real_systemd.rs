@@ -459,7 +459,7 @@ async fn an_actuator_killed_after_each_change_of_every_plan_on_real_systemd_ends
     // (real k3s writes them all): stand-ins for them, so that change is made.
     for s in out_paths.server_secrets() {
         if !s.exists() {
-            let file = if s.ends_with("k3s.yaml") {
+            let file = if s.ends_with("k3s.yaml") || s.ends_with("fleet-role.yaml") {
                 s.clone()
             } else {
                 s.join("lab.key")
