@@ -20,6 +20,30 @@ pub fn endpoint_of(template: &Endpoint, join: &JoinUrl) -> Endpoint {
     }
 }
 
+/// Whether this host's server may stop for a rollback
+/// ([`hostdecide::rollback_stop`]): etcd's list read through the local
+/// member, and each voter's health from the voter itself, just before the
+/// stop, under the host lock. `Err` says why not; nothing was changed.
+///
+/// A local member that serves no read (down, never started, or a learner
+/// refusing linearizable requests) is no healthy voter: its stop takes
+/// nothing from quorum, and the rollback goes on. Between this reading and
+/// the stop, k3s may still promote the learner (a window of the reading's
+/// few requests, against the controller's whole watch lag before): what
+/// [`remove_own`] then finds voting is left to k3s's removal.
+pub async fn may_stop(local: &Endpoint, now: i64) -> Result<(), String> {
+    let view = match etcdaccess::read(local, now).await {
+        Ok(v) => v,
+        Err(e) => {
+            info!("this host's member serves no read ({e}): its stop takes no vote away");
+            return Ok(());
+        }
+    };
+    let health = crate::membership::voter_health(local, &view, now).await;
+    hostdecide::rollback_stop::may_stop(&view.members, Some(view.member), &health)
+        .map_err(|r| r.to_string())
+}
+
 /// Stops `host`'s server, then removes its learner through `ep`, if there
 /// is one (see the module's notes for why in that order). Best effort: the
 /// rollback goes on whatever happens here (an agent again is what matters);

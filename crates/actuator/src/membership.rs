@@ -8,7 +8,7 @@ use std::time::Instant;
 use clock::Clock;
 use etcdaccess::Endpoint;
 use host::addresses::LocalAddresses;
-use protocol::etcd::{EtcdView, Member};
+use protocol::etcd::{EtcdView, Member, MemberId};
 use tracing::{info, warn};
 
 use crate::etcdreport::{FAILED_READ_PACE, READ_PACE, REQUEST_BOUND};
@@ -166,6 +166,33 @@ impl RemoteReader {
         self.answer = None;
         None
     }
+}
+
+/// Each voting member's health, asked of the member itself through its
+/// first client URL with this host's certificate (k3s gives every server
+/// the same etcd client CA), each bounded by the endpoint's timeout; this
+/// host's own from the view already read. A voter that does not answer
+/// counts as unhealthy.
+pub async fn voter_health(local: &Endpoint, view: &EtcdView, now: i64) -> Vec<(MemberId, bool)> {
+    let mut health = Vec::new();
+    for m in view.members.iter().filter(|m| !m.learner) {
+        let healthy = if m.id == view.member {
+            view.healthy
+        } else {
+            match m.client_urls.first() {
+                Some(url) => {
+                    let ep = Endpoint {
+                        url: url.clone(),
+                        ..local.clone()
+                    };
+                    etcdaccess::read(&ep, now).await.is_ok_and(|v| v.healthy)
+                }
+                None => false,
+            }
+        };
+        health.push((m.id, healthy));
+    }
+    health
 }
 
 #[cfg(test)]

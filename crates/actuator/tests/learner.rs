@@ -87,3 +87,31 @@ fn a_rollback_removes_its_learner_only_once_its_server_is_confirmed_stopped() {
         h.systemd_log()
     );
 }
+
+#[test]
+fn a_rollback_may_stop_a_learner_or_an_etcd_that_serves_nothing_but_not_a_voter_whose_stop_loses_quorum()
+ {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (_etcd, voter, _learner) = rt.block_on(etcd_with_a_learner(dir.path()));
+
+    // Read through the one voter, as the host whose member etcd promoted
+    // would read through its own: its stop leaves no voter at all.
+    let refused = rt
+        .block_on(learner::may_stop(&voter, 0))
+        .expect_err("the only voter's stop was let through");
+    assert!(refused.contains("votes (etcd promoted it)"), "{refused}");
+    assert!(
+        refused.contains("0 of the other voting members"),
+        "{refused}"
+    );
+
+    // A host whose etcd serves nothing (its server never became ready, or
+    // it is a learner refusing linearizable reads) holds no healthy vote.
+    let silent = Endpoint {
+        url: "http://127.0.0.1:1".into(),
+        tls: None,
+        timeout: Duration::from_secs(2),
+    };
+    assert_eq!(rt.block_on(learner::may_stop(&silent, 0)), Ok(()));
+}

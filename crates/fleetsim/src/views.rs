@@ -167,8 +167,8 @@ pub struct Counts {
     /// down (the others were past the point of no return).
     pub aborts: u64,
     pub aborts_wound_down: u64,
-    /// Rollbacks that stopped a voter etcd had promoted within the
-    /// controller's lag, below quorum (an open finding, docs/testing.md).
+    /// Rollbacks asked of a voter etcd had promoted within the controller's
+    /// lag, below quorum: the host's own check refuses each.
     pub stops_of_unseen_voters: u64,
 }
 

@@ -46,7 +46,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_servers_keys_and_fleet_roles_auto_deploy_file_go_and_the_token_datastore_snapshots_and_k3ss_manifests_stay() {
+    fn the_servers_keys_and_fleet_roles_auto_deploy_file_go_and_the_token_datastore_snapshots_and_k3ss_manifests_stay()
+     {
         let dir = tempfile::tempdir().unwrap();
         let p = HostPaths::new(dir.path());
         let server = p.at("var/lib/rancher/k3s/server");

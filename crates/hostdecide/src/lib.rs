@@ -10,5 +10,6 @@ pub mod decide;
 pub mod join;
 pub mod learner_removal;
 pub mod milestones;
+pub mod rollback_stop;
 
 pub use decide::{Decision, HostState, Observation, Step, decide};

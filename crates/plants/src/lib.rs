@@ -26,14 +26,18 @@ pub enum Plant {
     /// `hostdecide`: a step is taken whichever host the regrade Lease
     /// names for it, so a `patch nodes` holder's marks alone move a host.
     SkipLeaseNamesHost,
+    /// `hostdecide`: a rollback stops the host's server whatever etcd says
+    /// of its member's vote and the other voters' health.
+    SkipHostQuorumAtRollback,
 }
 
 impl Plant {
     /// Every defect.
-    pub const ALL: [Plant; 3] = [
+    pub const ALL: [Plant; 4] = [
         Plant::FinishAtStepDown,
         Plant::SkipQuorumAtHostStop,
         Plant::SkipLeaseNamesHost,
+        Plant::SkipHostQuorumAtRollback,
     ];
 
     /// Its name (the actuator's plant file holds it).
@@ -42,6 +46,7 @@ impl Plant {
             Plant::FinishAtStepDown => "finish-at-step-down",
             Plant::SkipQuorumAtHostStop => "skip-quorum-at-host-stop",
             Plant::SkipLeaseNamesHost => "skip-lease-names-host",
+            Plant::SkipHostQuorumAtRollback => "skip-host-quorum-at-rollback",
         }
     }
 

@@ -15,7 +15,6 @@ use actuator::{
 };
 use anyhow::Context;
 use clock::Clock;
-use etcdaccess::Endpoint;
 use hostdecide::learner_removal::{self, Refusal};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -49,7 +48,7 @@ pub(crate) fn remove_learner(
     let view = rt
         .block_on(etcdaccess::read(&s.etcd, now))
         .context("reading etcd's members through this host's member (it must be a server whose etcd serves); nothing was changed")?;
-    let health = rt.block_on(voter_health(&s.etcd, &view, now));
+    let health = rt.block_on(actuator::membership::voter_health(&s.etcd, &view, now));
     let lease = lease(&s, rt).context("reading the regrade Lease; nothing was changed")?;
     let margin = i64::try_from(s.skew_margin.as_secs()).unwrap_or(i64::MAX);
     let id =
@@ -87,33 +86,6 @@ fn name_of(view: &EtcdView, id: MemberId) -> String {
         .find(|m| m.id == id)
         .filter(|m| !m.name.is_empty())
         .map_or("no name: never started".into(), |m| one_line(&m.name))
-}
-
-/// Each voting member's health, asked of the member itself through its
-/// first client URL with this host's certificate (k3s gives every server
-/// the same etcd client CA), each bounded by the endpoint's timeout; this
-/// host's own from the view already read. A voter that does not answer
-/// counts as unhealthy.
-async fn voter_health(local: &Endpoint, view: &EtcdView, now: i64) -> Vec<(MemberId, bool)> {
-    let mut health = Vec::new();
-    for m in view.members.iter().filter(|m| !m.learner) {
-        let healthy = if m.id == view.member {
-            view.healthy
-        } else {
-            match m.client_urls.first() {
-                Some(url) => {
-                    let ep = Endpoint {
-                        url: url.clone(),
-                        ..local.clone()
-                    };
-                    etcdaccess::read(&ep, now).await.is_ok_and(|v| v.healthy)
-                }
-                None => false,
-            }
-        };
-        health.push((m.id, healthy));
-    }
-    health
 }
 
 /// The regrade Lease as the API holds it, through each candidate in turn.

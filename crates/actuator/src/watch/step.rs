@@ -491,8 +491,10 @@ async fn run_host_step(
     }
     // Under the lock and the Lease, before any change: a step-down hands
     // leadership over (a failure changes nothing, and says so); a rollback
-    // stops its server, then removes this host's learner through the voter
-    // it joined (best effort: the rollback goes on; see `learner`).
+    // is refused if etcd promoted this host's member since the controller
+    // looked and its stop would leave no healthy quorum, then stops its
+    // server and removes this host's learner through the voter it joined
+    // (best effort: the rollback goes on; see `learner`).
     let mut name_server = None;
     if let Some(e) = &etcd {
         match step {
@@ -511,6 +513,11 @@ async fn run_host_step(
                 }
             }
             Step::Rollback => {
+                if let Err(why) = crate::learner::may_stop(&e.local, e.clock.unix_secs()).await {
+                    drop(lock);
+                    let left = blocking(move || HostLeft::read(&host)).await?;
+                    return Err(StepError::BeforeChange { why, left });
+                }
                 if let Some(join) = host.join_server() {
                     let ep = crate::learner::endpoint_of(&e.local, &join);
                     crate::learner::remove_own(&ep, &host, &e.addresses).await;

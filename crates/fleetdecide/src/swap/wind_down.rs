@@ -105,7 +105,8 @@ pub(super) fn wind_down(v: &FleetView, l: &LeaseFacts, rec: &Recorded, note: Sto
                         ),
                         format!("{inc} may run its server or its agent; {out_still}"),
                         format!(
-                            "run `fleet-role-actuator demote-local --force` on {inc} (idempotent); then {}",
+                            "if {inc} refused because etcd promoted its member (its reason says so), it keeps its server and its vote: bring the down voters back, then {}; otherwise run `fleet-role-actuator demote-local --force` on {inc} (idempotent), then {}",
+                            resume_hint(rec),
                             resume_hint(rec)
                         ),
                     );
