@@ -4,8 +4,20 @@
 //! `fleet-role shrink`, while a writer puts to etcd through the server that
 //! keeps its vote; a change that would leave an even count standing is
 //! refused with the reason. Fails, never skips, when nspawn cannot run.
+//!
+//! On the way, k3s's auto-deploy folder: a `fleet-role.yaml` an earlier
+//! install left on a server is applied again when that server restarts
+//! (the stand-in does as k3s's deploy controller), so the test puts one on
+//! agent-1 once it is a server; the shrink's finish removes it, and when
+//! agent-1 is promoted again an edit made through the API in the meantime
+//! stands, while an operator's own file there is applied again.
 
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
 use lab::{
+    api::Apis,
     resize::{Resized, fleet_role_with_writer},
     systemd_lab::SystemdLab,
 };
@@ -60,12 +72,9 @@ async fn one_voter_grows_to_three_and_five_and_shrinks_back_to_three_with_no_fai
     );
     assert_eq!(members(&lab).await.0.len(), 1);
 
+    let grow_1_2 = &["grow", "--in", "agent-1", "--in", "agent-2"][..];
     for (args, voters, promoted) in [
-        (
-            &["grow", "--in", "agent-1", "--in", "agent-2"][..],
-            3,
-            &["agent-1", "agent-2"][..],
-        ),
+        (grow_1_2, 3, &["agent-1", "agent-2"][..]),
         (
             &["grow", "--in", "agent-3", "--in", "agent-4"][..],
             5,
@@ -79,6 +88,9 @@ async fn one_voter_grows_to_three_and_five_and_shrinks_back_to_three_with_no_fai
         assert_eq!((v.len(), learners.len()), (voters, 0), "{v:?} {learners:?}");
         runs_server(&lab, promoted, true);
         figures.push(line(args, &r));
+        if voters == 3 {
+            an_earlier_installs_auto_deploy_file_is_applied_at_a_restart(&lab).await;
+        }
     }
 
     // 5 → 4 would leave an even count: refused with the reason.
@@ -103,6 +115,25 @@ async fn one_voter_grows_to_three_and_five_and_shrinks_back_to_three_with_no_fai
     runs_server(&lab, &["agent-1", "agent-2"], false);
     runs_server(&lab, &["server-1", "agent-3", "agent-4"], true);
     figures.push(line(args, &r));
+
+    // agent-1's finish removed fleet-role's file from the auto-deploy
+    // folder and kept the operator's; promoted again, it puts back the
+    // operator's object and leaves the edit made through the API.
+    let folder = manifests(&lab, "agent-1");
+    assert!(!folder.join("fleet-role.yaml").exists());
+    assert!(folder.join("lab-addon.yaml").exists());
+    until_gates_pass(&lab, grow_1_2).await;
+    let r = run(&lab, grow_1_2, 0).await;
+    runs_server(&lab, &["agent-1", "agent-2"], true);
+    figures.push(line(grow_1_2, &r));
+    let apis = Apis::for_lab(&lab.spec).unwrap();
+    let addon = until_data(&apis, "default", "lab-addon", "from", |v| v == "a file").await;
+    assert_eq!(addon, "a file");
+    let settings = config_map(&apis, "platform", "fleet-role").await.unwrap();
+    assert_eq!(
+        settings["controller.toml"], EDITED,
+        "agent-1's promotion put back an earlier install's settings over the API's"
+    );
     for f in &figures {
         println!("{f}");
     }
@@ -119,4 +150,121 @@ fn line(args: &[&str], r: &Resized) -> String {
         r.writes.rate,
         r.writes.longest.as_millis()
     )
+}
+
+/// fleet-role's cluster side as an earlier install put it in k3s's
+/// auto-deploy folder: its settings ConfigMap, as that install rendered it.
+const EARLIER: &str = "apiVersion: v1
+kind: Namespace
+metadata:
+  name: platform
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: fleet-role
+  namespace: platform
+data:
+  controller.toml: \"# an earlier install's settings\\n\"
+";
+
+/// The settings as an operator changed them through the API since.
+const EDITED: &str = "# edited through the API\n";
+
+/// An operator's own add-on in the same folder, which fleet-role leaves.
+const ADDON: &str = "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: lab-addon
+  namespace: default
+data:
+  from: a file
+";
+
+fn manifests(lab: &SystemdLab, host: &str) -> std::path::PathBuf {
+    lab.spec
+        .root(host)
+        .join("var/lib/rancher/k3s/server/manifests")
+}
+
+/// Puts an earlier install's `fleet-role.yaml` and an operator's file in
+/// agent-1's auto-deploy folder, restarts its server, and waits for both
+/// to be applied (what k3s does at every start of a server); then edits
+/// the settings and deletes the add-on through the API.
+async fn an_earlier_installs_auto_deploy_file_is_applied_at_a_restart(lab: &SystemdLab) {
+    let folder = manifests(lab, "agent-1");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("fleet-role.yaml"), EARLIER).unwrap();
+    std::fs::write(folder.join("lab-addon.yaml"), ADDON).unwrap();
+    let m = lab.machine("agent-1").unwrap();
+    let out = tokio::task::block_in_place(|| {
+        m.systemctl(&["restart", "k3s"], Duration::from_secs(180))
+    })
+    .unwrap();
+    assert!(out.status.success(), "systemctl restart k3s on agent-1: {out:?}");
+    let apis = Apis::for_lab(&lab.spec).unwrap();
+    until_data(&apis, "platform", "fleet-role", "controller.toml", |v| {
+        v.starts_with("# an earlier install")
+    })
+    .await;
+    until_data(&apis, "default", "lab-addon", "from", |v| v == "a file").await;
+    let patch = serde_json::json!({ "data": { "controller.toml": EDITED } });
+    apis.any(|c| {
+        let p = patch.clone();
+        async move {
+            Api::<ConfigMap>::namespaced(c, "platform")
+                .patch("fleet-role", &PatchParams::default(), &Patch::Merge(&p))
+                .await
+        }
+    })
+    .await
+    .unwrap();
+    apis.any(|c| async move {
+        Api::<ConfigMap>::namespaced(c, "default")
+            .delete("lab-addon", &Default::default())
+            .await
+    })
+    .await
+    .unwrap();
+}
+
+async fn config_map(
+    apis: &Apis,
+    namespace: &str,
+    name: &str,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    let (ns, n) = (namespace.to_string(), name.to_string());
+    apis.any(|c| {
+        let (ns, n) = (ns.clone(), n.clone());
+        async move { Api::<ConfigMap>::namespaced(c, &ns).get_opt(&n).await }
+    })
+    .await
+    .unwrap()
+    .map(|cm| cm.data.unwrap_or_default())
+}
+
+/// Waits, up to 2 minutes, until the ConfigMap's `key` satisfies `ok`;
+/// returns its value.
+async fn until_data(
+    apis: &Apis,
+    namespace: &str,
+    name: &str,
+    key: &str,
+    ok: impl Fn(&str) -> bool,
+) -> String {
+    let clock = clock::Clock::system();
+    let t0 = clock.now();
+    loop {
+        let v = config_map(apis, namespace, name)
+            .await
+            .and_then(|d| d.get(key).cloned());
+        if let Some(v) = v.as_deref().filter(|v| ok(v)) {
+            return v.to_string();
+        }
+        assert!(
+            clock.since(t0) < Duration::from_secs(120),
+            "{namespace}/{name} {key} is {v:?} after 2 minutes"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }

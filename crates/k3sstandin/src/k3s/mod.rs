@@ -7,6 +7,7 @@ pub mod agent;
 mod bootstrap;
 pub mod cli;
 pub mod config;
+pub mod deploy;
 pub mod election;
 pub mod learners;
 pub mod node;

@@ -26,7 +26,7 @@ use tracing::{info, warn};
 use super::{
     Ctx,
     bootstrap::server_token,
-    election, learners, node, pods,
+    deploy, election, learners, node, pods,
     removal::{SLOW_ROUND, peers, removal_seen, removed},
     retry::retried,
     supervisor::{self, Supervisor},
@@ -244,6 +244,10 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let mut last_removal = clock.now();
     let mut registered = false;
     let mut ready = false;
+    // k3s's auto-deploy folder, applied through this server's own API
+    // server once it serves, on a task of its own as k3s's goroutine
+    // (`deploy.rs`); it ends with the process.
+    let manifests = ctx.at("var/lib/rancher/k3s/server/manifests");
     // k3s (`pkg/cli/server/server.go`, `pkg/agent/run.go`): with
     // `disable-apiserver` the embedded agent bootstraps from `server:` when
     // one is set, and only from it; the less convenient reading is taken:
@@ -378,6 +382,13 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 Ok(a) => {
                     info!("kube-apiserver serving at {}", a.url());
                     apiserver = Some(a);
+                    let mut cfg = pki.client_config(&own_api, Some(tokens.admin_token()));
+                    cfg.read_timeout = Some(Duration::from_secs(15));
+                    tokio::spawn(deploy::watch(
+                        kube::Client::try_from(cfg)?,
+                        manifests.clone(),
+                        clock.clone(),
+                    ));
                     supervisor.set(supervisor::Api::Up);
                     let own_only = Apis::new(
                         &spec.pki_dir(),
