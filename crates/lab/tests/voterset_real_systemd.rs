@@ -197,11 +197,13 @@ async fn an_earlier_installs_auto_deploy_file_is_applied_at_a_restart(lab: &Syst
     std::fs::write(folder.join("fleet-role.yaml"), EARLIER).unwrap();
     std::fs::write(folder.join("lab-addon.yaml"), ADDON).unwrap();
     let m = lab.machine("agent-1").unwrap();
-    let out = tokio::task::block_in_place(|| {
-        m.systemctl(&["restart", "k3s"], Duration::from_secs(180))
-    })
-    .unwrap();
-    assert!(out.status.success(), "systemctl restart k3s on agent-1: {out:?}");
+    let out =
+        tokio::task::block_in_place(|| m.systemctl(&["restart", "k3s"], Duration::from_secs(180)))
+            .unwrap();
+    assert!(
+        out.status.success(),
+        "systemctl restart k3s on agent-1: {out:?}"
+    );
     let apis = Apis::for_lab(&lab.spec).unwrap();
     until_data(&apis, "platform", "fleet-role", "controller.toml", |v| {
         v.starts_with("# an earlier install")

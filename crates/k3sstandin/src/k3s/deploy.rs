@@ -160,10 +160,6 @@ mod tests {
             .map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["a.json", "b.yaml", "c.yml"]);
-        assert!(
-            manifest_files(&dir.path().join("none"))
-                .unwrap()
-                .is_empty()
-        );
+        assert!(manifest_files(&dir.path().join("none")).unwrap().is_empty());
     }
 }
