@@ -549,7 +549,7 @@ fn a_seeded_campaign_of_changes_under_lagging_watches_crashes_cuts_returns_froze
     let secs = clock.since(started).as_secs_f64();
     let steps = counts.controller_steps + counts.host_steps;
     eprintln!(
-        "simulation: {seeds} seeds ({first}..{}), {} changes, {steps} steps ({} controller, {} host) in {secs:.1} s ({:.0} steps/s); stale views: {} of the controller's Nodes, {} of the actuators'; {} reports lost to a crash; {} ticks frozen; {} writes failed, {} answers lost; {} ticks a host up was cut from the API, {} decisions it took cut, {} reports it wrote once back, {} members removed while their host was cut; {} hosts back up; {} aborts asked, {} wound down; {} rollbacks that stopped a voter promoted within the lag (open); endings {endings:?}; by kind {by_kind:?}; violations {}",
+        "simulation: {seeds} seeds ({first}..{}), {} changes, {steps} steps ({} controller, {} host) in {secs:.1} s ({:.0} steps/s); stale views: {} of the controller's Nodes, {} of the actuators'; {} reports lost to a crash; {} ticks frozen; {} writes failed, {} answers lost; {} ticks a host up was cut from the API, {} decisions it took cut, {} reports it wrote once back, {} members removed while their host was cut; {} hosts back up; {} aborts asked, {} wound down; {} rollbacks asked of a voter promoted within the lag (each refused by its host); endings {endings:?}; by kind {by_kind:?}; violations {}",
         first + seeds,
         counts.changes,
         counts.controller_steps,
