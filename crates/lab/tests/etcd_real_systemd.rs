@@ -250,7 +250,10 @@ async fn a_learner_is_invisible_on_its_node_etcd_is_voter_comes_from_the_leader_
         &apis,
         &agent.name,
         "the etcd label, annotations and EtcdIsVoter=True",
-        Duration::from_secs(180),
+        // The promoted member's kube-apiserver starts before its kubelet
+        // writes the labels: 168 s for the whole test alone here, and past
+        // 180 s for this wait once with two other labs beside it.
+        Duration::from_secs(360),
         |n| {
             etcd_label(n) == Some("true")
                 && annotation(n, K3S_ETCD_NODE_NAME) == Some(learner.name.as_str())
