@@ -172,7 +172,7 @@ pub fn fleet() -> FleetView {
             agent("n4", true),
             agent("n5", false),
         ],
-        lease: None,
+        lease: Some(LeaseFacts::default()),
         pods: vec![],
     })
 }

@@ -35,7 +35,15 @@ pub fn gate_not_paused(v: &FleetView) -> Gate {
 /// for is driven by [`crate::swap::next_action`], which does not ask this gate.)
 pub fn gate_no_other_swap(v: &FleetView, out: &str, incoming: &str) -> Gate {
     let name = GateName::NoOtherSwap;
-    if let Some(l) = &v.lease {
+    let Some(l) = &v.lease else {
+        // The controller may update the Lease but not create it (its role
+        // names it): a swap would fail at its first write.
+        return Gate::fail(
+            name,
+            "the regrade Lease is missing and this controller may not create it: `fleet-role manifests controller | kubectl apply -f -` with an administrator's kubeconfig puts it back (docs/recovery.md)",
+        );
+    };
+    {
         if l.is_held(v.now) {
             let what = match l.recorded_swap() {
                 Some(r) => format!(

@@ -46,7 +46,7 @@ pub(super) fn arb_fleet() -> impl Strategy<Value = (FleetView, usize, usize)> {
                     now: NOW,
                     settings: s,
                     nodes,
-                    lease: None,
+                    lease: Some(protocol::LeaseFacts::default()),
                     pods: vec![],
                 },
                 out,

@@ -103,6 +103,16 @@ pub struct HostSpec {
     pub eligible: bool,
 }
 
+/// The kubectl the runbooks' tests run: `$FLEET_ROLE_KUBECTL`, which
+/// scripts/test.sh sets to the one it builds into `.cache/`. A test that
+/// needs it fails without it rather than skip.
+pub fn kubectl() -> PathBuf {
+    match std::env::var_os("FLEET_ROLE_KUBECTL").map(PathBuf::from) {
+        Some(p) if p.is_file() => p,
+        _ => panic!("FLEET_ROLE_KUBECTL names no file: scripts/test.sh builds kubectl and sets it"),
+    }
+}
+
 /// `n1`, `n2`, `n3` voters; `n4` an eligible standby; `n5` an agent that
 /// may not vote.
 pub fn three_voters() -> Vec<HostSpec> {
@@ -300,6 +310,76 @@ current-context: test
             runs.push(self.run(&args[1..]).await);
         }
         runs
+    }
+
+    /// The block of docs/recovery.md marked `mark`, each line run as
+    /// written through `sh -c` (pipes and all), as an administrator runs
+    /// it: `fleet-role` and kubectl ([`kubectl`]) first on `PATH`, an
+    /// administrator's kubeconfig in `KUBECONFIG`, the controller's config
+    /// in `FLEET_ROLE_CONFIG`; `fill` replaces the placeholders, and the
+    /// doc's config path is this harness's. Each line is bounded (120 s)
+    /// and must exit 0 unless it is a `fleet-role status`, whose exit code
+    /// is the test's to check; returns each line's output.
+    pub async fn run_runbook_as_admin(
+        &self,
+        mark: &str,
+        fill: &[(&str, &str)],
+    ) -> Vec<(String, std::process::Output)> {
+        let bin = self.dir.path().join("runbook-bin");
+        if !bin.exists() {
+            std::fs::create_dir(&bin).unwrap();
+            std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_fleet-role"), bin.join("fleet-role"))
+                .unwrap();
+            std::os::unix::fs::symlink(kubectl(), bin.join("kubectl")).unwrap();
+        }
+        let kubeconfig = self.dir.path().join("admin.kubeconfig");
+        self.plane
+            .write_kubeconfig(&kubeconfig, self.plane.admin_token())
+            .unwrap();
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let config = self.config.display().to_string();
+        let mut outs = Vec::new();
+        for command in testcp::runbook::commands(mark) {
+            let command = fill
+                .iter()
+                .chain(&[("/etc/fleet-role/controller.toml", config.as_str())])
+                .fold(command, |c, (from, to)| c.replace(from, to));
+            eprintln!("runbook {mark}: {command}");
+            let out = tokio::time::timeout(
+                Duration::from_secs(120),
+                Command::new("sh")
+                    .args(["-c", &command])
+                    .env("PATH", &path)
+                    .env("KUBECONFIG", &kubeconfig)
+                    .env("FLEET_ROLE_CONFIG", &self.config)
+                    .kill_on_drop(true)
+                    .output(),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{mark}: `{command}` ran past 120 s"))
+            .unwrap();
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            eprintln!("{text}");
+            assert!(
+                !text.contains(self.plane.admin_token().expose_secret()),
+                "{mark}: `{command}` printed the admin token"
+            );
+            assert!(
+                out.status.success() || command.starts_with("fleet-role status"),
+                "{mark}: `{command}` failed ({}):\n{text}",
+                out.status
+            );
+            outs.push((command, out));
+        }
+        outs
     }
 
     /// Starts `fleet-role ARGS` and returns the child.

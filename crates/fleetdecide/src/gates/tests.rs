@@ -14,6 +14,20 @@ fn every_preflight_gate_passes_on_a_healthy_fleet() {
 }
 
 #[test]
+fn a_swap_is_refused_while_the_regrade_lease_is_missing_since_the_controller_may_not_create_it() {
+    let mut v = fleet();
+    v.lease = None;
+    let a = next_action(&v, &request("n1", "n4"));
+    assert_eq!(refused_by(&a), vec![GateName::NoOtherSwap]);
+    let g = gate_no_other_swap(&v, "n1", "n4");
+    assert!(
+        g.reason.contains("the regrade Lease is missing"),
+        "{}",
+        g.reason
+    );
+}
+
+#[test]
 fn a_swap_is_refused_while_a_host_of_it_reports_a_protocol_version_this_build_does_not_know() {
     for host in ["n1", "n4"] {
         let mut v = fleet();
