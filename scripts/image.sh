@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the controller's OCI image `localhost/fleet-role:<version>` with
-# podman (Debian's package, installed by scripts/prereqs.sh) from
+# podman (Debian's package, installed by scripts/prereqs.sh's image group) from
 # deploy/image/Containerfile, and saves it as an OCI archive in
 # target/image/fleet-role-<version>.oci.tar, which k3s imports
 # (`k3s ctr images import`, or the file put in
@@ -12,7 +12,7 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-source scripts/prereqs.sh
+FLEET_ROLE_PREREQS="build image" source scripts/prereqs.sh
 
 version=$(cargo pkgid -p controller | sed 's/.*[#@]//')
 # The same package set as scripts/package.sh, so that this reuses its build

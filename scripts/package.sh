@@ -1,12 +1,34 @@
 #!/usr/bin/env bash
-# Builds the Debian packages fleet-role-actuator and fleet-role into
-# target/debian/: release binaries, their man pages and completions
-# (written from the CLIs by crates/manpages), and the files of deploy/.
-# Installs cargo-deb (from crates.io, into .cache/cargo-deb/) when missing.
+# Builds the Debian packages fleet-role-actuator and fleet-role: release
+# binaries, their man pages and completions (written from the CLIs by
+# crates/manpages), and the files of deploy/.
+#
+#   scripts/package.sh                   this machine's architecture, into target/debian/
+#   scripts/package.sh --target TRIPLE   another's (aarch64-unknown-linux-gnu: arm64),
+#                                        into target/debian/TRIPLE/
+#
+# Installs cargo-deb (from crates.io, into .cache/cargo-deb/) when missing,
+# and only what a package build needs (scripts/prereqs.sh's `build` group;
+# with --target, its `cross` group and the target's Rust std too: see
+# scripts/cross.sh). The suite's tests take the packages of target/debian/.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-source scripts/prereqs.sh
+triple=
+case "${1:-}" in
+  --target) triple=${2:?--target needs a triple}; shift 2 ;;
+  "") ;;
+  *) echo "usage: scripts/package.sh [--target TRIPLE]" >&2; exit 2 ;;
+esac
+FLEET_ROLE_PREREQS=build source scripts/prereqs.sh
+target_args=()
+out=target/debian
+if [ -n "$triple" ]; then
+  # The cross linker and C compiler, and the target's std (scripts/cross.sh).
+  source scripts/cross.sh "$triple"
+  target_args=(--target "$triple")
+  out=target/debian/$triple
+fi
 
 # cargo-deb, pinned, under .cache/ (ignored) rather than ~/.cargo/bin. A
 # debug build without its default features (the lzma C library): 38 s
@@ -21,17 +43,22 @@ if [ ! -x "$cargo_deb" ]; then
 fi
 command -v dpkg-deb >/dev/null || { echo "dpkg-deb is needed (Debian's dpkg)" >&2; exit 2; }
 
-cargo build --release --quiet -p actuator -p controller
+cargo build --release --quiet -p actuator -p controller "${target_args[@]}"
+# The man pages and completions are text: written by a build for this
+# machine, whatever the packages' architecture.
 cargo build --quiet -p manpages
 rm -rf target/manpages
 target/debug/fleet-role-manpages target/manpages
 
-mkdir -p target/debian
+mkdir -p "$out"
 # Only what this run builds: the install test takes the package it finds here.
-rm -f target/debian/*.deb
+rm -f "$out"/*.deb
 for crate in actuator controller; do
-  "$cargo_deb" deb --no-build --quiet -p "$crate" --output target/debian/ >/dev/null
+  # cargo-deb takes the binaries cargo built for the target
+  # (target/TRIPLE/release/ for the assets' target/release/), and its
+  # dependencies from dpkg-shlibdeps on them.
+  "$cargo_deb" deb --no-build --quiet -p "$crate" "${target_args[@]}" --output "$out/" >/dev/null
 done
-for deb in target/debian/*.deb; do
+for deb in "$out"/*.deb; do
   echo "$deb $(du -h "$deb" | cut -f1)"
 done
