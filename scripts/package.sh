@@ -59,6 +59,30 @@ for crate in actuator controller; do
   # dependencies from dpkg-shlibdeps on them.
   "$cargo_deb" deb --no-build --quiet -p "$crate" "${target_args[@]}" --output "$out/" >/dev/null
 done
+if [ -n "$triple" ] && [ "$FLEET_ROLE_SYSROOT" != / ]; then
+  # dpkg-shlibdeps knows another architecture's glibc only from its cross
+  # package's shlibs file (`libc6:arm64 (>= 2.36)`, the cross glibc's own
+  # version), not from libc6's symbols file as for this machine's: that
+  # would refuse every host with an older glibc than the build machine's
+  # (Ubuntu 22.04's 2.35) for no reason. The version a binary needs is the
+  # newest GLIBC_x.y its symbols are bound to (which is what the symbols
+  # file gives for this machine's packages; scripts/release.sh checks the
+  # two agree on amd64), and the package is of that architecture already.
+  readelf=${triple%%-*}-linux-gnu-readelf
+  for deb in "$out"/*.deb; do
+    pkg=$(dpkg-deb --field "$deb" Package)
+    unpacked=$(mktemp -d)
+    dpkg-deb -R "$deb" "$unpacked"
+    glibc=$("$readelf" -W -V "$unpacked/usr/bin/$pkg" | grep -o 'Name: GLIBC_[0-9.]*' \
+      | sed 's/Name: GLIBC_//' | sort -V | tail -1)
+    [ -n "$glibc" ] || { echo "no GLIBC version in $deb's /usr/bin/$pkg" >&2; exit 2; }
+    sed -i -E "s/^(Depends: .*)libc6:[a-z0-9]+ \(>= [0-9.]+\)/\1libc6 (>= $glibc)/" "$unpacked/DEBIAN/control"
+    grep -q "^Depends: .*libc6 (>= $glibc)" "$unpacked/DEBIAN/control" \
+      || { echo "$deb: no libc6 dependency to set: $(grep '^Depends' "$unpacked/DEBIAN/control")" >&2; exit 2; }
+    dpkg-deb --root-owner-group -Zxz --build "$unpacked" "$deb" >/dev/null
+    rm -rf "$unpacked"
+  done
+fi
 for deb in "$out"/*.deb; do
   echo "$deb $(du -h "$deb" | cut -f1)"
 done

@@ -161,7 +161,14 @@ for triple in "${triples[@]}"; do
     -t "$image-$arch" "$ctx" >/dev/null
   "${pm[@]}" manifest add "$image" "containers-storage:$image-$arch" >/dev/null
 done
-"${pm[@]}" manifest push --quiet --all "$image" "oci-archive:$top/$out/fleet-role-$version.oci.tar:$image"
+archive=$out/fleet-role-$version.oci.tar
+"${pm[@]}" manifest push --quiet --all "$image" "oci-archive:$top/$archive:$image"
+# The archive's one entry is the image index, which names both platforms.
+index=$(tar -xOf "$archive" index.json | grep -o '"digest":"sha256:[0-9a-f]*"' | head -1 | sed 's/.*sha256:\([0-9a-f]*\)"/\1/')
+platforms=$(tar -xOf "$archive" "blobs/sha256/$index" | grep -o '"architecture":"[a-z0-9]*","os":"linux"' | sort | tr '\n' ' ')
+[ "$platforms" = '"architecture":"amd64","os":"linux" "architecture":"arm64","os":"linux" ' ] \
+  || die "the image index of $archive names the platforms: $platforms"
+echo "$archive: an image index of linux/amd64 and linux/arm64" >&2
 
 # --- the cluster side, and the chart ----------------------------------------
 step "fleet-role.yaml and the Helm chart"
@@ -217,7 +224,15 @@ for triple in "${triples[@]}"; do
     dpkg-deb --fsys-tarfile "$deb" | tar -xO "./usr/bin/$pkg" > "$work/$pkg-$arch"
     "${readelf_tool[$triple]}" -h "$work/$pkg-$arch" | grep -q "Machine:.*${elf_machine[$triple]}" \
       || die "$deb holds a binary not for ${elf_machine[$triple]}"
-    echo "$deb: Architecture $got; Depends: $(dpkg-deb --field "$deb" Depends)" >&2
+    # libc6's version: the newest GLIBC_x.y the binary is bound to, which
+    # is what dpkg-shlibdeps reads from libc6's symbols file on amd64 and
+    # what scripts/package.sh sets on arm64 (whose cross glibc has none).
+    glibc=$("${readelf_tool[$triple]}" -W -V "$work/$pkg-$arch" | grep -o 'Name: GLIBC_[0-9.]*' \
+      | sed 's/Name: GLIBC_//' | sort -V | tail -1)
+    depends=$(dpkg-deb --field "$deb" Depends)
+    [[ ", $depends," == *", libc6 (>= $glibc),"* ]] \
+      || die "$deb depends on '$depends', not on libc6 (>= $glibc), the newest glibc its binary needs"
+    echo "$deb: Architecture $got; Depends: $depends" >&2
   done
 done
 # Shown overrides would count toward --fail-on: not shown here (the suite's
