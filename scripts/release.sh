@@ -262,18 +262,22 @@ echo "the arm64 image's files start fleet-role (its loader and libraries only)" 
 
 # The actuator's read-only `status` on a test host root (a server, as the
 # installer leaves it): the systemctl stand-in (crates/standins) keeps the
-# units' state under the root, a k3s that only says its version.
+# units' state under the root and runs their ExecCondition, fleet-role's
+# drop-in's `fleet-role-actuator is ROLE`, here the aarch64 actuator under
+# qemu; a `k3s` that only says its version.
 cargo build --release --quiet -p standins --bin systemctl
 hostroot=$top/$work/host
-bin=$work/host-bin
+bin=$top/$work/host-bin
 mkdir -p "$hostroot/etc/systemd/system" "$hostroot/var/lib/rancher/k3s/server/db/etcd/member/wal" "$bin"
 cp target/release/systemctl "$bin/"
 printf '#!/bin/sh\necho "k3s version v1.34.3+k3s1 (00000000)"\necho "go version go1.24.0"\n' > "$bin/k3s"
-chmod 0755 "$bin/k3s"
+printf '#!/bin/sh\nexec qemu-aarch64 -L %s %s "$@"\n' "$arm_sysroot" "$top/$arm/fleet-role-actuator" > "$bin/fleet-role-actuator"
+chmod 0755 "$bin/k3s" "$bin/fleet-role-actuator"
 for unit in k3s k3s-agent fleet-regrade; do
   printf '[Unit]\nDescription=%s (a test root: no process)\n[Service]\nType=notify\n[Install]\nWantedBy=multi-user.target\n' "$unit" \
     > "$hostroot/etc/systemd/system/$unit.service"
   mkdir -p "$hostroot/etc/systemd/system/$unit.service.d"
+  # The drop-in pins the condition's root to `/`: the test root's here.
   sed "s|--root / |--root $hostroot |" "deploy/systemd/$unit.service.d/50-fleet-role.conf" \
     > "$hostroot/etc/systemd/system/$unit.service.d/50-fleet-role.conf"
 done
@@ -282,15 +286,19 @@ echo wal > "$hostroot/var/lib/rancher/k3s/server/db/etcd/member/wal/000000000000
 echo s-0a1b2c3d > "$hostroot/var/lib/rancher/k3s/server/db/etcd/name"
 mkdir -p "$hostroot/etc/rancher/k3s"
 printf 'node-name: s\nwith-node-id: false\n' > "$hostroot/etc/rancher/k3s/config.yaml"
-run_status() {
-  env -u FLEET_ROLE_CONFIG -u FLEET_ROLE_API PATH="$top/$bin:$PATH" FLEET_ROLE_ROOT="$hostroot" \
-    "$@" --root "$hostroot" --node s status
+on_host() {
+  env -u FLEET_ROLE_CONFIG -u FLEET_ROLE_API PATH="$bin:$PATH" FLEET_ROLE_ROOT="$hostroot" "$@"
 }
-PATH="$top/$bin:$PATH" FLEET_ROLE_ROOT="$hostroot" "$bin/systemctl" enable --now k3s >/dev/null
+# The role file names the server: its unit starts, the agent's is kept
+# from starting by its condition.
+on_host "$bin/systemctl" enable --now k3s >/dev/null
+on_host "$bin/systemctl" start k3s-agent >/dev/null
+[ "$(on_host "$bin/systemctl" is-active k3s)" = active ] && [ "$(on_host "$bin/systemctl" is-active k3s-agent)" = inactive ] \
+  || die "the aarch64 actuator's ExecCondition (is server, is agent) did not gate the test host's units"
 set +e
-run_status "${qemu[@]}" "$arm/fleet-role-actuator" > "$work/status.aarch64" 2>&1
+on_host "${qemu[@]}" "$arm/fleet-role-actuator" --root "$hostroot" --node s status > "$work/status.aarch64" 2>&1
 arm_status=$?
-run_status "$x86/fleet-role-actuator" > "$work/status.x86_64" 2>&1
+on_host "$x86/fleet-role-actuator" --root "$hostroot" --node s status > "$work/status.x86_64" 2>&1
 x86_status=$?
 set -e
 [ "$arm_status" = 0 ] && grep -q '^health: *nothing degraded' "$work/status.aarch64" \
