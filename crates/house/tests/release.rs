@@ -7,8 +7,9 @@ use std::{
     fs,
     path::{Path, PathBuf},
     process::{Command, Stdio},
+    sync::mpsc,
     thread,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 fn workspace() -> PathBuf {
@@ -30,7 +31,7 @@ fn workspace_version() -> String {
 
 /// Runs the release script with `version`, bounded: a refusal is at once.
 fn release(version: &str) -> (Option<i32>, String) {
-    let mut child = Command::new("bash")
+    let child = Command::new("bash")
         .arg(workspace().join("scripts/release.sh"))
         .arg(version)
         .env_remove("FLEET_ROLE_RELEASE_WITHOUT_CHART")
@@ -40,15 +41,14 @@ fn release(version: &str) -> (Option<i32>, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("bash runs scripts/release.sh");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("scripts/release.sh {version} did not refuse within 60 s");
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = rx
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("scripts/release.sh {version} did not refuse within 60 s"))
+        .unwrap();
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
