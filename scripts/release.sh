@@ -40,6 +40,7 @@ export CARGO_INCREMENTAL=0
 start=$(date +%s)
 
 die() { echo "release: $*" >&2; exit 2; }
+join_and() { local IFS='|'; local all="$*"; echo "${all//|/ and }"; }
 step() { echo "== $* ($(( $(date +%s) - start )) s)" >&2; }
 
 [ $# -eq 1 ] || die "usage: scripts/release.sh VERSION (the workspace's, e.g. $(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml))"
@@ -60,6 +61,15 @@ if [ -n "$(git status --porcelain 2>/dev/null)" ] && [ "${FLEET_ROLE_RELEASE_DIR
   die "the checkout has uncommitted changes: a release is of a commit (FLEET_ROLE_RELEASE_DIRTY=1 for a trial)"
 fi
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+# The release before this one (scripts/previous-release, the commit the
+# mixed fleet's lab test builds its actuator from): named in the notes, and
+# older than this one, or the file was not moved on after a release.
+previous_commit=$(tr -d '[:space:]' < scripts/previous-release)
+previous_version=$(git show "$previous_commit:Cargo.toml" 2>/dev/null \
+  | sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p')
+[ -n "$previous_version" ] || die "scripts/previous-release names $previous_commit, whose Cargo.toml this history lacks (git fetch --unshallow)"
+[ "$(printf '%s\n%s\n' "$previous_version" "$version" | sort -V | tail -1)" = "$version" ] && [ "$previous_version" != "$version" ] \
+  || die "scripts/previous-release names $previous_version ($previous_commit), not a release before $version"
 
 # The chart is another part of the tree: checked first, so that a release
 # without it stops before the long builds.
@@ -70,10 +80,10 @@ if [ ! -f "$chart/Chart.yaml" ] || [ ! -x scripts/build-helm.sh ]; then
   [ -f "$chart/Chart.yaml" ] || missing+=("the Helm chart ($chart/Chart.yaml)")
   [ -x scripts/build-helm.sh ] || missing+=("scripts/build-helm.sh (builds the helm that packages it)")
   if [ "${FLEET_ROLE_RELEASE_WITHOUT_CHART:-0}" = 1 ]; then
-    echo "release: WARNING: no Helm chart in this trial release: missing ${missing[*]}" >&2
+    echo "release: WARNING: no Helm chart in this trial release: missing $(join_and "${missing[@]}")" >&2
     with_chart=0
   else
-    die "missing ${missing[*]}: a release ships the chart (FLEET_ROLE_RELEASE_WITHOUT_CHART=1 for a trial without it)"
+    die "missing $(join_and "${missing[@]}"): a release ships the chart (FLEET_ROLE_RELEASE_WITHOUT_CHART=1 for a trial without it)"
   fi
 fi
 
@@ -187,6 +197,8 @@ step "release notes and SHA256SUMS"
   echo "# fleet-role $version"
   echo
   echo "Built from commit $commit on $(date -u +%Y-%m-%d) by scripts/release.sh."
+  echo "The release before it: $previous_version (commit $previous_commit); docs/upgrade.md"
+  echo "gives the order of an upgrade from it."
   [ "$with_chart" = 1 ] || { echo; echo "**A trial release: no Helm chart.**"; }
   echo
   echo "## Changes"
