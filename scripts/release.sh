@@ -301,12 +301,17 @@ printf 'node-name: s\nwith-node-id: false\n' > "$hostroot/etc/rancher/k3s/config
 on_host() {
   env -u FLEET_ROLE_CONFIG -u FLEET_ROLE_API PATH="$bin:$PATH" FLEET_ROLE_ROOT="$hostroot" "$@"
 }
-# The role file names the server: its unit starts, the agent's is kept
-# from starting by its condition.
+# The role file names the server: its unit starts (its condition, `is
+# server --no-tombstone`, passes), and `is agent` says no (exit 1), which
+# would keep the agent's unit from starting.
 on_host "$bin/systemctl" enable --now k3s >/dev/null
-on_host "$bin/systemctl" start k3s-agent >/dev/null
-[ "$(on_host "$bin/systemctl" is-active k3s)" = active ] && [ "$(on_host "$bin/systemctl" is-active k3s-agent)" = inactive ] \
-  || die "the aarch64 actuator's ExecCondition (is server, is agent) did not gate the test host's units"
+[ "$(on_host "$bin/systemctl" is-active k3s)" = active ] \
+  || die "the test host's k3s did not start: the aarch64 actuator's ExecCondition (is server) refused it"
+set +e
+on_host "$bin/fleet-role-actuator" --root "$hostroot" is agent
+is_agent=$?
+set -e
+[ "$is_agent" = 1 ] || die "the aarch64 actuator's is agent on a server exits $is_agent, not 1"
 set +e
 on_host "${qemu[@]}" "$arm/fleet-role-actuator" --root "$hostroot" --node s status > "$work/status.aarch64" 2>&1
 arm_status=$?
