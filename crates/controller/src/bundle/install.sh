@@ -11,6 +11,8 @@
 set -eu
 umask 077
 node='{{node}}'
+# Where /etc is: the host's root, unless a test names another.
+root=${FLEET_ROLE_ROOT:-}
 here=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd -P)
 
 refuse() {
@@ -31,7 +33,7 @@ esac
 [ "$(id -u)" -eq 0 ] || refuse "run it as root"
 command -v fleet-role-actuator >/dev/null 2>&1 \
     || refuse "fleet-role-actuator is not installed: install its package first"
-[ -d /etc/fleet-role ] || refuse "/etc/fleet-role is missing: install fleet-role-actuator's package first"
+[ -d "$root/etc/fleet-role" ] || refuse "$root/etc/fleet-role is missing: install fleet-role-actuator's package first"
 for f in actuator.toml ca.crt token; do
     [ -f "$here/$f" ] && [ -s "$here/$f" ] || refuse "$here/$f is missing or empty: make the bundle again"
 done
@@ -73,9 +75,9 @@ place() {
     changed=1
     echo "install.sh: wrote $2 (mode $3)"
 }
-place token '{{token}}' 600
-place ca.crt '{{ca}}' 644
-place actuator.toml '{{config}}' 640
+place token "$root{{token}}" 600
+place ca.crt "$root{{ca}}" 644
+place actuator.toml "$root{{config}}" 640
 
 systemctl enable --quiet fleet-role-actuator.service
 if [ -n "$changed" ] || ! systemctl is-active --quiet fleet-role-actuator.service; then
@@ -84,5 +86,5 @@ if [ -n "$changed" ] || ! systemctl is-active --quiet fleet-role-actuator.servic
 else
     echo "install.sh: nothing to change"
 fi
-exec env -u FLEET_ROLE_NODE -u FLEET_ROLE_API -u FLEET_ROLE_ROOT -u FLEET_ROLE_CONFIG \
-    -u FLEET_ROLE_CA_FILE -u FLEET_ROLE_TOKEN_FILE fleet-role-actuator status
+exec env -u FLEET_ROLE_NODE -u FLEET_ROLE_API -u FLEET_ROLE_ROOT -u FLEET_ROLE_CA_FILE \
+    -u FLEET_ROLE_TOKEN_FILE FLEET_ROLE_CONFIG="$root{{config}}" fleet-role-actuator status

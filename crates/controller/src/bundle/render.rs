@@ -2,7 +2,6 @@
 //! its `actuator.toml` and the `install.sh` that puts the bundle in place.
 
 use protocol::{Names, NodeName};
-use serde::Serialize;
 
 /// Where the package's actuator reads its settings.
 pub const CONFIG_PATH: &str = "/etc/fleet-role/actuator.toml";
@@ -11,43 +10,44 @@ pub const CA_PATH: &str = "/etc/fleet-role/ca.crt";
 /// Where the bundle puts the token on the host (the packaged file's example).
 pub const TOKEN_PATH: &str = "/etc/fleet-role/token";
 
-/// The keys of `actuator.toml` a bundle sets: the host's own, and the
-/// names the controller's settings give (the actuator must agree with
-/// them, whatever this controller's config file set).
-#[derive(Debug, Serialize)]
-struct ActuatorToml<'a> {
-    node: &'a str,
-    api: &'a [String],
-    ca_file: &'a str,
-    token_file: &'a str,
-    prefix: &'a str,
-    lease_name: &'a str,
-    hosts_namespace: &'a str,
-    controller_identity: &'a str,
-}
-
 /// The host's `actuator.toml`: its Node name, its API servers, the CA and
-/// token where [`install_script`] puts them, and the controller's names.
-/// Serialized by `toml`, so any value is quoted as TOML needs.
+/// token where [`install_script`] puts them, and the names the
+/// controller's settings give (the actuator must agree with them, whatever
+/// this controller's config file set).
+///
+/// One `key = value` line per key, each value written as JSON: a JSON
+/// string or array of strings is a TOML one too (JSON's escapes are a
+/// subset of TOML's basic strings'), and the Ansible role reads a bundle's
+/// settings line by line with `from_json`, having no TOML parser.
 pub fn actuator_toml(names: &Names, node: &NodeName, api: &[String]) -> String {
-    let body = toml::to_string(&ActuatorToml {
-        node: node.as_str(),
-        api,
-        ca_file: CA_PATH,
-        token_file: TOKEN_PATH,
-        prefix: &names.prefix,
-        lease_name: &names.lease_name,
-        hosts_namespace: &names.hosts_namespace,
-        controller_identity: &names.controller_identity,
-    })
-    .expect("strings and a list of strings serialize as TOML");
-    format!(
+    let json = |v: serde_json::Value| v.to_string();
+    let keys = [
+        ("node", json(node.as_str().into())),
+        ("api", json(api.into())),
+        ("ca_file", json(CA_PATH.into())),
+        ("token_file", json(TOKEN_PATH.into())),
+        ("prefix", json(names.prefix.as_str().into())),
+        ("lease_name", json(names.lease_name.as_str().into())),
+        (
+            "hosts_namespace",
+            json(names.hosts_namespace.as_str().into()),
+        ),
+        (
+            "controller_identity",
+            json(names.controller_identity.as_str().into()),
+        ),
+    ];
+    let mut out = format!(
         "# {CONFIG_PATH} for {node}, from `fleet-role enroll {node} --bundle`.\n\
          # Every key is described in the file the package installs. `api` was\n\
          # read from the Nodes once (servers, then eligible hosts, this host last);\n\
-         # make the bundle again when the servers' addresses change.\n{body}",
+         # make the bundle again when the servers' addresses change.\n",
         node = node.as_str(),
-    )
+    );
+    for (k, v) in keys {
+        out.push_str(&format!("{k} = {v}\n"));
+    }
+    out
 }
 
 /// The script that puts the bundle in place on `node`, run there as root
@@ -98,6 +98,24 @@ mod tests {
         assert_eq!(s.names.prefix, "example.org");
         assert_eq!(s.names.controller_identity, "ops-controller");
         assert_eq!(s.names.hosts_namespace, names.hosts_namespace);
+    }
+
+    #[test]
+    fn each_setting_is_one_line_whose_value_is_json_as_the_ansible_role_reads_it() {
+        let names = Names {
+            controller_identity: "ops\"ctl\\é".into(),
+            ..Names::default()
+        };
+        let text = actuator_toml(&names, &node("runner-4"), &["https://10.0.0.1:6443".into()]);
+        let table: toml::Table = text.parse().expect(&text);
+        let mut read = toml::Table::new();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let (k, v) = line.split_once(" = ").expect(line);
+            let v: serde_json::Value = serde_json::from_str(v).expect(line);
+            read.insert(k.into(), toml::Value::try_from(v).unwrap());
+        }
+        assert_eq!(read, table);
+        assert_eq!(table["controller_identity"].as_str(), Some("ops\"ctl\\é"));
     }
 
     #[test]
