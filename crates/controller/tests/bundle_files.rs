@@ -13,7 +13,7 @@ use std::{
     os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
     process::{Command, Output, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use controller::bundle::render;
@@ -243,7 +243,7 @@ fn bounded(cmd: &mut Command, bound: Duration) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    let started = Instant::now();
+    let started = clock::Clock::system().now();
     while child.try_wait().unwrap().is_none() {
         if started.elapsed() > bound {
             let _ = child.kill();
