@@ -326,8 +326,7 @@ async fn under_other_namespaces_each_host_writes_its_own_report_within_16_kib_an
 }
 
 #[tokio::test]
-async fn the_whole_cluster_side_file_applies_server_side_as_a_dry_run_with_every_part_of_fleet_role()
- {
+async fn the_whole_cluster_side_file_applies_server_side_as_a_dry_run_with_every_part_of_fleet_role() {
     let plane = ControlPlane::start().await.expect("a control plane starts");
     let yaml = std::fs::read_to_string(workspace().join("deploy/fleet-role.yaml")).unwrap();
     let applied = plane
