@@ -314,7 +314,7 @@ fn render_with_role(vars: serde_json::Value) -> (Output, Option<String>) {
 }
 
 #[test]
-fn the_ansible_role_takes_a_bundle_and_renders_every_table_of_its_settings_as_toml_the_actuator_reads()
+fn the_ansible_role_with_a_bundle_or_without_renders_every_table_of_its_settings_as_toml_the_actuator_reads()
  {
     let dir = tempfile::tempdir().unwrap();
     let names = Names {
@@ -343,6 +343,22 @@ fn the_ansible_role_takes_a_bundle_and_renders_every_table_of_its_settings_as_to
     let docker = s.docker.expect("the [docker] table");
     assert_eq!(docker.socket, Path::new("/run/docker.sock"));
     assert_eq!(docker.stop_grace, Duration::from_secs(30));
+
+    // Without a bundle: the variables alone, a table among the settings.
+    let (out, text) = render_with_role(serde_json::json!({
+        "fleet_role_actuator_node": NODE,
+        "fleet_role_actuator_api": ["https://10.0.0.9:6443"],
+        "fleet_role_actuator_token": "t",
+        "fleet_role_actuator_settings": {"docker": {"socket": "/var/run/docker.sock"}, "resync_secs": 5},
+    }));
+    assert!(out.status.success(), "{}", said(&out));
+    let text = text.expect("the rendered file");
+    let file: actuator::config::FileConfig = toml::from_str(&text).expect(&text);
+    let s = actuator::config::Settings::resolve(file, Default::default()).expect(&text);
+    assert_eq!(s.api, ["https://10.0.0.9:6443"]);
+    assert_eq!(s.names, Names::default());
+    assert_eq!(s.resync, Duration::from_secs(5));
+    assert!(s.docker.is_some(), "{text}");
 
     // A bundle for another host is refused before anything is changed.
     let other = dir.path().join("runner-5");
