@@ -25,6 +25,10 @@ use crate::config::Settings;
 /// The namespace of the controller's own ServiceAccount `fleet-role`, where
 /// `deploy/kubernetes/` runs it.
 pub const CONTROLLER_NAMESPACE: &str = "platform";
+/// The controller's own ServiceAccount, in [`CONTROLLER_NAMESPACE`], as the
+/// rendered controller objects name it (`fleet-role kubeconfig` issues its
+/// credential).
+pub const CONTROLLER_SERVICE_ACCOUNT: &str = "fleet-role";
 
 const ACTUATORS: &str = include_str!("manifests/actuators.yaml");
 const CONTROLLER: &str = include_str!("manifests/controller.yaml");
@@ -206,6 +210,24 @@ mod tests {
                 assert!(docs.iter().all(|d| d["metadata"]["name"].is_string()));
             }
         }
+    }
+
+    #[test]
+    fn the_controller_objects_make_the_service_account_kubeconfig_issues_a_token_for() {
+        let y = controller(&settings(OTHER));
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&y).unwrap();
+        let accounts: Vec<_> = docs
+            .iter()
+            .filter(|d| d["kind"] == "ServiceAccount")
+            .map(|d| (&d["metadata"]["namespace"], &d["metadata"]["name"]))
+            .collect();
+        assert_eq!(
+            accounts,
+            [(
+                &serde_json::json!(CONTROLLER_NAMESPACE),
+                &serde_json::json!(CONTROLLER_SERVICE_ACCOUNT)
+            )]
+        );
     }
 
     #[test]
