@@ -232,6 +232,34 @@ fn helm_lints_the_chart_and_renders_what_fleet_role_manifests_all_renders_for_th
     assert!(rendered.contains("fleet-hosts") && !rendered.contains("fleet-regrade"));
     assert_same(&rendered, &manifests_all(home, Some(&other)));
 
+    // The names as values, written before config's text: the same as a
+    // file that holds them so.
+    let values = helm(
+        home,
+        &[
+            "template",
+            "fleet-role",
+            chart,
+            "--set",
+            "settings.prefix=fleet.example.org,settings.hosts_namespace=fleet-hosts,settings.lease_name=regrade-x",
+            "--set-json",
+            "settings.api_servers=[\"https://10.0.0.1:6443\"]",
+        ],
+    );
+    let file = home.join("values.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "api_servers = [\"https://10.0.0.1:6443\"]\nhosts_namespace = \"fleet-hosts\"\nlease_name = \"regrade-x\"\nprefix = \"fleet.example.org\"\n{}",
+            manifests::WORKLOAD_CONFIG
+        ),
+    )
+    .unwrap();
+    assert_same(
+        &String::from_utf8(values.stdout).unwrap(),
+        &manifests_all(home, Some(&file)),
+    );
+
     // The controller under systemd: no workload, the rest alike.
     let off = helm(
         home,
@@ -311,19 +339,56 @@ fn the_chart_adds_a_service_monitor_and_the_alert_rules_when_asked_and_refuses_a
         ("admin_group = \"x') || true || ('\"\n", "admin_group"),
         ("prefix = [\n", "not TOML"),
     ] {
-        let file = home.join("bad.toml");
-        std::fs::write(&file, bad).unwrap();
-        let out = Command::new("timeout")
-            .arg("120")
-            .arg(helm_binary())
-            .args(["template", "fleet-role", chart, "--set-file"])
-            .arg(format!("config={}", file.display()))
-            .env("HOME", home)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains(named), "{bad}: {err}");
+        helm_fails(
+            home,
+            chart,
+            &["--set-file", &format!("config={}", write(home, bad))],
+            named,
+        );
     }
+    // A key both as a value and in config; a number as a value.
+    let both = write(home, "hosts_namespace = \"b\"\n");
+    helm_fails(
+        home,
+        chart,
+        &[
+            "--set",
+            "settings.hosts_namespace=a",
+            "--set-file",
+            &format!("config={both}"),
+        ],
+        "already been defined",
+    );
+    helm_fails(
+        home,
+        chart,
+        &["--set", "settings.voters=3"],
+        "numbers and tables go in config",
+    );
+}
+
+/// Writes `text` to a config file in `home`; its path.
+fn write(home: &Path, text: &str) -> String {
+    let file = home.join("bad.toml");
+    std::fs::write(&file, text).unwrap();
+    file.display().to_string()
+}
+
+/// `helm template` of `chart` with `args`, which must fail saying `named`.
+fn helm_fails(home: &Path, chart: &str, args: &[&str], named: &str) {
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(helm_binary())
+        .args(["template", "fleet-role", chart])
+        .args(args)
+        .env("HOME", home)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains(named),
+        "{args:?}: {err}"
+    );
 }
 
 #[tokio::test]

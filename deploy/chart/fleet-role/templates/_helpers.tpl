@@ -1,11 +1,26 @@
 {{/*
-The controller's settings (.Values.config, TOML) and the names rendered
+The controller's settings: .Values.settings, each a `key = value` line,
+then .Values.config (TOML), as the ConfigMap holds them; a key in both is
+TOML's duplicate key and fails. Then the names rendered
 from them, each with the default the controller gives it and checked as
 the controller checks it (crates/controller/src/config.rs), so that a bad
 name fails the install rather than landing in a role or a CEL string.
 */}}
+{{- define "fleet-role.config" -}}
+{{- range $k, $v := .Values.settings -}}
+{{- if not (regexMatch "^[a-z][a-z_]*$" $k) -}}
+{{- fail (printf "settings: %q is no key of the controller's settings" $k) -}}
+{{- end -}}
+{{- if not (or (kindIs "string" $v) (kindIs "slice" $v)) -}}
+{{- fail (printf "settings.%s: a string or a list of strings here; numbers and tables go in config" $k) -}}
+{{- end -}}
+{{- printf "%s = %s\n" $k (toJson $v) -}}
+{{- end -}}
+{{- .Values.config -}}
+{{- end -}}
+
 {{- define "fleet-role.setting" -}}
-{{- $s := fromToml .root.Values.config -}}
+{{- $s := fromToml (include "fleet-role.config" .root) -}}
 {{- if hasKey $s "Error" -}}
 {{- fail (printf "config is not TOML: %s" (get $s "Error")) -}}
 {{- end -}}
