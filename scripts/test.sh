@@ -74,7 +74,7 @@ FLEET_ROLE_DEB_DIR="$top/target/debian"
 export FLEET_ROLE_DEB_DIR
 
 if ! wait "$go_tools_build"; then
-  cat .cache/kube-apiserver.log .cache/helm.log >&2
+  cat .cache/kube-apiserver.log .cache/helm.log >&2 2>/dev/null || true
   cat .cache/go-tools.failed >&2 2>/dev/null || echo "a Go build failed" >&2
   exit 2
 fi
