@@ -22,6 +22,9 @@ use protocol::{
 
 use crate::config::Settings;
 
+mod chart;
+pub use chart::chart_templates;
+
 /// The namespace of the controller's own ServiceAccount `fleet-role`, where
 /// `deploy/kubernetes/` runs it.
 pub const CONTROLLER_NAMESPACE: &str = "platform";
@@ -51,21 +54,58 @@ pub enum Which {
     All,
 }
 
-/// The objects of `which` as YAML documents, rendered from `settings`.
+/// The objects of `which` as YAML documents, rendered from `settings`,
+/// the workload's ConfigMap holding the default settings.
 pub fn render(which: Which, settings: &Settings) -> String {
+    render_with_config(which, settings, None)
+}
+
+/// The objects of `which` as YAML documents, rendered from `settings`; the
+/// workload's ConfigMap (`all`) holds `config`, the text of the config file
+/// `settings` were read from, so that the controller runs with the settings
+/// its roles were rendered for (none: the defaults the file ships).
+pub fn render_with_config(which: Which, settings: &Settings, config: Option<&str>) -> String {
     match which {
         Which::Actuators => actuators(settings),
         Which::Controller => controller(settings),
         Which::All => format!(
-            "{ALL_HEADER}{}---\n{}---\n{WORKLOAD}",
+            "{ALL_HEADER}{}---\n{}---\n{}",
             controller(settings),
-            actuators(settings)
+            actuators(settings),
+            workload(config)
         ),
     }
 }
 
 /// The controller's workload, as `deploy/kubernetes/fleet-role.yaml` ships it.
 pub const WORKLOAD: &str = include_str!("../../../deploy/kubernetes/fleet-role.yaml");
+
+/// The settings the workload's ConfigMap ships (`controller.toml`), and the
+/// chart's default `config` (deploy/chart/fleet-role/values.yaml).
+pub const WORKLOAD_CONFIG: &str = "\
+# Every key is optional; see docs/controller.md.
+voters = 3
+metrics_address = \"0.0.0.0:9464\"
+";
+
+/// `text` as the body of a YAML block scalar four spaces in, as the
+/// ConfigMap's `controller.toml: |` holds it (and as helm's `indent 4`
+/// writes it in the chart).
+fn indented(text: &str) -> String {
+    let mut out: String = text.lines().map(|l| format!("    {l}\n")).collect();
+    if text.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+/// The workload with `config` (none: the defaults) in its ConfigMap.
+pub fn workload(config: Option<&str>) -> String {
+    match config {
+        None => WORKLOAD.to_string(),
+        Some(text) => WORKLOAD.replacen(&indented(WORKLOAD_CONFIG), &indented(text), 1),
+    }
+}
 
 /// What the whole rendering says of itself.
 const ALL_HEADER: &str = "\

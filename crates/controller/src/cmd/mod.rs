@@ -168,7 +168,19 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
             Ok(enroll::command::enroll(settings.names(), args, client).await?)
         }
         Command::Manifests { which } => {
-            print!("{}", manifests::render(*which, &settings));
+            // The file's own text for the workload's ConfigMap: it was read
+            // and validated just now, so a failure here is a race.
+            let text =
+                match cli.config.as_deref() {
+                    Some(p) => Some(std::fs::read_to_string(p).map_err(|e| {
+                        usage(anyhow::Error::new(e).context(p.display().to_string()))
+                    })?),
+                    None => None,
+                };
+            print!(
+                "{}",
+                manifests::render_with_config(*which, &settings, text.as_deref())
+            );
             Ok(Exit::Done)
         }
         Command::Uninstall { dry_run } => {
