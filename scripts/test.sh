@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of fleet-role from a fresh checkout: installs what the
-# machine lacks, builds the real kube-apiserver once (cached in .cache/),
-# then format, lints and the whole test suite. CI runs exactly this.
+# machine lacks, builds the real kube-apiserver, helm and kubectl once
+# (cached in .cache/), then format, lints and the whole test suite. CI runs
+# exactly this.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -25,9 +26,19 @@ command -v go >/dev/null || { echo "Go is needed to build kube-apiserver for the
 command -v cargo >/dev/null || { echo "Rust (cargo) is needed" >&2; exit 2; }
 
 # kube-apiserver's Go build (minutes on a fresh machine, half of it waiting
-# on module downloads) runs beside cargo's; only the tests need it.
-scripts/build-kube-apiserver.sh > .cache/kube-apiserver.path 2> .cache/kube-apiserver.log &
-kube_apiserver_build=$!
+# on module downloads) runs beside cargo's; only the tests need it. helm's
+# and kubectl's (for the chart's tests and the runbooks) follow it in the
+# same job: each script ends with `go clean -cache`, which would pull the
+# compile cache from under the other's build, and two Go builds beside
+# cargo's on 2 cores only share the same cores.
+rm -f .cache/go-tools.failed
+(
+  scripts/build-kube-apiserver.sh > .cache/kube-apiserver.path 2> .cache/kube-apiserver.log \
+    || { echo "the kube-apiserver build failed" > .cache/go-tools.failed; exit 1; }
+  scripts/build-helm.sh > .cache/helm.path 2> .cache/helm.log \
+    || { echo "the helm and kubectl build failed" > .cache/go-tools.failed; exit 1; }
+) &
+go_tools_build=$!
 # cargo-nextest (the runner) and ansible-core (for the test of
 # deploy/ansible/), both cached in .cache/.
 nextest=$(scripts/nextest.sh)
@@ -62,13 +73,15 @@ scripts/image.sh
 FLEET_ROLE_DEB_DIR="$top/target/debian"
 export FLEET_ROLE_DEB_DIR
 
-if ! wait "$kube_apiserver_build"; then
-  cat .cache/kube-apiserver.log >&2
-  echo "the kube-apiserver build failed" >&2
+if ! wait "$go_tools_build"; then
+  cat .cache/kube-apiserver.log .cache/helm.log >&2 2>/dev/null || true
+  cat .cache/go-tools.failed >&2 2>/dev/null || echo "a Go build failed" >&2
   exit 2
 fi
 FLEET_ROLE_KUBE_APISERVER=$(cat .cache/kube-apiserver.path)
-export FLEET_ROLE_KUBE_APISERVER
+FLEET_ROLE_HELM="$(cat .cache/helm.path)/helm"
+FLEET_ROLE_KUBECTL="$(cat .cache/helm.path)/kubectl"
+export FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_HELM FLEET_ROLE_KUBECTL
 
 # The summary is printed even when a test fails, so errexit is off here.
 set +e

@@ -111,6 +111,19 @@ pub enum Command {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Remove a member etcd lists and no Node stands for (its host gone),
+    /// through this server's etcd member. Refused, with nothing changed,
+    /// for a member a Node stands for, one that answers as healthy, while
+    /// a change holds the regrade Lease, and while the voters left would be
+    /// no healthy quorum. Run on a server.
+    RemoveGhost {
+        /// The member: its id (hex, as `fleet-role status` lists etcd's
+        /// members) or its name (`NODE-XXXXXXXX`).
+        member: String,
+        /// How to reach the API (to read the Nodes and the regrade Lease).
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Show the role file as read, fleet-role's drop-ins, each unit's state
     /// and, with an API, the host's report; exit 5 when something is degraded.
     Status(ApiArgs),

@@ -81,6 +81,7 @@ fn run(
             cmd::wait_join(cli, url.as_deref(), *timeout, rt, clock)
         }
         Command::RemoveLearner { member, api } => cmd::remove_learner(cli, member, api, rt, clock),
+        Command::RemoveGhost { member, api } => cmd::remove_ghost(cli, member, api, rt, clock),
         Command::Status(api) => cmd::status(cli, api, rt, clock),
         Command::Watch(api) => cmd::watch(cli, api, rt, clock.clone()),
     }

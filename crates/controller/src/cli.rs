@@ -150,10 +150,15 @@ pub enum Command {
     /// Lift a pause.
     Resume,
     /// Give host NODE its own identity and write its credential (see
-    /// docs/security.md); again to rotate the credential.
+    /// docs/security.md), or with --bundle everything the host needs;
+    /// again to rotate the credential.
     Enroll(crate::enroll::EnrollArgs),
     /// Remove host NODE's identity, revoking its credential.
     Unenroll(crate::enroll::UnenrollArgs),
+    /// Write the controller's own kubeconfig (a token of its ServiceAccount,
+    /// the cluster's server and CA) for `fleet-role run` as a service; again
+    /// to rotate it.
+    Kubeconfig(crate::kubeconfig::KubeconfigArgs),
     /// Remove what fleet-role made in the cluster (the controller's
     /// workload, every host's identity, the roles, Leases, report and
     /// admission policy); refused while a swap is under way. The

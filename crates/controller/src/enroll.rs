@@ -77,6 +77,18 @@ pub struct EnrollArgs {
     /// kubectl in.
     #[arg(long, value_name = "NAME", default_value = "k3s-server")]
     pub container: String,
+    /// Write everything the host needs into the new directory DIR (mode
+    /// 0700): its token, the cluster's CA, its actuator.toml and
+    /// install.sh, the one command to run on the host as root.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["credential", "output"])]
+    pub bundle: Option<PathBuf>,
+    /// With --bundle: an API server the host's actuator is given, in place
+    /// of those found from the Nodes; again for the next one.
+    #[arg(long = "api", value_name = "URL", requires = "bundle")]
+    pub api: Vec<String>,
+    /// With --bundle: the API port of the servers found from the Nodes.
+    #[arg(long, value_name = "PORT", default_value_t = 6443, requires = "bundle")]
+    pub api_port: u16,
 }
 
 /// `fleet-role unenroll NODE`.

@@ -11,7 +11,9 @@
 #![forbid(unsafe_code)]
 
 pub mod act;
+pub mod bundle;
 pub mod cli;
+pub mod cluster_ca;
 pub mod config;
 pub mod drain;
 pub mod drive;
@@ -20,6 +22,7 @@ pub mod enroll;
 pub mod events;
 #[cfg(test)]
 mod fixtures;
+pub mod kubeconfig;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;

@@ -22,9 +22,16 @@ use protocol::{
 
 use crate::config::Settings;
 
+mod chart;
+pub use chart::chart_templates;
+
 /// The namespace of the controller's own ServiceAccount `fleet-role`, where
 /// `deploy/kubernetes/` runs it.
 pub const CONTROLLER_NAMESPACE: &str = "platform";
+/// The controller's own ServiceAccount, in [`CONTROLLER_NAMESPACE`], as the
+/// rendered controller objects name it (`fleet-role kubeconfig` issues its
+/// credential).
+pub const CONTROLLER_SERVICE_ACCOUNT: &str = "fleet-role";
 
 const ACTUATORS: &str = include_str!("manifests/actuators.yaml");
 const CONTROLLER: &str = include_str!("manifests/controller.yaml");
@@ -47,21 +54,58 @@ pub enum Which {
     All,
 }
 
-/// The objects of `which` as YAML documents, rendered from `settings`.
+/// The objects of `which` as YAML documents, rendered from `settings`,
+/// the workload's ConfigMap holding the default settings.
 pub fn render(which: Which, settings: &Settings) -> String {
+    render_with_config(which, settings, None)
+}
+
+/// The objects of `which` as YAML documents, rendered from `settings`; the
+/// workload's ConfigMap (`all`) holds `config`, the text of the config file
+/// `settings` were read from, so that the controller runs with the settings
+/// its roles were rendered for (none: the defaults the file ships).
+pub fn render_with_config(which: Which, settings: &Settings, config: Option<&str>) -> String {
     match which {
         Which::Actuators => actuators(settings),
         Which::Controller => controller(settings),
         Which::All => format!(
-            "{ALL_HEADER}{}---\n{}---\n{WORKLOAD}",
+            "{ALL_HEADER}{}---\n{}---\n{}",
             controller(settings),
-            actuators(settings)
+            actuators(settings),
+            workload(config)
         ),
     }
 }
 
 /// The controller's workload, as `deploy/kubernetes/fleet-role.yaml` ships it.
 pub const WORKLOAD: &str = include_str!("../../../deploy/kubernetes/fleet-role.yaml");
+
+/// The settings the workload's ConfigMap ships (`controller.toml`), and the
+/// chart's default `config` (deploy/chart/fleet-role/values.yaml).
+pub const WORKLOAD_CONFIG: &str = "\
+# Every key is optional; see docs/controller.md.
+voters = 3
+metrics_address = \"0.0.0.0:9464\"
+";
+
+/// `text` as the body of a YAML block scalar four spaces in, as the
+/// ConfigMap's `controller.toml: |` holds it (and as helm's `indent 4`
+/// writes it in the chart).
+fn indented(text: &str) -> String {
+    let mut out: String = text.lines().map(|l| format!("    {l}\n")).collect();
+    if text.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+/// The workload with `config` (none: the defaults) in its ConfigMap.
+pub fn workload(config: Option<&str>) -> String {
+    match config {
+        None => WORKLOAD.to_string(),
+        Some(text) => WORKLOAD.replacen(&indented(WORKLOAD_CONFIG), &indented(text), 1),
+    }
+}
 
 /// What the whole rendering says of itself.
 const ALL_HEADER: &str = "\
@@ -206,6 +250,24 @@ mod tests {
                 assert!(docs.iter().all(|d| d["metadata"]["name"].is_string()));
             }
         }
+    }
+
+    #[test]
+    fn the_controller_objects_make_the_service_account_kubeconfig_issues_a_token_for() {
+        let y = controller(&settings(OTHER));
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&y).unwrap();
+        let accounts: Vec<_> = docs
+            .iter()
+            .filter(|d| d["kind"] == "ServiceAccount")
+            .map(|d| (&d["metadata"]["namespace"], &d["metadata"]["name"]))
+            .collect();
+        assert_eq!(
+            accounts,
+            [(
+                &serde_json::json!(CONTROLLER_NAMESPACE),
+                &serde_json::json!(CONTROLLER_SERVICE_ACCOUNT)
+            )]
+        );
     }
 
     #[test]

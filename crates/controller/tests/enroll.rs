@@ -442,3 +442,297 @@ async fn context_picks_the_kubeconfigs_context_and_an_unknown_one_is_a_usage_err
         assert!(!out.contains(token) && !err.contains(token));
     }
 }
+
+/// Makes Node `name` with `labels` (each `"true"`) and, if given, its
+/// InternalIP (status, patched as its kubelet would).
+async fn make_node(w: &World, name: &str, labels: &[&str], ip: Option<&str>) {
+    use k8s_openapi::api::core::v1::Node;
+    let nodes: Api<Node> = Api::all(w.plane.admin_client().unwrap());
+    let labels: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .map(|l| (l.to_string(), json!("true")))
+        .collect();
+    let node: Node =
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    if let Some(ip) = ip {
+        nodes
+            .patch_status(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Strategic(json!({"status": {
+                    "addresses": [{"type": "InternalIP", "address": ip}],
+                }})),
+            )
+            .await
+            .unwrap();
+    }
+}
+
+/// The base64 of every certificate of a PEM text, in order: two texts
+/// name the same certificates when these are equal, however each is
+/// wrapped.
+fn pem_bodies(pem: &str) -> Vec<String> {
+    pem.split("-----BEGIN CERTIFICATE-----")
+        .skip(1)
+        .map(|b| {
+            b.split("-----END CERTIFICATE-----")
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .collect()
+        })
+        .collect()
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// What is in `dir` (names), for a check that nothing was left behind.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn enroll_bundle_writes_a_private_directory_whose_token_ca_and_settings_reach_the_api_as_the_actuator_reads_them()
+ {
+    use protocol::names::{ELIGIBLE_LABEL, K3S_CONTROL_PLANE_LABEL, K3S_ETCD_ROLE_LABEL};
+    let w = World::start().await;
+    make_node(
+        &w,
+        "srv-1",
+        &[K3S_CONTROL_PLANE_LABEL, K3S_ETCD_ROLE_LABEL],
+        Some("10.0.0.1"),
+    )
+    .await;
+    make_node(&w, "standby", &[ELIGIBLE_LABEL], Some("10.0.0.2")).await;
+    make_node(&w, "node-a", &[], Some("10.0.0.3")).await;
+    make_node(&w, "runner", &[], Some("10.0.0.4")).await;
+
+    let out = w.admin(&["enroll", "node-a", "--bundle", "node-a.bundle"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let dir = w.dir.path().join("node-a.bundle");
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(
+        listing(&dir),
+        ["actuator.toml", "ca.crt", "install.sh", "token"]
+    );
+    assert_eq!(mode(&dir.join("token")), 0o600);
+    assert_eq!(mode(&dir.join("install.sh")), 0o700);
+    // Nothing else beside it: the partial directory was renamed.
+    assert_eq!(
+        listing(w.dir.path()),
+        ["admin.kubeconfig", "controller.kubeconfig", "node-a.bundle"]
+    );
+    let token = SecretString::from(std::fs::read_to_string(dir.join("token")).unwrap());
+    assert!(!token.expose_secret().is_empty() && !token.expose_secret().contains('\n'));
+    assert!(!stdout.contains(token.expose_secret()) && !stderr.contains(token.expose_secret()));
+    assert!(stdout.contains("install.sh"), "{stdout}");
+
+    // The CA is the one the admin's kubeconfig verified the API with.
+    let ca = std::fs::read_to_string(dir.join("ca.crt")).unwrap();
+    let want = std::fs::read_to_string(w.plane.ca_file()).unwrap();
+    assert!(!pem_bodies(&ca).is_empty());
+    assert_eq!(pem_bodies(&ca), pem_bodies(&want));
+
+    // actuator.toml, as the actuator reads it: the servers, then the
+    // eligible hosts, at their InternalIP; neither agent.
+    let toml_text = std::fs::read_to_string(dir.join("actuator.toml")).unwrap();
+    let file: actuator::config::FileConfig = toml::from_str(&toml_text).expect(&toml_text);
+    let s = actuator::config::Settings::resolve(file, Default::default()).unwrap();
+    assert_eq!(s.node.as_str(), "node-a");
+    assert_eq!(s.api, ["https://10.0.0.1:6443", "https://10.0.0.2:6443"]);
+    assert_eq!(
+        s.ca_file.as_deref(),
+        Some(Path::new("/etc/fleet-role/ca.crt"))
+    );
+    assert_eq!(
+        s.token_file.as_deref(),
+        Some(Path::new("/etc/fleet-role/token"))
+    );
+
+    // The bundle's token and CA, through the actuator's own client (the
+    // test's API server stands in for the host's list): it reads and
+    // writes the host's own report.
+    let candidates = actuator::cluster::Candidates::new(
+        vec![w.plane.urls()[0].clone()],
+        Some(dir.join("ca.crt")),
+        Some(dir.join("token")),
+    )
+    .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(candidates.client().unwrap(), HOSTS);
+    cms.get("node-a")
+        .await
+        .expect("the bundle's token and CA read the host's report");
+    w.wait_policy(&token, "node-a").await;
+    assert_eq!(w.write_key(&token, "node-a").await, 200);
+
+    // install.sh is a shell script that parses, and refuses (nothing
+    // changed) when run for another host.
+    let sh = |args: &[&str]| {
+        std::process::Command::new("sh")
+            .args(args)
+            .output()
+            .expect("sh runs")
+    };
+    let script = dir.join("install.sh");
+    assert!(sh(&["-n", script.to_str().unwrap()]).status.success());
+    let other = sh(&[script.to_str().unwrap(), "--node", "runner"]);
+    assert_eq!(other.status.code(), Some(1));
+    assert!(
+        text(&other)
+            .1
+            .contains("refused, nothing changed: this bundle is for node-a")
+    );
+
+    // `--api` in place of the Nodes' addresses.
+    let out = w.admin(&[
+        "enroll",
+        "runner",
+        "--bundle",
+        "runner.bundle",
+        "--api",
+        "https://192.0.2.7:7443",
+    ]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let toml_text =
+        std::fs::read_to_string(w.dir.path().join("runner.bundle/actuator.toml")).unwrap();
+    assert!(
+        toml_text.contains("api = [\"https://192.0.2.7:7443\"]"),
+        "{toml_text}"
+    );
+}
+
+#[tokio::test]
+async fn enroll_bundle_refuses_an_existing_bundle_an_unknown_node_and_a_missing_directory_and_leaves_nothing()
+ {
+    use protocol::names::K3S_CONTROL_PLANE_LABEL;
+    let w = World::start().await;
+    make_node(&w, "srv-1", &[K3S_CONTROL_PLANE_LABEL], Some("10.0.0.1")).await;
+    make_node(&w, "node-a", &[], Some("10.0.0.3")).await;
+    let before = listing(w.dir.path());
+    let accounts: Api<ServiceAccount> = Api::namespaced(w.plane.admin_client().unwrap(), HOSTS);
+
+    // An unknown Node: nothing written, here or in the cluster.
+    let out = w.admin(&["enroll", "ghost", "--bundle", "ghost.bundle"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no Node ghost"), "{stderr}");
+    assert_eq!(listing(w.dir.path()), before);
+    assert!(
+        accounts
+            .get_opt("fleet-role-actuator-ghost")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // A directory that cannot be made.
+    let out = w.admin(&["enroll", "node-a", "--bundle", "no/such/dir"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot make the bundle beside"), "{stderr}");
+    assert!(
+        accounts
+            .get_opt("fleet-role-actuator-node-a")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // An existing one (even empty) is never written over.
+    std::fs::create_dir(w.dir.path().join("old.bundle")).unwrap();
+    let out = w.admin(&["enroll", "node-a", "--bundle", "old.bundle"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("exists already"), "{stderr}");
+    assert!(listing(&w.dir.path().join("old.bundle")).is_empty());
+    assert!(
+        accounts
+            .get_opt("fleet-role-actuator-node-a")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // --bundle with --credential or --output is a usage error.
+    let out = w.admin(&["enroll", "node-a", "--bundle", "x", "--credential", "-"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = w.admin(&[
+        "enroll",
+        "node-a",
+        "--bundle",
+        "x",
+        "--api",
+        "http://10.0.0.1:6443",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let mut after = listing(w.dir.path());
+    after.retain(|n| n != "old.bundle");
+    assert_eq!(after, before);
+}
+
+#[tokio::test]
+async fn kubeconfig_writes_the_controllers_own_private_credential_and_prints_it_only_when_asked() {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let w = World::start().await;
+    let out = w.admin(&["kubeconfig", "--output", "controller.new"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let file = w.dir.path().join("controller.new");
+    assert_eq!(mode(&file), 0o600);
+    let kc = kube::config::Kubeconfig::read_from(&file).unwrap();
+    let token = kc.auth_infos[0]
+        .auth_info
+        .as_ref()
+        .unwrap()
+        .token
+        .clone()
+        .unwrap();
+    assert!(!stdout.contains(token.expose_secret()) && !stderr.contains(token.expose_secret()));
+    assert!(stdout.contains("platform/fleet-role"), "{stdout}");
+
+    // It is the controller's ServiceAccount, reached with the file alone
+    // (its server and embedded CA).
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let review: SelfSubjectReview = serde_json::from_value(json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+    }))
+    .unwrap();
+    let reviews: Api<SelfSubjectReview> = Api::all(client);
+    let who = reviews
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap();
+    assert_eq!(
+        who.status.unwrap().user_info.unwrap().username.as_deref(),
+        Some("system:serviceaccount:platform:fleet-role")
+    );
+
+    // Asked for: on stdout, and no file.
+    let out = w.admin(&["kubeconfig", "--output", "-"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("current-context: fleet-role"), "{stdout}");
+    assert!(!stderr.contains("token:"));
+    // A server in clear: refused.
+    let out = w.admin(&[
+        "kubeconfig",
+        "--output",
+        "x",
+        "--server",
+        "http://10.0.0.1:6443",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
+    assert!(!w.dir.path().join("x").exists());
+}

@@ -123,7 +123,7 @@ async fn voter_without_member_the_runbook_takes_the_label_off_a_node_dressed_as_
         .await;
     let shown = String::from_utf8_lossy(&outs[0].1.stdout).into_owned();
     assert!(
-        shown.contains("managedFields") && shown.contains("n5"),
+        shown.contains("name: n5") && shown.contains(&format!("{K3S_ETCD_ROLE_LABEL}: \"true\"")),
         "{shown}"
     );
     let out = until_healthy(&h).await;

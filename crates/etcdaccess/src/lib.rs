@@ -263,6 +263,22 @@ pub async fn move_leader(ep: &Endpoint, to: MemberId) -> Result<(), Error> {
         .map(drop)
 }
 
+/// Removes the member `id`, voter or learner: the removal of a ghost (a
+/// member no host stands for), which the caller decided on
+/// (`hostdecide::ghost_removal`). etcd itself refuses a removal that would
+/// leave its started members short of a quorum of those left (its strict
+/// reconfiguration check). A member already gone is no error.
+pub async fn remove_member(ep: &Endpoint, id: MemberId) -> Result<(), Error> {
+    let mut c = connect(ep).await?;
+    let list = current_members(ep, &mut c).await?;
+    if !list.members().iter().any(|m| m.id() == id.0) {
+        return Ok(());
+    }
+    bounded(ep, "removing the member", c.member_remove(id.0))
+        .await
+        .map(drop)
+}
+
 /// Removes the member `id`, only if it is a learner (a rolled-back
 /// promotion's, which k3s itself would leave for five minutes). A member
 /// seen voting is refused: that is k3s's removal, gated by the controller.

@@ -90,7 +90,7 @@ pub fn gate_no_ghost_member(p: &Picture) -> Gate {
         Gate::fail(
             name,
             format!(
-                "etcd member(s) with no Node: {}; if the host is gone, remove the member (etcdctl member remove ID) before a swap",
+                "etcd member(s) with no Node: {}; if the host is gone, `fleet-role-actuator remove-ghost ID` on a server removes the member (docs/recovery.md)",
                 ghosts.join(", ")
             ),
         )

@@ -90,12 +90,9 @@ impl Picture {
 /// The Node `m` belongs to: its name's Node, if that Node exists and, when
 /// it publishes an etcd address, the member's peer address is that one.
 fn node_of<'a>(m: &Member, nodes: &'a [NodeFacts]) -> Option<&'a NodeFacts> {
-    let name = m.node_name()?;
-    let n = nodes.iter().find(|n| n.name == name)?;
-    match (n.k3s.node_address.as_deref(), m.peer_host()) {
-        (Some(addr), Some(host)) if addr != host => None,
-        _ => Some(n),
-    }
+    nodes
+        .iter()
+        .find(|n| m.belongs_to(&n.name, n.k3s.node_address.as_deref()))
 }
 
 /// Whose views [`picture`] takes, and how far ahead a reading may be.

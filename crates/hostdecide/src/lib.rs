@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod decide;
+pub mod ghost_removal;
 pub mod join;
 pub mod learner_removal;
 pub mod milestones;

@@ -122,6 +122,38 @@ pub async fn connect_at(
     source: Source<'_>,
     server: Option<&http::Uri>,
 ) -> Result<Clients, ClusterError> {
+    let mut config = load(source).await?;
+    if let Some(s) = server {
+        config.cluster_url = s.clone();
+    }
+    if config.cluster_url.scheme_str() != Some("https") {
+        return Err(ClusterError::Plain {
+            url: config.cluster_url.to_string(),
+        });
+    }
+    let credential = Credential::of(&config);
+    let mut watching = config.clone();
+    watching.read_timeout = Some(Duration::from_secs(330));
+    let server_clock = ServerClock::new(Clock::system());
+    let dated = |config: Config| -> Result<Client, ClusterError> {
+        Ok(ClientBuilder::try_from(config)
+            .map_err(ClusterError::Client)?
+            .with_layer(&server_clock)
+            .build())
+    };
+    Ok(Clients {
+        requests: dated(config)?,
+        watches: dated(watching)?,
+        credential,
+        server_clock: server_clock.clone(),
+    })
+}
+
+/// The configuration [`connect`] makes its clients from, with its bounds
+/// (timeouts, no retries of its own) set: for a command that needs what
+/// the kubeconfig says beyond a client, such as the CA it verifies the
+/// API server with (`fleet-role enroll --bundle`, `fleet-role kubeconfig`).
+pub async fn load(source: Source<'_>) -> Result<Config, ClusterError> {
     let options = KubeConfigOptions {
         context: source.context.map(str::to_string),
         ..KubeConfigOptions::default()
@@ -159,30 +191,7 @@ pub async fn connect_at(
     // hang the loop, and no retry would be bounded by a step's timeout.
     // The loop retries at its own pace instead.
     config.default_retry = false;
-    if let Some(s) = server {
-        config.cluster_url = s.clone();
-    }
-    if config.cluster_url.scheme_str() != Some("https") {
-        return Err(ClusterError::Plain {
-            url: config.cluster_url.to_string(),
-        });
-    }
-    let credential = Credential::of(&config);
-    let mut watching = config.clone();
-    watching.read_timeout = Some(Duration::from_secs(330));
-    let server_clock = ServerClock::new(Clock::system());
-    let dated = |config: Config| -> Result<Client, ClusterError> {
-        Ok(ClientBuilder::try_from(config)
-            .map_err(ClusterError::Client)?
-            .with_layer(&server_clock)
-            .build())
-    };
-    Ok(Clients {
-        requests: dated(config)?,
-        watches: dated(watching)?,
-        credential,
-        server_clock: server_clock.clone(),
-    })
+    Ok(config)
 }
 
 /// Where the expiry of the controller's credential can be read, for

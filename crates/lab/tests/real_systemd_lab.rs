@@ -1644,3 +1644,108 @@ async fn a_step_down_on_real_systemd_whose_etcd_does_not_come_back_leaves_the_ro
         .await
         .unwrap();
 }
+
+/// A host onboarded with its bundle's one command, on real systemd: the
+/// lab's agent stripped to what the package leaves (no settings, no
+/// credential, the watcher off), `fleet-role enroll agent-1 --bundle`, the
+/// bundle copied into the host, `sh install.sh` run there as root (its real
+/// hostname, systemctl and `fleet-role-actuator status` against the API
+/// servers found from the Nodes, verified with the bundle's CA); then the
+/// host reports, a second run changes nothing, and a swap promotes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_onboarded_by_its_bundles_install_sh_alone_reports_and_a_swap_promotes_it() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    const BOUND: Duration = Duration::from_secs(180);
+    let _turn = SERIAL.lock().await;
+    let dir = lab_dir();
+    let lab = lab_of(3, 1, dir.path()).await;
+    let host = "agent-1";
+    let m = lab.machine(host).unwrap();
+    let root = lab.spec.root(host);
+    m.exec_ok(
+        &["systemctl", "disable", "--now", "fleet-role-actuator"],
+        BOUND,
+    )
+    .unwrap();
+    for f in ["actuator.toml", "token", "ca.crt"] {
+        std::fs::remove_file(root.join("etc/fleet-role").join(f)).unwrap();
+    }
+
+    // The admin's command; the bundle lands in the lab's directory, which
+    // every host sees at the same path (the copy to the host).
+    let bundle = lab.spec.dir.join("agent-1.bundle");
+    let install = bundle.join("install.sh");
+    let install = install.to_str().unwrap();
+    let out = common::fleet_role_cmd(
+        &lab,
+        &["enroll", host, "--bundle", bundle.to_str().unwrap()],
+    )
+    .await;
+    assert!(out.status.success());
+    // The API servers from the Nodes: the servers by name, the host last.
+    let settings: toml::Table = std::fs::read_to_string(bundle.join("actuator.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let ip = |name: &str| lab.spec.hosts.iter().find(|h| h.name == name).unwrap().ip;
+    let want: Vec<toml::Value> = ["server-1", "server-2", "server-3", host]
+        .iter()
+        .map(|n| toml::Value::String(format!("https://{}:6443", ip(n))))
+        .collect();
+    assert_eq!(settings["api"].as_array().unwrap(), &want);
+
+    // The host's one command.
+    let started = clock::Clock::system().wall();
+    let o = m.exec(&["sh", install], BOUND).unwrap();
+    eprintln!("install.sh:\n{}{}", o.stdout, o.stderr);
+    assert!(o.status.success(), "install.sh: {}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("wrote /etc/fleet-role/token (mode 600)"),
+        "{}",
+        o.stdout
+    );
+    lab.wait_active(host, "fleet-role-actuator", BOUND)
+        .await
+        .unwrap();
+    // Its heartbeat, renewed by the watcher the bundle configured.
+    let apis = Apis::for_lab(&lab.spec).unwrap();
+    let begun = clock::Clock::system().now();
+    loop {
+        let lease = apis
+            .any(|c| async move {
+                Api::<Lease>::namespaced(c, "fleet-role-hosts")
+                    .get("agent-1")
+                    .await
+            })
+            .await;
+        let renewed = lease
+            .ok()
+            .and_then(|l| l.spec?.renew_time)
+            .is_some_and(|t| std::time::SystemTime::from(t.0) > started);
+        if renewed {
+            break;
+        }
+        assert!(
+            begun.elapsed() < BOUND,
+            "no heartbeat from the onboarded host"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // Again: nothing changes, nothing restarts.
+    let o = m.exec(&["sh", install], BOUND).unwrap();
+    assert!(
+        o.status.success(),
+        "install.sh again: {}{}",
+        o.stdout,
+        o.stderr
+    );
+    assert!(o.stdout.contains("nothing to change"), "{}", o.stdout);
+
+    // A swap promotes it.
+    let r = scenario::swap_by_hand(&lab, "server-3", host, &|l| eprintln!("{l}"))
+        .await
+        .expect("the swap to the onboarded host");
+    let broken = r.broken_promises("server-3", host);
+    assert!(broken.is_empty(), "promises broken: {broken:#?}");
+    assert_eq!(m.active_state("k3s").unwrap(), "active");
+}

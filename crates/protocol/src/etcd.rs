@@ -83,6 +83,20 @@ pub struct Member {
 }
 
 impl Member {
+    /// Whether this member is the one of the Node `node`, which publishes
+    /// `address` as its etcd address (`etcd.k3s.cattle.io/node-address`)
+    /// or none: its name is that Node's (`<node>-<8 hex>`), and where the
+    /// Node publishes an address its first peer address is that one.
+    /// k3s's own rule for which member a Node stands for (its
+    /// `RemovePeer` matches both).
+    pub fn belongs_to(&self, node: &str, address: Option<&str>) -> bool {
+        self.node_name() == Some(node)
+            && match (address, self.peer_host()) {
+                (Some(addr), Some(host)) => addr == host,
+                _ => true,
+            }
+    }
+
     /// The host part of its first peer URL (`https://10.0.0.4:2380` gives
     /// `10.0.0.4`), which k3s matches a Node's address against.
     pub fn peer_host(&self) -> Option<&str> {

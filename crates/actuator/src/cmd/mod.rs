@@ -9,6 +9,7 @@ mod demote_local;
 mod hand_over;
 mod is;
 mod promote_local;
+mod remove_ghost;
 mod remove_learner;
 mod snapshot;
 mod status;
@@ -17,8 +18,8 @@ mod watch;
 
 pub(crate) use self::{
     demote_local::demote_local, hand_over::hand_over, is::is, promote_local::promote_local,
-    remove_learner::remove_learner, snapshot::snapshot, status::status, wait_join::wait_join,
-    watch::watch,
+    remove_ghost::remove_ghost, remove_learner::remove_learner, snapshot::snapshot, status::status,
+    wait_join::wait_join, watch::watch,
 };
 
 use actuator::{

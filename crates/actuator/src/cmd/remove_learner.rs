@@ -89,7 +89,10 @@ fn name_of(view: &EtcdView, id: MemberId) -> String {
 }
 
 /// The regrade Lease as the API holds it, through each candidate in turn.
-fn lease(s: &Settings, rt: &tokio::runtime::Runtime) -> anyhow::Result<Option<LeaseFacts>> {
+pub(super) fn lease(
+    s: &Settings,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<Option<LeaseFacts>> {
     let candidates =
         Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone()).map_err(usage)?;
     let lease = rt.block_on(candidates.first_answer(

@@ -16,8 +16,9 @@ mod swap;
 use std::{sync::Arc, time::Duration};
 
 use controller::{
+    bundle,
     cli::{Cli, Command},
-    cluster,
+    cluster, cluster_ca,
     config::{FileConfig, Settings, parse_duration_of},
     drive::Driver,
     enroll, manifests, uninstall,
@@ -120,12 +121,66 @@ pub(crate) async fn run(cli: Cli) -> Outcome {
         Command::Abort { output } => abort::command(kubeconfig, settings, *output).await,
         // The commands below live in the library, where their tests reach
         // them without a process.
+        Command::Enroll(args) if args.bundle.is_some() => {
+            let (config, client) = cluster_ca::admin(kubeconfig).await?;
+            let dir = args.bundle.as_deref().expect("matched");
+            let made = bundle::make(&config, &client, settings.names(), args, dir)
+                .await
+                .map_err(|e| {
+                    if e.is_usage() {
+                        usage(e)
+                    } else {
+                        Failure::Other(e.into())
+                    }
+                })?;
+            println!("{}", bundle::summary(settings.names(), &made));
+            Ok(Exit::Done)
+        }
+        Command::Kubeconfig(args) => {
+            let (config, client) = cluster_ca::admin(kubeconfig).await?;
+            let (shown, expires) = controller::kubeconfig::write(&config, &client, args)
+                .await
+                .map_err(|e| match e {
+                    controller::kubeconfig::KubeconfigError::Server(_) => usage(e),
+                    e => Failure::Other(e.into()),
+                })?;
+            let said = format!(
+                "the controller's kubeconfig (ServiceAccount {}/{}), valid until {}; run `fleet-role kubeconfig` again before then to rotate it",
+                manifests::CONTROLLER_NAMESPACE,
+                manifests::CONTROLLER_SERVICE_ACCOUNT,
+                fleetdecide::one_line(&expires)
+            );
+            match shown {
+                // Asked for: the kubeconfig alone on stdout, the summary on stderr.
+                Some(text) => {
+                    print!("{text}");
+                    eprintln!("{said}");
+                }
+                None => println!(
+                    "{said}\nwritten to {} (mode 0600); for the service: chown fleet-role: it",
+                    fleetdecide::one_line(&args.output.display().to_string())
+                ),
+            }
+            Ok(Exit::Done)
+        }
         Command::Enroll(args) => {
             let client = || async { Ok(cluster::client(kubeconfig).await?) };
             Ok(enroll::command::enroll(settings.names(), args, client).await?)
         }
         Command::Manifests { which } => {
-            print!("{}", manifests::render(*which, &settings));
+            // The file's own text for the workload's ConfigMap: it was read
+            // and validated just now, so a failure here is a race.
+            let text =
+                match cli.config.as_deref() {
+                    Some(p) => Some(std::fs::read_to_string(p).map_err(|e| {
+                        usage(anyhow::Error::new(e).context(p.display().to_string()))
+                    })?),
+                    None => None,
+                };
+            print!(
+                "{}",
+                manifests::render_with_config(*which, &settings, text.as_deref())
+            );
             Ok(Exit::Done)
         }
         Command::Uninstall { dry_run } => {

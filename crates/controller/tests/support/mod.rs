@@ -356,6 +356,11 @@ current-context: test
                     .env("PATH", &path)
                     .env("KUBECONFIG", &kubeconfig)
                     .env("FLEET_ROLE_CONFIG", &self.config)
+                    // kubectl's discovery cache (~/.kube/cache) is keyed by
+                    // host and port: shared, it hands one test's plane what
+                    // another plane on the same port served, and kubectl
+                    // then prints objects emptied. The harness's own home.
+                    .env("HOME", self.dir.path())
                     .kill_on_drop(true)
                     .output(),
             )
