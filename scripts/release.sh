@@ -186,8 +186,11 @@ env -u FLEET_ROLE_CONFIG "$out/x86_64-unknown-linux-gnu/fleet-role" manifests al
 cmp -s "$out/fleet-role.yaml" deploy/fleet-role.yaml \
   || die "fleet-role manifests all differs from deploy/fleet-role.yaml (which the package ships): render it again"
 if [ "$with_chart" = 1 ]; then
+  # scripts/build-helm.sh prints the folder of the helm (and kubectl) it
+  # built into .cache/helm/.
   helm=$(scripts/build-helm.sh) || die "scripts/build-helm.sh failed"
-  [ -x "$helm" ] || die "scripts/build-helm.sh printed '$helm', which is no program"
+  [ -d "$helm" ] && helm=$helm/helm
+  [ -x "$helm" ] || die "scripts/build-helm.sh printed '$helm', where there is no helm"
   "$helm" package "$chart" --version "$version" --app-version "$version" -d "$out" >&2
 fi
 
