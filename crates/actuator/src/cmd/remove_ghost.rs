@@ -21,7 +21,10 @@ use protocol::{
     names::K3S_ETCD_NODE_ADDRESS,
 };
 
-use super::{remove_learner::lease, settings, usage};
+use super::{
+    remove_learner::{Membership, membership},
+    usage,
+};
 
 /// Runs `remove-ghost`: reads etcd's members through this host's member,
 /// each voter's health from the voter itself, the Nodes' names and etcd
@@ -34,17 +37,14 @@ pub(crate) fn remove_ghost(
     rt: &tokio::runtime::Runtime,
     clock: &Clock,
 ) -> anyhow::Result<ExitCode> {
-    let s = settings(cli, Some(api), None)?;
-    if s.api.is_empty() {
-        return Err(usage(anyhow::anyhow!(
-            "no API server to read the Nodes and the regrade Lease from: give --api (or `api` in actuator.toml)"
-        )));
-    }
-    let now = clock.unix_secs();
-    let view = rt
-        .block_on(etcdaccess::read(&s.etcd, now))
-        .context("reading etcd's members through this host's member (it must be a server whose etcd serves); nothing was changed")?;
-    let health = rt.block_on(actuator::membership::voter_health(&s.etcd, &view, now));
+    let Membership {
+        s,
+        now,
+        view,
+        health,
+        lease,
+        margin,
+    } = membership(cli, api, rt, clock, "the Nodes and the regrade Lease")?;
     let candidates =
         Candidates::new(s.api.clone(), s.ca_file.clone(), s.token_file.clone()).map_err(usage)?;
     // Names and annotations only: a metadata list, not the Nodes' status.
@@ -72,8 +72,6 @@ pub(crate) fn remove_ghost(
             })
         })
         .collect();
-    let lease = lease(&s, rt).context("reading the regrade Lease; nothing was changed")?;
-    let margin = i64::try_from(s.skew_margin.as_secs()).unwrap_or(i64::MAX);
     let id = ghost_removal::verdict(
         &view.members,
         member,

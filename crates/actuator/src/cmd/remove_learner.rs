@@ -38,19 +38,14 @@ pub(crate) fn remove_learner(
     rt: &tokio::runtime::Runtime,
     clock: &Clock,
 ) -> anyhow::Result<ExitCode> {
-    let s = settings(cli, Some(api), None)?;
-    if s.api.is_empty() {
-        return Err(usage(anyhow::anyhow!(
-            "no API server to read the regrade Lease from: give --api (or `api` in actuator.toml)"
-        )));
-    }
-    let now = clock.unix_secs();
-    let view = rt
-        .block_on(etcdaccess::read(&s.etcd, now))
-        .context("reading etcd's members through this host's member (it must be a server whose etcd serves); nothing was changed")?;
-    let health = rt.block_on(actuator::membership::voter_health(&s.etcd, &view, now));
-    let lease = lease(&s, rt).context("reading the regrade Lease; nothing was changed")?;
-    let margin = i64::try_from(s.skew_margin.as_secs()).unwrap_or(i64::MAX);
+    let Membership {
+        s,
+        now,
+        view,
+        health,
+        lease,
+        margin,
+    } = membership(cli, api, rt, clock, "the regrade Lease")?;
     let id =
         match learner_removal::verdict(&view.members, member, &health, lease.as_ref(), now, margin)
         {
@@ -72,6 +67,55 @@ pub(crate) fn remove_learner(
         &serde_json::json!({ "ok": true, "removed": id.to_string() }),
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a removal by hand decides on, read before anything changes.
+pub(super) struct Membership {
+    /// The command's settings.
+    pub s: Settings,
+    /// This host's clock, in unix seconds.
+    pub now: i64,
+    /// etcd's members, through this host's member.
+    pub view: EtcdView,
+    /// Each voter's health, asked of the voter itself.
+    pub health: Vec<(MemberId, bool)>,
+    /// The regrade Lease (`None`: there is none).
+    pub lease: Option<LeaseFacts>,
+    /// The clock skew allowed, in seconds.
+    pub margin: i64,
+}
+
+/// Reads what a removal by hand decides on: the settings (an API server
+/// is needed, to read `what`), etcd's members through this host's member,
+/// each voter's health from the voter itself, and the regrade Lease.
+pub(super) fn membership(
+    cli: &Cli,
+    api: &ApiArgs,
+    rt: &tokio::runtime::Runtime,
+    clock: &Clock,
+    what: &str,
+) -> anyhow::Result<Membership> {
+    let s = settings(cli, Some(api), None)?;
+    if s.api.is_empty() {
+        return Err(usage(anyhow::anyhow!(
+            "no API server to read {what} from: give --api (or `api` in actuator.toml)"
+        )));
+    }
+    let now = clock.unix_secs();
+    let view = rt
+        .block_on(etcdaccess::read(&s.etcd, now))
+        .context("reading etcd's members through this host's member (it must be a server whose etcd serves); nothing was changed")?;
+    let health = rt.block_on(actuator::membership::voter_health(&s.etcd, &view, now));
+    let lease = lease(&s, rt).context("reading the regrade Lease; nothing was changed")?;
+    let margin = i64::try_from(s.skew_margin.as_secs()).unwrap_or(i64::MAX);
+    Ok(Membership {
+        s,
+        now,
+        view,
+        health,
+        lease,
+        margin,
+    })
 }
 
 /// A refusal, marked as one (exit 1: nothing was changed).
