@@ -253,6 +253,15 @@ mod tests {
     }
 
     #[test]
+    fn a_config_file_whose_first_line_is_indented_lands_whole_in_the_configmap() {
+        let text = "  voters = 5 # indented\nlease_name = \"regrade-x\"\n";
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(&workload(Some(text))).unwrap();
+        let cm = docs.iter().find(|d| d["kind"] == "ConfigMap").unwrap();
+        assert_eq!(cm["data"]["controller.toml"], text);
+    }
+
+    #[test]
     fn the_controller_objects_make_the_service_account_kubeconfig_issues_a_token_for() {
         let y = controller(&settings(OTHER));
         let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&y).unwrap();
