@@ -127,8 +127,8 @@ pub fn verdict(
     }
     if let Some(l) = lease
         && let Some(swap) = l.swap.as_deref()
-        && l.expiry()
-            .is_some_and(|e| now < e.saturating_add(margin.max(0)))
+        // Valid by a clock `margin` seconds behind this one.
+        && l.valid_at(now.saturating_sub(margin.max(0)), 0)
     {
         return Err(Refusal::ChangeUnderWay(one_line(swap)));
     }

@@ -113,8 +113,8 @@ pub fn verdict(
         // A Lease that may still be valid by any clock within the margin
         // counts as held: a controller may be promoting this very learner.
         if let Some(swap) = &swap
-            && l.expiry()
-                .is_some_and(|e| now < e.saturating_add(margin.max(0)))
+            // Valid by a clock `margin` seconds behind this one.
+            && l.valid_at(now.saturating_sub(margin.max(0)), 0)
         {
             return Err(Refusal::ChangeUnderWay(format!(
                 "the change {swap} holds the regrade Lease"
