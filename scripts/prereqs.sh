@@ -36,6 +36,8 @@
 #   runc): the Docker Engine client's tests (crates/dockerengine) run a
 #   private daemon of their own; no system daemon is started (no init runs
 #   here).
+# - etcdctl (etcd-client, 3.4): the runbooks' etcd commands, run as the
+#   docs give them on a lab server (each host sees the machine's /usr).
 # --no-install-recommends keeps them lean.
 #
 # FLEET_ROLE_PREREQS names the groups, separated by spaces; unset, it is
@@ -73,6 +75,7 @@ case $groups in *" test "*)
   command -v iptables >/dev/null || need+=(iptables)
   [ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || need+=(libfaketime)
   command -v promtool >/dev/null || need+=(prometheus)
+  command -v etcdctl >/dev/null || need+=(etcd-client)
   command -v dockerd >/dev/null || need+=(docker.io)
 esac
 if [ ${#need[@]} -gt 0 ]; then

@@ -826,7 +826,7 @@ async fn watch_serves_its_metrics_only_when_an_address_is_set() {
 }
 
 #[tokio::test]
-async fn a_report_the_api_refuses_is_logged_with_its_reason_counted_and_carried_on_a_heartbeat_that_goes_on()
+async fn a_report_the_api_refuses_is_logged_with_its_reason_counted_and_carried_on_a_heartbeat_until_the_runbook_puts_the_policy_back()
  {
     let plane = plane().await;
     let s = Standby::on(&plane, 0).await;
@@ -950,9 +950,24 @@ async fn a_report_the_api_refuses_is_logged_with_its_reason_counted_and_carried_
         "{shown}"
     );
 
-    // The cap back: the report is taken at a later beat, and the refusal
-    // leaves the heartbeat.
-    apply_rbac(&plane).await;
+    // The runbook's lines, as docs/recovery.md gives them, run by an
+    // administrator: the Lease shows the API's answer, and the release's own
+    // policies go back. The report is taken at a later beat, and the
+    // refusal leaves the heartbeat.
+    let kubectl = testcp::runbook::kubectl();
+    let shell = testcp::runbook::Shell {
+        home: s.work.path(),
+        programs: &[("fleet-role", &fleet_role), ("kubectl", &kubectl)],
+        env: &[("KUBECONFIG", &kubeconfig)],
+        secret: plane.admin_token().expose_secret(),
+    };
+    let ran = testcp::runbook::run(&shell, "report-refused", &[("NODE", "standby")]).await;
+    let lease_yaml = String::from_utf8_lossy(&ran[0].1.stdout);
+    assert!(
+        lease_yaml.contains(&format!("{key}: '403 Forbidden: ")),
+        "`{}` does not show the refusal:\n{lease_yaml}",
+        ran[0].0
+    );
     let started = clock::Clock::system().now();
     while s.admin.report("standby").await.is_none()
         || s.admin

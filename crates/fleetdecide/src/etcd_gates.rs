@@ -43,7 +43,7 @@ pub fn gate_etcd_views_agree(v: &FleetView, p: &Picture) -> Gate {
         return Gate::fail(
             name,
             format!(
-                "no server reported etcd's view in the last {} s; check the servers' fleet-role-actuator (its etcd_url and k3s's etcd client certificate: journalctl -u fleet-role-actuator)",
+                "no server reported etcd's view in the last {} s; an etcd alarm (NOSPACE, CORRUPT) refuses every write, the reports too (`etcd alarm list` on a server), else check the servers' fleet-role-actuator (its etcd_url and k3s's etcd client certificate: journalctl -u fleet-role-actuator); docs/recovery.md, \"No fresh view of etcd\"",
                 v.settings.actuator_heartbeat_max_age
             ),
         );
@@ -155,7 +155,7 @@ pub fn gate_no_etcd_alarm(p: &Picture) -> Gate {
         Gate::fail(
             name,
             format!(
-                "etcd alarm: {}; clear its cause and disarm it first",
+                "etcd alarm: {}; clear its cause and disarm it first (docs/recovery.md, \"No fresh view of etcd\")",
                 p.alarms.join(", ")
             ),
         )

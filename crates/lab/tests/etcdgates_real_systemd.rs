@@ -3,8 +3,9 @@
 //! straight to etcd) refuse a swap with nothing changed, a ghost too when
 //! an agent's own report forges a view that hides it, and a rollback of
 //! an incoming host that already votes in etcd is not asked while another
-//! voter is down: the swap stops with quorum kept. Fails (never skips) when
-//! containers cannot run here.
+//! voter is down: the swap stops with quorum kept. An alarm (NOSPACE) stops
+//! every write, so the servers' views age out, and the runbook's etcd
+//! commands clear it. Fails (never skips) when containers cannot run here.
 
 use std::{
     net::Ipv4Addr,
@@ -51,6 +52,75 @@ async fn member_add(spec: &LabSpec, peer_url: &str, learner: bool) -> u64 {
         .and_then(|s| s.parse().ok())
         .or_else(|| id.as_u64())
         .unwrap_or_else(|| panic!("no member id in {v}"))
+}
+
+/// Raises `alarm` (`NOSPACE`, `CORRUPT`) on the member `id` through etcd's
+/// API, as etcd raises NOSPACE itself once its datastore outgrows the
+/// quota: the alarm goes through raft, and every member then refuses
+/// writes.
+async fn raise_alarm(spec: &LabSpec, id: u64, alarm: &str) {
+    let ep = spec.etcd(spec.hosts[0].ip).unwrap();
+    let body =
+        json!({ "action": "ACTIVATE", "memberID": id.to_string(), "alarm": alarm }).to_string();
+    let r = ep
+        .request("/v3/maintenance/alarm", Some(&body))
+        .await
+        .expect("etcd answers an alarm request");
+    assert_eq!(r.status, 200, "the alarm was refused: {}", r.body);
+}
+
+/// Runs the commands of docs/recovery.md's block `mark` on `host`, each in a
+/// shell that first defines the doc's own `etcd` function, as an operator
+/// who followed the doc has it; each command's output.
+fn run_runbook_on(
+    lab: &SystemdLab,
+    host: &str,
+    mark: &str,
+) -> Vec<(String, labrig::bounded::Output)> {
+    testcp::runbook::commands(mark)
+        .into_iter()
+        .map(|c| {
+            let o = in_etcd_shell(lab, host, &c);
+            (c, o)
+        })
+        .collect()
+}
+
+/// Runs `command` on `host` in a shell that first defines docs/recovery.md's
+/// `etcd` function.
+fn in_etcd_shell(lab: &SystemdLab, host: &str, command: &str) -> labrig::bounded::Output {
+    let shell = testcp::runbook::block("etcd-shell");
+    let o = lab
+        .machine(host)
+        .unwrap()
+        .exec(
+            &["sh", "-c", &format!("{shell}{command}")],
+            Duration::from_secs(120),
+        )
+        .unwrap();
+    eprintln!("{host}$ {command}: {}\n{}{}", o.status, o.stdout, o.stderr);
+    o
+}
+
+/// `fleet-role status` until `done` holds for its exit code and output,
+/// for at most `within`; the last output.
+async fn status_until(
+    lab: &SystemdLab,
+    args: &[&str],
+    within: Duration,
+    what: &str,
+    done: impl Fn(Option<i32>, &str) -> bool,
+) -> String {
+    let start = clock::Clock::system().now();
+    loop {
+        let o = fleet_role_cmd(lab, args).await;
+        let shown = String::from_utf8_lossy(&o.stdout).to_string();
+        if done(o.status.code(), &shown) {
+            return shown;
+        }
+        assert!(start.elapsed() < within, "status never {what}:\n{shown}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
 }
 
 async fn members(spec: &LabSpec) -> Vec<Member> {
@@ -514,6 +584,70 @@ async fn a_ghost_voter_added_straight_to_etcd_refuses_the_swap_by_no_ghost_membe
     assert!(
         quorum.contains("by etcd's members: 3 healthy of 3 voting, quorum 2"),
         "{quorum}"
+    );
+
+    // An alarm, as etcd raises NOSPACE when its datastore outgrows the
+    // quota: etcd refuses every write of the cluster from then on, the
+    // servers' reports with them, so the views age out and `status` says
+    // so (`etcd-views`; a view that lists the alarm never gets through).
+    // The views' age limit shortened for the test, as an operator's
+    // `actuator_heartbeat_max_age_secs` would.
+    let config = dir.path().join("short-views.toml");
+    std::fs::write(&config, "actuator_heartbeat_max_age_secs = 20\n").unwrap();
+    let config = config.display().to_string();
+    let short = ["--config", config.as_str(), "status"];
+    status_until(
+        &lab,
+        &short,
+        QUICK,
+        "healthy before the alarm",
+        |code, _| code == Some(0),
+    )
+    .await;
+    let server_1 = members(spec)
+        .await
+        .into_iter()
+        .find(|x| x.name.starts_with("server-1-"))
+        .expect("server-1 votes");
+    raise_alarm(spec, server_1.id, "NOSPACE").await;
+    let alarmed_at = clock::Clock::system().now();
+    let shown = status_until(&lab, &short, QUICK, "said the views aged out", |code, s| {
+        code == Some(5) && s.contains("no server reported etcd's view in the last 20 s")
+    })
+    .await;
+    assert!(
+        !shown.contains("etcd alarm:"),
+        "an alarm reported through a write etcd refuses:\n{shown}"
+    );
+    // The runbook's commands, as docs/recovery.md gives them, on a server:
+    // the alarm listed, the space given back, the alarm disarmed.
+    let ran = run_runbook_on(&lab, "server-1", "etcd-alarm");
+    for (c, o) in &ran {
+        assert!(o.status.success(), "`{c}` failed: {}{}", o.stdout, o.stderr);
+    }
+    assert!(
+        ran[0].1.stdout.contains("alarm:NOSPACE")
+            && ran[0]
+                .1
+                .stdout
+                .contains(&format!("memberID:{}", server_1.id)),
+        "`{}` did not list the alarm: {}",
+        ran[0].0,
+        ran[0].1.stdout
+    );
+    let listed = in_etcd_shell(&lab, "server-1", &ran[0].0);
+    assert_eq!(listed.stdout.trim(), "", "the alarm is still listed");
+    status_until(
+        &lab,
+        &short,
+        QUICK,
+        "healthy again after the runbook",
+        |code, _| code == Some(0),
+    )
+    .await;
+    eprintln!(
+        "the alarm raised, seen and disarmed by the runbook in {:.0}s",
+        alarmed_at.elapsed().as_secs_f32()
     );
 }
 

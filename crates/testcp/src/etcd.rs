@@ -128,6 +128,10 @@ pub struct EtcdOptions {
     pub data_dir: PathBuf,
     /// `--listen-client-urls` and `--advertise-client-urls`, e.g. `http://127.0.0.1:2379`.
     pub client_url: String,
+    /// More `--listen-client-urls` beside `client_url`, not advertised (k3s
+    /// also listens on `https://127.0.0.1:2379`, where an operator's
+    /// `etcdctl` on the server finds it).
+    pub also_listen_client_urls: Vec<String>,
     /// `--listen-peer-urls` and `--initial-advertise-peer-urls`.
     pub peer_url: String,
     /// `--listen-metrics-urls`.
@@ -159,6 +163,7 @@ impl EtcdOptions {
             name: name.to_owned(),
             data_dir: dir.join(format!("etcd-{name}")),
             client_url: url(free_port(ip)?),
+            also_listen_client_urls: Vec::new(),
             initial_cluster: format!("{name}={peer_url}"),
             peer_url,
             metrics_url: url(free_port(ip)?),
@@ -182,7 +187,14 @@ impl EtcdOptions {
         let mut args = vec![
             format!("--name={}", self.name),
             format!("--data-dir={}", self.data_dir.display()),
-            format!("--listen-client-urls={}", self.client_url),
+            format!(
+                "--listen-client-urls={}",
+                std::iter::once(&self.client_url)
+                    .chain(&self.also_listen_client_urls)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
             format!("--advertise-client-urls={}", self.client_url),
             format!("--listen-peer-urls={}", self.peer_url),
             format!("--initial-advertise-peer-urls={}", self.peer_url),

@@ -103,15 +103,7 @@ pub struct HostSpec {
     pub eligible: bool,
 }
 
-/// The kubectl the runbooks' tests run: `$FLEET_ROLE_KUBECTL`, which
-/// scripts/test.sh sets to the one it builds into `.cache/`. A test that
-/// needs it fails without it rather than skip.
-pub fn kubectl() -> PathBuf {
-    match std::env::var_os("FLEET_ROLE_KUBECTL").map(PathBuf::from) {
-        Some(p) if p.is_file() => p,
-        _ => panic!("FLEET_ROLE_KUBECTL names no file: scripts/test.sh builds kubectl and sets it"),
-    }
-}
+pub use testcp::runbook::kubectl;
 
 /// `n1`, `n2`, `n3` voters; `n4` an eligible standby; `n5` an agent that
 /// may not vote.
@@ -325,66 +317,30 @@ current-context: test
         mark: &str,
         fill: &[(&str, &str)],
     ) -> Vec<(String, std::process::Output)> {
-        let bin = self.dir.path().join("runbook-bin");
-        if !bin.exists() {
-            std::fs::create_dir(&bin).unwrap();
-            std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_fleet-role"), bin.join("fleet-role"))
-                .unwrap();
-            std::os::unix::fs::symlink(kubectl(), bin.join("kubectl")).unwrap();
-        }
         let kubeconfig = self.dir.path().join("admin.kubeconfig");
         self.plane
             .write_kubeconfig(&kubeconfig, self.plane.admin_token())
             .unwrap();
-        let path = format!(
-            "{}:{}",
-            bin.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
         let config = self.config.display().to_string();
-        let mut outs = Vec::new();
-        for command in testcp::runbook::commands(mark) {
-            let command = fill
-                .iter()
-                .chain(&[("/etc/fleet-role/controller.toml", config.as_str())])
-                .fold(command, |c, (from, to)| c.replace(from, to));
-            eprintln!("runbook {mark}: {command}");
-            let out = tokio::time::timeout(
-                Duration::from_secs(120),
-                Command::new("sh")
-                    .args(["-c", &command])
-                    .env("PATH", &path)
-                    .env("KUBECONFIG", &kubeconfig)
-                    .env("FLEET_ROLE_CONFIG", &self.config)
-                    // kubectl's discovery cache (~/.kube/cache) is keyed by
-                    // host and port: shared, it hands one test's plane what
-                    // another plane on the same port served, and kubectl
-                    // then prints objects emptied. The harness's own home.
-                    .env("HOME", self.dir.path())
-                    .kill_on_drop(true)
-                    .output(),
-            )
-            .await
-            .unwrap_or_else(|_| panic!("{mark}: `{command}` ran past 120 s"))
-            .unwrap();
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            eprintln!("{text}");
-            assert!(
-                !text.contains(self.plane.admin_token().expose_secret()),
-                "{mark}: `{command}` printed the admin token"
-            );
-            assert!(
-                out.status.success() || command.starts_with("fleet-role status"),
-                "{mark}: `{command}` failed ({}):\n{text}",
-                out.status
-            );
-            outs.push((command, out));
-        }
-        outs
+        let kubectl = kubectl();
+        let fill: Vec<(&str, &str)> = fill
+            .iter()
+            .copied()
+            .chain([("/etc/fleet-role/controller.toml", config.as_str())])
+            .collect();
+        let shell = testcp::runbook::Shell {
+            home: self.dir.path(),
+            programs: &[
+                ("fleet-role", Path::new(env!("CARGO_BIN_EXE_fleet-role"))),
+                ("kubectl", &kubectl),
+            ],
+            env: &[
+                ("KUBECONFIG", &kubeconfig),
+                ("FLEET_ROLE_CONFIG", &self.config),
+            ],
+            secret: self.plane.admin_token().expose_secret(),
+        };
+        testcp::runbook::run(&shell, mark, &fill).await
     }
 
     /// Starts `fleet-role ARGS` and returns the child.

@@ -154,6 +154,13 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         name: member_name.clone(),
         data_dir: etcd_dir.clone(),
         client_url: own_client.clone(),
+        // k3s: `pkg/etcd/etcd.go` (`listenClientURLs`) listens on loopback
+        // too, and advertises only the host's address.
+        also_listen_client_urls: vec![format!(
+            "https://{}:{}",
+            std::net::Ipv4Addr::LOCALHOST,
+            crate::spec::ETCD_CLIENT_PORT
+        )],
         peer_url: peer_url.clone(),
         // k3s: metrics and /health in plain HTTP on loopback:2381.
         metrics_url: LabSpec::etcd_metrics_url(),
