@@ -4,8 +4,11 @@
 //! entry's commands run as the doc gives them (an administrator's with
 //! kubectl), and `status` exiting 0 after. Each test names the reason it
 //! covers; the others are in `cli.rs` (`swap-stopped`), `restart.rs`
-//! (`swap-abandoned`), `swap.rs` (`voters-unhealthy`) and the lab's
-//! `etcdgates_real_systemd.rs` (`etcd-learner`).
+//! (`swap-abandoned`), `swap.rs` (`voters-unhealthy`), the actuator's
+//! `real_api.rs` (`report-refused`) and the lab's
+//! `etcdgates_real_systemd.rs` (`etcd-learner`, `etcd-ghost-member`,
+//! `etcd-views` with an etcd alarm) and `real_systemd_lab.rs`
+//! (`ready-disputed`, `release-unsupported`).
 
 mod support;
 
@@ -150,4 +153,33 @@ async fn even_voters_the_runbooks_shrink_leaves_an_odd_count_and_status_is_healt
     shrink.expect(0);
     let out = until_healthy(&h).await;
     assert!(out.contains("Voters: 3 seen (3 healthy)"), "{out}");
+}
+
+#[tokio::test]
+async fn unknown_protocol_the_runbooks_look_names_the_host_and_a_report_in_a_version_the_controller_reads_heals_the_fleet()
+ {
+    let h = Harness::start(&three_voters(), CONFIG).await;
+    h.fleet.settle_and_freeze().await;
+    // n3's actuator upgraded ahead of the controller, against the
+    // documented order: its report in a protocol version this controller
+    // does not read.
+    let known = h.report("n3").await.expect("n3's report");
+    let mut ahead = known.clone();
+    ahead.protocol = protocol::version::PROTOCOL_VERSION + 1;
+    support::write_report(&h.admin, "n3", &ahead).await.unwrap();
+    let (code, out) = until_status_says(&h, "n3's report: protocol version").await;
+    assert_eq!(code, Some(5), "{out}");
+
+    let outs = h.run_runbook_as_admin("release-unsupported", &[]).await;
+    let shown = String::from_utf8_lossy(&outs[0].1.stdout).into_owned();
+    assert!(
+        shown.contains("n3's report: protocol version")
+            && shown.contains("is not one this build knows"),
+        "{shown}"
+    );
+    // The act: the controller upgraded, or n3 taken back to the release
+    // the controller reads; either way n3's next report is one it reads.
+    support::write_report(&h.admin, "n3", &known).await.unwrap();
+    let out = until_healthy(&h).await;
+    assert!(out.contains("Health: nothing degraded"), "{out}");
 }

@@ -44,11 +44,34 @@ pub async fn run_previous_actuator(
         &format!("[Service]\nExecStart=\nExecStart=/{BINARY} watch\n"),
         0o644,
     )?;
-    // The token file is replaced whole (the actuator re-reads it).
+    // The token file is replaced whole (the actuator re-reads it); this
+    // release's is kept for the upgrade back.
     let token_file = lab.token_file(host);
+    std::fs::copy(&token_file, token_file.with_extension("current"))
+        .with_context(|| format!("keeping {}", token_file.display()))?;
     let tmp = token_file.with_extension("previous");
     lab_setup::write(&tmp, token.expose_secret(), 0o600)?;
     std::fs::rename(&tmp, &token_file)?;
+    let m = lab.machine(host)?;
+    tokio::task::block_in_place(|| {
+        m.exec_ok(&["systemctl", "daemon-reload"], SYSTEMCTL)?;
+        m.exec_ok(&["systemctl", "restart", "fleet-role-actuator"], SYSTEMCTL)
+    })?;
+    lab.wait_active(host, "fleet-role-actuator", SYSTEMCTL)
+        .await
+}
+
+/// Upgrades `host` back to this release's actuator, where the package
+/// upgrade and the new enrolment of docs/upgrade.md leave it: the drop-in
+/// gone (the unit runs the binary this release installs), the host's own
+/// token back, the unit restarted; waits until it is active again.
+pub async fn upgrade_actuator(lab: &SystemdLab, host: &str) -> anyhow::Result<()> {
+    let root = lab.spec.root(host);
+    std::fs::remove_file(root.join(DROP_IN))
+        .with_context(|| format!("{host} runs no previous release"))?;
+    let token_file = lab.token_file(host);
+    std::fs::rename(token_file.with_extension("current"), &token_file)
+        .with_context(|| format!("putting {}'s own token back", host))?;
     let m = lab.machine(host)?;
     tokio::task::block_in_place(|| {
         m.exec_ok(&["systemctl", "daemon-reload"], SYSTEMCTL)?;

@@ -573,6 +573,40 @@ async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_fir
     // what is read (its own would have a lower `seq`).
     let read = hand.report(&held_back).await.unwrap().expect("a report");
     assert!(read.seq >= shared.seq, "{} < {}", read.seq, shared.seq);
+
+    // `status` calls the fleet degraded for the held-back host's release
+    // (`release-unsupported`), and the runbook's look, as docs/recovery.md
+    // gives it, names it. Upgraded as docs/upgrade.md has it, the host's
+    // next report names this release and the fleet is healthy again.
+    let older = format!("no swap involving them runs): {held_back})");
+    let shown = runbook_look(&lab, "release-unsupported", &held_back, &bystander).await;
+    assert!(shown.contains(&older), "{shown}");
+    lab::previous_release::upgrade_actuator(&lab, &held_back)
+        .await
+        .expect("the held-back host is upgraded");
+    // Through a server that stays: the swapped-out one may have been the
+    // first server.
+    let kubeconfig = lab::lab_setup::kubeconfig_for(&lab.spec, &bystander).unwrap();
+    let clock = clock::Clock::system();
+    let t0 = clock.now();
+    loop {
+        let o = std::process::Command::new(&fleet_role)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("status")
+            .output()
+            .unwrap();
+        let shown = String::from_utf8_lossy(&o.stdout).to_string();
+        if o.status.code() == Some(0) {
+            assert!(!shown.contains(&older), "{shown}");
+            break;
+        }
+        assert!(
+            clock.since(t0) < Duration::from_secs(120),
+            "the upgraded fleet never turned healthy:\n{shown}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
 }
 
 /// systemd's invocation id of the host's k3s unit: a stop and start, or a
@@ -1011,6 +1045,7 @@ async fn forged_readiness_and_voters_move_nothing(
     // stays fresh, renewed by the real kubelet, so the views' age of 30 s
     // never comes into it).
     let mut disputed = None;
+    let mut looked = None;
     while clock.since(started) < Duration::from_secs(25) {
         status(target.clone(), forged.clone())
             .await
@@ -1019,6 +1054,13 @@ async fn forged_readiness_and_voters_move_nothing(
             // `status` names the dispute (`ready-disputed`).
             disputed = Some(String::from_utf8_lossy(&fleet_role_status(lab).stdout).to_string());
         }
+        if disputed.is_some() && looked.is_none() {
+            // The runbook's look, as docs/recovery.md gives it, run by an
+            // administrator while the forgery stands: the forged reason and
+            // message, and the writers of the Node's status.
+            let yaml = runbook_look(lab, "ready-disputed", &target, "server-1").await;
+            looked = yaml.contains("reason: KernelDeadlock").then_some(yaml);
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let disputed = disputed.unwrap_or_default();
@@ -1026,6 +1068,27 @@ async fn forged_readiness_and_voters_move_nothing(
         disputed.contains(&format!("{target} reads NotReady, but")),
         "{disputed}"
     );
+    let looked = looked.expect("the runbook's look never showed the forged Ready");
+    assert!(
+        looked.contains("message: forged by a node-problem-detector credential")
+            && looked.contains("managedFields:")
+            && looked.contains("subresource: status"),
+        "{looked}"
+    );
+    // The writer stopped, the kubelet's next status puts Ready back and
+    // `status` drops the dispute.
+    let calm = clock.now();
+    loop {
+        let shown = String::from_utf8_lossy(&fleet_role_status(lab).stdout).to_string();
+        if !shown.contains("reads NotReady, but") {
+            break;
+        }
+        assert!(
+            clock.since(calm) < Duration::from_secs(60),
+            "the dispute stayed after its writer stopped:\n{shown}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
     assert_eq!(
         printed.lock().unwrap().matches("swap out").count(),
         swaps_before,
@@ -1080,6 +1143,28 @@ async fn forged_readiness_and_voters_move_nothing(
         )
         .await
         .unwrap();
+}
+
+/// The runbook block `mark` of docs/recovery.md, its `NODE` filled with
+/// `node`, run as written by the lab's administrator (kubectl and
+/// `fleet-role` on `PATH`, the admin kubeconfig naming `via`'s API server);
+/// the first line's output.
+async fn runbook_look(lab: &SystemdLab, mark: &str, node: &str, via: &str) -> String {
+    use secrecy::ExposeSecret;
+    let kubectl = testcp::runbook::kubectl();
+    let fleet_role = fleet_role();
+    let kubeconfig = lab::lab_setup::kubeconfig_for(&lab.spec, via).unwrap();
+    let tokens = testcp::tokens::TokenAuthFile::load(&lab.spec.tokens_file()).unwrap();
+    let home = lab.spec.dir.join("runbook-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let shell = testcp::runbook::Shell {
+        home: &home,
+        programs: &[("kubectl", &kubectl), ("fleet-role", &fleet_role)],
+        env: &[("KUBECONFIG", &kubeconfig)],
+        secret: tokens.admin_token().expose_secret(),
+    };
+    let ran = testcp::runbook::run(&shell, mark, &[("NODE", node)]).await;
+    String::from_utf8_lossy(&ran[0].1.stdout).to_string()
 }
 
 /// `fleet-role status` on the lab, its output.
