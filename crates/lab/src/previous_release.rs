@@ -52,13 +52,7 @@ pub async fn run_previous_actuator(
     let tmp = token_file.with_extension("previous");
     lab_setup::write(&tmp, token.expose_secret(), 0o600)?;
     std::fs::rename(&tmp, &token_file)?;
-    let m = lab.machine(host)?;
-    tokio::task::block_in_place(|| {
-        m.exec_ok(&["systemctl", "daemon-reload"], SYSTEMCTL)?;
-        m.exec_ok(&["systemctl", "restart", "fleet-role-actuator"], SYSTEMCTL)
-    })?;
-    lab.wait_active(host, "fleet-role-actuator", SYSTEMCTL)
-        .await
+    restart_actuator(lab, host).await
 }
 
 /// Upgrades `host` back to this release's actuator, where the package
@@ -72,6 +66,12 @@ pub async fn upgrade_actuator(lab: &SystemdLab, host: &str) -> anyhow::Result<()
     let token_file = lab.token_file(host);
     std::fs::rename(token_file.with_extension("current"), &token_file)
         .with_context(|| format!("putting {}'s own token back", host))?;
+    restart_actuator(lab, host).await
+}
+
+/// Reloads the host's units and restarts its actuator, then waits until
+/// the unit is active again.
+async fn restart_actuator(lab: &SystemdLab, host: &str) -> anyhow::Result<()> {
     let m = lab.machine(host)?;
     tokio::task::block_in_place(|| {
         m.exec_ok(&["systemctl", "daemon-reload"], SYSTEMCTL)?;

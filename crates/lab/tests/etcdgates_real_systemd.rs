@@ -596,14 +596,9 @@ async fn a_ghost_voter_added_straight_to_etcd_refuses_the_swap_by_no_ghost_membe
     std::fs::write(&config, "actuator_heartbeat_max_age_secs = 20\n").unwrap();
     let config = config.display().to_string();
     let short = ["--config", config.as_str(), "status"];
-    status_until(
-        &lab,
-        &short,
-        QUICK,
-        "healthy before the alarm",
-        |code, _| code == Some(0),
-    )
-    .await;
+    let healthy =
+        |when: &'static str| status_until(&lab, &short, QUICK, when, |code, _| code == Some(0));
+    healthy("healthy before the alarm").await;
     let server_1 = members(spec)
         .await
         .into_iter()
@@ -637,14 +632,7 @@ async fn a_ghost_voter_added_straight_to_etcd_refuses_the_swap_by_no_ghost_membe
     );
     let listed = in_etcd_shell(&lab, "server-1", &ran[0].0);
     assert_eq!(listed.stdout.trim(), "", "the alarm is still listed");
-    status_until(
-        &lab,
-        &short,
-        QUICK,
-        "healthy again after the runbook",
-        |code, _| code == Some(0),
-    )
-    .await;
+    healthy("healthy again after the runbook").await;
     eprintln!(
         "the alarm raised, seen and disarmed by the runbook in {:.0}s",
         alarmed_at.elapsed().as_secs_f32()
