@@ -14,6 +14,10 @@
 # - podman: builds the controller's image and runs it in a test, with runc
 #   (this machine's hybrid cgroups are refused by crun, the runtime podman
 #   would take).
+# registry (scripts/release.sh's check of the image, scripts/check-image.sh):
+# - docker-registry: the CNCF distribution registry, run on a loopback port;
+# - containerd and ctr (containerd): k3s's own runtime, the image imported
+#   into it and pushed and pulled through the registry.
 # lint (scripts/release.sh, and the suite's lintian test):
 # - lintian: Debian's checker, run on the packages.
 # cross (scripts/release.sh, scripts/package.sh --target aarch64-...):
@@ -46,8 +50,8 @@
 # which is CPU-bound while apt mostly waits on the network and the disk.
 groups=" ${FLEET_ROLE_PREREQS:-build image lint test} "
 for group in $groups; do
-  case $group in build|image|lint|cross|test) ;;
-    *) echo "scripts/prereqs.sh: no group '$group' (build, image, lint, cross, test)" >&2; return 2 2>/dev/null || exit 2 ;;
+  case $group in build|image|registry|lint|cross|test) ;;
+    *) echo "scripts/prereqs.sh: no group '$group' (build, image, registry, lint, cross, test)" >&2; return 2 2>/dev/null || exit 2 ;;
   esac
 done
 need=()
@@ -59,6 +63,10 @@ esac
 case $groups in *" image "*)
   command -v podman >/dev/null || need+=(podman)
   command -v runc >/dev/null || need+=(runc)
+esac
+case $groups in *" registry "*)
+  command -v docker-registry >/dev/null || need+=(docker-registry)
+  command -v ctr >/dev/null || need+=(containerd)
 esac
 case $groups in *" lint "*)
   command -v lintian >/dev/null || need+=(lintian)

@@ -17,10 +17,12 @@
 #
 # VERSION must be the workspace's version (Cargo.toml) and have an entry in
 # deploy/debian/changelog; the checkout must be clean (what is released is
-# a commit). Installs what it lacks (scripts/prereqs.sh's build, image, lint
-# and cross groups: Debian's aarch64 cross toolchain, qemu-user, podman,
-# lintian) and the aarch64 Rust std. Ends with the checks: lintian (no
-# error, no warning) and each package's architecture, and the aarch64
+# a commit). Installs what it lacks (scripts/prereqs.sh's build, image,
+# registry, lint and cross groups: Debian's aarch64 cross toolchain,
+# qemu-user, podman, docker-registry, containerd, lintian) and the aarch64
+# Rust std. Ends with the checks: the image index imported into containerd
+# and pushed to a registry and pulled back (scripts/check-image.sh), lintian
+# (no error, no warning) and each package's architecture, and the aarch64
 # binaries run under qemu-user (their --version, `manifests all` equal to
 # x86_64's, the actuator's `status` on a test host root, the image's files
 # enough to start the controller) and the pure core crates' tests run
@@ -87,8 +89,8 @@ if [ ! -f "$chart/Chart.yaml" ] || [ ! -x scripts/build-helm.sh ]; then
   fi
 fi
 
-step "set-up: Debian's cross toolchain, qemu-user, podman, lintian; the aarch64 std"
-FLEET_ROLE_PREREQS="build image lint cross" source scripts/prereqs.sh
+step "set-up: Debian's cross toolchain, qemu-user, podman, a registry, containerd, lintian; the aarch64 std"
+FLEET_ROLE_PREREQS="build image registry lint cross" source scripts/prereqs.sh
 source scripts/cross.sh aarch64-unknown-linux-gnu
 arm_sysroot=$FLEET_ROLE_SYSROOT
 source scripts/cross.sh x86_64-unknown-linux-gnu
@@ -179,6 +181,9 @@ platforms=$(tar -xOf "$archive" "blobs/sha256/$index" | grep -o '"architecture":
 [ "$platforms" = '"architecture":"amd64","os":"linux" "architecture":"arm64","os":"linux" ' ] \
   || die "the image index of $archive names the platforms: $platforms"
 echo "$archive: an image index of linux/amd64 and linux/arm64" >&2
+# As a fleet takes it in: imported into containerd as k3s imports, and
+# pushed to a registry and pulled back, the index's digest the same.
+scripts/check-image.sh "$archive" "$work/image-check"
 
 # --- the cluster side, and the chart ----------------------------------------
 step "fleet-role.yaml and the Helm chart"
