@@ -3,7 +3,8 @@
 //! fleet: the state produced, `status` exiting 5 with the reason, the
 //! entry's commands run as the doc gives them (an administrator's with
 //! kubectl), and `status` exiting 0 after. Each test names the reason it
-//! covers; the others are in `cli.rs` (`swap-stopped`), `restart.rs`
+//! covers (`lease-missing`, `voter-without-member`, `even-voters`,
+//! `unknown-protocol`, `host-between-roles`); the others are in `cli.rs` (`swap-stopped`), `restart.rs`
 //! (`swap-abandoned`), `swap.rs` (`voters-unhealthy`), the actuator's
 //! `real_api.rs` (`report-refused`) and the lab's
 //! `etcdgates_real_systemd.rs` (`etcd-learner`, `etcd-ghost-member`,
@@ -182,4 +183,32 @@ async fn unknown_protocol_the_runbooks_look_names_the_host_and_a_report_in_a_ver
     support::write_report(&h.admin, "n3", &known).await.unwrap();
     let out = until_healthy(&h).await;
     assert!(out.contains("Health: nothing degraded"), "{out}");
+}
+
+#[tokio::test]
+async fn host_between_roles_the_runbooks_swap_moves_on_a_voter_left_etcd_only_by_a_stopped_swap() {
+    // k3s's removal held past the swap's removal timeout: the outgoing
+    // voter stepped down and serves etcd only, and the swap stops there.
+    let config = CONFIG.replace("removal = 90", "removal = 3");
+    let h = Harness::start(&three_voters(), &config).await;
+    h.fleet.set(|f| {
+        f.hold.insert("removal".into());
+    });
+    let run = h.run(&["swap", "--out", "n1", "--in", "n4"]).await;
+    run.expect(4);
+    assert!(h.fleet.has_held("removal"), "{}", run.stdout);
+    let (code, out) =
+        until_status_says(&h, "n1 is etcd-only and no swap is under way to move it on").await;
+    assert_eq!(code, Some(5), "{out}");
+
+    h.fleet.set(|f| f.hold.clear());
+    let outs = h
+        .run_runbook_as_admin("host-between-roles", &[("OUT", "n1"), ("IN", "n4")])
+        .await;
+    let looked = String::from_utf8_lossy(&outs[0].1.stdout).into_owned();
+    assert!(looked.contains("out n1, in n4"), "{looked}");
+    assert!(outs[1].1.status.success());
+    let out = until_healthy(&h).await;
+    assert!(out.contains("Health: nothing degraded"), "{out}");
+    h.assert_swapped("n1", "n4").await;
 }
