@@ -492,7 +492,7 @@ mod tests {
         assert_eq!(
             degraded(&v),
             vec![
-                "etcd: etcd alarm: NOSPACE on n4; clear its cause and disarm it first",
+                "etcd: etcd alarm: NOSPACE on n4; clear its cause and disarm it first (docs/recovery.md, \"No fresh view of etcd\")",
                 "etcd lists the learner n4 and no swap is under way to move it on",
             ]
         );
