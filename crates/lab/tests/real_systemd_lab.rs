@@ -586,16 +586,10 @@ async fn fleet_role_swap_on_real_systemd_of_the_etcd_leader_moves_leadership_fir
         .expect("the held-back host is upgraded");
     // Through a server that stays: the swapped-out one may have been the
     // first server.
-    let kubeconfig = lab::lab_setup::kubeconfig_for(&lab.spec, &bystander).unwrap();
     let clock = clock::Clock::system();
     let t0 = clock.now();
     loop {
-        let o = std::process::Command::new(&fleet_role)
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("status")
-            .output()
-            .unwrap();
+        let o = common::fleet_role_via(&lab, &bystander, &["status"]).await;
         let shown = String::from_utf8_lossy(&o.stdout).to_string();
         if o.status.code() == Some(0) {
             assert!(!shown.contains(&older), "{shown}");

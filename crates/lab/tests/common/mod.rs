@@ -233,7 +233,13 @@ pub async fn etcd_members(lab: &SystemdLab) -> (Vec<String>, Vec<String>) {
 /// `fleet-role ARGS` with a kubeconfig naming server-1 and the lab's
 /// fleet-role config, bounded.
 pub async fn fleet_role_cmd(lab: &SystemdLab, args: &[&str]) -> std::process::Output {
-    let kubeconfig = lab::lab_setup::kubeconfig_for(&lab.spec, "server-1").unwrap();
+    fleet_role_via(lab, "server-1", args).await
+}
+
+/// [`fleet_role_cmd`] through `host`'s API server (one that stays when
+/// server-1 may have been swapped out), bounded.
+pub async fn fleet_role_via(lab: &SystemdLab, host: &str, args: &[&str]) -> std::process::Output {
+    let kubeconfig = lab::lab_setup::kubeconfig_for(&lab.spec, host).unwrap();
     let mut cmd = tokio::process::Command::new(fleet_role());
     cmd.arg("--kubeconfig").arg(&kubeconfig).args(args);
     let out = tokio::time::timeout(std::time::Duration::from_secs(300), cmd.output())
