@@ -27,8 +27,8 @@ command -v cargo >/dev/null || { echo "Rust (cargo) is needed" >&2; exit 2; }
 
 # kube-apiserver's Go build (minutes on a fresh machine, half of it waiting
 # on module downloads) runs beside cargo's; only the tests need it. helm's
-# and kubectl's (for the chart's tests and the runbooks) follow it in the
-# same job: each script ends with `go clean -cache`, which would pull the
+# and kubectl's (for the chart's tests and the runbooks), then etcdutl's
+# (the lab's snapshot restore), follow it in the same job: each script ends with `go clean -cache`, which would pull the
 # compile cache from under the other's build, and two Go builds beside
 # cargo's on 2 cores only share the same cores.
 rm -f .cache/go-tools.failed
@@ -37,6 +37,8 @@ rm -f .cache/go-tools.failed
     || { echo "the kube-apiserver build failed" > .cache/go-tools.failed; exit 1; }
   scripts/build-helm.sh > .cache/helm.path 2> .cache/helm.log \
     || { echo "the helm and kubectl build failed" > .cache/go-tools.failed; exit 1; }
+  scripts/build-etcdutl.sh > .cache/etcdutl.path 2> .cache/etcdutl.log \
+    || { echo "the etcdutl build failed" > .cache/go-tools.failed; exit 1; }
 ) &
 go_tools_build=$!
 # cargo-nextest (the runner) and ansible-core (for the test of
@@ -74,14 +76,15 @@ FLEET_ROLE_DEB_DIR="$top/target/debian"
 export FLEET_ROLE_DEB_DIR
 
 if ! wait "$go_tools_build"; then
-  cat .cache/kube-apiserver.log .cache/helm.log >&2 2>/dev/null || true
+  cat .cache/kube-apiserver.log .cache/helm.log .cache/etcdutl.log >&2 2>/dev/null || true
   cat .cache/go-tools.failed >&2 2>/dev/null || echo "a Go build failed" >&2
   exit 2
 fi
 FLEET_ROLE_KUBE_APISERVER=$(cat .cache/kube-apiserver.path)
 FLEET_ROLE_HELM="$(cat .cache/helm.path)/helm"
 FLEET_ROLE_KUBECTL="$(cat .cache/helm.path)/kubectl"
-export FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_HELM FLEET_ROLE_KUBECTL
+FLEET_ROLE_ETCDUTL=$(cat .cache/etcdutl.path)
+export FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_HELM FLEET_ROLE_KUBECTL FLEET_ROLE_ETCDUTL
 
 # The summary is printed even when a test fails, so errexit is off here.
 set +e

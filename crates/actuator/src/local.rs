@@ -164,6 +164,18 @@ pub fn switch(
     host.apply(&plan)
         .with_context(|| format!("{command} stopped part-way"))
         .context(Marked(Exit::NeedsHuman))?;
+    // The report kept on the host says what the host now is (its watcher
+    // sends it, as the newer copy, at its next decision).
+    let role = match which {
+        Switch::Promote(_) => Role::Server,
+        Switch::Demote { .. } => Role::Agent,
+    };
+    if let Err(e) = crate::report::after_hand_switch(&host.paths, role, host.clock().unix_secs()) {
+        eprintln!(
+            "{command}: the switch is done, but the report kept on the host still says the \
+             host's last step ({e}); `fleet-role status` may misread the host until its next step"
+        );
+    }
     let changes: Vec<String> = plan.iter().map(|c| host.show(c).to_string()).collect();
     print(
         format,

@@ -260,6 +260,25 @@ pub fn write_local(paths: &host::HostPaths, report: &Report) -> host::Result<()>
     host::fsutil::write_atomic(&paths.report(), report.to_json().as_bytes(), 0o600)
 }
 
+/// After a switch by hand to `role`, the report kept on the host moved on
+/// to say what the host now is ([`Report::after_hand_switch`]); nothing is
+/// written when it already does.
+///
+/// # Errors
+/// The kept report cannot be read or written (said, never fatal: the
+/// switch itself is done).
+pub fn after_hand_switch(
+    paths: &host::HostPaths,
+    role: protocol::Role,
+    now: i64,
+) -> anyhow::Result<()> {
+    let prev = read_local(paths)?;
+    if let Some(next) = Report::after_hand_switch(prev.as_ref(), role, now) {
+        write_local(paths, &next)?;
+    }
+    Ok(())
+}
+
 /// The value written as the report, within [`MAX_REPORT_BYTES`]: the
 /// hosts' policy refuses a larger one, which would leave the controller
 /// with this host's last report only. What had to be left out to fit (the

@@ -78,6 +78,10 @@ pub struct LabSpec {
     pub kube_apiserver: PathBuf,
     /// The etcd binary.
     pub etcd: PathBuf,
+    /// etcdutl, for a cluster reset from a snapshot (`k3s/reset.rs`); none
+    /// when it was not built.
+    #[serde(default)]
+    pub etcdutl: Option<PathBuf>,
     /// The fleet-role-actuator binary.
     pub actuator: PathBuf,
     /// The directory holding `systemctl` (the stand-in).

@@ -150,6 +150,7 @@ impl SystemdLab {
             hosts,
             kube_apiserver: testcp::binaries::kube_apiserver()?,
             etcd: testcp::binaries::etcd()?,
+            etcdutl: testcp::binaries::etcdutl(),
             actuator: o.bins.actuator.clone(),
             standin_dir: o.bins.standin_dir.clone(),
             lab_bin: o.bins.lab.clone(),
@@ -198,7 +199,10 @@ impl SystemdLab {
                 read_only: false,
             },
         ];
-        for bin in [&lab.spec.kube_apiserver, &lab.spec.etcd] {
+        for bin in [&lab.spec.kube_apiserver, &lab.spec.etcd]
+            .into_iter()
+            .chain(lab.spec.etcdutl.as_ref())
+        {
             let b = ro_dir_of(bin)?;
             // etcd is unpacked under cargo's target dir, bound already.
             if !b.outside.starts_with(&bin_dir) {
@@ -513,9 +517,13 @@ fn lay_out_host(spec: &LabSpec, h: &HostSpec, first: &HostSpec, laid: bool) -> a
     lab_setup::write(
         &root.join("usr/local/bin/k3s"),
         &format!(
-            "#!/bin/sh\nexport FLEET_ROLE_ROOT=/ FLEET_ROLE_LAB=\"{}\" FLEET_ROLE_KUBE_APISERVER=\"{}\"\nexec \"{}\" \"$@\"\n",
+            "#!/bin/sh\nexport FLEET_ROLE_ROOT=/ FLEET_ROLE_LAB=\"{}\" FLEET_ROLE_KUBE_APISERVER=\"{}\"{}\nexec \"{}\" \"$@\"\n",
             spec.dir.display(),
             fs::canonicalize(&spec.kube_apiserver)?.display(),
+            match &spec.etcdutl {
+                Some(p) => format!(" FLEET_ROLE_ETCDUTL=\"{}\"", fs::canonicalize(p)?.display()),
+                None => String::new(),
+            },
             spec.lab_bin.with_file_name("k3s").display()
         ),
         0o755,

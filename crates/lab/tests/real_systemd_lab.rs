@@ -352,7 +352,8 @@ async fn a_server_that_cannot_join_keeps_a_plain_start_blocked_and_becomes_activ
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_seeds_swap_on_real_systemd_keeps_every_promise_with_the_units_never_together() {
+async fn the_seeds_swap_on_real_systemd_keeps_every_promise_with_the_units_never_together_and_the_restore_runbook_takes_the_fleet_back_to_its_snapshot()
+ {
     let _turn = SERIAL.lock().await;
     let dir = lab_dir();
     let lab = lab_of(3, 1, dir.path()).await;
@@ -395,6 +396,141 @@ async fn the_seeds_swap_on_real_systemd_keeps_every_promise_with_the_units_never
         )
         .unwrap();
     assert_eq!(result.text(), "exec-condition", "skipped by its condition");
+    the_restore_runbook_takes_the_fleet_back_to_the_swaps_snapshot(&lab, &r.snapshot).await;
+}
+
+/// docs/recovery.md's restore, run as written on every host after the
+/// swap: the voter holding the snapshot reset from it, the other voters of
+/// the snapshot's time (the outgoing host among them) rejoined through it,
+/// the incoming host ended as an agent, the Lease's swap aborted. A
+/// ConfigMap written after the snapshot is gone, the snapshot's voters
+/// vote again, and `fleet-role status` exits 0.
+async fn the_restore_runbook_takes_the_fleet_back_to_the_swaps_snapshot(
+    lab: &SystemdLab,
+    snapshot: &str,
+) {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let clock = clock::Clock::system();
+    let t0 = clock.now();
+    let restored = lab
+        .spec
+        .hosts
+        .iter()
+        .find(|h| {
+            lab.spec
+                .root(&h.name)
+                .join(snapshot.trim_start_matches('/'))
+                .is_file()
+        })
+        .expect("a voter holds the swap's snapshot")
+        .clone();
+    let file = snapshot.rsplit('/').next().unwrap().to_string();
+    let restored_ip = restored.ip.to_string();
+    let fill = [("FILE", file.as_str()), ("RESTORED", restored_ip.as_str())];
+    // Written after the snapshot: the restore must take it away.
+    let apis = Apis::for_lab(&lab.spec).unwrap();
+    let after: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "written-after-the-snapshot", "namespace": "default"}
+    }))
+    .unwrap();
+    apis.any(|c| {
+        let cm = after.clone();
+        async move {
+            Api::<ConfigMap>::namespaced(c, "default")
+                .create(&Default::default(), &cm)
+                .await
+        }
+    })
+    .await
+    .unwrap();
+    let listed = runbook_on(lab, &restored.name, "restore-look", &fill).join("");
+    assert!(
+        listed.contains(&file),
+        "`k3s etcd-snapshot ls` lists {file}: {listed}"
+    );
+    let hosts: Vec<String> = lab.spec.hosts.iter().map(|h| h.name.clone()).collect();
+    for h in &hosts {
+        runbook_on(lab, h, "restore-stop", &fill);
+    }
+    let said = runbook_on(lab, &restored.name, "restore-reset", &fill).join("");
+    assert!(
+        said.contains("Managed etcd cluster membership has been reset"),
+        "the reset says it is done: {said}"
+    );
+    admin_runbook(lab, "restore-pause", &restored.name, &fill).await;
+    runbook_on(lab, &restored.name, "restore-kubelet", &fill);
+    // The other voters of the snapshot's time: the servers of the lab
+    // (server-3 stepped down after the snapshot); agent-1 came in after it.
+    for h in hosts
+        .iter()
+        .filter(|h| h.starts_with("server") && **h != restored.name)
+    {
+        runbook_on(lab, h, "restore-rejoin", &fill);
+    }
+    runbook_on(lab, "agent-1", "restore-incoming", &fill);
+    runbook_on(lab, "agent-1", "restore-agent", &fill);
+    for h in &hosts {
+        runbook_on(lab, h, "restore-actuator", &fill);
+    }
+    admin_runbook(lab, "restore-end", &restored.name, &fill).await;
+    let gone = apis
+        .any(|c| async move {
+            Api::<ConfigMap>::namespaced(c, "default")
+                .get_opt("written-after-the-snapshot")
+                .await
+        })
+        .await
+        .unwrap();
+    assert!(
+        gone.is_none(),
+        "the ConfigMap written after the snapshot is still there"
+    );
+    let start = clock.now();
+    loop {
+        let voters = etcd_voters(lab).await;
+        let out = fleet_role_status(lab);
+        if voters == ["server-1", "server-2", "server-3"] && out.status.code() == Some(0) {
+            break;
+        }
+        assert!(
+            clock.since(start) < Duration::from_secs(180),
+            "after the restore runbook: voters {voters:?}, `fleet-role status` {}:\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    eprintln!(
+        "restored from {file} on {} by the runbook, healthy in {:.0}s",
+        restored.name,
+        clock.since(t0).as_secs_f32()
+    );
+}
+
+/// The runbook block `mark` of docs/recovery.md run on `host` as an
+/// operator there runs it: each line as written through `sh -c` (bounded),
+/// `fill`'s placeholders replaced, each required to succeed; their output.
+fn runbook_on(lab: &SystemdLab, host: &str, mark: &str, fill: &[(&str, &str)]) -> Vec<String> {
+    let m = lab.machine(host).unwrap();
+    testcp::runbook::commands(mark)
+        .into_iter()
+        .map(|c| {
+            let c = fill.iter().fold(c, |c, (from, to)| c.replace(from, to));
+            let o = m
+                .exec(&["sh", "-c", &c], Duration::from_secs(150))
+                .unwrap_or_else(|e| panic!("{mark} on {host}: `{c}`: {e}"));
+            eprintln!("{host}$ {c}: {}\n{}{}", o.status, o.stdout, o.stderr);
+            assert!(
+                o.status.success(),
+                "{mark} on {host}: `{c}` failed ({}):\n{}{}",
+                o.status,
+                o.stdout,
+                o.stderr
+            );
+            format!("{}{}", o.stdout, o.stderr)
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1144,6 +1280,20 @@ async fn forged_readiness_and_voters_move_nothing(
 /// `fleet-role` on `PATH`, the admin kubeconfig naming `via`'s API server);
 /// the first line's output.
 async fn runbook_look(lab: &SystemdLab, mark: &str, node: &str, via: &str) -> String {
+    let ran = admin_runbook(lab, mark, via, &[("NODE", node)]).await;
+    String::from_utf8_lossy(&ran[0].1.stdout).to_string()
+}
+
+/// The runbook block `mark` of docs/recovery.md, `fill`'s placeholders
+/// replaced, run as written by the lab's administrator (kubectl and
+/// `fleet-role` on `PATH`, the admin kubeconfig naming `via`'s API server);
+/// each line's output.
+async fn admin_runbook(
+    lab: &SystemdLab,
+    mark: &str,
+    via: &str,
+    fill: &[(&str, &str)],
+) -> Vec<(String, std::process::Output)> {
     use secrecy::ExposeSecret;
     let kubectl = testcp::runbook::kubectl();
     let fleet_role = fleet_role();
@@ -1157,8 +1307,7 @@ async fn runbook_look(lab: &SystemdLab, mark: &str, node: &str, via: &str) -> St
         env: &[("KUBECONFIG", &kubeconfig)],
         secret: tokens.admin_token().expose_secret(),
     };
-    let ran = testcp::runbook::run(&shell, mark, &[("NODE", node)]).await;
-    String::from_utf8_lossy(&ran[0].1.stdout).to_string()
+    testcp::runbook::run(&shell, mark, fill).await
 }
 
 /// `fleet-role status` on the lab, its output.

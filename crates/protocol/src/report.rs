@@ -491,6 +491,33 @@ impl Report {
         }
     }
 
+    /// The report that follows `prev` once the host was switched to `role`
+    /// by hand (`promote-local`, `demote-local`), or `None` when `prev`
+    /// already says as much. The last step a host reported tells the fleet
+    /// what the host is where its Node cannot (k3s leaves its etcd label on
+    /// a finished host): a host promoted by hand after a finish or a
+    /// rollback would read as rolled back for ever, one demoted by hand
+    /// after a promotion as a learner. So a promotion by hand moves the
+    /// report on to no step (the host is read by its Node again), a
+    /// demotion by hand to a finish of no swap, settled, as a server that
+    /// comes home by itself reports it. Settled steps are kept.
+    pub fn after_hand_switch(prev: Option<&Report>, role: crate::Role, now: i64) -> Option<Report> {
+        let (step, already) = match role {
+            crate::Role::Server => (
+                ReportStep::None,
+                prev.is_none_or(|p| p.step == ReportStep::None && p.phase.is_settled()),
+            ),
+            crate::Role::Agent => (
+                ReportStep::Finish,
+                prev.is_some_and(|p| {
+                    matches!(p.step, ReportStep::Finish | ReportStep::Rollback)
+                        && p.phase == Phase::Done
+                }),
+            ),
+        };
+        (!already).then(|| Report::next(prev, None, step, Phase::Done, now))
+    }
+
     /// The newer of two copies of one host's report: the higher
     /// [`Report::seq`], the first (`a`) when both are as new.
     pub fn newer(a: Option<Report>, b: Option<Report>) -> Option<Report> {

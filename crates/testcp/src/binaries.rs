@@ -60,7 +60,7 @@ pub fn kube_apiserver() -> Result<PathBuf, Error> {
         };
     }
     let cache = workspace_root().join(".cache/kube-apiserver");
-    newest_build(&cache).ok_or(Error::KubeApiserverNotBuilt { searched: cache })
+    newest_build(&cache, "kube-apiserver").ok_or(Error::KubeApiserverNotBuilt { searched: cache })
 }
 
 /// The workspace root: this crate lives at `<root>/crates/testcp`.
@@ -69,13 +69,29 @@ fn workspace_root() -> PathBuf {
     root.canonicalize().unwrap_or(root)
 }
 
-/// The most recently built `<cache>/*/kube-apiserver`. The build script writes
-/// `kube-apiserver.tmp` and renames it, so a build in progress is not picked.
-fn newest_build(cache: &Path) -> Option<PathBuf> {
+/// The environment variable that names etcdutl (etcd's offline tool, which
+/// the lab's k3s stand-in restores snapshots with).
+pub const ETCDUTL_ENV: &str = "FLEET_ROLE_ETCDUTL";
+
+/// etcdutl: `$FLEET_ROLE_ETCDUTL` if set and a file, else the newest
+/// `<workspace>/.cache/etcdutl/*/etcdutl` (scripts/build-etcdutl.sh), else
+/// `None`: only a cluster reset from a snapshot needs it, and that fails
+/// saying so.
+pub fn etcdutl() -> Option<PathBuf> {
+    match std::env::var_os(ETCDUTL_ENV).map(PathBuf::from) {
+        Some(p) if p.is_file() => Some(p),
+        Some(_) => None,
+        None => newest_build(&workspace_root().join(".cache/etcdutl"), "etcdutl"),
+    }
+}
+
+/// The most recently built `<cache>/*/<name>`. The build scripts write
+/// `<name>.tmp` and rename it, so a build in progress is not picked.
+fn newest_build(cache: &Path, name: &str) -> Option<PathBuf> {
     std::fs::read_dir(cache)
         .ok()?
         .filter_map(|entry| {
-            let bin = entry.ok()?.path().join("kube-apiserver");
+            let bin = entry.ok()?.path().join(name);
             let modified = bin
                 .metadata()
                 .ok()
@@ -95,7 +111,7 @@ mod tests {
     #[test]
     fn the_newest_finished_build_is_picked_and_unfinished_ones_are_not() {
         let cache = tempfile::tempdir().unwrap();
-        assert_eq!(newest_build(cache.path()), None);
+        assert_eq!(newest_build(cache.path(), "kube-apiserver"), None);
         let old = cache.path().join("v1.36.2-aaaa");
         let new = cache.path().join("v1.36.3-bbbb");
         let building = cache.path().join("v1.36.4-cccc");
@@ -106,7 +122,10 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         std::fs::write(new.join("kube-apiserver"), "").unwrap();
         std::fs::write(building.join("kube-apiserver.tmp"), "").unwrap();
-        assert_eq!(newest_build(cache.path()), Some(new.join("kube-apiserver")));
+        assert_eq!(
+            newest_build(cache.path(), "kube-apiserver"),
+            Some(new.join("kube-apiserver"))
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub(super) async fn evaluate(
     steps: &mut StepRunner,
     client: &Client,
 ) -> Result<(), kube::Error> {
+    memory.adopt_host_copy(ctx);
     // A report the API refused is sent again once a heartbeat period
     // has passed; a refusal does not keep the heartbeat from beating.
     let again = memory

@@ -57,6 +57,27 @@ impl Memory {
         Ok(())
     }
 
+    /// Takes up the report kept on the host when it is newer than memory's
+    /// (a higher `seq`): only a switch by hand (`promote-local`,
+    /// `demote-local`) writes it while this watcher runs, and it says what
+    /// the host now is. Sent to the API at the next decision.
+    pub(super) fn adopt_host_copy(&mut self, ctx: &Context) {
+        if self.copy == Copy::NotRead {
+            return;
+        }
+        let Ok(Some(kept)) = report::read_local(&ctx.host.paths) else {
+            return;
+        };
+        if self.report.as_ref().is_none_or(|r| kept.seq > r.seq) {
+            info!(
+                step = kept.step.as_str(),
+                "the report kept on the host moved on (a switch by hand): taken up"
+            );
+            self.report = Some(kept);
+            self.copy = Copy::Unwritten;
+        }
+    }
+
     /// Sends the report in memory: the host's copy first, then the API's.
     /// A refusal is said once (with the API's own words), counted, and
     /// kept for the heartbeat to carry; the report stays unwritten.

@@ -1,10 +1,10 @@
-//! `k3s ARGS` on a lab host: `server`, `agent`, `etcd-snapshot save` and
-//! `prune`, and `--version`, as k3s's CLI answers them
+//! `k3s ARGS` on a lab host: `server` (with `--cluster-reset`), `agent`,
+//! `etcd-snapshot save`, `prune` and `ls`, and `--version`, as k3s's CLI answers them
 //! (`pkg/cli/cmds/`), over the lab's real etcd members.
 
 use std::process::ExitCode;
 
-use super::{Ctx, VERSION, agent, server, snapshot_prune, snapshot_save};
+use super::{Ctx, VERSION, agent, server, snapshot_ls, snapshot_prune, snapshot_save};
 
 /// Answers `k3s ARGS` on a lab host (`FLEET_ROLE_ROOT` and `FLEET_ROLE_LAB`
 /// set by the host's `/usr/local/bin/k3s`).
@@ -33,6 +33,11 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<ExitCode> {
         ] => {
             for file in snapshot_prune(&ctx, prefix, keep.parse()?).await? {
                 eprintln!("Removing local snapshot {}", file.display());
+            }
+        }
+        ["etcd-snapshot", "ls" | "list"] => {
+            for line in snapshot_ls(&ctx).await? {
+                println!("{line}");
             }
         }
         ["etcd-snapshot", "save", "--name", name] => {

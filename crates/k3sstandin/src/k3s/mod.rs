@@ -1,5 +1,5 @@
-//! The k3s stand-in: `k3s server`, `k3s agent` and `k3s etcd-snapshot
-//! save|prune`,
+//! The k3s stand-in: `k3s server` (and its `--cluster-reset`), `k3s agent`
+//! and `k3s etcd-snapshot save|prune|ls`,
 //! doing what shared `K3S.md` says k3s does, with real etcd members and a real
 //! kube-apiserver. What it leaves out is listed in `docs/testing.md`.
 
@@ -13,6 +13,7 @@ pub mod learners;
 pub mod node;
 pub mod pods;
 mod removal;
+pub mod reset;
 mod retry;
 pub mod server;
 pub mod supervisor;
@@ -162,6 +163,35 @@ pub async fn snapshot_prune(ctx: &Ctx, prefix: &str, keep: usize) -> anyhow::Res
     Ok(removed)
 }
 
+/// `k3s etcd-snapshot ls`: the local snapshots, one a line under k3s's
+/// header (`Name Location Size Created`), oldest first. Like `save` it asks
+/// the running server, so with no local etcd answering it fails.
+pub async fn snapshot_ls(ctx: &Ctx) -> anyhow::Result<Vec<String>> {
+    let url = ctx.etcd(&LabSpec::etcd_url(ctx.ip()?))?;
+    crate::etcd_gw::member_list(&url)
+        .await
+        .context("etcd-snapshot error: cannot reach the local etcd (is k3s running?)")?;
+    let (_, dir) = snapshot_dir(ctx)?;
+    let mut rows: Vec<(String, u64)> = match std::fs::read_dir(&dir) {
+        Ok(es) => es
+            .filter_map(|e| e.ok())
+            .filter(|e| !e.file_name().to_string_lossy().ends_with(".part"))
+            .map(|e| {
+                let size = e.metadata().map(|m| m.len()).unwrap_or(0);
+                (e.file_name().to_string_lossy().into_owned(), size)
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    rows.sort();
+    let mut out = vec!["Name Location Size Created".to_string()];
+    for (name, size) in rows {
+        let root = format!("/{}", dir.strip_prefix(&ctx.root).unwrap_or(&dir).display());
+        out.push(format!("{name} file://{root}/{name} {size}"));
+    }
+    Ok(out)
+}
+
 /// Writes a snapshot's `data` where and as k3s does (`pkg/etcd/snapshot.go`):
 /// in `etcd-snapshot-dir` as the server process has it (`save` asks the
 /// server's supervisor: its config files, then its unit's command line),
@@ -217,6 +247,7 @@ mod tests {
                 hosts: vec![],
                 kube_apiserver: "kube-apiserver".into(),
                 etcd: "etcd".into(),
+                etcdutl: None,
                 actuator: "actuator".into(),
                 standin_dir: root.to_path_buf(),
                 lab_bin: "lab".into(),

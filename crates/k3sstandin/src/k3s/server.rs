@@ -46,7 +46,7 @@ use protocol::names::{
 /// the Nodes (k3s's reacts to each change through a watch).
 const REMOVAL_EVERY: Duration = Duration::from_secs(1);
 
-fn random_hex8() -> String {
+pub(super) fn random_hex8() -> String {
     let mut b = [0u8; 4];
     let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -92,6 +92,13 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let own = ctx.etcd(&own_client)?;
     let peer_url = LabSpec::etcd_peer_url(ip);
     let name_file = etcd_dir.join("name");
+    // k3s (`pkg/cluster/managed.go`, `start`): `--cluster-reset` resets the
+    // member (from a snapshot, if one is named) and exits; a normal start
+    // removes the flag file a reset leaves.
+    if ctx.config.flag("cluster-reset") {
+        return super::reset::run(&ctx, ip, &db, &own).await;
+    }
+    let _ = std::fs::remove_file(super::reset::flag_file(&db));
     let (member_name, initial_cluster, state) = if etcd_dir.join("member/wal").exists() {
         let n = std::fs::read_to_string(&name_file)
             .context("the member name file")?
@@ -147,36 +154,9 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         std::fs::write(&name_file, &n)?;
         (n.clone(), format!("{n}={peer_url}"), ClusterState::New)
     };
+    let opts = etcd_options(&ctx, ip, &etcd_dir, &member_name, initial_cluster, state)?;
     let logs = ctx.at("var/log/k3s");
-    std::fs::create_dir_all(&logs)?;
     let tls = ctx.at(lab_pki::HOST_ETCD_TLS);
-    let opts = EtcdOptions {
-        name: member_name.clone(),
-        data_dir: etcd_dir.clone(),
-        client_url: own_client.clone(),
-        // k3s: `pkg/etcd/etcd.go` (`listenClientURLs`) listens on loopback
-        // too, and advertises only the host's address.
-        also_listen_client_urls: vec![format!(
-            "https://{}:{}",
-            std::net::Ipv4Addr::LOCALHOST,
-            crate::spec::ETCD_CLIENT_PORT
-        )],
-        peer_url: peer_url.clone(),
-        // k3s: metrics and /health in plain HTTP on loopback:2381.
-        metrics_url: LabSpec::etcd_metrics_url(),
-        initial_cluster,
-        initial_cluster_state: state,
-        tls: Some(EtcdTls {
-            client_ca: tls.join("server-ca.crt"),
-            cert: tls.join("server-client.crt"),
-            key: tls.join("server-client.key"),
-            peer_ca: tls.join("peer-ca.crt"),
-            peer_cert: tls.join("peer-server-client.crt"),
-            peer_key: tls.join("peer-server-client.key"),
-        }),
-        log_file: logs.join("etcd.log"),
-        extra_args: vec!["--unsafe-no-fsync".into()],
-    };
     // A fault the lab's tests inject: this host's etcd does not start.
     // (Under var/lib/rancher: a real-systemd host has that directory bound in.)
     let fails = ctx.at("var/lib/rancher/fleet-role-lab-etcd-fails");
@@ -491,6 +471,49 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+/// The local etcd member's options, as k3s starts it (`pkg/etcd/etcd.go`,
+/// `cluster`): TLS with the host's `server/tls/etcd/` certificates, the
+/// client port on the host's address and on loopback, metrics on loopback.
+pub(super) fn etcd_options(
+    ctx: &Ctx,
+    ip: Ipv4Addr,
+    etcd_dir: &std::path::Path,
+    member_name: &str,
+    initial_cluster: String,
+    state: ClusterState,
+) -> anyhow::Result<EtcdOptions> {
+    let logs = ctx.at("var/log/k3s");
+    std::fs::create_dir_all(&logs)?;
+    let tls = ctx.at(lab_pki::HOST_ETCD_TLS);
+    Ok(EtcdOptions {
+        name: member_name.to_string(),
+        data_dir: etcd_dir.to_path_buf(),
+        client_url: LabSpec::etcd_url(ip),
+        // k3s: `pkg/etcd/etcd.go` (`listenClientURLs`) listens on loopback
+        // too, and advertises only the host's address.
+        also_listen_client_urls: vec![format!(
+            "https://{}:{}",
+            std::net::Ipv4Addr::LOCALHOST,
+            crate::spec::ETCD_CLIENT_PORT
+        )],
+        peer_url: LabSpec::etcd_peer_url(ip),
+        // k3s: metrics and /health in plain HTTP on loopback:2381.
+        metrics_url: LabSpec::etcd_metrics_url(),
+        initial_cluster,
+        initial_cluster_state: state,
+        tls: Some(EtcdTls {
+            client_ca: tls.join("server-ca.crt"),
+            cert: tls.join("server-client.crt"),
+            key: tls.join("server-client.key"),
+            peer_ca: tls.join("peer-ca.crt"),
+            peer_cert: tls.join("peer-server-client.crt"),
+            peer_key: tls.join("peer-server-client.key"),
+        }),
+        log_file: logs.join("etcd.log"),
+        extra_args: vec!["--unsafe-no-fsync".into()],
+    })
 }
 
 /// A member already named for `node` (k3s's member names are

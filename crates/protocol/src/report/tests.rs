@@ -497,3 +497,54 @@ fn a_hosts_credential_expiry_reads_back_and_one_that_is_no_time_reads_as_none() 
         assert_eq!(back.heartbeat_at, 7);
     }
 }
+
+#[test]
+fn a_switch_by_hand_moves_the_report_on_to_what_the_host_now_is_and_keeps_what_settled() {
+    use crate::Role;
+    let finished = Report::next(None, swap("s1"), ReportStep::Finish, Phase::Done, 5);
+    // Promoted by hand after its finish: no step, read by its Node again.
+    let promoted = Report::after_hand_switch(Some(&finished), Role::Server, 9).unwrap();
+    assert_eq!(
+        (promoted.swap.clone(), promoted.step, promoted.phase),
+        (None, ReportStep::None, Phase::Done)
+    );
+    assert_eq!(promoted.seq, finished.seq + 1, "the newer copy");
+    assert!(promoted.has_settled(swap("s1").as_ref(), ReportStep::Finish));
+    // A rollback done reads as an agent too.
+    let rolled = Report::next(None, swap("s2"), ReportStep::Rollback, Phase::Done, 5);
+    assert!(Report::after_hand_switch(Some(&rolled), Role::Server, 9).is_some());
+    // Demoted by hand after its promotion: a finish of no swap, settled.
+    let voter = Report::next(None, swap("s3"), ReportStep::Promote, Phase::Done, 5);
+    let demoted = Report::after_hand_switch(Some(&voter), Role::Agent, 9).unwrap();
+    assert_eq!(
+        (demoted.swap.clone(), demoted.step, demoted.phase),
+        (None, ReportStep::Finish, Phase::Done)
+    );
+    assert!(demoted.has_settled(swap("s3").as_ref(), ReportStep::Promote));
+    // A failed promotion ended by hand as an agent moves on too.
+    let failed = Report::next(None, swap("s4"), ReportStep::Promote, Phase::Failed, 5);
+    assert!(Report::after_hand_switch(Some(&failed), Role::Agent, 9).is_some());
+}
+
+#[test]
+fn a_switch_by_hand_that_the_report_already_says_leaves_it_as_it_is() {
+    use crate::Role;
+    assert_eq!(Report::after_hand_switch(None, Role::Server, 9), None);
+    let idle = Report::with_host_part(None, hb(3, None), 3);
+    assert_eq!(
+        Report::after_hand_switch(Some(&idle), Role::Server, 9),
+        None
+    );
+    let finished = Report::next(None, swap("s1"), ReportStep::Finish, Phase::Done, 5);
+    assert_eq!(
+        Report::after_hand_switch(Some(&finished), Role::Agent, 9),
+        None
+    );
+    let rolled = Report::next(None, swap("s2"), ReportStep::Rollback, Phase::Done, 5);
+    assert_eq!(
+        Report::after_hand_switch(Some(&rolled), Role::Agent, 9),
+        None
+    );
+    // A host with no report yet demoted by hand reports its finish.
+    assert!(Report::after_hand_switch(None, Role::Agent, 9).is_some());
+}
