@@ -405,6 +405,47 @@ async fn fleet_role_says(lab: &SystemdLab, args: &[&str]) -> (Option<i32>, Strin
     )
 }
 
+/// `fleet-role ARGS` (a swap) with a regrade Lease 15 s long, killed once
+/// etcd has four voters: the incoming host promoted, the outgoing one not
+/// yet removed.
+async fn interrupted_after_the_promotion(lab: &SystemdLab, args: &[&str]) {
+    let kubeconfig = lab::lab_setup::kubeconfig_for(&lab.spec, "server-1").unwrap();
+    let config = lab.spec.dir.join("short-lease.toml");
+    std::fs::write(&config, "lease_duration_secs = 15\n").unwrap();
+    let mut child = tokio::process::Command::new(fleet_role())
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--config")
+        .arg(&config)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let clock = clock::Clock::system();
+    let t0 = clock.now();
+    loop {
+        let (voters, _) = common::etcd_members(lab).await;
+        if voters.len() == 4 {
+            break;
+        }
+        if let Ok(Some(ended)) = child.try_wait() {
+            panic!("the swap ended ({ended}) before it was cut off; voters {voters:?}");
+        }
+        assert!(
+            clock.since(t0) < Duration::from_secs(300),
+            "the incoming host never voted; voters {voters:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    child.kill().await.unwrap();
+    eprintln!(
+        "the swap cut off {:.0}s after it began, four voters standing",
+        clock.since(t0).as_secs_f32()
+    );
+}
+
 /// The regrade Lease as `fleet-role status --output json` shows it.
 async fn lease_status(lab: &SystemdLab) -> serde_json::Value {
     let (_, out) = fleet_role_says(lab, &["status", "--output", "json"]).await;
@@ -441,9 +482,12 @@ async fn hosts_unchanged(
 /// found eligible refuses its promotion at the step, naming the free
 /// space, and changes nothing; a snapshot folder with no room stops the
 /// swap with the disk's error, leaves no part of a snapshot and nothing
-/// changed; once the disk has room, the same `fleet-role swap` ends done.
+/// changed; once the disk has room, the same `fleet-role swap` runs, is
+/// cut off after the promotion (its controller killed), is called
+/// abandoned by `status` with the command that takes it up, and that
+/// command, as the runbook gives it, ends it done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_disk_under_the_datastore_or_the_snapshots_stops_the_swap_with_the_reason_changing_nothing_until_it_has_room()
+async fn a_full_disk_under_the_datastore_or_the_snapshots_stops_the_swap_changing_nothing_until_it_has_room_and_the_swap_cut_off_after_its_promotion_is_taken_up_by_the_runbook()
  {
     let _turn = SERIAL.lock().await;
     let dir = lab_dir();
@@ -536,11 +580,44 @@ async fn a_full_disk_under_the_datastore_or_the_snapshots_stops_the_swap_with_th
     }
     hosts_unchanged(&lab, &hand, &before, &members_before, &said).await;
 
-    // Room again: the same command takes the swap up and ends it done.
+    // Room again. The same command takes the swap up, and is cut off
+    // once the incoming host votes (killed, as a closed lid or a dropped
+    // ssh leaves it; its Lease 15 s long): `status` calls the fleet
+    // degraded and names the command that takes the swap up, and that
+    // command, as docs/recovery.md gives it, ends the swap done.
     for s in ["server-1", "server-2", "server-3"] {
         free_disk(&lab, s, SNAPSHOTS);
     }
-    let (code, said) = fleet_role_says(&lab, &swap).await;
+    interrupted_after_the_promotion(&lab, &swap).await;
+    let clock = clock::Clock::system();
+    let t0 = clock.now();
+    let status = loop {
+        let (code, out) = fleet_role_says(&lab, &["status"]).await;
+        if code == Some(5) && out.contains("no controller holds it") {
+            break out;
+        }
+        assert!(
+            clock.since(t0) < Duration::from_secs(120),
+            "the interrupted swap is not called abandoned ({code:?}):\n{out}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    for said in [
+        "is recorded on the regrade Lease and no controller holds it",
+        "`fleet-role swap --out server-3 --in agent-1` takes it up",
+        "etcd has 4 voting members, an even count",
+    ] {
+        assert!(status.contains(said), "status says {said:?}:\n{status}");
+    }
+    let ran = common::admin_runbook(
+        &lab,
+        "swap-abandoned",
+        "server-1",
+        &[("OUT", "server-3"), ("IN", "agent-1")],
+    )
+    .await;
+    assert_eq!(ran.len(), 1, "the runbook is the one command");
+    let (code, said) = fleet_role_says(&lab, &["status"]).await;
     assert_eq!(code, Some(0), "{said}");
     let (voters, learners) = common::etcd_members(&lab).await;
     assert!(learners.is_empty(), "{learners:?}");

@@ -457,7 +457,7 @@ async fn the_restore_runbook_takes_the_fleet_back_to_the_swaps_snapshot(
         said.contains("Managed etcd cluster membership has been reset"),
         "the reset says it is done: {said}"
     );
-    admin_runbook(lab, "restore-pause", &restored.name, &fill).await;
+    common::admin_runbook(lab, "restore-pause", &restored.name, &fill).await;
     runbook_on(lab, &restored.name, "restore-kubelet", &fill);
     // The other voters of the snapshot's time: the servers of the lab
     // (server-3 stepped down after the snapshot); agent-1 came in after it.
@@ -472,7 +472,7 @@ async fn the_restore_runbook_takes_the_fleet_back_to_the_swaps_snapshot(
     for h in &hosts {
         runbook_on(lab, h, "restore-actuator", &fill);
     }
-    admin_runbook(lab, "restore-end", &restored.name, &fill).await;
+    common::admin_runbook(lab, "restore-end", &restored.name, &fill).await;
     let gone = apis
         .any(|c| async move {
             Api::<ConfigMap>::namespaced(c, "default")
@@ -1280,34 +1280,8 @@ async fn forged_readiness_and_voters_move_nothing(
 /// `fleet-role` on `PATH`, the admin kubeconfig naming `via`'s API server);
 /// the first line's output.
 async fn runbook_look(lab: &SystemdLab, mark: &str, node: &str, via: &str) -> String {
-    let ran = admin_runbook(lab, mark, via, &[("NODE", node)]).await;
+    let ran = common::admin_runbook(lab, mark, via, &[("NODE", node)]).await;
     String::from_utf8_lossy(&ran[0].1.stdout).to_string()
-}
-
-/// The runbook block `mark` of docs/recovery.md, `fill`'s placeholders
-/// replaced, run as written by the lab's administrator (kubectl and
-/// `fleet-role` on `PATH`, the admin kubeconfig naming `via`'s API server);
-/// each line's output.
-async fn admin_runbook(
-    lab: &SystemdLab,
-    mark: &str,
-    via: &str,
-    fill: &[(&str, &str)],
-) -> Vec<(String, std::process::Output)> {
-    use secrecy::ExposeSecret;
-    let kubectl = testcp::runbook::kubectl();
-    let fleet_role = fleet_role();
-    let kubeconfig = lab::lab_setup::kubeconfig_for(&lab.spec, via).unwrap();
-    let tokens = testcp::tokens::TokenAuthFile::load(&lab.spec.tokens_file()).unwrap();
-    let home = lab.spec.dir.join("runbook-home");
-    std::fs::create_dir_all(&home).unwrap();
-    let shell = testcp::runbook::Shell {
-        home: &home,
-        programs: &[("kubectl", &kubectl), ("fleet-role", &fleet_role)],
-        env: &[("KUBECONFIG", &kubeconfig)],
-        secret: tokens.admin_token().expose_secret(),
-    };
-    testcp::runbook::run(&shell, mark, fill).await
 }
 
 /// `fleet-role status` on the lab, its output.

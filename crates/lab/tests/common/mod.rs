@@ -267,3 +267,29 @@ pub fn gate<'a>(stdout: &'a str, name: &str) -> Option<(bool, &'a str)> {
             .then_some((verdict == "pass", l))
     })
 }
+
+/// The runbook block `mark` of docs/recovery.md, `fill`'s placeholders
+/// replaced, run as written by the lab's administrator (kubectl and
+/// `fleet-role` on `PATH`, the admin kubeconfig naming `via`'s API server);
+/// each line's output.
+pub async fn admin_runbook(
+    lab: &SystemdLab,
+    mark: &str,
+    via: &str,
+    fill: &[(&str, &str)],
+) -> Vec<(String, std::process::Output)> {
+    use secrecy::ExposeSecret;
+    let kubectl = testcp::runbook::kubectl();
+    let fleet_role = fleet_role();
+    let kubeconfig = lab::lab_setup::kubeconfig_for(&lab.spec, via).unwrap();
+    let tokens = testcp::tokens::TokenAuthFile::load(&lab.spec.tokens_file()).unwrap();
+    let home = lab.spec.dir.join("runbook-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let shell = testcp::runbook::Shell {
+        home: &home,
+        programs: &[("kubectl", &kubectl), ("fleet-role", &fleet_role)],
+        env: &[("KUBECONFIG", &kubeconfig)],
+        secret: tokens.admin_token().expose_secret(),
+    };
+    testcp::runbook::run(&shell, mark, fill).await
+}
