@@ -10,6 +10,7 @@ pub mod config;
 pub mod deploy;
 pub mod election;
 pub mod learners;
+mod member;
 pub mod node;
 pub mod pods;
 mod removal;

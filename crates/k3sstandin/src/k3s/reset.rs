@@ -29,7 +29,7 @@ use anyhow::{Context, bail};
 use testcp::{ClusterState, Etcd, Probe, binaries::ETCDUTL_ENV};
 use tracing::info;
 
-use super::{Ctx, retry::retried, server};
+use super::{Ctx, member, retry::retried};
 use crate::{etcd_gw, spec::LabSpec};
 
 /// The longest a restore (etcdutl) or the reset member's start may take.
@@ -94,7 +94,7 @@ pub async fn run(
         // The name the member has now (k3s reads it before the restore).
         let current = std::fs::read_to_string(etcd_dir.join("name"))
             .map(|n| n.trim().to_string())
-            .unwrap_or_else(|_| format!("{node}-{}", server::random_hex8()));
+            .unwrap_or_else(|_| member::new_name(&node));
         let aside = moved_aside(db, clock::Clock::system().unix_secs());
         if etcd_dir.exists() {
             std::fs::rename(&etcd_dir, &aside)
@@ -109,11 +109,11 @@ pub async fn run(
         );
     }
     // k3s's `setName(true)`: a new member name, written before etcd starts.
-    let name = format!("{node}-{}", server::random_hex8());
+    let name = member::new_name(&node);
     std::fs::create_dir_all(&etcd_dir)?;
     std::fs::write(etcd_dir.join("name"), &name)?;
     std::fs::write(&flag, "").with_context(|| format!("writing {}", flag.display()))?;
-    let mut opts = server::etcd_options(
+    let mut opts = member::etcd_options(
         ctx,
         ip,
         &etcd_dir,

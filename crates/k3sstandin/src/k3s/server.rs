@@ -17,17 +17,15 @@ use kube::{
     api::{ListParams, Patch, PatchParams},
 };
 use serde_json::json;
-use testcp::{
-    ApiServer, ApiServerOptions, ClusterState, Etcd, EtcdOptions, EtcdTls, Pki, Probe,
-    TokenAuthFile,
-};
+use testcp::{ApiServer, ApiServerOptions, ClusterState, Etcd, Pki, Probe, TokenAuthFile};
 use tracing::{info, warn};
 
 use super::{
     Ctx,
     bootstrap::server_token,
-    deploy, election, learners, node, pods,
+    deploy, election, learners, member, node, pods,
     removal::{SLOW_ROUND, peers, removal_seen, removed},
+    reset,
     retry::retried,
     supervisor::{self, Supervisor},
     token, tombstone,
@@ -45,12 +43,6 @@ use protocol::names::{
 /// How often the `k3s-etcd` leader's member-removal controller looks at
 /// the Nodes (k3s's reacts to each change through a watch).
 const REMOVAL_EVERY: Duration = Duration::from_secs(1);
-
-pub(super) fn random_hex8() -> String {
-    let mut b = [0u8; 4];
-    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
 
 /// Runs `k3s server` until it fails or is removed.
 pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
@@ -96,9 +88,9 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     // member (from a snapshot, if one is named) and exits; a normal start
     // removes the flag file a reset leaves.
     if ctx.config.flag("cluster-reset") {
-        return super::reset::run(&ctx, ip, &db, &own).await;
+        return reset::run(&ctx, ip, &db, &own).await;
     }
-    let _ = std::fs::remove_file(super::reset::flag_file(&db));
+    let _ = std::fs::remove_file(reset::flag_file(&db));
     let (member_name, initial_cluster, state) = if etcd_dir.join("member/wal").exists() {
         let n = std::fs::read_to_string(&name_file)
             .context("the member name file")?
@@ -128,7 +120,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
                 "duplicate node name found, please use a unique name for this node (member {dup})"
             );
         }
-        let n = format!("{name}-{}", random_hex8());
+        let n = member::new_name(&name);
         info!("joining {join} as etcd learner {n}");
         let (id, members) = add_learner(&join_etcd, &peer_url).await?;
         std::fs::create_dir_all(&etcd_dir)?;
@@ -148,13 +140,13 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             .collect();
         (n, cluster.join(","), ClusterState::Existing)
     } else {
-        let n = format!("{name}-{}", random_hex8());
+        let n = member::new_name(&name);
         info!("initialising a new etcd cluster as {n}");
         std::fs::create_dir_all(&etcd_dir)?;
         std::fs::write(&name_file, &n)?;
         (n.clone(), format!("{n}={peer_url}"), ClusterState::New)
     };
-    let opts = etcd_options(&ctx, ip, &etcd_dir, &member_name, initial_cluster, state)?;
+    let opts = member::etcd_options(&ctx, ip, &etcd_dir, &member_name, initial_cluster, state)?;
     let logs = ctx.at("var/log/k3s");
     let tls = ctx.at(lab_pki::HOST_ETCD_TLS);
     // A fault the lab's tests inject: this host's etcd does not start.
@@ -471,49 +463,6 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
             }
         }
     }
-}
-
-/// The local etcd member's options, as k3s starts it (`pkg/etcd/etcd.go`,
-/// `cluster`): TLS with the host's `server/tls/etcd/` certificates, the
-/// client port on the host's address and on loopback, metrics on loopback.
-pub(super) fn etcd_options(
-    ctx: &Ctx,
-    ip: Ipv4Addr,
-    etcd_dir: &std::path::Path,
-    member_name: &str,
-    initial_cluster: String,
-    state: ClusterState,
-) -> anyhow::Result<EtcdOptions> {
-    let logs = ctx.at("var/log/k3s");
-    std::fs::create_dir_all(&logs)?;
-    let tls = ctx.at(lab_pki::HOST_ETCD_TLS);
-    Ok(EtcdOptions {
-        name: member_name.to_string(),
-        data_dir: etcd_dir.to_path_buf(),
-        client_url: LabSpec::etcd_url(ip),
-        // k3s: `pkg/etcd/etcd.go` (`listenClientURLs`) listens on loopback
-        // too, and advertises only the host's address.
-        also_listen_client_urls: vec![format!(
-            "https://{}:{}",
-            std::net::Ipv4Addr::LOCALHOST,
-            crate::spec::ETCD_CLIENT_PORT
-        )],
-        peer_url: LabSpec::etcd_peer_url(ip),
-        // k3s: metrics and /health in plain HTTP on loopback:2381.
-        metrics_url: LabSpec::etcd_metrics_url(),
-        initial_cluster,
-        initial_cluster_state: state,
-        tls: Some(EtcdTls {
-            client_ca: tls.join("server-ca.crt"),
-            cert: tls.join("server-client.crt"),
-            key: tls.join("server-client.key"),
-            peer_ca: tls.join("peer-ca.crt"),
-            peer_cert: tls.join("peer-server-client.crt"),
-            peer_key: tls.join("peer-server-client.key"),
-        }),
-        log_file: logs.join("etcd.log"),
-        extra_args: vec!["--unsafe-no-fsync".into()],
-    })
 }
 
 /// A member already named for `node` (k3s's member names are
