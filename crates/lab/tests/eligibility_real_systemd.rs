@@ -617,8 +617,20 @@ async fn a_full_disk_under_the_datastore_or_the_snapshots_stops_the_swap_changin
     )
     .await;
     assert_eq!(ran.len(), 1, "the runbook is the one command");
-    let (code, said) = fleet_role_says(&lab, &["status"]).await;
-    assert_eq!(code, Some(0), "{said}");
+    // The servers' reports of etcd's members lag the swap's end by a
+    // heartbeat (`etcd-views` until they agree).
+    let t0 = clock.now();
+    loop {
+        let (code, said) = fleet_role_says(&lab, &["status"]).await;
+        if code == Some(0) {
+            break;
+        }
+        assert!(
+            clock.since(t0) < Duration::from_secs(120),
+            "status after the runbook ({code:?}):\n{said}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
     let (voters, learners) = common::etcd_members(&lab).await;
     assert!(learners.is_empty(), "{learners:?}");
     assert_eq!(voters.len(), 3, "{voters:?}");
