@@ -143,10 +143,7 @@ fn snapshot_dir(ctx: &Ctx) -> anyhow::Result<(config::K3sConfig, PathBuf)> {
 /// server, so with no local etcd answering it fails. Returns the removed
 /// files.
 pub async fn snapshot_prune(ctx: &Ctx, prefix: &str, keep: usize) -> anyhow::Result<Vec<PathBuf>> {
-    let url = ctx.etcd(&LabSpec::etcd_url(ctx.ip()?))?;
-    crate::etcd_gw::member_list(&url)
-        .await
-        .context("etcd-snapshot error: cannot reach the local etcd (is k3s running?)")?;
+    local_etcd_answers(ctx).await?;
     let (_, dir) = snapshot_dir(ctx)?;
     let names: Vec<String> = match std::fs::read_dir(&dir) {
         Ok(es) => es
@@ -165,13 +162,10 @@ pub async fn snapshot_prune(ctx: &Ctx, prefix: &str, keep: usize) -> anyhow::Res
 }
 
 /// `k3s etcd-snapshot ls`: the local snapshots, one a line under k3s's
-/// header (`Name Location Size Created`), oldest first. Like `save` it asks
+/// header (`Name Location Size Created`), by name. Like `save` it asks
 /// the running server, so with no local etcd answering it fails.
 pub async fn snapshot_ls(ctx: &Ctx) -> anyhow::Result<Vec<String>> {
-    let url = ctx.etcd(&LabSpec::etcd_url(ctx.ip()?))?;
-    crate::etcd_gw::member_list(&url)
-        .await
-        .context("etcd-snapshot error: cannot reach the local etcd (is k3s running?)")?;
+    local_etcd_answers(ctx).await?;
     let (_, dir) = snapshot_dir(ctx)?;
     let mut rows: Vec<(String, u64)> = match std::fs::read_dir(&dir) {
         Ok(es) => es
@@ -185,12 +179,23 @@ pub async fn snapshot_ls(ctx: &Ctx) -> anyhow::Result<Vec<String>> {
         Err(_) => Vec::new(),
     };
     rows.sort();
+    // The folder as the host sees it.
+    let at = format!("/{}", dir.strip_prefix(&ctx.root).unwrap_or(&dir).display());
     let mut out = vec!["Name Location Size Created".to_string()];
     for (name, size) in rows {
-        let root = format!("/{}", dir.strip_prefix(&ctx.root).unwrap_or(&dir).display());
-        out.push(format!("{name} file://{root}/{name} {size}"));
+        out.push(format!("{name} file://{at}/{name} {size}"));
     }
     Ok(out)
+}
+
+/// The CLI's `ls` and `prune` ask the running server: an error when the
+/// local etcd does not answer.
+async fn local_etcd_answers(ctx: &Ctx) -> anyhow::Result<()> {
+    let url = ctx.etcd(&LabSpec::etcd_url(ctx.ip()?))?;
+    crate::etcd_gw::member_list(&url)
+        .await
+        .context("etcd-snapshot error: cannot reach the local etcd (is k3s running?)")?;
+    Ok(())
 }
 
 /// Writes a snapshot's `data` where and as k3s does (`pkg/etcd/snapshot.go`):
